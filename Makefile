@@ -1,0 +1,59 @@
+# meshccl — top-level entry points. `make run` and `make test` do all set-up on
+# a fresh Debian 12 machine (as root they apt-get what is missing).
+SHELL := /bin/bash
+BUILD ?= build
+ASAN_BUILD ?= build-asan
+JOBS ?= $(shell nproc)
+DEB_PKGS := gcc g++ clang make cmake libc6-dev iproute2 procps openmpi-bin libopenmpi-dev
+
+.PHONY: all deps build build-asan run test test-fast bench fuzz format envdoc clean
+
+all: build
+
+deps:
+	@missing=""; for p in $(DEB_PKGS); do \
+	  dpkg-query -W -f='$${Status}' $$p 2>/dev/null | grep -q "install ok installed" || missing="$$missing $$p"; \
+	done; \
+	if [ -n "$$missing" ]; then \
+	  if [ "$$(id -u)" = 0 ]; then \
+	    echo "deps: installing$$missing"; \
+	    (apt-get update -q || true) && DEBIAN_FRONTEND=noninteractive apt-get install -y -q $$missing; \
+	  else \
+	    echo "deps: missing Debian packages:$$missing (run as root, or: sudo apt-get install$$missing)"; \
+	  fi; \
+	fi
+
+$(BUILD)/CMakeCache.txt:
+	cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=RelWithDebInfo
+
+build: deps $(BUILD)/CMakeCache.txt
+	cmake --build $(BUILD) -j $(JOBS)
+
+build-asan: deps
+	cmake -S . -B $(ASAN_BUILD) -DCMAKE_BUILD_TYPE=Debug -DMESHCCL_SANITIZE=ON
+	cmake --build $(ASAN_BUILD) -j $(JOBS)
+
+# The main job: a 4-rank communicator on this host, and what init found.
+run: build
+	./$(BUILD)/bin/meshccl-run -n 4 ./$(BUILD)/bin/meshccl-hello
+
+# Everything CI must pass: the release build's tests, then the unit and
+# multi-process tests again under ASan+UBSan.
+test: build build-asan
+	cd $(BUILD) && ctest --output-on-failure -j 2
+	cd $(ASAN_BUILD) && ASAN_OPTIONS=detect_leaks=1 ctest --output-on-failure -j 2 -L 'unit|mp' -LE nosan
+
+test-fast: build
+	cd $(BUILD) && ctest --output-on-failure -j 2
+
+bench: build
+	./bench/init.sh $(BUILD)
+
+envdoc: build
+	./$(BUILD)/bin/meshccl-env --markdown > docs/ENV.md
+
+format:
+	clang-format -i $$(git ls-files '*.c' '*.h')
+
+clean:
+	rm -rf $(BUILD) $(ASAN_BUILD)

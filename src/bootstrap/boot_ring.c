@@ -1,0 +1,605 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * Rank side of the bootstrap. Mirrors NCCL's bootstrapInit,
+ * bootstrapAllGather, bootstrapSend/Recv, bootstrapBarrier and
+ * bootstrapIntraNodeAllGather (bootstrap.cc):
+ *   listeners (ring, p2p) -> stagger -> register with the root -> next rank's
+ *   address -> ring connect -> ring allgather of {p2p address, host, pid}.
+ * During init every wait also watches the control connection to the root,
+ * which reports failures of other ranks; see boot_root.c.
+ */
+#include "bootstrap.h"
+
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "bootstrap_int.h"
+#include "check.h"
+#include "log.h"
+#include "params.h"
+#include "utils.h"
+
+_Static_assert(sizeof(struct mc_boot_handle) <= NCCL_UNIQUE_ID_BYTES, "handle fits the id");
+_Static_assert(offsetof(struct mc_boot_handle, addr) == 8, "NCCL's handle layout");
+_Static_assert(offsetof(struct mc_boot_handle, n_ranks) == 36, "NCCL's handle layout");
+_Static_assert(sizeof(union mc_sockaddr) == 28, "NCCL's ncclSocketAddress size");
+
+#define ROOT_EXPLAIN_WAIT_MS 1000 /* after a peer error, how long to wait for the root's reason */
+#define MAX_UNEXPECTED       4096
+#define STREAM_BYTES         UINT32_MAX /* p2p header: a dedicated connection, no payload */
+
+struct boot_peer {
+  union mc_sockaddr p2p;
+  int32_t pid;
+  char host[MC_BOOT_HOST_BYTES];
+};
+
+struct p2p_header {
+  int32_t rank;
+  int32_t tag;
+  uint32_t bytes;
+};
+
+struct unexpected {
+  struct p2p_header hdr;
+  struct mc_sock sock;
+  struct unexpected *next;
+};
+
+struct mc_boot {
+  int rank;
+  int n_ranks;
+  uint64_t magic;
+  const volatile uint32_t *abort_flag;
+  struct mc_ifc ifc;
+  struct mc_sock ctl; /* to the root, open until init ends */
+  union mc_sockaddr root_addr;
+  struct mc_listener ring_listen;
+  struct mc_listener p2p_listen;
+  struct mc_sock ring_send; /* to rank + 1 */
+  struct mc_sock ring_recv; /* from rank - 1 */
+  struct boot_peer *peers;
+  struct unexpected *unexp;
+  int n_unexp;
+  struct mc_boot_timings t;
+  char host[MC_BOOT_HOST_BYTES];
+  int pid;
+  uint32_t ag_seq;
+  struct mc_deadline init_dl;
+};
+
+/* ---------- waits and errors ---------- */
+
+/* Reads what the root sent; a failure notice becomes this rank's error. */
+static ncclResult_t ctl_check(void *arg)
+{
+  struct mc_boot *b = arg;
+  struct mc_wait w = mc_boot_wait_make(ROOT_EXPLAIN_WAIT_MS, b->abort_flag);
+  struct mc_boot_ctl m;
+  char a[MC_SOCKADDR_STRLEN];
+  bool readable = false;
+  size_t n = 0;
+
+  if (b->ctl.fd < 0)
+    return ncclSuccess;
+  if ((mc_sock_poll_readable(&b->ctl, 0, &readable) != ncclSuccess) || !readable)
+    return ncclSuccess;
+  if ((mc_sock_recv_msg(&b->ctl, &m, sizeof(m), &n, &w) != ncclSuccess) || (n != sizeof(m))) {
+    mc_sock_close(&b->ctl);
+    return MC_FAIL(ncclRemoteError,
+                   "Bootstrap: rank %d lost its connection to the bootstrap root at %s (%s): the "
+                   "process hosting the root (the one that called ncclGetUniqueId; rank 0 with "
+                   "NCCL_COMM_ID) exited or was killed",
+                   b->rank, mc_sockaddr_str(&b->root_addr, a, sizeof(a)), b->ctl.err);
+  }
+  if (m.kind != MC_BOOT_CTL_FAIL)
+    return ncclSuccess;
+  m.text[sizeof(m.text) - 1] = '\0';
+  mc_sock_close(&b->ctl);
+  return MC_FAIL((ncclResult_t)m.code, "Bootstrap: rank %d: %s", b->rank, m.text);
+}
+
+static struct mc_wait boot_wait(struct mc_boot *b)
+{
+  struct mc_wait w;
+
+  memset(&w, 0, sizeof(w));
+  w.abort_flag = b->abort_flag;
+  if (b->ctl.fd >= 0) {
+    w.dl = b->init_dl;
+    w.check = ctl_check;
+    w.check_arg = b;
+  } else {
+    w.dl = mc_deadline_in_ms(mc_boot_op_timeout_ms());
+  }
+  return w;
+}
+
+static const char *peer_desc(const struct mc_boot *b, int rank, char *buf, size_t bytes)
+{
+  if ((b->peers != NULL) && (rank >= 0) && (rank < b->n_ranks))
+    snprintf(buf, bytes, "rank %d (host %s pid %d)", rank, b->peers[rank].host,
+             b->peers[rank].pid);
+  else
+    snprintf(buf, bytes, "rank %d", rank);
+  return buf;
+}
+
+/*
+ * Records a failure seen on socket s while talking to `peer`. When the wait
+ * ended because the root reported a failure, that report is the error. When
+ * the peer closed the connection during init, the root usually knows why:
+ * give it a moment to say so before blaming the peer.
+ */
+static ncclResult_t boot_fail(struct mc_boot *b, ncclResult_t res, const struct mc_sock *s,
+                              int peer, const char *doing)
+{
+  char who[160];
+
+  if (s->end == MC_SOCK_END_CHECK)
+    return res;
+  if (s->end == MC_SOCK_END_ABORT) {
+    MC_INFO(MC_SUB_BOOTSTRAP, "Bootstrap: rank %d: aborted while %s", b->rank, doing);
+    return res;
+  }
+  if ((s->end == MC_SOCK_END_CLOSED) && (b->ctl.fd >= 0)) {
+    struct mc_deadline dl = mc_deadline_in_ms(ROOT_EXPLAIN_WAIT_MS);
+    while (!mc_deadline_passed(dl) && (b->ctl.fd >= 0)) {
+      ncclResult_t r = ctl_check(b);
+      if (r != ncclSuccess)
+        return r;
+      mc_sleep_ms_abortable(10, b->abort_flag);
+    }
+  }
+  peer_desc(b, peer, who, sizeof(who));
+  if (s->end == MC_SOCK_END_CLOSED)
+    return MC_FAIL(res, "Bootstrap: rank %d: %s closed the connection while %s (%s): it exited or "
+                   "failed", b->rank, who, doing, s->err);
+  return MC_FAIL(res, "Bootstrap: rank %d: %s with %s: %s", b->rank, doing, who, s->err);
+}
+
+/* ---------- init ---------- */
+
+static ncclResult_t boot_listen(struct mc_boot *b)
+{
+  union mc_sockaddr local = b->ifc.addr;
+
+  mc_sockaddr_set_port(&local, 0);
+  if (mc_sock_listen(&local, b->magic, MC_SOCK_TYPE_BOOTSTRAP, &b->ring_listen) != ncclSuccess)
+    return MC_FAIL(ncclSystemError, "Bootstrap: rank %d: ring listener on %s: %s", b->rank,
+                   b->ifc.name, b->ring_listen.sock.err);
+  if (mc_sock_listen(&local, b->magic, MC_SOCK_TYPE_BOOTSTRAP, &b->p2p_listen) != ncclSuccess)
+    return MC_FAIL(ncclSystemError, "Bootstrap: rank %d: p2p listener on %s: %s", b->rank,
+                   b->ifc.name, b->p2p_listen.sock.err);
+  return ncclSuccess;
+}
+
+/* Registers with the root and returns the next rank's ring address. */
+static ncclResult_t boot_register(struct mc_boot *b, const struct mc_boot_handle *h,
+                                  union mc_sockaddr *next_out)
+{
+  struct mc_wait w = mc_boot_wait_make(-1, b->abort_flag);
+  struct mc_boot_ctl m;
+  char a[MC_SOCKADDR_STRLEN];
+  ncclResult_t res;
+  size_t n = 0;
+  double t0 = mc_time_sec();
+
+  w.dl = b->init_dl;
+  res = mc_sock_connect(&h->addr, h->magic, MC_SOCK_TYPE_ROOT, &w, &b->ctl);
+  if (res != ncclSuccess) {
+    if (b->ctl.end == MC_SOCK_END_ABORT)
+      return res;
+    return MC_FAIL(res, "Bootstrap: rank %d cannot reach the bootstrap root at %s from %s: %s "
+                   "(is rank 0 / the process that created the unique id running, and is %s "
+                   "reachable from interface %s?)",
+                   b->rank, mc_sockaddr_str(&h->addr, a, sizeof(a)), b->ifc.name, b->ctl.err,
+                   mc_sockaddr_str(&h->addr, a, sizeof(a)), b->ifc.name);
+  }
+  memset(&m, 0, sizeof(m));
+  m.kind = MC_BOOT_CTL_REGISTER;
+  m.version = NCCL_VERSION_CODE;
+  m.rank = b->rank;
+  m.n_ranks = b->n_ranks;
+  m.pid = b->pid;
+  m.addr = b->ring_listen.sock.addr;
+  snprintf(m.host, sizeof(m.host), "%s", b->host);
+  res = mc_sock_send_msg(&b->ctl, &m, sizeof(m), &w);
+  if (res != ncclSuccess)
+    return boot_fail(b, res, &b->ctl, -1, "registering with the bootstrap root");
+  b->t.send = mc_time_sec() - t0;
+  t0 = mc_time_sec();
+  res = mc_sock_recv_msg(&b->ctl, &m, sizeof(m), &n, &w);
+  if ((res == ncclSuccess) && (n != sizeof(m)))
+    res = ncclRemoteError;
+  if (res != ncclSuccess) {
+    if (b->ctl.end == MC_SOCK_END_ABORT)
+      return res;
+    return MC_FAIL((res == ncclTimeout) ? ncclTimeout : ncclRemoteError,
+                   "Bootstrap: rank %d: no answer from the bootstrap root at %s: %s", b->rank,
+                   mc_sockaddr_str(&h->addr, a, sizeof(a)), b->ctl.err);
+  }
+  if (m.kind == MC_BOOT_CTL_FAIL) {
+    m.text[sizeof(m.text) - 1] = '\0';
+    mc_sock_close(&b->ctl);
+    return MC_FAIL((ncclResult_t)m.code, "Bootstrap: rank %d: %s", b->rank, m.text);
+  }
+  if ((m.kind != MC_BOOT_CTL_NEXT) || (m.rank != (b->rank + 1) % b->n_ranks))
+    return MC_FAIL(ncclInternalError, "Bootstrap: rank %d: unexpected message %u (rank %d) from "
+                   "the root", b->rank, m.kind, m.rank);
+  b->t.recv = mc_time_sec() - t0;
+  *next_out = m.addr;
+  return ncclSuccess;
+}
+
+static ncclResult_t boot_ring_connect(struct mc_boot *b, const union mc_sockaddr *next_addr)
+{
+  struct mc_wait w = boot_wait(b);
+  int next = (b->rank + 1) % b->n_ranks;
+  int prev = (b->rank + b->n_ranks - 1) % b->n_ranks;
+  int32_t me = b->rank;
+  int32_t from = -1;
+  ncclResult_t res;
+
+  res = mc_sock_connect(next_addr, b->magic, MC_SOCK_TYPE_BOOTSTRAP, &w, &b->ring_send);
+  if (res == ncclSuccess)
+    res = mc_sock_send_all(&b->ring_send, &me, sizeof(me), &w);
+  if (res != ncclSuccess)
+    return boot_fail(b, res, &b->ring_send, next, "connecting the bootstrap ring");
+  res = mc_sock_accept(&b->ring_listen, &w, &b->ring_recv);
+  if (res != ncclSuccess)
+    return boot_fail(b, res, &b->ring_listen.sock, prev, "waiting for the previous ring rank");
+  res = mc_sock_recv_all(&b->ring_recv, &from, sizeof(from), &w);
+  if (res != ncclSuccess)
+    return boot_fail(b, res, &b->ring_recv, prev, "connecting the bootstrap ring");
+  if (from != prev)
+    return MC_FAIL(ncclInternalError, "Bootstrap: rank %d: ring connection from rank %d, expected "
+                   "rank %d", b->rank, from, prev);
+  return ncclSuccess;
+}
+
+ncclResult_t mc_boot_init(const struct mc_boot_config *cfg, struct mc_boot **boot_out)
+{
+  struct mc_boot *b = NULL;
+  struct mc_boot_handle h;
+  union mc_sockaddr next_addr;
+  struct boot_peer me;
+  ncclResult_t res;
+  double t_start = mc_time_sec();
+  double t0;
+  int64_t threshold = mc_param_int(MC_P_UID_STAGGER_THRESHOLD);
+
+  MC_CHECK(mc_calloc(&b, 1));
+  memcpy(&h, cfg->id.internal, sizeof(h));
+  b->rank = cfg->rank;
+  b->n_ranks = cfg->n_ranks;
+  b->magic = h.magic;
+  b->root_addr = h.addr;
+  b->abort_flag = cfg->abort_flag;
+  b->pid = (int)getpid();
+  b->init_dl = mc_deadline_in_ms(cfg->timeout_ms);
+  mc_host_name(b->host, sizeof(b->host));
+  mc_sock_init(&b->ctl);
+  mc_sock_init(&b->ring_send);
+  mc_sock_init(&b->ring_recv);
+  mc_sock_init(&b->ring_listen.sock);
+  mc_sock_init(&b->p2p_listen.sock);
+
+  t0 = mc_time_sec();
+  MC_CHECK_GOTO(mc_boot_net_init(NULL, &b->ifc), res, fail);
+  MC_CHECK_GOTO(boot_listen(b), res, fail);
+  b->t.create = mc_time_sec() - t0;
+  if (b->n_ranks > threshold) {
+    /* Spread the registrations of a large job over time (NCCL_UID_STAGGER_*). */
+    t0 = mc_time_sec();
+    mc_sleep_ms_abortable((int)(b->rank * 1000 / mc_param_int(MC_P_UID_STAGGER_RATE)),
+                          b->abort_flag);
+    b->t.delay = mc_time_sec() - t0;
+  }
+  MC_CHECK_GOTO(boot_register(b, &h, &next_addr), res, fail);
+  t0 = mc_time_sec();
+  MC_CHECK_GOTO(boot_ring_connect(b, &next_addr), res, fail);
+  b->t.ring = mc_time_sec() - t0;
+
+  MC_CHECK_GOTO(mc_calloc(&b->peers, (size_t)b->n_ranks), res, fail);
+  memset(&me, 0, sizeof(me));
+  me.p2p = b->p2p_listen.sock.addr;
+  me.pid = b->pid;
+  snprintf(me.host, sizeof(me.host), "%s", b->host);
+  b->peers[b->rank] = me;
+  MC_CHECK_GOTO(mc_boot_allgather(b, b->peers, sizeof(*b->peers)), res, fail);
+  for (int i = 0; i < b->n_ranks; i++)
+    b->peers[i].host[MC_BOOT_HOST_BYTES - 1] = '\0';
+  b->t.total = mc_time_sec() - t_start;
+  MC_INFO(MC_SUB_BOOTSTRAP | MC_SUB_PROFILE,
+          "Bootstrap timings total %f (create %f, send %f, recv %f, ring %f, delay %f)", b->t.total,
+          b->t.create, b->t.send, b->t.recv, b->t.ring, b->t.delay);
+  *boot_out = b;
+  return ncclSuccess;
+
+fail:
+  mc_boot_destroy(b);
+  return res;
+}
+
+static void ctl_send(struct mc_boot *b, uint32_t kind, ncclResult_t code, const char *text)
+{
+  struct mc_wait w = mc_boot_wait_make(ROOT_EXPLAIN_WAIT_MS, NULL);
+  struct mc_boot_ctl m;
+
+  if (b->ctl.fd < 0)
+    return;
+  memset(&m, 0, sizeof(m));
+  m.kind = kind;
+  m.version = NCCL_VERSION_CODE;
+  m.rank = b->rank;
+  m.n_ranks = b->n_ranks;
+  m.code = code;
+  m.pid = b->pid;
+  snprintf(m.host, sizeof(m.host), "%s", b->host);
+  snprintf(m.text, sizeof(m.text), "%s", (text != NULL) ? text : "");
+  (void)mc_sock_send_msg(&b->ctl, &m, sizeof(m), &w);
+  mc_sock_close(&b->ctl);
+}
+
+void mc_boot_init_done(struct mc_boot *b)
+{
+  if (b != NULL)
+    ctl_send(b, MC_BOOT_CTL_DONE, ncclSuccess, NULL);
+}
+
+void mc_boot_init_failed(struct mc_boot *b, ncclResult_t res, const char *why)
+{
+  if (b != NULL)
+    ctl_send(b, MC_BOOT_CTL_FAIL, res, why);
+}
+
+const struct mc_boot_timings *mc_boot_timings(const struct mc_boot *b)
+{
+  return &b->t;
+}
+
+const char *mc_boot_peer_host(const struct mc_boot *b, int rank)
+{
+  return b->peers[rank].host;
+}
+
+int mc_boot_peer_pid(const struct mc_boot *b, int rank)
+{
+  return b->peers[rank].pid;
+}
+
+const struct mc_ifc *mc_boot_ifc(const struct mc_boot *b)
+{
+  return &b->ifc;
+}
+
+/* ---------- collectives over bootstrap sockets ---------- */
+
+/* Unidirectional ring allgather over (send to next, recv from prev). */
+static ncclResult_t ring_allgather(struct mc_boot *b, struct mc_sock *snd, struct mc_sock *rcv,
+                                   int n, int idx, const int *ranks, char *data, size_t slice)
+{
+  int next = (ranks != NULL) ? ranks[(idx + 1) % n] : (idx + 1) % n;
+  int prev = (ranks != NULL) ? ranks[(idx + n - 1) % n] : (idx + n - 1) % n;
+  uint32_t hdr_out[2] = {b->ag_seq, (uint32_t)slice};
+  uint32_t hdr_in[2] = {0, 0};
+  struct mc_wait w = boot_wait(b);
+  ncclResult_t res;
+
+  b->ag_seq++;
+  res = mc_sock_sendrecv(snd, hdr_out, sizeof(hdr_out), rcv, hdr_in, sizeof(hdr_in), &w);
+  if (res != ncclSuccess)
+    return boot_fail(b, res, (snd->end != MC_SOCK_END_NONE) ? snd : rcv,
+                     (snd->end != MC_SOCK_END_NONE) ? next : prev, "in a bootstrap allgather");
+  if (hdr_in[1] != (uint32_t)slice)
+    return MC_FAIL(ncclInvalidUsage, "Bootstrap: rank %d: allgather slice of %u bytes from rank "
+                   "%d, expected %zu: the ranks disagree on what they exchange (mixed versions?)",
+                   b->rank, hdr_in[1], prev, slice);
+  for (int s = 0; s < n - 1; s++) {
+    int send_slice = (idx - s + n) % n;
+    int recv_slice = (idx - s - 1 + n) % n;
+    res = mc_sock_sendrecv(snd, data + (size_t)send_slice * slice, slice, rcv,
+                           data + (size_t)recv_slice * slice, slice, &w);
+    if (res != ncclSuccess)
+      return boot_fail(b, res, (snd->end != MC_SOCK_END_NONE) ? snd : rcv,
+                       (snd->end != MC_SOCK_END_NONE) ? next : prev, "in a bootstrap allgather");
+  }
+  return ncclSuccess;
+}
+
+ncclResult_t mc_boot_allgather(struct mc_boot *b, void *data, size_t slice_bytes)
+{
+  if (b->n_ranks == 1)
+    return ncclSuccess;
+  if (slice_bytes > MC_BOOT_MAX_MSG_BYTES / (size_t)b->n_ranks)
+    return MC_FAIL(ncclInvalidArgument, "Bootstrap: allgather of %zu bytes per rank is too large",
+                   slice_bytes);
+  return ring_allgather(b, &b->ring_send, &b->ring_recv, b->n_ranks, b->rank, NULL, data,
+                        slice_bytes);
+}
+
+static ncclResult_t p2p_connect(struct mc_boot *b, int peer, int tag, uint32_t bytes,
+                                struct mc_sock *s)
+{
+  struct mc_wait w = boot_wait(b);
+  struct p2p_header hdr = {.rank = b->rank, .tag = tag, .bytes = bytes};
+  ncclResult_t res;
+
+  if ((peer < 0) || (peer >= b->n_ranks))
+    return MC_FAIL(ncclInvalidArgument, "Bootstrap: rank %d: send to rank %d of %d", b->rank, peer,
+                   b->n_ranks);
+  res = mc_sock_connect(&b->peers[peer].p2p, b->magic, MC_SOCK_TYPE_BOOTSTRAP, &w, s);
+  if (res == ncclSuccess)
+    res = mc_sock_send_all(s, &hdr, sizeof(hdr), &w);
+  if (res != ncclSuccess) {
+    res = boot_fail(b, res, s, peer, "sending a bootstrap message");
+    mc_sock_close(s);
+  }
+  return res;
+}
+
+ncclResult_t mc_boot_send(struct mc_boot *b, int peer, int tag, const void *data, size_t bytes)
+{
+  struct mc_sock s;
+  struct mc_wait w;
+  ncclResult_t res;
+
+  if (bytes > MC_BOOT_MAX_MSG_BYTES)
+    return MC_FAIL(ncclInvalidArgument, "Bootstrap: message of %zu bytes is too large", bytes);
+  MC_CHECK(p2p_connect(b, peer, tag, (uint32_t)bytes, &s));
+  w = boot_wait(b);
+  res = mc_sock_send_all(&s, data, bytes, &w);
+  if (res != ncclSuccess)
+    res = boot_fail(b, res, &s, peer, "sending a bootstrap message");
+  mc_sock_close(&s);
+  return res;
+}
+
+/* Returns the open connection of the next message from (peer, tag), header read. */
+static ncclResult_t p2p_accept(struct mc_boot *b, int peer, int tag, struct p2p_header *hdr_out,
+                               struct mc_sock *s_out)
+{
+  struct unexpected **pp = &b->unexp;
+
+  for (; *pp != NULL; pp = &(*pp)->next) {
+    struct unexpected *u = *pp;
+    if ((u->hdr.rank == peer) && (u->hdr.tag == tag)) {
+      *pp = u->next;
+      *hdr_out = u->hdr;
+      *s_out = u->sock;
+      free(u);
+      b->n_unexp--;
+      return ncclSuccess;
+    }
+  }
+  for (;;) {
+    struct mc_wait w = boot_wait(b);
+    struct p2p_header hdr;
+    struct unexpected *u;
+    struct mc_sock s;
+    ncclResult_t res = mc_sock_accept(&b->p2p_listen, &w, &s);
+
+    if (res != ncclSuccess)
+      return boot_fail(b, res, &b->p2p_listen.sock, peer, "waiting for a bootstrap message");
+    res = mc_sock_recv_all(&s, &hdr, sizeof(hdr), &w);
+    if (res != ncclSuccess) {
+      /* A broken connection from some peer: the sender reports its own failure. */
+      MC_INFO(MC_SUB_BOOTSTRAP, "Bootstrap: rank %d: dropped a message connection: %s", b->rank,
+              s.err);
+      mc_sock_close(&s);
+      if ((s.end == MC_SOCK_END_CHECK) || (s.end == MC_SOCK_END_ABORT) ||
+          (s.end == MC_SOCK_END_TIMEOUT))
+        return boot_fail(b, res, &s, peer, "waiting for a bootstrap message");
+      continue;
+    }
+    if ((hdr.rank == peer) && (hdr.tag == tag)) {
+      *hdr_out = hdr;
+      *s_out = s;
+      return ncclSuccess;
+    }
+    if ((b->n_unexp >= MAX_UNEXPECTED) || (mc_calloc(&u, 1) != ncclSuccess)) {
+      mc_sock_close(&s);
+      return MC_FAIL(ncclInternalError, "Bootstrap: rank %d: more than %d unexpected messages",
+                     b->rank, MAX_UNEXPECTED);
+    }
+    u->hdr = hdr;
+    u->sock = s;
+    u->next = NULL;
+    for (pp = &b->unexp; *pp != NULL; pp = &(*pp)->next)
+      ;
+    *pp = u;
+    b->n_unexp++;
+  }
+}
+
+ncclResult_t mc_boot_recv(struct mc_boot *b, int peer, int tag, void *data, size_t bytes)
+{
+  struct p2p_header hdr;
+  struct mc_sock s;
+  struct mc_wait w;
+  ncclResult_t res;
+
+  MC_CHECK(p2p_accept(b, peer, tag, &hdr, &s));
+  if (hdr.bytes != bytes) {
+    mc_sock_close(&s);
+    return MC_FAIL(ncclInvalidUsage, "Bootstrap: rank %d: rank %d sent %u bytes with tag %d, "
+                   "expected %zu", b->rank, peer, hdr.bytes, tag, bytes);
+  }
+  w = boot_wait(b);
+  res = mc_sock_recv_all(&s, data, bytes, &w);
+  if (res != ncclSuccess)
+    res = boot_fail(b, res, &s, peer, "receiving a bootstrap message");
+  mc_sock_close(&s);
+  return res;
+}
+
+ncclResult_t mc_boot_barrier(struct mc_boot *b, const int *ranks, int n, int my_index, int tag)
+{
+  uint8_t token = 0;
+
+  if (ranks == NULL) {
+    n = b->n_ranks;
+    my_index = b->rank;
+  }
+  for (int mask = 1; mask < n; mask <<= 1) {
+    int to = (my_index + mask) % n;
+    int from = (my_index - mask % n + n) % n;
+    MC_CHECK(mc_boot_send(b, (ranks != NULL) ? ranks[to] : to, tag, &token, sizeof(token)));
+    MC_CHECK(mc_boot_recv(b, (ranks != NULL) ? ranks[from] : from, tag, &token, sizeof(token)));
+  }
+  return ncclSuccess;
+}
+
+ncclResult_t mc_boot_allgather_sub(struct mc_boot *b, const int *ranks, int n, int my_index,
+                                   void *data, size_t slice_bytes, int tag)
+{
+  struct mc_sock snd;
+  struct mc_sock rcv;
+  struct p2p_header hdr;
+  ncclResult_t res;
+  int next = ranks[(my_index + 1) % n];
+  int prev = ranks[(my_index + n - 1) % n];
+
+  if (n == 1)
+    return ncclSuccess;
+  if (slice_bytes > MC_BOOT_MAX_MSG_BYTES / (size_t)n)
+    return MC_FAIL(ncclInvalidArgument, "Bootstrap: allgather of %zu bytes per rank is too large",
+                   slice_bytes);
+  MC_CHECK(p2p_connect(b, next, tag, STREAM_BYTES, &snd));
+  res = p2p_accept(b, prev, tag, &hdr, &rcv);
+  if (res != ncclSuccess) {
+    mc_sock_close(&snd);
+    return res;
+  }
+  if (hdr.bytes != STREAM_BYTES)
+    res = MC_FAIL(ncclInvalidUsage, "Bootstrap: rank %d: rank %d sent a message with tag %d "
+                  "where an allgather was expected", b->rank, prev, tag);
+  else
+    res = ring_allgather(b, &snd, &rcv, n, my_index, ranks, data, slice_bytes);
+  mc_sock_close(&snd);
+  mc_sock_close(&rcv);
+  return res;
+}
+
+void mc_boot_destroy(struct mc_boot *b)
+{
+  if (b == NULL)
+    return;
+  while (b->unexp != NULL) {
+    struct unexpected *u = b->unexp;
+    b->unexp = u->next;
+    mc_sock_close(&u->sock);
+    free(u);
+  }
+  mc_sock_close(&b->ctl);
+  mc_sock_close(&b->ring_send);
+  mc_sock_close(&b->ring_recv);
+  mc_listener_close(&b->ring_listen);
+  mc_listener_close(&b->p2p_listen);
+  free(b->peers);
+  free(b);
+}

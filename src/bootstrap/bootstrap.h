@@ -1,0 +1,134 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * The bootstrap network of one communicator: unique id, root, ring, ring
+ * allgather, send/recv by (peer, tag), barrier, allgather among a subset of
+ * ranks. Mirrors NCCL's bootstrap.cc, with one addition: every rank keeps a
+ * control connection to the root until its init completes, so a rank that
+ * dies, fails or never arrives is named to every other rank within a poll
+ * tick (NCCL leaves them waiting).
+ *
+ * Thread-safety: one struct mc_boot is used by one thread at a time (the
+ * communicator's init or API thread); the abort flag may be set from any
+ * thread and ends every wait within about 10 ms.
+ */
+#ifndef MC_BOOTSTRAP_H
+#define MC_BOOTSTRAP_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "nccl.h"
+#include "socket/socket.h"
+
+/* The contents of ncclUniqueId (NCCL's ncclBootstrapHandle), zero padded to 128 bytes. */
+struct mc_boot_handle {
+  uint64_t magic;         /* offset 0 */
+  union mc_sockaddr addr; /* offset 8: the root's listening address */
+  int32_t n_ranks;        /* offset 36: 0 for ids of ncclGetUniqueId */
+};
+
+/* NCCL's magic for ids built from NCCL_COMM_ID. */
+#define MC_BOOT_COMM_ID_MAGIC 0x0280028002800280ull
+
+/* Reserved tags of mc_boot_send/recv (NCCL's values). */
+#define MC_BOOT_TAG_COMMSPLIT (1 << 29)
+#define MC_BOOT_TAG_INTRANODE (1 << 28)
+
+/* Largest payload accepted from a peer by send/recv and allgather. */
+#define MC_BOOT_MAX_MSG_BYTES (256u << 20)
+
+/* Finds the bootstrap interface once per process (NCCL_SOCKET_IFNAME,
+ * NCCL_SOCKET_FAMILY, and the route to the root: root_hint when not NULL,
+ * else NCCL_COMM_ID) and returns it. */
+ncclResult_t mc_boot_net_init(const union mc_sockaddr *root_hint, struct mc_ifc *ifc_out);
+
+/* An id naming a root at addr with NCCL's NCCL_COMM_ID magic: every rank
+ * computes the same one; rank 0 starts the root during init. */
+ncclResult_t mc_boot_unique_id_at(const union mc_sockaddr *addr, ncclUniqueId *id_out);
+
+/* A wait of ms milliseconds (< 0: no deadline) that ends on the abort flag. */
+struct mc_wait mc_boot_wait_make(int64_t ms, const volatile uint32_t *abort_flag);
+
+/*
+ * Fills a unique id. With use_comm_id and NCCL_COMM_ID set, the id names that
+ * address (magic MC_BOOT_COMM_ID_MAGIC) and no root is started; otherwise a
+ * root starts listening on the bootstrap interface in this process.
+ */
+ncclResult_t mc_boot_unique_id(bool use_comm_id, ncclUniqueId *id_out);
+
+/* True when the id was built from NCCL_COMM_ID (rank 0 must start the root). */
+bool mc_boot_id_is_comm_id(const ncclUniqueId *id);
+
+struct mc_boot_root;
+
+/* Starts the root for an NCCL_COMM_ID id (rank 0), retrying while a previous
+ * communicator's root still holds the port, until the wait ends. */
+ncclResult_t mc_boot_root_start_comm_id(const ncclUniqueId *id, const struct mc_wait *w);
+
+/* Takes a reference on the root of `id` when it lives in this process (else NULL). */
+struct mc_boot_root *mc_boot_root_claim(const ncclUniqueId *id);
+/* Drops the reference; the last one waits up to wait_ms for the root to
+ * finish, then stops it (telling ranks still waiting why) and joins it. */
+void mc_boot_root_release(struct mc_boot_root *root, int wait_ms);
+
+struct mc_boot;
+
+struct mc_boot_config {
+  int rank;
+  int n_ranks;
+  ncclUniqueId id;
+  const volatile uint32_t *abort_flag;
+  int64_t timeout_ms; /* whole init */
+};
+
+struct mc_boot_timings {
+  double total, create, send, recv, ring, delay;
+};
+
+/*
+ * Joins the communicator: registers with the root, connects the ring, and
+ * allgathers every rank's listening address, host name and pid. Blocks until
+ * done, the deadline, the abort flag, or a failure elsewhere that the root
+ * reports. The error names the rank(s) involved.
+ */
+ncclResult_t mc_boot_init(const struct mc_boot_config *cfg, struct mc_boot **boot_out);
+
+/* Tells the root this rank's init completed and closes the control connection. */
+void mc_boot_init_done(struct mc_boot *boot);
+/* Tells the root this rank's init failed, so that every other rank learns it now. */
+void mc_boot_init_failed(struct mc_boot *boot, ncclResult_t res, const char *why);
+
+/* Timings of mc_boot_init. */
+const struct mc_boot_timings *mc_boot_timings(const struct mc_boot *boot);
+/* Host name and pid of a rank (from the allgather), for messages. */
+const char *mc_boot_peer_host(const struct mc_boot *boot, int rank);
+int mc_boot_peer_pid(const struct mc_boot *boot, int rank);
+/* The interface this rank bootstraps over. */
+const struct mc_ifc *mc_boot_ifc(const struct mc_boot *boot);
+
+/* Ring allgather: slice i of data (slice_bytes each) is rank i's; the caller
+ * fills its own slice first. */
+ncclResult_t mc_boot_allgather(struct mc_boot *boot, void *data, size_t slice_bytes);
+
+/* One message to peer with tag; the receiver must post the same size. */
+ncclResult_t mc_boot_send(struct mc_boot *boot, int peer, int tag, const void *data, size_t bytes);
+/* Receives the message of (peer, tag); messages of other (peer, tag) pairs
+ * that arrive first wait in the unexpected queue. */
+ncclResult_t mc_boot_recv(struct mc_boot *boot, int peer, int tag, void *data, size_t bytes);
+
+/* Dissemination barrier over the ranks listed in ranks[0..n) (all ranks when ranks == NULL). */
+ncclResult_t mc_boot_barrier(struct mc_boot *boot, const int *ranks, int n, int my_index, int tag);
+
+/* Allgather among ranks[0..n) (this rank is ranks[my_index]) over a ring of
+ * dedicated connections. */
+ncclResult_t mc_boot_allgather_sub(struct mc_boot *boot, const int *ranks, int n, int my_index,
+                                   void *data, size_t slice_bytes, int tag);
+
+/* Closes every socket. Never blocks. Accepts NULL. */
+void mc_boot_destroy(struct mc_boot *boot);
+
+/* Seconds of deadline for bootstrap operations after init. */
+int64_t mc_boot_op_timeout_ms(void);
+
+#endif /* MC_BOOTSTRAP_H */

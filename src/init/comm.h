@@ -1,0 +1,127 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * The communicator object and its lifecycle: allocation, the init job (a
+ * sequence of stages, each a function with a clear input and output),
+ * group-deferred and non-blocking execution, destruction. The public API
+ * (init_api.c) is a thin layer over these functions.
+ */
+#ifndef MC_INIT_COMM_H
+#define MC_INIT_COMM_H
+
+#include <pthread.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "nccl.h"
+#include "bootstrap/bootstrap.h"
+
+#define MC_COMM_LIVE_MAGIC 0x6d657368636f6d6dull /* "meshcomm" */
+#define MC_HOST_BYTES      64
+#define MC_LAST_ERROR_BYTES 1024
+
+/* What every rank publishes in the first allgather (NCCL's ncclPeerInfo, host edition). */
+struct mc_peer_info {
+  int32_t rank;
+  int32_t dev;          /* device index; -1 = not chosen (auto) */
+  int32_t version;      /* NCCL_VERSION_CODE */
+  int32_t pid;
+  uint64_t host_hash;   /* host identity + commHash */
+  uint64_t pid_hash;    /* process identity + commHash */
+  uint64_t shm_dev;     /* st_dev of /dev/shm */
+  uint64_t comm_ptr;    /* for ranks of one process */
+  char host[MC_HOST_BYTES];
+};
+
+/* Who is where, derived from the peer infos (mc_comm_nodes_compute). */
+struct mc_comm_nodes {
+  int n_nodes;
+  int *rank_to_node;        /* [n_ranks] */
+  int *rank_to_local_rank;  /* [n_ranks] */
+  int *node_first_rank;     /* [n_nodes] */
+  int *node_n_ranks;        /* [n_nodes] */
+  int *local_rank_to_rank;  /* [local_ranks] of this rank's node */
+  int local_rank;
+  int local_ranks;
+  int max_local_ranks;
+  int *dev;                 /* [n_ranks] resolved device index */
+};
+
+/* Init timings, NCCL's breakdown (seconds). */
+struct mc_comm_timings {
+  double total, kernels, alloc, bootstrap, allgathers, topo, graphs, connections, rest;
+};
+
+enum mc_comm_init_kind { MC_INIT_RANK, MC_INIT_ALL, MC_INIT_SPLIT };
+
+struct ncclComm {
+  uint64_t live_magic; /* MC_COMM_LIVE_MAGIC while the object is valid */
+  int rank;
+  int n_ranks;
+  int dev;             /* device index used by this rank */
+  int dev_requested;   /* -1: automatic */
+  enum mc_comm_init_kind init_kind;
+  ncclUniqueId id;
+  uint64_t comm_hash;
+  ncclConfig_t config; /* resolved: blocking is 0 or 1 */
+  uint32_t abort_flag; /* set by ncclCommAbort or a failed sibling of a group */
+  int async_result;    /* ncclResult_t, read/written atomically */
+  bool has_init_thread;
+  pthread_t init_thread;
+  bool is_finalized;
+  struct mc_boot *boot;
+  struct mc_boot_root *root; /* when this process hosts the root of this comm */
+  struct mc_peer_info *peers;
+  struct mc_comm_nodes nodes;
+  struct mc_comm_timings t;
+  double t_start;
+  char last_error[MC_LAST_ERROR_BYTES];
+  struct mc_comm_group *group; /* siblings launched together (abort propagation) */
+};
+
+/* Validates a config and resolves defaults and NCCL_COMM_BLOCKING. */
+ncclResult_t mc_comm_config_resolve(const ncclConfig_t *user, ncclConfig_t *resolved_out);
+
+/* Allocates a communicator in state ncclInProgress (not yet initialised). */
+ncclResult_t mc_comm_alloc(int n_ranks, const ncclUniqueId *id, int rank, int dev_requested,
+                           const ncclConfig_t *config, enum mc_comm_init_kind kind,
+                           struct ncclComm **comm_out);
+
+/* Runs the whole init of comm on the calling thread; sets comm->async_result. */
+ncclResult_t mc_comm_init_run(struct ncclComm *comm);
+
+/* Frees every resource of comm (init must not be running). */
+void mc_comm_free(struct ncclComm *comm);
+
+/* Waits for a running init thread (join). */
+void mc_comm_join_init(struct ncclComm *comm);
+
+/* Derives nodes and local ranks from peer infos (pure; tested alone).
+ * Resolves devices: explicit ones stay, automatic ones take the smallest
+ * index unused on their host, in local-rank order. */
+ncclResult_t mc_comm_nodes_compute(const struct mc_peer_info *peers, int n_ranks, int my_rank,
+                                   struct mc_comm_nodes *nodes_out);
+void mc_comm_nodes_free(struct mc_comm_nodes *nodes);
+
+/* Checks peer infos: version mismatch, a device used twice on one host. */
+ncclResult_t mc_comm_peers_check(const struct mc_peer_info *peers, const int *devs, int n_ranks,
+                                 bool allow_shared_dev);
+
+/* ---------- groups (init_group.c) ---------- */
+
+/* Queues an init job when inside a group, else runs it (blocking) or
+ * starts it (non-blocking). Returns ncclInProgress for a started
+ * non-blocking init. */
+ncclResult_t mc_group_launch_init(struct ncclComm *comm);
+/* True when the calling thread is inside ncclGroupStart/End. */
+bool mc_group_active(void);
+/* Forgets comm in its group (called when comm is freed). */
+void mc_group_forget(struct ncclComm *comm);
+
+ncclResult_t mc_group_start(void);
+ncclResult_t mc_group_end(void);
+
+/* The device meshcclSetDevice chose for this thread (-1 none). */
+int mc_thread_device(void);
+void mc_thread_set_device(int dev);
+
+#endif /* MC_INIT_COMM_H */

@@ -1,0 +1,378 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * The public communicator API of nccl.h. Mirrors NCCL's init.cc entry points:
+ * arguments are checked at once (ncclInvalidArgument with a message), the
+ * init itself runs through the group machinery (init_group.c). Every symbol
+ * also exists as pnccl*, the profiling alias NCCL exports.
+ */
+#include "comm.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "check.h"
+#include "log.h"
+#include "meshccl.h"
+#include "params.h"
+#include "utils.h"
+
+#define NCCL_API(_ret, _func, ...)                                                                 \
+  __attribute__((visibility("default"))) __attribute__((alias(#_func))) _ret p##_func(__VA_ARGS__); \
+  __attribute__((visibility("default"))) _ret _func(__VA_ARGS__)
+
+#define PTR_CHECK(_p, _call, _name)                                                                \
+  do {                                                                                             \
+    if ((_p) == NULL)                                                                              \
+      return MC_FAIL(ncclInvalidArgument, "%s : %s argument is NULL", (_call), (_name));           \
+  } while (0)
+
+static ncclResult_t comm_check(const struct ncclComm *comm, const char *call)
+{
+  if (comm == NULL)
+    return MC_FAIL(ncclInvalidArgument, "%s : comm argument is NULL", call);
+  if (comm->live_magic != MC_COMM_LIVE_MAGIC)
+    return MC_FAIL(ncclInvalidArgument, "%s : comm %p is not a live communicator (destroyed?)",
+                   call, (const void *)comm);
+  return ncclSuccess;
+}
+
+/* NCCL's ncclCommEnsureReady: the comm must have finished its init successfully. */
+static ncclResult_t comm_ready(const struct ncclComm *comm, const char *call)
+{
+  ncclResult_t state;
+
+  MC_CHECK(comm_check(comm, call));
+  state = (ncclResult_t)__atomic_load_n(&comm->async_result, __ATOMIC_ACQUIRE);
+  if (state == ncclInProgress)
+    return MC_FAIL(ncclInvalidArgument, "%s : attempt to use communicator %p before the previous "
+                   "operation returned ncclSuccess (init still in progress)", call,
+                   (const void *)comm);
+  if (state != ncclSuccess)
+    return MC_FAIL(state, "%s : communicator %p failed earlier: %s", call, (const void *)comm,
+                   comm->last_error);
+  return ncclSuccess;
+}
+
+static void api_enter(void)
+{
+  mc_error_clear_thread();
+  mc_log_version_once();
+  mc_param_report_once();
+}
+
+NCCL_API(ncclResult_t, ncclGetVersion, int *version);
+ncclResult_t ncclGetVersion(int *version)
+{
+  PTR_CHECK(version, "ncclGetVersion", "version");
+  *version = NCCL_VERSION_CODE;
+  return ncclSuccess;
+}
+
+NCCL_API(ncclResult_t, ncclGetUniqueId, ncclUniqueId *uniqueId);
+ncclResult_t ncclGetUniqueId(ncclUniqueId *uniqueId)
+{
+  api_enter();
+  PTR_CHECK(uniqueId, "ncclGetUniqueId", "uniqueId");
+  return mc_boot_unique_id(true, uniqueId);
+}
+
+static ncclResult_t init_rank(ncclComm_t *newcomm, int nranks, const ncclUniqueId *id, int rank,
+                              int dev, ncclConfig_t *config, enum mc_comm_init_kind kind,
+                              const char *call)
+{
+  ncclConfig_t resolved;
+  struct ncclComm *comm = NULL;
+
+  api_enter();
+  PTR_CHECK(newcomm, call, "newcomm");
+  *newcomm = NULL;
+  if (nranks < 1)
+    return MC_FAIL(ncclInvalidArgument, "%s : invalid number of ranks %d (must be >= 1)", call,
+                   nranks);
+  if ((rank < 0) || (rank >= nranks))
+    return MC_FAIL(ncclInvalidArgument, "%s : invalid rank requested : %d/%d", call, rank, nranks);
+  MC_CHECK(mc_comm_config_resolve(config, &resolved));
+  MC_CHECK(mc_comm_alloc(nranks, id, rank, dev, &resolved, kind, &comm));
+  *newcomm = comm;
+  return mc_group_launch_init(comm);
+}
+
+static int default_device(void)
+{
+  int dev = mc_thread_device();
+
+  return (dev >= 0) ? dev : (int)mc_param_int(MC_P_DEVICE);
+}
+
+NCCL_API(ncclResult_t, ncclCommInitRank, ncclComm_t *comm, int nranks, ncclUniqueId commId,
+         int rank);
+ncclResult_t ncclCommInitRank(ncclComm_t *comm, int nranks, ncclUniqueId commId, int rank)
+{
+  return init_rank(comm, nranks, &commId, rank, default_device(), NULL, MC_INIT_RANK,
+                   "ncclCommInitRank");
+}
+
+NCCL_API(ncclResult_t, ncclCommInitRankConfig, ncclComm_t *comm, int nranks, ncclUniqueId commId,
+         int rank, ncclConfig_t *config);
+ncclResult_t ncclCommInitRankConfig(ncclComm_t *comm, int nranks, ncclUniqueId commId, int rank,
+                                    ncclConfig_t *config)
+{
+  return init_rank(comm, nranks, &commId, rank, default_device(), config, MC_INIT_RANK,
+                   "ncclCommInitRankConfig");
+}
+
+NCCL_API(ncclResult_t, ncclCommInitAll, ncclComm_t *comms, int ndev, const int *devlist);
+ncclResult_t ncclCommInitAll(ncclComm_t *comms, int ndev, const int *devlist)
+{
+  ncclUniqueId id;
+  ncclResult_t res = ncclSuccess;
+  ncclResult_t end_res;
+
+  api_enter();
+  PTR_CHECK(comms, "ncclCommInitAll", "comms");
+  if (ndev < 1)
+    return MC_FAIL(ncclInvalidArgument, "ncclCommInitAll : invalid ndev %d (must be >= 1)", ndev);
+  for (int i = 0; (devlist != NULL) && (i < ndev); i++) {
+    if (devlist[i] < 0)
+      return MC_FAIL(ncclInvalidArgument, "ncclCommInitAll : devlist[%d] = %d is not a device",
+                     i, devlist[i]);
+    for (int j = 0; (j < i) && (mc_param_int(MC_P_MULTI_RANK_GPU_ENABLE) == 0); j++) {
+      if (devlist[j] == devlist[i])
+        return MC_FAIL(ncclInvalidUsage, "ncclCommInitAll : devlist[%d] and devlist[%d] are both "
+                       "device %d; set NCCL_MULTI_RANK_GPU_ENABLE=1 to allow it", j, i, devlist[i]);
+    }
+  }
+  for (int i = 0; i < ndev; i++)
+    comms[i] = NULL;
+  MC_CHECK(mc_boot_unique_id(true, &id));
+  mc_group_start();
+  for (int i = 0; (i < ndev) && (res == ncclSuccess); i++)
+    res = init_rank(&comms[i], ndev, &id, i, (devlist != NULL) ? devlist[i] : i, NULL, MC_INIT_ALL,
+                    "ncclCommInitAll");
+  end_res = mc_group_end();
+  return (res != ncclSuccess) ? res : end_res;
+}
+
+/* ---------- split ---------- */
+
+struct split_entry {
+  int32_t color;
+  int32_t key;
+};
+
+/* Ranks of my color ordered by (key, parent rank); returns my index and count. */
+static ncclResult_t split_members(const struct split_entry *all, int n, int me, int **members_out,
+                                  int *n_out, int *idx_out)
+{
+  int *m = NULL;
+  int k = 0;
+
+  MC_CHECK(mc_calloc(&m, (size_t)n));
+  for (int r = 0; r < n; r++) {
+    int pos;
+    if (all[r].color != all[me].color)
+      continue;
+    /* Stable insertion by key: ties keep parent rank order. */
+    pos = k;
+    while ((pos > 0) && (all[m[pos - 1]].key > all[r].key)) {
+      m[pos] = m[pos - 1];
+      pos--;
+    }
+    m[pos] = r;
+    k++;
+  }
+  for (int i = 0; i < k; i++) {
+    if (m[i] == me)
+      *idx_out = i;
+  }
+  *members_out = m;
+  *n_out = k;
+  return ncclSuccess;
+}
+
+NCCL_API(ncclResult_t, ncclCommSplit, ncclComm_t comm, int color, int key, ncclComm_t *newcomm,
+         ncclConfig_t *config);
+ncclResult_t ncclCommSplit(ncclComm_t comm, int color, int key, ncclComm_t *newcomm,
+                           ncclConfig_t *config)
+{
+  struct split_entry *all = NULL;
+  int *members = NULL;
+  int n_members = 0;
+  int idx = 0;
+  ncclUniqueId id;
+  ncclResult_t res;
+
+  api_enter();
+  PTR_CHECK(newcomm, "ncclCommSplit", "newcomm");
+  MC_CHECK(comm_ready(comm, "ncclCommSplit"));
+  if ((color < 0) && (color != NCCL_SPLIT_NOCOLOR))
+    return MC_FAIL(ncclInvalidArgument, "ncclCommSplit : invalid color %d (>= 0 or "
+                   "NCCL_SPLIT_NOCOLOR)", color);
+  *newcomm = NULL;
+  MC_CHECK(mc_calloc(&all, (size_t)comm->n_ranks));
+  all[comm->rank].color = color;
+  all[comm->rank].key = key;
+  MC_CHECK_GOTO(mc_boot_allgather(comm->boot, all, sizeof(*all)), res, out);
+  if (color == NCCL_SPLIT_NOCOLOR) {
+    res = ncclSuccess;
+    goto out;
+  }
+  MC_CHECK_GOTO(split_members(all, comm->n_ranks, comm->rank, &members, &n_members, &idx), res,
+                out);
+  /* The first member creates the child's id (and root); the others receive it. */
+  if (idx == 0) {
+    MC_CHECK_GOTO(mc_boot_unique_id(false, &id), res, out);
+    for (int i = 1; i < n_members; i++)
+      MC_CHECK_GOTO(mc_boot_send(comm->boot, members[i], MC_BOOT_TAG_COMMSPLIT, &id, sizeof(id)),
+                    res, out);
+  } else {
+    MC_CHECK_GOTO(mc_boot_recv(comm->boot, members[0], MC_BOOT_TAG_COMMSPLIT, &id, sizeof(id)),
+                  res, out);
+  }
+  res = init_rank(newcomm, n_members, &id, idx, comm->dev, (config != NULL) ? config :
+                  &comm->config, MC_INIT_SPLIT, "ncclCommSplit");
+  if (res == ncclSuccess)
+    MC_INFO(MC_SUB_INIT, "ncclCommSplit comm %p rank %d color %d key %d -> comm %p rank %d of %d",
+            (void *)comm, comm->rank, color, key, (void *)*newcomm, idx, n_members);
+out:
+  free(all);
+  free(members);
+  return res;
+}
+
+/* ---------- lifecycle ---------- */
+
+NCCL_API(ncclResult_t, ncclCommFinalize, ncclComm_t comm);
+ncclResult_t ncclCommFinalize(ncclComm_t comm)
+{
+  api_enter();
+  MC_CHECK(comm_ready(comm, "ncclCommFinalize"));
+  if (comm->is_finalized)
+    return MC_FAIL(ncclInvalidArgument, "ncclCommFinalize : comm %p is already finalized",
+                   (void *)comm);
+  /* Host operations complete before their calls return: nothing is pending. */
+  comm->is_finalized = true;
+  MC_INFO(MC_SUB_INIT, "comm %p rank %d nranks %d - Finalize COMPLETE", (void *)comm, comm->rank,
+          comm->n_ranks);
+  return ncclSuccess;
+}
+
+NCCL_API(ncclResult_t, ncclCommDestroy, ncclComm_t comm);
+ncclResult_t ncclCommDestroy(ncclComm_t comm)
+{
+  int rank;
+
+  if (comm == NULL)
+    return ncclSuccess;
+  MC_CHECK(comm_check(comm, "ncclCommDestroy"));
+  rank = comm->rank;
+  /* A non-blocking init still running is waited for, as NCCL does. */
+  mc_comm_join_init(comm);
+  MC_INFO(MC_SUB_INIT | MC_SUB_DESTROY, "comm %p rank %d nranks %d - Destroy COMPLETE",
+          (void *)comm, rank, comm->n_ranks);
+  mc_comm_free(comm);
+  return ncclSuccess;
+}
+
+NCCL_API(ncclResult_t, ncclCommAbort, ncclComm_t comm);
+ncclResult_t ncclCommAbort(ncclComm_t comm)
+{
+  if (comm == NULL)
+    return ncclSuccess;
+  MC_CHECK(comm_check(comm, "ncclCommAbort"));
+  __atomic_store_n(&comm->abort_flag, 1, __ATOMIC_RELEASE);
+  mc_comm_join_init(comm); /* every wait sees the flag within a poll tick */
+  MC_INFO(MC_SUB_INIT | MC_SUB_DESTROY, "comm %p rank %d nranks %d - Abort COMPLETE", (void *)comm,
+          comm->rank, comm->n_ranks);
+  mc_comm_free(comm);
+  return ncclSuccess;
+}
+
+NCCL_API(ncclResult_t, ncclCommGetAsyncError, ncclComm_t comm, ncclResult_t *asyncError);
+ncclResult_t ncclCommGetAsyncError(ncclComm_t comm, ncclResult_t *asyncError)
+{
+  ncclResult_t state;
+
+  PTR_CHECK(asyncError, "ncclCommGetAsyncError", "asyncError");
+  MC_CHECK(comm_check(comm, "ncclCommGetAsyncError"));
+  state = (ncclResult_t)__atomic_load_n(&comm->async_result, __ATOMIC_ACQUIRE);
+  if ((state != ncclInProgress) && comm->has_init_thread)
+    mc_comm_join_init(comm);
+  *asyncError = state;
+  return ncclSuccess;
+}
+
+NCCL_API(ncclResult_t, ncclCommCount, const ncclComm_t comm, int *count);
+ncclResult_t ncclCommCount(const ncclComm_t comm, int *count)
+{
+  PTR_CHECK(count, "ncclCommCount", "count");
+  MC_CHECK(comm_ready(comm, "ncclCommCount"));
+  *count = comm->n_ranks;
+  return ncclSuccess;
+}
+
+NCCL_API(ncclResult_t, ncclCommCuDevice, const ncclComm_t comm, int *device);
+ncclResult_t ncclCommCuDevice(const ncclComm_t comm, int *device)
+{
+  PTR_CHECK(device, "ncclCommCuDevice", "device");
+  MC_CHECK(comm_ready(comm, "ncclCommCuDevice"));
+  *device = comm->dev;
+  return ncclSuccess;
+}
+
+NCCL_API(ncclResult_t, ncclCommUserRank, const ncclComm_t comm, int *rank);
+ncclResult_t ncclCommUserRank(const ncclComm_t comm, int *rank)
+{
+  PTR_CHECK(rank, "ncclCommUserRank", "rank");
+  MC_CHECK(comm_ready(comm, "ncclCommUserRank"));
+  *rank = comm->rank;
+  return ncclSuccess;
+}
+
+NCCL_API(const char *, ncclGetErrorString, ncclResult_t result);
+const char *ncclGetErrorString(ncclResult_t result)
+{
+  switch (result) {
+  case ncclSuccess:
+    return "no error";
+  case ncclUnhandledCudaError:
+    return "unhandled cuda error (run with NCCL_DEBUG=INFO for details)";
+  case ncclSystemError:
+    return "unhandled system error (run with NCCL_DEBUG=INFO for details)";
+  case ncclInternalError:
+    return "internal error - please report this issue to the NCCL developers";
+  case ncclInvalidArgument:
+    return "invalid argument (run with NCCL_DEBUG=WARN for details)";
+  case ncclInvalidUsage:
+    return "invalid usage (run with NCCL_DEBUG=WARN for details)";
+  case ncclRemoteError:
+    return "remote process exited or there was a network error";
+  case ncclInProgress:
+    return "NCCL operation in progress";
+  case ncclTimeout:
+    return "timeout";
+  default:
+    return "unknown result code";
+  }
+}
+
+NCCL_API(const char *, ncclGetLastError, ncclComm_t comm);
+const char *ncclGetLastError(ncclComm_t comm)
+{
+  if ((comm != NULL) && (comm->live_magic == MC_COMM_LIVE_MAGIC) && (comm->last_error[0] != '\0'))
+    return comm->last_error;
+  return mc_error_last();
+}
+
+NCCL_API(ncclResult_t, ncclGroupStart, void);
+ncclResult_t ncclGroupStart(void)
+{
+  return mc_group_start();
+}
+
+NCCL_API(ncclResult_t, ncclGroupEnd, void);
+ncclResult_t ncclGroupEnd(void)
+{
+  return mc_group_end();
+}

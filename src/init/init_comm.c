@@ -1,0 +1,351 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * Communicator init. Mirrors NCCL's ncclCommInitRankFunc and the first part
+ * of initTransportsRank (init.cc):
+ *   alloc -> bootstrap -> allgather of peer infos -> checks -> nodes and
+ *   local ranks -> intra-node barrier -> "Init COMPLETE" with the timings.
+ * Topology, channel search and transport connection plug in between the
+ * peer-info stage and the final barrier (later stages keep the timers
+ * topo, graphs and connections that NCCL reports).
+ */
+#include "comm.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "check.h"
+#include "log.h"
+#include "params.h"
+#include "utils.h"
+
+#define ROOT_RELEASE_WAIT_MS 1000
+
+ncclResult_t mc_comm_config_resolve(const ncclConfig_t *user, ncclConfig_t *resolved_out)
+{
+  ncclConfig_t def = NCCL_CONFIG_INITIALIZER;
+  ncclConfig_t c = def;
+  int64_t env_blocking = mc_param_int(MC_P_COMM_BLOCKING);
+
+  if (user != NULL) {
+    size_t bytes = user->size;
+    if ((user->magic != NCCL_API_MAGIC) || (bytes < offsetof(ncclConfig_t, blocking)))
+      return MC_FAIL(ncclInvalidArgument, "ncclConfig_t argument not initialized via "
+                     "NCCL_CONFIG_INITIALIZER (magic 0x%x, size %zu)", user->magic, bytes);
+    if (bytes > sizeof(c))
+      bytes = sizeof(c);
+    memcpy(&c, user, bytes);
+    c.size = sizeof(c);
+  }
+  if (c.blocking == NCCL_CONFIG_UNDEF_INT)
+    c.blocking = 1;
+  if ((c.blocking != 0) && (c.blocking != 1))
+    return MC_FAIL(ncclInvalidArgument, "ncclConfig_t.blocking is %d: must be 0 or 1", c.blocking);
+  if (env_blocking != INT32_MIN)
+    c.blocking = (int)env_blocking;
+  if ((c.splitShare != NCCL_CONFIG_UNDEF_INT) && (c.splitShare != 0) && (c.splitShare != 1))
+    return MC_FAIL(ncclInvalidArgument, "ncclConfig_t.splitShare is %d: must be 0 or 1",
+                   c.splitShare);
+  *resolved_out = c;
+  return ncclSuccess;
+}
+
+ncclResult_t mc_comm_alloc(int n_ranks, const ncclUniqueId *id, int rank, int dev_requested,
+                           const ncclConfig_t *config, enum mc_comm_init_kind kind,
+                           struct ncclComm **comm_out)
+{
+  struct ncclComm *comm = NULL;
+
+  MC_CHECK(mc_calloc(&comm, 1));
+  comm->live_magic = MC_COMM_LIVE_MAGIC;
+  comm->rank = rank;
+  comm->n_ranks = n_ranks;
+  comm->dev = (dev_requested >= 0) ? dev_requested : 0;
+  comm->dev_requested = dev_requested;
+  comm->init_kind = kind;
+  comm->id = *id;
+  comm->comm_hash = mc_hash64(id->internal, sizeof(id->internal));
+  comm->config = *config;
+  comm->async_result = ncclInProgress;
+  comm->t_start = mc_time_sec();
+  *comm_out = comm;
+  return ncclSuccess;
+}
+
+static const char *init_kind_name(enum mc_comm_init_kind kind)
+{
+  switch (kind) {
+  case MC_INIT_ALL:
+    return "ncclCommInitAll";
+  case MC_INIT_SPLIT:
+    return "ncclCommSplit";
+  default:
+    return "ncclCommInitRank";
+  }
+}
+
+static uint64_t shm_dev_id(void)
+{
+  struct stat st;
+
+  return (stat("/dev/shm", &st) == 0) ? (uint64_t)st.st_dev : 0;
+}
+
+/* Stage: bootstrap network of this communicator. */
+static ncclResult_t stage_bootstrap(struct ncclComm *comm)
+{
+  struct mc_boot_config cfg;
+  struct mc_wait w = mc_boot_wait_make(mc_param_int(MC_P_INIT_TIMEOUT) * 1000, &comm->abort_flag);
+
+  /* This process may host the root: ncclGetUniqueId here, or rank 0 with NCCL_COMM_ID. */
+  comm->root = mc_boot_root_claim(&comm->id);
+  if ((comm->root == NULL) && (comm->rank == 0) && mc_boot_id_is_comm_id(&comm->id)) {
+    MC_CHECK(mc_boot_root_start_comm_id(&comm->id, &w));
+    comm->root = mc_boot_root_claim(&comm->id);
+  }
+  memset(&cfg, 0, sizeof(cfg));
+  cfg.rank = comm->rank;
+  cfg.n_ranks = comm->n_ranks;
+  cfg.id = comm->id;
+  cfg.abort_flag = &comm->abort_flag;
+  /* The root names missing ranks at MESHCCL_INIT_TIMEOUT; ranks wait a little
+   * longer so that its report, not their own timeout, is what they return. */
+  cfg.timeout_ms = mc_param_int(MC_P_INIT_TIMEOUT) * 1000 + 3000;
+  return mc_boot_init(&cfg, &comm->boot);
+}
+
+/* Stage: allgather of peer infos, checks, nodes and local ranks. */
+static ncclResult_t stage_peers(struct ncclComm *comm)
+{
+  struct mc_peer_info *me;
+
+  MC_CHECK(mc_calloc(&comm->peers, (size_t)comm->n_ranks));
+  me = &comm->peers[comm->rank];
+  me->rank = comm->rank;
+  me->dev = comm->dev_requested;
+  me->version = NCCL_VERSION_CODE;
+  me->pid = (int32_t)getpid();
+  me->host_hash = mc_host_hash() + comm->comm_hash;
+  me->pid_hash = mc_pid_hash() + comm->comm_hash;
+  me->shm_dev = shm_dev_id();
+  me->comm_ptr = (uint64_t)(uintptr_t)comm;
+  mc_host_name(me->host, sizeof(me->host));
+  MC_CHECK(mc_boot_allgather(comm->boot, comm->peers, sizeof(*comm->peers)));
+  for (int i = 0; i < comm->n_ranks; i++)
+    comm->peers[i].host[MC_HOST_BYTES - 1] = '\0';
+  MC_CHECK(mc_comm_nodes_compute(comm->peers, comm->n_ranks, comm->rank, &comm->nodes));
+  comm->dev = comm->nodes.dev[comm->rank];
+  mc_log_set_thread_dev(comm->dev);
+  MC_CHECK(mc_comm_peers_check(comm->peers, comm->nodes.dev, comm->n_ranks,
+                               mc_param_int(MC_P_MULTI_RANK_GPU_ENABLE) != 0));
+  return ncclSuccess;
+}
+
+static void log_init_line(struct ncclComm *comm, const char *what)
+{
+  MC_INFO(MC_SUB_INIT, "%s comm %p rank %d nranks %d cudaDev %d nvmlDev %d busId %lx commId "
+          "0x%llx - %s", init_kind_name(comm->init_kind), (void *)comm, comm->rank, comm->n_ranks,
+          comm->dev, comm->dev, 0ul, (unsigned long long)comm->comm_hash, what);
+}
+
+static ncclResult_t init_stages(struct ncclComm *comm)
+{
+  const struct mc_comm_nodes *nd = &comm->nodes;
+  double t0 = mc_time_sec();
+  double sum;
+
+  comm->t.alloc = t0 - comm->t_start;
+  MC_CHECK(stage_bootstrap(comm));
+  comm->t.bootstrap = mc_time_sec() - t0;
+  t0 = mc_time_sec();
+  MC_CHECK(stage_peers(comm));
+  comm->t.allgathers = mc_time_sec() - t0;
+  MC_INFO(MC_SUB_INIT, "comm %p rank %d nRanks %d nNodes %d localRanks %d localRank %d MNNVL %d",
+          (void *)comm, comm->rank, comm->n_ranks, nd->n_nodes, nd->local_ranks, nd->local_rank, 0);
+  MC_INFO(MC_SUB_INIT | MC_SUB_BOOTSTRAP, "comm %p rank %d host %s device %d bootstrap interface "
+          "%s", (void *)comm, comm->rank, comm->peers[comm->rank].host, comm->dev,
+          mc_boot_ifc(comm->boot)->name);
+  /* Topology, graphs and connections come here in later stages. */
+  t0 = mc_time_sec();
+  MC_CHECK(mc_boot_barrier(comm->boot, nd->local_rank_to_rank, nd->local_ranks, nd->local_rank,
+                           nd->local_rank_to_rank[0]));
+  comm->t.total = mc_time_sec() - comm->t_start;
+  sum = comm->t.kernels + comm->t.alloc + comm->t.bootstrap + comm->t.allgathers + comm->t.topo +
+        comm->t.graphs + comm->t.connections;
+  comm->t.rest = comm->t.total - sum;
+  return ncclSuccess;
+}
+
+ncclResult_t mc_comm_init_run(struct ncclComm *comm)
+{
+  ncclResult_t res;
+
+  mc_log_set_thread_dev(comm->dev);
+  mc_error_clear_thread();
+  mc_param_report_once();
+  log_init_line(comm, "Init START");
+  res = init_stages(comm);
+  if (res != ncclSuccess) {
+    char why[MC_LAST_ERROR_BYTES];
+    mc_error_last_copy(why, sizeof(why));
+    if (why[0] == '\0')
+      snprintf(why, sizeof(why), "%s (%d)", ncclGetErrorString(res), (int)res);
+    snprintf(comm->last_error, sizeof(comm->last_error), "%s", why);
+    mc_boot_init_failed(comm->boot, res, why);
+    /* Free the sockets now: peers see the failure at once, nothing lingers
+     * until the user destroys the communicator. */
+    mc_boot_destroy(comm->boot);
+    comm->boot = NULL;
+    mc_boot_root_release(comm->root, ROOT_RELEASE_WAIT_MS / 5);
+    comm->root = NULL;
+    MC_INFO(MC_SUB_INIT, "%s comm %p rank %d nranks %d - Init FAILED: %s",
+            init_kind_name(comm->init_kind), (void *)comm, comm->rank, comm->n_ranks, why);
+    __atomic_store_n(&comm->async_result, (int)res, __ATOMIC_RELEASE);
+    return res;
+  }
+  mc_boot_init_done(comm->boot);
+  log_init_line(comm, "Init COMPLETE");
+  MC_INFO(MC_SUB_INIT | MC_SUB_PROFILE, "Init timings - %s: rank %d nranks %d total %.2f "
+          "(kernels %.2f, alloc %.2f, bootstrap %.2f, allgathers %.2f, topo %.2f, graphs %.2f, "
+          "connections %.2f, rest %.2f)", init_kind_name(comm->init_kind), comm->rank,
+          comm->n_ranks, comm->t.total, comm->t.kernels, comm->t.alloc, comm->t.bootstrap,
+          comm->t.allgathers, comm->t.topo, comm->t.graphs, comm->t.connections, comm->t.rest);
+  __atomic_store_n(&comm->async_result, (int)ncclSuccess, __ATOMIC_RELEASE);
+  return ncclSuccess;
+}
+
+void mc_comm_join_init(struct ncclComm *comm)
+{
+  if ((comm != NULL) && comm->has_init_thread) {
+    pthread_join(comm->init_thread, NULL);
+    comm->has_init_thread = false;
+  }
+}
+
+void mc_comm_free(struct ncclComm *comm)
+{
+  if (comm == NULL)
+    return;
+  mc_group_forget(comm);
+  mc_boot_destroy(comm->boot);
+  mc_boot_root_release(comm->root, ROOT_RELEASE_WAIT_MS);
+  mc_comm_nodes_free(&comm->nodes);
+  free(comm->peers);
+  comm->live_magic = 0;
+  free(comm);
+}
+
+/* ---------- nodes and local ranks ---------- */
+
+void mc_comm_nodes_free(struct mc_comm_nodes *nd)
+{
+  free(nd->rank_to_node);
+  free(nd->rank_to_local_rank);
+  free(nd->node_first_rank);
+  free(nd->node_n_ranks);
+  free(nd->local_rank_to_rank);
+  free(nd->dev);
+  memset(nd, 0, sizeof(*nd));
+}
+
+/* Devices: explicit ones stay; automatic ones take the smallest index not
+ * explicitly used on their node, in local-rank order. */
+static ncclResult_t resolve_devices(const struct mc_peer_info *peers, int n_ranks,
+                                    struct mc_comm_nodes *nd)
+{
+  for (int node = 0; node < nd->n_nodes; node++) {
+    int next_free = 0;
+    for (int r = 0; r < n_ranks; r++) {
+      bool taken = true;
+      if (nd->rank_to_node[r] != node)
+        continue;
+      if (peers[r].dev >= 0) {
+        nd->dev[r] = peers[r].dev;
+        continue;
+      }
+      while (taken) {
+        taken = false;
+        for (int q = 0; q < n_ranks; q++) {
+          if ((nd->rank_to_node[q] == node) && (peers[q].dev == next_free))
+            taken = true;
+        }
+        if (taken)
+          next_free++;
+      }
+      nd->dev[r] = next_free++;
+    }
+  }
+  return ncclSuccess;
+}
+
+ncclResult_t mc_comm_nodes_compute(const struct mc_peer_info *peers, int n_ranks, int my_rank,
+                                   struct mc_comm_nodes *nodes_out)
+{
+  struct mc_comm_nodes nd;
+  ncclResult_t res = ncclSuccess;
+
+  memset(&nd, 0, sizeof(nd));
+  MC_CHECK_GOTO(mc_calloc(&nd.rank_to_node, (size_t)n_ranks), res, fail);
+  MC_CHECK_GOTO(mc_calloc(&nd.rank_to_local_rank, (size_t)n_ranks), res, fail);
+  MC_CHECK_GOTO(mc_calloc(&nd.node_first_rank, (size_t)n_ranks), res, fail);
+  MC_CHECK_GOTO(mc_calloc(&nd.node_n_ranks, (size_t)n_ranks), res, fail);
+  MC_CHECK_GOTO(mc_calloc(&nd.dev, (size_t)n_ranks), res, fail);
+  /* Nodes in order of their first rank (NCCL numbers them the same way). */
+  for (int r = 0; r < n_ranks; r++) {
+    int node = -1;
+    for (int k = 0; k < nd.n_nodes; k++) {
+      if (peers[nd.node_first_rank[k]].host_hash == peers[r].host_hash) {
+        node = k;
+        break;
+      }
+    }
+    if (node < 0) {
+      node = nd.n_nodes++;
+      nd.node_first_rank[node] = r;
+    }
+    nd.rank_to_node[r] = node;
+    nd.rank_to_local_rank[r] = nd.node_n_ranks[node]++;
+    if (nd.node_n_ranks[node] > nd.max_local_ranks)
+      nd.max_local_ranks = nd.node_n_ranks[node];
+  }
+  nd.local_rank = nd.rank_to_local_rank[my_rank];
+  nd.local_ranks = nd.node_n_ranks[nd.rank_to_node[my_rank]];
+  MC_CHECK_GOTO(mc_calloc(&nd.local_rank_to_rank, (size_t)nd.local_ranks), res, fail);
+  for (int r = 0; r < n_ranks; r++) {
+    if (nd.rank_to_node[r] == nd.rank_to_node[my_rank])
+      nd.local_rank_to_rank[nd.rank_to_local_rank[r]] = r;
+  }
+  MC_CHECK_GOTO(resolve_devices(peers, n_ranks, &nd), res, fail);
+  *nodes_out = nd;
+  return ncclSuccess;
+
+fail:
+  mc_comm_nodes_free(&nd);
+  return res;
+}
+
+ncclResult_t mc_comm_peers_check(const struct mc_peer_info *peers, const int *devs, int n_ranks,
+                                 bool allow_shared_dev)
+{
+  for (int r = 0; r < n_ranks; r++) {
+    if (peers[r].version != peers[0].version)
+      return MC_FAIL(ncclInvalidUsage, "Mismatched NCCL version detected : rank %d version %d rank "
+                     "%d version %d (host %s pid %d runs a different libmeshccl)", 0,
+                     peers[0].version, r, peers[r].version, peers[r].host, peers[r].pid);
+  }
+  if (allow_shared_dev)
+    return ncclSuccess;
+  for (int r = 0; r < n_ranks; r++) {
+    for (int q = r + 1; q < n_ranks; q++) {
+      if ((peers[q].host_hash == peers[r].host_hash) && (devs[q] == devs[r]))
+        return MC_FAIL(ncclInvalidUsage, "Multiple ranks are using the same device: rank %d "
+                       "(pid %d) and rank %d (pid %d) on host %s both use device %d. Give each "
+                       "rank its own device (ncclCommInitAll devlist, meshcclSetDevice, "
+                       "MESHCCL_DEVICE) or set NCCL_MULTI_RANK_GPU_ENABLE=1",
+                       r, peers[r].pid, q, peers[q].pid, peers[r].host, devs[r]);
+    }
+  }
+  return ncclSuccess;
+}

@@ -1,0 +1,191 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * meshccl extensions (meshccl.h): the device of the calling thread, a
+ * communicator built from a launcher's environment, and what init found.
+ * The launcher variables read here (RANK, OMPI_COMM_WORLD_*, SLURM_*...) are
+ * the launchers' contract, not meshccl parameters, so they are read with
+ * getenv rather than declared in params.def.
+ */
+#include "comm.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "check.h"
+#include "log.h"
+#include "meshccl.h"
+#include "params.h"
+#include "utils.h"
+
+#define DERIVED_PORT_BASE  20000
+#define DERIVED_PORT_RANGE 20000
+
+__attribute__((visibility("default"))) ncclResult_t meshcclSetDevice(int dev)
+{
+  if (dev < -1)
+    return MC_FAIL(ncclInvalidArgument, "meshcclSetDevice : invalid device %d", dev);
+  mc_thread_set_device(dev);
+  return ncclSuccess;
+}
+
+/* Integer environment variable; false when unset or not an integer. */
+static bool env_int(const char *name, int *out)
+{
+  const char *v = getenv(name);
+  char *end = NULL;
+  long x;
+
+  if ((v == NULL) || (v[0] == '\0'))
+    return false;
+  x = strtol(v, &end, 10);
+  if ((end == v) || (*end != '\0') || (x < -1) || (x > 1 << 30))
+    return false;
+  *out = (int)x;
+  return true;
+}
+
+static const char *launcher_name(meshcclLauncher_t l)
+{
+  static const char *const names[] = {"none", "meshccl-run", "torchrun", "Open MPI", "Slurm"};
+
+  return names[l];
+}
+
+static void detect_launcher(meshcclEnvInfo_t *info)
+{
+  bool by_meshccl_run = mc_param_int(MC_P_RUN) == 1;
+
+  info->localRank = -1;
+  info->localSize = -1;
+  if (env_int("RANK", &info->rank) && env_int("WORLD_SIZE", &info->nranks)) {
+    info->launcher = by_meshccl_run ? meshcclLauncherMeshcclRun : meshcclLauncherTorchrun;
+    (void)env_int("LOCAL_RANK", &info->localRank);
+    (void)env_int("LOCAL_WORLD_SIZE", &info->localSize);
+  } else if (env_int("OMPI_COMM_WORLD_RANK", &info->rank) &&
+             env_int("OMPI_COMM_WORLD_SIZE", &info->nranks)) {
+    info->launcher = meshcclLauncherOpenMPI;
+    (void)env_int("OMPI_COMM_WORLD_LOCAL_RANK", &info->localRank);
+    (void)env_int("OMPI_COMM_WORLD_LOCAL_SIZE", &info->localSize);
+  } else if (env_int("SLURM_PROCID", &info->rank) && env_int("SLURM_NTASKS", &info->nranks)) {
+    int n_nodes = 0;
+    info->launcher = meshcclLauncherSlurm;
+    (void)env_int("SLURM_LOCALID", &info->localRank);
+    if (env_int("SLURM_STEP_NUM_NODES", &n_nodes) || env_int("SLURM_NNODES", &n_nodes))
+      info->localSize = (n_nodes == 1) ? info->nranks : -1;
+  } else {
+    info->launcher = meshcclLauncherNone;
+  }
+}
+
+/* A port all ranks of one job derive alike from its id. */
+static int derived_port(const char *job_key)
+{
+  return DERIVED_PORT_BASE + (int)(mc_hash64(job_key, strlen(job_key)) % DERIVED_PORT_RANGE);
+}
+
+static ncclResult_t root_address(meshcclEnvInfo_t *info)
+{
+  const char *comm_id = mc_param_str(MC_P_COMM_ID);
+  const char *maddr = getenv("MASTER_ADDR");
+  const char *mport = getenv("MASTER_PORT");
+  char key[256];
+
+  if (comm_id != NULL) {
+    snprintf(info->rootAddr, sizeof(info->rootAddr), "%s", comm_id);
+    return ncclSuccess;
+  }
+  if ((maddr != NULL) && (mport != NULL)) {
+    bool is_v6 = (strchr(maddr, ':') != NULL) && (maddr[0] != '[');
+    snprintf(info->rootAddr, sizeof(info->rootAddr), is_v6 ? "[%s]:%s" : "%s:%s", maddr, mport);
+    return ncclSuccess;
+  }
+  if (info->localSize != info->nranks)
+    return MC_FAIL(ncclInvalidUsage, "meshcclCommInitFromEnv: ranks launched by %s span several "
+                   "hosts (or the launcher does not say): set MASTER_ADDR and MASTER_PORT, or "
+                   "NCCL_COMM_ID=<host of rank 0>:<port>", launcher_name(info->launcher));
+  /* Every rank on this host: a loopback root at a port derived from the job id. */
+  if (info->launcher == meshcclLauncherOpenMPI) {
+    const char *ns = getenv("PMIX_NAMESPACE");
+    const char *jobid = getenv("OMPI_MCA_ess_base_jobid");
+    snprintf(key, sizeof(key), "ompi:%s:%s", (ns != NULL) ? ns : "", (jobid != NULL) ? jobid : "");
+  } else {
+    const char *job = getenv("SLURM_JOB_ID");
+    const char *step = getenv("SLURM_STEP_ID");
+    snprintf(key, sizeof(key), "slurm:%s:%s", (job != NULL) ? job : "", (step != NULL) ? step : "");
+  }
+  snprintf(info->rootAddr, sizeof(info->rootAddr), "127.0.0.1:%d", derived_port(key));
+  return ncclSuccess;
+}
+
+__attribute__((visibility("default"))) ncclResult_t meshcclGetEnvInfo(meshcclEnvInfo_t *info)
+{
+  meshcclEnvInfo_t out;
+
+  if (info == NULL)
+    return MC_FAIL(ncclInvalidArgument, "meshcclGetEnvInfo : info argument is NULL");
+  memset(&out, 0, sizeof(out));
+  detect_launcher(&out);
+  if (out.launcher == meshcclLauncherNone)
+    return MC_FAIL(ncclInvalidUsage, "meshcclCommInitFromEnv: no launcher environment found: "
+                   "expected RANK and WORLD_SIZE (meshccl-run, torchrun), OMPI_COMM_WORLD_RANK "
+                   "and OMPI_COMM_WORLD_SIZE (mpirun), or SLURM_PROCID and SLURM_NTASKS (srun)");
+  if ((out.nranks < 1) || (out.rank < 0) || (out.rank >= out.nranks))
+    return MC_FAIL(ncclInvalidUsage, "meshcclCommInitFromEnv: %s says rank %d of %d ranks",
+                   launcher_name(out.launcher), out.rank, out.nranks);
+  MC_CHECK(root_address(&out));
+  *info = out;
+  return ncclSuccess;
+}
+
+__attribute__((visibility("default"))) ncclResult_t meshcclCommInitFromEnv(ncclComm_t *comm,
+                                                                           ncclConfig_t *config)
+{
+  meshcclEnvInfo_t info;
+  union mc_sockaddr root;
+  ncclUniqueId id;
+
+  if (comm == NULL)
+    return MC_FAIL(ncclInvalidArgument, "meshcclCommInitFromEnv : comm argument is NULL");
+  MC_CHECK(meshcclGetEnvInfo(&info));
+  MC_CHECK(mc_sockaddr_parse(info.rootAddr, "bootstrap root address", &root));
+  MC_CHECK(mc_boot_unique_id_at(&root, &id));
+  MC_INFO(MC_SUB_INIT | MC_SUB_BOOTSTRAP, "meshcclCommInitFromEnv: %s rank %d of %d (local %d of "
+          "%d), root %s", launcher_name(info.launcher), info.rank, info.nranks, info.localRank,
+          info.localSize, info.rootAddr);
+  return ncclCommInitRankConfig(comm, info.nranks, id, info.rank, config);
+}
+
+__attribute__((visibility("default"))) ncclResult_t meshcclCommGetInfo(const ncclComm_t comm,
+                                                                       meshcclCommInfo_t *info)
+{
+  meshcclCommInfo_t out;
+  int state;
+
+  if ((comm == NULL) || (info == NULL) || (comm->live_magic != MC_COMM_LIVE_MAGIC))
+    return MC_FAIL(ncclInvalidArgument, "meshcclCommGetInfo : invalid argument");
+  state = __atomic_load_n(&comm->async_result, __ATOMIC_ACQUIRE);
+  if (state != ncclSuccess)
+    return MC_FAIL(ncclInvalidUsage, "meshcclCommGetInfo : communicator %p is not ready (%d)",
+                   (void *)comm, state);
+  memset(&out, 0, sizeof(out));
+  out.rank = comm->rank;
+  out.nranks = comm->n_ranks;
+  out.nNodes = comm->nodes.n_nodes;
+  out.node = comm->nodes.rank_to_node[comm->rank];
+  out.localRank = comm->nodes.local_rank;
+  out.localRanks = comm->nodes.local_ranks;
+  out.device = comm->dev;
+  out.pid = (int)getpid();
+  snprintf(out.host, sizeof(out.host), "%s", comm->peers[comm->rank].host);
+  if (comm->boot != NULL) {
+    const struct mc_ifc *ifc = mc_boot_ifc(comm->boot);
+    snprintf(out.bootstrapIf, sizeof(out.bootstrapIf), "%s", ifc->name);
+    mc_sockaddr_str(&ifc->addr, out.bootstrapAddr, sizeof(out.bootstrapAddr));
+    out.bootstrapAddr[strcspn(out.bootstrapAddr, "<")] = '\0'; /* the interface, not a port */
+  }
+  memcpy(&out.timings, &comm->t, sizeof(out.timings));
+  *info = out;
+  return ncclSuccess;
+}

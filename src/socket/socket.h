@@ -1,0 +1,229 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * Sockets: addresses (IPv4 and IPv6), interface choice, and non-blocking TCP
+ * sockets whose every wait honours a deadline, an abort flag and an optional
+ * fail-fast check. Mirrors NCCL's misc/socket.cc: the 12-byte handshake (magic
+ * + type) that every accepted connection must pass, connect retries with
+ * linear back-off, NCCL_SOCKET_IFNAME / NCCL_SOCKET_FAMILY rules.
+ *
+ * Error convention: functions taking a struct mc_sock leave a description of
+ * a failure in sock->err and do NOT log; the caller, which knows the rank and
+ * the role of the socket, records the error (MC_FAIL) with that text.
+ * Functions without a socket (parsing, interface choice) record errors
+ * themselves.
+ */
+#ifndef MC_SOCKET_H
+#define MC_SOCKET_H
+
+#include <netinet/in.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/socket.h>
+
+#include "nccl.h"
+#include "utils.h"
+
+/* NCCL's union ncclSocketAddress: 28 bytes. */
+union mc_sockaddr {
+  struct sockaddr sa;
+  struct sockaddr_in sin;
+  struct sockaddr_in6 sin6;
+};
+
+#define MC_SOCKADDR_STRLEN 80 /* "[ffff:...:ffff%ifname]<65535>" fits */
+#define MC_IF_NAME_BYTES   16
+#define MC_MAX_IFS         64
+
+/* ---------- addresses (sock_addr.c) ---------- */
+
+/* Formats NCCL's way: "10.0.0.1<5000>", "fe80::1%eth0<5000>". Returns buf. */
+const char *mc_sockaddr_str(const union mc_sockaddr *a, char *buf, size_t buf_bytes);
+/* Length to pass to bind/connect for this family (0 for an unknown family). */
+socklen_t mc_sockaddr_len(const union mc_sockaddr *a);
+int mc_sockaddr_port(const union mc_sockaddr *a);
+void mc_sockaddr_set_port(union mc_sockaddr *a, int port);
+/* Same family, address and port. */
+bool mc_sockaddr_equal(const union mc_sockaddr *a, const union mc_sockaddr *b);
+/* Loopback (127/8 or ::1). */
+bool mc_sockaddr_is_loopback(const union mc_sockaddr *a);
+
+/*
+ * Parses NCCL_COMM_ID syntax: "ipv4:port", "hostname:port", "[ipv6]:port",
+ * "[ipv6%ifname]:port". `what` names the source in the error
+ * ("NCCL_COMM_ID"). ncclInvalidArgument with a message naming the string and
+ * the accepted forms on bad input.
+ */
+ncclResult_t mc_sockaddr_parse(const char *str, const char *what, union mc_sockaddr *addr_out);
+
+/* ---------- interfaces (sock_ifaces.c) ---------- */
+
+struct mc_ifc {
+  char name[MC_IF_NAME_BYTES];
+  union mc_sockaddr addr; /* port 0 */
+  union mc_sockaddr mask;
+  int index;              /* if_nametoindex */
+};
+
+/* NCCL_SOCKET_IFNAME syntax: "eth,ib" prefixes, "^docker,lo" excludes, "=eth0" exact
+ * names, "^=docker0" exact excludes; ":port" suffixes are accepted and ignored. */
+struct mc_if_pattern {
+  bool exclude;
+  bool exact;
+  int n;
+  char names[16][MC_IF_NAME_BYTES * 4];
+};
+
+/* Parses a pattern; ncclInvalidUsage naming `what` and the value when empty or too long. */
+ncclResult_t mc_if_pattern_parse(const char *spec, const char *what,
+                                 struct mc_if_pattern *pattern_out);
+/* True when the interface name passes the pattern. */
+bool mc_if_pattern_match(const struct mc_if_pattern *pattern, const char *if_name);
+
+/* Every running IPv4/IPv6 interface (IPv6 loopback skipped), the first address of
+ * each name, in getifaddrs order. family: AF_UNSPEC, AF_INET or AF_INET6. */
+ncclResult_t mc_if_list(int family, struct mc_ifc *ifs, int max_ifs, int *n_ifs_out);
+
+/* Family requested by NCCL_SOCKET_FAMILY (AF_UNSPEC when unset or not recognised). */
+int mc_if_family_param(void);
+
+/* True when addr lies in the subnet of ifc (IPv6 link-local: same scope too). */
+bool mc_if_subnet_match(const struct mc_ifc *ifc, const union mc_sockaddr *addr);
+
+/*
+ * Chooses the bootstrap interface among `ifs` (pure logic, testable):
+ * - comm_id != NULL (NCCL_COMM_ID set): the interface whose subnet holds
+ *   that address, else the one that owns route_src (the local address the
+ *   kernel routes to comm_id through; may be NULL);
+ * - else if ifname_spec != NULL: the first interface matching it;
+ * - else NCCL's order: ib*, anything but docker/lo/virbr, docker, lo, virbr.
+ * `why_out` receives one line explaining the choice and the rejections
+ * ("eth0 10.0.0.1: first of ^docker,lo,virbr; rejected lo (loopback, used
+ * only when nothing else exists)"). ncclInvalidUsage naming the pattern and
+ * the interfaces that exist when nothing fits.
+ */
+ncclResult_t mc_if_choose(const struct mc_ifc *ifs, int n_ifs, const char *ifname_spec,
+                          const union mc_sockaddr *comm_id, const union mc_sockaddr *route_src,
+                          struct mc_ifc *chosen_out, char *why_out, size_t why_bytes);
+
+/*
+ * Finds this host's bootstrap interface with NCCL_SOCKET_IFNAME,
+ * NCCL_SOCKET_FAMILY and (when comm_id is not NULL) the route to comm_id,
+ * and logs the choice at INFO (BOOTSTRAP|NET).
+ */
+ncclResult_t mc_if_find_bootstrap(const union mc_sockaddr *comm_id, struct mc_ifc *chosen_out);
+
+/* ---------- sockets (sock_io.c) ---------- */
+
+/* Socket types carried in the handshake (NCCL's numbers; meshccl's own from 0x100). */
+enum mc_sock_type {
+  MC_SOCK_TYPE_UNKNOWN = 0,
+  MC_SOCK_TYPE_BOOTSTRAP = 1,
+  MC_SOCK_TYPE_PROXY = 2,
+  MC_SOCK_TYPE_NET = 3,
+  MC_SOCK_TYPE_ROOT = 0x100 /* rank <-> bootstrap root control connection */
+};
+
+/* How long a wait may last and what ends it early. */
+struct mc_wait {
+  struct mc_deadline dl;
+  const volatile uint32_t *abort_flag; /* may be NULL */
+  /* Optional fail-fast probe, called between polls (about every 10 ms); a
+   * failure result ends the wait with that result. */
+  ncclResult_t (*check)(void *arg);
+  void *check_arg;
+};
+
+#define MC_SOCK_ERR_BYTES 256
+
+struct mc_sock {
+  int fd;
+  union mc_sockaddr addr; /* peer for connected sockets, local for listeners */
+  uint64_t magic;
+  uint32_t type;
+  /* Why the wait ended: MC_SOCK_END_* when a wait failed. */
+  int end;
+  char err[MC_SOCK_ERR_BYTES];
+};
+
+enum mc_sock_end {
+  MC_SOCK_END_NONE = 0,
+  MC_SOCK_END_ERROR,   /* system or peer error: err says which */
+  MC_SOCK_END_CLOSED,  /* peer closed or reset the connection */
+  MC_SOCK_END_TIMEOUT, /* deadline passed */
+  MC_SOCK_END_ABORT,   /* abort flag */
+  MC_SOCK_END_CHECK    /* the check probe failed (it reported the cause) */
+};
+
+/* A connection accepted but whose handshake is still incomplete. */
+struct mc_sock_pending {
+  int fd;
+  union mc_sockaddr peer;
+  uint8_t hs[12];
+  size_t hs_got;
+  uint64_t since_ns;
+};
+
+#define MC_SOCK_MAX_PENDING 64
+
+struct mc_listener {
+  struct mc_sock sock;
+  struct mc_sock_pending pending[MC_SOCK_MAX_PENDING];
+  int n_pending;
+  int n_rejected; /* connections dropped for a bad or missing handshake */
+};
+
+/* Sets fd -1 and clears the error. */
+void mc_sock_init(struct mc_sock *s);
+
+/*
+ * Binds and listens on local (its port, or an ephemeral one when 0; a fixed
+ * port gets SO_REUSEADDR). Accepted connections must present magic and type.
+ * The bound address (with the real port) is in listener->sock.addr.
+ */
+ncclResult_t mc_sock_listen(const union mc_sockaddr *local, uint64_t magic, uint32_t type,
+                            struct mc_listener *listener);
+
+/*
+ * Accepts the next connection that presents the listener's magic and type.
+ * Connections with a wrong magic or type, that close before the handshake, or
+ * that send nothing for MESHCCL handshake window (5 s) are closed and logged at
+ * INFO, and the wait continues. Blocks until one arrives or the wait ends.
+ */
+ncclResult_t mc_sock_accept(struct mc_listener *listener, const struct mc_wait *w,
+                            struct mc_sock *conn_out);
+
+/*
+ * Connects to `to` and sends the handshake (magic, type). Refused, unreachable
+ * and timed-out attempts are retried with linear back-off
+ * (NCCL_SOCKET_RETRY_SLEEP_MSEC, NCCL_SOCKET_RETRY_CNT) within the wait.
+ */
+ncclResult_t mc_sock_connect(const union mc_sockaddr *to, uint64_t magic, uint32_t type,
+                             const struct mc_wait *w, struct mc_sock *conn_out);
+
+/* Exact-length I/O. A peer close is MC_SOCK_END_CLOSED / ncclRemoteError. */
+ncclResult_t mc_sock_send_all(struct mc_sock *s, const void *buf, size_t bytes,
+                              const struct mc_wait *w);
+ncclResult_t mc_sock_recv_all(struct mc_sock *s, void *buf, size_t bytes, const struct mc_wait *w);
+
+/* Framed messages: uint32 length then payload. recv bounds the length by
+ * max_bytes before reading (a larger length is a protocol error). */
+ncclResult_t mc_sock_send_msg(struct mc_sock *s, const void *buf, size_t bytes,
+                              const struct mc_wait *w);
+ncclResult_t mc_sock_recv_msg(struct mc_sock *s, void *buf, size_t max_bytes, size_t *bytes_out,
+                              const struct mc_wait *w);
+
+/* Sends on `out` and receives on `in` at the same time (ring steps: no
+ * deadlock whatever the buffer sizes). `out` and `in` may be the same socket. */
+ncclResult_t mc_sock_sendrecv(struct mc_sock *out, const void *sbuf, size_t sbytes,
+                              struct mc_sock *in, void *rbuf, size_t rbytes,
+                              const struct mc_wait *w);
+
+/* Non-blocking probe: ncclSuccess with *readable_out when data (or EOF) is waiting. */
+ncclResult_t mc_sock_poll_readable(struct mc_sock *s, int timeout_ms, bool *readable_out);
+
+/* Closes (accepts NULL and closed sockets). */
+void mc_sock_close(struct mc_sock *s);
+void mc_listener_close(struct mc_listener *l);
+
+#endif /* MC_SOCKET_H */
