@@ -201,9 +201,12 @@ static int progress_pending(struct mc_listener *l, int i)
   return 1;
 }
 
+/* Moves connections from the kernel's backlog to the pending list. When the
+ * list is full the rest wait in the backlog: silent connections leave the
+ * list after the handshake window, so they delay others but never block them. */
 static void accept_new(struct mc_listener *l)
 {
-  for (;;) {
+  while (l->n_pending < MC_SOCK_MAX_PENDING) {
     struct mc_sock_pending *p;
     union mc_sockaddr peer;
     socklen_t len = sizeof(peer);
@@ -211,15 +214,6 @@ static void accept_new(struct mc_listener *l)
 
     if (fd == -1)
       return; /* EAGAIN, or a transient error (ECONNABORTED...): poll again */
-    if (l->n_pending == MC_SOCK_MAX_PENDING) {
-      /* Full of silent connections: the oldest makes room. */
-      int oldest = 0;
-      for (int i = 1; i < l->n_pending; i++) {
-        if (l->pending[i].since_ns < l->pending[oldest].since_ns)
-          oldest = i;
-      }
-      drop_pending(l, oldest, "too many connections without a handshake");
-    }
     p = &l->pending[l->n_pending++];
     memset(p, 0, sizeof(*p));
     p->fd = fd;
