@@ -512,6 +512,22 @@ ncclResult_t mc_if_find_bootstrap(const union mc_sockaddr *comm_id, struct mc_if
   }
   if (comm_id != NULL)
     has_route = route_source(comm_id, &route_src);
+  /* NCCL never lists the IPv6 loopback; a root at ::1 is still reachable
+   * through it (single-host jobs, IPv6 tests), so use it then. */
+  if ((comm_id != NULL) && (comm_id->sa.sa_family == AF_INET6) && mc_sockaddr_is_loopback(comm_id) &&
+      (family != AF_INET)) {
+    memset(&chosen, 0, sizeof(chosen));
+    snprintf(chosen.name, sizeof(chosen.name), "lo");
+    chosen.addr.sin6.sin6_family = AF_INET6;
+    chosen.addr.sin6.sin6_addr = in6addr_loopback;
+    chosen.mask.sin6.sin6_family = AF_INET6;
+    memset(&chosen.mask.sin6.sin6_addr, 0xff, sizeof(chosen.mask.sin6.sin6_addr));
+    chosen.index = (int)if_nametoindex("lo");
+    MC_INFO(MC_SUB_BOOTSTRAP | MC_SUB_NET, "Bootstrap: using lo ::1 (NCCL_COMM_ID is the IPv6 "
+            "loopback)");
+    *chosen_out = chosen;
+    return ncclSuccess;
+  }
   MC_CHECK(mc_if_choose(ifs, n_ifs, spec, comm_id, has_route ? &route_src : NULL, &chosen, why,
                         sizeof(why)));
   host_str(&chosen.addr, host, sizeof(host));
