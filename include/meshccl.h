@@ -37,8 +37,8 @@ typedef struct {
   meshcclLauncher_t launcher;
   int rank;
   int nranks;
-  int localRank;  /**< -1 when the launcher does not say */
-  int localSize;  /**< -1 when the launcher does not say */
+  int localRank;      /**< -1 when the launcher does not say */
+  int localSize;      /**< -1 when the launcher does not say */
   char rootAddr[256]; /**< "host:port" of the bootstrap root all ranks use */
 } meshcclEnvInfo_t;
 
@@ -76,7 +76,7 @@ typedef struct {
   int device;
   int pid;
   char host[64];
-  char bootstrapIf[16];  /**< interface name */
+  char bootstrapIf[16];   /**< interface name */
   char bootstrapAddr[80]; /**< its address */
   meshcclInitTimings_t timings;
 } meshcclCommInfo_t;

@@ -22,7 +22,7 @@
 
 /** NCCL_VERSION(X,Y,Z): X*10000+Y*100+Z since 2.9; X*1000+Y*100+Z before. */
 #define NCCL_VERSION(X, Y, Z)                                                                      \
-  (((X) <= 2 && (Y) <= 8) ? (X) * 1000 + (Y) * 100 + (Z) : (X) * 10000 + (Y) * 100 + (Z))
+  (((X) <= 2 && (Y) <= 8) ? (X)*1000 + (Y)*100 + (Z) : (X)*10000 + (Y)*100 + (Z))
 #define NCCL_VERSION_CODE NCCL_VERSION(NCCL_MAJOR, NCCL_MINOR, NCCL_PATCH)
 
 /* The stream argument of NCCL's API: opaque here, CUDA's type when its header came first. */
@@ -39,7 +39,8 @@ typedef struct ncclComm *ncclComm_t;
 #define NCCL_COMM_NULL NULL
 
 #define NCCL_UNIQUE_ID_BYTES 128
-/** Bootstrap identity: magic (8 bytes) + root socket address (28 bytes) + nRanks (4), zero padded. */
+/** Bootstrap identity: magic (8 bytes) + root socket address (28 bytes) + nRanks (4), zero padded.
+ */
 typedef struct {
   char internal[NCCL_UNIQUE_ID_BYTES];
 } ncclUniqueId;
@@ -93,27 +94,27 @@ typedef struct ncclConfig_v23000 {
 /** Initialize every ncclConfig_t with this, then set the fields you need. */
 #define NCCL_CONFIG_INITIALIZER                                                                    \
   {                                                                                                \
-    sizeof(ncclConfig_t),                          /* size */                                      \
-        NCCL_API_MAGIC,                            /* magic */                                     \
+    sizeof(ncclConfig_t),                                 /* size */                               \
+        NCCL_API_MAGIC,                                   /* magic */                              \
         NCCL_VERSION(NCCL_MAJOR, NCCL_MINOR, NCCL_PATCH), /* version */                            \
-        NCCL_CONFIG_UNDEF_INT,                     /* blocking */                                  \
-        NCCL_CONFIG_UNDEF_INT,                     /* cgaClusterSize */                            \
-        NCCL_CONFIG_UNDEF_INT,                     /* minCTAs */                                   \
-        NCCL_CONFIG_UNDEF_INT,                     /* maxCTAs */                                   \
-        NCCL_CONFIG_UNDEF_PTR,                     /* netName */                                   \
-        NCCL_CONFIG_UNDEF_INT,                     /* splitShare */                                \
-        NCCL_CONFIG_UNDEF_INT,                     /* trafficClass */                              \
-        NCCL_CONFIG_UNDEF_PTR,                     /* commName */                                  \
-        NCCL_CONFIG_UNDEF_INT,                     /* collnetEnable */                             \
-        NCCL_CONFIG_UNDEF_INT,                     /* CTAPolicy */                                 \
-        NCCL_CONFIG_UNDEF_INT,                     /* shrinkShare */                               \
-        NCCL_CONFIG_UNDEF_INT,                     /* nvlsCTAs */                                  \
-        NCCL_CONFIG_UNDEF_INT,                     /* nChannelsPerNetPeer */                       \
-        NCCL_CONFIG_UNDEF_INT,                     /* nvlinkCentricSched */                        \
-        NCCL_CONFIG_UNDEF_INT,                     /* graphUsageMode */                            \
-        NCCL_CONFIG_UNDEF_INT,                     /* numRmaCtx */                                 \
-        NCCL_CONFIG_UNDEF_INT,                     /* maxP2pPeers */                               \
-        NCCL_CONFIG_UNDEF_INT                      /* graphStreamOrdering */                       \
+        NCCL_CONFIG_UNDEF_INT,                            /* blocking */                           \
+        NCCL_CONFIG_UNDEF_INT,                            /* cgaClusterSize */                     \
+        NCCL_CONFIG_UNDEF_INT,                            /* minCTAs */                            \
+        NCCL_CONFIG_UNDEF_INT,                            /* maxCTAs */                            \
+        NCCL_CONFIG_UNDEF_PTR,                            /* netName */                            \
+        NCCL_CONFIG_UNDEF_INT,                            /* splitShare */                         \
+        NCCL_CONFIG_UNDEF_INT,                            /* trafficClass */                       \
+        NCCL_CONFIG_UNDEF_PTR,                            /* commName */                           \
+        NCCL_CONFIG_UNDEF_INT,                            /* collnetEnable */                      \
+        NCCL_CONFIG_UNDEF_INT,                            /* CTAPolicy */                          \
+        NCCL_CONFIG_UNDEF_INT,                            /* shrinkShare */                        \
+        NCCL_CONFIG_UNDEF_INT,                            /* nvlsCTAs */                           \
+        NCCL_CONFIG_UNDEF_INT,                            /* nChannelsPerNetPeer */                \
+        NCCL_CONFIG_UNDEF_INT,                            /* nvlinkCentricSched */                 \
+        NCCL_CONFIG_UNDEF_INT,                            /* graphUsageMode */                     \
+        NCCL_CONFIG_UNDEF_INT,                            /* numRmaCtx */                          \
+        NCCL_CONFIG_UNDEF_INT,                            /* maxP2pPeers */                        \
+        NCCL_CONFIG_UNDEF_INT                             /* graphStreamOrdering */                \
   }
 
 /** Data types, NCCL's values. */
@@ -177,7 +178,8 @@ ncclResult_t ncclCommInitRankConfig(ncclComm_t *comm, int nranks, ncclUniqueId c
 ncclResult_t pncclCommInitRankConfig(ncclComm_t *comm, int nranks, ncclUniqueId commId, int rank,
                                      ncclConfig_t *config);
 
-/** Creates ndev communicators of one clique in this process, one thread each. devlist may be NULL. */
+/** Creates ndev communicators of one clique in this process, one thread each. devlist may be NULL.
+ */
 ncclResult_t ncclCommInitAll(ncclComm_t *comms, int ndev, const int *devlist);
 ncclResult_t pncclCommInitAll(ncclComm_t *comms, int ndev, const int *devlist);
 

@@ -19,8 +19,9 @@ int main(int argc, char **argv)
     } else if (strcmp(argv[i], "--changed") == 0) {
       changed = true;
     } else {
-      fprintf(stderr, "usage: %s [--markdown] [--changed]\n"
-                      "  Lists every NCCL_*/MESHCCL_* variable meshccl reads, its value and source.\n",
+      fprintf(stderr,
+              "usage: %s [--markdown] [--changed]\n"
+              "  Lists every NCCL_*/MESHCCL_* variable meshccl reads, its value and source.\n",
               argv[0]);
       return (strcmp(argv[i], "--help") == 0) ? 0 : 2;
     }

@@ -68,14 +68,14 @@ int main(int argc, char **argv)
            launcher_str(env.launcher), env.rootAddr);
   if (!quiet)
     printf("rank %d/%d host %s pid %d node %d/%d localRank %d/%d device %d bootstrap %s %s\n",
-         info.rank, info.nranks, info.host, info.pid, info.node, info.nNodes, info.localRank,
-         info.localRanks, info.device, info.bootstrapIf, info.bootstrapAddr);
+           info.rank, info.nranks, info.host, info.pid, info.node, info.nNodes, info.localRank,
+           info.localRanks, info.device, info.bootstrapIf, info.bootstrapAddr);
   if (!quiet)
     printf("rank %d init timings (s): total %.4f (kernels %.4f, alloc %.4f, bootstrap %.4f, "
-         "allgathers %.4f, topo %.4f, graphs %.4f, connections %.4f, rest %.4f)\n",
-         info.rank, info.timings.total, info.timings.kernels, info.timings.alloc,
-         info.timings.bootstrap, info.timings.allgathers, info.timings.topo, info.timings.graphs,
-         info.timings.connections, info.timings.rest);
+           "allgathers %.4f, topo %.4f, graphs %.4f, connections %.4f, rest %.4f)\n",
+           info.rank, info.timings.total, info.timings.kernels, info.timings.alloc,
+           info.timings.bootstrap, info.timings.allgathers, info.timings.topo, info.timings.graphs,
+           info.timings.connections, info.timings.rest);
   res = ncclCommDestroy(comm);
   if (res != ncclSuccess) {
     fprintf(stderr, "meshccl-hello: destroy failed: %s\n", ncclGetErrorString(res));

@@ -121,8 +121,7 @@ static struct mc_wait boot_wait(struct mc_boot *b)
 static const char *peer_desc(const struct mc_boot *b, int rank, char *buf, size_t bytes)
 {
   if ((b->peers != NULL) && (rank >= 0) && (rank < b->n_ranks))
-    snprintf(buf, bytes, "rank %d (host %s pid %d)", rank, b->peers[rank].host,
-             b->peers[rank].pid);
+    snprintf(buf, bytes, "rank %d (host %s pid %d)", rank, b->peers[rank].host, b->peers[rank].pid);
   else
     snprintf(buf, bytes, "rank %d", rank);
   return buf;
@@ -156,8 +155,10 @@ static ncclResult_t boot_fail(struct mc_boot *b, ncclResult_t res, const struct 
   }
   peer_desc(b, peer, who, sizeof(who));
   if (s->end == MC_SOCK_END_CLOSED)
-    return MC_FAIL(res, "Bootstrap: rank %d: %s closed the connection while %s (%s): it exited or "
-                   "failed", b->rank, who, doing, s->err);
+    return MC_FAIL(res,
+                   "Bootstrap: rank %d: %s closed the connection while %s (%s): it exited or "
+                   "failed",
+                   b->rank, who, doing, s->err);
   return MC_FAIL(res, "Bootstrap: rank %d: %s with %s: %s", b->rank, doing, who, s->err);
 }
 
@@ -193,7 +194,8 @@ static ncclResult_t boot_register(struct mc_boot *b, const struct mc_boot_handle
   if (res != ncclSuccess) {
     if (b->ctl.end == MC_SOCK_END_ABORT)
       return res;
-    return MC_FAIL(res, "Bootstrap: rank %d cannot reach the bootstrap root at %s from %s: %s "
+    return MC_FAIL(res,
+                   "Bootstrap: rank %d cannot reach the bootstrap root at %s from %s: %s "
                    "(is rank 0 / the process that created the unique id running, and is %s "
                    "reachable from interface %s?)",
                    b->rank, mc_sockaddr_str(&h->addr, a, sizeof(a)), b->ifc.name, b->ctl.err,
@@ -218,8 +220,14 @@ static ncclResult_t boot_register(struct mc_boot *b, const struct mc_boot_handle
   if (res != ncclSuccess) {
     if (b->ctl.end == MC_SOCK_END_ABORT)
       return res;
-    return MC_FAIL((res == ncclTimeout) ? ncclTimeout : ncclRemoteError,
-                   "Bootstrap: rank %d: no answer from the bootstrap root at %s: %s", b->rank,
+    if (b->ctl.end == MC_SOCK_END_CLOSED)
+      return MC_FAIL(ncclRemoteError,
+                     "Bootstrap: rank %d: the bootstrap root at %s closed the "
+                     "connection before answering (%s): the process hosting it (the one that "
+                     "called ncclGetUniqueId; rank 0 with NCCL_COMM_ID) exited, was killed or "
+                     "stopped it",
+                     b->rank, mc_sockaddr_str(&h->addr, a, sizeof(a)), b->ctl.err);
+    return MC_FAIL(res, "Bootstrap: rank %d: no answer from the bootstrap root at %s: %s", b->rank,
                    mc_sockaddr_str(&h->addr, a, sizeof(a)), b->ctl.err);
   }
   if (m.kind == MC_BOOT_CTL_FAIL) {
@@ -228,8 +236,10 @@ static ncclResult_t boot_register(struct mc_boot *b, const struct mc_boot_handle
     return MC_FAIL((ncclResult_t)m.code, "Bootstrap: rank %d: %s", b->rank, m.text);
   }
   if ((m.kind != MC_BOOT_CTL_NEXT) || (m.rank != (b->rank + 1) % b->n_ranks))
-    return MC_FAIL(ncclInternalError, "Bootstrap: rank %d: unexpected message %u (rank %d) from "
-                   "the root", b->rank, m.kind, m.rank);
+    return MC_FAIL(ncclInternalError,
+                   "Bootstrap: rank %d: unexpected message %u (rank %d) from "
+                   "the root",
+                   b->rank, m.kind, m.rank);
   b->t.recv = mc_time_sec() - t0;
   *next_out = m.addr;
   return ncclSuccess;
@@ -256,8 +266,10 @@ static ncclResult_t boot_ring_connect(struct mc_boot *b, const union mc_sockaddr
   if (res != ncclSuccess)
     return boot_fail(b, res, &b->ring_recv, prev, "connecting the bootstrap ring");
   if (from != prev)
-    return MC_FAIL(ncclInternalError, "Bootstrap: rank %d: ring connection from rank %d, expected "
-                   "rank %d", b->rank, from, prev);
+    return MC_FAIL(ncclInternalError,
+                   "Bootstrap: rank %d: ring connection from rank %d, expected "
+                   "rank %d",
+                   b->rank, from, prev);
   return ncclSuccess;
 }
 
@@ -396,7 +408,8 @@ static ncclResult_t ring_allgather(struct mc_boot *b, struct mc_sock *snd, struc
     return boot_fail(b, res, (snd->end != MC_SOCK_END_NONE) ? snd : rcv,
                      (snd->end != MC_SOCK_END_NONE) ? next : prev, "in a bootstrap allgather");
   if (hdr_in[1] != (uint32_t)slice)
-    return MC_FAIL(ncclInvalidUsage, "Bootstrap: rank %d: allgather slice of %u bytes from rank "
+    return MC_FAIL(ncclInvalidUsage,
+                   "Bootstrap: rank %d: allgather slice of %u bytes from rank "
                    "%d, expected %zu: the ranks disagree on what they exchange (mixed versions?)",
                    b->rank, hdr_in[1], prev, slice);
   for (int s = 0; s < n - 1; s++) {
@@ -464,6 +477,7 @@ static ncclResult_t p2p_accept(struct mc_boot *b, int peer, int tag, struct p2p_
                                struct mc_sock *s_out)
 {
   struct unexpected **pp = &b->unexp;
+  struct mc_wait w;
 
   for (; *pp != NULL; pp = &(*pp)->next) {
     struct unexpected *u = *pp;
@@ -476,8 +490,9 @@ static ncclResult_t p2p_accept(struct mc_boot *b, int peer, int tag, struct p2p_
       return ncclSuccess;
     }
   }
+  /* One deadline for the whole receive, however many other messages arrive first. */
+  w = boot_wait(b);
   for (;;) {
-    struct mc_wait w = boot_wait(b);
     struct p2p_header hdr;
     struct unexpected *u;
     struct mc_sock s;
@@ -526,8 +541,10 @@ ncclResult_t mc_boot_recv(struct mc_boot *b, int peer, int tag, void *data, size
   MC_CHECK(p2p_accept(b, peer, tag, &hdr, &s));
   if (hdr.bytes != bytes) {
     mc_sock_close(&s);
-    return MC_FAIL(ncclInvalidUsage, "Bootstrap: rank %d: rank %d sent %u bytes with tag %d, "
-                   "expected %zu", b->rank, peer, hdr.bytes, tag, bytes);
+    return MC_FAIL(ncclInvalidUsage,
+                   "Bootstrap: rank %d: rank %d sent %u bytes with tag %d, "
+                   "expected %zu",
+                   b->rank, peer, hdr.bytes, tag, bytes);
   }
   w = boot_wait(b);
   res = mc_sock_recv_all(&s, data, bytes, &w);
@@ -576,8 +593,10 @@ ncclResult_t mc_boot_allgather_sub(struct mc_boot *b, const int *ranks, int n, i
     return res;
   }
   if (hdr.bytes != STREAM_BYTES)
-    res = MC_FAIL(ncclInvalidUsage, "Bootstrap: rank %d: rank %d sent a message with tag %d "
-                  "where an allgather was expected", b->rank, prev, tag);
+    res = MC_FAIL(ncclInvalidUsage,
+                  "Bootstrap: rank %d: rank %d sent a message with tag %d "
+                  "where an allgather was expected",
+                  b->rank, prev, tag);
   else
     res = ring_allgather(b, &snd, &rcv, n, my_index, ranks, data, slice_bytes);
   mc_sock_close(&snd);

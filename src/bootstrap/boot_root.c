@@ -24,10 +24,10 @@
 #include "params.h"
 #include "utils.h"
 
-#define ROOT_TICK_MS       10
-#define ROOT_MSG_WAIT_MS   2000 /* a registered peer has this long to finish a message */
-#define ROOT_MAX_UNREG     4096 /* connections that passed the handshake but did not register */
-#define ROOT_STOP_GRACE_MS 200
+#define ROOT_TICK_MS      10
+#define ROOT_MSG_WAIT_MS  2000 /* a registered peer has this long to finish a message */
+#define ROOT_MAX_UNREG    4096 /* connections that passed the handshake but did not register */
+#define ROOT_PORT_BUSY_MS 1000 /* how long rank 0 waits for an NCCL_COMM_ID port to free up */
 
 struct root_rank {
   struct mc_sock sock; /* fd -1 once done, dead or told */
@@ -46,9 +46,10 @@ struct mc_boot_root {
   bool is_joined;
   struct mc_boot_root *next;
   pthread_t thread;
-  uint32_t stop;     /* set by release: stop now */
-  uint32_t finished; /* set by the thread at exit */
+  uint32_t stop;      /* set by release: stop now */
+  uint32_t finished;  /* set by the thread at exit */
   uint32_t accepting; /* still takes registrations (claimable) */
+  uint32_t failed;    /* the job's init failed: nothing left worth waiting for */
 
   /* thread state */
   struct mc_listener listener;
@@ -120,6 +121,7 @@ static void root_fail(struct mc_boot_root *r, int skip_rank, ncclResult_t code, 
   }
   r->n_unreg = 0;
   __atomic_store_n(&r->accepting, 0, __ATOMIC_RELEASE);
+  __atomic_store_n(&r->failed, 1, __ATOMIC_RELEASE);
   if (skip_rank >= 0)
     r->n_told++; /* the rank that failed or died knows */
   /* Late ranks are told until the deadline; the port is then free again. */
@@ -325,7 +327,9 @@ static int root_poll(struct mc_boot_root *r, struct pollfd *pfd, int *owner)
   int n = 0;
 
   if (r->is_listening) {
-    pfd[n].fd = r->listener.sock.fd;
+    /* A full pending list leaves the backlog alone (mc_sock_accept): polling
+     * the listener then would wake this loop at once, every tick. */
+    pfd[n].fd = (r->listener.n_pending < MC_SOCK_MAX_PENDING) ? r->listener.sock.fd : -1;
     pfd[n].events = POLLIN;
     owner[n++] = -1;
     for (int i = 0; i < r->listener.n_pending; i++) {
@@ -502,18 +506,38 @@ ncclResult_t mc_boot_root_create(const union mc_sockaddr *addr, uint64_t magic,
   return root_start(addr, magic, bound_out);
 }
 
+/* Stops roots of this process at addr that no longer take registrations
+ * (a failed communicator's root telling late ranks): a new communicator on
+ * the same NCCL_COMM_ID needs the port. Returns true when one was found. */
+static bool stop_stale_roots_at(const union mc_sockaddr *addr)
+{
+  bool found = false;
+
+  pthread_mutex_lock(&roots_lock);
+  for (struct mc_boot_root *r = roots; r != NULL; r = r->next) {
+    if (mc_sockaddr_equal(&r->addr, addr) &&
+        (__atomic_load_n(&r->accepting, __ATOMIC_ACQUIRE) == 0) &&
+        (__atomic_load_n(&r->finished, __ATOMIC_ACQUIRE) == 0)) {
+      __atomic_store_n(&r->stop, 1, __ATOMIC_RELEASE);
+      found = true;
+    }
+  }
+  pthread_mutex_unlock(&roots_lock);
+  return found;
+}
+
 ncclResult_t mc_boot_root_start_comm_id(const ncclUniqueId *id, const struct mc_wait *w)
 {
   struct mc_boot_handle h;
   union mc_sockaddr bound;
   char a[MC_SOCKADDR_STRLEN];
+  struct mc_deadline busy_dl = mc_deadline_in_ms(ROOT_PORT_BUSY_MS);
 
   memcpy(&h, id->internal, sizeof(h));
   for (;;) {
     struct mc_listener probe;
     ncclResult_t res;
 
-    /* EADDRINUSE while the previous communicator's root still listens: wait. */
     res = mc_sock_listen(&h.addr, h.magic, MC_SOCK_TYPE_ROOT, &probe);
     if (res == ncclSuccess) {
       mc_listener_close(&probe);
@@ -522,11 +546,17 @@ ncclResult_t mc_boot_root_start_comm_id(const ncclUniqueId *id, const struct mc_
     if (res != ncclInvalidUsage)
       return MC_FAIL(res, "bootstrap root: NCCL_COMM_ID=%s: %s", addr_str(&h.addr, a),
                      probe.sock.err);
-    if (mc_deadline_passed(w->dl))
-      return MC_FAIL(ncclInvalidUsage,
-                     "bootstrap root: NCCL_COMM_ID=%s: the port stayed in use for %lld s (%s); "
-                     "choose a free port",
-                     addr_str(&h.addr, a), (long long)(w->dl.span_ms / 1000), probe.sock.err);
+    if (!stop_stale_roots_at(&h.addr) && mc_deadline_passed(busy_dl)) {
+      /* Someone else listens there: most often the root of another process
+       * that also believes it is rank 0. Registering with it lets that root
+       * report the duplicate to both; a foreign listener shows up as a root
+       * that never answers. */
+      MC_INFO(MC_SUB_BOOTSTRAP,
+              "Bootstrap: NCCL_COMM_ID=%s is already in use (%s): registering "
+              "with the root listening there instead of starting one",
+              addr_str(&h.addr, a), probe.sock.err);
+      return ncclSuccess;
+    }
     if ((w->abort_flag != NULL) && (*w->abort_flag != 0))
       return ncclInternalError;
     mc_sleep_ms_abortable(50, w->abort_flag);
@@ -560,15 +590,21 @@ void mc_boot_root_release(struct mc_boot_root *root, int wait_ms)
 
   if (root == NULL)
     return;
+  /* The last holder keeps its reference while it waits: a root with no
+   * reference that finished is joined and freed by reap_finished_locked(). */
   pthread_mutex_lock(&roots_lock);
-  is_last = (--root->refs == 0);
+  is_last = (root->refs == 1);
+  if (!is_last)
+    root->refs--;
   pthread_mutex_unlock(&roots_lock);
   if (!is_last)
     return;
-  while ((__atomic_load_n(&root->finished, __ATOMIC_ACQUIRE) == 0) && !mc_deadline_passed(dl))
+  while ((__atomic_load_n(&root->finished, __ATOMIC_ACQUIRE) == 0) &&
+         (__atomic_load_n(&root->failed, __ATOMIC_ACQUIRE) == 0) && !mc_deadline_passed(dl))
     mc_sleep_ms_abortable(ROOT_TICK_MS, NULL);
   __atomic_store_n(&root->stop, 1, __ATOMIC_RELEASE);
   pthread_mutex_lock(&roots_lock);
+  root->refs--;
   if (!root->is_joined && (root->refs == 0)) {
     struct mc_boot_root **pp = &roots;
     root->is_joined = true;

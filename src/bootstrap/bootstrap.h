@@ -62,8 +62,10 @@ bool mc_boot_id_is_comm_id(const ncclUniqueId *id);
 
 struct mc_boot_root;
 
-/* Starts the root for an NCCL_COMM_ID id (rank 0), retrying while a previous
- * communicator's root still holds the port, until the wait ends. */
+/* Starts the root for an NCCL_COMM_ID id (rank 0). A failed communicator's
+ * root of this process that still holds the port is stopped; when another
+ * listener keeps the port for a second, no root is started and rank 0
+ * registers with that one (which reports a duplicate rank 0). */
 ncclResult_t mc_boot_root_start_comm_id(const ncclUniqueId *id, const struct mc_wait *w);
 
 /* Takes a reference on the root of `id` when it lives in this process (else NULL). */

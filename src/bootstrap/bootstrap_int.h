@@ -35,5 +35,4 @@ struct mc_boot_ctl {
 ncclResult_t mc_boot_root_create(const union mc_sockaddr *addr, uint64_t magic,
                                  union mc_sockaddr *bound_out);
 
-
 #endif /* MC_BOOTSTRAP_INT_H */

@@ -37,7 +37,8 @@
   } while (0)
 
 /* The point of detection: WARN once, store the text, evaluate to the code. */
-#define MC_FAIL(_res, ...) mc_error_record((_res), MC_FILE_BASENAME, __LINE__, __func__, __VA_ARGS__)
+#define MC_FAIL(_res, ...)                                                                         \
+  mc_error_record((_res), MC_FILE_BASENAME, __LINE__, __func__, __VA_ARGS__)
 
 /* -1/errno system calls; retries EINTR. */
 #define MC_SYS_CHECK_GOTO(_expr, _what, _res, _label)                                              \
@@ -63,7 +64,9 @@
   } while (0)
 
 /* Allocation helpers: zeroed, overflow-checked, MC_FAIL on exhaustion. */
-#define mc_calloc(_pptr, _n) mc_calloc_impl((void **)(_pptr), (_n), sizeof(**(_pptr)), MC_FILE_BASENAME, __LINE__)
-ncclResult_t mc_calloc_impl(void **ptr_out, size_t n, size_t elem_bytes, const char *file, int line);
+#define mc_calloc(_pptr, _n)                                                                       \
+  mc_calloc_impl((void **)(_pptr), (_n), sizeof(**(_pptr)), MC_FILE_BASENAME, __LINE__)
+ncclResult_t mc_calloc_impl(void **ptr_out, size_t n, size_t elem_bytes, const char *file,
+                            int line);
 
 #endif /* MC_CORE_CHECK_H */

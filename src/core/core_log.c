@@ -40,13 +40,25 @@ static const struct {
   const char *word;
   unsigned long bit;
 } subsys_words[] = {
-  {"INIT", MC_SUB_INIT},         {"COLL", MC_SUB_COLL},         {"P2P", MC_SUB_P2P},
-  {"SHM", MC_SUB_SHM},           {"NET", MC_SUB_NET},           {"GRAPH", MC_SUB_GRAPH},
-  {"TUNING", MC_SUB_TUNING},     {"ENV", MC_SUB_ENV},           {"ALLOC", MC_SUB_ALLOC},
-  {"CALL", MC_SUB_CALL},         {"PROXY", MC_SUB_PROXY},       {"NVLS", MC_SUB_NVLS},
-  {"BOOTSTRAP", MC_SUB_BOOTSTRAP}, {"REG", MC_SUB_REG},         {"PROFILE", MC_SUB_PROFILE},
-  {"RAS", MC_SUB_RAS},           {"DESTROY", MC_SUB_DESTROY},   {"ALLOC_HOST", MC_SUB_ALLOC_HOST},
-  {"ALL", (unsigned long)MC_SUB_ALL},
+    {"INIT", MC_SUB_INIT},
+    {"COLL", MC_SUB_COLL},
+    {"P2P", MC_SUB_P2P},
+    {"SHM", MC_SUB_SHM},
+    {"NET", MC_SUB_NET},
+    {"GRAPH", MC_SUB_GRAPH},
+    {"TUNING", MC_SUB_TUNING},
+    {"ENV", MC_SUB_ENV},
+    {"ALLOC", MC_SUB_ALLOC},
+    {"CALL", MC_SUB_CALL},
+    {"PROXY", MC_SUB_PROXY},
+    {"NVLS", MC_SUB_NVLS},
+    {"BOOTSTRAP", MC_SUB_BOOTSTRAP},
+    {"REG", MC_SUB_REG},
+    {"PROFILE", MC_SUB_PROFILE},
+    {"RAS", MC_SUB_RAS},
+    {"DESTROY", MC_SUB_DESTROY},
+    {"ALLOC_HOST", MC_SUB_ALLOC_HOST},
+    {"ALL", (unsigned long)MC_SUB_ALL},
 };
 
 bool mc_log_parse_subsys(const char *spec, unsigned long *mask_out, char *bad_word_out,
@@ -64,8 +76,14 @@ bool mc_log_parse_subsys(const char *spec, unsigned long *mask_out, char *bad_wo
   snprintf(buf, sizeof(buf), "%s", spec);
   for (char *tok = strtok_r(buf, ",", &save); tok != NULL; tok = strtok_r(NULL, ",", &save)) {
     bool found = false;
+    size_t len;
     while (isspace((unsigned char)*tok))
       tok++;
+    len = strlen(tok);
+    while ((len > 0) && isspace((unsigned char)tok[len - 1]))
+      tok[--len] = '\0';
+    if (len == 0)
+      continue;
     for (size_t i = 0; i < sizeof(subsys_words) / sizeof(subsys_words[0]); i++) {
       if (strcasecmp(tok, subsys_words[i].word) == 0) {
         mask |= subsys_words[i].bit;
@@ -131,13 +149,17 @@ static void load_config(void)
     else if (strcasecmp(level, "TRACE") == 0)
       log_level = MC_LOG_TRACE;
     else
-      fprintf(stderr, "%s:%d:%d NCCL WARN NCCL_DEBUG='%s' is not one of VERSION, WARN, INFO, "
-              "ABORT, TRACE; logging disabled\n", log_host, log_pid, mc_gettid(), level);
+      fprintf(stderr,
+              "%s:%d:%d NCCL WARN NCCL_DEBUG='%s' is not one of VERSION, WARN, INFO, "
+              "ABORT, TRACE; logging disabled\n",
+              log_host, log_pid, mc_gettid(), level);
   }
   log_mask = MC_SUB_INIT | MC_SUB_BOOTSTRAP | MC_SUB_ENV;
   if ((subsys != NULL) && !mc_log_parse_subsys(subsys, &log_mask, bad, sizeof(bad))) {
-    fprintf(stderr, "%s:%d:%d NCCL WARN NCCL_DEBUG_SUBSYS='%s': unknown subsystem '%s'; "
-            "using INIT,BOOTSTRAP,ENV\n", log_host, log_pid, mc_gettid(), subsys, bad);
+    fprintf(stderr,
+            "%s:%d:%d NCCL WARN NCCL_DEBUG_SUBSYS='%s': unknown subsystem '%s'; "
+            "using INIT,BOOTSTRAP,ENV\n",
+            log_host, log_pid, mc_gettid(), subsys, bad);
     log_mask = MC_SUB_INIT | MC_SUB_BOOTSTRAP | MC_SUB_ENV;
   }
   if (log_file_owned && (log_file != NULL))
@@ -150,15 +172,17 @@ static void load_config(void)
     mc_log_expand_filename(file, log_host, log_pid, path, sizeof(path));
     f = fopen(path, "w");
     if (f == NULL) {
-      fprintf(stderr, "%s:%d:%d NCCL WARN NCCL_DEBUG_FILE=%s: cannot open %s: %s; logging to "
-              "stdout\n", log_host, log_pid, mc_gettid(), file, path, strerror(errno));
+      fprintf(stderr,
+              "%s:%d:%d NCCL WARN NCCL_DEBUG_FILE=%s: cannot open %s: %s; logging to "
+              "stdout\n",
+              log_host, log_pid, mc_gettid(), file, path, strerror(errno));
     } else {
       setvbuf(f, NULL, _IOLBF, 0);
       log_file = f;
       log_file_owned = true;
     }
   }
-  log_loaded = 1;
+  __atomic_store_n(&log_loaded, 1, __ATOMIC_RELEASE);
 }
 
 static void ensure_config(void)
@@ -293,6 +317,6 @@ void mc_log_version_once(void)
            "NCCL version %d.%d.%d+%s (meshccl, host memory)", NCCL_MAJOR, NCCL_MINOR, NCCL_PATCH,
            NCCL_SUFFIX);
   else
-    MC_INFO(MC_SUB_INIT, "NCCL version %d.%d.%d+%s (meshccl, host memory)", NCCL_MAJOR,
-            NCCL_MINOR, NCCL_PATCH, NCCL_SUFFIX);
+    MC_INFO(MC_SUB_INIT, "NCCL version %d.%d.%d+%s (meshccl, host memory)", NCCL_MAJOR, NCCL_MINOR,
+            NCCL_PATCH, NCCL_SUFFIX);
 }

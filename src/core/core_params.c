@@ -31,8 +31,8 @@ struct param_desc {
 
 static const struct param_desc descs[MC_P_COUNT] = {
 #define MC_PARAM_INT(_id, _env, _def, _min, _max, _help)                                           \
-  [MC_P_##_id] = {.env = _env, .is_int = true, .def_int = _def, .min = _min, .max = _max,           \
-                  .help = _help},
+  [MC_P_##_id] = {                                                                                 \
+      .env = _env, .is_int = true, .def_int = _def, .min = _min, .max = _max, .help = _help},
 #define MC_PARAM_STR(_id, _env, _def, _help)                                                       \
   [MC_P_##_id] = {.env = _env, .is_int = false, .def_str = _def, .help = _help},
 #include "params.def"
@@ -43,17 +43,56 @@ static const struct param_desc descs[MC_P_COUNT] = {
 /* NCCL variables that are accepted but not used by this version: they get
  * an INFO line, not an "unknown variable" warning. Prefixes end in '_'. */
 static const char *const nccl_ignored[] = {
-  "NCCL_IB_", "NCCL_GIN_", "NCCL_NVLS_", "NCCL_COLLNET_", "NCCL_RAS_", "NCCL_MNNVL_",
-  "NCCL_NET", "NCCL_NET_PLUGIN", "NCCL_TUNER_PLUGIN", "NCCL_PROFILER_PLUGIN", "NCCL_P2P_DISABLE",
-  "NCCL_P2P_LEVEL", "NCCL_SHM_DISABLE", "NCCL_TOPO_FILE", "NCCL_TOPO_DUMP_FILE", "NCCL_ALGO",
-  "NCCL_PROTO", "NCCL_BUFFSIZE", "NCCL_NTHREADS", "NCCL_MIN_NCHANNELS", "NCCL_MAX_NCHANNELS",
-  "NCCL_SOCKET_NTHREADS", "NCCL_NSOCKS_PERTHREAD", "NCCL_CROSS_NIC", "NCCL_NET_GDR_LEVEL",
-  "NCCL_NET_GDR_READ", "NCCL_LAUNCH_MODE", "NCCL_CUMEM_ENABLE", "NCCL_DEBUG_TIMESTAMP_LEVELS",
-  "NCCL_DEBUG_TIMESTAMP_FORMAT", "NCCL_SOCKET_MAGIC", "NCCL_GRAPH_FILE", "NCCL_GRAPH_DUMP_FILE",
-  "NCCL_IGNORE_CPU_AFFINITY", "NCCL_CHECK_POINTERS", "NCCL_OOB_NET_ENABLE", "NCCL_PXN_DISABLE",
-  "NCCL_NVB_DISABLE", "NCCL_P2P_NET_CHUNKSIZE", "NCCL_ASYNC_ERROR_HANDLING", "NCCL_BLOCKING_WAIT",
-  "NCCL_WARN_ENABLE_DEBUG_INFO", "NCCL_CUDA_PATH", "NCCL_HOME", "NCCL_VERSION", "NCCL_ROOT",
-  "NCCL_LIBRARY", "NCCL_INCLUDE_DIR", "NCCL_LIB_DIR", "NCCL_SOCKET_POLL_TIMEOUT_MSEC",
+    "NCCL_IB_",
+    "NCCL_GIN_",
+    "NCCL_NVLS_",
+    "NCCL_COLLNET_",
+    "NCCL_RAS_",
+    "NCCL_MNNVL_",
+    "NCCL_NET",
+    "NCCL_NET_PLUGIN",
+    "NCCL_TUNER_PLUGIN",
+    "NCCL_PROFILER_PLUGIN",
+    "NCCL_P2P_DISABLE",
+    "NCCL_P2P_LEVEL",
+    "NCCL_SHM_DISABLE",
+    "NCCL_TOPO_FILE",
+    "NCCL_TOPO_DUMP_FILE",
+    "NCCL_ALGO",
+    "NCCL_PROTO",
+    "NCCL_BUFFSIZE",
+    "NCCL_NTHREADS",
+    "NCCL_MIN_NCHANNELS",
+    "NCCL_MAX_NCHANNELS",
+    "NCCL_SOCKET_NTHREADS",
+    "NCCL_NSOCKS_PERTHREAD",
+    "NCCL_CROSS_NIC",
+    "NCCL_NET_GDR_LEVEL",
+    "NCCL_NET_GDR_READ",
+    "NCCL_LAUNCH_MODE",
+    "NCCL_CUMEM_ENABLE",
+    "NCCL_DEBUG_TIMESTAMP_LEVELS",
+    "NCCL_DEBUG_TIMESTAMP_FORMAT",
+    "NCCL_SOCKET_MAGIC",
+    "NCCL_GRAPH_FILE",
+    "NCCL_GRAPH_DUMP_FILE",
+    "NCCL_IGNORE_CPU_AFFINITY",
+    "NCCL_CHECK_POINTERS",
+    "NCCL_OOB_NET_ENABLE",
+    "NCCL_PXN_DISABLE",
+    "NCCL_NVB_DISABLE",
+    "NCCL_P2P_NET_CHUNKSIZE",
+    "NCCL_ASYNC_ERROR_HANDLING",
+    "NCCL_BLOCKING_WAIT",
+    "NCCL_WARN_ENABLE_DEBUG_INFO",
+    "NCCL_CUDA_PATH",
+    "NCCL_HOME",
+    "NCCL_VERSION",
+    "NCCL_ROOT",
+    "NCCL_LIBRARY",
+    "NCCL_INCLUDE_DIR",
+    "NCCL_LIB_DIR",
+    "NCCL_SOCKET_POLL_TIMEOUT_MSEC",
 };
 
 #define MAX_MSGS      32
@@ -65,6 +104,7 @@ struct param_val {
   int64_t i;
   char *s;
   enum mc_param_source src;
+  bool claimed;     /* a source set this name, validly or not: later sources are ignored */
   char origin[160]; /* "environment" or "file:line" */
 };
 
@@ -122,6 +162,7 @@ static void set_value(int id, const char *value, enum mc_param_source src, const
   const struct param_desc *d = &descs[id];
   struct param_val *v = &vals[id];
 
+  v->claimed = true;
   if (d->is_int) {
     char *end = NULL;
     long long x;
@@ -131,9 +172,8 @@ static void set_value(int id, const char *value, enum mc_param_source src, const
     while ((end != NULL) && isspace((unsigned char)*end))
       end++;
     if ((errno != 0) || (end == value) || (*end != '\0') || (x < d->min) || (x > d->max)) {
-      add_msg(true,
-              "%s='%s' (%s) is not an integer in [%lld, %lld]; using the default %lld", d->env,
-              value, origin, (long long)d->min, (long long)d->max, (long long)d->def_int);
+      add_msg(true, "%s='%s' (%s) is not an integer in [%lld, %lld]; using the default %lld",
+              d->env, value, origin, (long long)d->min, (long long)d->max, (long long)d->def_int);
       return;
     }
     v->i = x;
@@ -217,7 +257,7 @@ static void load_conf_file(const char *path, bool must_exist)
         report_unknown(p, (size_t)(end - p), origin);
       continue;
     }
-    if (vals[id].src == MC_PARAM_SRC_DEFAULT)
+    if (!vals[id].claimed)
       set_value(id, val, MC_PARAM_SRC_CONF_FILE, origin);
   }
   fclose(f);
@@ -233,6 +273,7 @@ static void load_all(void)
     vals[id].i = descs[id].def_int;
     vals[id].s = (descs[id].def_str != NULL) ? strdup(descs[id].def_str) : NULL;
     vals[id].src = MC_PARAM_SRC_DEFAULT;
+    vals[id].claimed = false;
     snprintf(vals[id].origin, sizeof(vals[id].origin), "default");
     if ((e != NULL) && (e[0] != '\0'))
       set_value(id, e, MC_PARAM_SRC_ENV, "environment");
@@ -327,14 +368,15 @@ void mc_param_dump(FILE *out, bool markdown, bool changed_only)
 {
   ensure_loaded();
   if (markdown) {
-    fputs("# Environment variables\n\n"
-          "Generated from `src/core/params.def` by `build/bin/meshccl-env --markdown`; do not edit.\n"
-          "Values come from the environment, then `NCCL_CONF_FILE` (or `~/.nccl.conf`), then\n"
-          "`/etc/nccl.conf`; the first source that sets a variable wins. An invalid value is\n"
-          "reported with a warning and the default is used. An `NCCL_*` or `MESHCCL_*` variable\n"
-          "that is not listed here gets one warning naming the closest known one.\n\n"
-          "| Variable | Default | Meaning |\n| --- | --- | --- |\n",
-          out);
+    fputs(
+        "# Environment variables\n\n"
+        "Generated from `src/core/params.def` by `build/bin/meshccl-env --markdown`; do not edit.\n"
+        "Values come from the environment, then `NCCL_CONF_FILE` (or `~/.nccl.conf`), then\n"
+        "`/etc/nccl.conf`; the first source that sets a variable wins. An invalid value is\n"
+        "reported with a warning and the default is used. An `NCCL_*` or `MESHCCL_*` variable\n"
+        "that is not listed here gets one warning naming the closest known one.\n\n"
+        "| Variable | Default | Meaning |\n| --- | --- | --- |\n",
+        out);
   }
   for (int id = 0; id < MC_P_COUNT; id++) {
     const struct param_desc *d = &descs[id];
@@ -418,6 +460,7 @@ void mc_param_set_for_tests(enum mc_param_id id, const char *value)
     vals[id].s = (descs[id].def_str != NULL) ? strdup(descs[id].def_str) : NULL;
     vals[id].i = descs[id].def_int;
     vals[id].src = MC_PARAM_SRC_DEFAULT;
+    mc_log_reset_for_tests();
     return;
   }
   set_value(id, value, MC_PARAM_SRC_TEST, "test");

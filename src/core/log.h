@@ -58,10 +58,13 @@ void mc_log_v(enum mc_log_level level, unsigned long sub, const char *file, int 
 /* True when a message of this level and subsystem would be printed. */
 bool mc_log_enabled(enum mc_log_level level, unsigned long sub);
 
-#define MC_WARN(...) mc_log(MC_LOG_WARN, MC_SUB_ALL, MC_FILE_BASENAME, __LINE__, __func__, __VA_ARGS__)
-#define MC_INFO(_sub, ...) mc_log(MC_LOG_INFO, (_sub), MC_FILE_BASENAME, __LINE__, __func__, __VA_ARGS__)
+#define MC_WARN(...)                                                                               \
+  mc_log(MC_LOG_WARN, MC_SUB_ALL, MC_FILE_BASENAME, __LINE__, __func__, __VA_ARGS__)
+#define MC_INFO(_sub, ...)                                                                         \
+  mc_log(MC_LOG_INFO, (_sub), MC_FILE_BASENAME, __LINE__, __func__, __VA_ARGS__)
 #ifdef MC_ENABLE_TRACE
-#define MC_TRACE(_sub, ...) mc_log(MC_LOG_TRACE, (_sub), MC_FILE_BASENAME, __LINE__, __func__, __VA_ARGS__)
+#define MC_TRACE(_sub, ...)                                                                        \
+  mc_log(MC_LOG_TRACE, (_sub), MC_FILE_BASENAME, __LINE__, __func__, __VA_ARGS__)
 #else
 #define MC_TRACE(_sub, ...) ((void)0)
 #endif

@@ -21,7 +21,12 @@ enum mc_param_id {
   MC_P_COUNT
 };
 
-enum mc_param_source { MC_PARAM_SRC_DEFAULT, MC_PARAM_SRC_ENV, MC_PARAM_SRC_CONF_FILE, MC_PARAM_SRC_TEST };
+enum mc_param_source {
+  MC_PARAM_SRC_DEFAULT,
+  MC_PARAM_SRC_ENV,
+  MC_PARAM_SRC_CONF_FILE,
+  MC_PARAM_SRC_TEST
+};
 
 /* Value of an integer parameter. */
 int64_t mc_param_int(enum mc_param_id id);

@@ -15,35 +15,36 @@
 #include "nccl.h"
 #include "bootstrap/bootstrap.h"
 
-#define MC_COMM_LIVE_MAGIC 0x6d657368636f6d6dull /* "meshcomm" */
-#define MC_HOST_BYTES      64
-#define MC_LAST_ERROR_BYTES 1024
+#define MC_COMM_LIVE_MAGIC   0x6d657368636f6d6dull /* "meshcomm" */
+#define MC_HOST_BYTES        64
+#define MC_LAST_ERROR_BYTES  1024
+#define MC_COMM_ROOT_WAIT_MS 1000 /* destroy: how long the root may still serve others */
 
 /* What every rank publishes in the first allgather (NCCL's ncclPeerInfo, host edition). */
 struct mc_peer_info {
   int32_t rank;
-  int32_t dev;          /* device index; -1 = not chosen (auto) */
-  int32_t version;      /* NCCL_VERSION_CODE */
+  int32_t dev;     /* device index; -1 = not chosen (auto) */
+  int32_t version; /* NCCL_VERSION_CODE */
   int32_t pid;
-  uint64_t host_hash;   /* host identity + commHash */
-  uint64_t pid_hash;    /* process identity + commHash */
-  uint64_t shm_dev;     /* st_dev of /dev/shm */
-  uint64_t comm_ptr;    /* for ranks of one process */
+  uint64_t host_hash; /* host identity + commHash */
+  uint64_t pid_hash;  /* process identity + commHash */
+  uint64_t shm_dev;   /* st_dev of /dev/shm */
+  uint64_t comm_ptr;  /* for ranks of one process */
   char host[MC_HOST_BYTES];
 };
 
 /* Who is where, derived from the peer infos (mc_comm_nodes_compute). */
 struct mc_comm_nodes {
   int n_nodes;
-  int *rank_to_node;        /* [n_ranks] */
-  int *rank_to_local_rank;  /* [n_ranks] */
-  int *node_first_rank;     /* [n_nodes] */
-  int *node_n_ranks;        /* [n_nodes] */
-  int *local_rank_to_rank;  /* [local_ranks] of this rank's node */
+  int *rank_to_node;       /* [n_ranks] */
+  int *rank_to_local_rank; /* [n_ranks] */
+  int *node_first_rank;    /* [n_nodes] */
+  int *node_n_ranks;       /* [n_nodes] */
+  int *local_rank_to_rank; /* [local_ranks] of this rank's node */
   int local_rank;
   int local_ranks;
   int max_local_ranks;
-  int *dev;                 /* [n_ranks] resolved device index */
+  int *dev; /* [n_ranks] resolved device index */
 };
 
 /* Init timings, NCCL's breakdown (seconds). */
@@ -57,8 +58,8 @@ struct ncclComm {
   uint64_t live_magic; /* MC_COMM_LIVE_MAGIC while the object is valid */
   int rank;
   int n_ranks;
-  int dev;             /* device index used by this rank */
-  int dev_requested;   /* -1: automatic */
+  int dev;           /* device index used by this rank */
+  int dev_requested; /* -1: automatic */
   enum mc_comm_init_kind init_kind;
   ncclUniqueId id;
   uint64_t comm_hash;
@@ -89,8 +90,10 @@ ncclResult_t mc_comm_alloc(int n_ranks, const ncclUniqueId *id, int rank, int de
 /* Runs the whole init of comm on the calling thread; sets comm->async_result. */
 ncclResult_t mc_comm_init_run(struct ncclComm *comm);
 
-/* Frees every resource of comm (init must not be running). */
-void mc_comm_free(struct ncclComm *comm);
+/* Frees every resource of comm (init must not be running). When this
+ * process hosts the communicator's root, waits up to root_wait_ms for the
+ * other ranks to finish with it (0: stop it now, as abort does). */
+void mc_comm_free(struct ncclComm *comm, int root_wait_ms);
 
 /* Waits for a running init thread (join). */
 void mc_comm_join_init(struct ncclComm *comm);

@@ -18,7 +18,8 @@
 #include "utils.h"
 
 #define NCCL_API(_ret, _func, ...)                                                                 \
-  __attribute__((visibility("default"))) __attribute__((alias(#_func))) _ret p##_func(__VA_ARGS__); \
+  __attribute__((visibility("default"))) __attribute__((alias(#_func)))                            \
+  _ret p##_func(__VA_ARGS__);                                                                      \
   __attribute__((visibility("default"))) _ret _func(__VA_ARGS__)
 
 #define PTR_CHECK(_p, _call, _name)                                                                \
@@ -45,9 +46,10 @@ static ncclResult_t comm_ready(const struct ncclComm *comm, const char *call)
   MC_CHECK(comm_check(comm, call));
   state = (ncclResult_t)__atomic_load_n(&comm->async_result, __ATOMIC_ACQUIRE);
   if (state == ncclInProgress)
-    return MC_FAIL(ncclInvalidArgument, "%s : attempt to use communicator %p before the previous "
-                   "operation returned ncclSuccess (init still in progress)", call,
-                   (const void *)comm);
+    return MC_FAIL(ncclInvalidArgument,
+                   "%s : attempt to use communicator %p before the previous "
+                   "operation returned ncclSuccess (init still in progress)",
+                   call, (const void *)comm);
   if (state != ncclSuccess)
     return MC_FAIL(state, "%s : communicator %p failed earlier: %s", call, (const void *)comm,
                    comm->last_error);
@@ -135,12 +137,14 @@ ncclResult_t ncclCommInitAll(ncclComm_t *comms, int ndev, const int *devlist)
     return MC_FAIL(ncclInvalidArgument, "ncclCommInitAll : invalid ndev %d (must be >= 1)", ndev);
   for (int i = 0; (devlist != NULL) && (i < ndev); i++) {
     if (devlist[i] < 0)
-      return MC_FAIL(ncclInvalidArgument, "ncclCommInitAll : devlist[%d] = %d is not a device",
-                     i, devlist[i]);
+      return MC_FAIL(ncclInvalidArgument, "ncclCommInitAll : devlist[%d] = %d is not a device", i,
+                     devlist[i]);
     for (int j = 0; (j < i) && (mc_param_int(MC_P_MULTI_RANK_GPU_ENABLE) == 0); j++) {
       if (devlist[j] == devlist[i])
-        return MC_FAIL(ncclInvalidUsage, "ncclCommInitAll : devlist[%d] and devlist[%d] are both "
-                       "device %d; set NCCL_MULTI_RANK_GPU_ENABLE=1 to allow it", j, i, devlist[i]);
+        return MC_FAIL(ncclInvalidUsage,
+                       "ncclCommInitAll : devlist[%d] and devlist[%d] are both "
+                       "device %d; set NCCL_MULTI_RANK_GPU_ENABLE=1 to allow it",
+                       j, i, devlist[i]);
     }
   }
   for (int i = 0; i < ndev; i++)
@@ -207,8 +211,10 @@ ncclResult_t ncclCommSplit(ncclComm_t comm, int color, int key, ncclComm_t *newc
   PTR_CHECK(newcomm, "ncclCommSplit", "newcomm");
   MC_CHECK(comm_ready(comm, "ncclCommSplit"));
   if ((color < 0) && (color != NCCL_SPLIT_NOCOLOR))
-    return MC_FAIL(ncclInvalidArgument, "ncclCommSplit : invalid color %d (>= 0 or "
-                   "NCCL_SPLIT_NOCOLOR)", color);
+    return MC_FAIL(ncclInvalidArgument,
+                   "ncclCommSplit : invalid color %d (>= 0 or "
+                   "NCCL_SPLIT_NOCOLOR)",
+                   color);
   *newcomm = NULL;
   MC_CHECK(mc_calloc(&all, (size_t)comm->n_ranks));
   all[comm->rank].color = color;
@@ -227,11 +233,11 @@ ncclResult_t ncclCommSplit(ncclComm_t comm, int color, int key, ncclComm_t *newc
       MC_CHECK_GOTO(mc_boot_send(comm->boot, members[i], MC_BOOT_TAG_COMMSPLIT, &id, sizeof(id)),
                     res, out);
   } else {
-    MC_CHECK_GOTO(mc_boot_recv(comm->boot, members[0], MC_BOOT_TAG_COMMSPLIT, &id, sizeof(id)),
-                  res, out);
+    MC_CHECK_GOTO(mc_boot_recv(comm->boot, members[0], MC_BOOT_TAG_COMMSPLIT, &id, sizeof(id)), res,
+                  out);
   }
-  res = init_rank(newcomm, n_members, &id, idx, comm->dev, (config != NULL) ? config :
-                  &comm->config, MC_INIT_SPLIT, "ncclCommSplit");
+  res = init_rank(newcomm, n_members, &id, idx, comm->dev,
+                  (config != NULL) ? config : &comm->config, MC_INIT_SPLIT, "ncclCommSplit");
   if (res == ncclSuccess)
     MC_INFO(MC_SUB_INIT, "ncclCommSplit comm %p rank %d color %d key %d -> comm %p rank %d of %d",
             (void *)comm, comm->rank, color, key, (void *)*newcomm, idx, n_members);
@@ -271,7 +277,7 @@ ncclResult_t ncclCommDestroy(ncclComm_t comm)
   mc_comm_join_init(comm);
   MC_INFO(MC_SUB_INIT | MC_SUB_DESTROY, "comm %p rank %d nranks %d - Destroy COMPLETE",
           (void *)comm, rank, comm->n_ranks);
-  mc_comm_free(comm);
+  mc_comm_free(comm, MC_COMM_ROOT_WAIT_MS);
   return ncclSuccess;
 }
 
@@ -285,7 +291,7 @@ ncclResult_t ncclCommAbort(ncclComm_t comm)
   mc_comm_join_init(comm); /* every wait sees the flag within a poll tick */
   MC_INFO(MC_SUB_INIT | MC_SUB_DESTROY, "comm %p rank %d nranks %d - Abort COMPLETE", (void *)comm,
           comm->rank, comm->n_ranks);
-  mc_comm_free(comm);
+  mc_comm_free(comm, 0);
   return ncclSuccess;
 }
 

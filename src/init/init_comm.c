@@ -21,8 +21,6 @@
 #include "params.h"
 #include "utils.h"
 
-#define ROOT_RELEASE_WAIT_MS 1000
-
 ncclResult_t mc_comm_config_resolve(const ncclConfig_t *user, ncclConfig_t *resolved_out)
 {
   ncclConfig_t def = NCCL_CONFIG_INITIALIZER;
@@ -32,8 +30,10 @@ ncclResult_t mc_comm_config_resolve(const ncclConfig_t *user, ncclConfig_t *reso
   if (user != NULL) {
     size_t bytes = user->size;
     if ((user->magic != NCCL_API_MAGIC) || (bytes < offsetof(ncclConfig_t, blocking)))
-      return MC_FAIL(ncclInvalidArgument, "ncclConfig_t argument not initialized via "
-                     "NCCL_CONFIG_INITIALIZER (magic 0x%x, size %zu)", user->magic, bytes);
+      return MC_FAIL(ncclInvalidArgument,
+                     "ncclConfig_t argument not initialized via "
+                     "NCCL_CONFIG_INITIALIZER (magic 0x%x, size %zu)",
+                     user->magic, bytes);
     if (bytes > sizeof(c))
       bytes = sizeof(c);
     memcpy(&c, user, bytes);
@@ -145,9 +145,11 @@ static ncclResult_t stage_peers(struct ncclComm *comm)
 
 static void log_init_line(struct ncclComm *comm, const char *what)
 {
-  MC_INFO(MC_SUB_INIT, "%s comm %p rank %d nranks %d cudaDev %d nvmlDev %d busId %lx commId "
-          "0x%llx - %s", init_kind_name(comm->init_kind), (void *)comm, comm->rank, comm->n_ranks,
-          comm->dev, comm->dev, 0ul, (unsigned long long)comm->comm_hash, what);
+  MC_INFO(MC_SUB_INIT,
+          "%s comm %p rank %d nranks %d cudaDev %d nvmlDev %d busId %lx commId "
+          "0x%llx - %s",
+          init_kind_name(comm->init_kind), (void *)comm, comm->rank, comm->n_ranks, comm->dev,
+          comm->dev, 0ul, (unsigned long long)comm->comm_hash, what);
 }
 
 static ncclResult_t init_stages(struct ncclComm *comm)
@@ -164,8 +166,10 @@ static ncclResult_t init_stages(struct ncclComm *comm)
   comm->t.allgathers = mc_time_sec() - t0;
   MC_INFO(MC_SUB_INIT, "comm %p rank %d nRanks %d nNodes %d localRanks %d localRank %d MNNVL %d",
           (void *)comm, comm->rank, comm->n_ranks, nd->n_nodes, nd->local_ranks, nd->local_rank, 0);
-  MC_INFO(MC_SUB_INIT | MC_SUB_BOOTSTRAP, "comm %p rank %d host %s device %d bootstrap interface "
-          "%s", (void *)comm, comm->rank, comm->peers[comm->rank].host, comm->dev,
+  MC_INFO(MC_SUB_INIT | MC_SUB_BOOTSTRAP,
+          "comm %p rank %d host %s device %d bootstrap interface "
+          "%s",
+          (void *)comm, comm->rank, comm->peers[comm->rank].host, comm->dev,
           mc_boot_ifc(comm->boot)->name);
   /* Topology, graphs and connections come here in later stages. */
   t0 = mc_time_sec();
@@ -198,8 +202,8 @@ ncclResult_t mc_comm_init_run(struct ncclComm *comm)
      * until the user destroys the communicator. */
     mc_boot_destroy(comm->boot);
     comm->boot = NULL;
-    mc_boot_root_release(comm->root, ROOT_RELEASE_WAIT_MS / 5);
-    comm->root = NULL;
+    /* The root (if this process hosts it) stays until the communicator is
+     * destroyed, telling late ranks why the job failed. */
     MC_INFO(MC_SUB_INIT, "%s comm %p rank %d nranks %d - Init FAILED: %s",
             init_kind_name(comm->init_kind), (void *)comm, comm->rank, comm->n_ranks, why);
     __atomic_store_n(&comm->async_result, (int)res, __ATOMIC_RELEASE);
@@ -207,11 +211,13 @@ ncclResult_t mc_comm_init_run(struct ncclComm *comm)
   }
   mc_boot_init_done(comm->boot);
   log_init_line(comm, "Init COMPLETE");
-  MC_INFO(MC_SUB_INIT | MC_SUB_PROFILE, "Init timings - %s: rank %d nranks %d total %.2f "
+  MC_INFO(MC_SUB_INIT | MC_SUB_PROFILE,
+          "Init timings - %s: rank %d nranks %d total %.2f "
           "(kernels %.2f, alloc %.2f, bootstrap %.2f, allgathers %.2f, topo %.2f, graphs %.2f, "
-          "connections %.2f, rest %.2f)", init_kind_name(comm->init_kind), comm->rank,
-          comm->n_ranks, comm->t.total, comm->t.kernels, comm->t.alloc, comm->t.bootstrap,
-          comm->t.allgathers, comm->t.topo, comm->t.graphs, comm->t.connections, comm->t.rest);
+          "connections %.2f, rest %.2f)",
+          init_kind_name(comm->init_kind), comm->rank, comm->n_ranks, comm->t.total,
+          comm->t.kernels, comm->t.alloc, comm->t.bootstrap, comm->t.allgathers, comm->t.topo,
+          comm->t.graphs, comm->t.connections, comm->t.rest);
   __atomic_store_n(&comm->async_result, (int)ncclSuccess, __ATOMIC_RELEASE);
   return ncclSuccess;
 }
@@ -224,13 +230,13 @@ void mc_comm_join_init(struct ncclComm *comm)
   }
 }
 
-void mc_comm_free(struct ncclComm *comm)
+void mc_comm_free(struct ncclComm *comm, int root_wait_ms)
 {
   if (comm == NULL)
     return;
   mc_group_forget(comm);
   mc_boot_destroy(comm->boot);
-  mc_boot_root_release(comm->root, ROOT_RELEASE_WAIT_MS);
+  mc_boot_root_release(comm->root, root_wait_ms);
   mc_comm_nodes_free(&comm->nodes);
   free(comm->peers);
   comm->live_magic = 0;
@@ -331,16 +337,18 @@ ncclResult_t mc_comm_peers_check(const struct mc_peer_info *peers, const int *de
 {
   for (int r = 0; r < n_ranks; r++) {
     if (peers[r].version != peers[0].version)
-      return MC_FAIL(ncclInvalidUsage, "Mismatched NCCL version detected : rank %d version %d rank "
-                     "%d version %d (host %s pid %d runs a different libmeshccl)", 0,
-                     peers[0].version, r, peers[r].version, peers[r].host, peers[r].pid);
+      return MC_FAIL(ncclInvalidUsage,
+                     "Mismatched NCCL version detected : rank %d version %d rank "
+                     "%d version %d (host %s pid %d runs a different libmeshccl)",
+                     0, peers[0].version, r, peers[r].version, peers[r].host, peers[r].pid);
   }
   if (allow_shared_dev)
     return ncclSuccess;
   for (int r = 0; r < n_ranks; r++) {
     for (int q = r + 1; q < n_ranks; q++) {
       if ((peers[q].host_hash == peers[r].host_hash) && (devs[q] == devs[r]))
-        return MC_FAIL(ncclInvalidUsage, "Multiple ranks are using the same device: rank %d "
+        return MC_FAIL(ncclInvalidUsage,
+                       "Multiple ranks are using the same device: rank %d "
                        "(pid %d) and rank %d (pid %d) on host %s both use device %d. Give each "
                        "rank its own device (ncclCommInitAll devlist, meshcclSetDevice, "
                        "MESHCCL_DEVICE) or set NCCL_MULTI_RANK_GPU_ENABLE=1",

@@ -19,8 +19,10 @@
 #include "params.h"
 #include "utils.h"
 
-#define DERIVED_PORT_BASE  20000
-#define DERIVED_PORT_RANGE 20000
+/* Below Linux's default ephemeral range (32768-60999), so that no client
+ * connection of this host holds the port. */
+#define DERIVED_PORT_BASE  12000
+#define DERIVED_PORT_RANGE 16000
 
 __attribute__((visibility("default"))) ncclResult_t meshcclSetDevice(int dev)
 {
@@ -102,9 +104,11 @@ static ncclResult_t root_address(meshcclEnvInfo_t *info)
     return ncclSuccess;
   }
   if (info->localSize != info->nranks)
-    return MC_FAIL(ncclInvalidUsage, "meshcclCommInitFromEnv: ranks launched by %s span several "
+    return MC_FAIL(ncclInvalidUsage,
+                   "meshcclCommInitFromEnv: ranks launched by %s span several "
                    "hosts (or the launcher does not say): set MASTER_ADDR and MASTER_PORT, or "
-                   "NCCL_COMM_ID=<host of rank 0>:<port>", launcher_name(info->launcher));
+                   "NCCL_COMM_ID=<host of rank 0>:<port>",
+                   launcher_name(info->launcher));
   /* Every rank on this host: a loopback root at a port derived from the job id. */
   if (info->launcher == meshcclLauncherOpenMPI) {
     const char *ns = getenv("PMIX_NAMESPACE");
@@ -128,7 +132,8 @@ __attribute__((visibility("default"))) ncclResult_t meshcclGetEnvInfo(meshcclEnv
   memset(&out, 0, sizeof(out));
   detect_launcher(&out);
   if (out.launcher == meshcclLauncherNone)
-    return MC_FAIL(ncclInvalidUsage, "meshcclCommInitFromEnv: no launcher environment found: "
+    return MC_FAIL(ncclInvalidUsage,
+                   "meshcclCommInitFromEnv: no launcher environment found: "
                    "expected RANK and WORLD_SIZE (meshccl-run, torchrun), OMPI_COMM_WORLD_RANK "
                    "and OMPI_COMM_WORLD_SIZE (mpirun), or SLURM_PROCID and SLURM_NTASKS (srun)");
   if ((out.nranks < 1) || (out.rank < 0) || (out.rank >= out.nranks))
@@ -151,9 +156,11 @@ __attribute__((visibility("default"))) ncclResult_t meshcclCommInitFromEnv(ncclC
   MC_CHECK(meshcclGetEnvInfo(&info));
   MC_CHECK(mc_sockaddr_parse(info.rootAddr, "bootstrap root address", &root));
   MC_CHECK(mc_boot_unique_id_at(&root, &id));
-  MC_INFO(MC_SUB_INIT | MC_SUB_BOOTSTRAP, "meshcclCommInitFromEnv: %s rank %d of %d (local %d of "
-          "%d), root %s", launcher_name(info.launcher), info.rank, info.nranks, info.localRank,
-          info.localSize, info.rootAddr);
+  MC_INFO(MC_SUB_INIT | MC_SUB_BOOTSTRAP,
+          "meshcclCommInitFromEnv: %s rank %d of %d (local %d of "
+          "%d), root %s",
+          launcher_name(info.launcher), info.rank, info.nranks, info.localRank, info.localSize,
+          info.rootAddr);
   return ncclCommInitRankConfig(comm, info.nranks, id, info.rank, config);
 }
 

@@ -119,8 +119,8 @@ static ncclResult_t start_thread(struct ncclComm *comm)
   int rc = pthread_create(&comm->init_thread, NULL, init_thread_main, comm);
 
   if (rc != 0) {
-    ncclResult_t res = MC_FAIL(ncclSystemError, "init of rank %d: pthread_create: %s", comm->rank,
-                               strerror(rc));
+    ncclResult_t res =
+        MC_FAIL(ncclSystemError, "init of rank %d: pthread_create: %s", comm->rank, strerror(rc));
     __atomic_store_n(&comm->async_result, (int)res, __ATOMIC_RELEASE);
     return res;
   }
@@ -136,7 +136,7 @@ static ncclResult_t launch(struct ncclComm **jobs, int n)
   for (int i = 1; i < n; i++) {
     if ((jobs[i]->config.blocking != 0) != blocking)
       return MC_FAIL(ncclInvalidArgument, "Blocking and nonblocking communicators are not allowed "
-                     "in the same group");
+                                          "in the same group");
   }
   if (blocking && (n == 1))
     return mc_comm_init_run(jobs[0]);

@@ -514,8 +514,8 @@ ncclResult_t mc_if_find_bootstrap(const union mc_sockaddr *comm_id, struct mc_if
     has_route = route_source(comm_id, &route_src);
   /* NCCL never lists the IPv6 loopback; a root at ::1 is still reachable
    * through it (single-host jobs, IPv6 tests), so use it then. */
-  if ((comm_id != NULL) && (comm_id->sa.sa_family == AF_INET6) && mc_sockaddr_is_loopback(comm_id) &&
-      (family != AF_INET)) {
+  if ((comm_id != NULL) && (comm_id->sa.sa_family == AF_INET6) &&
+      mc_sockaddr_is_loopback(comm_id) && (family != AF_INET)) {
     memset(&chosen, 0, sizeof(chosen));
     snprintf(chosen.name, sizeof(chosen.name), "lo");
     chosen.addr.sin6.sin6_family = AF_INET6;
@@ -524,7 +524,7 @@ ncclResult_t mc_if_find_bootstrap(const union mc_sockaddr *comm_id, struct mc_if
     memset(&chosen.mask.sin6.sin6_addr, 0xff, sizeof(chosen.mask.sin6.sin6_addr));
     chosen.index = (int)if_nametoindex("lo");
     MC_INFO(MC_SUB_BOOTSTRAP | MC_SUB_NET, "Bootstrap: using lo ::1 (NCCL_COMM_ID is the IPv6 "
-            "loopback)");
+                                           "loopback)");
     *chosen_out = chosen;
     return ncclSuccess;
   }

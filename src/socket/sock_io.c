@@ -58,11 +58,13 @@ static ncclResult_t wait_check(struct mc_sock *s, const struct mc_wait *w, const
   char peer[MC_SOCKADDR_STRLEN];
 
   if ((w->abort_flag != NULL) && (__atomic_load_n(w->abort_flag, __ATOMIC_ACQUIRE) != 0))
-    return set_err(s, MC_SOCK_END_ABORT, ncclInternalError, "aborted while %s", doing);
+    return set_err(s, MC_SOCK_END_ABORT, ncclInternalError, "aborted while %s %s", doing,
+                   mc_sockaddr_str(&s->addr, peer, sizeof(peer)));
   if (w->check != NULL) {
     ncclResult_t res = w->check(w->check_arg);
     if (res != ncclSuccess)
-      return set_err(s, MC_SOCK_END_CHECK, res, "%s interrupted", doing);
+      return set_err(s, MC_SOCK_END_CHECK, res, "%s %s interrupted", doing,
+                     mc_sockaddr_str(&s->addr, peer, sizeof(peer)));
   }
   if (mc_deadline_passed(w->dl))
     return set_err(s, MC_SOCK_END_TIMEOUT, ncclTimeout, "timed out after %lld ms %s %s",
@@ -86,8 +88,7 @@ static ncclResult_t set_opts(struct mc_sock *s, int fd)
   int64_t rcvbuf = mc_param_int(MC_P_SOCKET_RCVBUF);
 
   if ((fl == -1) || (fcntl(fd, F_SETFL, fl | O_NONBLOCK) == -1))
-    return set_err(s, MC_SOCK_END_ERROR, ncclSystemError, "fcntl(O_NONBLOCK): %s",
-                   strerror(errno));
+    return set_err(s, MC_SOCK_END_ERROR, ncclSystemError, "fcntl(O_NONBLOCK): %s", strerror(errno));
   if (s->addr.sa.sa_family != AF_UNIX)
     (void)setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
   if (sndbuf > 0) {
@@ -193,8 +194,10 @@ static int progress_pending(struct mc_listener *l, int i)
     return -1;
   }
   if (type != l->sock.type) {
-    snprintf(why, sizeof(why), "wrong socket type %u (expected %u): peer connected to the wrong "
-             "socket", type, l->sock.type);
+    snprintf(why, sizeof(why),
+             "wrong socket type %u (expected %u): peer connected to the wrong "
+             "socket",
+             type, l->sock.type);
     drop_pending(l, i, why);
     return -1;
   }
@@ -260,7 +263,9 @@ ncclResult_t mc_sock_accept(struct mc_listener *l, const struct mc_wait *w,
     res = wait_check(&l->sock, w, "waiting for a connection on");
     if (res != ncclSuccess)
       return res;
-    pfd[0].fd = l->sock.fd;
+    /* A full pending list leaves the backlog alone: polling the listener
+     * then would report it readable at once, every tick (a busy loop). */
+    pfd[0].fd = (l->n_pending < MC_SOCK_MAX_PENDING) ? l->sock.fd : -1;
     pfd[0].events = POLLIN;
     for (int i = 0; i < l->n_pending; i++) {
       pfd[i + 1].fd = l->pending[i].fd;
@@ -277,8 +282,9 @@ static bool retryable_connect_errno(int e)
          (e == EAGAIN) || (e == EINTR) || (e == ECONNRESET) || (e == ECONNABORTED);
 }
 
-/* One TCP connect attempt: 0 connected, >0 errno of the failure. */
-static int connect_once(struct mc_sock *s, const struct mc_wait *w)
+/* One TCP connect attempt: 0 connected, >0 errno of the failure, -1 when
+ * the wait ended (*wait_res says how, s->err why). */
+static int connect_once(struct mc_sock *s, const struct mc_wait *w, ncclResult_t *wait_res)
 {
   int fd = socket(s->addr.sa.sa_family, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
   int err = 0;
@@ -304,9 +310,10 @@ static int connect_once(struct mc_sock *s, const struct mc_wait *w)
       close(fd);
       return err;
     }
-    if (wait_check(s, w, "connecting to") != ncclSuccess) {
+    *wait_res = wait_check(s, w, "connecting to");
+    if (*wait_res != ncclSuccess) {
       close(fd);
-      return -1; /* the wait ended: s->err says why */
+      return -1;
     }
   }
   if ((getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &len) != 0) || (err != 0)) {
@@ -339,16 +346,15 @@ ncclResult_t mc_sock_connect(const union mc_sockaddr *to, uint64_t magic, uint32
                    "cannot connect to address family %d", (int)to->sa.sa_family);
   }
   for (int attempt = 1;; attempt++) {
-    int e = connect_once(&s, w);
+    ncclResult_t wait_res = ncclSuccess;
+    int e = connect_once(&s, w, &wait_res);
     int pause;
 
     if (e == 0)
       break;
     if (e < 0) {
       *conn_out = s;
-      return (s.end == MC_SOCK_END_ABORT) ? ncclInternalError
-             : (s.end == MC_SOCK_END_TIMEOUT) ? ncclTimeout
-                                              : ncclRemoteError;
+      return wait_res;
     }
     if (!retryable_connect_errno(e)) {
       *conn_out = s;
@@ -370,9 +376,10 @@ ncclResult_t mc_sock_connect(const union mc_sockaddr *to, uint64_t magic, uint32
     res = wait_check(&s, w, "connecting to");
     if (res != ncclSuccess) {
       if (s.end == MC_SOCK_END_TIMEOUT)
-        snprintf(s.err, sizeof(s.err), "could not connect to %s within %lld ms (%d attempts, last: "
-                 "%s)", mc_sockaddr_str(to, a, sizeof(a)), (long long)w->dl.span_ms, attempt,
-                 strerror(e));
+        snprintf(s.err, sizeof(s.err),
+                 "could not connect to %s within %lld ms (%d attempts, last: "
+                 "%s)",
+                 mc_sockaddr_str(to, a, sizeof(a)), (long long)w->dl.span_ms, attempt, strerror(e));
       *conn_out = s;
       return res;
     }
@@ -527,8 +534,16 @@ ncclResult_t mc_sock_poll_readable(struct mc_sock *s, int timeout_ms, bool *read
 
 void mc_sock_close(struct mc_sock *s)
 {
+  char sink[4096];
+
   if ((s == NULL) || (s->fd < 0))
     return;
+  /* Unread input makes close() send a reset, and a reset can destroy what we
+   * just sent (a failure notice) before the peer reads it: read it first. */
+  for (int i = 0; i < 16; i++) {
+    if (recv(s->fd, sink, sizeof(sink), MSG_DONTWAIT) <= 0)
+      break;
+  }
   (void)shutdown(s->fd, SHUT_RDWR);
   close(s->fd);
   s->fd = -1;

@@ -62,7 +62,7 @@ struct mc_ifc {
   char name[MC_IF_NAME_BYTES];
   union mc_sockaddr addr; /* port 0 */
   union mc_sockaddr mask;
-  int index;              /* if_nametoindex */
+  int index; /* if_nametoindex */
 };
 
 /* NCCL_SOCKET_IFNAME syntax: "eth,ib" prefixes, "^docker,lo" excludes, "=eth0" exact

@@ -22,7 +22,8 @@ extern jmp_buf mc_t_jmp;
 extern int mc_t_case_failed;
 extern int mc_t_case_skipped;
 
-void mc_t_fail(const char *file, int line, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+void mc_t_fail(const char *file, int line, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
 /* Skips the current case (CI=true turns a skip into a failure). */
 void mc_t_skip(const char *file, int line, const char *why);
 int mc_t_run(const char *file, int n, void (*const *fns)(void), const char *names);
@@ -31,7 +32,7 @@ const char *mc_t_last_error(void);
 /* Path of a file under tests/data. */
 const char *mc_t_data(const char *rel);
 
-#define MC_T_FAIL(...) mc_t_fail(__FILE__, __LINE__, __VA_ARGS__)
+#define MC_T_FAIL(...)  mc_t_fail(__FILE__, __LINE__, __VA_ARGS__)
 #define MC_T_SKIP(_why) mc_t_skip(__FILE__, __LINE__, (_why))
 
 #define MC_T_TRUE(_c)                                                                              \
@@ -42,7 +43,7 @@ const char *mc_t_data(const char *rel);
 
 #define MC_T_EQ_INT(_a, _b)                                                                        \
   do {                                                                                             \
-    long long mc_a_ = (long long)(_a), mc_b_ = (long long)(_b);                                   \
+    long long mc_a_ = (long long)(_a), mc_b_ = (long long)(_b);                                    \
     if (mc_a_ != mc_b_)                                                                            \
       MC_T_FAIL("%s == %lld, expected %s == %lld", #_a, mc_a_, #_b, mc_b_);                        \
   } while (0)
@@ -70,7 +71,7 @@ const char *mc_t_data(const char *rel);
   int main(void)                                                                                   \
   {                                                                                                \
     static void (*const fns[])(void) = {__VA_ARGS__};                                              \
-    return mc_t_run(__FILE__, (int)(sizeof(fns) / sizeof(fns[0])), fns, #__VA_ARGS__);            \
+    return mc_t_run(__FILE__, (int)(sizeof(fns) / sizeof(fns[0])), fns, #__VA_ARGS__);             \
   }
 
 #endif /* MC_TEST_H */

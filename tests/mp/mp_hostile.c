@@ -1,0 +1,229 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * mp_hostile: a bootstrap root must survive hostile connections.
+ *   mp_hostile rank DIR
+ *       One rank (RANK of WORLD_SIZE, no NCCL_COMM_ID). Rank 0 calls
+ *       ncclGetUniqueId (which starts the root) and writes the id to DIR/id;
+ *       every rank then waits for DIR/go and calls ncclCommInitRank.
+ *   mp_hostile attack DIR
+ *       Reads DIR/id (magic = bytes 0..7, root address = bytes 8..35, a
+ *       struct sockaddr_in or sockaddr_in6; it must be loopback) and opens
+ *       connections to the root that send: random bytes; the wrong magic;
+ *       the right magic with a wrong socket type; the right magic and type
+ *       0x100 followed by a length prefix 0xFFFFFFFF; the right magic and type
+ *       then a close; the right magic and type and a short message; nothing
+ *       at all (kept open). Then creates DIR/go and keeps the silent
+ *       connection open until DIR/done exists (30 s at most).
+ * Exits 0 when every check passed, 1 with a message on stderr otherwise.
+ */
+#include <arpa/inet.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "mc_mp.h"
+#include "meshccl.h"
+#include "nccl.h"
+
+#define ROOT_TYPE 0x100u
+
+static int g_rank = -1;
+
+#define FAILF(...)                                                                                 \
+  do {                                                                                             \
+    fprintf(stderr, "mp_hostile rank %d: ", g_rank);                                               \
+    fprintf(stderr, __VA_ARGS__);                                                                  \
+    fprintf(stderr, "\n");                                                                         \
+    exit(1);                                                                                       \
+  } while (0)
+
+static void path_in(char *buf, size_t bytes, const char *dir, const char *name)
+{
+  snprintf(buf, bytes, "%s/%s", dir, name);
+}
+
+static void touch(const char *dir, const char *name)
+{
+  char p[4096];
+  int fd;
+
+  path_in(p, sizeof(p), dir, name);
+  fd = open(p, O_CREAT | O_WRONLY, 0644);
+  if (fd < 0)
+    FAILF("cannot create %s: %s", p, strerror(errno));
+  close(fd);
+}
+
+/* Waits up to limit_s for DIR/name. */
+static int wait_for(const char *dir, const char *name, int limit_s)
+{
+  char p[4096];
+
+  path_in(p, sizeof(p), dir, name);
+  for (int i = 0; i < limit_s * 100; i++) {
+    if (access(p, F_OK) == 0)
+      return 0;
+    usleep(10000);
+  }
+  return -1;
+}
+
+static void read_id(const char *dir, ncclUniqueId *id)
+{
+  char p[4096];
+  FILE *f;
+
+  if (wait_for(dir, "id", 20) != 0)
+    FAILF("%s/id did not appear within 20 s", dir);
+  path_in(p, sizeof(p), dir, "id");
+  f = fopen(p, "rb");
+  if ((f == NULL) || (fread(id, 1, sizeof(*id), f) != sizeof(*id)))
+    FAILF("cannot read %s", p);
+  fclose(f);
+}
+
+static int run_rank(const char *dir)
+{
+  ncclUniqueId id;
+  ncclComm_t comm = NULL;
+  int n = mc_mp_env_int("WORLD_SIZE", -1);
+  int v = -1;
+
+  g_rank = mc_mp_env_int("RANK", -1);
+  if (getenv("NCCL_COMM_ID") != NULL)
+    FAILF("NCCL_COMM_ID must be unset");
+  if (g_rank == 0) {
+    char tmp[4096];
+    char p[4096];
+    FILE *f;
+    MC_MP_CHECK(ncclGetUniqueId(&id));
+    path_in(tmp, sizeof(tmp), dir, "id.tmp");
+    path_in(p, sizeof(p), dir, "id");
+    f = fopen(tmp, "wb");
+    if ((f == NULL) || (fwrite(&id, 1, sizeof(id), f) != sizeof(id)) || (fclose(f) != 0) ||
+        (rename(tmp, p) != 0))
+      FAILF("cannot write %s", p);
+  } else {
+    read_id(dir, &id);
+  }
+  if (wait_for(dir, "go", 20) != 0)
+    FAILF("%s/go did not appear within 20 s", dir);
+  MC_MP_CHECK(ncclCommInitRank(&comm, n, id, g_rank));
+  MC_MP_CHECK(ncclCommCount(comm, &v));
+  if (v != n)
+    FAILF("ncclCommCount is %d, expected %d", v, n);
+  MC_MP_CHECK(ncclCommUserRank(comm, &v));
+  if (v != g_rank)
+    FAILF("ncclCommUserRank is %d, expected %d", v, g_rank);
+  MC_MP_CHECK(ncclCommDestroy(comm));
+  printf("rank %d: init ok despite the hostile connections\n", g_rank);
+  return 0;
+}
+
+/* Connects to the root; the address must be loopback (tests stay on this host). */
+static int connect_root(const struct sockaddr_storage *ss)
+{
+  socklen_t len =
+      (ss->ss_family == AF_INET6) ? sizeof(struct sockaddr_in6) : sizeof(struct sockaddr_in);
+  int fd = socket(ss->ss_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
+
+  if ((fd < 0) || (connect(fd, (const struct sockaddr *)ss, len) != 0))
+    FAILF("connect to the root: %s", strerror(errno));
+  return fd;
+}
+
+static void send_all(int fd, const void *buf, size_t bytes)
+{
+  if (send(fd, buf, bytes, MSG_NOSIGNAL) != (ssize_t)bytes)
+    fprintf(stderr, "attack: send of %zu bytes: %s (the root may have dropped us)\n", bytes,
+            strerror(errno));
+}
+
+/* Handshake of meshccl's sockets: magic (8 bytes) then type (4 bytes). */
+static void send_handshake(int fd, uint64_t magic, uint32_t type)
+{
+  unsigned char hs[12];
+
+  memcpy(hs, &magic, sizeof(magic));
+  memcpy(hs + sizeof(magic), &type, sizeof(type));
+  send_all(fd, hs, sizeof(hs));
+}
+
+static int run_attack(const char *dir)
+{
+  ncclUniqueId id;
+  struct sockaddr_storage ss;
+  uint64_t magic;
+  unsigned char junk[256];
+  uint32_t big = 0xFFFFFFFFu;
+  uint32_t small = 8;
+  int fd;
+  int silent;
+
+  read_id(dir, &id);
+  memcpy(&magic, id.internal, sizeof(magic));
+  memset(&ss, 0, sizeof(ss));
+  memcpy(&ss, id.internal + 8, 28);
+  if (ss.ss_family == AF_INET) {
+    const struct sockaddr_in *sin = (const struct sockaddr_in *)&ss;
+    if ((ntohl(sin->sin_addr.s_addr) >> 24) != 127)
+      FAILF("root address is not loopback: refusing to connect");
+  } else if (ss.ss_family == AF_INET6) {
+    const struct sockaddr_in6 *sin6 = (const struct sockaddr_in6 *)&ss;
+    if (!IN6_IS_ADDR_LOOPBACK(&sin6->sin6_addr))
+      FAILF("root address is not loopback: refusing to connect");
+  } else {
+    FAILF("root address family %d unknown", ss.ss_family);
+  }
+  srand(12345);
+  for (size_t i = 0; i < sizeof(junk); i++)
+    junk[i] = (unsigned char)rand();
+
+  fd = connect_root(&ss); /* random bytes */
+  send_all(fd, junk, sizeof(junk));
+  close(fd);
+  fd = connect_root(&ss); /* wrong magic */
+  send_handshake(fd, magic ^ 0x5a5a5a5a5a5a5a5aull, ROOT_TYPE);
+  close(fd);
+  fd = connect_root(&ss); /* right magic, wrong socket type */
+  send_handshake(fd, magic, 1);
+  close(fd);
+  fd = connect_root(&ss); /* right magic and type, absurd length prefix */
+  send_handshake(fd, magic, ROOT_TYPE);
+  send_all(fd, &big, sizeof(big));
+  usleep(100000);
+  close(fd);
+  fd = connect_root(&ss); /* right magic and type, then nothing but a close */
+  send_handshake(fd, magic, ROOT_TYPE);
+  usleep(100000);
+  close(fd);
+  fd = connect_root(&ss); /* right magic and type, a message too short to register */
+  send_handshake(fd, magic, ROOT_TYPE);
+  send_all(fd, &small, sizeof(small));
+  send_all(fd, junk, small);
+  usleep(100000);
+  close(fd);
+  silent = connect_root(&ss); /* nothing at all, kept open */
+  touch(dir, "go");
+  if (wait_for(dir, "done", 30) != 0)
+    FAILF("%s/done did not appear within 30 s", dir);
+  close(silent);
+  printf("attack: done\n");
+  return 0;
+}
+
+int main(int argc, char **argv)
+{
+  if ((argc == 3) && (strcmp(argv[1], "rank") == 0))
+    return run_rank(argv[2]);
+  if ((argc == 3) && (strcmp(argv[1], "attack") == 0))
+    return run_attack(argv[2]);
+  fprintf(stderr, "usage: mp_hostile rank DIR | attack DIR\n");
+  return 2;
+}

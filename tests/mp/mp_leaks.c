@@ -1,0 +1,103 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * mp_leaks: repeated communicator lifecycles in one process must not leak.
+ *   mp_leaks env N     (meshccl-run job) N x meshcclCommInitFromEnv + ncclCommDestroy;
+ *                      NCCL_COMM_ID is reused by every communicator
+ *   mp_leaks abort N   (meshccl-run job) N x meshcclCommInitFromEnv + ncclCommAbort
+ *   mp_leaks all N     (alone) N x ncclCommInitAll(4) + ncclCommDestroy of each
+ * After every cycle the process has exactly the fds and threads it had
+ * before the first init; in mode all (a single process, so no other rank
+ * races with it) /dev/shm also holds exactly the entries it held before.
+ * Exits 0 when every check passed, 1 with a message on stderr otherwise.
+ */
+#include <dirent.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "mc_mp.h"
+#include "meshccl.h"
+#include "nccl.h"
+
+#define ALL_NDEV 4
+
+static int g_rank = -1;
+
+#define FAILF(...)                                                                                 \
+  do {                                                                                             \
+    fprintf(stderr, "mp_leaks rank %d: ", g_rank);                                                 \
+    fprintf(stderr, __VA_ARGS__);                                                                  \
+    fprintf(stderr, "\n");                                                                         \
+    exit(1);                                                                                       \
+  } while (0)
+
+static int count_shm(void)
+{
+  DIR *d = opendir("/dev/shm");
+  struct dirent *e;
+  int n = 0;
+
+  if (d == NULL)
+    return 0;
+  while ((e = readdir(d)) != NULL) {
+    if (e->d_name[0] != '.')
+      n++;
+  }
+  closedir(d);
+  return n;
+}
+
+static void one_cycle(const char *mode)
+{
+  if (strcmp(mode, "all") == 0) {
+    ncclComm_t comms[ALL_NDEV];
+    MC_MP_CHECK(ncclCommInitAll(comms, ALL_NDEV, NULL));
+    for (int i = 0; i < ALL_NDEV; i++)
+      MC_MP_CHECK(ncclCommDestroy(comms[i]));
+  } else {
+    ncclComm_t comm = NULL;
+    int n = -1;
+    MC_MP_CHECK(meshcclCommInitFromEnv(&comm, NULL));
+    MC_MP_CHECK(ncclCommCount(comm, &n));
+    if (strcmp(mode, "abort") == 0)
+      MC_MP_CHECK(ncclCommAbort(comm));
+    else
+      MC_MP_CHECK(ncclCommDestroy(comm));
+  }
+}
+
+int main(int argc, char **argv)
+{
+  const char *mode = (argc == 3) ? argv[1] : "";
+  int cycles = (argc == 3) ? atoi(argv[2]) : 0;
+  bool single = strcmp(mode, "all") == 0;
+  int fds0;
+  int threads0;
+  int shm0;
+
+  if ((cycles < 1) || (!single && (strcmp(mode, "env") != 0) && (strcmp(mode, "abort") != 0))) {
+    fprintf(stderr, "usage: mp_leaks env|abort|all CYCLES\n");
+    return 2;
+  }
+  g_rank = single ? 0 : mc_mp_env_int("RANK", -1);
+  fds0 = mc_mp_count_fds();
+  threads0 = mc_mp_count_threads();
+  shm0 = count_shm();
+  for (int c = 1; c <= cycles; c++) {
+    int fds;
+    int threads;
+    one_cycle(mode);
+    fds = mc_mp_count_fds();
+    threads = mc_mp_count_threads();
+    if (fds != fds0)
+      FAILF("%s cycle %d: %d fds open, %d before the first init", mode, c, fds, fds0);
+    if (threads != threads0)
+      FAILF("%s cycle %d: %d threads, %d before the first init", mode, c, threads, threads0);
+    if (single && (count_shm() != shm0))
+      FAILF("%s cycle %d: %d entries in /dev/shm, %d before the first init", mode, c, count_shm(),
+            shm0);
+  }
+  printf("rank %d: %s x %d: ok (fds %d, threads %d)\n", g_rank, mode, cycles, fds0, threads0);
+  return 0;
+}

@@ -1,0 +1,559 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * Bootstrap (src/bootstrap/): N ranks as threads of this process over the
+ * loopback interface, with the root started by mc_boot_unique_id in this
+ * process. Collectives, tagged send/recv with the unexpected queue, subsets,
+ * resource release, and the failures the root reports to every rank.
+ *
+ * Assertions run on the main thread only: rank threads record what they saw.
+ */
+#include "bootstrap/bootstrap.h"
+#include "core/log.h"
+#include "core/params.h"
+#include "core/utils.h"
+
+#include "mc_test.h"
+
+#include <arpa/inet.h>
+#include <dirent.h>
+#include <pthread.h>
+#include <sys/socket.h>
+#include <time.h>
+#include <unistd.h>
+
+#define MAX_RANKS  8
+#define TIMEOUT_MS 20000
+
+enum rank_mode {
+  MODE_FULL,     /* init, then every operation, then done */
+  MODE_INIT_ONLY /* init, done */
+};
+
+struct rank {
+  struct mc_boot_config cfg;
+  uint32_t abort_flag;
+  enum rank_mode mode;
+  pthread_t th;
+  /* results */
+  ncclResult_t init_res;
+  ncclResult_t op_res; /* first failing operation */
+  char op_failed[64];
+  char err[1024];
+  char ifc_name[MC_IF_NAME_BYTES];
+  int gathered[MAX_RANKS];
+  int sub_gathered[MAX_RANKS];
+  int tag1_val;
+  int tag2_val;
+  int ring_val;
+  bool peers_ok;
+};
+
+static struct rank ranks[MAX_RANKS];
+
+/* ---------- helpers ---------- */
+
+static void setup(void)
+{
+  /* bootstrap over 127.0.0.1; set before the first mc_boot_* call of the process */
+  if (mc_param_source(MC_P_SOCKET_IFNAME) != MC_PARAM_SRC_TEST) {
+    mc_param_set_for_tests(MC_P_SOCKET_IFNAME, "=lo");
+    mc_param_set_for_tests(MC_P_SOCKET_FAMILY, "AF_INET");
+  }
+}
+
+static int count_dir(const char *path)
+{
+  DIR *d = opendir(path);
+  struct dirent *e;
+  int n = 0;
+
+  if (d == NULL)
+    return -1;
+  while ((e = readdir(d)) != NULL) {
+    if (e->d_name[0] != '.')
+      n++;
+  }
+  closedir(d);
+  return n;
+}
+
+/* Waits (bounded) until the number of threads is back to `want`: a joined
+ * thread may linger in /proc for a moment. */
+static int wait_tasks(int want)
+{
+  struct mc_deadline dl = mc_deadline_in_ms(5000);
+  int n = count_dir("/proc/self/task");
+
+  while ((n != want) && !mc_deadline_passed(dl)) {
+    mc_sleep_ms_abortable(5, NULL);
+    n = count_dir("/proc/self/task");
+  }
+  return n;
+}
+
+static bool op_ok(struct rank *r, ncclResult_t res, const char *what)
+{
+  if (res == ncclSuccess)
+    return true;
+  if (r->op_res == ncclSuccess) {
+    r->op_res = res;
+    snprintf(r->op_failed, sizeof(r->op_failed), "%s", what);
+    snprintf(r->err, sizeof(r->err), "%s", mc_error_last());
+  }
+  return false;
+}
+
+static void run_ops(struct rank *r, struct mc_boot *b)
+{
+  int rank = r->cfg.rank;
+  int n = r->cfg.n_ranks;
+  int data[MAX_RANKS];
+  int subset[MAX_RANKS];
+  int n_sub = 0;
+  int x;
+  char host[256];
+
+  /* ring allgather (during init: the control connection is still open) */
+  memset(data, 0, sizeof(data));
+  data[rank] = 100 + rank;
+  if (!op_ok(r, mc_boot_allgather(b, data, sizeof(int)), "allgather"))
+    return;
+  memcpy(r->gathered, data, sizeof(data));
+  mc_boot_init_done(b);
+
+  /* tags and the unexpected queue: rank 0 asks for tag 2 first */
+  if ((n >= 2) && (rank == 1)) {
+    x = 1001;
+    if (!op_ok(r, mc_boot_send(b, 0, 1, &x, sizeof(x)), "send tag 1"))
+      return;
+    x = 1002;
+    if (!op_ok(r, mc_boot_send(b, 0, 2, &x, sizeof(x)), "send tag 2"))
+      return;
+  }
+  if ((n >= 2) && (rank == 0)) {
+    if (!op_ok(r, mc_boot_recv(b, 1, 2, &r->tag2_val, sizeof(int)), "recv tag 2"))
+      return;
+    if (!op_ok(r, mc_boot_recv(b, 1, 1, &r->tag1_val, sizeof(int)), "recv tag 1"))
+      return;
+  }
+  /* everybody to the next rank (to itself when alone) */
+  x = rank * 10;
+  if (!op_ok(r, mc_boot_send(b, (rank + 1) % n, 7, &x, sizeof(x)), "ring send"))
+    return;
+  if (!op_ok(r, mc_boot_recv(b, (rank + n - 1) % n, 7, &r->ring_val, sizeof(int)), "ring recv"))
+    return;
+
+  if (!op_ok(r, mc_boot_barrier(b, NULL, 0, 0, 10), "barrier"))
+    return;
+
+  /* the even ranks among themselves */
+  for (int i = 0; i < n; i += 2)
+    subset[n_sub++] = i;
+  if ((rank % 2) == 0) {
+    if (!op_ok(r, mc_boot_barrier(b, subset, n_sub, rank / 2, 11), "sub barrier"))
+      return;
+    memset(data, 0, sizeof(data));
+    data[rank / 2] = 1000 + rank;
+    if (!op_ok(r, mc_boot_allgather_sub(b, subset, n_sub, rank / 2, data, sizeof(int), 12),
+               "sub allgather"))
+      return;
+    memcpy(r->sub_gathered, data, sizeof(data));
+  }
+
+  mc_host_name(host, sizeof(host));
+  r->peers_ok = true;
+  for (int i = 0; i < n; i++) {
+    if ((strcmp(mc_boot_peer_host(b, i), host) != 0) || (mc_boot_peer_pid(b, i) != getpid()))
+      r->peers_ok = false;
+  }
+  snprintf(r->ifc_name, sizeof(r->ifc_name), "%s", mc_boot_ifc(b)->name);
+  (void)op_ok(r, mc_boot_barrier(b, NULL, 0, 0, 13), "last barrier");
+}
+
+static void *rank_main(void *arg)
+{
+  struct rank *r = arg;
+  struct mc_boot *b = NULL;
+
+  mc_error_clear_thread();
+  r->init_res = mc_boot_init(&r->cfg, &b);
+  if (r->init_res != ncclSuccess) {
+    snprintf(r->err, sizeof(r->err), "%s", mc_error_last());
+    return NULL;
+  }
+  if (r->mode == MODE_FULL)
+    run_ops(r, b);
+  else
+    mc_boot_init_done(b);
+  mc_boot_destroy(b);
+  return NULL;
+}
+
+static void rank_prepare(int i, int rank, int n_ranks, const ncclUniqueId *id, int64_t timeout_ms,
+                         enum rank_mode mode)
+{
+  struct rank *r = &ranks[i];
+
+  memset(r, 0, sizeof(*r));
+  r->cfg.rank = rank;
+  r->cfg.n_ranks = n_ranks;
+  r->cfg.id = *id;
+  r->cfg.abort_flag = &r->abort_flag;
+  r->cfg.timeout_ms = timeout_ms;
+  r->mode = mode;
+  r->init_res = ncclInternalError;
+}
+
+static void rank_start(int i)
+{
+  MC_T_EQ_INT(pthread_create(&ranks[i].th, NULL, rank_main, &ranks[i]), 0);
+}
+
+static void rank_join(int i)
+{
+  MC_T_EQ_INT(pthread_join(ranks[i].th, NULL), 0);
+}
+
+/* A new unique id whose root lives in this process, and a reference on it. */
+static struct mc_boot_root *new_job(ncclUniqueId *id)
+{
+  struct mc_boot_root *root;
+
+  MC_T_OK(mc_boot_unique_id(false, id));
+  MC_T_TRUE(!mc_boot_id_is_comm_id(id));
+  root = mc_boot_root_claim(id);
+  MC_T_TRUE(root != NULL);
+  return root;
+}
+
+static void check_rank_ok(int i)
+{
+  struct rank *r = &ranks[i];
+
+  if (r->init_res != ncclSuccess)
+    MC_T_FAIL("rank %d: init returned %d: %s", r->cfg.rank, r->init_res, r->err);
+  if (r->op_res != ncclSuccess)
+    MC_T_FAIL("rank %d: %s returned %d: %s", r->cfg.rank, r->op_failed, r->op_res, r->err);
+}
+
+/* ---------- success ---------- */
+
+static void run_job(int n)
+{
+  ncclUniqueId id;
+  struct mc_boot_root *root;
+  int fds0;
+  int tasks0;
+
+  setup();
+  fds0 = count_dir("/proc/self/fd");
+  tasks0 = count_dir("/proc/self/task");
+  root = new_job(&id);
+  for (int i = 0; i < n; i++)
+    rank_prepare(i, i, n, &id, TIMEOUT_MS, MODE_FULL);
+  for (int i = 0; i < n; i++)
+    rank_start(i);
+  for (int i = 0; i < n; i++)
+    rank_join(i);
+  mc_boot_root_release(root, 2000);
+
+  for (int i = 0; i < n; i++) {
+    struct rank *r = &ranks[i];
+    check_rank_ok(i);
+    for (int k = 0; k < n; k++)
+      MC_T_EQ_INT(r->gathered[k], 100 + k);
+    MC_T_EQ_INT(r->ring_val, ((i + n - 1) % n) * 10);
+    MC_T_TRUE(r->peers_ok);
+    MC_T_EQ_STR(r->ifc_name, "lo");
+    if ((i % 2) == 0) {
+      for (int k = 0; 2 * k < n; k++)
+        MC_T_EQ_INT(r->sub_gathered[k], 1000 + 2 * k);
+    }
+  }
+  if (n >= 2) {
+    MC_T_EQ_INT(ranks[0].tag1_val, 1001);
+    MC_T_EQ_INT(ranks[0].tag2_val, 1002);
+  }
+  /* every socket closed, the root thread joined */
+  MC_T_EQ_INT(count_dir("/proc/self/fd"), fds0);
+  MC_T_EQ_INT(wait_tasks(tasks0), tasks0);
+}
+
+static void one_rank(void)
+{
+  run_job(1);
+}
+
+static void two_ranks(void)
+{
+  run_job(2);
+}
+
+static void five_ranks(void)
+{
+  run_job(5);
+}
+
+/* ---------- failures ---------- */
+
+static void rank_never_joins(void)
+{
+  ncclUniqueId id;
+  struct mc_boot_root *root;
+
+  setup();
+  mc_param_set_for_tests(MC_P_INIT_TIMEOUT, "2"); /* the root reads it when it starts */
+  root = new_job(&id);
+  mc_param_set_for_tests(MC_P_INIT_TIMEOUT, NULL);
+  for (int i = 0; i < 2; i++)
+    rank_prepare(i, i, 3, &id, 5000, MODE_INIT_ONLY);
+  for (int i = 0; i < 2; i++)
+    rank_start(i);
+  for (int i = 0; i < 2; i++)
+    rank_join(i);
+  mc_boot_root_release(root, 0);
+  for (int i = 0; i < 2; i++) {
+    MC_T_EQ_INT(ranks[i].init_res, ncclTimeout);
+    MC_T_CONTAINS(ranks[i].err, "rank 2 of 3 never joined");
+    MC_T_CONTAINS(ranks[i].err, "MESHCCL_INIT_TIMEOUT");
+    MC_T_CONTAINS(ranks[i].err, "joined: 0-1");
+  }
+}
+
+static void duplicate_rank(void)
+{
+  ncclUniqueId id;
+  struct mc_boot_root *root;
+
+  setup();
+  root = new_job(&id);
+  for (int i = 0; i < 2; i++)
+    rank_prepare(i, 0, 2, &id, TIMEOUT_MS, MODE_INIT_ONLY);
+  for (int i = 0; i < 2; i++)
+    rank_start(i);
+  for (int i = 0; i < 2; i++)
+    rank_join(i);
+  mc_boot_root_release(root, 0);
+  for (int i = 0; i < 2; i++) {
+    MC_T_EQ_INT(ranks[i].init_res, ncclInvalidUsage);
+    MC_T_CONTAINS(ranks[i].err, "rank 0 joined twice");
+  }
+}
+
+static void mismatched_nranks(void)
+{
+  ncclUniqueId id;
+  struct mc_boot_root *root;
+
+  setup();
+  root = new_job(&id);
+  rank_prepare(0, 0, 2, &id, TIMEOUT_MS, MODE_INIT_ONLY);
+  rank_prepare(1, 1, 3, &id, TIMEOUT_MS, MODE_INIT_ONLY);
+  for (int i = 0; i < 2; i++)
+    rank_start(i);
+  for (int i = 0; i < 2; i++)
+    rank_join(i);
+  mc_boot_root_release(root, 0);
+  for (int i = 0; i < 2; i++) {
+    MC_T_EQ_INT(ranks[i].init_res, ncclInvalidUsage);
+    MC_T_CONTAINS(ranks[i].err, "nranks");
+    MC_T_CONTAINS(ranks[i].err, "every rank must pass the same nranks");
+  }
+}
+
+/* Rank 1 aborts while waiting for rank 2: rank 0 learns it from the root at
+ * once, and rank 2, arriving later, is told at registration. */
+static void aborted_rank_named_to_others(void)
+{
+  ncclUniqueId id;
+  struct mc_boot_root *root;
+
+  setup();
+  root = new_job(&id);
+  for (int i = 0; i < 3; i++)
+    rank_prepare(i, i, 3, &id, TIMEOUT_MS, MODE_INIT_ONLY);
+  rank_start(0);
+  rank_start(1);
+  /* Rank 1 registers within milliseconds on loopback and then waits for
+   * rank 2; abort it after that. */
+  mc_sleep_ms_abortable(200, NULL);
+  __atomic_store_n(&ranks[1].abort_flag, 1, __ATOMIC_RELEASE);
+  rank_join(1);
+  rank_join(0);
+  rank_start(2);
+  rank_join(2);
+  mc_boot_root_release(root, 0);
+
+  MC_T_EQ_INT(ranks[1].init_res, ncclInternalError);
+  /* a failure elsewhere is ncclRemoteError, not a timeout: nobody waited 20 s */
+  MC_T_EQ_INT(ranks[0].init_res, ncclRemoteError);
+  MC_T_CONTAINS(ranks[0].err, "Bootstrap: rank 0: rank 1 (host ");
+  MC_T_CONTAINS(ranks[0].err, "left before its init completed");
+  MC_T_EQ_INT(ranks[2].init_res, ncclRemoteError);
+  MC_T_CONTAINS(ranks[2].err, "Bootstrap: rank 2: rank 1 (host ");
+}
+
+static void raw_root_connect(const struct mc_boot_handle *h, int *fd_out)
+{
+  int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+
+  MC_T_TRUE(fd >= 0);
+  if (connect(fd, &h->addr.sa, mc_sockaddr_len(&h->addr)) != 0) {
+    close(fd);
+    MC_T_FAIL("connect to the root failed");
+  }
+  *fd_out = fd;
+}
+
+static void raw_send(int fd, const void *buf, size_t bytes)
+{
+  MC_T_EQ_INT(send(fd, buf, bytes, MSG_NOSIGNAL), (long long)bytes);
+}
+
+static double clock_sec(clockid_t id)
+{
+  struct timespec ts;
+
+  clock_gettime(id, &ts);
+  return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+/* Hostile clients against the root, then a flood of silent connections that
+ * fills its pending list: the init still succeeds (once the handshake window
+ * drops the silent ones), and the root sleeps while it waits. */
+static void hostile_clients_against_root(void)
+{
+  enum { N_SILENT = MC_SOCK_MAX_PENDING + 6 };
+  ncclUniqueId id;
+  struct mc_boot_root *root;
+  struct mc_boot_handle h;
+  uint8_t buf[64];
+  uint32_t type = MC_SOCK_TYPE_ROOT;
+  uint32_t len = UINT32_MAX;
+  uint64_t bad_magic;
+  int fd_junk;
+  int fd_huge;
+  int fd_magic;
+  int fd_silent[N_SILENT];
+  int fds0;
+  int tasks0;
+  double cpu0;
+  double wall0;
+  double cpu;
+  double wall;
+
+  setup();
+  fds0 = count_dir("/proc/self/fd");
+  tasks0 = count_dir("/proc/self/task");
+  root = new_job(&id);
+  memcpy(&h, id.internal, sizeof(h));
+
+  /* (a) random bytes */
+  raw_root_connect(&h, &fd_junk);
+  MC_T_OK(mc_random_bytes(buf, sizeof(buf)));
+  raw_send(fd_junk, buf, sizeof(buf));
+  /* (b) the right handshake, then a length no message has */
+  raw_root_connect(&h, &fd_huge);
+  memcpy(buf, &h.magic, sizeof(h.magic));
+  memcpy(buf + 8, &type, sizeof(type));
+  memcpy(buf + 12, &len, sizeof(len));
+  raw_send(fd_huge, buf, 16);
+  /* (c) the wrong magic */
+  raw_root_connect(&h, &fd_magic);
+  bad_magic = h.magic ^ 0x100;
+  memcpy(buf, &bad_magic, sizeof(bad_magic));
+  raw_send(fd_magic, buf, 12);
+  /* (d) connections that say nothing, more than the root's listener tracks */
+  for (int i = 0; i < N_SILENT; i++)
+    raw_root_connect(&h, &fd_silent[i]);
+
+  cpu0 = clock_sec(CLOCK_PROCESS_CPUTIME_ID);
+  wall0 = clock_sec(CLOCK_MONOTONIC);
+  for (int i = 0; i < 3; i++)
+    rank_prepare(i, i, 3, &id, TIMEOUT_MS, MODE_FULL);
+  for (int i = 0; i < 3; i++)
+    rank_start(i);
+  for (int i = 0; i < 3; i++)
+    rank_join(i);
+  cpu = clock_sec(CLOCK_PROCESS_CPUTIME_ID) - cpu0;
+  wall = clock_sec(CLOCK_MONOTONIC) - wall0;
+  mc_boot_root_release(root, 2000);
+  close(fd_junk);
+  close(fd_huge);
+  close(fd_magic);
+  for (int i = 0; i < N_SILENT; i++)
+    close(fd_silent[i]);
+
+  for (int i = 0; i < 3; i++) {
+    check_rank_ok(i);
+    for (int k = 0; k < 3; k++)
+      MC_T_EQ_INT(ranks[i].gathered[k], 100 + k);
+  }
+  /* waiting must not burn a core (a busy loop uses about as much CPU as wall time) */
+  if (cpu > 0.5 * wall)
+    MC_T_FAIL("init used %.2f s of CPU in %.2f s (busy loop)", cpu, wall);
+  MC_T_EQ_INT(count_dir("/proc/self/fd"), fds0);
+  MC_T_EQ_INT(wait_tasks(tasks0), tasks0);
+}
+
+/* Other communicators' roots are created (and finished roots reaped) while
+ * one is released: the release must keep its root alive until it joins it. */
+struct churn {
+  uint32_t stop;
+  int n_created;
+  ncclResult_t res;
+};
+
+static void *root_churn(void *arg)
+{
+  struct churn *c = arg;
+
+  while (__atomic_load_n(&c->stop, __ATOMIC_ACQUIRE) == 0) {
+    ncclUniqueId id;
+    struct mc_boot_root *root;
+    ncclResult_t res = mc_boot_unique_id(false, &id); /* reaps finished roots */
+    if (res != ncclSuccess) {
+      c->res = res;
+      break;
+    }
+    root = mc_boot_root_claim(&id);
+    mc_boot_root_release(root, 0);
+    c->n_created++;
+  }
+  return NULL;
+}
+
+static void release_while_roots_come_and_go(void)
+{
+  struct churn c;
+  pthread_t th;
+  int fds0;
+  int tasks0;
+
+  setup();
+  fds0 = count_dir("/proc/self/fd");
+  tasks0 = count_dir("/proc/self/task");
+  memset(&c, 0, sizeof(c));
+  MC_T_EQ_INT(pthread_create(&th, NULL, root_churn, &c), 0);
+  for (int trial = 0; trial < 20; trial++) {
+    ncclUniqueId id;
+    struct mc_boot_root *root = new_job(&id);
+
+    rank_prepare(0, 0, 1, &id, TIMEOUT_MS, MODE_INIT_ONLY);
+    rank_start(0);
+    rank_join(0);
+    check_rank_ok(0);
+    /* the root finishes by itself now that its only rank is done */
+    mc_boot_root_release(root, 2000);
+  }
+  __atomic_store_n(&c.stop, 1, __ATOMIC_RELEASE);
+  MC_T_EQ_INT(pthread_join(th, NULL), 0);
+  MC_T_OK(c.res);
+  MC_T_TRUE(c.n_created > 0);
+  MC_T_EQ_INT(count_dir("/proc/self/fd"), fds0);
+  MC_T_EQ_INT(wait_tasks(tasks0), tasks0);
+}
+
+MC_T_MAIN(one_rank, two_ranks, five_ranks, rank_never_joins, duplicate_rank, mismatched_nranks,
+          aborted_rank_named_to_others, hostile_clients_against_root,
+          release_while_roots_come_and_go)

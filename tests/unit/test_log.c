@@ -1,0 +1,542 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * Logging and the last-error record (src/core/core_log.c): NCCL_DEBUG_SUBSYS
+ * parsing, NCCL_DEBUG_FILE expansion, NCCL's line format, levels, MC_FAIL.
+ * Cases that log run in a forked child with their own environment; the
+ * parent never enables logging.
+ */
+#include "core/check.h"
+#include "core/log.h"
+#include "core/params.h"
+#include "core/utils.h"
+
+#include "mc_test.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <regex.h>
+#include <signal.h>
+#include <sys/resource.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+/* ---------- helpers ---------- */
+
+static char tmp_dir[256];
+
+static void make_tmp_dir(void)
+{
+  if (tmp_dir[0] != '\0')
+    return;
+  snprintf(tmp_dir, sizeof(tmp_dir), "/tmp/mc_test_log.XXXXXX");
+  if (mkdtemp(tmp_dir) == NULL) {
+    tmp_dir[0] = '\0';
+    MC_T_FAIL("mkdtemp failed");
+  }
+}
+
+static void tmp_path(const char *name, char *path, size_t path_bytes)
+{
+  snprintf(path, path_bytes, "%s/%s", tmp_dir, name);
+}
+
+/* Text of a whole (small) file, "" when it cannot be read. */
+static const char *read_file(const char *path)
+{
+  static char buf[65536];
+  FILE *f = fopen(path, "r");
+  size_t n = 0;
+
+  buf[0] = '\0';
+  if (f == NULL)
+    return buf;
+  n = fread(buf, 1, sizeof(buf) - 1, f);
+  buf[n] = '\0';
+  fclose(f);
+  return buf;
+}
+
+static void clean_env(void)
+{
+  extern char **environ;
+  bool again = true;
+
+  while (again) {
+    again = false;
+    for (char **ep = environ; (ep != NULL) && (*ep != NULL); ep++) {
+      if ((strncmp(*ep, "NCCL_", 5) == 0) || (strncmp(*ep, "MESHCCL_", 8) == 0)) {
+        char name[256];
+        snprintf(name, sizeof(name), "%.*s", (int)strcspn(*ep, "="), *ep);
+        unsetenv(name);
+        again = true;
+        break;
+      }
+    }
+  }
+  unsetenv("HOME");
+}
+
+/* Forks; the child gets a clean environment and runs fn. Returns the raw
+ * wait status. */
+static int fork_run(void (*fn)(void))
+{
+  pid_t pid;
+  int status = 0;
+
+  make_tmp_dir();
+  fflush(stdout);
+  fflush(stderr);
+  pid = fork();
+  MC_T_TRUE(pid >= 0);
+  if (pid == 0) {
+    clean_env();
+    if (setjmp(mc_t_jmp) == 0) {
+      fn();
+      fflush(stdout);
+      exit(0);
+    }
+    fflush(stdout);
+    exit(1);
+  }
+  MC_T_EQ_INT(waitpid(pid, &status, 0), pid);
+  return status;
+}
+
+static void run_in_child(void (*fn)(void))
+{
+  int status = fork_run(fn);
+
+  MC_T_TRUE(WIFEXITED(status));
+  MC_T_EQ_INT(WEXITSTATUS(status), 0);
+}
+
+/* Copies s into out with the characters special to POSIX EREs escaped. */
+static void re_escape(const char *s, char *out, size_t out_bytes)
+{
+  size_t used = 0;
+
+  for (; (*s != '\0') && (used + 3 < out_bytes); s++) {
+    if (strchr("\\^$.|?*+()[]{}", *s) != NULL)
+      out[used++] = '\\';
+    out[used++] = *s;
+  }
+  out[used] = '\0';
+}
+
+/* Offset of the first match of the extended regex in text (lines are
+ * separate: ^ and $ match at newlines), or -1. */
+static long re_find(const char *re, const char *text)
+{
+  regex_t rx;
+  regmatch_t m;
+  int rc = regcomp(&rx, re, REG_EXTENDED | REG_NEWLINE);
+  long at = -1;
+
+  if (rc != 0)
+    MC_T_FAIL("bad regex %s", re);
+  if (regexec(&rx, text, 1, &m, 0) == 0)
+    at = (long)m.rm_so;
+  regfree(&rx);
+  return at;
+}
+
+/* "^host:pid:tid " of the calling thread, as a regex. */
+static void line_prefix_re(char *out, size_t out_bytes)
+{
+  char host[256];
+  char host_re[512];
+
+  mc_host_name(host, sizeof(host));
+  re_escape(host, host_re, sizeof(host_re));
+  snprintf(out, out_bytes, "^%s:%d:%d ", host_re, (int)getpid(), mc_gettid());
+}
+
+/* Points the log at <tmp>/<name> with the given level and subsystems. */
+static void log_to_file(const char *level, const char *subsys, const char *name, char *path,
+                        size_t path_bytes)
+{
+  tmp_path(name, path, path_bytes);
+  setenv("NCCL_DEBUG", level, 1);
+  if (subsys != NULL)
+    setenv("NCCL_DEBUG_SUBSYS", subsys, 1);
+  setenv("NCCL_DEBUG_FILE", path, 1);
+  mc_param_reset_for_tests();
+}
+
+/* ---------- pure functions ---------- */
+
+static void parse_subsys(void)
+{
+  unsigned long mask = 0;
+  char bad[64];
+
+  MC_T_TRUE(mc_log_parse_subsys("INIT,NET", &mask, bad, sizeof(bad)));
+  MC_T_EQ_INT(mask, 0x11);
+  MC_T_TRUE(mc_log_parse_subsys("init,net", &mask, bad, sizeof(bad)));
+  MC_T_EQ_INT(mask, 0x11);
+  MC_T_TRUE(mc_log_parse_subsys("Bootstrap", &mask, bad, sizeof(bad)));
+  MC_T_EQ_INT(mask, MC_SUB_BOOTSTRAP);
+  MC_T_TRUE(mc_log_parse_subsys("^NET", &mask, bad, sizeof(bad)));
+  MC_T_TRUE(mask == ~0x10ul);
+  MC_T_TRUE(mc_log_parse_subsys("^INIT,ENV", &mask, bad, sizeof(bad)));
+  MC_T_TRUE(mask == ~0x81ul);
+  MC_T_TRUE(mc_log_parse_subsys("ALL", &mask, bad, sizeof(bad)));
+  MC_T_TRUE(mask == ~0ul);
+  MC_T_TRUE(mc_log_parse_subsys("ALLOC_HOST,ALLOC", &mask, bad, sizeof(bad)));
+  MC_T_EQ_INT(mask, MC_SUB_ALLOC_HOST | MC_SUB_ALLOC);
+  /* blanks around words are ignored, empty entries too */
+  MC_T_TRUE(mc_log_parse_subsys(" INIT , NET ", &mask, bad, sizeof(bad)));
+  MC_T_EQ_INT(mask, 0x11);
+  MC_T_TRUE(mc_log_parse_subsys("INIT,,NET", &mask, bad, sizeof(bad)));
+  MC_T_EQ_INT(mask, 0x11);
+
+  /* an unknown word is rejected, named, and the mask left alone */
+  mask = 0x1234;
+  bad[0] = '\0';
+  MC_T_TRUE(!mc_log_parse_subsys("INIT,NETWORK,COLL", &mask, bad, sizeof(bad)));
+  MC_T_EQ_STR(bad, "NETWORK");
+  MC_T_EQ_INT(mask, 0x1234);
+  MC_T_TRUE(!mc_log_parse_subsys("^BOGUS", &mask, NULL, 0));
+  MC_T_EQ_INT(mask, 0x1234);
+}
+
+static void expand_filename(void)
+{
+  char out[256];
+
+  mc_log_expand_filename("/tmp/x.%h.%p", "node1", 42, out, sizeof(out));
+  MC_T_EQ_STR(out, "/tmp/x.node1.42");
+  mc_log_expand_filename("100%%", "node1", 42, out, sizeof(out));
+  MC_T_EQ_STR(out, "100%");
+  mc_log_expand_filename("a%%p", "node1", 42, out, sizeof(out));
+  MC_T_EQ_STR(out, "a%p");
+  mc_log_expand_filename("plain", "node1", 42, out, sizeof(out));
+  MC_T_EQ_STR(out, "plain");
+  /* unknown escapes and a trailing % stay as they are */
+  mc_log_expand_filename("%x%", "node1", 42, out, sizeof(out));
+  MC_T_EQ_STR(out, "%x%");
+  /* a host name cannot add directories or escapes */
+  mc_log_expand_filename("log.%h", "a/b%c", 7, out, sizeof(out));
+  MC_T_EQ_STR(out, "log.a-b-c");
+  /* truncated, never overflowed */
+  mc_log_expand_filename("/tmp/%h/%p", "node1", 12345, out, 10);
+  MC_T_EQ_STR(out, "/tmp/node");
+}
+
+/* ---------- the line format ---------- */
+
+static void child_line_format(void)
+{
+  char path[512];
+  char prefix[600];
+  char re[1024];
+  const char *text;
+  long at;
+
+  log_to_file("INFO", "ALL", "log.%p", path, sizeof(path));
+  MC_INFO(MC_SUB_INIT, "hello %d", 7);
+  MC_WARN("bad thing");
+  mc_log_set_thread_dev(3);
+  MC_INFO(MC_SUB_NET, "on device");
+
+  tmp_path("log.", path, sizeof(path));
+  snprintf(path + strlen(path), sizeof(path) - strlen(path), "%d", (int)getpid());
+  text = read_file(path);
+  line_prefix_re(prefix, sizeof(prefix));
+  snprintf(re, sizeof(re), "%s\\[[0-9]+\\] NCCL INFO hello 7$", prefix);
+  if (re_find(re, text) < 0)
+    MC_T_FAIL("no INFO line matching %s in:\n%s", re, text);
+  snprintf(re, sizeof(re), "%s\\[[0-9]+\\] test_log\\.c:[0-9]+ \\(.*\\) NCCL WARN bad thing$",
+           prefix);
+  at = re_find(re, text);
+  if (at < 0)
+    MC_T_FAIL("no WARN line matching %s in:\n%s", re, text);
+  /* NCCL puts an empty line before every WARN */
+  MC_T_TRUE((at >= 2) && (text[at - 1] == '\n') && (text[at - 2] == '\n'));
+  /* the function is named */
+  MC_T_CONTAINS(text, "(child_line_format) NCCL WARN bad thing\n");
+  snprintf(re, sizeof(re), "%s\\[3\\] NCCL INFO on device$", prefix);
+  if (re_find(re, text) < 0)
+    MC_T_FAIL("no line matching %s in:\n%s", re, text);
+  unlink(path);
+}
+
+static void line_format(void)
+{
+  run_in_child(child_line_format);
+}
+
+static void child_warn_hides_info(void)
+{
+  char path[512];
+  const char *text;
+
+  log_to_file("WARN", "ALL", "warn.log", path, sizeof(path));
+  MC_T_TRUE(mc_log_enabled(MC_LOG_WARN, MC_SUB_ALL));
+  MC_T_TRUE(!mc_log_enabled(MC_LOG_INFO, MC_SUB_INIT));
+  MC_INFO(MC_SUB_INIT, "info %d", 1);
+  MC_WARN("warn %d", 2);
+  text = read_file(path);
+  MC_T_TRUE(strstr(text, "info 1") == NULL);
+  MC_T_CONTAINS(text, "NCCL WARN warn 2\n");
+  unlink(path);
+}
+
+static void warn_hides_info(void)
+{
+  run_in_child(child_warn_hides_info);
+}
+
+static void child_subsys_filter(void)
+{
+  char path[512];
+  const char *text;
+
+  log_to_file("info", "NET,ENV", "subsys.log", path, sizeof(path)); /* lower case level too */
+  MC_T_TRUE(mc_log_enabled(MC_LOG_INFO, MC_SUB_NET));
+  MC_T_TRUE(!mc_log_enabled(MC_LOG_INFO, MC_SUB_INIT));
+  MC_INFO(MC_SUB_INIT, "init line");
+  MC_INFO(MC_SUB_NET, "net line");
+  MC_INFO(MC_SUB_INIT | MC_SUB_ENV, "init or env line");
+  MC_WARN("warnings ignore the subsystems");
+  text = read_file(path);
+  MC_T_TRUE(strstr(text, "init line") == NULL);
+  MC_T_CONTAINS(text, "NCCL INFO net line\n");
+  MC_T_CONTAINS(text, "NCCL INFO init or env line\n");
+  MC_T_CONTAINS(text, "NCCL WARN warnings ignore the subsystems\n");
+  unlink(path);
+
+  /* "^": everything but */
+  log_to_file("INFO", "^NET", "subsys2.log", path, sizeof(path));
+  MC_INFO(MC_SUB_NET, "net line");
+  MC_INFO(MC_SUB_COLL, "coll line");
+  text = read_file(path);
+  MC_T_TRUE(strstr(text, "net line") == NULL);
+  MC_T_CONTAINS(text, "NCCL INFO coll line\n");
+  unlink(path);
+}
+
+static void subsys_filter(void)
+{
+  run_in_child(child_subsys_filter);
+}
+
+/* A bad NCCL_DEBUG_SUBSYS is reported on stderr and the default used. */
+static void child_bad_subsys_reported(void)
+{
+  char err_path[512];
+  char path[512];
+  int fd;
+
+  tmp_path("stderr.txt", err_path, sizeof(err_path));
+  fd = open(err_path, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+  MC_T_TRUE(fd >= 0);
+  MC_T_TRUE(dup2(fd, 2) == 2);
+  close(fd);
+  log_to_file("INFO", "INIT,BOGUS", "bad.log", path, sizeof(path));
+  MC_T_TRUE(mc_log_enabled(MC_LOG_INFO, MC_SUB_INIT));
+  MC_T_TRUE(mc_log_enabled(MC_LOG_INFO, MC_SUB_BOOTSTRAP));
+  MC_T_TRUE(!mc_log_enabled(MC_LOG_INFO, MC_SUB_NET));
+  MC_T_CONTAINS(read_file(err_path), "NCCL_DEBUG_SUBSYS='INIT,BOGUS': unknown subsystem 'BOGUS'");
+  unlink(path);
+  unlink(err_path);
+}
+
+static void bad_subsys_reported(void)
+{
+  run_in_child(child_bad_subsys_reported);
+}
+
+/* NCCL_DEBUG=ABORT aborts at the first WARN. */
+static void child_abort_level(void)
+{
+  char path[512];
+  struct rlimit no_core = {0, 0};
+
+  (void)setrlimit(RLIMIT_CORE, &no_core);
+  log_to_file("ABORT", NULL, "abort.log", path, sizeof(path));
+  MC_INFO(MC_SUB_INIT, "still alive");
+  MC_WARN("fatal");
+  exit(0); /* not reached when ABORT works */
+}
+
+static void abort_level(void)
+{
+  char path[512];
+  int status = fork_run(child_abort_level);
+
+  MC_T_TRUE(WIFSIGNALED(status));
+  MC_T_EQ_INT(WTERMSIG(status), SIGABRT);
+  tmp_path("abort.log", path, sizeof(path));
+  MC_T_CONTAINS(read_file(path), "NCCL INFO still alive\n");
+  MC_T_CONTAINS(read_file(path), "NCCL WARN fatal\n");
+  unlink(path);
+}
+
+static ncclResult_t failing_step(void)
+{
+  return MC_FAIL(ncclSystemError, "step failed");
+}
+
+static int check_line;
+
+static ncclResult_t propagating_step(void)
+{
+  check_line = __LINE__ + 1;
+  MC_CHECK(failing_step());
+  return ncclSuccess;
+}
+
+/* MC_CHECK adds NCCL's "file:line -> code" INFO line. */
+static void child_propagation_line(void)
+{
+  char path[512];
+  char expect[128];
+
+  log_to_file("INFO", "INIT", "prop.log", path, sizeof(path));
+  MC_T_EQ_INT(propagating_step(), ncclSystemError);
+  snprintf(expect, sizeof(expect), "NCCL INFO test_log.c:%d -> 2\n", check_line);
+  MC_T_CONTAINS(read_file(path), expect);
+  MC_T_CONTAINS(read_file(path), "NCCL WARN step failed\n");
+  unlink(path);
+}
+
+static void propagation_line(void)
+{
+  run_in_child(child_propagation_line);
+}
+
+/* The version line is printed once, at VERSION level on stdout. */
+static void child_version_once(void)
+{
+  char out_path[512];
+  const char *text;
+  const char *first;
+  int fd;
+
+  tmp_path("stdout.txt", out_path, sizeof(out_path));
+  fflush(stdout);
+  fd = open(out_path, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+  MC_T_TRUE(fd >= 0);
+  MC_T_TRUE(dup2(fd, 1) == 1);
+  close(fd);
+  setenv("NCCL_DEBUG", "VERSION", 1);
+  mc_param_reset_for_tests();
+  mc_log_version_once();
+  mc_log_version_once();
+  MC_INFO(MC_SUB_ALL, "not at VERSION level");
+  MC_WARN("nor this");
+  fflush(stdout);
+  text = read_file(out_path);
+  first = strstr(text, "NCCL version ");
+  MC_T_TRUE(first != NULL);
+  MC_T_TRUE(strstr(first + 1, "NCCL version ") == NULL);
+  MC_T_CONTAINS(text, "(meshccl, host memory)\n");
+  MC_T_TRUE(strstr(text, "not at VERSION level") == NULL);
+  MC_T_TRUE(strstr(text, "nor this") == NULL);
+  unlink(out_path);
+}
+
+static void version_once(void)
+{
+  run_in_child(child_version_once);
+}
+
+/* ---------- last error ---------- */
+
+struct thread_err {
+  char seen_before[256];
+  char seen_after[256];
+  char copy[256];
+  ncclResult_t res;
+};
+
+static void *record_in_thread(void *arg)
+{
+  struct thread_err *t = arg;
+
+  /* a thread without its own error sees the process's last one */
+  snprintf(t->seen_before, sizeof(t->seen_before), "%s", mc_error_last());
+  t->res = MC_FAIL(ncclRemoteError, "thread error %d", 2);
+  snprintf(t->seen_after, sizeof(t->seen_after), "%s", mc_error_last());
+  mc_error_last_copy(t->copy, sizeof(t->copy));
+  return NULL;
+}
+
+static void fail_records_last_error(void)
+{
+  struct thread_err t;
+  pthread_t th;
+  char copy[8];
+
+  MC_T_TRUE(!mc_log_enabled(MC_LOG_WARN, MC_SUB_ALL)); /* this process does not log */
+  errno = EBADF;
+  MC_T_EQ_INT(MC_FAIL(ncclInvalidUsage, "bad %s value %d", "thing", 5), ncclInvalidUsage);
+  MC_T_EQ_INT(errno, EBADF); /* preserved */
+  MC_T_EQ_STR(ncclGetLastError(NULL), "bad thing value 5");
+  MC_T_EQ_STR(mc_t_last_error(), "bad thing value 5");
+  MC_T_EQ_STR(mc_error_last(), "bad thing value 5");
+
+  memset(&t, 0, sizeof(t));
+  MC_T_EQ_INT(pthread_create(&th, NULL, record_in_thread, &t), 0);
+  MC_T_EQ_INT(pthread_join(th, NULL), 0);
+  MC_T_EQ_INT(t.res, ncclRemoteError);
+  MC_T_EQ_STR(t.seen_before, "bad thing value 5");
+  MC_T_EQ_STR(t.seen_after, "thread error 2");
+  MC_T_EQ_STR(t.copy, "thread error 2");
+
+  /* this thread keeps its own error ... */
+  MC_T_EQ_STR(mc_error_last(), "bad thing value 5");
+  /* ... and, once cleared, sees the process's latest */
+  mc_error_clear_thread();
+  MC_T_EQ_STR(mc_error_last(), "thread error 2");
+  mc_error_last_copy(copy, sizeof(copy));
+  MC_T_EQ_STR(copy, "");
+
+  /* truncated copies stay terminated */
+  (void)MC_FAIL(ncclInternalError, "0123456789");
+  mc_error_last_copy(copy, sizeof(copy));
+  MC_T_EQ_STR(copy, "0123456");
+}
+
+/* The test seam turns logging on and off again. */
+static void set_for_tests_resets_log(void)
+{
+  char path[512];
+
+  make_tmp_dir();
+  tmp_path("seam.log", path, sizeof(path));
+  mc_param_set_for_tests(MC_P_DEBUG_FILE, path);
+  mc_param_set_for_tests(MC_P_DEBUG, "WARN");
+  MC_T_TRUE(mc_log_enabled(MC_LOG_WARN, MC_SUB_ALL));
+  mc_param_set_for_tests(MC_P_DEBUG, NULL);
+  mc_param_set_for_tests(MC_P_DEBUG_FILE, NULL);
+  MC_T_TRUE(!mc_log_enabled(MC_LOG_WARN, MC_SUB_ALL));
+  unlink(path);
+}
+
+static void cleanup(void)
+{
+  DIR *d;
+  struct dirent *e;
+  char path[1024];
+
+  if (tmp_dir[0] == '\0')
+    return;
+  d = opendir(tmp_dir);
+  MC_T_TRUE(d != NULL);
+  while ((e = readdir(d)) != NULL) {
+    if ((strcmp(e->d_name, ".") != 0) && (strcmp(e->d_name, "..") != 0)) {
+      snprintf(path, sizeof(path), "%s/%s", tmp_dir, e->d_name);
+      unlink(path);
+    }
+  }
+  closedir(d);
+  MC_T_EQ_INT(rmdir(tmp_dir), 0);
+}
+
+MC_T_MAIN(parse_subsys, expand_filename, line_format, warn_hides_info, subsys_filter,
+          bad_subsys_reported, abort_level, propagation_line, version_once, fail_records_last_error,
+          set_for_tests_resets_log, cleanup)

@@ -1,0 +1,419 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * Parameters (src/core/core_params.c): defaults, the test seam, "did you
+ * mean", the configuration file and its precedence, and the docs/ENV.md dump.
+ * The loader reads the environment once per process, so every case that
+ * changes the environment runs in a forked child.
+ */
+#include "core/params.h"
+
+#include "mc_test.h"
+
+#include <dirent.h>
+#include <limits.h>
+#include <stdint.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+/* Every name of params.def, straight from the file. */
+static const char *const all_names[] = {
+#define MC_PARAM_INT(_id, _env, _def, _min, _max, _help) _env,
+#define MC_PARAM_STR(_id, _env, _def, _help)             _env,
+#include "core/params.def"
+#undef MC_PARAM_INT
+#undef MC_PARAM_STR
+};
+
+#define N_NAMES ((int)(sizeof(all_names) / sizeof(all_names[0])))
+
+/* ---------- helpers ---------- */
+
+static char tmp_dir[256];
+
+/* A private directory for this process's files (made once, in the parent). */
+static void make_tmp_dir(void)
+{
+  if (tmp_dir[0] != '\0')
+    return;
+  snprintf(tmp_dir, sizeof(tmp_dir), "/tmp/mc_test_params.XXXXXX");
+  if (mkdtemp(tmp_dir) == NULL) {
+    tmp_dir[0] = '\0';
+    MC_T_FAIL("mkdtemp failed");
+  }
+}
+
+static void tmp_path(const char *name, char *path, size_t path_bytes)
+{
+  snprintf(path, path_bytes, "%s/%s", tmp_dir, name);
+}
+
+static void write_file(const char *path, const char *text)
+{
+  FILE *f = fopen(path, "w");
+
+  MC_T_TRUE(f != NULL);
+  fputs(text, f);
+  fclose(f);
+}
+
+/* Text of a whole (small) file, "" when it cannot be read. */
+static const char *read_file(const char *path)
+{
+  static char buf[65536];
+  FILE *f = fopen(path, "r");
+  size_t n = 0;
+
+  buf[0] = '\0';
+  if (f == NULL)
+    return buf;
+  n = fread(buf, 1, sizeof(buf) - 1, f);
+  buf[n] = '\0';
+  fclose(f);
+  return buf;
+}
+
+/* Removes every NCCL_* / MESHCCL_* variable and HOME (no ~/.nccl.conf) from
+ * the environment of this (child) process. */
+static void clean_env(void)
+{
+  extern char **environ;
+  bool again = true;
+
+  while (again) {
+    again = false;
+    for (char **ep = environ; (ep != NULL) && (*ep != NULL); ep++) {
+      if ((strncmp(*ep, "NCCL_", 5) == 0) || (strncmp(*ep, "MESHCCL_", 8) == 0)) {
+        char name[256];
+        snprintf(name, sizeof(name), "%.*s", (int)strcspn(*ep, "="), *ep);
+        unsetenv(name);
+        again = true;
+        break;
+      }
+    }
+  }
+  unsetenv("HOME");
+}
+
+/* Runs fn in a forked child with a clean environment; fails the case when
+ * fn fails there (its messages are printed by the child). */
+static void run_in_child(void (*fn)(void))
+{
+  pid_t pid;
+  int status = 0;
+
+  make_tmp_dir();
+  fflush(stdout);
+  fflush(stderr);
+  pid = fork();
+  MC_T_TRUE(pid >= 0);
+  if (pid == 0) {
+    clean_env();
+    if (setjmp(mc_t_jmp) == 0) {
+      fn();
+      fflush(stdout);
+      exit(0);
+    }
+    fflush(stdout);
+    exit(1);
+  }
+  MC_T_EQ_INT(waitpid(pid, &status, 0), pid);
+  MC_T_TRUE(WIFEXITED(status));
+  MC_T_EQ_INT(WEXITSTATUS(status), 0);
+}
+
+/* ---------- cases ---------- */
+
+static void child_defaults(void)
+{
+  mc_param_reset_for_tests();
+  MC_T_EQ_INT(mc_param_int(MC_P_SOCKET_RETRY_CNT), 34);
+  MC_T_EQ_INT(mc_param_int(MC_P_SOCKET_RETRY_SLEEP_MSEC), 100);
+  MC_T_EQ_INT(mc_param_int(MC_P_SOCKET_SNDBUF), -1);
+  MC_T_EQ_INT(mc_param_int(MC_P_INIT_TIMEOUT), 300);
+  MC_T_EQ_INT(mc_param_int(MC_P_COMM_BLOCKING), INT32_MIN);
+  MC_T_EQ_INT(mc_param_int(MC_P_DEVICE), -1);
+  MC_T_EQ_STR(mc_param_str(MC_P_DEBUG_SUBSYS), "INIT,BOOTSTRAP,ENV");
+  MC_T_NULL(mc_param_str(MC_P_SOCKET_IFNAME));
+  MC_T_NULL(mc_param_str(MC_P_DEBUG));
+  MC_T_NULL(mc_param_str(MC_P_COMM_ID));
+  for (int id = 0; id < MC_P_COUNT; id++)
+    MC_T_EQ_INT(mc_param_source((enum mc_param_id)id), MC_PARAM_SRC_DEFAULT);
+}
+
+static void defaults(void)
+{
+  MC_T_EQ_INT(MC_P_COUNT, N_NAMES);
+  MC_T_EQ_STR(mc_param_name(MC_P_SOCKET_IFNAME), "NCCL_SOCKET_IFNAME");
+  MC_T_EQ_STR(mc_param_name(MC_P_INIT_TIMEOUT), "MESHCCL_INIT_TIMEOUT");
+  for (int id = 0; id < MC_P_COUNT; id++)
+    MC_T_EQ_STR(mc_param_name((enum mc_param_id)id), all_names[id]);
+  run_in_child(child_defaults);
+}
+
+static void set_for_tests(void)
+{
+  /* a valid value */
+  mc_param_set_for_tests(MC_P_SOCKET_RETRY_CNT, "5");
+  MC_T_EQ_INT(mc_param_int(MC_P_SOCKET_RETRY_CNT), 5);
+  MC_T_EQ_INT(mc_param_source(MC_P_SOCKET_RETRY_CNT), MC_PARAM_SRC_TEST);
+  /* hex and surrounding blanks after the number are accepted */
+  mc_param_set_for_tests(MC_P_SOCKET_RETRY_CNT, "0x10 ");
+  MC_T_EQ_INT(mc_param_int(MC_P_SOCKET_RETRY_CNT), 16);
+  /* back to the default */
+  mc_param_set_for_tests(MC_P_SOCKET_RETRY_CNT, NULL);
+  MC_T_EQ_INT(mc_param_int(MC_P_SOCKET_RETRY_CNT), 34);
+  MC_T_EQ_INT(mc_param_source(MC_P_SOCKET_RETRY_CNT), MC_PARAM_SRC_DEFAULT);
+
+  /* out of range, not a number, trailing junk, empty: the default stays */
+  mc_param_set_for_tests(MC_P_SOCKET_RETRY_CNT, "1000001");
+  MC_T_EQ_INT(mc_param_int(MC_P_SOCKET_RETRY_CNT), 34);
+  MC_T_EQ_INT(mc_param_source(MC_P_SOCKET_RETRY_CNT), MC_PARAM_SRC_DEFAULT);
+  mc_param_set_for_tests(MC_P_SOCKET_RETRY_CNT, "-1");
+  MC_T_EQ_INT(mc_param_int(MC_P_SOCKET_RETRY_CNT), 34);
+  mc_param_set_for_tests(MC_P_SOCKET_RETRY_CNT, "abc");
+  MC_T_EQ_INT(mc_param_int(MC_P_SOCKET_RETRY_CNT), 34);
+  mc_param_set_for_tests(MC_P_SOCKET_RETRY_CNT, "12x");
+  MC_T_EQ_INT(mc_param_int(MC_P_SOCKET_RETRY_CNT), 34);
+  mc_param_set_for_tests(MC_P_SOCKET_RETRY_CNT, "");
+  MC_T_EQ_INT(mc_param_int(MC_P_SOCKET_RETRY_CNT), 34);
+  mc_param_set_for_tests(MC_P_SOCKET_RETRY_CNT, "99999999999999999999999");
+  MC_T_EQ_INT(mc_param_int(MC_P_SOCKET_RETRY_CNT), 34);
+  MC_T_EQ_INT(mc_param_source(MC_P_SOCKET_RETRY_CNT), MC_PARAM_SRC_DEFAULT);
+  /* the bounds themselves are valid */
+  mc_param_set_for_tests(MC_P_SOCKET_RETRY_CNT, "1000000");
+  MC_T_EQ_INT(mc_param_int(MC_P_SOCKET_RETRY_CNT), 1000000);
+  mc_param_set_for_tests(MC_P_SOCKET_RETRY_CNT, "0");
+  MC_T_EQ_INT(mc_param_int(MC_P_SOCKET_RETRY_CNT), 0);
+  mc_param_set_for_tests(MC_P_SOCKET_RETRY_CNT, NULL);
+
+  /* strings, and back to the default (NULL or the declared one) */
+  mc_param_set_for_tests(MC_P_SOCKET_IFNAME, "=eth7");
+  MC_T_EQ_STR(mc_param_str(MC_P_SOCKET_IFNAME), "=eth7");
+  MC_T_EQ_INT(mc_param_source(MC_P_SOCKET_IFNAME), MC_PARAM_SRC_TEST);
+  mc_param_set_for_tests(MC_P_SOCKET_IFNAME, NULL);
+  MC_T_NULL(mc_param_str(MC_P_SOCKET_IFNAME));
+  mc_param_set_for_tests(MC_P_DEBUG_SUBSYS, "NET");
+  MC_T_EQ_STR(mc_param_str(MC_P_DEBUG_SUBSYS), "NET");
+  mc_param_set_for_tests(MC_P_DEBUG_SUBSYS, NULL);
+  MC_T_EQ_STR(mc_param_str(MC_P_DEBUG_SUBSYS), "INIT,BOOTSTRAP,ENV");
+  MC_T_EQ_INT(mc_param_source(MC_P_DEBUG_SUBSYS), MC_PARAM_SRC_DEFAULT);
+}
+
+static void edit_distance(void)
+{
+  char long_name[200];
+
+  MC_T_EQ_INT(mc_param_edit_distance("", ""), 0);
+  MC_T_EQ_INT(mc_param_edit_distance("", "abc"), 3);
+  MC_T_EQ_INT(mc_param_edit_distance("abc", ""), 3);
+  MC_T_EQ_INT(mc_param_edit_distance("kitten", "sitting"), 3);
+  MC_T_EQ_INT(mc_param_edit_distance("flaw", "lawn"), 2);
+  MC_T_EQ_INT(mc_param_edit_distance("NCCL_DEBUG", "NCCL_DEBUG"), 0);
+  /* case does not count */
+  MC_T_EQ_INT(mc_param_edit_distance("nccl_debug", "NCCL_DEBUG"), 0);
+  MC_T_EQ_INT(mc_param_edit_distance("NCCL_SOCKET_IFNAM", "NCCL_SOCKET_IFNAME"), 1);
+  MC_T_EQ_INT(mc_param_edit_distance("NCCL_DEBGU", "NCCL_DEBUG"), 2);
+  /* symmetric */
+  MC_T_EQ_INT(mc_param_edit_distance("NCCL_SOCKET_IFNAME", "NCCL_SOCKET_IFNAM"), 1);
+  /* names too long to be ours are "infinitely" far */
+  memset(long_name, 'A', sizeof(long_name) - 1);
+  long_name[sizeof(long_name) - 1] = '\0';
+  MC_T_EQ_INT(mc_param_edit_distance(long_name, "NCCL_DEBUG"), INT_MAX);
+}
+
+static void closest(void)
+{
+  MC_T_EQ_STR(mc_param_closest("NCCL_SOCKET_IFNAM"), "NCCL_SOCKET_IFNAME");
+  MC_T_EQ_STR(mc_param_closest("NCCL_SOCKET_IFNAMES"), "NCCL_SOCKET_IFNAME");
+  MC_T_EQ_STR(mc_param_closest("nccl_debug_subsys"), "NCCL_DEBUG_SUBSYS");
+  MC_T_EQ_STR(mc_param_closest("MESHCCL_INIT_TIMOUT"), "MESHCCL_INIT_TIMEOUT");
+  MC_T_EQ_STR(mc_param_closest("NCCL_DEBUG"), "NCCL_DEBUG");
+  MC_T_NULL(mc_param_closest("NCCL_COMPLETELY_DIFFERENT_THING"));
+  MC_T_NULL(mc_param_closest("XYZ"));
+  MC_T_NULL(mc_param_closest(""));
+}
+
+static void child_conf_file(void)
+{
+  char conf[512];
+  char log[512];
+  const char *text;
+  char expect[600];
+  char *dump = NULL;
+  size_t dump_len = 0;
+  FILE *mem;
+
+  tmp_path("nccl.conf", conf, sizeof(conf));
+  tmp_path("conf.log", log, sizeof(log));
+  write_file(conf, "# a comment\n"
+                   "NCCL_SOCKET_IFNAME=eth9\n"
+                   "this line has no equals sign\n"
+                   "   \n"
+                   "  NCCL_SOCKET_RETRY_CNT =  7  \n"
+                   "NCCL_DEBUG_SUBSYS=INIT\n"
+                   "NCCL_SOCKET_IFNAM=eth8\n"
+                   "NCCL_SOCKET_RCVBUF=lots\n"
+                   "MESHCCL_INIT_TIMEOUT=45\n");
+  setenv("NCCL_CONF_FILE", conf, 1);
+  setenv("NCCL_DEBUG_SUBSYS", "NET", 1); /* the environment wins over the file */
+  setenv("MESHCCL_INIT_TIMEOUT", "60", 1);
+  setenv("NCCL_DEBUG", "WARN", 1);
+  setenv("NCCL_DEBUG_FILE", log, 1);
+  mc_param_reset_for_tests();
+
+  MC_T_EQ_STR(mc_param_str(MC_P_SOCKET_IFNAME), "eth9");
+  MC_T_EQ_INT(mc_param_source(MC_P_SOCKET_IFNAME), MC_PARAM_SRC_CONF_FILE);
+  MC_T_EQ_INT(mc_param_int(MC_P_SOCKET_RETRY_CNT), 7);
+  MC_T_EQ_INT(mc_param_source(MC_P_SOCKET_RETRY_CNT), MC_PARAM_SRC_CONF_FILE);
+  MC_T_EQ_STR(mc_param_str(MC_P_DEBUG_SUBSYS), "NET");
+  MC_T_EQ_INT(mc_param_source(MC_P_DEBUG_SUBSYS), MC_PARAM_SRC_ENV);
+  MC_T_EQ_INT(mc_param_int(MC_P_INIT_TIMEOUT), 60);
+  MC_T_EQ_INT(mc_param_source(MC_P_INIT_TIMEOUT), MC_PARAM_SRC_ENV);
+  /* an invalid value in the file keeps the default */
+  MC_T_EQ_INT(mc_param_int(MC_P_SOCKET_RCVBUF), -1);
+  MC_T_EQ_INT(mc_param_source(MC_P_SOCKET_RCVBUF), MC_PARAM_SRC_DEFAULT);
+
+  /* the dump says where each changed value came from */
+  mem = open_memstream(&dump, &dump_len);
+  MC_T_TRUE(mem != NULL);
+  mc_param_dump(mem, false, true);
+  fclose(mem);
+  snprintf(expect, sizeof(expect), "%s:2;", conf);
+  MC_T_CONTAINS(dump, expect);
+  snprintf(expect, sizeof(expect), "%s:5;", conf);
+  MC_T_CONTAINS(dump, expect);
+  MC_T_CONTAINS(dump, "environment");
+  MC_T_TRUE(strstr(dump, "NCCL_SOCKET_SNDBUF") == NULL); /* changed_only */
+  free(dump);
+
+  /* the loader's complaints are logged once, at WARN */
+  mc_param_report_once();
+  text = read_file(log);
+  snprintf(expect, sizeof(expect), "%s:3: expected NAME=value, found 'this line has no equals sign",
+           conf);
+  MC_T_CONTAINS(text, expect);
+  MC_T_CONTAINS(text, "unknown variable NCCL_SOCKET_IFNAM");
+  MC_T_CONTAINS(text, "did you mean NCCL_SOCKET_IFNAME?");
+  snprintf(expect, sizeof(expect), "NCCL_SOCKET_RCVBUF='lots' (%s:8) is not an integer", conf);
+  MC_T_CONTAINS(text, expect);
+  /* the comment and the blank line are not complaints */
+  MC_T_TRUE(strstr(text, "a comment") == NULL);
+  unlink(log);
+}
+
+static void conf_file(void)
+{
+  char conf[512];
+
+  run_in_child(child_conf_file);
+  tmp_path("nccl.conf", conf, sizeof(conf));
+  MC_T_EQ_INT(unlink(conf), 0);
+}
+
+static void child_conf_file_missing(void)
+{
+  char log[512];
+  char conf[512];
+
+  tmp_path("missing.log", log, sizeof(log));
+  tmp_path("does-not-exist.conf", conf, sizeof(conf));
+  setenv("NCCL_CONF_FILE", conf, 1);
+  setenv("NCCL_DEBUG", "WARN", 1);
+  setenv("NCCL_DEBUG_FILE", log, 1);
+  setenv("NCCL_SOCKET_IFNAM", "eth0", 1); /* unknown in the environment too */
+  setenv("NCCL_IB_HCA", "mlx5", 1);       /* NCCL's, not used: no warning */
+  mc_param_reset_for_tests();
+  MC_T_NULL(mc_param_str(MC_P_SOCKET_IFNAME));
+  mc_param_report_once();
+  MC_T_CONTAINS(read_file(log), "does-not-exist.conf cannot be opened");
+  MC_T_CONTAINS(read_file(log), "unknown variable NCCL_SOCKET_IFNAM (environment); did you mean "
+                                "NCCL_SOCKET_IFNAME?");
+  MC_T_TRUE(strstr(read_file(log), "NCCL_IB_HCA") == NULL);
+  unlink(log);
+}
+
+static void conf_file_missing(void)
+{
+  run_in_child(child_conf_file_missing);
+}
+
+/* "The first source that sets a name wins", also when its value is invalid:
+ * the warning promises the default, so a later source must not be used. */
+static void child_invalid_env_not_overridden(void)
+{
+  char conf[512];
+  char log[512];
+  char expect[600];
+
+  tmp_path("override.conf", conf, sizeof(conf));
+  tmp_path("override.log", log, sizeof(log));
+  write_file(conf, "NCCL_SOCKET_RETRY_CNT=7\n");
+  setenv("NCCL_CONF_FILE", conf, 1);
+  setenv("NCCL_SOCKET_RETRY_CNT", "seven", 1);
+  setenv("NCCL_DEBUG", "WARN", 1);
+  setenv("NCCL_DEBUG_FILE", log, 1);
+  mc_param_reset_for_tests();
+  mc_param_report_once();
+  snprintf(expect, sizeof(expect),
+           "NCCL_SOCKET_RETRY_CNT='seven' (environment) is not an integer in [0, 1000000]; "
+           "using the default 34");
+  MC_T_CONTAINS(read_file(log), expect);
+  MC_T_EQ_INT(mc_param_int(MC_P_SOCKET_RETRY_CNT), 34);
+  MC_T_EQ_INT(mc_param_source(MC_P_SOCKET_RETRY_CNT), MC_PARAM_SRC_DEFAULT);
+  unlink(log);
+  unlink(conf);
+}
+
+static void invalid_env_not_overridden(void)
+{
+  run_in_child(child_invalid_env_not_overridden);
+}
+
+static void dump_markdown(void)
+{
+  char *dump = NULL;
+  size_t len = 0;
+  FILE *mem = open_memstream(&dump, &len);
+  char row[128];
+
+  MC_T_TRUE(mem != NULL);
+  mc_param_dump(mem, true, false);
+  fclose(mem);
+  MC_T_CONTAINS(dump, "| Variable | Default | Meaning |");
+  for (int i = 0; i < N_NAMES; i++) {
+    snprintf(row, sizeof(row), "| `%s` | `", all_names[i]);
+    if (strstr(dump, row) == NULL) {
+      free(dump);
+      MC_T_FAIL("markdown dump has no row for %s", all_names[i]);
+    }
+  }
+  MC_T_CONTAINS(dump, "| `NCCL_SOCKET_IFNAME` | `unset` |");
+  MC_T_CONTAINS(dump, "| `MESHCCL_INIT_TIMEOUT` | `300` |");
+  MC_T_CONTAINS(dump, "| `NCCL_COMM_BLOCKING` | `unset` |");
+  MC_T_CONTAINS(dump, "| `NCCL_DEBUG_SUBSYS` | `INIT,BOOTSTRAP,ENV` |");
+  free(dump);
+}
+
+/* Removes the private directory (and what a failed child left in it). */
+static void cleanup(void)
+{
+  DIR *d;
+  struct dirent *e;
+  char path[1024];
+
+  if (tmp_dir[0] == '\0')
+    return;
+  d = opendir(tmp_dir);
+  MC_T_TRUE(d != NULL);
+  while ((e = readdir(d)) != NULL) {
+    if ((strcmp(e->d_name, ".") != 0) && (strcmp(e->d_name, "..") != 0)) {
+      snprintf(path, sizeof(path), "%s/%s", tmp_dir, e->d_name);
+      unlink(path);
+    }
+  }
+  closedir(d);
+  MC_T_EQ_INT(rmdir(tmp_dir), 0);
+}
+
+MC_T_MAIN(defaults, set_for_tests, edit_distance, closest, conf_file, conf_file_missing,
+          invalid_env_not_overridden, dump_markdown, cleanup)
