@@ -35,6 +35,8 @@
 #include <sys/types.h>
 #include <sys/wait.h>
 
+#define ROOT_PORT_MIN 12000
+#define ROOT_PORT_MAX 28000
 #define PROG_NAME     "meshccl-run"
 #define MAX_RANKS     1024
 #define MAX_LINE      (64 * 1024) /* longer lines are split */
@@ -624,11 +626,12 @@ static int spawn_rank(struct launcher *l, int r)
 }
 
 /* Returns a free TCP port on 127.0.0.1, or -1. */
-static int find_free_port(void)
+/* Binds 127.0.0.1:port (0: any) and returns the port bound, or -1. */
+static int try_port(int port)
 {
   struct sockaddr_in sa;
   socklen_t len = sizeof(sa);
-  int port = -1;
+  int got = -1;
   int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
 
   if (fd < 0) {
@@ -637,13 +640,32 @@ static int find_free_port(void)
   memset(&sa, 0, sizeof(sa));
   sa.sin_family = AF_INET;
   sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  sa.sin_port = 0;
+  sa.sin_port = htons((uint16_t)port);
   if (bind(fd, (struct sockaddr *)&sa, sizeof(sa)) == 0 &&
       getsockname(fd, (struct sockaddr *)&sa, &len) == 0) {
-    port = ntohs(sa.sin_port);
+    got = ntohs(sa.sin_port);
   }
   close(fd);
-  return port;
+  return got;
+}
+
+/*
+ * A free port for the root, below Linux's ephemeral range (32768-60999):
+ * ports the kernel hands out for port 0 can be taken by any listener of the
+ * job (the ranks' own bootstrap sockets) between two communicators that reuse
+ * NCCL_COMM_ID, and a rank would then register with the wrong socket.
+ */
+static int find_free_port(void)
+{
+  unsigned int seed = (unsigned int)getpid() ^ (unsigned int)time(NULL);
+
+  for (int i = 0; i < 200; i++) {
+    int port = ROOT_PORT_MIN + (int)(rand_r(&seed) % (ROOT_PORT_MAX - ROOT_PORT_MIN));
+    if (try_port(port) == port) {
+      return port;
+    }
+  }
+  return try_port(0);
 }
 
 /* Sets the variables every rank shares in our own environment; children inherit them. */
@@ -908,17 +930,34 @@ static int launcher_init(struct launcher *l, int argc, char **argv)
   return 0;
 }
 
+static void launcher_fini(struct launcher *l)
+{
+  for (int r = 0; (l->ranks != NULL) && (r < l->opt.np); r++) {
+    for (int st = 0; st < N_STREAMS; st++)
+      free(l->ranks[r].line[st].data);
+  }
+  free(l->ranks);
+  free(l->pfd);
+  free(l->pfd_rank);
+  free(l->pfd_stream);
+}
+
 int main(int argc, char **argv)
 {
   struct launcher l;
+  int rc;
 
   if (launcher_init(&l, argc, argv) != 0) {
+    launcher_fini(&l);
     return 1;
   }
   spawn_all(&l);
   if (event_loop(&l) != 0) {
     signal_ranks(&l, SIGKILL, false);
+    launcher_fini(&l);
     return 1;
   }
-  return exit_code(&l);
+  rc = exit_code(&l);
+  launcher_fini(&l);
+  return rc;
 }

@@ -284,14 +284,19 @@ ncclResult_t ncclCommDestroy(ncclComm_t comm)
 NCCL_API(ncclResult_t, ncclCommAbort, ncclComm_t comm);
 ncclResult_t ncclCommAbort(ncclComm_t comm)
 {
+  bool was_ready;
+
   if (comm == NULL)
     return ncclSuccess;
   MC_CHECK(comm_check(comm, "ncclCommAbort"));
+  was_ready = __atomic_load_n(&comm->async_result, __ATOMIC_ACQUIRE) == ncclSuccess;
   __atomic_store_n(&comm->abort_flag, 1, __ATOMIC_RELEASE);
   mc_comm_join_init(comm); /* every wait sees the flag within a poll tick */
   MC_INFO(MC_SUB_INIT | MC_SUB_DESTROY, "comm %p rank %d nranks %d - Abort COMPLETE", (void *)comm,
           comm->rank, comm->n_ranks);
-  mc_comm_free(comm, 0);
+  /* An init in progress is cut short; after a complete init, the root (if
+   * hosted here) gets a moment to serve ranks that are finishing theirs. */
+  mc_comm_free(comm, was_ready ? MC_COMM_ROOT_WAIT_MS / 2 : 0);
   return ncclSuccess;
 }
 

@@ -77,8 +77,23 @@ now_ms() {
   echo $((t / 1000))
 }
 
+# A free port below the ephemeral range (32768+), where no rank's own
+# listening socket can take it before rank 0's root binds it.
 free_port() {
-  python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'
+  python3 -c '
+import random, socket
+for _ in range(200):
+    p = random.randrange(12000, 28000)
+    s = socket.socket()
+    try:
+        s.bind(("127.0.0.1", p))
+        print(p)
+        break
+    except OSError:
+        pass
+    finally:
+        s.close()
+'
 }
 
 # bg NAME CMD...: starts CMD in the background, stdout+stderr to $TMP/NAME.out;
