@@ -84,6 +84,13 @@ typedef struct {
 /** Fills *info for a ready communicator. */
 ncclResult_t meshcclCommGetInfo(const ncclComm_t comm, meshcclCommInfo_t *info);
 
+/**
+ * What this rank learned at init about rank `peer` (any rank of comm):
+ * host, pid, node, local rank, device and bootstrap interface. Of the
+ * timings only `bootstrap` is known for other ranks; the others are 0.
+ */
+ncclResult_t meshcclCommGetPeerInfo(const ncclComm_t comm, int peer, meshcclCommInfo_t *info);
+
 #ifdef __cplusplus
 }
 #endif

@@ -29,6 +29,35 @@ static const char *launcher_str(meshcclLauncher_t l)
   }
 }
 
+/* Rank 0's view of the job: one line per rank, then its own init breakdown. */
+static void print_report(ncclComm_t comm, const meshcclEnvInfo_t *env, const meshcclCommInfo_t *me,
+                         int version)
+{
+  const meshcclInitTimings_t *t = &me->timings;
+
+  printf("meshccl %d (NCCL API %d.%d.%d): %d ranks on %d host(s), launched by %s, bootstrap "
+         "root %s\n",
+         version, NCCL_MAJOR, NCCL_MINOR, NCCL_PATCH, me->nranks, me->nNodes,
+         launcher_str(env->launcher), env->rootAddr);
+  printf("%5s  %-16s %8s %5s %10s %6s  %-24s %10s\n", "rank", "host", "pid", "node", "localRank",
+         "device", "bootstrap interface", "bootstrap");
+  for (int r = 0; r < me->nranks; r++) {
+    meshcclCommInfo_t p;
+    char ifc[sizeof(p.bootstrapIf) + sizeof(p.bootstrapAddr) + 2];
+    char local[24];
+    if (meshcclCommGetPeerInfo(comm, r, &p) != ncclSuccess)
+      continue;
+    snprintf(ifc, sizeof(ifc), "%s %s", p.bootstrapIf, p.bootstrapAddr);
+    snprintf(local, sizeof(local), "%d/%d", p.localRank, p.localRanks);
+    printf("%5d  %-16s %8d %5d %10s %6d  %-24s %9.1fms\n", r, p.host, p.pid, p.node, local,
+           p.device, ifc, p.timings.bootstrap * 1e3);
+  }
+  printf("Init timings (rank 0, ms): total %.2f (kernels %.2f, alloc %.2f, bootstrap %.2f, "
+         "allgathers %.2f, topo %.2f, graphs %.2f, connections %.2f, rest %.2f)\n",
+         t->total * 1e3, t->kernels * 1e3, t->alloc * 1e3, t->bootstrap * 1e3, t->allgathers * 1e3,
+         t->topo * 1e3, t->graphs * 1e3, t->connections * 1e3, t->rest * 1e3);
+}
+
 int main(int argc, char **argv)
 {
   meshcclEnvInfo_t env;
@@ -62,20 +91,9 @@ int main(int argc, char **argv)
       printf("init nranks %d total %.6f alloc %.6f bootstrap %.6f allgathers %.6f rest %.6f\n",
              info.nranks, info.timings.total, info.timings.alloc, info.timings.bootstrap,
              info.timings.allgathers, info.timings.rest);
-  } else if (info.rank == 0)
-    printf("meshccl %d (NCCL API %d.%d.%d): %d ranks on %d host(s), launched by %s, root %s\n",
-           version, NCCL_MAJOR, NCCL_MINOR, NCCL_PATCH, info.nranks, info.nNodes,
-           launcher_str(env.launcher), env.rootAddr);
-  if (!quiet)
-    printf("rank %d/%d host %s pid %d node %d/%d localRank %d/%d device %d bootstrap %s %s\n",
-           info.rank, info.nranks, info.host, info.pid, info.node, info.nNodes, info.localRank,
-           info.localRanks, info.device, info.bootstrapIf, info.bootstrapAddr);
-  if (!quiet)
-    printf("rank %d init timings (s): total %.4f (kernels %.4f, alloc %.4f, bootstrap %.4f, "
-           "allgathers %.4f, topo %.4f, graphs %.4f, connections %.4f, rest %.4f)\n",
-           info.rank, info.timings.total, info.timings.kernels, info.timings.alloc,
-           info.timings.bootstrap, info.timings.allgathers, info.timings.topo, info.timings.graphs,
-           info.timings.connections, info.timings.rest);
+  } else if (info.rank == 0) {
+    print_report(comm, &env, &info, version);
+  }
   res = ncclCommDestroy(comm);
   if (res != ncclSuccess) {
     fprintf(stderr, "meshccl-hello: destroy failed: %s\n", ncclGetErrorString(res));

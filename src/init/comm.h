@@ -31,6 +31,9 @@ struct mc_peer_info {
   uint64_t shm_dev;   /* st_dev of /dev/shm */
   uint64_t comm_ptr;  /* for ranks of one process */
   char host[MC_HOST_BYTES];
+  char if_name[16]; /* bootstrap interface, for reports */
+  char if_addr[48];
+  double t_bootstrap; /* seconds this rank spent in its bootstrap */
 };
 
 /* Who is where, derived from the peer infos (mc_comm_nodes_compute). */

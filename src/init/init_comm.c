@@ -132,9 +132,16 @@ static ncclResult_t stage_peers(struct ncclComm *comm)
   me->shm_dev = shm_dev_id();
   me->comm_ptr = (uint64_t)(uintptr_t)comm;
   mc_host_name(me->host, sizeof(me->host));
+  snprintf(me->if_name, sizeof(me->if_name), "%s", mc_boot_ifc(comm->boot)->name);
+  mc_sockaddr_str(&mc_boot_ifc(comm->boot)->addr, me->if_addr, sizeof(me->if_addr));
+  me->if_addr[strcspn(me->if_addr, "<")] = '\0'; /* the interface's address, not a port */
+  me->t_bootstrap = comm->t.bootstrap;
   MC_CHECK(mc_boot_allgather(comm->boot, comm->peers, sizeof(*comm->peers)));
-  for (int i = 0; i < comm->n_ranks; i++)
+  for (int i = 0; i < comm->n_ranks; i++) {
     comm->peers[i].host[MC_HOST_BYTES - 1] = '\0';
+    comm->peers[i].if_name[sizeof(comm->peers[i].if_name) - 1] = '\0';
+    comm->peers[i].if_addr[sizeof(comm->peers[i].if_addr) - 1] = '\0';
+  }
   MC_CHECK(mc_comm_nodes_compute(comm->peers, comm->n_ranks, comm->rank, &comm->nodes));
   comm->dev = comm->nodes.dev[comm->rank];
   mc_log_set_thread_dev(comm->dev);

@@ -21,6 +21,9 @@
 
 /* Below Linux's default ephemeral range (32768-60999), so that no client
  * connection of this host holds the port. */
+_Static_assert(sizeof(meshcclInitTimings_t) == sizeof(struct mc_comm_timings),
+               "public timings mirror the internal ones");
+
 #define DERIVED_PORT_BASE  12000
 #define DERIVED_PORT_RANGE 16000
 
@@ -164,35 +167,47 @@ __attribute__((visibility("default"))) ncclResult_t meshcclCommInitFromEnv(ncclC
   return ncclCommInitRankConfig(comm, info.nranks, id, info.rank, config);
 }
 
-__attribute__((visibility("default"))) ncclResult_t meshcclCommGetInfo(const ncclComm_t comm,
-                                                                       meshcclCommInfo_t *info)
+__attribute__((visibility("default"))) ncclResult_t
+meshcclCommGetPeerInfo(const ncclComm_t comm, int peer, meshcclCommInfo_t *info)
 {
   meshcclCommInfo_t out;
+  const struct mc_peer_info *p;
   int state;
 
   if ((comm == NULL) || (info == NULL) || (comm->live_magic != MC_COMM_LIVE_MAGIC))
-    return MC_FAIL(ncclInvalidArgument, "meshcclCommGetInfo : invalid argument");
+    return MC_FAIL(ncclInvalidArgument, "meshcclCommGetPeerInfo : invalid argument");
   state = __atomic_load_n(&comm->async_result, __ATOMIC_ACQUIRE);
   if (state != ncclSuccess)
-    return MC_FAIL(ncclInvalidUsage, "meshcclCommGetInfo : communicator %p is not ready (%d)",
+    return MC_FAIL(ncclInvalidUsage, "meshcclCommGetPeerInfo : communicator %p is not ready (%d)",
                    (void *)comm, state);
+  if ((peer < 0) || (peer >= comm->n_ranks))
+    return MC_FAIL(ncclInvalidArgument, "meshcclCommGetPeerInfo : rank %d of %d", peer,
+                   comm->n_ranks);
+  p = &comm->peers[peer];
   memset(&out, 0, sizeof(out));
-  out.rank = comm->rank;
+  out.rank = peer;
   out.nranks = comm->n_ranks;
   out.nNodes = comm->nodes.n_nodes;
-  out.node = comm->nodes.rank_to_node[comm->rank];
-  out.localRank = comm->nodes.local_rank;
-  out.localRanks = comm->nodes.local_ranks;
-  out.device = comm->dev;
-  out.pid = (int)getpid();
-  snprintf(out.host, sizeof(out.host), "%s", comm->peers[comm->rank].host);
-  if (comm->boot != NULL) {
-    const struct mc_ifc *ifc = mc_boot_ifc(comm->boot);
-    snprintf(out.bootstrapIf, sizeof(out.bootstrapIf), "%s", ifc->name);
-    mc_sockaddr_str(&ifc->addr, out.bootstrapAddr, sizeof(out.bootstrapAddr));
-    out.bootstrapAddr[strcspn(out.bootstrapAddr, "<")] = '\0'; /* the interface, not a port */
-  }
-  memcpy(&out.timings, &comm->t, sizeof(out.timings));
+  out.node = comm->nodes.rank_to_node[peer];
+  out.localRank = comm->nodes.rank_to_local_rank[peer];
+  out.localRanks = comm->nodes.node_n_ranks[out.node];
+  out.device = comm->nodes.dev[peer];
+  out.pid = p->pid;
+  snprintf(out.host, sizeof(out.host), "%s", p->host);
+  snprintf(out.bootstrapIf, sizeof(out.bootstrapIf), "%s", p->if_name);
+  snprintf(out.bootstrapAddr, sizeof(out.bootstrapAddr), "%s", p->if_addr);
+  if (peer == comm->rank)
+    memcpy(&out.timings, &comm->t, sizeof(out.timings));
+  else
+    out.timings.bootstrap = p->t_bootstrap;
   *info = out;
   return ncclSuccess;
+}
+
+__attribute__((visibility("default"))) ncclResult_t meshcclCommGetInfo(const ncclComm_t comm,
+                                                                       meshcclCommInfo_t *info)
+{
+  if ((comm == NULL) || (comm->live_magic != MC_COMM_LIVE_MAGIC))
+    return MC_FAIL(ncclInvalidArgument, "meshcclCommGetInfo : invalid argument");
+  return meshcclCommGetPeerInfo(comm, comm->rank, info);
 }

@@ -26,12 +26,13 @@
 #include "log.h"
 #include "params.h"
 
-#define POLL_TICK_MS        10
-#define HANDSHAKE_BYTES     12
-#define HANDSHAKE_WINDOW_MS 5000 /* a silent connection is dropped after this */
-#define LISTEN_BACKLOG      16384
-#define MAX_RETRY_SLEEP_MS  1000
-#define MAX_MSG_BYTES       (1u << 30)
+#define POLL_TICK_MS         10
+#define HANDSHAKE_BYTES      12
+#define HANDSHAKE_WINDOW_MS  5000 /* a silent connection is dropped after this */
+#define LISTEN_BACKLOG       16384
+#define MAX_RETRY_SLEEP_MS   1000
+#define FIRST_RETRY_SLEEP_MS 5
+#define MAX_MSG_BYTES        (1u << 30)
 
 static ncclResult_t set_err(struct mc_sock *s, int end, ncclResult_t res, const char *fmt, ...)
     __attribute__((format(printf, 4, 5)));
@@ -367,7 +368,12 @@ ncclResult_t mc_sock_connect(const union mc_sockaddr *to, uint64_t magic, uint32
                      "connect to %s failed %d times (last: %s)", mc_sockaddr_str(to, a, sizeof(a)),
                      attempt, strerror(e));
     }
+    /* NCCL's linear back-off (attempt x unit), but starting at 5 ms and doubling
+     * until it meets the linear schedule: a root that is just starting (the
+     * usual refusal at init) is reached within milliseconds. */
     pause = attempt * sleep_unit;
+    if ((attempt < 16) && ((FIRST_RETRY_SLEEP_MS << (attempt - 1)) < pause))
+      pause = FIRST_RETRY_SLEEP_MS << (attempt - 1);
     if (pause > MAX_RETRY_SLEEP_MS)
       pause = MAX_RETRY_SLEEP_MS;
     MC_TRACE(MC_SUB_NET, "connect to %s: %s, retry %d in %d ms", mc_sockaddr_str(to, a, sizeof(a)),
