@@ -40,6 +40,8 @@ typedef struct {
   int localRank;      /**< -1 when the launcher does not say */
   int localSize;      /**< -1 when the launcher does not say */
   char rootAddr[256]; /**< "host:port" of the bootstrap root all ranks use */
+  char rootFrom[64];  /**< where rootAddr came from: "NCCL_COMM_ID", "MASTER_ADDR:MASTER_PORT",
+                           or "derived from the job id" */
 } meshcclEnvInfo_t;
 
 /**

@@ -99,11 +99,13 @@ static ncclResult_t root_address(meshcclEnvInfo_t *info)
 
   if (comm_id != NULL) {
     snprintf(info->rootAddr, sizeof(info->rootAddr), "%s", comm_id);
+    snprintf(info->rootFrom, sizeof(info->rootFrom), "NCCL_COMM_ID");
     return ncclSuccess;
   }
   if ((maddr != NULL) && (mport != NULL)) {
     bool is_v6 = (strchr(maddr, ':') != NULL) && (maddr[0] != '[');
     snprintf(info->rootAddr, sizeof(info->rootAddr), is_v6 ? "[%s]:%s" : "%s:%s", maddr, mport);
+    snprintf(info->rootFrom, sizeof(info->rootFrom), "MASTER_ADDR:MASTER_PORT");
     return ncclSuccess;
   }
   if (info->localSize != info->nranks)
@@ -123,6 +125,7 @@ static ncclResult_t root_address(meshcclEnvInfo_t *info)
     snprintf(key, sizeof(key), "slurm:%s:%s", (job != NULL) ? job : "", (step != NULL) ? step : "");
   }
   snprintf(info->rootAddr, sizeof(info->rootAddr), "127.0.0.1:%d", derived_port(key));
+  snprintf(info->rootFrom, sizeof(info->rootFrom), "derived from the job id (%s)", key);
   return ncclSuccess;
 }
 
@@ -157,7 +160,7 @@ __attribute__((visibility("default"))) ncclResult_t meshcclCommInitFromEnv(ncclC
   if (comm == NULL)
     return MC_FAIL(ncclInvalidArgument, "meshcclCommInitFromEnv : comm argument is NULL");
   MC_CHECK(meshcclGetEnvInfo(&info));
-  MC_CHECK(mc_sockaddr_parse(info.rootAddr, "bootstrap root address", &root));
+  MC_CHECK(mc_sockaddr_parse(info.rootAddr, info.rootFrom, &root));
   MC_CHECK(mc_boot_unique_id_at(&root, &id));
   MC_INFO(MC_SUB_INIT | MC_SUB_BOOTSTRAP,
           "meshcclCommInitFromEnv: %s rank %d of %d (local %d of "

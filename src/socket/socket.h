@@ -37,15 +37,16 @@ union mc_sockaddr {
 
 /* ---------- addresses (sock_addr.c) ---------- */
 
-/* Formats NCCL's way: "10.0.0.1<5000>", "fe80::1%eth0<5000>". Returns buf. */
+/* Formats NCCL's way: "10.0.0.1<5000>", "fe80::1%eth0<5000>"; an unknown family
+ * prints "(family N)". Cut to fit buf_bytes. Returns buf. */
 const char *mc_sockaddr_str(const union mc_sockaddr *a, char *buf, size_t buf_bytes);
 /* Length to pass to bind/connect for this family (0 for an unknown family). */
 socklen_t mc_sockaddr_len(const union mc_sockaddr *a);
 int mc_sockaddr_port(const union mc_sockaddr *a);
 void mc_sockaddr_set_port(union mc_sockaddr *a, int port);
-/* Same family, address and port. */
+/* Same family, address and port (IPv6 scope ids count only when both are set). */
 bool mc_sockaddr_equal(const union mc_sockaddr *a, const union mc_sockaddr *b);
-/* Loopback (127/8 or ::1). */
+/* Loopback (127/8, ::1, or ::ffff:127.x.y.z). */
 bool mc_sockaddr_is_loopback(const union mc_sockaddr *a);
 
 /*
@@ -66,12 +67,14 @@ struct mc_ifc {
 };
 
 /* NCCL_SOCKET_IFNAME syntax: "eth,ib" prefixes, "^docker,lo" excludes, "=eth0" exact
- * names, "^=docker0" exact excludes; ":port" suffixes are accepted and ignored. */
+ * names, "^=docker0" exact excludes; ":port" suffixes are accepted and ignored.
+ * More than MC_IF_PATTERN_MAX_NAMES names is an error (NCCL silently keeps 16). */
+#define MC_IF_PATTERN_MAX_NAMES 16
 struct mc_if_pattern {
   bool exclude;
   bool exact;
   int n;
-  char names[16][MC_IF_NAME_BYTES * 4];
+  char names[MC_IF_PATTERN_MAX_NAMES][MC_IF_NAME_BYTES * 4];
 };
 
 /* Parses a pattern; ncclInvalidUsage naming `what` and the value when empty or too long. */
@@ -97,10 +100,13 @@ bool mc_if_subnet_match(const struct mc_ifc *ifc, const union mc_sockaddr *addr)
  *   kernel routes to comm_id through; may be NULL);
  * - else if ifname_spec != NULL: the first interface matching it;
  * - else NCCL's order: ib*, anything but docker/lo/virbr, docker, lo, virbr.
- * `why_out` receives one line explaining the choice and the rejections
- * ("eth0 10.0.0.1: first of ^docker,lo,virbr; rejected lo (loopback, used
- * only when nothing else exists)"). ncclInvalidUsage naming the pattern and
- * the interfaces that exist when nothing fits.
+ * `why_out` (may be NULL) receives one line explaining the choice and the
+ * rejections ("eth0 10.0.0.1: first interface outside ^docker,lo,virbr;
+ * rejected: lo (loopback: last resort)"). With comm_id set,
+ * NCCL_SOCKET_IFNAME is ignored, as in NCCL. Only the first MC_MAX_IFS
+ * interfaces are considered. Outputs are written only on success;
+ * ncclInvalidUsage naming the pattern and the interfaces that exist when
+ * nothing fits.
  */
 ncclResult_t mc_if_choose(const struct mc_ifc *ifs, int n_ifs, const char *ifname_spec,
                           const union mc_sockaddr *comm_id, const union mc_sockaddr *route_src,
