@@ -391,35 +391,66 @@ const struct mc_ifc *mc_boot_ifc(const struct mc_boot *b)
 
 /* ---------- collectives over bootstrap sockets ---------- */
 
-/* Unidirectional ring allgather over (send to next, recv from prev). */
+/* Runs ops; on failure names the neighbour whose socket failed. */
+static ncclResult_t ring_io(struct mc_boot *b, struct mc_sock_op *ops, int n_ops,
+                            const struct mc_wait *w, const struct mc_sock *snd, int next, int prev)
+{
+  ncclResult_t res = mc_sock_io_multi(ops, n_ops, w);
+
+  if (res == ncclSuccess)
+    return ncclSuccess;
+  for (int i = 0; i < n_ops; i++) {
+    if (ops[i].failed)
+      return boot_fail(b, res, ops[i].sock, (ops[i].sock == snd) ? next : prev,
+                       "in a bootstrap allgather");
+  }
+  return boot_fail(b, res, snd, next, "in a bootstrap allgather");
+}
+
+/*
+ * Bidirectional ring allgather (NCCL 2.28+'s socketRingAllGather): each TCP
+ * ring connection carries data both ways, so ceil((n-1)/2) steps instead of
+ * n-1. Step s sends slice idx-s forward and slice idx+s backward, and
+ * receives idx-s-1 from prev and idx+s+1 from next; when n-1 is odd the last
+ * step only goes forward. A header first checks that all agree on the size.
+ */
 static ncclResult_t ring_allgather(struct mc_boot *b, struct mc_sock *snd, struct mc_sock *rcv,
                                    int n, int idx, const int *ranks, char *data, size_t slice)
 {
   int next = (ranks != NULL) ? ranks[(idx + 1) % n] : (idx + 1) % n;
   int prev = (ranks != NULL) ? ranks[(idx + n - 1) % n] : (idx + n - 1) % n;
   uint32_t hdr_out[2] = {b->ag_seq, (uint32_t)slice};
-  uint32_t hdr_in[2] = {0, 0};
+  uint32_t hdr_prev[2] = {0, 0};
+  uint32_t hdr_next[2] = {0, 0};
   struct mc_wait w = boot_wait(b);
-  ncclResult_t res;
+  int n_full = (n - 1) / 2;
+  struct mc_sock_op hops[4] = {
+      {.sock = snd, .is_send = true, .buf = hdr_out, .bytes = sizeof(hdr_out)},
+      {.sock = rcv, .is_send = true, .buf = hdr_out, .bytes = sizeof(hdr_out)},
+      {.sock = rcv, .is_send = false, .buf = hdr_prev, .bytes = sizeof(hdr_prev)},
+      {.sock = snd, .is_send = false, .buf = hdr_next, .bytes = sizeof(hdr_next)},
+  };
 
   b->ag_seq++;
-  res = mc_sock_sendrecv(snd, hdr_out, sizeof(hdr_out), rcv, hdr_in, sizeof(hdr_in), &w);
-  if (res != ncclSuccess)
-    return boot_fail(b, res, (snd->end != MC_SOCK_END_NONE) ? snd : rcv,
-                     (snd->end != MC_SOCK_END_NONE) ? next : prev, "in a bootstrap allgather");
-  if (hdr_in[1] != (uint32_t)slice)
+  MC_CHECK(ring_io(b, hops, 4, &w, snd, next, prev));
+  if ((hdr_prev[1] != (uint32_t)slice) || (hdr_next[1] != (uint32_t)slice))
     return MC_FAIL(ncclInvalidUsage,
-                   "Bootstrap: rank %d: allgather slice of %u bytes from rank "
-                   "%d, expected %zu: the ranks disagree on what they exchange (mixed versions?)",
-                   b->rank, hdr_in[1], prev, slice);
-  for (int s = 0; s < n - 1; s++) {
-    int send_slice = (idx - s + n) % n;
-    int recv_slice = (idx - s - 1 + n) % n;
-    res = mc_sock_sendrecv(snd, data + (size_t)send_slice * slice, slice, rcv,
-                           data + (size_t)recv_slice * slice, slice, &w);
-    if (res != ncclSuccess)
-      return boot_fail(b, res, (snd->end != MC_SOCK_END_NONE) ? snd : rcv,
-                       (snd->end != MC_SOCK_END_NONE) ? next : prev, "in a bootstrap allgather");
+                   "Bootstrap: rank %d: allgather slices of %u (rank %d) and %u (rank %d) bytes, "
+                   "expected %zu: the ranks disagree on what they exchange (mixed versions?)",
+                   b->rank, hdr_prev[1], prev, hdr_next[1], next, slice);
+  for (int s = 0; s <= n_full; s++) {
+    bool is_half = (s == n_full);
+    struct mc_sock_op ops[4] = {
+        {.sock = snd, .is_send = true, .buf = data + (size_t)((idx - s + n) % n) * slice},
+        {.sock = rcv, .is_send = false, .buf = data + (size_t)((idx - s - 1 + n) % n) * slice},
+        {.sock = rcv, .is_send = true, .buf = data + (size_t)((idx + s) % n) * slice},
+        {.sock = snd, .is_send = false, .buf = data + (size_t)((idx + s + 1) % n) * slice},
+    };
+    if (is_half && ((n - 1) % 2 == 0))
+      break;
+    for (int i = 0; i < 4; i++)
+      ops[i].bytes = slice;
+    MC_CHECK(ring_io(b, ops, is_half ? 2 : 4, &w, snd, next, prev));
   }
   return ncclSuccess;
 }

@@ -438,51 +438,62 @@ static int io_step(struct mc_sock *s, bool is_send, char *buf, size_t bytes, siz
   return -1;
 }
 
-ncclResult_t mc_sock_sendrecv(struct mc_sock *out, const void *sbuf, size_t sbytes,
-                              struct mc_sock *in, void *rbuf, size_t rbytes,
-                              const struct mc_wait *w)
+ncclResult_t mc_sock_io_multi(struct mc_sock_op *ops, int n_ops, const struct mc_wait *w)
 {
-  size_t sdone = 0;
-  size_t rdone = 0;
+  struct pollfd p[MC_SOCK_MAX_OPS];
   ncclResult_t res = ncclSuccess;
 
-  while ((sdone < sbytes) || (rdone < rbytes)) {
-    struct pollfd p[2];
+  if (n_ops > MC_SOCK_MAX_OPS)
+    return ncclInternalError;
+  for (;;) {
     int np = 0;
     int moved = 0;
-    int st;
+    struct mc_sock_op *waiting = NULL;
 
-    if (sdone < sbytes) {
-      st = io_step(out, true, (char *)(uintptr_t)sbuf, sbytes, &sdone, &res);
-      if (st < 0)
+    for (int i = 0; i < n_ops; i++) {
+      struct mc_sock_op *op = &ops[i];
+      int st;
+      if (op->done == op->bytes)
+        continue;
+      st = io_step(op->sock, op->is_send, op->buf, op->bytes, &op->done, &res);
+      if (st < 0) {
+        op->failed = true;
         return res;
-      moved += st;
-    }
-    if (rdone < rbytes) {
-      st = io_step(in, false, rbuf, rbytes, &rdone, &res);
-      if (st < 0)
-        return res;
+      }
       moved += st;
     }
     if (moved > 0)
       continue;
-    res = wait_check((rdone < rbytes) ? in : out, w,
-                     (rdone < rbytes) ? "receiving from" : "sending to");
-    if (res != ncclSuccess)
-      return res;
-    if (sdone < sbytes) {
-      p[np].fd = out->fd;
-      p[np].events = POLLOUT;
+    for (int i = 0; i < n_ops; i++) {
+      if (ops[i].done == ops[i].bytes)
+        continue;
+      if ((waiting == NULL) || !ops[i].is_send)
+        waiting = &ops[i]; /* name a receive in a timeout: that is what is missing */
+      p[np].fd = ops[i].sock->fd;
+      p[np].events = ops[i].is_send ? POLLOUT : POLLIN;
       np++;
     }
-    if (rdone < rbytes) {
-      p[np].fd = in->fd;
-      p[np].events = POLLIN;
-      np++;
+    if (np == 0)
+      return ncclSuccess;
+    res = wait_check(waiting->sock, w, waiting->is_send ? "sending to" : "receiving from");
+    if (res != ncclSuccess) {
+      waiting->failed = true;
+      return res;
     }
     (void)poll(p, (nfds_t)np, mc_deadline_left_ms(w->dl, POLL_TICK_MS));
   }
-  return ncclSuccess;
+}
+
+ncclResult_t mc_sock_sendrecv(struct mc_sock *out, const void *sbuf, size_t sbytes,
+                              struct mc_sock *in, void *rbuf, size_t rbytes,
+                              const struct mc_wait *w)
+{
+  struct mc_sock_op ops[2] = {
+      {.sock = out, .is_send = true, .buf = (void *)(uintptr_t)sbuf, .bytes = sbytes},
+      {.sock = in, .is_send = false, .buf = rbuf, .bytes = rbytes},
+  };
+
+  return mc_sock_io_multi(ops, 2, w);
 }
 
 ncclResult_t mc_sock_send_all(struct mc_sock *s, const void *buf, size_t bytes,

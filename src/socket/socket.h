@@ -225,6 +225,22 @@ ncclResult_t mc_sock_sendrecv(struct mc_sock *out, const void *sbuf, size_t sbyt
                               struct mc_sock *in, void *rbuf, size_t rbytes,
                               const struct mc_wait *w);
 
+/* One transfer of mc_sock_io_multi. */
+struct mc_sock_op {
+  struct mc_sock *sock;
+  bool is_send;
+  void *buf;
+  size_t bytes;
+  size_t done; /* in/out: bytes moved so far (start at 0) */
+  bool failed; /* out: the transfer that ended the call with an error */
+};
+
+#define MC_SOCK_MAX_OPS 8
+
+/* Runs up to MC_SOCK_MAX_OPS transfers at once (sockets may repeat, one
+ * direction each): NCCL's ncclSocketMultiOp. */
+ncclResult_t mc_sock_io_multi(struct mc_sock_op *ops, int n_ops, const struct mc_wait *w);
+
 /* Non-blocking probe: ncclSuccess with *readable_out when data (or EOF) is waiting. */
 ncclResult_t mc_sock_poll_readable(struct mc_sock *s, int timeout_ms, bool *readable_out);
 
