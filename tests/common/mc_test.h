@@ -16,6 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "mc_proc.h"
 #include "nccl.h"
 
 extern jmp_buf mc_t_jmp;
@@ -31,6 +32,28 @@ int mc_t_run(const char *file, int n, void (*const *fns)(void), const char *name
 const char *mc_t_last_error(void);
 /* Path of a file under tests/data. */
 const char *mc_t_data(const char *rel);
+
+/* Text of a whole (small) file, "" when it cannot be read (one static buffer). */
+const char *mc_t_read_file(const char *path);
+/* Writes text to path (fails the case when it cannot be opened). */
+void mc_t_write_file(const char *path, const char *text);
+
+/* Path of name in this test's private directory /tmp/mc_<test>.XXXXXX, made
+ * at the first use (make it in the parent before forking: mc_t_fork_run
+ * does). */
+void mc_t_tmp_path(const char *name, char *path, size_t path_bytes);
+/* Removes the private directory and the files in it, if it was made. */
+void mc_t_tmp_cleanup(void);
+
+/* Removes every NCCL_* / MESHCCL_* variable and HOME (no ~/.nccl.conf) from
+ * the environment of this (child) process. */
+void mc_t_clean_env(void);
+/* Forks; the child gets a clean environment (mc_t_clean_env) and runs fn,
+ * exiting 0 unless an assertion failed there (its messages are printed by
+ * the child). Returns the raw wait status. */
+int mc_t_fork_run(void (*fn)(void));
+/* mc_t_fork_run, and fails the case unless the child exited 0. */
+void mc_t_run_in_child(void (*fn)(void));
 
 #define MC_T_FAIL(...)  mc_t_fail(__FILE__, __LINE__, __VA_ARGS__)
 #define MC_T_SKIP(_why) mc_t_skip(__FILE__, __LINE__, (_why))

@@ -34,22 +34,6 @@
 
 static int g_rank = -1;
 
-#define FAILF(...)                                                                                 \
-  do {                                                                                             \
-    fprintf(stderr, "mp_errors rank %d: ", g_rank);                                                \
-    fprintf(stderr, __VA_ARGS__);                                                                  \
-    fprintf(stderr, "\n");                                                                         \
-    exit(1);                                                                                       \
-  } while (0)
-
-static double now_sec(void)
-{
-  struct timespec ts;
-
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
-
 /* Checks a call's result, its speed and the text ncclGetLastError(NULL) gives. */
 static void expect(const char *what, ncclResult_t got, double took, ncclResult_t want,
                    const char *text)
@@ -57,20 +41,20 @@ static void expect(const char *what, ncclResult_t got, double took, ncclResult_t
   const char *err = ncclGetLastError(NULL);
 
   if (got != want)
-    FAILF("%s returned %d (%s), expected %d (%s)", what, (int)got, ncclGetErrorString(got),
-          (int)want, ncclGetErrorString(want));
+    MC_MP_FAIL("%s returned %d (%s), expected %d (%s)", what, (int)got, ncclGetErrorString(got),
+               (int)want, ncclGetErrorString(want));
   if (took > 0.1)
-    FAILF("%s took %.3f s: argument errors must be immediate", what, took);
+    MC_MP_FAIL("%s took %.3f s: argument errors must be immediate", what, took);
   if ((text != NULL) && ((err == NULL) || (strstr(err, text) == NULL)))
-    FAILF("%s: last error '%s' does not contain '%s'", what, err ? err : "(null)", text);
+    MC_MP_FAIL("%s: last error '%s' does not contain '%s'", what, err ? err : "(null)", text);
   printf("%s -> %s: %s\n", what, ncclGetErrorString(got), (text != NULL) ? err : "");
 }
 
 #define EXPECT(call, want, text)                                                                   \
   do {                                                                                             \
-    double t0_ = now_sec();                                                                        \
+    double t0_ = mc_mp_now_sec();                                                                  \
     ncclResult_t r_ = (call);                                                                      \
-    expect(#call, r_, now_sec() - t0_, (want), (text));                                            \
+    expect(#call, r_, mc_mp_now_sec() - t0_, (want), (text));                                      \
   } while (0)
 
 static int run_args(void)
@@ -87,7 +71,7 @@ static int run_args(void)
   nomagic.blocking = 1;
   EXPECT(ncclCommInitRank(&comm, 4, id, -1), ncclInvalidArgument, "invalid rank");
   if (comm != NULL)
-    FAILF("*comm is %p after a failed ncclCommInitRank, expected NULL", (void *)comm);
+    MC_MP_FAIL("*comm is %p after a failed ncclCommInitRank, expected NULL", (void *)comm);
   EXPECT(ncclCommInitRank(&comm, 4, id, 4), ncclInvalidArgument, "invalid rank");
   EXPECT(ncclCommInitRank(&comm, 0, id, 0), ncclInvalidArgument, "number of ranks");
   EXPECT(ncclCommInitRank(&comm, -3, id, 0), ncclInvalidArgument, "number of ranks");
@@ -121,12 +105,12 @@ static int run_args(void)
   MC_MP_CHECK(ncclCommInitRank(&comm, 1, id, 0));
   MC_MP_CHECK(ncclGroupEnd());
   if (ncclCommCount(comm, &v) != ncclInvalidArgument)
-    FAILF("ncclCommCount after the inner ncclGroupEnd: expected ncclInvalidArgument (init not "
-          "run yet)");
+    MC_MP_FAIL("ncclCommCount after the inner ncclGroupEnd: expected ncclInvalidArgument (init not "
+               "run yet)");
   MC_MP_CHECK(ncclGroupEnd());
   MC_MP_CHECK(ncclCommCount(comm, &v));
   if (v != 1)
-    FAILF("ncclCommCount of the grouped 1-rank comm is %d", v);
+    MC_MP_FAIL("ncclCommCount of the grouped 1-rank comm is %d", v);
   MC_MP_CHECK(ncclCommDestroy(comm));
   printf("args: ok\n");
   return 0;
@@ -136,25 +120,13 @@ static int run_args(void)
 static ncclResult_t init_with_id_file(ncclComm_t *comm, const char *path, bool create)
 {
   ncclUniqueId id;
-  char tmp[4096];
-  FILE *f = NULL;
 
   if (create) {
     MC_MP_CHECK(ncclGetUniqueId(&id));
-    snprintf(tmp, sizeof(tmp), "%s.tmp", path);
-    f = fopen(tmp, "wb");
-    if ((f == NULL) || (fwrite(&id, 1, sizeof(id), f) != sizeof(id)) || (fclose(f) != 0) ||
-        (rename(tmp, path) != 0))
-      FAILF("cannot write %s", path);
-  } else {
-    for (int i = 0; (i < 2000) && (f == NULL); i++) {
-      f = fopen(path, "rb");
-      if (f == NULL)
-        usleep(10000);
-    }
-    if ((f == NULL) || (fread(&id, 1, sizeof(id), f) != sizeof(id)))
-      FAILF("cannot read the unique id from %s", path);
-    fclose(f);
+    if (mc_mp_write_id(path, &id) != 0)
+      MC_MP_FAIL("cannot write %s", path);
+  } else if (!mc_mp_wait_path(path, 20) || (mc_mp_read_id(path, &id) != sizeof(id))) {
+    MC_MP_FAIL("cannot read the unique id from %s", path);
   }
   return ncclCommInitRank(comm, mc_mp_env_int("WORLD_SIZE", -1), id, g_rank);
 }
@@ -166,6 +138,7 @@ static int run_init(int suicide_max_ms, const char *id_file, bool create)
   ncclResult_t res;
 
   g_rank = mc_mp_env_int("RANK", -1);
+  mc_mp_set_rank(g_rank);
   if (suicide_max_ms >= 0) {
     unsigned seed = (unsigned)getpid() ^ (unsigned)time(NULL);
     int ms = (int)(rand_r(&seed) % (unsigned)(suicide_max_ms + 1));
@@ -192,6 +165,7 @@ static int run_init(int suicide_max_ms, const char *id_file, bool create)
 
 int main(int argc, char **argv)
 {
+  mc_mp_set_name("mp_errors", g_rank);
   if ((argc == 2) && (strcmp(argv[1], "args") == 0))
     return run_args();
   if ((argc == 2) && (strcmp(argv[1], "init") == 0))

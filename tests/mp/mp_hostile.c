@@ -18,7 +18,6 @@
  */
 #include <arpa/inet.h>
 #include <errno.h>
-#include <fcntl.h>
 #include <netinet/in.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -35,57 +34,29 @@
 
 static int g_rank = -1;
 
-#define FAILF(...)                                                                                 \
-  do {                                                                                             \
-    fprintf(stderr, "mp_hostile rank %d: ", g_rank);                                               \
-    fprintf(stderr, __VA_ARGS__);                                                                  \
-    fprintf(stderr, "\n");                                                                         \
-    exit(1);                                                                                       \
-  } while (0)
-
 static void path_in(char *buf, size_t bytes, const char *dir, const char *name)
 {
   snprintf(buf, bytes, "%s/%s", dir, name);
 }
 
-static void touch(const char *dir, const char *name)
-{
-  char p[4096];
-  int fd;
-
-  path_in(p, sizeof(p), dir, name);
-  fd = open(p, O_CREAT | O_WRONLY, 0644);
-  if (fd < 0)
-    FAILF("cannot create %s: %s", p, strerror(errno));
-  close(fd);
-}
-
 /* Waits up to limit_s for DIR/name. */
-static int wait_for(const char *dir, const char *name, int limit_s)
+static bool wait_for(const char *dir, const char *name, int limit_s)
 {
   char p[4096];
 
   path_in(p, sizeof(p), dir, name);
-  for (int i = 0; i < limit_s * 100; i++) {
-    if (access(p, F_OK) == 0)
-      return 0;
-    usleep(10000);
-  }
-  return -1;
+  return mc_mp_wait_path(p, limit_s);
 }
 
 static void read_id(const char *dir, ncclUniqueId *id)
 {
   char p[4096];
-  FILE *f;
 
-  if (wait_for(dir, "id", 20) != 0)
-    FAILF("%s/id did not appear within 20 s", dir);
+  if (!wait_for(dir, "id", 20))
+    MC_MP_FAIL("%s/id did not appear within 20 s", dir);
   path_in(p, sizeof(p), dir, "id");
-  f = fopen(p, "rb");
-  if ((f == NULL) || (fread(id, 1, sizeof(*id), f) != sizeof(*id)))
-    FAILF("cannot read %s", p);
-  fclose(f);
+  if (mc_mp_read_id(p, id) != sizeof(*id))
+    MC_MP_FAIL("cannot read %s", p);
 }
 
 static int run_rank(const char *dir)
@@ -93,34 +64,24 @@ static int run_rank(const char *dir)
   ncclUniqueId id;
   ncclComm_t comm = NULL;
   int n = mc_mp_env_int("WORLD_SIZE", -1);
-  int v = -1;
 
   g_rank = mc_mp_env_int("RANK", -1);
+  mc_mp_set_rank(g_rank);
   if (getenv("NCCL_COMM_ID") != NULL)
-    FAILF("NCCL_COMM_ID must be unset");
+    MC_MP_FAIL("NCCL_COMM_ID must be unset");
   if (g_rank == 0) {
-    char tmp[4096];
     char p[4096];
-    FILE *f;
     MC_MP_CHECK(ncclGetUniqueId(&id));
-    path_in(tmp, sizeof(tmp), dir, "id.tmp");
     path_in(p, sizeof(p), dir, "id");
-    f = fopen(tmp, "wb");
-    if ((f == NULL) || (fwrite(&id, 1, sizeof(id), f) != sizeof(id)) || (fclose(f) != 0) ||
-        (rename(tmp, p) != 0))
-      FAILF("cannot write %s", p);
+    if (mc_mp_write_id(p, &id) != 0)
+      MC_MP_FAIL("cannot write %s", p);
   } else {
     read_id(dir, &id);
   }
-  if (wait_for(dir, "go", 20) != 0)
-    FAILF("%s/go did not appear within 20 s", dir);
+  if (!wait_for(dir, "go", 20))
+    MC_MP_FAIL("%s/go did not appear within 20 s", dir);
   MC_MP_CHECK(ncclCommInitRank(&comm, n, id, g_rank));
-  MC_MP_CHECK(ncclCommCount(comm, &v));
-  if (v != n)
-    FAILF("ncclCommCount is %d, expected %d", v, n);
-  MC_MP_CHECK(ncclCommUserRank(comm, &v));
-  if (v != g_rank)
-    FAILF("ncclCommUserRank is %d, expected %d", v, g_rank);
+  mc_mp_expect_count_rank(comm, n, g_rank);
   MC_MP_CHECK(ncclCommDestroy(comm));
   printf("rank %d: init ok despite the hostile connections\n", g_rank);
   return 0;
@@ -134,7 +95,7 @@ static int connect_root(const struct sockaddr_storage *ss)
   int fd = socket(ss->ss_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
 
   if ((fd < 0) || (connect(fd, (const struct sockaddr *)ss, len) != 0))
-    FAILF("connect to the root: %s", strerror(errno));
+    MC_MP_FAIL("connect to the root: %s", strerror(errno));
   return fd;
 }
 
@@ -163,6 +124,7 @@ static int run_attack(const char *dir)
   unsigned char junk[256];
   uint32_t big = 0xFFFFFFFFu;
   uint32_t small = 8;
+  char go[4096];
   int fd;
   int silent;
 
@@ -173,13 +135,13 @@ static int run_attack(const char *dir)
   if (ss.ss_family == AF_INET) {
     const struct sockaddr_in *sin = (const struct sockaddr_in *)&ss;
     if ((ntohl(sin->sin_addr.s_addr) >> 24) != 127)
-      FAILF("root address is not loopback: refusing to connect");
+      MC_MP_FAIL("root address is not loopback: refusing to connect");
   } else if (ss.ss_family == AF_INET6) {
     const struct sockaddr_in6 *sin6 = (const struct sockaddr_in6 *)&ss;
     if (!IN6_IS_ADDR_LOOPBACK(&sin6->sin6_addr))
-      FAILF("root address is not loopback: refusing to connect");
+      MC_MP_FAIL("root address is not loopback: refusing to connect");
   } else {
-    FAILF("root address family %d unknown", ss.ss_family);
+    MC_MP_FAIL("root address family %d unknown", ss.ss_family);
   }
   srand(12345);
   for (size_t i = 0; i < sizeof(junk); i++)
@@ -210,9 +172,10 @@ static int run_attack(const char *dir)
   usleep(100000);
   close(fd);
   silent = connect_root(&ss); /* nothing at all, kept open */
-  touch(dir, "go");
-  if (wait_for(dir, "done", 30) != 0)
-    FAILF("%s/done did not appear within 30 s", dir);
+  path_in(go, sizeof(go), dir, "go");
+  mc_mp_touch(go);
+  if (!wait_for(dir, "done", 30))
+    MC_MP_FAIL("%s/done did not appear within 30 s", dir);
   close(silent);
   printf("attack: done\n");
   return 0;
@@ -220,6 +183,7 @@ static int run_attack(const char *dir)
 
 int main(int argc, char **argv)
 {
+  mc_mp_set_name("mp_hostile", g_rank);
   if ((argc == 3) && (strcmp(argv[1], "rank") == 0))
     return run_rank(argv[2]);
   if ((argc == 3) && (strcmp(argv[1], "attack") == 0))

@@ -20,7 +20,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "mc_mp.h"
@@ -29,18 +28,10 @@
 
 static int g_rank = -1;
 
-#define FAILF(...)                                                                                 \
-  do {                                                                                             \
-    fprintf(stderr, "mp_init rank %d: ", g_rank);                                                  \
-    fprintf(stderr, __VA_ARGS__);                                                                  \
-    fprintf(stderr, "\n");                                                                         \
-    exit(1);                                                                                       \
-  } while (0)
-
 #define EXPECT_INT(what, got, want)                                                                \
   do {                                                                                             \
     if ((got) != (want))                                                                           \
-      FAILF("%s is %d, expected %d", (what), (int)(got), (int)(want));                             \
+      MC_MP_FAIL("%s is %d, expected %d", (what), (int)(got), (int)(want));                        \
   } while (0)
 
 static int env_first(const char *a, const char *b, int def)
@@ -72,10 +63,7 @@ static void check_comm(ncclComm_t comm, int rank, int size, int local, int nodes
   meshcclCommInfo_t info;
   int v = -1;
 
-  MC_MP_CHECK(ncclCommCount(comm, &v));
-  EXPECT_INT("ncclCommCount", v, size);
-  MC_MP_CHECK(ncclCommUserRank(comm, &v));
-  EXPECT_INT("ncclCommUserRank", v, rank);
+  mc_mp_expect_count_rank(comm, size, rank);
   MC_MP_CHECK(meshcclCommGetInfo(comm, &info));
   EXPECT_INT("info.rank", info.rank, rank);
   EXPECT_INT("info.nranks", info.nranks, size);
@@ -109,6 +97,7 @@ static int run_env(int argc, char **argv)
   int local;
 
   g_rank = env_first("RANK", "OMPI_COMM_WORLD_RANK", -1);
+  mc_mp_set_rank(g_rank);
   local = env_first("LOCAL_RANK", "OMPI_COMM_WORLD_LOCAL_RANK", g_rank);
   for (int i = 0; i + 1 < argc; i += 2) {
     if (strcmp(argv[i], "--nodes") == 0)
@@ -118,17 +107,17 @@ static int run_env(int argc, char **argv)
     else if (strcmp(argv[i], "--root-prefix") == 0)
       root_prefix = argv[i + 1];
     else
-      FAILF("unknown option %s", argv[i]);
+      MC_MP_FAIL("unknown option %s", argv[i]);
   }
   if ((g_rank < 0) || (size < 1))
-    FAILF("no RANK/WORLD_SIZE (or OMPI_COMM_WORLD_*) in the environment");
+    MC_MP_FAIL("no RANK/WORLD_SIZE (or OMPI_COMM_WORLD_*) in the environment");
   MC_MP_CHECK(meshcclGetEnvInfo(&env));
   EXPECT_INT("env.rank", env.rank, g_rank);
   EXPECT_INT("env.nranks", env.nranks, size);
   if ((launcher != NULL) && (strcmp(launcher, launcher_name(env.launcher)) != 0))
-    FAILF("launcher is %s, expected %s", launcher_name(env.launcher), launcher);
+    MC_MP_FAIL("launcher is %s, expected %s", launcher_name(env.launcher), launcher);
   if ((root_prefix != NULL) && (strncmp(env.rootAddr, root_prefix, strlen(root_prefix)) != 0))
-    FAILF("root address is '%s', expected it to start with '%s'", env.rootAddr, root_prefix);
+    MC_MP_FAIL("root address is '%s', expected it to start with '%s'", env.rootAddr, root_prefix);
   MC_MP_CHECK(meshcclCommInitFromEnv(&comm, NULL));
   check_comm(comm, g_rank, size, local, nodes);
   MC_MP_CHECK(ncclCommDestroy(comm));
@@ -139,42 +128,33 @@ static int run_env(int argc, char **argv)
 /* Waits up to 20 s for path to exist and reads exactly bytes from it. */
 static void read_id_file(const char *path, ncclUniqueId *id)
 {
-  for (int i = 0; i < 2000; i++) {
-    FILE *f = fopen(path, "rb");
-    if (f != NULL) {
-      size_t n = fread(id, 1, sizeof(*id), f);
-      fclose(f);
-      if (n != sizeof(*id))
-        FAILF("%s holds %zu bytes, expected %zu", path, n, sizeof(*id));
-      return;
-    }
-    usleep(10000);
-  }
-  FAILF("%s did not appear within 20 s", path);
+  size_t n;
+
+  if (!mc_mp_wait_path(path, 20))
+    MC_MP_FAIL("%s did not appear within 20 s", path);
+  n = mc_mp_read_id(path, id);
+  if (n != sizeof(*id))
+    MC_MP_FAIL("%s holds %zu bytes, expected %zu", path, n, sizeof(*id));
 }
 
 static int run_uid(const char *dir)
 {
   char path[4096];
-  char tmp[4096];
   ncclUniqueId id;
   ncclComm_t comm = NULL;
   int size = mc_mp_env_int("WORLD_SIZE", -1);
 
   g_rank = mc_mp_env_int("RANK", -1);
+  mc_mp_set_rank(g_rank);
   if ((g_rank < 0) || (size < 1))
-    FAILF("no RANK/WORLD_SIZE in the environment");
+    MC_MP_FAIL("no RANK/WORLD_SIZE in the environment");
   if (getenv("NCCL_COMM_ID") != NULL)
-    FAILF("NCCL_COMM_ID must be unset for the unique-id flow");
+    MC_MP_FAIL("NCCL_COMM_ID must be unset for the unique-id flow");
   snprintf(path, sizeof(path), "%s/id", dir);
   if (g_rank == 0) {
-    FILE *f;
     MC_MP_CHECK(ncclGetUniqueId(&id));
-    snprintf(tmp, sizeof(tmp), "%s/id.tmp", dir);
-    f = fopen(tmp, "wb");
-    if ((f == NULL) || (fwrite(&id, 1, sizeof(id), f) != sizeof(id)) || (fclose(f) != 0) ||
-        (rename(tmp, path) != 0))
-      FAILF("cannot write %s: %s", path, strerror(errno));
+    if (mc_mp_write_id(path, &id) != 0)
+      MC_MP_FAIL("cannot write %s: %s", path, strerror(errno));
   } else {
     read_id_file(path, &id);
   }
@@ -196,6 +176,7 @@ static int run_rootaddr(void)
 
 int main(int argc, char **argv)
 {
+  mc_mp_set_name("mp_init", g_rank);
   if ((argc == 2) && (strcmp(argv[1], "rootaddr") == 0))
     return run_rootaddr();
   if ((argc >= 2) && (strcmp(argv[1], "env") == 0))

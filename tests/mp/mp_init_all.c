@@ -20,18 +20,10 @@
 
 #define NDEV 8
 
-#define FAILF(...)                                                                                 \
-  do {                                                                                             \
-    fprintf(stderr, "mp_init_all: ");                                                              \
-    fprintf(stderr, __VA_ARGS__);                                                                  \
-    fprintf(stderr, "\n");                                                                         \
-    exit(1);                                                                                       \
-  } while (0)
-
 #define EXPECT_INT(what, i, got, want)                                                             \
   do {                                                                                             \
     if ((got) != (want))                                                                           \
-      FAILF("comm %d: %s is %d, expected %d", (i), (what), (int)(got), (int)(want));               \
+      MC_MP_FAIL("comm %d: %s is %d, expected %d", (i), (what), (int)(got), (int)(want));          \
   } while (0)
 
 static void init_all(int ndev, const int *devlist)
@@ -45,10 +37,10 @@ static void init_all(int ndev, const int *devlist)
     int v = -1;
     int want_dev = (devlist != NULL) ? devlist[i] : i;
     if (comms[i] == NULL)
-      FAILF("comm %d is NULL after ncclCommInitAll succeeded", i);
+      MC_MP_FAIL("comm %d is NULL after ncclCommInitAll succeeded", i);
     for (int j = 0; j < i; j++) {
       if (comms[j] == comms[i])
-        FAILF("comms %d and %d are the same handle", j, i);
+        MC_MP_FAIL("comms %d and %d are the same handle", j, i);
     }
     MC_MP_CHECK(ncclCommCount(comms[i], &v));
     EXPECT_INT("ncclCommCount", i, v, ndev);
@@ -70,10 +62,10 @@ static void expect_fail(const char *what, ncclResult_t got, ncclResult_t want, c
   const char *err = ncclGetLastError(NULL);
 
   if (got != want)
-    FAILF("%s returned %d (%s), expected %d (%s)", what, (int)got, ncclGetErrorString(got),
-          (int)want, ncclGetErrorString(want));
+    MC_MP_FAIL("%s returned %d (%s), expected %d (%s)", what, (int)got, ncclGetErrorString(got),
+               (int)want, ncclGetErrorString(want));
   if ((err == NULL) || (strstr(err, text) == NULL))
-    FAILF("%s: last error '%s' does not contain '%s'", what, err ? err : "(null)", text);
+    MC_MP_FAIL("%s: last error '%s' does not contain '%s'", what, err ? err : "(null)", text);
   printf("%s -> %s: %s\n", what, ncclGetErrorString(got), err);
 }
 
@@ -102,6 +94,7 @@ int main(int argc, char **argv)
   const int reverse[NDEV] = {7, 6, 5, 4, 3, 2, 1, 0};
   const int dup[4] = {0, 1, 2, 1};
 
+  mc_mp_set_name("mp_init_all", MC_MP_NO_RANK);
   if ((argc == 2) && (strcmp(argv[1], "null") == 0))
     init_all(NDEV, NULL);
   else if ((argc == 2) && (strcmp(argv[1], "reverse") == 0))

@@ -10,7 +10,6 @@
  * races with it) /dev/shm also holds exactly the entries it held before.
  * Exits 0 when every check passed, 1 with a message on stderr otherwise.
  */
-#include <dirent.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -24,28 +23,11 @@
 
 static int g_rank = -1;
 
-#define FAILF(...)                                                                                 \
-  do {                                                                                             \
-    fprintf(stderr, "mp_leaks rank %d: ", g_rank);                                                 \
-    fprintf(stderr, __VA_ARGS__);                                                                  \
-    fprintf(stderr, "\n");                                                                         \
-    exit(1);                                                                                       \
-  } while (0)
-
 static int count_shm(void)
 {
-  DIR *d = opendir("/dev/shm");
-  struct dirent *e;
-  int n = 0;
+  int n = mc_count_dir("/dev/shm");
 
-  if (d == NULL)
-    return 0;
-  while ((e = readdir(d)) != NULL) {
-    if (e->d_name[0] != '.')
-      n++;
-  }
-  closedir(d);
-  return n;
+  return (n < 0) ? 0 : n;
 }
 
 static void one_cycle(const char *mode)
@@ -81,22 +63,23 @@ int main(int argc, char **argv)
     return 2;
   }
   g_rank = single ? 0 : mc_mp_env_int("RANK", -1);
-  fds0 = mc_mp_count_fds();
-  threads0 = mc_mp_count_threads();
+  mc_mp_set_name("mp_leaks", g_rank);
+  fds0 = mc_count_fds();
+  threads0 = mc_count_threads();
   shm0 = count_shm();
   for (int c = 1; c <= cycles; c++) {
     int fds;
     int threads;
     one_cycle(mode);
-    fds = mc_mp_count_fds();
-    threads = mc_mp_count_threads();
+    fds = mc_count_fds();
+    threads = mc_count_threads();
     if (fds != fds0)
-      FAILF("%s cycle %d: %d fds open, %d before the first init", mode, c, fds, fds0);
+      MC_MP_FAIL("%s cycle %d: %d fds open, %d before the first init", mode, c, fds, fds0);
     if (threads != threads0)
-      FAILF("%s cycle %d: %d threads, %d before the first init", mode, c, threads, threads0);
+      MC_MP_FAIL("%s cycle %d: %d threads, %d before the first init", mode, c, threads, threads0);
     if (single && (count_shm() != shm0))
-      FAILF("%s cycle %d: %d entries in /dev/shm, %d before the first init", mode, c, count_shm(),
-            shm0);
+      MC_MP_FAIL("%s cycle %d: %d entries in /dev/shm, %d before the first init", mode, c,
+                 count_shm(), shm0);
   }
   printf("rank %d: %s x %d: ok (fds %d, threads %d)\n", g_rank, mode, cycles, fds0, threads0);
   return 0;

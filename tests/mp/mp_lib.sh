@@ -49,6 +49,11 @@ expect_eq() {
     printf '#   got:  %s\n#   want: %s\n' "$2" "$3"
   fi
 }
+# expect_success NAME RC FILE: RC (an exit status) is 0 (shows FILE otherwise).
+expect_success() {
+  expect_eq "$1" "$2" 0
+  [ "$2" = 0 ] || show "$3"
+}
 # expect_grep NAME FILE ERE: FILE has a line matching ERE (shows FILE otherwise).
 expect_grep() {
   if grep -Eq -- "$3" "$2"; then

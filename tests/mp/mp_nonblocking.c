@@ -15,13 +15,10 @@
  * The unique id comes from ncclGetUniqueId with NCCL_COMM_ID set (every rank
  * computes the same id). Exits 0 when every check passed, 1 otherwise.
  */
-#include <errno.h>
-#include <fcntl.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "mc_mp.h"
@@ -30,45 +27,19 @@
 
 static int g_rank = -1;
 
-#define FAILF(...)                                                                                 \
-  do {                                                                                             \
-    fprintf(stderr, "mp_nonblocking rank %d: ", g_rank);                                           \
-    fprintf(stderr, __VA_ARGS__);                                                                  \
-    fprintf(stderr, "\n");                                                                         \
-    exit(1);                                                                                       \
-  } while (0)
-
-static double now_sec(void)
-{
-  struct timespec ts;
-
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
-
 /* Polls ncclCommGetAsyncError until it leaves ncclInProgress (30 s at most). */
 static ncclResult_t wait_async(ncclComm_t comm)
 {
   ncclResult_t state = ncclInProgress;
-  double end = now_sec() + 30.0;
+  double end = mc_mp_now_sec() + 30.0;
 
-  while (now_sec() < end) {
+  while (mc_mp_now_sec() < end) {
     MC_MP_CHECK(ncclCommGetAsyncError(comm, &state));
     if (state != ncclInProgress)
       return state;
     usleep(1000);
   }
-  FAILF("ncclCommGetAsyncError still ncclInProgress after 30 s");
-}
-
-static void wait_file(const char *path)
-{
-  for (int i = 0; i < 3000; i++) {
-    if (access(path, F_OK) == 0)
-      return;
-    usleep(10000);
-  }
-  FAILF("%s did not appear within 30 s", path);
+  MC_MP_FAIL("ncclCommGetAsyncError still ncclInProgress after 30 s");
 }
 
 static int run_init(const char *dir, bool use_config)
@@ -82,46 +53,39 @@ static int run_init(const char *dir, bool use_config)
   int v = -1;
 
   g_rank = mc_mp_env_int("RANK", -1);
+  mc_mp_set_rank(g_rank);
   snprintf(go, sizeof(go), "%s/go", dir);
-  if (g_rank != 0)
-    wait_file(go);
+  if ((g_rank != 0) && !mc_mp_wait_path(go, 30))
+    MC_MP_FAIL("%s did not appear within 30 s", go);
   MC_MP_CHECK(ncclGetUniqueId(&id));
   config.blocking = 0;
   res = use_config ? ncclCommInitRankConfig(&comm, n, id, g_rank, &config)
                    : ncclCommInitRank(&comm, n, id, g_rank);
   if ((res != ncclInProgress) && (res != ncclSuccess))
-    FAILF("non-blocking init returned %d (%s): %s", (int)res, ncclGetErrorString(res),
-          ncclGetLastError(NULL));
+    MC_MP_FAIL("non-blocking init returned %d (%s): %s", (int)res, ncclGetErrorString(res),
+               ncclGetLastError(NULL));
   if (comm == NULL)
-    FAILF("non-blocking init returned %d but no communicator", (int)res);
+    MC_MP_FAIL("non-blocking init returned %d but no communicator", (int)res);
   if (g_rank == 0) {
-    int fd;
     /* The other ranks have not started: the init cannot be complete. */
     if ((n > 1) && (res != ncclInProgress))
-      FAILF("init returned %d while rank 1 cannot have joined, expected ncclInProgress", (int)res);
+      MC_MP_FAIL("init returned %d while rank 1 cannot have joined, expected ncclInProgress",
+                 (int)res);
     if (n > 1) {
       res = ncclCommCount(comm, &v);
       if (res != ncclInvalidArgument)
-        FAILF("ncclCommCount during init returned %d, expected ncclInvalidArgument", (int)res);
+        MC_MP_FAIL("ncclCommCount during init returned %d, expected ncclInvalidArgument", (int)res);
       if (strstr(ncclGetLastError(NULL), "in progress") == NULL)
-        FAILF("ncclCommCount during init: last error '%s' lacks 'in progress'",
-              ncclGetLastError(NULL));
+        MC_MP_FAIL("ncclCommCount during init: last error '%s' lacks 'in progress'",
+                   ncclGetLastError(NULL));
     }
-    fd = open(go, O_CREAT | O_WRONLY, 0644);
-    if (fd < 0)
-      FAILF("cannot create %s: %s", go, strerror(errno));
-    close(fd);
+    mc_mp_touch(go);
   }
   res = wait_async(comm);
   if (res != ncclSuccess)
-    FAILF("ncclCommGetAsyncError ended with %d (%s): %s", (int)res, ncclGetErrorString(res),
-          ncclGetLastError(comm));
-  MC_MP_CHECK(ncclCommCount(comm, &v));
-  if (v != n)
-    FAILF("ncclCommCount is %d, expected %d", v, n);
-  MC_MP_CHECK(ncclCommUserRank(comm, &v));
-  if (v != g_rank)
-    FAILF("ncclCommUserRank is %d, expected %d", v, g_rank);
+    MC_MP_FAIL("ncclCommGetAsyncError ended with %d (%s): %s", (int)res, ncclGetErrorString(res),
+               ncclGetLastError(comm));
+  mc_mp_expect_count_rank(comm, n, g_rank);
   MC_MP_CHECK(ncclCommDestroy(comm));
   printf("rank %d: ok\n", g_rank);
   return 0;
@@ -139,9 +103,9 @@ static void *abort_main(void *arg)
   double t0;
 
   usleep(300 * 1000);
-  t0 = now_sec();
+  t0 = mc_mp_now_sec();
   a->res = ncclCommAbort(a->comm);
-  a->took = now_sec() - t0;
+  a->took = mc_mp_now_sec() - t0;
   return NULL;
 }
 
@@ -156,37 +120,39 @@ static int run_abort(void)
   int threads0;
 
   g_rank = mc_mp_env_int("RANK", -1);
+  mc_mp_set_rank(g_rank);
   if ((g_rank != 0) || (mc_mp_env_int("WORLD_SIZE", -1) != 2))
-    FAILF("run with RANK=0 WORLD_SIZE=2 and no rank 1");
+    MC_MP_FAIL("run with RANK=0 WORLD_SIZE=2 and no rank 1");
   /* Before the id: without NCCL_COMM_ID, ncclGetUniqueId starts the root
    * here, and the aborted communicator must stop it too. */
-  fds0 = mc_mp_count_fds();
-  threads0 = mc_mp_count_threads();
+  fds0 = mc_count_fds();
+  threads0 = mc_count_threads();
   MC_MP_CHECK(ncclGetUniqueId(&id));
   config.blocking = 0;
   res = ncclCommInitRankConfig(&a.comm, 2, id, 0, &config);
   if (res != ncclInProgress)
-    FAILF("non-blocking init of a 2-rank job without rank 1 returned %d, expected "
-          "ncclInProgress",
-          (int)res);
+    MC_MP_FAIL("non-blocking init of a 2-rank job without rank 1 returned %d, expected "
+               "ncclInProgress",
+               (int)res);
   if (pthread_create(&t, NULL, abort_main, &a) != 0)
-    FAILF("pthread_create failed");
+    MC_MP_FAIL("pthread_create failed");
   pthread_join(t, NULL);
   if (a.res != ncclSuccess)
-    FAILF("ncclCommAbort returned %d (%s)", (int)a.res, ncclGetErrorString(a.res));
+    MC_MP_FAIL("ncclCommAbort returned %d (%s)", (int)a.res, ncclGetErrorString(a.res));
   printf("ncclCommAbort took %.3f s\n", a.took);
   if (a.took > 1.0)
-    FAILF("ncclCommAbort took %.3f s (more than 1 s)", a.took);
-  if (mc_mp_count_threads() != threads0)
-    FAILF("%d threads after abort, %d before init", mc_mp_count_threads(), threads0);
-  if (mc_mp_count_fds() != fds0)
-    FAILF("%d fds after abort, %d before init", mc_mp_count_fds(), fds0);
+    MC_MP_FAIL("ncclCommAbort took %.3f s (more than 1 s)", a.took);
+  if (mc_count_threads() != threads0)
+    MC_MP_FAIL("%d threads after abort, %d before init", mc_count_threads(), threads0);
+  if (mc_count_fds() != fds0)
+    MC_MP_FAIL("%d fds after abort, %d before init", mc_count_fds(), fds0);
   printf("rank 0: abort ok\n");
   return 0;
 }
 
 int main(int argc, char **argv)
 {
+  mc_mp_set_name("mp_nonblocking", g_rank);
   if ((argc == 3) && (strcmp(argv[1], "config") == 0))
     return run_init(argv[2], true);
   if ((argc == 3) && (strcmp(argv[1], "env") == 0))

@@ -22,29 +22,21 @@
 
 static int g_rank = -1;
 
-#define FAILF(...)                                                                                 \
-  do {                                                                                             \
-    fprintf(stderr, "mp_split rank %d: ", g_rank);                                                 \
-    fprintf(stderr, __VA_ARGS__);                                                                  \
-    fprintf(stderr, "\n");                                                                         \
-    exit(1);                                                                                       \
-  } while (0)
-
 static void expect_comm(const char *what, ncclComm_t comm, int size, int rank, int dev)
 {
   int v = -1;
 
   if (comm == NULL)
-    FAILF("%s: child is NULL", what);
+    MC_MP_FAIL("%s: child is NULL", what);
   MC_MP_CHECK(ncclCommCount(comm, &v));
   if (v != size)
-    FAILF("%s: ncclCommCount is %d, expected %d", what, v, size);
+    MC_MP_FAIL("%s: ncclCommCount is %d, expected %d", what, v, size);
   MC_MP_CHECK(ncclCommUserRank(comm, &v));
   if (v != rank)
-    FAILF("%s: ncclCommUserRank is %d, expected %d", what, v, rank);
+    MC_MP_FAIL("%s: ncclCommUserRank is %d, expected %d", what, v, rank);
   MC_MP_CHECK(ncclCommCuDevice(comm, &v));
   if (v != dev)
-    FAILF("%s: ncclCommCuDevice is %d, expected %d (the parent's)", what, v, dev);
+    MC_MP_FAIL("%s: ncclCommCuDevice is %d, expected %d (the parent's)", what, v, dev);
 }
 
 int main(void)
@@ -62,6 +54,7 @@ int main(void)
   ncclResult_t res;
 
   g_rank = mc_mp_env_int("RANK", -1);
+  mc_mp_set_name("mp_split", g_rank);
   MC_MP_CHECK(meshcclCommInitFromEnv(&parent, NULL));
   MC_MP_CHECK(ncclCommCuDevice(parent, &dev));
 
@@ -84,7 +77,7 @@ int main(void)
       ncclCommSplit(parent, (g_rank % 2 == 0) ? 0 : NCCL_SPLIT_NOCOLOR, g_rank, &evens, NULL));
   if (g_rank % 2 != 0) {
     if (evens != NULL)
-      FAILF("NCCL_SPLIT_NOCOLOR: child is %p, expected NULL", (void *)evens);
+      MC_MP_FAIL("NCCL_SPLIT_NOCOLOR: child is %p, expected NULL", (void *)evens);
   } else {
     expect_comm("split evens", evens, (n + 1) / 2, g_rank / 2, dev);
     /* 4. split of a split: child rank c -> color c%2, key c. */
@@ -97,7 +90,7 @@ int main(void)
   /* A color below NOCOLOR is rejected at once, before any exchange. */
   res = ncclCommSplit(parent, -2, 0, &bad, NULL);
   if (res != ncclInvalidArgument)
-    FAILF("ncclCommSplit color -2 returned %d, expected ncclInvalidArgument", (int)res);
+    MC_MP_FAIL("ncclCommSplit color -2 returned %d, expected ncclInvalidArgument", (int)res);
 
   /* 5. children first, then the parent. */
   MC_MP_CHECK(ncclCommDestroy(quarter));

@@ -12,8 +12,7 @@ for mode in null reverse errors; do
   t0=$(now_ms)
   timeout 30 "$T/mp_init_all" "$mode" >"$TMP/$mode.out" 2>&1
   rc=$?
-  expect_eq "ncclCommInitAll $mode: exit 0 ($(($(now_ms) - t0)) ms)" "$rc" 0
-  [ "$rc" = 0 ] || show "$TMP/$mode.out"
+  expect_success "ncclCommInitAll $mode: exit 0 ($(($(now_ms) - t0)) ms)" "$rc" "$TMP/$mode.out"
 done
 expect_grep "NULL comms: ncclInvalidArgument" "$TMP/errors.out" \
   '^ncclCommInitAll\(NULL, 8, NULL\) -> invalid argument'
@@ -25,7 +24,6 @@ expect_grep "duplicate device: ncclInvalidUsage" "$TMP/errors.out" \
 # NCCL_MULTI_RANK_GPU_ENABLE=1 allows a device listed twice.
 NCCL_MULTI_RANK_GPU_ENABLE=1 timeout 30 "$T/mp_init_all" dup >"$TMP/out" 2>&1
 rc=$?
-expect_eq "devlist {0,1,2,1} with NCCL_MULTI_RANK_GPU_ENABLE=1: exit 0" "$rc" 0
-[ "$rc" = 0 ] || show "$TMP/out"
+expect_success "devlist {0,1,2,1} with NCCL_MULTI_RANK_GPU_ENABLE=1: exit 0" "$rc" "$TMP/out"
 
 mp_finish

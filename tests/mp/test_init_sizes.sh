@@ -14,8 +14,8 @@ for n in 1 2 3 8 16 64; do
   t0=$(now_ms)
   timeout 60 "$RUN" -n "$n" "$T/mp_init" env --launcher meshccl-run >"$TMP/out" 2>&1
   rc=$?
-  expect_eq "meshcclCommInitFromEnv with $n ranks: exit 0 ($(($(now_ms) - t0)) ms)" "$rc" 0
-  [ "$rc" = 0 ] || show "$TMP/out"
+  expect_success "meshcclCommInitFromEnv with $n ranks: exit 0 ($(($(now_ms) - t0)) ms)" \
+    "$rc" "$TMP/out"
   expect_eq "$n ranks: every rank reports ok" "$(grep -c ': ok (meshccl-run)$' "$TMP/out")" "$n"
 done
 
@@ -23,23 +23,20 @@ done
 timeout 60 "$RUN" -n 4 bash -c 'NCCL_HOSTID=h$((RANK % 2)) exec "$0" env --nodes 2' \
   "$T/mp_init" >"$TMP/out" 2>&1
 rc=$?
-expect_eq "4 ranks, 2 NCCL_HOSTIDs: nNodes 2, localRank r/2, device r/2" "$rc" 0
-[ "$rc" = 0 ] || show "$TMP/out"
+expect_success "4 ranks, 2 NCCL_HOSTIDs: nNodes 2, localRank r/2, device r/2" "$rc" "$TMP/out"
 
 # 6 ranks on 3 hosts (uneven first ranks: node of rank r is r%3).
 timeout 60 "$RUN" -n 6 bash -c 'NCCL_HOSTID=host$((RANK % 3)) exec "$0" env --nodes 3' \
   "$T/mp_init" >"$TMP/out" 2>&1
 rc=$?
-expect_eq "6 ranks, 3 NCCL_HOSTIDs: nNodes 3, localRank r/3" "$rc" 0
-[ "$rc" = 0 ] || show "$TMP/out"
+expect_success "6 ranks, 3 NCCL_HOSTIDs: nNodes 3, localRank r/3" "$rc" "$TMP/out"
 
 # NCCL's flow: the unique id travels through a file; no NCCL_COMM_ID.
 for n in 1 4; do
   mkdir -p "$TMP/uid$n"
   timeout 60 "$RUN" -n "$n" env -u NCCL_COMM_ID "$T/mp_init" uid "$TMP/uid$n" >"$TMP/out" 2>&1
   rc=$?
-  expect_eq "ncclGetUniqueId + file + ncclCommInitRank, $n ranks: exit 0" "$rc" 0
-  [ "$rc" = 0 ] || show "$TMP/out"
+  expect_success "ncclGetUniqueId + file + ncclCommInitRank, $n ranks: exit 0" "$rc" "$TMP/out"
   expect_eq "unique id flow, $n ranks: every rank ok" "$(grep -c ': ok (unique id)$' "$TMP/out")" "$n"
 done
 

@@ -13,8 +13,7 @@ fi
 port=$(free_port)
 NCCL_COMM_ID="[::1]:$port" timeout 60 "$RUN" -n 3 "$MC_BUILD/bin/meshccl-hello" >"$TMP/out" 2>&1
 rc=$?
-expect_eq "3 ranks with NCCL_COMM_ID=[::1]:$port: exit 0" "$rc" 0
-[ "$rc" = 0 ] || show "$TMP/out"
+expect_success "3 ranks with NCCL_COMM_ID=[::1]:$port: exit 0" "$rc" "$TMP/out"
 expect_eq "every rank bootstraps over lo ::1" "$(grep -cE '^\[0\] +[0-9]+ .* lo ::1 ' "$TMP/out")" 3
 
 NCCL_COMM_ID="[::1:$port" timeout 20 "$RUN" -n 2 "$MC_BUILD/bin/meshccl-hello" >"$TMP/bad" 2>&1

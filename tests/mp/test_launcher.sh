@@ -8,38 +8,21 @@
 # shellcheck disable=SC2016
 set -u
 
-RUN="${MC_BUILD:?MC_BUILD must name the build directory}/bin/meshccl-run"
-TMP=$(mktemp -d "${TMPDIR:-/tmp}/mc_launcher.XXXXXX")
+# shellcheck source=mp_lib.sh
+. "$(dirname "$0")/mp_lib.sh"
+# shellcheck disable=SC2119 # no test program: only meshccl-run is needed
+need_progs
 # Every long-running child sleeps for this unique duration, so pgrep -f finds
 # the ranks (their bash -c text contains it) and their sleeps.
 SLP="30.$$$RANDOM"
-FAILED=0
 
 # shellcheck disable=SC2317 # called by the trap
-cleanup() {
+launcher_cleanup() {
   pkill -KILL -f "$SLP" 2>/dev/null
-  rm -rf "$TMP"
+  mp_cleanup
 }
-trap cleanup EXIT
+trap launcher_cleanup EXIT
 
-ok() { echo "ok - $1"; }
-not_ok() {
-  echo "not ok - $1"
-  FAILED=1
-}
-# check NAME: passes if the previous command (a test) succeeded.
-check() {
-  if [ "$?" -eq 0 ]; then ok "$1"; else not_ok "$1"; fi
-}
-# expect_eq NAME GOT WANT
-expect_eq() {
-  if [ "$2" = "$3" ]; then
-    ok "$1"
-  else
-    not_ok "$1"
-    printf '#   got:  %s\n#   want: %s\n' "$2" "$3"
-  fi
-}
 # no_leftovers NAME: no process with $SLP in its command line remains (waits up to 3 s).
 no_leftovers() {
   for _ in $(seq 30); do
@@ -52,11 +35,6 @@ no_leftovers() {
   not_ok "$1"
   pgrep -af "$SLP" | sed 's/^/#   left: /'
 }
-
-if [ ! -x "$RUN" ]; then
-  not_ok "meshccl-run is built at $RUN"
-  exit 1
-fi
 
 # --- usage -------------------------------------------------------------------
 "$RUN" --help >"$TMP/out" 2>&1
@@ -204,9 +182,4 @@ expect_eq "SIGTERM to launcher: ranks finished their trap" \
   "$(grep 'outer done' "$TMP/out" | sort | tr '\n' '|')" "[0] outer done|[1] outer done|"
 no_leftovers "SIGTERM to launcher: no rank or sleep left"
 
-if [ "$FAILED" -ne 0 ]; then
-  echo "# some checks failed"
-  exit 1
-fi
-echo "# all checks passed"
-exit 0
+mp_finish

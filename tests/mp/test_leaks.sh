@@ -17,8 +17,8 @@ for mode in env abort; do
   t0=$(now_ms)
   timeout 60 "$RUN" -n 4 "$T/mp_leaks" "$mode" 20 >"$TMP/out" 2>&1
   rc=$?
-  expect_eq "4 ranks x 20 cycles of init + $mode: exit 0 ($(($(now_ms) - t0)) ms)" "$rc" 0
-  [ "$rc" = 0 ] || show "$TMP/out"
+  expect_success "4 ranks x 20 cycles of init + $mode: exit 0 ($(($(now_ms) - t0)) ms)" \
+    "$rc" "$TMP/out"
   expect_eq "4 ranks x 20 cycles of init + $mode: every rank ok" \
     "$(grep -c "] rank [0-3]: $mode x 20: ok" "$TMP/out")" 4
   expect_eq "4 ranks x 20 cycles of init + $mode: /dev/shm unchanged" "$(shm_list)" "$shm0"
@@ -27,8 +27,8 @@ done
 t0=$(now_ms)
 timeout 60 "$T/mp_leaks" all 20 >"$TMP/out" 2>&1
 rc=$?
-expect_eq "20 cycles of ncclCommInitAll(4) + destroy: exit 0 ($(($(now_ms) - t0)) ms)" "$rc" 0
-[ "$rc" = 0 ] || show "$TMP/out"
+expect_success "20 cycles of ncclCommInitAll(4) + destroy: exit 0 ($(($(now_ms) - t0)) ms)" \
+  "$rc" "$TMP/out"
 expect_eq "ncclCommInitAll cycles: /dev/shm unchanged" "$(shm_list)" "$shm0"
 
 mp_finish

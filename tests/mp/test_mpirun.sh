@@ -19,9 +19,8 @@ done
 for r in 0 1 2 3; do wait_bg "t$r" 30; done
 for r in 0 1 2 3; do
   rcv="RC_t$r"
-  expect_eq "torchrun-style env, rank $r: exit 0 (launcher torchrun, root MASTER_ADDR:MASTER_PORT)" \
-    "${!rcv}" 0
-  [ "${!rcv}" = 0 ] || show "$TMP/t$r.out"
+  expect_success "torchrun-style env, rank $r: exit 0 (launcher torchrun, root MASTER_ADDR:MASTER_PORT)" \
+    "${!rcv}" "$TMP/t$r.out"
 done
 
 # --- derived root ports -----------------------------------------------------
@@ -57,8 +56,7 @@ for n in 4 1; do
   timeout 40 mpirun --allow-run-as-root --oversubscribe -np "$n" \
     "$T/mp_init" env --launcher openmpi --root-prefix 127.0.0.1: >"$TMP/out" 2>&1
   rc=$?
-  expect_eq "mpirun -np $n: exit 0 ($(($(now_ms) - t0)) ms)" "$rc" 0
-  [ "$rc" = 0 ] || show "$TMP/out"
+  expect_success "mpirun -np $n: exit 0 ($(($(now_ms) - t0)) ms)" "$rc" "$TMP/out"
   expect_eq "mpirun -np $n: every rank ok (launcher openmpi, loopback root)" \
     "$(grep -c '^rank [0-9]* of '"$n"': ok (openmpi)$' "$TMP/out")" "$n"
 done

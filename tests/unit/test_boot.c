@@ -15,7 +15,6 @@
 #include "mc_test.h"
 
 #include <arpa/inet.h>
-#include <dirent.h>
 #include <pthread.h>
 #include <sys/socket.h>
 #include <time.h>
@@ -61,32 +60,16 @@ static void setup(void)
   }
 }
 
-static int count_dir(const char *path)
-{
-  DIR *d = opendir(path);
-  struct dirent *e;
-  int n = 0;
-
-  if (d == NULL)
-    return -1;
-  while ((e = readdir(d)) != NULL) {
-    if (e->d_name[0] != '.')
-      n++;
-  }
-  closedir(d);
-  return n;
-}
-
 /* Waits (bounded) until the number of threads is back to `want`: a joined
  * thread may linger in /proc for a moment. */
 static int wait_tasks(int want)
 {
   struct mc_deadline dl = mc_deadline_in_ms(5000);
-  int n = count_dir("/proc/self/task");
+  int n = mc_count_threads();
 
   while ((n != want) && !mc_deadline_passed(dl)) {
     mc_sleep_ms_abortable(5, NULL);
-    n = count_dir("/proc/self/task");
+    n = mc_count_threads();
   }
   return n;
 }
@@ -246,8 +229,8 @@ static void run_job(int n)
   int tasks0;
 
   setup();
-  fds0 = count_dir("/proc/self/fd");
-  tasks0 = count_dir("/proc/self/task");
+  fds0 = mc_count_fds();
+  tasks0 = mc_count_threads();
   root = new_job(&id);
   for (int i = 0; i < n; i++)
     rank_prepare(i, i, n, &id, TIMEOUT_MS, MODE_FULL);
@@ -275,7 +258,7 @@ static void run_job(int n)
     MC_T_EQ_INT(ranks[0].tag2_val, 1002);
   }
   /* every socket closed, the root thread joined */
-  MC_T_EQ_INT(count_dir("/proc/self/fd"), fds0);
+  MC_T_EQ_INT(mc_count_fds(), fds0);
   MC_T_EQ_INT(wait_tasks(tasks0), tasks0);
 }
 
@@ -410,14 +393,6 @@ static void raw_send(int fd, const void *buf, size_t bytes)
   MC_T_EQ_INT(send(fd, buf, bytes, MSG_NOSIGNAL), (long long)bytes);
 }
 
-static double clock_sec(clockid_t id)
-{
-  struct timespec ts;
-
-  clock_gettime(id, &ts);
-  return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
-}
-
 /* Hostile clients against the root, then a flood of silent connections that
  * fills its pending list: the init still succeeds (once the handshake window
  * drops the silent ones), and the root sleeps while it waits. */
@@ -443,8 +418,8 @@ static void hostile_clients_against_root(void)
   double wall;
 
   setup();
-  fds0 = count_dir("/proc/self/fd");
-  tasks0 = count_dir("/proc/self/task");
+  fds0 = mc_count_fds();
+  tasks0 = mc_count_threads();
   root = new_job(&id);
   memcpy(&h, id.internal, sizeof(h));
 
@@ -467,16 +442,16 @@ static void hostile_clients_against_root(void)
   for (int i = 0; i < N_SILENT; i++)
     raw_root_connect(&h, &fd_silent[i]);
 
-  cpu0 = clock_sec(CLOCK_PROCESS_CPUTIME_ID);
-  wall0 = clock_sec(CLOCK_MONOTONIC);
+  cpu0 = mc_clock_sec(CLOCK_PROCESS_CPUTIME_ID);
+  wall0 = mc_clock_sec(CLOCK_MONOTONIC);
   for (int i = 0; i < 3; i++)
     rank_prepare(i, i, 3, &id, TIMEOUT_MS, MODE_FULL);
   for (int i = 0; i < 3; i++)
     rank_start(i);
   for (int i = 0; i < 3; i++)
     rank_join(i);
-  cpu = clock_sec(CLOCK_PROCESS_CPUTIME_ID) - cpu0;
-  wall = clock_sec(CLOCK_MONOTONIC) - wall0;
+  cpu = mc_clock_sec(CLOCK_PROCESS_CPUTIME_ID) - cpu0;
+  wall = mc_clock_sec(CLOCK_MONOTONIC) - wall0;
   mc_boot_root_release(root, 2000);
   close(fd_junk);
   close(fd_huge);
@@ -492,7 +467,7 @@ static void hostile_clients_against_root(void)
   /* waiting must not burn a core (a busy loop uses about as much CPU as wall time) */
   if (cpu > 0.5 * wall)
     MC_T_FAIL("init used %.2f s of CPU in %.2f s (busy loop)", cpu, wall);
-  MC_T_EQ_INT(count_dir("/proc/self/fd"), fds0);
+  MC_T_EQ_INT(mc_count_fds(), fds0);
   MC_T_EQ_INT(wait_tasks(tasks0), tasks0);
 }
 
@@ -531,8 +506,8 @@ static void release_while_roots_come_and_go(void)
   int tasks0;
 
   setup();
-  fds0 = count_dir("/proc/self/fd");
-  tasks0 = count_dir("/proc/self/task");
+  fds0 = mc_count_fds();
+  tasks0 = mc_count_threads();
   memset(&c, 0, sizeof(c));
   MC_T_EQ_INT(pthread_create(&th, NULL, root_churn, &c), 0);
   for (int trial = 0; trial < 20; trial++) {
@@ -550,7 +525,7 @@ static void release_while_roots_come_and_go(void)
   MC_T_EQ_INT(pthread_join(th, NULL), 0);
   MC_T_OK(c.res);
   MC_T_TRUE(c.n_created > 0);
-  MC_T_EQ_INT(count_dir("/proc/self/fd"), fds0);
+  MC_T_EQ_INT(mc_count_fds(), fds0);
   MC_T_EQ_INT(wait_tasks(tasks0), tasks0);
 }
 

@@ -12,7 +12,6 @@
 
 #include "mc_test.h"
 
-#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
@@ -23,94 +22,6 @@
 #include <unistd.h>
 
 /* ---------- helpers ---------- */
-
-static char tmp_dir[256];
-
-static void make_tmp_dir(void)
-{
-  if (tmp_dir[0] != '\0')
-    return;
-  snprintf(tmp_dir, sizeof(tmp_dir), "/tmp/mc_test_log.XXXXXX");
-  if (mkdtemp(tmp_dir) == NULL) {
-    tmp_dir[0] = '\0';
-    MC_T_FAIL("mkdtemp failed");
-  }
-}
-
-static void tmp_path(const char *name, char *path, size_t path_bytes)
-{
-  snprintf(path, path_bytes, "%s/%s", tmp_dir, name);
-}
-
-/* Text of a whole (small) file, "" when it cannot be read. */
-static const char *read_file(const char *path)
-{
-  static char buf[65536];
-  FILE *f = fopen(path, "r");
-  size_t n = 0;
-
-  buf[0] = '\0';
-  if (f == NULL)
-    return buf;
-  n = fread(buf, 1, sizeof(buf) - 1, f);
-  buf[n] = '\0';
-  fclose(f);
-  return buf;
-}
-
-static void clean_env(void)
-{
-  extern char **environ;
-  bool again = true;
-
-  while (again) {
-    again = false;
-    for (char **ep = environ; (ep != NULL) && (*ep != NULL); ep++) {
-      if ((strncmp(*ep, "NCCL_", 5) == 0) || (strncmp(*ep, "MESHCCL_", 8) == 0)) {
-        char name[256];
-        snprintf(name, sizeof(name), "%.*s", (int)strcspn(*ep, "="), *ep);
-        unsetenv(name);
-        again = true;
-        break;
-      }
-    }
-  }
-  unsetenv("HOME");
-}
-
-/* Forks; the child gets a clean environment and runs fn. Returns the raw
- * wait status. */
-static int fork_run(void (*fn)(void))
-{
-  pid_t pid;
-  int status = 0;
-
-  make_tmp_dir();
-  fflush(stdout);
-  fflush(stderr);
-  pid = fork();
-  MC_T_TRUE(pid >= 0);
-  if (pid == 0) {
-    clean_env();
-    if (setjmp(mc_t_jmp) == 0) {
-      fn();
-      fflush(stdout);
-      exit(0);
-    }
-    fflush(stdout);
-    exit(1);
-  }
-  MC_T_EQ_INT(waitpid(pid, &status, 0), pid);
-  return status;
-}
-
-static void run_in_child(void (*fn)(void))
-{
-  int status = fork_run(fn);
-
-  MC_T_TRUE(WIFEXITED(status));
-  MC_T_EQ_INT(WEXITSTATUS(status), 0);
-}
 
 /* Copies s into out with the characters special to POSIX EREs escaped. */
 static void re_escape(const char *s, char *out, size_t out_bytes)
@@ -157,7 +68,7 @@ static void line_prefix_re(char *out, size_t out_bytes)
 static void log_to_file(const char *level, const char *subsys, const char *name, char *path,
                         size_t path_bytes)
 {
-  tmp_path(name, path, path_bytes);
+  mc_t_tmp_path(name, path, path_bytes);
   setenv("NCCL_DEBUG", level, 1);
   if (subsys != NULL)
     setenv("NCCL_DEBUG_SUBSYS", subsys, 1);
@@ -241,9 +152,9 @@ static void child_line_format(void)
   mc_log_set_thread_dev(3);
   MC_INFO(MC_SUB_NET, "on device");
 
-  tmp_path("log.", path, sizeof(path));
+  mc_t_tmp_path("log.", path, sizeof(path));
   snprintf(path + strlen(path), sizeof(path) - strlen(path), "%d", (int)getpid());
-  text = read_file(path);
+  text = mc_t_read_file(path);
   line_prefix_re(prefix, sizeof(prefix));
   snprintf(re, sizeof(re), "%s\\[[0-9]+\\] NCCL INFO hello 7$", prefix);
   if (re_find(re, text) < 0)
@@ -265,7 +176,7 @@ static void child_line_format(void)
 
 static void line_format(void)
 {
-  run_in_child(child_line_format);
+  mc_t_run_in_child(child_line_format);
 }
 
 static void child_warn_hides_info(void)
@@ -278,7 +189,7 @@ static void child_warn_hides_info(void)
   MC_T_TRUE(!mc_log_enabled(MC_LOG_INFO, MC_SUB_INIT));
   MC_INFO(MC_SUB_INIT, "info %d", 1);
   MC_WARN("warn %d", 2);
-  text = read_file(path);
+  text = mc_t_read_file(path);
   MC_T_TRUE(strstr(text, "info 1") == NULL);
   MC_T_CONTAINS(text, "NCCL WARN warn 2\n");
   unlink(path);
@@ -286,7 +197,7 @@ static void child_warn_hides_info(void)
 
 static void warn_hides_info(void)
 {
-  run_in_child(child_warn_hides_info);
+  mc_t_run_in_child(child_warn_hides_info);
 }
 
 static void child_subsys_filter(void)
@@ -301,7 +212,7 @@ static void child_subsys_filter(void)
   MC_INFO(MC_SUB_NET, "net line");
   MC_INFO(MC_SUB_INIT | MC_SUB_ENV, "init or env line");
   MC_WARN("warnings ignore the subsystems");
-  text = read_file(path);
+  text = mc_t_read_file(path);
   MC_T_TRUE(strstr(text, "init line") == NULL);
   MC_T_CONTAINS(text, "NCCL INFO net line\n");
   MC_T_CONTAINS(text, "NCCL INFO init or env line\n");
@@ -312,7 +223,7 @@ static void child_subsys_filter(void)
   log_to_file("INFO", "^NET", "subsys2.log", path, sizeof(path));
   MC_INFO(MC_SUB_NET, "net line");
   MC_INFO(MC_SUB_COLL, "coll line");
-  text = read_file(path);
+  text = mc_t_read_file(path);
   MC_T_TRUE(strstr(text, "net line") == NULL);
   MC_T_CONTAINS(text, "NCCL INFO coll line\n");
   unlink(path);
@@ -320,7 +231,7 @@ static void child_subsys_filter(void)
 
 static void subsys_filter(void)
 {
-  run_in_child(child_subsys_filter);
+  mc_t_run_in_child(child_subsys_filter);
 }
 
 /* A bad NCCL_DEBUG_SUBSYS is reported on stderr and the default used. */
@@ -330,7 +241,7 @@ static void child_bad_subsys_reported(void)
   char path[512];
   int fd;
 
-  tmp_path("stderr.txt", err_path, sizeof(err_path));
+  mc_t_tmp_path("stderr.txt", err_path, sizeof(err_path));
   fd = open(err_path, O_WRONLY | O_CREAT | O_TRUNC, 0600);
   MC_T_TRUE(fd >= 0);
   MC_T_TRUE(dup2(fd, 2) == 2);
@@ -339,14 +250,15 @@ static void child_bad_subsys_reported(void)
   MC_T_TRUE(mc_log_enabled(MC_LOG_INFO, MC_SUB_INIT));
   MC_T_TRUE(mc_log_enabled(MC_LOG_INFO, MC_SUB_BOOTSTRAP));
   MC_T_TRUE(!mc_log_enabled(MC_LOG_INFO, MC_SUB_NET));
-  MC_T_CONTAINS(read_file(err_path), "NCCL_DEBUG_SUBSYS='INIT,BOGUS': unknown subsystem 'BOGUS'");
+  MC_T_CONTAINS(mc_t_read_file(err_path),
+                "NCCL_DEBUG_SUBSYS='INIT,BOGUS': unknown subsystem 'BOGUS'");
   unlink(path);
   unlink(err_path);
 }
 
 static void bad_subsys_reported(void)
 {
-  run_in_child(child_bad_subsys_reported);
+  mc_t_run_in_child(child_bad_subsys_reported);
 }
 
 /* NCCL_DEBUG=ABORT aborts at the first WARN. */
@@ -365,13 +277,13 @@ static void child_abort_level(void)
 static void abort_level(void)
 {
   char path[512];
-  int status = fork_run(child_abort_level);
+  int status = mc_t_fork_run(child_abort_level);
 
   MC_T_TRUE(WIFSIGNALED(status));
   MC_T_EQ_INT(WTERMSIG(status), SIGABRT);
-  tmp_path("abort.log", path, sizeof(path));
-  MC_T_CONTAINS(read_file(path), "NCCL INFO still alive\n");
-  MC_T_CONTAINS(read_file(path), "NCCL WARN fatal\n");
+  mc_t_tmp_path("abort.log", path, sizeof(path));
+  MC_T_CONTAINS(mc_t_read_file(path), "NCCL INFO still alive\n");
+  MC_T_CONTAINS(mc_t_read_file(path), "NCCL WARN fatal\n");
   unlink(path);
 }
 
@@ -398,14 +310,14 @@ static void child_propagation_line(void)
   log_to_file("INFO", "INIT", "prop.log", path, sizeof(path));
   MC_T_EQ_INT(propagating_step(), ncclSystemError);
   snprintf(expect, sizeof(expect), "NCCL INFO test_log.c:%d -> 2\n", check_line);
-  MC_T_CONTAINS(read_file(path), expect);
-  MC_T_CONTAINS(read_file(path), "NCCL WARN step failed\n");
+  MC_T_CONTAINS(mc_t_read_file(path), expect);
+  MC_T_CONTAINS(mc_t_read_file(path), "NCCL WARN step failed\n");
   unlink(path);
 }
 
 static void propagation_line(void)
 {
-  run_in_child(child_propagation_line);
+  mc_t_run_in_child(child_propagation_line);
 }
 
 /* The version line is printed once, at VERSION level on stdout. */
@@ -416,7 +328,7 @@ static void child_version_once(void)
   const char *first;
   int fd;
 
-  tmp_path("stdout.txt", out_path, sizeof(out_path));
+  mc_t_tmp_path("stdout.txt", out_path, sizeof(out_path));
   fflush(stdout);
   fd = open(out_path, O_WRONLY | O_CREAT | O_TRUNC, 0600);
   MC_T_TRUE(fd >= 0);
@@ -429,7 +341,7 @@ static void child_version_once(void)
   MC_INFO(MC_SUB_ALL, "not at VERSION level");
   MC_WARN("nor this");
   fflush(stdout);
-  text = read_file(out_path);
+  text = mc_t_read_file(out_path);
   first = strstr(text, "NCCL version ");
   MC_T_TRUE(first != NULL);
   MC_T_TRUE(strstr(first + 1, "NCCL version ") == NULL);
@@ -441,7 +353,7 @@ static void child_version_once(void)
 
 static void version_once(void)
 {
-  run_in_child(child_version_once);
+  mc_t_run_in_child(child_version_once);
 }
 
 /* ---------- last error ---------- */
@@ -506,8 +418,7 @@ static void set_for_tests_resets_log(void)
 {
   char path[512];
 
-  make_tmp_dir();
-  tmp_path("seam.log", path, sizeof(path));
+  mc_t_tmp_path("seam.log", path, sizeof(path));
   mc_param_set_for_tests(MC_P_DEBUG_FILE, path);
   mc_param_set_for_tests(MC_P_DEBUG, "WARN");
   MC_T_TRUE(mc_log_enabled(MC_LOG_WARN, MC_SUB_ALL));
@@ -519,22 +430,7 @@ static void set_for_tests_resets_log(void)
 
 static void cleanup(void)
 {
-  DIR *d;
-  struct dirent *e;
-  char path[1024];
-
-  if (tmp_dir[0] == '\0')
-    return;
-  d = opendir(tmp_dir);
-  MC_T_TRUE(d != NULL);
-  while ((e = readdir(d)) != NULL) {
-    if ((strcmp(e->d_name, ".") != 0) && (strcmp(e->d_name, "..") != 0)) {
-      snprintf(path, sizeof(path), "%s/%s", tmp_dir, e->d_name);
-      unlink(path);
-    }
-  }
-  closedir(d);
-  MC_T_EQ_INT(rmdir(tmp_dir), 0);
+  mc_t_tmp_cleanup();
 }
 
 MC_T_MAIN(parse_subsys, expand_filename, line_format, warn_hides_info, subsys_filter,

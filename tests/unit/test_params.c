@@ -9,10 +9,8 @@
 
 #include "mc_test.h"
 
-#include <dirent.h>
 #include <limits.h>
 #include <stdint.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 /* Every name of params.def, straight from the file. */
@@ -25,101 +23,6 @@ static const char *const all_names[] = {
 };
 
 #define N_NAMES ((int)(sizeof(all_names) / sizeof(all_names[0])))
-
-/* ---------- helpers ---------- */
-
-static char tmp_dir[256];
-
-/* A private directory for this process's files (made once, in the parent). */
-static void make_tmp_dir(void)
-{
-  if (tmp_dir[0] != '\0')
-    return;
-  snprintf(tmp_dir, sizeof(tmp_dir), "/tmp/mc_test_params.XXXXXX");
-  if (mkdtemp(tmp_dir) == NULL) {
-    tmp_dir[0] = '\0';
-    MC_T_FAIL("mkdtemp failed");
-  }
-}
-
-static void tmp_path(const char *name, char *path, size_t path_bytes)
-{
-  snprintf(path, path_bytes, "%s/%s", tmp_dir, name);
-}
-
-static void write_file(const char *path, const char *text)
-{
-  FILE *f = fopen(path, "w");
-
-  MC_T_TRUE(f != NULL);
-  fputs(text, f);
-  fclose(f);
-}
-
-/* Text of a whole (small) file, "" when it cannot be read. */
-static const char *read_file(const char *path)
-{
-  static char buf[65536];
-  FILE *f = fopen(path, "r");
-  size_t n = 0;
-
-  buf[0] = '\0';
-  if (f == NULL)
-    return buf;
-  n = fread(buf, 1, sizeof(buf) - 1, f);
-  buf[n] = '\0';
-  fclose(f);
-  return buf;
-}
-
-/* Removes every NCCL_* / MESHCCL_* variable and HOME (no ~/.nccl.conf) from
- * the environment of this (child) process. */
-static void clean_env(void)
-{
-  extern char **environ;
-  bool again = true;
-
-  while (again) {
-    again = false;
-    for (char **ep = environ; (ep != NULL) && (*ep != NULL); ep++) {
-      if ((strncmp(*ep, "NCCL_", 5) == 0) || (strncmp(*ep, "MESHCCL_", 8) == 0)) {
-        char name[256];
-        snprintf(name, sizeof(name), "%.*s", (int)strcspn(*ep, "="), *ep);
-        unsetenv(name);
-        again = true;
-        break;
-      }
-    }
-  }
-  unsetenv("HOME");
-}
-
-/* Runs fn in a forked child with a clean environment; fails the case when
- * fn fails there (its messages are printed by the child). */
-static void run_in_child(void (*fn)(void))
-{
-  pid_t pid;
-  int status = 0;
-
-  make_tmp_dir();
-  fflush(stdout);
-  fflush(stderr);
-  pid = fork();
-  MC_T_TRUE(pid >= 0);
-  if (pid == 0) {
-    clean_env();
-    if (setjmp(mc_t_jmp) == 0) {
-      fn();
-      fflush(stdout);
-      exit(0);
-    }
-    fflush(stdout);
-    exit(1);
-  }
-  MC_T_EQ_INT(waitpid(pid, &status, 0), pid);
-  MC_T_TRUE(WIFEXITED(status));
-  MC_T_EQ_INT(WEXITSTATUS(status), 0);
-}
 
 /* ---------- cases ---------- */
 
@@ -147,7 +50,7 @@ static void defaults(void)
   MC_T_EQ_STR(mc_param_name(MC_P_INIT_TIMEOUT), "MESHCCL_INIT_TIMEOUT");
   for (int id = 0; id < MC_P_COUNT; id++)
     MC_T_EQ_STR(mc_param_name((enum mc_param_id)id), all_names[id]);
-  run_in_child(child_defaults);
+  mc_t_run_in_child(child_defaults);
 }
 
 static void set_for_tests(void)
@@ -243,17 +146,17 @@ static void child_conf_file(void)
   size_t dump_len = 0;
   FILE *mem;
 
-  tmp_path("nccl.conf", conf, sizeof(conf));
-  tmp_path("conf.log", log, sizeof(log));
-  write_file(conf, "# a comment\n"
-                   "NCCL_SOCKET_IFNAME=eth9\n"
-                   "this line has no equals sign\n"
-                   "   \n"
-                   "  NCCL_SOCKET_RETRY_CNT =  7  \n"
-                   "NCCL_DEBUG_SUBSYS=INIT\n"
-                   "NCCL_SOCKET_IFNAM=eth8\n"
-                   "NCCL_SOCKET_RCVBUF=lots\n"
-                   "MESHCCL_INIT_TIMEOUT=45\n");
+  mc_t_tmp_path("nccl.conf", conf, sizeof(conf));
+  mc_t_tmp_path("conf.log", log, sizeof(log));
+  mc_t_write_file(conf, "# a comment\n"
+                        "NCCL_SOCKET_IFNAME=eth9\n"
+                        "this line has no equals sign\n"
+                        "   \n"
+                        "  NCCL_SOCKET_RETRY_CNT =  7  \n"
+                        "NCCL_DEBUG_SUBSYS=INIT\n"
+                        "NCCL_SOCKET_IFNAM=eth8\n"
+                        "NCCL_SOCKET_RCVBUF=lots\n"
+                        "MESHCCL_INIT_TIMEOUT=45\n");
   setenv("NCCL_CONF_FILE", conf, 1);
   setenv("NCCL_DEBUG_SUBSYS", "NET", 1); /* the environment wins over the file */
   setenv("MESHCCL_INIT_TIMEOUT", "60", 1);
@@ -288,7 +191,7 @@ static void child_conf_file(void)
 
   /* the loader's complaints are logged once, at WARN */
   mc_param_report_once();
-  text = read_file(log);
+  text = mc_t_read_file(log);
   snprintf(expect, sizeof(expect), "%s:3: expected NAME=value, found 'this line has no equals sign",
            conf);
   MC_T_CONTAINS(text, expect);
@@ -305,8 +208,8 @@ static void conf_file(void)
 {
   char conf[512];
 
-  run_in_child(child_conf_file);
-  tmp_path("nccl.conf", conf, sizeof(conf));
+  mc_t_run_in_child(child_conf_file);
+  mc_t_tmp_path("nccl.conf", conf, sizeof(conf));
   MC_T_EQ_INT(unlink(conf), 0);
 }
 
@@ -315,8 +218,8 @@ static void child_conf_file_missing(void)
   char log[512];
   char conf[512];
 
-  tmp_path("missing.log", log, sizeof(log));
-  tmp_path("does-not-exist.conf", conf, sizeof(conf));
+  mc_t_tmp_path("missing.log", log, sizeof(log));
+  mc_t_tmp_path("does-not-exist.conf", conf, sizeof(conf));
   setenv("NCCL_CONF_FILE", conf, 1);
   setenv("NCCL_DEBUG", "WARN", 1);
   setenv("NCCL_DEBUG_FILE", log, 1);
@@ -325,16 +228,17 @@ static void child_conf_file_missing(void)
   mc_param_reset_for_tests();
   MC_T_NULL(mc_param_str(MC_P_SOCKET_IFNAME));
   mc_param_report_once();
-  MC_T_CONTAINS(read_file(log), "does-not-exist.conf cannot be opened");
-  MC_T_CONTAINS(read_file(log), "unknown variable NCCL_SOCKET_IFNAM (environment); did you mean "
-                                "NCCL_SOCKET_IFNAME?");
-  MC_T_TRUE(strstr(read_file(log), "NCCL_IB_HCA") == NULL);
+  MC_T_CONTAINS(mc_t_read_file(log), "does-not-exist.conf cannot be opened");
+  MC_T_CONTAINS(mc_t_read_file(log),
+                "unknown variable NCCL_SOCKET_IFNAM (environment); did you mean "
+                "NCCL_SOCKET_IFNAME?");
+  MC_T_TRUE(strstr(mc_t_read_file(log), "NCCL_IB_HCA") == NULL);
   unlink(log);
 }
 
 static void conf_file_missing(void)
 {
-  run_in_child(child_conf_file_missing);
+  mc_t_run_in_child(child_conf_file_missing);
 }
 
 /* "The first source that sets a name wins", also when its value is invalid:
@@ -345,9 +249,9 @@ static void child_invalid_env_not_overridden(void)
   char log[512];
   char expect[600];
 
-  tmp_path("override.conf", conf, sizeof(conf));
-  tmp_path("override.log", log, sizeof(log));
-  write_file(conf, "NCCL_SOCKET_RETRY_CNT=7\n");
+  mc_t_tmp_path("override.conf", conf, sizeof(conf));
+  mc_t_tmp_path("override.log", log, sizeof(log));
+  mc_t_write_file(conf, "NCCL_SOCKET_RETRY_CNT=7\n");
   setenv("NCCL_CONF_FILE", conf, 1);
   setenv("NCCL_SOCKET_RETRY_CNT", "seven", 1);
   setenv("NCCL_DEBUG", "WARN", 1);
@@ -357,7 +261,7 @@ static void child_invalid_env_not_overridden(void)
   snprintf(expect, sizeof(expect),
            "NCCL_SOCKET_RETRY_CNT='seven' (environment) is not an integer in [0, 1000000]; "
            "using the default 34");
-  MC_T_CONTAINS(read_file(log), expect);
+  MC_T_CONTAINS(mc_t_read_file(log), expect);
   MC_T_EQ_INT(mc_param_int(MC_P_SOCKET_RETRY_CNT), 34);
   MC_T_EQ_INT(mc_param_source(MC_P_SOCKET_RETRY_CNT), MC_PARAM_SRC_DEFAULT);
   unlink(log);
@@ -366,7 +270,7 @@ static void child_invalid_env_not_overridden(void)
 
 static void invalid_env_not_overridden(void)
 {
-  run_in_child(child_invalid_env_not_overridden);
+  mc_t_run_in_child(child_invalid_env_not_overridden);
 }
 
 static void dump_markdown(void)
@@ -397,22 +301,7 @@ static void dump_markdown(void)
 /* Removes the private directory (and what a failed child left in it). */
 static void cleanup(void)
 {
-  DIR *d;
-  struct dirent *e;
-  char path[1024];
-
-  if (tmp_dir[0] == '\0')
-    return;
-  d = opendir(tmp_dir);
-  MC_T_TRUE(d != NULL);
-  while ((e = readdir(d)) != NULL) {
-    if ((strcmp(e->d_name, ".") != 0) && (strcmp(e->d_name, "..") != 0)) {
-      snprintf(path, sizeof(path), "%s/%s", tmp_dir, e->d_name);
-      unlink(path);
-    }
-  }
-  closedir(d);
-  MC_T_EQ_INT(rmdir(tmp_dir), 0);
+  mc_t_tmp_cleanup();
 }
 
 MC_T_MAIN(defaults, set_for_tests, edit_distance, closest, conf_file, conf_file_missing,

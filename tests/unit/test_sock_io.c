@@ -300,14 +300,6 @@ static void hostile_clients_dropped(void)
   MC_T_EQ_INT(l.n_pending, 0);
 }
 
-static double clock_sec(clockid_t id)
-{
-  struct timespec ts;
-
-  clock_gettime(id, &ts);
-  return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
-}
-
 /* More silent connections than the listener tracks: they delay a good one
  * until the handshake window drops them (5 s), but never block it, and the
  * wait sleeps in poll() rather than spinning. */
@@ -328,11 +320,11 @@ static void listener_full_of_silent_clients(void)
   for (int i = 0; i < N_SILENT; i++)
     fds[i] = raw_connect(&l);
   MC_T_OK(mc_sock_connect(&l.sock.addr, MAGIC, TYPE, &w, &c));
-  cpu0 = clock_sec(CLOCK_PROCESS_CPUTIME_ID);
-  wall0 = clock_sec(CLOCK_MONOTONIC);
+  cpu0 = mc_clock_sec(CLOCK_PROCESS_CPUTIME_ID);
+  wall0 = mc_clock_sec(CLOCK_MONOTONIC);
   MC_T_OK(mc_sock_accept(&l, &w, &s));
-  cpu = clock_sec(CLOCK_PROCESS_CPUTIME_ID) - cpu0;
-  wall = clock_sec(CLOCK_MONOTONIC) - wall0;
+  cpu = mc_clock_sec(CLOCK_PROCESS_CPUTIME_ID) - cpu0;
+  wall = mc_clock_sec(CLOCK_MONOTONIC) - wall0;
   MC_T_EQ_INT(mc_sockaddr_port(&s.addr), local_port(c.fd));
   /* room for the good one was made by dropping silent ones */
   MC_T_TRUE(l.n_rejected >= N_SILENT + 1 - MC_SOCK_MAX_PENDING);

@@ -1,0 +1,39 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* Process helpers of the tests (see mc_proc.h). */
+#include "mc_proc.h"
+
+#include <dirent.h>
+
+int mc_count_dir(const char *path)
+{
+  DIR *d = opendir(path);
+  struct dirent *e;
+  int n = 0;
+
+  if (d == NULL)
+    return -1;
+  while ((e = readdir(d)) != NULL) {
+    if (e->d_name[0] != '.')
+      n++;
+  }
+  closedir(d);
+  return n;
+}
+
+int mc_count_fds(void)
+{
+  return mc_count_dir("/proc/self/fd") - 1; /* the directory stream's own fd */
+}
+
+int mc_count_threads(void)
+{
+  return mc_count_dir("/proc/self/task");
+}
+
+double mc_clock_sec(clockid_t id)
+{
+  struct timespec ts;
+
+  clock_gettime(id, &ts);
+  return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
