@@ -30,6 +30,19 @@ int mc_count_threads(void)
   return mc_count_dir("/proc/self/task");
 }
 
+int mc_count_threads_settled(int want, int timeout_ms)
+{
+  double end = mc_clock_sec(CLOCK_MONOTONIC) + timeout_ms / 1000.0;
+  int n = mc_count_threads();
+
+  while ((n != want) && (mc_clock_sec(CLOCK_MONOTONIC) < end)) {
+    struct timespec ts = {0, 5 * 1000 * 1000};
+    nanosleep(&ts, NULL);
+    n = mc_count_threads();
+  }
+  return n;
+}
+
 double mc_clock_sec(clockid_t id)
 {
   struct timespec ts;

@@ -15,6 +15,10 @@ int mc_count_dir(const char *path);
 int mc_count_fds(void);
 /* Number of threads of this process (/proc/self/task). */
 int mc_count_threads(void);
+/* Number of threads once it equals `want`, or after timeout_ms: a joined
+ * thread can stay in /proc/self/task for a moment after pthread_join
+ * returns (the kernel wakes the joiner before it releases the task). */
+int mc_count_threads_settled(int want, int timeout_ms);
 /* Reading of clock id (CLOCK_MONOTONIC, CLOCK_PROCESS_CPUTIME_ID, ...) in seconds. */
 double mc_clock_sec(clockid_t id);
 

@@ -72,7 +72,7 @@ int main(int argc, char **argv)
     int threads;
     one_cycle(mode);
     fds = mc_count_fds();
-    threads = mc_count_threads();
+    threads = mc_count_threads_settled(threads0, 2000);
     if (fds != fds0)
       MC_MP_FAIL("%s cycle %d: %d fds open, %d before the first init", mode, c, fds, fds0);
     if (threads != threads0)

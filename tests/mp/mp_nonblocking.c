@@ -142,7 +142,7 @@ static int run_abort(void)
   printf("ncclCommAbort took %.3f s\n", a.took);
   if (a.took > 1.0)
     MC_MP_FAIL("ncclCommAbort took %.3f s (more than 1 s)", a.took);
-  if (mc_count_threads() != threads0)
+  if (mc_count_threads_settled(threads0, 2000) != threads0)
     MC_MP_FAIL("%d threads after abort, %d before init", mc_count_threads(), threads0);
   if (mc_count_fds() != fds0)
     MC_MP_FAIL("%d fds after abort, %d before init", mc_count_fds(), fds0);

@@ -60,18 +60,10 @@ static void setup(void)
   }
 }
 
-/* Waits (bounded) until the number of threads is back to `want`: a joined
- * thread may linger in /proc for a moment. */
+/* Waits (bounded) until the number of threads is back to `want`. */
 static int wait_tasks(int want)
 {
-  struct mc_deadline dl = mc_deadline_in_ms(5000);
-  int n = mc_count_threads();
-
-  while ((n != want) && !mc_deadline_passed(dl)) {
-    mc_sleep_ms_abortable(5, NULL);
-    n = mc_count_threads();
-  }
-  return n;
+  return mc_count_threads_settled(want, 5000);
 }
 
 static bool op_ok(struct rank *r, ncclResult_t res, const char *what)
