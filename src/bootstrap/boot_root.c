@@ -428,8 +428,11 @@ static void *root_main(void *arg)
 }
 
 /* Starts a root listening on addr (port 0: ephemeral) and records it. */
+/* Starts a root listening on addr (port 0: ephemeral) and records it. With
+ * busy_err, a port in use is not an error to report: ncclInvalidUsage is
+ * returned silently with the reason in busy_err. */
 static ncclResult_t root_start(const union mc_sockaddr *addr, uint64_t magic,
-                               union mc_sockaddr *bound_out)
+                               union mc_sockaddr *bound_out, char *busy_err, size_t busy_bytes)
 {
   struct mc_boot_root *r = NULL;
   char a[MC_SOCKADDR_STRLEN];
@@ -443,6 +446,10 @@ static ncclResult_t root_start(const union mc_sockaddr *addr, uint64_t magic,
     return res;
   }
   res = mc_sock_listen(addr, magic, MC_SOCK_TYPE_ROOT, &r->listener);
+  if ((res == ncclInvalidUsage) && (busy_err != NULL)) {
+    snprintf(busy_err, busy_bytes, "%s", r->listener.sock.err);
+    goto err_free;
+  }
   if (res != ncclSuccess) {
     res = MC_FAIL(res, "bootstrap root: %s", r->listener.sock.err);
     goto err_free;
@@ -503,7 +510,7 @@ ncclResult_t mc_boot_root_create(const union mc_sockaddr *addr, uint64_t magic,
   pthread_mutex_lock(&roots_lock);
   reap_finished_locked();
   pthread_mutex_unlock(&roots_lock);
-  return root_start(addr, magic, bound_out);
+  return root_start(addr, magic, bound_out, NULL, 0);
 }
 
 /* Stops roots of this process at addr that no longer take registrations
@@ -535,17 +542,17 @@ ncclResult_t mc_boot_root_start_comm_id(const ncclUniqueId *id, const struct mc_
 
   memcpy(&h, id->internal, sizeof(h));
   for (;;) {
-    struct mc_listener probe;
+    char busy[MC_SOCK_ERR_BYTES] = "";
     ncclResult_t res;
 
-    res = mc_sock_listen(&h.addr, h.magic, MC_SOCK_TYPE_ROOT, &probe);
-    if (res == ncclSuccess) {
-      mc_listener_close(&probe);
-      return mc_boot_root_create(&h.addr, h.magic, &bound);
-    }
+    /* Listen directly: a probe socket opened and closed first would reset
+     * the connections ranks make to the port in between. */
+    pthread_mutex_lock(&roots_lock);
+    reap_finished_locked();
+    pthread_mutex_unlock(&roots_lock);
+    res = root_start(&h.addr, h.magic, &bound, busy, sizeof(busy));
     if (res != ncclInvalidUsage)
-      return MC_FAIL(res, "bootstrap root: NCCL_COMM_ID=%s: %s", addr_str(&h.addr, a),
-                     probe.sock.err);
+      return res;
     if (!stop_stale_roots_at(&h.addr) && mc_deadline_passed(busy_dl)) {
       /* Someone else listens there: most often the root of another process
        * that also believes it is rank 0. Registering with it lets that root
@@ -554,7 +561,7 @@ ncclResult_t mc_boot_root_start_comm_id(const ncclUniqueId *id, const struct mc_
       MC_INFO(MC_SUB_BOOTSTRAP,
               "Bootstrap: NCCL_COMM_ID=%s is already in use (%s): registering "
               "with the root listening there instead of starting one",
-              addr_str(&h.addr, a), probe.sock.err);
+              addr_str(&h.addr, a), busy);
       return ncclSuccess;
     }
     if ((w->abort_flag != NULL) && (*w->abort_flag != 0))
