@@ -209,18 +209,21 @@ static void root_register(struct mc_boot_root *r, struct mc_sock *s, const struc
   rr->pid = m->pid;
   snprintf(rr->host, sizeof(rr->host), "%s", m->host);
   r->n_registered++;
-  if (r->ranks[(m->rank + r->n_ranks - 1) % r->n_ranks].is_registered)
-    send_next(r, (m->rank + r->n_ranks - 1) % r->n_ranks);
-  if ((r->n_ranks > 1) && r->ranks[(m->rank + 1) % r->n_ranks].is_registered)
-    send_next(r, m->rank);
   if (r->n_registered == r->n_ranks) {
-    /* Everybody is here: free the port for the next communicator (NCCL_COMM_ID). */
+    /* Everybody is here: free the port for the next communicator on the same
+     * NCCL_COMM_ID. Before the last NEXT goes out: once it has, ranks may
+     * finish this init and connect for the next one, and a connection left
+     * in this listener's backlog would be reset when it closes. */
     mc_listener_close(&r->listener);
     r->is_listening = false;
     __atomic_store_n(&r->accepting, 0, __ATOMIC_RELEASE);
     MC_INFO(MC_SUB_BOOTSTRAP, "Bootstrap root %s: all %d ranks joined in %.3f s",
             addr_str(&r->addr, a), r->n_ranks, mc_time_sec() - r->t_start);
   }
+  if (r->ranks[(m->rank + r->n_ranks - 1) % r->n_ranks].is_registered)
+    send_next(r, (m->rank + r->n_ranks - 1) % r->n_ranks);
+  if ((r->n_ranks > 1) && r->ranks[(m->rank + 1) % r->n_ranks].is_registered)
+    send_next(r, m->rank);
 }
 
 static void root_missing_ranks(struct mc_boot_root *r)
