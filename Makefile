@@ -6,7 +6,7 @@ ASAN_BUILD ?= build-asan
 JOBS ?= $(shell nproc)
 DEB_PKGS := gcc g++ clang clang-format libclang-rt-14-dev make cmake libc6-dev iproute2 procps git python3 openmpi-bin libopenmpi-dev
 
-.PHONY: all deps build build-asan run test test-fast bench format envdoc clean
+.PHONY: all deps build build-asan run test test-fast bench fuzz format envdoc clean
 
 all: build
 
@@ -51,6 +51,13 @@ test-fast: build
 
 bench: build
 	./bench/init.sh $(BUILD)
+
+# The topology XML fuzzer (clang, ASan+UBSan) for a minute over the real files;
+# new inputs are kept in $(ASAN_BUILD)/fuzz-corpus/topo_xml.
+fuzz: build-asan
+	mkdir -p $(ASAN_BUILD)/fuzz-corpus/topo_xml
+	./$(ASAN_BUILD)/tests/fuzz_topo_xml -max_total_time=60 -rss_limit_mb=2048 -print_final_stats=1 \
+	  $(ASAN_BUILD)/fuzz-corpus/topo_xml tests/data/topo
 
 envdoc: build
 	./$(BUILD)/bin/meshccl-env --markdown > docs/ENV.md

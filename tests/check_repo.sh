@@ -1,7 +1,7 @@
 #!/bin/bash
 # Repository rules checked by CTest (STYLE.md 4, 7, 3):
 #  1. docs/ENV.md is what `meshccl-env --markdown` prints (generated from params.def);
-#  2. includes go down the layers only: core <- socket <- bootstrap <- init,
+#  2. includes go down the layers only: core <- socket <- bootstrap <- topo <- init,
 #     and no module includes another module's _int.h;
 #  3. every C file is clang-format clean (when clang-format is installed).
 set -u
@@ -17,7 +17,7 @@ fi
 rm -f /tmp/mc_envdiff.$$
 
 level() {
-  case "$1" in core) echo 0 ;; socket) echo 1 ;; bootstrap) echo 2 ;; init) echo 3 ;; *) echo 9 ;; esac
+  case "$1" in core) echo 0 ;; socket) echo 1 ;; bootstrap) echo 2 ;; topo) echo 3 ;; init) echo 4 ;; *) echo 9 ;; esac
 }
 bad=0
 for f in "$src"/src/*/*.c "$src"/src/*/*.h; do
@@ -41,7 +41,7 @@ for f in "$src"/src/*/*.c "$src"/src/*/*.h; do
     fi
   done < <(sed -n 's/^#include "\([^"]*\)".*/\1/p' "$f")
 done
-[ $bad = 0 ] && echo "ok - includes respect core <- socket <- bootstrap <- init"
+[ $bad = 0 ] && echo "ok - includes respect core <- socket <- bootstrap <- topo <- init"
 fail=$((fail | bad))
 
 if command -v clang-format > /dev/null; then

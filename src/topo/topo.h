@@ -1,0 +1,302 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * The system graph and its paths (mirrors NCCL 2.30's src/graph/topo.cc,
+ * topo.h and paths.cc; notes §2 and §3): nodes (GPU, PCI, NVS, CPU, NIC, NET,
+ * DEV, ...) and typed links built from a topology XML tree, BFS paths with
+ * NCCL's path types and bottleneck bandwidths, the P2P / NET / GDR checks that
+ * rewrite them, trim of unreachable GPUs, and NCCL's ncclTopoPrint lines.
+ *
+ * Where NCCL versions differ this follows 2.30: a DEV node per physical GPU
+ * (GPU <-> DEV over LOC links), the type-first BFS update rule, P2C/PXN
+ * numbering (LOC 0 ... DIS 11), NICs kept on single-node systems.
+ *
+ * Bandwidths are float GB/s and are compared exactly, as NCCL does.
+ * Pure logic: no sysfs, no NVML. A system is used by one thread at a time.
+ */
+#ifndef MC_TOPO_H
+#define MC_TOPO_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include "nccl.h"
+#include "topo/topo_xml.h"
+
+/* Node types; values are NCCL's (they index paths[] and print order). */
+enum mc_topo_node_type {
+  MC_TOPO_GPU = 0,
+  MC_TOPO_PCI = 1,
+  MC_TOPO_NVS = 2,
+  MC_TOPO_CPU = 3, /* a NUMA domain */
+  MC_TOPO_NIC = 4,
+  MC_TOPO_NET = 5,
+  MC_TOPO_GIN = 6, /* reserved: not built yet */
+  MC_TOPO_RMA = 7, /* reserved: not built yet */
+  MC_TOPO_DEV = 8, /* one per physical GPU (per MLOPart partition) */
+  MC_TOPO_CXB = 9, /* C2C bridge shared by two MLOPart DEVs */
+  MC_TOPO_NODE_TYPES = 10
+};
+
+/* Link types; values match the path types they start (NCCL's LINK_*). */
+enum mc_topo_link_type {
+  MC_TOPO_LINK_LOC = 0,
+  MC_TOPO_LINK_NVL = 1,
+  MC_TOPO_LINK_C2C = 3,
+  MC_TOPO_LINK_PCI = 4,
+  MC_TOPO_LINK_SYS = 9,
+  MC_TOPO_LINK_NET = 10
+};
+
+/* Path types, NCCL 2.30 values (notes §3.1). */
+enum mc_path_type {
+  MC_PATH_LOC = 0,
+  MC_PATH_NVL = 1,
+  MC_PATH_NVB = 2,
+  MC_PATH_C2C = 3,
+  MC_PATH_PIX = 4,
+  MC_PATH_PXB = 5,
+  MC_PATH_P2C = 6,
+  MC_PATH_PXN = 7,
+  MC_PATH_PHB = 8,
+  MC_PATH_SYS = 9,
+  MC_PATH_NET = 10,
+  MC_PATH_DIS = 11
+};
+
+/* CPU attributes as NCCL encodes them (printed by mc_topo_print). */
+#define MC_TOPO_UNDEF               (-1)
+#define MC_TOPO_CPU_ARCH_X86        1
+#define MC_TOPO_CPU_ARCH_POWER      2
+#define MC_TOPO_CPU_ARCH_ARM        3
+#define MC_TOPO_CPU_VENDOR_INTEL    1
+#define MC_TOPO_CPU_VENDOR_AMD      2
+#define MC_TOPO_CPU_VENDOR_ZHAOXIN  3
+#define MC_TOPO_CPU_MODEL_INTEL_BDW 1
+#define MC_TOPO_CPU_MODEL_INTEL_SKL 2
+#define MC_TOPO_CPU_MODEL_INTEL_SRP 3
+#define MC_TOPO_CPU_MODEL_INTEL_ERP 4
+#define MC_TOPO_CPU_MODEL_YONGFENG  1
+
+/* Bandwidth constants, GB/s (notes §2.3). */
+#define MC_TOPO_LOC_BW         5000.0
+#define MC_TOPO_MLOPART_LOC_BW 2618.0
+
+/* Node ids: (systemId << 56) + localId, printed as TYPE/<sys hex>-<local hex>. */
+#define MC_TOPO_ID(_sys, _local)                                                                   \
+  ((int64_t)(((uint64_t)(_sys) << 56) + ((uint64_t)(_local)&0x00ffffffffffffffULL)))
+#define MC_TOPO_ID_SYSTEM(_id) ((int64_t)((uint64_t)(_id) >> 56))
+#define MC_TOPO_ID_LOCAL(_id)  ((int64_t)((uint64_t)(_id)&0x00ffffffffffffffULL))
+
+struct mc_topo_node;
+
+struct mc_topo_link {
+  enum mc_topo_link_type type;
+  float bw;
+  struct mc_topo_node *rem;
+};
+
+/* A path from a node to a base node: the links to follow, its type, its
+ * bottleneck bandwidth and its hop count (NCCL's ncclTopoLinkList). */
+struct mc_topo_path {
+  struct mc_topo_link **list; /* [count] */
+  int count;
+  int cap;
+  float bw;
+  enum mc_path_type type;
+};
+
+struct mc_topo_node {
+  enum mc_topo_node_type type;
+  int64_t id;
+  struct {
+    int dev; /* NVML index */
+    int rank;
+    int sm;
+    int gdr;
+    int mlopart;
+    struct mc_topo_node *parent; /* DEV */
+  } gpu;
+  struct {
+    uint64_t device; /* vendor<<48 | device<<32 | subsystem vendor<<16 | subsystem device */
+    int dev;
+    int sm;
+    int n_gpus;
+  } dev;
+  struct {
+    int dev; /* plugin device index */
+    uint64_t asic;
+    int port;
+    float bw;
+    float latency;
+    int gdr;
+    int coll;
+    int max_channels;
+    int local_gpu; /* GPU index, -1 when none (set by mc_topo_compute_paths) */
+    int rail;
+    int plane;
+  } net;
+  struct {
+    int arch;
+    int vendor;
+    int model;
+  } cpu;
+  struct {
+    uint64_t device;
+  } pci;
+  int n_links;
+  int cap_links;
+  struct mc_topo_link *links; /* sorted: NVLink first, PCI down, PCI up, SYS */
+  /* paths[t][i]: path from this node to node i of type t; NULL until computed. */
+  struct mc_topo_path *paths[MC_TOPO_NODE_TYPES];
+};
+
+struct mc_topo_node_set {
+  int count;
+  int cap;
+  struct mc_topo_node **nodes; /* index order = creation order (fused XML order) */
+};
+
+struct mc_topo_system {
+  int system_id; /* index of the local host hash */
+  int n_hosts;
+  uint64_t host_hashes[64];
+  struct mc_topo_node_set nodes[MC_TOPO_NODE_TYPES];
+  float max_bw;   /* set by mc_topo_search_init */
+  float total_bw; /* set by mc_topo_search_init */
+  bool inter;     /* set by mc_topo_trim_system: GPUs of other nodes exist */
+};
+
+/* Knobs of the path computation; NCCL reads them from the environment, here
+ * the caller passes them (defaults from mc_topo_paths_opts_init). */
+struct mc_topo_paths_opts {
+  int p2p_level;          /* NCCL_P2P_LEVEL as a path type, -1 = NCCL's default */
+  bool p2p_disable;       /* NCCL_P2P_DISABLE=1 (level LOC) */
+  bool nvb_disable;       /* NCCL_NVB_DISABLE */
+  bool pxn_disable;       /* NCCL_PXN_DISABLE (or a v4 net plugin) */
+  bool pxn_c2c;           /* NCCL_PXN_C2C, default 1 */
+  int net_gdr_level;      /* NCCL_NET_GDR_LEVEL as a path type, -1 = default */
+  int net_gdr_read;       /* NCCL_NET_GDR_READ, default -2 */
+  bool net_gdr_c2c;       /* NCCL_NET_GDR_C2C, default 1 */
+  bool net_gdr_mlopart;   /* NCCL_NET_GDR_MLOPART, default 0 */
+  bool net_disable_intra; /* NCCL_NET_DISABLE_INTRA */
+  bool shm_disable;       /* NCCL_SHM_DISABLE */
+  /* Apply the P2P/SHM transport canConnect step (NCCL does it when it has a
+   * communicator): all GPUs of the system are taken to share the host and the
+   * /dev/shm device; pairs neither can connect become MC_PATH_NET. */
+  bool check_transports;
+};
+
+/* Fills NCCL's defaults (no variable set) with check_transports = true. */
+void mc_topo_paths_opts_init(struct mc_topo_paths_opts *opts);
+
+/*
+ * Builds the system graph from a (fused) topology XML, as
+ * ncclTopoGetSystemFromXml: CPUs, PCI tree, DEV+GPU for every gpu with a
+ * rank, NIC/NET for every net with a dev (and net != 0), NVLinks, C2C,
+ * pcilinks, Broadcom switch flattening, inter-CPU links, link ordering.
+ * local_host_hash selects the local system id (the cpu host_hash values).
+ * Errors: ncclInvalidUsage for a wrong <system version> or missing/invalid
+ * attributes (naming element, attribute and line); ncclInvalidArgument when
+ * local_host_hash is not in the XML.
+ */
+ncclResult_t mc_topo_system_from_xml(const struct mc_xml *xml, uint64_t local_host_hash,
+                                     struct mc_topo_system **sys_out);
+/* Frees the system and its paths; accepts NULL. */
+void mc_topo_system_destroy(struct mc_topo_system *sys);
+
+/*
+ * ncclTopoComputePaths: BFS from every CPU, DEV, GPU, NET and NVS, then the
+ * P2P reroutes through the CPU, the transport check (opts->check_transports),
+ * P2C, PXN and no-GDR reroutes, and each NET's local GPU.
+ */
+ncclResult_t mc_topo_compute_paths(struct mc_topo_system *sys,
+                                   const struct mc_topo_paths_opts *opts);
+/* Frees all paths (done before any change of nodes). */
+void mc_topo_free_paths(struct mc_topo_system *sys);
+
+/*
+ * ncclTopoTrimSystem: removes the GPUs that are not in my_rank's domain
+ * (pairs of type >= MC_PATH_NET split domains), frees the paths (compute them
+ * again afterwards) and sets sys->inter = (GPU count != n_ranks).
+ */
+ncclResult_t mc_topo_trim_system(struct mc_topo_system *sys, int my_rank, int n_ranks);
+
+/* ncclTopoSearchInit: sys->max_bw and sys->total_bw (paths computed). */
+void mc_topo_search_init(struct mc_topo_system *sys);
+
+/* Path queries by node type and index; MC_PATH_DIS / 0 / -1 when the path
+ * or index does not exist. */
+enum mc_path_type mc_topo_path_type(const struct mc_topo_system *sys,
+                                    enum mc_topo_node_type from_type, int from_idx,
+                                    enum mc_topo_node_type to_type, int to_idx);
+float mc_topo_path_bw(const struct mc_topo_system *sys, enum mc_topo_node_type from_type,
+                      int from_idx, enum mc_topo_node_type to_type, int to_idx);
+int mc_topo_path_hops(const struct mc_topo_system *sys, enum mc_topo_node_type from_type,
+                      int from_idx, enum mc_topo_node_type to_type, int to_idx);
+/* The path itself (NULL when absent). */
+const struct mc_topo_path *mc_topo_path_get(const struct mc_topo_system *sys,
+                                            enum mc_topo_node_type from_type, int from_idx,
+                                            enum mc_topo_node_type to_type, int to_idx);
+
+/* Index of the GPU driven by rank, -1 when absent. */
+int mc_topo_rank_to_index(const struct mc_topo_system *sys, int rank);
+/* Index of the node of that type with that id, -1 when absent. */
+int mc_topo_id_to_index(const struct mc_topo_system *sys, enum mc_topo_node_type type, int64_t id);
+
+/* ncclTopoCheckP2p (offline: NVML pair status taken as OK). p2p: path type
+ * <= level; read: NVL between two sm80 GPUs; intermediate: rank of the GPU an
+ * NVB path goes through, -1 when none. rank2 absent: p2p 0. */
+ncclResult_t mc_topo_check_p2p(const struct mc_topo_system *sys,
+                               const struct mc_topo_paths_opts *opts, int rank1, int rank2,
+                               int *p2p_out, int *read_out, int *intermediate_out);
+/* ncclTopoCheckNet: 1 when both GPUs reach a NET at <= PXB faster than their
+ * GPU-GPU path (so P2P and SHM refuse); 0 when a rank is absent. */
+int mc_topo_check_net(const struct mc_topo_system *sys, const struct mc_topo_paths_opts *opts,
+                      int rank1, int rank2);
+
+enum mc_topo_gdr_mode { MC_TOPO_GDR_DISABLED = 0, MC_TOPO_GDR_DEFAULT = 1, MC_TOPO_GDR_PCI = 2 };
+/* ncclTopoCheckGdr for the GPU of rank and NET index net_idx. */
+ncclResult_t mc_topo_check_gdr(const struct mc_topo_system *sys,
+                               const struct mc_topo_paths_opts *opts, int rank, int net_idx,
+                               int read, enum mc_topo_gdr_mode *mode_out);
+/* ncclTopoGetIntermediateRank: the proxy GPU's rank of a PXN path, else rank. */
+ncclResult_t mc_topo_intermediate_rank(const struct mc_topo_system *sys, int rank, int net_idx,
+                                       int *rank_out);
+
+/* ncclTopoGetLocal: the nodes of result_type with the best (bw, then type)
+ * path from node (type, idx); fills locals (room for every node of
+ * result_type), returns their count. */
+int mc_topo_get_local(const struct mc_topo_system *sys, enum mc_topo_node_type type, int idx,
+                      enum mc_topo_node_type result_type, int *locals);
+/* ncclTopoGetLocalNet (2.30, policy AUTO): NET index for rank and channel. */
+ncclResult_t mc_topo_get_local_net(const struct mc_topo_system *sys, int rank, int channel,
+                                   int *net_idx_out);
+/* ncclTopoGetLocalGpu: GPU index that uses NET net_idx first, -1 when none. */
+ncclResult_t mc_topo_get_local_gpu(const struct mc_topo_system *sys, int net_idx, int *gpu_idx_out);
+/* ncclGetLocalCpu: index of the CPU with the fewest hops from GPU gpu_idx. */
+ncclResult_t mc_topo_local_cpu(const struct mc_topo_system *sys, int gpu_idx, int *cpu_idx_out);
+
+/* "LOC" ... "DIS"; "?" for an unknown value. */
+const char *mc_topo_path_type_str(int type);
+/* "GPU", "PCI", ... */
+const char *mc_topo_node_type_str(int type);
+/* "LOC", "NVL", "C2C", "PCI", "SYS", "NET". */
+const char *mc_topo_link_type_str(int type);
+
+/*
+ * Parses a level as NCCL_P2P_LEVEL / NCCL_NET_GDR_LEVEL accept it (ncclGetLevel):
+ * exact names LOC NVL NVB C2C PIX PXB P2C PXN PHB SYS, or a legacy number
+ * 0..5 (LOC PIX PXB PHB SYS SYS; larger clamps to 5). -1 when not recognised.
+ */
+int mc_topo_level_parse(const char *str);
+
+/*
+ * Writes NCCL's ncclTopoPrint message lines (without the log prefix), one per
+ * line: "=== System : maxBw .. totalBw .. ===", the tree under each CPU,
+ * "==========================================", then the path line of every
+ * GPU and NET (cut at 1023 characters as NCCL's 1024-byte buffer does).
+ */
+ncclResult_t mc_topo_print(const struct mc_topo_system *sys, FILE *out);
+
+#endif /* MC_TOPO_H */

@@ -1,0 +1,889 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * Paths over the system graph. Mirrors NCCL 2.30's src/graph/paths.cc (and
+ * the "local" queries of topo.cc, SearchInit of search.cc; notes §3, §4.2):
+ * BFS per base node with the 2.30 DEV gate and type-first update rule, P2P
+ * reroutes through the CPU, the transports' canConnect step, P2C, PXN and
+ * no-GDR reroutes, trim of unreachable GPUs.
+ */
+#include "topo/topo.h"
+#include "topo/topo_int.h"
+
+#include "check.h"
+#include "log.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#define MAXCHANNELS 64
+
+static const char *const path_type_str[] = {"LOC", "NVL", "NVB", "C2C", "PIX", "PXB",
+                                            "P2C", "PXN", "PHB", "SYS", "NET", "DIS"};
+
+const char *mc_topo_path_type_str(int type)
+{
+  if ((type < 0) || (type > MC_PATH_DIS)) {
+    return "?";
+  }
+  return path_type_str[type];
+}
+
+void mc_topo_paths_opts_init(struct mc_topo_paths_opts *opts)
+{
+  memset(opts, 0, sizeof(*opts));
+  opts->p2p_level = -1;
+  opts->pxn_c2c = true;
+  opts->net_gdr_level = -1;
+  opts->net_gdr_read = -2;
+  opts->net_gdr_c2c = true;
+  opts->check_transports = true;
+}
+
+int mc_topo_level_parse(const char *str)
+{
+  static const int old_to_new[] = {MC_PATH_LOC, MC_PATH_PIX, MC_PATH_PXB,
+                                   MC_PATH_PHB, MC_PATH_SYS, MC_PATH_SYS};
+
+  if (str == NULL) {
+    return -1;
+  }
+  for (int i = 0; i <= MC_PATH_SYS; i++) {
+    if (strcmp(str, path_type_str[i]) == 0) {
+      return i;
+    }
+  }
+  if ((str[0] >= '0') && (str[0] <= '9')) {
+    long old = strtol(str, NULL, 0);
+    if (old > 5) {
+      old = 5;
+    }
+    if (old < 0) {
+      old = 0;
+    }
+    return old_to_new[old];
+  }
+  return -1;
+}
+
+/* ---------------------------------------------------------------- storage */
+
+static ncclResult_t path_reserve(struct mc_topo_path *p, int n)
+{
+  if (n > p->cap) {
+    int cap = (n < 8) ? 8 : n * 2;
+    struct mc_topo_link **list = realloc(p->list, (size_t)cap * sizeof(*list));
+    if (list == NULL) {
+      return MC_FAIL(ncclSystemError, "Topo: out of memory for a path of %d hops", n);
+    }
+    p->list = list;
+    p->cap = cap;
+  }
+  return ncclSuccess;
+}
+
+static ncclResult_t paths_alloc(struct mc_topo_system *sys, struct mc_topo_node *node, int type)
+{
+  int n = sys->nodes[type].count;
+
+  if (node->paths[type] != NULL) {
+    return ncclSuccess;
+  }
+  MC_CHECK(mc_calloc(&node->paths[type], (size_t)(n > 0 ? n : 1)));
+  for (int i = 0; i < n; i++) {
+    node->paths[type][i].type = MC_PATH_DIS;
+  }
+  return ncclSuccess;
+}
+
+void mc_topo_free_paths(struct mc_topo_system *sys)
+{
+  for (int t = 0; t < MC_TOPO_NODE_TYPES; t++) {
+    for (int i = 0; i < sys->nodes[t].count; i++) {
+      struct mc_topo_node *node = sys->nodes[t].nodes[i];
+      for (int t2 = 0; t2 < MC_TOPO_NODE_TYPES; t2++) {
+        if (node->paths[t2] == NULL) {
+          continue;
+        }
+        for (int j = 0; j < sys->nodes[t2].count; j++) {
+          free(node->paths[t2][j].list);
+        }
+        free(node->paths[t2]);
+        node->paths[t2] = NULL;
+      }
+    }
+  }
+}
+
+static int index_of(const struct mc_topo_system *sys, const struct mc_topo_node *node)
+{
+  for (int i = 0; i < sys->nodes[node->type].count; i++) {
+    if (sys->nodes[node->type].nodes[i] == node) {
+      return i;
+    }
+  }
+  return -1;
+}
+
+/* ---------------------------------------------------------------- BFS */
+
+static int list_has(struct mc_topo_node **list, int n, const struct mc_topo_node *node)
+{
+  for (int i = 0; i < n; i++) {
+    if (list[i] == node) {
+      return 1;
+    }
+  }
+  return 0;
+}
+
+/* One BFS step from node (path p to base) over link. */
+static ncclResult_t relax(struct mc_topo_system *sys, struct mc_topo_node *base, int bidx,
+                          struct mc_topo_node *node, struct mc_topo_link *link,
+                          const struct mc_topo_paths_opts *opts, bool *updated)
+{
+  struct mc_topo_node *rem = link->rem;
+  struct mc_topo_path *p = &node->paths[base->type][bidx];
+  struct mc_topo_path *rp;
+  struct mc_topo_link *rev = NULL;
+  int max_len = (base->type == MC_TOPO_GPU) ? 2 : 1;
+  const struct mc_topo_node *base_dev = (base->type == MC_TOPO_GPU) ? base->gpu.parent : base;
+  float bw = (p->bw < link->bw) ? p->bw : link->bw;
+  int t;
+
+  *updated = false;
+  MC_CHECK(paths_alloc(sys, rem, base->type));
+  rp = &rem->paths[base->type][bidx];
+  /* 2.30 DEV gate: only GPU leaves and (NVB) NVLink hops pass through a DEV. */
+  if ((node != base_dev) && (node->type == MC_TOPO_DEV) &&
+      ((link->type != MC_TOPO_LINK_LOC) || (rem->type != MC_TOPO_GPU)) &&
+      (opts->nvb_disable || (link->type != MC_TOPO_LINK_NVL) || (rem->type != MC_TOPO_DEV) ||
+       (p->count > max_len))) {
+    return ncclSuccess;
+  }
+  t = (link->type == MC_TOPO_LINK_NET) ? MC_PATH_LOC : (int)link->type;
+  if ((node->type == MC_TOPO_PCI) && (rem->type == MC_TOPO_PCI)) {
+    t = MC_PATH_PXB;
+  }
+  if ((link->type == MC_TOPO_LINK_PCI) &&
+      ((node->type == MC_TOPO_CPU) || (rem->type == MC_TOPO_CPU))) {
+    t = MC_PATH_PHB;
+  }
+  if ((node->type == MC_TOPO_DEV) && (p->type == MC_PATH_NVL) && (t == MC_PATH_NVL) &&
+      (p->count + 1 > max_len)) {
+    t = MC_PATH_NVB;
+  }
+  if ((int)p->type > t) {
+    t = (int)p->type;
+  }
+  /* 2.30 update rule: better type, then higher bw, then fewer hops. */
+  if (!((t < (int)rp->type) || ((t == (int)rp->type) && (rp->bw < bw)) ||
+        ((t == (int)rp->type) && (rp->bw == bw) && (rp->count > p->count + 1)))) {
+    return ncclSuccess;
+  }
+  for (int l = 0; l < rem->n_links; l++) {
+    if ((rem->links[l].rem == node) && (rem->links[l].type == link->type)) {
+      rev = &rem->links[l];
+      break;
+    }
+  }
+  if (rev == NULL) {
+    return MC_FAIL(ncclInternalError, "Topo: no reverse link from %s/%lx to %s/%lx",
+                   mc_topo_node_type_str(rem->type), (unsigned long)rem->id,
+                   mc_topo_node_type_str(node->type), (unsigned long)node->id);
+  }
+  MC_CHECK(path_reserve(rp, p->count + 1));
+  rp->list[0] = rev;
+  for (int i = 0; i < p->count; i++) {
+    rp->list[i + 1] = p->list[i];
+  }
+  rp->count = p->count + 1;
+  rp->bw = bw;
+  rp->type = (enum mc_path_type)t;
+  *updated = true;
+  return ncclSuccess;
+}
+
+/* ncclTopoSetPaths: paths from every node to base. */
+static ncclResult_t set_paths(struct mc_topo_system *sys, struct mc_topo_node *base,
+                              const struct mc_topo_paths_opts *opts)
+{
+  ncclResult_t res = ncclSuccess;
+  int total = 0;
+  int bidx = index_of(sys, base);
+  struct mc_topo_node **cur = NULL;
+  struct mc_topo_node **next = NULL;
+  int n_cur = 1;
+  struct mc_topo_path *bp;
+
+  for (int t = 0; t < MC_TOPO_NODE_TYPES; t++) {
+    total += sys->nodes[t].count;
+  }
+  MC_CHECK(paths_alloc(sys, base, base->type));
+  MC_CHECK_GOTO(mc_calloc(&cur, (size_t)total), res, out);
+  MC_CHECK_GOTO(mc_calloc(&next, (size_t)total), res, out);
+  bp = &base->paths[base->type][bidx];
+  bp->count = 0;
+  bp->bw = (float)MC_TOPO_LOC_BW;
+  bp->type = MC_PATH_LOC;
+  cur[0] = base;
+  while (n_cur > 0) {
+    int n_next = 0;
+    struct mc_topo_node **tmp;
+    for (int n = 0; n < n_cur; n++) {
+      struct mc_topo_node *node = cur[n];
+      for (int l = 0; l < node->n_links; l++) {
+        bool updated = false;
+        MC_CHECK_GOTO(relax(sys, base, bidx, node, &node->links[l], opts, &updated), res, out);
+        if (updated && !list_has(next, n_next, node->links[l].rem) && (n_next < total)) {
+          next[n_next++] = node->links[l].rem;
+        }
+      }
+    }
+    tmp = cur;
+    cur = next;
+    next = tmp;
+    n_cur = n_next;
+  }
+out:
+  free(cur);
+  free(next);
+  return res;
+}
+
+/* ---------------------------------------------------------------- queries */
+
+const struct mc_topo_path *mc_topo_path_get(const struct mc_topo_system *sys,
+                                            enum mc_topo_node_type from_type, int from_idx,
+                                            enum mc_topo_node_type to_type, int to_idx)
+{
+  const struct mc_topo_node *from;
+
+  if ((from_idx < 0) || (from_idx >= sys->nodes[from_type].count) || (to_idx < 0) ||
+      (to_idx >= sys->nodes[to_type].count)) {
+    return NULL;
+  }
+  from = sys->nodes[from_type].nodes[from_idx];
+  if (from->paths[to_type] == NULL) {
+    return NULL;
+  }
+  return &from->paths[to_type][to_idx];
+}
+
+enum mc_path_type mc_topo_path_type(const struct mc_topo_system *sys,
+                                    enum mc_topo_node_type from_type, int from_idx,
+                                    enum mc_topo_node_type to_type, int to_idx)
+{
+  const struct mc_topo_path *p = mc_topo_path_get(sys, from_type, from_idx, to_type, to_idx);
+  return (p == NULL) ? MC_PATH_DIS : p->type;
+}
+
+float mc_topo_path_bw(const struct mc_topo_system *sys, enum mc_topo_node_type from_type,
+                      int from_idx, enum mc_topo_node_type to_type, int to_idx)
+{
+  const struct mc_topo_path *p = mc_topo_path_get(sys, from_type, from_idx, to_type, to_idx);
+  return (p == NULL) ? 0.0f : p->bw;
+}
+
+int mc_topo_path_hops(const struct mc_topo_system *sys, enum mc_topo_node_type from_type,
+                      int from_idx, enum mc_topo_node_type to_type, int to_idx)
+{
+  const struct mc_topo_path *p = mc_topo_path_get(sys, from_type, from_idx, to_type, to_idx);
+  return (p == NULL) ? -1 : p->count;
+}
+
+int mc_topo_rank_to_index(const struct mc_topo_system *sys, int rank)
+{
+  for (int i = 0; i < sys->nodes[MC_TOPO_GPU].count; i++) {
+    if (sys->nodes[MC_TOPO_GPU].nodes[i]->gpu.rank == rank) {
+      return i;
+    }
+  }
+  return -1;
+}
+
+/* ncclTopoDevToRank: rank of the GPU with that NVML dev on system sid. */
+static ncclResult_t dev_to_rank(const struct mc_topo_system *sys, int64_t sid, int dev,
+                                int *rank_out)
+{
+  for (int i = 0; i < sys->nodes[MC_TOPO_GPU].count; i++) {
+    const struct mc_topo_node *g = sys->nodes[MC_TOPO_GPU].nodes[i];
+    if ((MC_TOPO_ID_SYSTEM(g->id) == sid) && (g->gpu.dev == dev)) {
+      *rank_out = g->gpu.rank;
+      return ncclSuccess;
+    }
+  }
+  return MC_FAIL(ncclInternalError, "Topo: no GPU with NVML dev %d on system %ld", dev, (long)sid);
+}
+
+ncclResult_t mc_topo_local_cpu(const struct mc_topo_system *sys, int gpu_idx, int *cpu_idx_out)
+{
+  const struct mc_topo_path *paths = sys->nodes[MC_TOPO_GPU].nodes[gpu_idx]->paths[MC_TOPO_CPU];
+  int min_hops = 0;
+  int local = -1;
+
+  for (int c = 0; (paths != NULL) && (c < sys->nodes[MC_TOPO_CPU].count); c++) {
+    int hops = paths[c].count;
+    if ((hops > 0) && ((min_hops == 0) || (hops < min_hops))) {
+      local = c;
+      min_hops = hops;
+    }
+  }
+  if (local == -1) {
+    return MC_FAIL(ncclInternalError, "Topo: no CPU reachable from GPU %d", gpu_idx);
+  }
+  *cpu_idx_out = local;
+  return ncclSuccess;
+}
+
+int mc_topo_get_local(const struct mc_topo_system *sys, enum mc_topo_node_type type, int idx,
+                      enum mc_topo_node_type result_type, int *locals)
+{
+  const struct mc_topo_path *paths = sys->nodes[type].nodes[idx]->paths[result_type];
+  int min_type = MC_PATH_DIS;
+  float max_bw = 0;
+  int count = 0;
+
+  if (paths == NULL) {
+    return 0;
+  }
+  for (int i = 0; i < sys->nodes[result_type].count; i++) {
+    if ((paths[i].bw > max_bw) || ((paths[i].bw == max_bw) && ((int)paths[i].type < min_type))) {
+      max_bw = paths[i].bw;
+      min_type = (int)paths[i].type;
+      count = 0;
+    }
+    if ((paths[i].bw == max_bw) && ((int)paths[i].type == min_type)) {
+      locals[count++] = i;
+    }
+  }
+  return count;
+}
+
+static int mirror_bits(int val, int pow2)
+{
+  int mirror = 0;
+
+  for (int b = 1, mb = (pow2 >> 1); b < pow2; b <<= 1, mb >>= 1) {
+    if ((val & b) != 0) {
+      mirror |= mb;
+    }
+  }
+  return mirror;
+}
+
+ncclResult_t mc_topo_get_local_net(const struct mc_topo_system *sys, int rank, int channel,
+                                   int *net_idx_out)
+{
+  int n_nets = sys->nodes[MC_TOPO_NET].count;
+  int n_gpus_all = sys->nodes[MC_TOPO_GPU].count;
+  int g = mc_topo_rank_to_index(sys, rank);
+  int *nets = NULL;
+  int *gpus = NULL;
+  int n_local_nets;
+  int n_local_gpus;
+  int nets_per_gpu;
+  int i;
+  ncclResult_t res = ncclSuccess;
+
+  if (g < 0) {
+    return MC_FAIL(ncclInternalError, "Topo: rank %d is not in the system", rank);
+  }
+  MC_CHECK(mc_calloc(&nets, (size_t)(n_nets + 1)));
+  MC_CHECK_GOTO(mc_calloc(&gpus, (size_t)(n_gpus_all + 1)), res, out);
+  n_local_nets = mc_topo_get_local(sys, MC_TOPO_GPU, g, MC_TOPO_NET, nets);
+  if (n_local_nets == 0) {
+    res = MC_FAIL(ncclInternalError, "Topo: no local path from GPU %d to a NET", g);
+    goto out;
+  }
+  n_local_gpus = mc_topo_get_local(sys, MC_TOPO_NET, nets[0], MC_TOPO_GPU, gpus);
+  if (n_local_gpus == 0) {
+    n_local_gpus = 1;
+  }
+  nets_per_gpu = (n_local_nets + n_local_gpus - 1) / n_local_gpus;
+  i = sys->nodes[MC_TOPO_GPU].nodes[g]->gpu.dev % n_local_gpus;
+  if ((n_local_nets & (n_local_nets - 1)) == 0) {
+    i = mirror_bits(i, n_local_nets);
+  }
+  i += channel % nets_per_gpu;
+  *net_idx_out = nets[i % n_local_nets];
+out:
+  free(nets);
+  free(gpus);
+  return res;
+}
+
+ncclResult_t mc_topo_get_local_gpu(const struct mc_topo_system *sys, int net_idx, int *gpu_idx_out)
+{
+  int *gpus = NULL;
+  int n_gpus;
+  ncclResult_t res = ncclSuccess;
+
+  *gpu_idx_out = -1;
+  MC_CHECK(mc_calloc(&gpus, (size_t)(sys->nodes[MC_TOPO_GPU].count + 1)));
+  n_gpus = mc_topo_get_local(sys, MC_TOPO_NET, net_idx, MC_TOPO_GPU, gpus);
+  for (int c = 0; c < MAXCHANNELS; c++) {
+    for (int lg = 0; lg < n_gpus; lg++) {
+      int net = -1;
+      MC_CHECK_GOTO(
+          mc_topo_get_local_net(sys, sys->nodes[MC_TOPO_GPU].nodes[gpus[lg]]->gpu.rank, c, &net),
+          res, out);
+      if (net == net_idx) {
+        *gpu_idx_out = gpus[lg];
+        goto out;
+      }
+    }
+  }
+out:
+  free(gpus);
+  return res;
+}
+
+/* ---------------------------------------------------------------- checks */
+
+static int cpu0_is_amd_x86(const struct mc_topo_system *sys)
+{
+  const struct mc_topo_node *cpu;
+
+  if (sys->nodes[MC_TOPO_CPU].count == 0) {
+    return 0;
+  }
+  cpu = sys->nodes[MC_TOPO_CPU].nodes[0];
+  return (cpu->cpu.arch == MC_TOPO_CPU_ARCH_X86) && (cpu->cpu.vendor == MC_TOPO_CPU_VENDOR_AMD);
+}
+
+ncclResult_t mc_topo_check_p2p(const struct mc_topo_system *sys,
+                               const struct mc_topo_paths_opts *opts, int rank1, int rank2,
+                               int *p2p_out, int *read_out, int *intermediate_out)
+{
+  int g1 = mc_topo_rank_to_index(sys, rank1);
+  int g2 = mc_topo_rank_to_index(sys, rank2);
+  int level = MC_PATH_PXB;
+  int inter = -1;
+  const struct mc_topo_node *gpu1;
+  const struct mc_topo_path *path;
+
+  *p2p_out = 0;
+  if (read_out != NULL) {
+    *read_out = 0;
+  }
+  if (intermediate_out != NULL) {
+    *intermediate_out = -1;
+  }
+  if (g1 < 0) {
+    return MC_FAIL(ncclInternalError, "Topo: rank %d is not in the system", rank1);
+  }
+  if (g2 < 0) {
+    return ncclSuccess;
+  }
+  gpu1 = sys->nodes[MC_TOPO_GPU].nodes[g1];
+  path = &gpu1->paths[MC_TOPO_GPU][g2];
+  /* 2.30: GPU-DEV-DEV-DEV-GPU, the intermediate DEV is the remote of list[1]. */
+  if ((path->count == 4) && (path->list[1]->rem->type == MC_TOPO_DEV)) {
+    const struct mc_topo_node *mid = path->list[1]->rem;
+    MC_CHECK(dev_to_rank(sys, MC_TOPO_ID_SYSTEM(mid->id), mid->dev.dev, &inter));
+  }
+  if (cpu0_is_amd_x86(sys) && (sys->nodes[MC_TOPO_DEV].count <= 2)) {
+    level = MC_PATH_SYS;
+  }
+  if (opts->p2p_disable) {
+    level = MC_PATH_LOC;
+  } else if (opts->p2p_level >= 0) {
+    level = opts->p2p_level;
+  }
+  if ((int)path->type <= level) {
+    *p2p_out = 1;
+  }
+  if ((path->type == MC_PATH_NVL) && (read_out != NULL)) {
+    const struct mc_topo_node *gpu2 = sys->nodes[MC_TOPO_GPU].nodes[g2];
+    if ((gpu1->gpu.sm == gpu2->gpu.sm) && (gpu1->gpu.sm == 80)) {
+      *read_out = 1;
+    }
+  }
+  if (intermediate_out != NULL) {
+    *intermediate_out = inter;
+  }
+  return ncclSuccess;
+}
+
+int mc_topo_check_net(const struct mc_topo_system *sys, const struct mc_topo_paths_opts *opts,
+                      int rank1, int rank2)
+{
+  int g1 = mc_topo_rank_to_index(sys, rank1);
+  int g2 = mc_topo_rank_to_index(sys, rank2);
+  const struct mc_topo_node *gpu1;
+  const struct mc_topo_node *gpu2;
+  float speed;
+  float net1 = 0;
+  float net2 = 0;
+
+  if (opts->net_disable_intra || (g1 < 0) || (g2 < 0)) {
+    return 0;
+  }
+  gpu1 = sys->nodes[MC_TOPO_GPU].nodes[g1];
+  gpu2 = sys->nodes[MC_TOPO_GPU].nodes[g2];
+  speed = gpu1->paths[MC_TOPO_GPU][g2].bw;
+  for (int n = 0; n < sys->nodes[MC_TOPO_NET].count; n++) {
+    const struct mc_topo_path *p = &gpu1->paths[MC_TOPO_NET][n];
+    if ((p->type <= MC_PATH_PXB) && (p->bw > net1)) {
+      net1 = p->bw;
+    }
+    p = &gpu2->paths[MC_TOPO_NET][n];
+    if ((p->type <= MC_PATH_PXB) && (p->bw > net2)) {
+      net2 = p->bw;
+    }
+  }
+  return (net1 > speed) && (net2 > speed);
+}
+
+ncclResult_t mc_topo_intermediate_rank(const struct mc_topo_system *sys, int rank, int net_idx,
+                                       int *rank_out)
+{
+  int g = mc_topo_rank_to_index(sys, rank);
+  const struct mc_topo_path *path;
+  const struct mc_topo_node *node;
+  int i = 1;
+
+  if (g < 0) {
+    return MC_FAIL(ncclInternalError, "Topo: rank %d is not in the system", rank);
+  }
+  path = &sys->nodes[MC_TOPO_GPU].nodes[g]->paths[MC_TOPO_NET][net_idx];
+  if (path->type != MC_PATH_PXN) {
+    *rank_out = rank;
+    return ncclSuccess;
+  }
+  while ((i < path->count) && (path->list[i]->rem->type == MC_TOPO_NVS)) {
+    i++;
+  }
+  node = (i < path->count) ? path->list[i]->rem : NULL;
+  if ((node != NULL) && (node->type == MC_TOPO_DEV)) {
+    for (int l = 0; l < node->n_links; l++) {
+      if (node->links[l].rem->type == MC_TOPO_GPU) {
+        node = node->links[l].rem;
+        break;
+      }
+    }
+  }
+  if ((node == NULL) || (node->type != MC_TOPO_GPU)) {
+    return MC_FAIL(ncclInternalError, "Topo: no intermediate GPU between rank %d and NET %d", rank,
+                   net_idx);
+  }
+  return dev_to_rank(sys, MC_TOPO_ID_SYSTEM(node->id), node->gpu.dev, rank_out);
+}
+
+ncclResult_t mc_topo_check_gdr(const struct mc_topo_system *sys,
+                               const struct mc_topo_paths_opts *opts, int rank, int net_idx,
+                               int read, enum mc_topo_gdr_mode *mode_out)
+{
+  const struct mc_topo_node *net = sys->nodes[MC_TOPO_NET].nodes[net_idx];
+  const struct mc_topo_node *gpu;
+  int g = mc_topo_rank_to_index(sys, rank);
+  int level;
+  int distance;
+  int c = -1;
+
+  *mode_out = MC_TOPO_GDR_DISABLED;
+  if (g < 0) {
+    return MC_FAIL(ncclInternalError, "Topo: rank %d is not in the system", rank);
+  }
+  gpu = sys->nodes[MC_TOPO_GPU].nodes[g];
+  if ((net->net.gdr == 0) || (gpu->gpu.gdr == 0)) {
+    return ncclSuccess;
+  }
+  if ((gpu->gpu.mlopart != MC_TOPO_UNDEF) && !opts->net_gdr_mlopart) {
+    return ncclSuccess;
+  }
+  if (read) {
+    if (opts->net_gdr_read == 0) {
+      return ncclSuccess;
+    }
+    if ((opts->net_gdr_read < 0) && (gpu->gpu.sm < 80)) {
+      int nvlink = (sys->nodes[MC_TOPO_GPU].count == 1);
+      for (int i = 0; i < sys->nodes[MC_TOPO_GPU].count; i++) {
+        if ((i != g) && (gpu->paths[MC_TOPO_GPU][i].type == MC_PATH_NVL)) {
+          nvlink = 1;
+          break;
+        }
+      }
+      if (!nvlink) {
+        return ncclSuccess;
+      }
+    }
+  }
+  level = opts->net_gdr_c2c ? MC_PATH_P2C : MC_PATH_PXB;
+  if (opts->net_gdr_level >= 0) {
+    level = opts->net_gdr_level;
+  }
+  distance = (int)gpu->paths[MC_TOPO_NET][net_idx].type;
+  if (distance == MC_PATH_PXN) {
+    int proxy = -1;
+    MC_CHECK(mc_topo_intermediate_rank(sys, rank, net_idx, &proxy));
+    g = mc_topo_rank_to_index(sys, proxy);
+    gpu = sys->nodes[MC_TOPO_GPU].nodes[g];
+    distance = (int)gpu->paths[MC_TOPO_NET][net_idx].type;
+  }
+  if (distance > level) {
+    return ncclSuccess;
+  }
+  MC_CHECK(mc_topo_local_cpu(sys, g, &c));
+  if ((gpu->paths[MC_TOPO_CPU][c].type == MC_PATH_C2C) && (distance != MC_PATH_P2C)) {
+    *mode_out = MC_TOPO_GDR_PCI;
+  } else {
+    *mode_out = MC_TOPO_GDR_DEFAULT;
+  }
+  return ncclSuccess;
+}
+
+/* ---------------------------------------------------------------- compute */
+
+static int merge_path_type(int a, int b)
+{
+  int max = (a > b) ? a : b;
+  int min = (a > b) ? b : a;
+
+  if ((max == MC_PATH_PHB) && (min == MC_PATH_C2C)) {
+    return MC_PATH_P2C;
+  }
+  return max;
+}
+
+/* addInterStep: src(t1,i1) -> dst(t2,i2) := src -> mid(tx,ix) + mid -> dst. */
+static ncclResult_t add_inter_step(struct mc_topo_system *sys, int tx, int ix, int t1, int i1,
+                                   int t2, int i2)
+{
+  struct mc_topo_node *mid = sys->nodes[tx].nodes[ix];
+  struct mc_topo_node *src = sys->nodes[t1].nodes[i1];
+  struct mc_topo_path *a = &src->paths[tx][ix];
+  struct mc_topo_path *b = &mid->paths[t2][i2];
+  struct mc_topo_path *p = &src->paths[t2][i2];
+  int l = 0;
+
+  MC_CHECK(path_reserve(p, a->count + b->count));
+  for (int i = 0; i < a->count; i++) {
+    p->list[l++] = a->list[i];
+  }
+  for (int i = 0; i < b->count; i++) {
+    p->list[l++] = b->list[i];
+  }
+  p->count = l;
+  p->type = (enum mc_path_type)merge_path_type((int)a->type, (int)b->type);
+  if (tx == MC_TOPO_GPU) {
+    p->type = MC_PATH_PXN;
+  }
+  p->bw = (a->bw < b->bw) ? a->bw : b->bw;
+  return ncclSuccess;
+}
+
+/* P2P reroutes through the CPU, then (with a communicator) the transports'
+ * canConnect: P2P = CheckP2p && (intermediate || !CheckNet), SHM = !CheckNet. */
+static ncclResult_t p2p_step(struct mc_topo_system *sys, const struct mc_topo_paths_opts *opts)
+{
+  int n_gpus = sys->nodes[MC_TOPO_GPU].count;
+
+  for (int g = 0; g < n_gpus; g++) {
+    int rank_g = sys->nodes[MC_TOPO_GPU].nodes[g]->gpu.rank;
+    for (int p = 0; p < n_gpus; p++) {
+      int p2p = 0;
+      MC_CHECK(mc_topo_check_p2p(sys, opts, sys->nodes[MC_TOPO_GPU].nodes[p]->gpu.rank, rank_g,
+                                 &p2p, NULL, NULL));
+      if (p2p == 0) {
+        int cpu = -1;
+        MC_CHECK(mc_topo_local_cpu(sys, g, &cpu));
+        MC_CHECK(add_inter_step(sys, MC_TOPO_CPU, cpu, MC_TOPO_GPU, p, MC_TOPO_GPU, g));
+      }
+    }
+    if (!opts->check_transports) {
+      continue;
+    }
+    for (int p = 0; p < n_gpus; p++) {
+      int rank_p = sys->nodes[MC_TOPO_GPU].nodes[p]->gpu.rank;
+      int p2p = 0;
+      int inter = -1;
+      int use_net;
+      if (p == g) {
+        continue;
+      }
+      MC_CHECK(mc_topo_check_p2p(sys, opts, rank_p, rank_g, &p2p, NULL, &inter));
+      use_net = mc_topo_check_net(sys, opts, rank_p, rank_g);
+      if ((p2p != 0) && (inter == -1) && use_net) {
+        p2p = 0;
+      }
+      if ((p2p == 0) && (opts->shm_disable || use_net)) {
+        sys->nodes[MC_TOPO_GPU].nodes[p]->paths[MC_TOPO_GPU][g].type = MC_PATH_NET;
+      }
+    }
+  }
+  return ncclSuccess;
+}
+
+/* GPU -(C2C)- CPU -(PCI)- NIC: the local NETs become P2C. */
+static ncclResult_t p2c_step(struct mc_topo_system *sys)
+{
+  int *locals = NULL;
+  ncclResult_t res = ncclSuccess;
+
+  MC_CHECK(mc_calloc(&locals, (size_t)(sys->nodes[MC_TOPO_NET].count + 1)));
+  for (int g = 0; g < sys->nodes[MC_TOPO_GPU].count; g++) {
+    struct mc_topo_node *gpu = sys->nodes[MC_TOPO_GPU].nodes[g];
+    int c = -1;
+    int n_local;
+    MC_CHECK_GOTO(mc_topo_local_cpu(sys, g, &c), res, out);
+    n_local = mc_topo_get_local(sys, MC_TOPO_GPU, g, MC_TOPO_NET, locals);
+    for (int l = 0; l < n_local; l++) {
+      int n = locals[l];
+      struct mc_topo_node *net = sys->nodes[MC_TOPO_NET].nodes[n];
+      if (merge_path_type((int)gpu->paths[MC_TOPO_CPU][c].type,
+                          (int)net->paths[MC_TOPO_CPU][c].type) == MC_PATH_P2C) {
+        if (gpu->paths[MC_TOPO_NET][n].type > MC_PATH_P2C) {
+          gpu->paths[MC_TOPO_NET][n].type = MC_PATH_P2C;
+        }
+        if (net->paths[MC_TOPO_GPU][g].type > MC_PATH_P2C) {
+          net->paths[MC_TOPO_GPU][g].type = MC_PATH_P2C;
+        }
+      }
+    }
+  }
+out:
+  free(locals);
+  return res;
+}
+
+/* PXN rewrites (GPU -> NET only) and reroutes through the CPU without GDR. */
+static ncclResult_t net_step(struct mc_topo_system *sys, const struct mc_topo_paths_opts *opts)
+{
+  for (int n = 0; n < sys->nodes[MC_TOPO_NET].count; n++) {
+    for (int g = 0; g < sys->nodes[MC_TOPO_GPU].count; g++) {
+      struct mc_topo_node *gpu = sys->nodes[MC_TOPO_GPU].nodes[g];
+      enum mc_topo_gdr_mode gdr = MC_TOPO_GDR_DISABLED;
+      if (!opts->pxn_disable) {
+        int peer_idx = -1;
+        MC_CHECK(mc_topo_get_local_gpu(sys, n, &peer_idx));
+        if ((peer_idx != g) && (peer_idx != -1)) {
+          struct mc_topo_node *peer = sys->nodes[MC_TOPO_GPU].nodes[peer_idx];
+          int pxn_type = opts->pxn_c2c ? MC_PATH_P2C : MC_PATH_PXB;
+          MC_CHECK(mc_topo_check_gdr(sys, opts, peer->gpu.rank, n, 1, &gdr));
+          if (((int)peer->paths[MC_TOPO_NET][n].type <= pxn_type) &&
+              (gdr != MC_TOPO_GDR_DISABLED) && (peer->paths[MC_TOPO_GPU][g].type <= MC_PATH_NVL) &&
+              (MC_TOPO_ID_SYSTEM(peer->id) == MC_TOPO_ID_SYSTEM(gpu->id)) &&
+              ((peer->paths[MC_TOPO_NET][n].bw > gpu->paths[MC_TOPO_NET][n].bw) ||
+               (gpu->paths[MC_TOPO_NET][n].type > MC_PATH_PXN))) {
+            MC_CHECK(add_inter_step(sys, MC_TOPO_GPU, peer_idx, MC_TOPO_GPU, g, MC_TOPO_NET, n));
+          }
+        }
+      }
+      if (gpu->paths[MC_TOPO_NET][n].type < MC_PATH_PHB) {
+        MC_CHECK(mc_topo_check_gdr(sys, opts, gpu->gpu.rank, n, 0, &gdr));
+        if (gdr == MC_TOPO_GDR_DISABLED) {
+          int c = -1;
+          MC_CHECK(mc_topo_local_cpu(sys, g, &c));
+          MC_CHECK(add_inter_step(sys, MC_TOPO_CPU, c, MC_TOPO_NET, n, MC_TOPO_GPU, g));
+          MC_CHECK(add_inter_step(sys, MC_TOPO_CPU, c, MC_TOPO_GPU, g, MC_TOPO_NET, n));
+        }
+      }
+    }
+  }
+  return ncclSuccess;
+}
+
+ncclResult_t mc_topo_compute_paths(struct mc_topo_system *sys,
+                                   const struct mc_topo_paths_opts *opts)
+{
+  static const int base_types[] = {MC_TOPO_CPU, MC_TOPO_DEV, MC_TOPO_GPU, MC_TOPO_NET,
+                                   MC_TOPO_GIN, MC_TOPO_RMA, MC_TOPO_NVS};
+
+  mc_topo_free_paths(sys);
+  for (size_t k = 0; k < sizeof(base_types) / sizeof(base_types[0]); k++) {
+    int t = base_types[k];
+    for (int i = 0; i < sys->nodes[t].count; i++) {
+      MC_CHECK(set_paths(sys, sys->nodes[t].nodes[i], opts));
+    }
+  }
+  MC_CHECK(p2p_step(sys, opts));
+  if (sys->nodes[MC_TOPO_NET].count > 0) {
+    MC_CHECK(p2c_step(sys));
+    MC_CHECK(net_step(sys, opts));
+  }
+  for (int n = 0; n < sys->nodes[MC_TOPO_NET].count; n++) {
+    struct mc_topo_node *net = sys->nodes[MC_TOPO_NET].nodes[n];
+    MC_CHECK(mc_topo_get_local_gpu(sys, n, &net->net.local_gpu));
+  }
+  return ncclSuccess;
+}
+
+ncclResult_t mc_topo_trim_system(struct mc_topo_system *sys, int my_rank, int n_ranks)
+{
+  int n_gpus = sys->nodes[MC_TOPO_GPU].count;
+  int *domains = NULL;
+  int64_t *ids = NULL;
+  int my_domain = 0;
+  ncclResult_t res = ncclSuccess;
+
+  MC_CHECK(mc_calloc(&domains, (size_t)(n_gpus + 1)));
+  MC_CHECK_GOTO(mc_calloc(&ids, (size_t)(n_gpus + 1)), res, out);
+  for (int g = 0; g < n_gpus; g++) {
+    struct mc_topo_node *gpu = sys->nodes[MC_TOPO_GPU].nodes[g];
+    domains[g] = g;
+    ids[g] = gpu->id;
+    for (int p = 0; p < g; p++) {
+      if ((gpu->paths[MC_TOPO_GPU] != NULL) && (gpu->paths[MC_TOPO_GPU][p].type < MC_PATH_NET) &&
+          (domains[p] < domains[g])) {
+        domains[g] = domains[p];
+      }
+    }
+    if (gpu->gpu.rank == my_rank) {
+      my_domain = domains[g];
+    }
+  }
+  mc_topo_free_paths(sys);
+  for (int i = 0; i < n_gpus; i++) {
+    int g;
+    if (domains[i] == my_domain) {
+      continue;
+    }
+    g = mc_topo_id_to_index(sys, MC_TOPO_GPU, ids[i]);
+    if (g < 0) {
+      res = MC_FAIL(ncclInternalError, "Topo: trim lost GPU %lx", (unsigned long)ids[i]);
+      goto out;
+    }
+    MC_CHECK_GOTO(mc_topo_node_remove(sys, MC_TOPO_GPU, g), res, out);
+  }
+  sys->inter = (sys->nodes[MC_TOPO_GPU].count != n_ranks);
+out:
+  free(domains);
+  free(ids);
+  return res;
+}
+
+void mc_topo_search_init(struct mc_topo_system *sys)
+{
+  int target = sys->inter ? MC_TOPO_NET : MC_TOPO_DEV;
+
+  sys->max_bw = 0;
+  sys->total_bw = 0;
+  if (!sys->inter && (sys->nodes[MC_TOPO_GPU].count == 1)) {
+    sys->max_bw = (float)MC_TOPO_LOC_BW;
+    sys->total_bw = (float)MC_TOPO_LOC_BW;
+    return;
+  }
+  for (int d = 0; d < sys->nodes[MC_TOPO_DEV].count; d++) {
+    const struct mc_topo_node *dev = sys->nodes[MC_TOPO_DEV].nodes[d];
+    float nvl = 0;
+    float pci = 0;
+    for (int i = 0; (dev->paths[target] != NULL) && (i < sys->nodes[target].count); i++) {
+      const struct mc_topo_path *p = &dev->paths[target][i];
+      if ((p->count != 0) && (p->bw > sys->max_bw)) {
+        sys->max_bw = p->bw;
+      }
+    }
+    for (int l = 0; l < dev->n_links; l++) {
+      if (dev->links[l].type == MC_TOPO_LINK_NVL) {
+        nvl += dev->links[l].bw;
+      }
+      if (dev->links[l].type == MC_TOPO_LINK_PCI) {
+        pci = dev->links[l].bw;
+      }
+    }
+    if (((pci > nvl) ? pci : nvl) > sys->total_bw) {
+      sys->total_bw = (pci > nvl) ? pci : nvl;
+    }
+  }
+}
