@@ -189,6 +189,11 @@ struct mc_topo_paths_opts {
 
 /* Fills NCCL's defaults (no variable set) with check_transports = true. */
 void mc_topo_paths_opts_init(struct mc_topo_paths_opts *opts);
+/* The defaults, then the parameters (NCCL_P2P_LEVEL, NCCL_P2P_DISABLE,
+ * NCCL_NVB_DISABLE, NCCL_PXN_DISABLE, NCCL_PXN_C2C, NCCL_NET_GDR_LEVEL,
+ * NCCL_NET_GDR_READ, NCCL_NET_GDR_C2C, NCCL_NET_DISABLE_INTRA,
+ * NCCL_SHM_DISABLE); an unparsable level WARNs and keeps the default. */
+void mc_topo_paths_opts_from_params(struct mc_topo_paths_opts *opts);
 
 /*
  * Builds the system graph from a (fused) topology XML, as
