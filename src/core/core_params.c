@@ -62,7 +62,7 @@ static const char *const nccl_ignored[] = {
     "NCCL_SOCKET_NTHREADS",
     "NCCL_NSOCKS_PERTHREAD",
     "NCCL_CROSS_NIC",
-    
+
     "NCCL_LAUNCH_MODE",
     "NCCL_CUMEM_ENABLE",
     "NCCL_DEBUG_TIMESTAMP_LEVELS",
@@ -73,7 +73,7 @@ static const char *const nccl_ignored[] = {
     "NCCL_IGNORE_CPU_AFFINITY",
     "NCCL_CHECK_POINTERS",
     "NCCL_OOB_NET_ENABLE",
-    
+
     "NCCL_P2P_NET_CHUNKSIZE",
     "NCCL_ASYNC_ERROR_HANDLING",
     "NCCL_BLOCKING_WAIT",
@@ -396,6 +396,18 @@ void mc_param_dump(FILE *out, bool markdown, bool changed_only)
       fprintf(out, "%-30s %-12s (%s; default %s)\n", d->env,
               (vals[id].s != NULL) ? vals[id].s : "unset", vals[id].origin, def);
     }
+  }
+  if (markdown) {
+    fputs(
+        "\n## NCCL variables accepted but not used by this version\n\n"
+        "These are NCCL's; setting them is not an error (one INFO line says they are ignored),\n"
+        "and later releases of meshccl give them their NCCL meaning. A name ending in `_` stands\n"
+        "for every variable with that prefix.\n\n",
+        out);
+    for (size_t i = 0; i < sizeof(nccl_ignored) / sizeof(nccl_ignored[0]); i++)
+      fprintf(out, "%s`%s%s`", (i == 0) ? "" : ", ", nccl_ignored[i],
+              (nccl_ignored[i][strlen(nccl_ignored[i]) - 1] == '_') ? "*" : "");
+    fputs("\n", out);
   }
 }
 
