@@ -32,6 +32,9 @@ typedef enum {
   meshcclLauncherSlurm = 4       /**< SLURM_PROCID, SLURM_NTASKS, SLURM_LOCALID */
 } meshcclLauncher_t;
 
+/** Short name of a launcher: "meshccl-run", "torchrun", "openmpi", "slurm" or "none". */
+const char *meshcclLauncherName(meshcclLauncher_t launcher);
+
 /** What the environment of a launched process says about its place in the job. */
 typedef struct {
   meshcclLauncher_t launcher;

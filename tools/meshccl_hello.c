@@ -13,22 +13,6 @@
 #include "meshccl.h"
 #include "nccl.h"
 
-static const char *launcher_str(meshcclLauncher_t l)
-{
-  switch (l) {
-  case meshcclLauncherMeshcclRun:
-    return "meshccl-run";
-  case meshcclLauncherTorchrun:
-    return "torchrun";
-  case meshcclLauncherOpenMPI:
-    return "mpirun (Open MPI)";
-  case meshcclLauncherSlurm:
-    return "srun (Slurm)";
-  default:
-    return "none";
-  }
-}
-
 /* Rank 0's view of the job: one line per rank, then its own init breakdown. */
 static void print_report(ncclComm_t comm, const meshcclEnvInfo_t *env, const meshcclCommInfo_t *me,
                          int version)
@@ -38,7 +22,7 @@ static void print_report(ncclComm_t comm, const meshcclEnvInfo_t *env, const mes
   printf("meshccl %d (NCCL API %d.%d.%d): %d ranks on %d host(s), launched by %s, bootstrap "
          "root %s\n",
          version, NCCL_MAJOR, NCCL_MINOR, NCCL_PATCH, me->nranks, me->nNodes,
-         launcher_str(env->launcher), env->rootAddr);
+         meshcclLauncherName(env->launcher), env->rootAddr);
   printf("%5s  %-16s %8s %5s %10s %6s  %-24s %10s\n", "rank", "host", "pid", "node", "localRank",
          "device", "bootstrap interface", "bootstrap");
   for (int r = 0; r < me->nranks; r++) {

@@ -51,10 +51,12 @@ static bool env_int(const char *name, int *out)
   return true;
 }
 
-static const char *launcher_name(meshcclLauncher_t l)
+__attribute__((visibility("default"))) const char *meshcclLauncherName(meshcclLauncher_t l)
 {
-  static const char *const names[] = {"none", "meshccl-run", "torchrun", "Open MPI", "Slurm"};
+  static const char *const names[] = {"none", "meshccl-run", "torchrun", "openmpi", "slurm"};
 
+  if (((int)l < 0) || ((size_t)l >= sizeof(names) / sizeof(names[0])))
+    return "none";
   return names[l];
 }
 
@@ -113,7 +115,7 @@ static ncclResult_t root_address(meshcclEnvInfo_t *info)
                    "meshcclCommInitFromEnv: ranks launched by %s span several "
                    "hosts (or the launcher does not say): set MASTER_ADDR and MASTER_PORT, or "
                    "NCCL_COMM_ID=<host of rank 0>:<port>",
-                   launcher_name(info->launcher));
+                   meshcclLauncherName(info->launcher));
   /* Every rank on this host: a loopback root at a port derived from the job id. */
   if (info->launcher == meshcclLauncherOpenMPI) {
     const char *ns = getenv("PMIX_NAMESPACE");
@@ -144,7 +146,7 @@ __attribute__((visibility("default"))) ncclResult_t meshcclGetEnvInfo(meshcclEnv
                    "and OMPI_COMM_WORLD_SIZE (mpirun), or SLURM_PROCID and SLURM_NTASKS (srun)");
   if ((out.nranks < 1) || (out.rank < 0) || (out.rank >= out.nranks))
     return MC_FAIL(ncclInvalidUsage, "meshcclCommInitFromEnv: %s says rank %d of %d ranks",
-                   launcher_name(out.launcher), out.rank, out.nranks);
+                   meshcclLauncherName(out.launcher), out.rank, out.nranks);
   MC_CHECK(root_address(&out));
   *info = out;
   return ncclSuccess;
@@ -168,8 +170,8 @@ __attribute__((visibility("default"))) ncclResult_t meshcclCommInitFromEnv(ncclC
   MC_INFO(MC_SUB_INIT | MC_SUB_BOOTSTRAP,
           "meshcclCommInitFromEnv: %s rank %d of %d (local %d of "
           "%d), root %s",
-          launcher_name(info.launcher), info.rank, info.nranks, info.localRank, info.localSize,
-          info.rootAddr);
+          meshcclLauncherName(info.launcher), info.rank, info.nranks, info.localRank,
+          info.localSize, info.rootAddr);
   return ncclCommInitRankConfig(comm, info.nranks, id, info.rank, config);
 }
 

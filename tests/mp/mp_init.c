@@ -41,22 +41,6 @@ static int env_first(const char *a, const char *b, int def)
   return (v != -12345) ? v : mc_mp_env_int(b, def);
 }
 
-static const char *launcher_name(meshcclLauncher_t l)
-{
-  switch (l) {
-  case meshcclLauncherMeshcclRun:
-    return "meshccl-run";
-  case meshcclLauncherTorchrun:
-    return "torchrun";
-  case meshcclLauncherOpenMPI:
-    return "openmpi";
-  case meshcclLauncherSlurm:
-    return "slurm";
-  default:
-    return "none";
-  }
-}
-
 /* Checks count, rank, device and node layout of a ready communicator. */
 static void check_comm(ncclComm_t comm, int rank, int size, int local, int nodes)
 {
@@ -114,14 +98,14 @@ static int run_env(int argc, char **argv)
   MC_MP_CHECK(meshcclGetEnvInfo(&env));
   EXPECT_INT("env.rank", env.rank, g_rank);
   EXPECT_INT("env.nranks", env.nranks, size);
-  if ((launcher != NULL) && (strcmp(launcher, launcher_name(env.launcher)) != 0))
-    MC_MP_FAIL("launcher is %s, expected %s", launcher_name(env.launcher), launcher);
+  if ((launcher != NULL) && (strcmp(launcher, meshcclLauncherName(env.launcher)) != 0))
+    MC_MP_FAIL("launcher is %s, expected %s", meshcclLauncherName(env.launcher), launcher);
   if ((root_prefix != NULL) && (strncmp(env.rootAddr, root_prefix, strlen(root_prefix)) != 0))
     MC_MP_FAIL("root address is '%s', expected it to start with '%s'", env.rootAddr, root_prefix);
   MC_MP_CHECK(meshcclCommInitFromEnv(&comm, NULL));
   check_comm(comm, g_rank, size, local, nodes);
   MC_MP_CHECK(ncclCommDestroy(comm));
-  printf("rank %d of %d: ok (%s)\n", g_rank, size, launcher_name(env.launcher));
+  printf("rank %d of %d: ok (%s)\n", g_rank, size, meshcclLauncherName(env.launcher));
   return 0;
 }
 
