@@ -4,7 +4,7 @@ SHELL := /bin/bash
 BUILD ?= build
 ASAN_BUILD ?= build-asan
 JOBS ?= $(shell nproc)
-DEB_PKGS := gcc g++ clang clang-format libclang-rt-14-dev make cmake libc6-dev iproute2 procps git python3 openmpi-bin libopenmpi-dev
+DEB_PKGS := gcc g++ clang clang-format libclang-rt-14-dev make cmake libc6-dev iproute2 procps git python3 openmpi-bin libopenmpi-dev graphviz
 
 .PHONY: all deps build build-asan run test test-fast bench fuzz format envdoc clean
 

@@ -304,4 +304,81 @@ int mc_topo_level_parse(const char *str);
  */
 ncclResult_t mc_topo_print(const struct mc_topo_system *sys, FILE *out);
 
+/*
+ * Net devices imported into the topology XML (topo_net.c; mirrors NCCL 2.30's
+ * ncclTopoProcessNet, ncclTopoPopulateNics, ncclTopoFillNet, ncclTopoMakeVNics
+ * and ncclTopoTrimXml; notes §1.6-1.7). XML-level: it runs before
+ * mc_topo_system_from_xml, on one rank's XML (or on a fused XML in which the
+ * GPUs to keep carry keep="1").
+ */
+
+/* ncclNet v12: at most 8 physical devices per virtual NIC. */
+#define MC_TOPO_NET_MAX_DEVS_PER_NIC 8
+/* Physical plus virtual devices of one plugin. */
+#define MC_TOPO_NET_MAX_DEVS 128
+
+/* What a plugin's getProperties reports (the fields the import uses). */
+struct mc_topo_net_props {
+  char name[MC_XML_MAX_STR];
+  int speed; /* Mb/s */
+  int port;
+  float latency;
+  uint64_t guid;
+  int max_comms;
+  int gdr;     /* ptrSupport has CUDA (or DMA-BUF with dmaBufSupport) */
+  int rail;    /* MC_TOPO_UNDEF when undefined */
+  int plane;   /* MC_TOPO_UNDEF when undefined */
+  int n_vdevs; /* virtual device: its physical devices; 0 for a physical one */
+  int vdevs[MC_TOPO_NET_MAX_DEVS_PER_NIC];
+};
+
+/* One net plugin family (NET; GIN/RMA/CollNet are not imported yet) as seen
+ * by the topology: its devices in plugin order, physical first. */
+struct mc_topo_net_plugin {
+  char name[32];        /* "IB", "Socket", "OFI": NCCL's "NET/<name>" log prefix */
+  bool can_merge;       /* the plugin implements makeVDevice */
+  int max_devs_per_nic; /* <= MC_TOPO_NET_MAX_DEVS_PER_NIC */
+  int n_phys;           /* physical devices */
+  int n_devs;           /* physical + virtual devices */
+  struct mc_topo_net_props devs[MC_TOPO_NET_MAX_DEVS];
+};
+
+/* NIC fusion knobs (NCCL_NET_MERGE_LEVEL, NCCL_NET_MERGE_POLICY). */
+struct mc_topo_net_opts {
+  int merge_level;        /* a path type; NCCL's default PORT (= MC_PATH_NVL's value 1) */
+  bool merge_policy_rail; /* NCCL_NET_MERGE_POLICY=RAIL: merge only equal defined rails */
+};
+
+/* NCCL's defaults: merge level PORT, policy ALL. */
+void mc_topo_net_opts_init(struct mc_topo_net_opts *opts);
+
+/*
+ * The net plugin the golden harness emulated (shared/golden/README.md §2),
+ * from the net elements of a topology XML: one device per distinct net name,
+ * ordered by dev when every net has one, else in document order; family by
+ * the first name (mlx5_* / bnxt_re* IB with makeVDevice, rdmap* OFI, else
+ * Socket); properties from the net attributes, else the family's defaults
+ * (guid: the device index). ncclInvalidUsage when there are more than
+ * MC_TOPO_NET_MAX_DEVS nets.
+ */
+ncclResult_t mc_topo_net_plugin_from_xml(const struct mc_xml *xml,
+                                         struct mc_topo_net_plugin *plugin_out);
+
+/*
+ * ncclTopoProcessNet for the NET family: fills every physical device into the
+ * XML (net found by name, else attached to the first cpu) with keep="1",
+ * dev=<index> and the properties not already present; then, unless dumping
+ * or the plugin cannot merge, fuses devices whose XML path is <= merge_level
+ * into virtual NICs ("Made vNic N"; appended to plugin->devs), sets net="0"
+ * keep="0" on the fused physical nets and fills the virtual ones under their
+ * common parent (a new pci below a bridge or cpu when needed). Fusion across
+ * NUMA domains is ncclInvalidArgument.
+ */
+ncclResult_t mc_topo_net_import(struct mc_xml *xml, struct mc_topo_net_plugin *plugin,
+                                const struct mc_topo_net_opts *opts, bool dumping);
+
+/* ncclTopoTrimXml: drops every pci/cpu/nic/net without a keep="1" element
+ * in or under it, and removes the keep attributes. */
+ncclResult_t mc_topo_xml_trim(struct mc_xml *xml);
+
 #endif /* MC_TOPO_H */

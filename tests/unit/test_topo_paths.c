@@ -5,7 +5,8 @@
  * NCCL_TOPO_DUMP_FILE output, a.txt the ncclTopoPrint lines of local rank 0
  * (a-rank<N>.txt for ranks that built another system), b1/b2/b3.txt the
  * GPU x GPU, GPU x NET and NET x GPU "TYPE/bw" cells of section [b] of the
- * golden 1node.txt. Each case replays init's order: build, compute paths,
+ * golden 1node.txt, b4.txt (some files) its ncclTopoCheckGdr modes. Each case
+ * replays init's order: net import with NIC fusion (on the dump), build, compute paths,
  * trim, compute paths, search init; then prints and compares exactly.
  */
 #include "mc_test.h"
@@ -89,6 +90,31 @@ static uint64_t first_host_hash(const struct mc_xml *xml)
   return 0;
 }
 
+/*
+ * The non-dump pass of ncclTopoGetSystem replayed on the dump (which holds
+ * the physical NICs only): every local rank's GPU is kept, the emulated
+ * plugin's devices are imported (IB-style NIC fusion makes the virtual NICs),
+ * then the XML is trimmed. On files without fusion this changes nothing.
+ */
+static void import_nets(struct mc_xml *xml)
+{
+  struct mc_topo_net_plugin *plugin = calloc(1, sizeof(*plugin));
+  struct mc_topo_net_opts opts;
+
+  MC_T_TRUE(plugin != NULL);
+  for (int i = 0; i < xml->n_nodes; i++) {
+    if ((strcmp(xml->nodes[i].name, "gpu") == 0) &&
+        (mc_xml_get_attr(&xml->nodes[i], "rank") != NULL)) {
+      MC_T_OK(mc_xml_set_attr_int(&xml->nodes[i], "keep", 1));
+    }
+  }
+  mc_topo_net_opts_init(&opts);
+  MC_T_OK(mc_topo_net_plugin_from_xml(xml, plugin));
+  MC_T_OK(mc_topo_net_import(xml, plugin, &opts, false));
+  MC_T_OK(mc_topo_xml_trim(xml));
+  free(plugin);
+}
+
 /* Builds rank's final system as NCCL's init does. */
 static struct mc_topo_system *final_system(const char *name, int rank)
 {
@@ -101,6 +127,7 @@ static struct mc_topo_system *final_system(const char *name, int rank)
   snprintf(path, sizeof(path), "topo/golden/%s/topo.xml", name);
   MC_T_OK(mc_xml_create(MC_XML_MAX_NODES, &xml));
   MC_T_OK(mc_xml_load_file(mc_t_data(path), xml));
+  import_nets(xml);
   MC_T_OK(mc_topo_system_from_xml(xml, first_host_hash(xml), &sys));
   mc_xml_destroy(xml);
   n_ranks = sys->nodes[MC_TOPO_GPU].count;
@@ -117,7 +144,33 @@ static void check_transports(const char *name);
 #define SEC_B1  0x1 /* GPU x GPU */
 #define SEC_NET 0x2 /* b2, b3 and [a] (they depend on the NET nodes) */
 #define SEC_C   0x4 /* [c] */
+#define SEC_GDR 0x8 /* b4 (only some files have the fixture) */
 #define SEC_ALL 0x7
+
+/* b4: ncclTopoCheckGdr read=0 / read=1 for every GPU (rows) and NET. */
+static char *gdr_matrix(const struct mc_topo_system *sys)
+{
+  static const char *modes[3] = {"Dis", "Def", "PCI"};
+  struct mc_topo_paths_opts opts;
+  char *buf = NULL;
+  size_t len = 0;
+  FILE *f = open_memstream(&buf, &len);
+
+  mc_topo_paths_opts_init(&opts);
+  for (int i = 0; i < sys->nodes[MC_TOPO_GPU].count; i++) {
+    int rank = sys->nodes[MC_TOPO_GPU].nodes[i]->gpu.rank;
+    for (int j = 0; j < sys->nodes[MC_TOPO_NET].count; j++) {
+      enum mc_topo_gdr_mode m0 = MC_TOPO_GDR_DISABLED;
+      enum mc_topo_gdr_mode m1 = MC_TOPO_GDR_DISABLED;
+      MC_T_OK(mc_topo_check_gdr(sys, &opts, rank, j, 0, &m0));
+      MC_T_OK(mc_topo_check_gdr(sys, &opts, rank, j, 1, &m1));
+      fprintf(f, "%s%s/%s", (j == 0) ? "" : " ", modes[m0], modes[m1]);
+    }
+    fprintf(f, "\n");
+  }
+  fclose(f);
+  return buf;
+}
 
 static void check_golden_sections(const char *name, int rank, int sections)
 {
@@ -147,6 +200,13 @@ static void check_golden_sections(const char *name, int rank, int sections)
       free(got);
       continue;
     }
+    expect_text(what, got, mc_t_data(exp));
+    free(got);
+  }
+  if ((sections & SEC_GDR) != 0) {
+    char *got = gdr_matrix(sys);
+    snprintf(exp, sizeof(exp), "topo/golden/%s/b4%s.txt", name, suffix);
+    snprintf(what, sizeof(what), "%s b4%s", name, suffix);
     expect_text(what, got, mc_t_data(exp));
     free(got);
   }
@@ -230,7 +290,7 @@ static void check_transports(const char *name)
 
 static void golden_aws_p4d(void)
 {
-  check_golden("aws-p4d.24xlarge", 0);
+  check_golden_sections("aws-p4d.24xlarge", 0, SEC_ALL | SEC_GDR);
 }
 
 static void golden_aws_p4de(void)
@@ -240,22 +300,22 @@ static void golden_aws_p4de(void)
 
 static void golden_azure_ndv4(void)
 {
-  check_golden("azure-ndv4-a100", 0);
+  check_golden_sections("azure-ndv4-a100", 0, SEC_ALL | SEC_GDR);
 }
 
 static void golden_aws_g5(void)
 {
-  check_golden("aws-g5.48xlarge", 0);
+  check_golden_sections("aws-g5.48xlarge", 0, SEC_ALL | SEC_GDR);
 }
 
 static void golden_syn_2s_intel(void)
 {
-  check_golden("synthetic-2s-intel-4gpu-2sw-2nic", 0);
+  check_golden_sections("synthetic-2s-intel-4gpu-2sw-2nic", 0, SEC_ALL | SEC_GDR);
 }
 
 static void golden_syn_2s_intel_rank2(void)
 {
-  check_golden("synthetic-2s-intel-4gpu-2sw-2nic", 2);
+  check_golden_sections("synthetic-2s-intel-4gpu-2sw-2nic", 2, SEC_ALL | SEC_GDR);
 }
 
 static void golden_syn_1s_amd(void)
@@ -270,7 +330,7 @@ static void golden_aws_p5_partial(void)
 
 static void golden_aws_p5_handwritten(void)
 {
-  check_golden("aws-p5.48xlarge-pr1226-handwritten", 0);
+  check_golden_sections("aws-p5.48xlarge-pr1226-handwritten", 0, SEC_ALL | SEC_GDR);
 }
 
 static void golden_azure_ncv4(void)
@@ -279,11 +339,11 @@ static void golden_azure_ncv4(void)
 }
 
 /* The HGX B200 VM: NCCL's IB-style NIC fusion turns 13 net devices into 3
- * virtual NICs, which the dump (physical NICs) does not show; GPU x GPU and
- * the transports do not depend on it. */
-static void golden_modal_b200_b1(void)
+ * virtual NICs (NET 13-15), which the dump (physical NICs) does not show;
+ * import_nets makes them again. */
+static void golden_modal_b200(void)
 {
-  check_golden_sections("modal-gvisor-8xb200-hgx-vm", 0, SEC_B1 | SEC_C);
+  check_golden_sections("modal-gvisor-8xb200-hgx-vm", 0, SEC_ALL | SEC_GDR);
 }
 
 /* RCCL's version="2" files: NCCL refuses them ("XML Topology has wrong
@@ -355,5 +415,5 @@ static void p2p_level_reroutes(void)
 
 MC_T_MAIN(golden_aws_p4d, golden_aws_p4de, golden_azure_ndv4, golden_aws_g5, golden_syn_2s_intel,
           golden_syn_2s_intel_rank2, golden_syn_1s_amd, golden_aws_p5_partial,
-          golden_aws_p5_handwritten, golden_azure_ncv4, golden_modal_b200_b1, golden_rccl_refused,
+          golden_aws_p5_handwritten, golden_azure_ncv4, golden_modal_b200, golden_rccl_refused,
           level_names, p2p_level_reroutes)

@@ -1,0 +1,750 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * Net plugin devices imported into the topology XML. Mirrors NCCL 2.30's
+ * ncclTopoProcessNet / ncclTopoPopulateNics / ncclTopoFillNet /
+ * ncclTopoMakeVNics / ncclTopoUpdateVNics (src/graph/topo.cc, xml.cc) and
+ * ncclTopoTrimXml (notes §1.6, §1.7): physical devices are filled in plugin
+ * order, then devices whose XML path is at most the merge level (PORT by
+ * default: several nets of one nic, or functions whose bus ids differ only in
+ * the last character) are fused into virtual NICs, the way the IB plugin's
+ * makeVDevice does it; the fused physical nets lose net/keep and the virtual
+ * ones are added under the common parent.
+ *
+ * No sysfs: a device whose net is not in the XML is attached to the first cpu
+ * (NCCL's "not a PCI device" case).
+ */
+#include "topo/topo.h"
+
+#include "check.h"
+#include "log.h"
+
+#include <inttypes.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define XML_DEPTH_MAX        256
+#define PCI_BRIDGE_CLASS     "0x060400"
+#define VNIC_PLANE           0x4001      /* what the IB plugin reports for a fused NIC */
+#define PATH_PORT            MC_PATH_NVL /* NCCL's PATH_PORT alias */
+#define DEFAULT_MAX_DEVS_NIC 8
+
+void mc_topo_net_opts_init(struct mc_topo_net_opts *opts)
+{
+  memset(opts, 0, sizeof(*opts));
+  opts->merge_level = PATH_PORT;
+  opts->merge_policy_rail = false;
+}
+
+/* ---------------------------------------------------------------------- */
+/* Emulated plugin (golden harness)                                        */
+/* ---------------------------------------------------------------------- */
+
+enum family { FAMILY_IB, FAMILY_OFI, FAMILY_SOCKET };
+
+static enum family family_of(const char *name)
+{
+  if ((strncmp(name, "mlx5_", 5) == 0) || (strncmp(name, "bnxt_re", 7) == 0)) {
+    return FAMILY_IB;
+  }
+  if (strncmp(name, "rdmap", 5) == 0) {
+    return FAMILY_OFI;
+  }
+  return FAMILY_SOCKET;
+}
+
+static int attr_int(const struct mc_xml_node *x, const char *key, int def)
+{
+  const char *v = mc_xml_get_attr(x, key);
+  return (v != NULL) ? (int)strtol(v, NULL, 0) : def;
+}
+
+static void props_from_net(const struct mc_xml_node *x, enum family fam, int index,
+                           struct mc_topo_net_props *p)
+{
+  const char *v;
+  /* speed, port, maxComms, gdr, latency when the file has none. */
+  static const int defs[3][5] = {
+      {100000, 1, 131072, 1, 0}, {100000, 1, 65536, 1, 0}, {10000, 0, 65536, 0, 0}};
+
+  memset(p, 0, sizeof(*p));
+  snprintf(p->name, sizeof(p->name), "%s", mc_xml_get_attr(x, "name"));
+  p->speed = attr_int(x, "speed", defs[fam][0]);
+  p->port = attr_int(x, "port", defs[fam][1]);
+  p->max_comms = attr_int(x, "maxconn", defs[fam][2]);
+  p->gdr = attr_int(x, "gdr", defs[fam][3]);
+  v = mc_xml_get_attr(x, "latency");
+  p->latency = (v != NULL) ? strtof(v, NULL) : (float)defs[fam][4];
+  v = mc_xml_get_attr(x, "guid");
+  p->guid = (v != NULL) ? strtoull(v, NULL, 0) : (uint64_t)index;
+  p->rail = MC_TOPO_UNDEF;
+  p->plane = MC_TOPO_UNDEF;
+}
+
+ncclResult_t mc_topo_net_plugin_from_xml(const struct mc_xml *xml,
+                                         struct mc_topo_net_plugin *plugin_out)
+{
+  const struct mc_xml_node *nets[MC_TOPO_NET_MAX_DEVS];
+  int n = 0;
+  bool all_dev = true;
+  enum family fam = FAMILY_SOCKET;
+  static const char *names[3] = {"IB", "OFI", "Socket"};
+
+  memset(plugin_out, 0, sizeof(*plugin_out));
+  for (int i = 0; i < xml->n_nodes; i++) {
+    const struct mc_xml_node *x = &xml->nodes[i];
+    const char *name = mc_xml_get_attr(x, "name");
+    bool seen = false;
+    if ((strcmp(x->name, "net") != 0) || (name == NULL)) {
+      continue;
+    }
+    for (int j = 0; j < n; j++) {
+      if (strcmp(mc_xml_get_attr(nets[j], "name"), name) == 0) {
+        seen = true;
+      }
+    }
+    if (seen) {
+      continue;
+    }
+    if (n == MC_TOPO_NET_MAX_DEVS) {
+      return MC_FAIL(ncclInvalidUsage, "topology XML: more than %d net devices, cannot import them",
+                     MC_TOPO_NET_MAX_DEVS);
+    }
+    nets[n++] = x;
+    all_dev = all_dev && (mc_xml_get_attr(x, "dev") != NULL);
+  }
+  if (all_dev) {
+    /* stable insertion sort by dev */
+    for (int i = 1; i < n; i++) {
+      const struct mc_xml_node *k = nets[i];
+      int kd = attr_int(k, "dev", 0);
+      int j = i - 1;
+      while ((j >= 0) && (attr_int(nets[j], "dev", 0) > kd)) {
+        nets[j + 1] = nets[j];
+        j--;
+      }
+      nets[j + 1] = k;
+    }
+  }
+  if (n > 0) {
+    fam = family_of(mc_xml_get_attr(nets[0], "name"));
+  }
+  snprintf(plugin_out->name, sizeof(plugin_out->name), "%s", names[fam]);
+  plugin_out->can_merge = (fam == FAMILY_IB);
+  plugin_out->max_devs_per_nic = DEFAULT_MAX_DEVS_NIC;
+  for (int i = 0; i < n; i++) {
+    props_from_net(nets[i], fam, i, &plugin_out->devs[i]);
+  }
+  plugin_out->n_phys = n;
+  plugin_out->n_devs = n;
+  return ncclSuccess;
+}
+
+/* The IB plugin's makeVDevice as the harness emulated it. */
+static ncclResult_t make_vdevice(struct mc_topo_net_plugin *plugin, const int *devs, int n_devs,
+                                 int *index_out)
+{
+  struct mc_topo_net_props *v;
+  const struct mc_topo_net_props *first = &plugin->devs[devs[0]];
+  char name[MC_XML_MAX_STR];
+  size_t len = 0;
+
+  if (plugin->n_devs == MC_TOPO_NET_MAX_DEVS) {
+    return MC_FAIL(ncclInternalError, "NET/%s : cannot make a virtual device: %d devices already",
+                   plugin->name, plugin->n_devs);
+  }
+  v = &plugin->devs[plugin->n_devs];
+  *v = *first;
+  name[0] = '\0';
+  v->speed = 0;
+  for (int i = 0; i < n_devs; i++) {
+    const struct mc_topo_net_props *p = &plugin->devs[devs[i]];
+    int w = snprintf(name + len, sizeof(name) - len, "%s%s", (i == 0) ? "" : "+", p->name);
+    if ((w < 0) || ((size_t)w >= sizeof(name) - len)) {
+      return MC_FAIL(ncclInternalError, "NET/%s : virtual device name too long (%s...)",
+                     plugin->name, name);
+    }
+    len += (size_t)w;
+    v->speed += p->speed;
+    v->vdevs[i] = devs[i];
+  }
+  memcpy(v->name, name, sizeof(v->name));
+  v->n_vdevs = n_devs;
+  v->rail = MC_TOPO_UNDEF;
+  v->plane = VNIC_PLANE;
+  *index_out = plugin->n_devs++;
+  MC_INFO(MC_SUB_NET, "NET/%s : Made virtual device [%d] name=%s ndevs=%d", plugin->name,
+          *index_out, v->name, n_devs);
+  return ncclSuccess;
+}
+
+/* ---------------------------------------------------------------------- */
+/* XML helpers                                                             */
+/* ---------------------------------------------------------------------- */
+
+static int64_t bus_id_to_int64(const char *str)
+{
+  int64_t v = 0;
+
+  for (const char *c = str; *c != '\0'; c++) {
+    int d;
+    if ((*c == ':') || (*c == '.')) {
+      continue;
+    }
+    if ((*c >= '0') && (*c <= '9')) {
+      d = *c - '0';
+    } else if ((*c >= 'a') && (*c <= 'f')) {
+      d = *c - 'a' + 10;
+    } else if ((*c >= 'A') && (*c <= 'F')) {
+      d = *c - 'A' + 10;
+    } else {
+      break;
+    }
+    v = (int64_t)(((uint64_t)v << 4) | (uint64_t)d);
+  }
+  return v;
+}
+
+static void int64_to_bus_id(int64_t id, char *buf, size_t size)
+{
+  uint64_t u = (uint64_t)id;
+  snprintf(buf, size, "%04" PRIx64 ":%02" PRIx64 ":%02" PRIx64 ".%01" PRIx64, u >> 20,
+           (u & 0xff000) >> 12, (u & 0xff0) >> 4, u & 0xf);
+}
+
+static bool is(const struct mc_xml_node *x, const char *name)
+{
+  return strcmp(x->name, name) == 0;
+}
+
+/* ncclTopoFillNet: the net named name, else a new one under force_parent's
+ * (or the first cpu's) nic. */
+static ncclResult_t fill_net(struct mc_xml *xml, const char *name, struct mc_xml_node *force_parent,
+                             struct mc_xml_node **net_out)
+{
+  struct mc_xml_node *parent = force_parent;
+  struct mc_xml_node *nic = NULL;
+  struct mc_xml_node *net = mc_xml_find_tag_kv(xml, "net", "name", name);
+
+  if (net != NULL) {
+    *net_out = net;
+    return ncclSuccess;
+  }
+  if (parent == NULL) {
+    parent = mc_xml_find_tag(xml, "cpu");
+  }
+  if (parent == NULL) {
+    struct mc_xml_node *top = mc_xml_find_tag(xml, "system");
+    if (top == NULL) {
+      return MC_FAIL(ncclInvalidUsage, "topology XML has no <system>: cannot attach net %s", name);
+    }
+    MC_CHECK(mc_xml_add_node(xml, top, "cpu", &parent));
+    MC_CHECK(mc_xml_set_attr(parent, "host_hash", "0x0"));
+    MC_CHECK(mc_xml_set_attr(parent, "numaid", "0"));
+  }
+  nic = mc_xml_get_sub(parent, "nic");
+  if (nic == NULL) {
+    MC_CHECK(mc_xml_add_node(xml, parent, "nic", &nic));
+  }
+  MC_CHECK(mc_xml_add_node(xml, nic, "net", &net));
+  MC_CHECK(mc_xml_set_attr(net, "name", name));
+  *net_out = net;
+  return ncclSuccess;
+}
+
+/* ncclTopoCheckPix */
+static bool check_pix(const struct mc_xml_node *common, struct mc_xml_node **nodes, int n)
+{
+  if (mc_xml_get_attr(common, "busid") == NULL) {
+    return false;
+  }
+  for (int i = 0; i < n; i++) {
+    const struct mc_xml_node *x = nodes[i];
+    if (!is(x, "net")) {
+      continue;
+    }
+    x = x->parent;
+    if (x == NULL) {
+      return false;
+    }
+    if (is(x, "nic")) {
+      x = x->parent;
+      if (x == NULL) {
+        return false;
+      }
+      if (is(x, "pci") && (x->parent != common)) {
+        return false;
+      }
+    }
+  }
+  return true;
+}
+
+struct stack {
+  struct mc_xml_node *elems[XML_DEPTH_MAX];
+  int tail;
+};
+
+/* ncclTopoGetPath: the distance class of a set of nets (LOC, PORT, PIX, PXB,
+ * PHB, SYS, DIS) and their common parent (the first pci at or above it). */
+static ncclResult_t get_path(struct mc_xml_node **nodes, int n, int *path_out,
+                             struct mc_xml_node **parent_out)
+{
+  struct stack *st = NULL;
+  struct mc_xml_node *common = NULL;
+  int path = MC_PATH_DIS;
+  bool decided = false;
+  bool c = true;
+
+  if (n == 1) {
+    common = nodes[0];
+    path = MC_PATH_LOC;
+    decided = true;
+  } else {
+    st = calloc((size_t)n, sizeof(*st));
+    if (st == NULL) {
+      return MC_FAIL(ncclSystemError, "out of memory computing NIC distances");
+    }
+    for (int i = 0; i < n; i++) {
+      struct mc_xml_node *t = nodes[i];
+      while (t != NULL) {
+        if (st[i].tail < XML_DEPTH_MAX) {
+          st[i].elems[st[i].tail++] = t;
+        }
+        t = is(t, "system") ? NULL : t->parent;
+      }
+    }
+    while (c && (st[0].tail > 0)) {
+      struct mc_xml_node *t = st[0].elems[st[0].tail - 1];
+      for (int i = 1; i < n; i++) {
+        if (st[i].tail > 0) {
+          c = c && (t == st[i].elems[st[i].tail - 1]);
+        } else {
+          c = false;
+          break;
+        }
+      }
+      if (c) {
+        common = t;
+        for (int i = 0; i < n; i++) {
+          st[i].tail--;
+        }
+      } else {
+        /* Multi-port: the diverging parents' bus ids differ only in the last character. */
+        bool multi = true;
+        const char *tb = mc_xml_get_attr(t, "busid");
+        if (tb != NULL) {
+          for (int i = 1; i < n; i++) {
+            const char *b;
+            if (st[i].tail == 0) {
+              continue;
+            }
+            b = mc_xml_get_attr(st[i].elems[st[i].tail - 1], "busid");
+            if ((b == NULL) || (strlen(b) != strlen(tb)) || (strncmp(b, tb, strlen(b) - 1) != 0)) {
+              multi = false;
+              break;
+            }
+          }
+        } else {
+          multi = false;
+        }
+        if (multi) {
+          path = PATH_PORT;
+          decided = true;
+        }
+      }
+    }
+    free(st);
+  }
+  if (!decided) {
+    if (common == NULL) {
+      path = MC_PATH_DIS;
+    } else if (is(common, "system")) {
+      path = MC_PATH_SYS;
+    } else if (is(common, "cpu")) {
+      path = MC_PATH_PHB;
+    } else if (is(common, "nic") || is(common, "net")) {
+      path = PATH_PORT;
+    } else if (check_pix(common, nodes, n)) {
+      path = MC_PATH_PIX;
+    } else {
+      path = MC_PATH_PXB;
+    }
+  }
+  /* ncclFindFirstPciParent */
+  if (common != NULL) {
+    struct mc_xml_node *p = common;
+    while (!is(p, "pci")) {
+      p = p->parent;
+      if ((p == NULL) || is(p, "system")) {
+        break;
+      }
+    }
+    if ((p != NULL) && is(p, "pci")) {
+      common = p;
+    }
+  }
+  *path_out = path;
+  *parent_out = common;
+  return ncclSuccess;
+}
+
+static bool is_phys(const struct mc_xml_node *x, struct mc_xml_node **phys, int n)
+{
+  for (int i = 0; i < n; i++) {
+    if (x == phys[i]) {
+      return true;
+    }
+  }
+  return false;
+}
+
+/* ncclTopoFindLinkWidthRec */
+static void link_width_rec(const struct mc_xml_node *x, struct mc_xml_node **phys, int n,
+                           bool *found_out, int *width_out)
+{
+  int mine = 0;
+  int total = 0;
+  bool found = is_phys(x, phys, n);
+
+  if (is(x, "pci")) {
+    mine = attr_int(x, "link_width", 0);
+  }
+  for (int s = 0; s < x->n_subs; s++) {
+    bool f = false;
+    int w = 0;
+    link_width_rec(x->subs[s], phys, n, &f, &w);
+    if (f) {
+      found = true;
+      total += w;
+    }
+  }
+  if (!found) {
+    *width_out = 0;
+  } else if (total == 0) {
+    *width_out = mine;
+  } else {
+    *width_out = (mine > 0) ? ((mine < total) ? mine : total) : total;
+  }
+  *found_out = found;
+}
+
+static int link_width(const struct mc_xml_node *parent, struct mc_xml_node **phys, int n)
+{
+  int width = 0;
+
+  for (int s = 0; s < parent->n_subs; s++) {
+    bool f = false;
+    int w = 0;
+    link_width_rec(parent->subs[s], phys, n, &f, &w);
+    if (f) {
+      width += w;
+    }
+  }
+  return width;
+}
+
+/* ncclTopoMakePciParent: a new pci under *parent, copy of NIC 0's pci with
+ * the first free bus id after it. */
+static ncclResult_t make_pci_parent(struct mc_xml *xml, struct mc_xml_node **parent,
+                                    const struct mc_xml_node *phys0)
+{
+  const struct mc_xml_node *pci = (phys0->parent != NULL) ? phys0->parent->parent : NULL;
+  char bus[32];
+  int64_t id;
+
+  if ((pci == NULL) || !is(pci, "pci") || (mc_xml_get_attr(pci, "busid") == NULL)) {
+    return MC_FAIL(ncclInternalError, "TOPO/NET : Can't find busId of child 0 %s",
+                   mc_xml_get_attr(phys0, "name"));
+  }
+  id = bus_id_to_int64(mc_xml_get_attr(pci, "busid"));
+  for (int i = 0; i < 100; i++) {
+    struct mc_xml_node *np = NULL;
+    id++;
+    int64_to_bus_id(id, bus, sizeof(bus));
+    if (mc_xml_find_tag_kv(xml, "pci", "busid", bus) != NULL) {
+      continue;
+    }
+    MC_CHECK(mc_xml_add_node(xml, *parent, "pci", &np));
+    MC_CHECK(mc_xml_set_attr(np, "busid", bus));
+    for (int a = 0; a < pci->n_attrs; a++) {
+      MC_CHECK(mc_xml_set_attr(np, pci->attrs[a].key, pci->attrs[a].value));
+    }
+    MC_CHECK(mc_xml_set_attr(np, "busid", bus));
+    *parent = np;
+    return ncclSuccess;
+  }
+  return MC_FAIL(ncclInternalError, "TOPO/NET : Couldn't generate unique busId after 100 tries");
+}
+
+/* ncclTopoGetVNicParent */
+static ncclResult_t vnic_parent(struct mc_xml *xml, const struct mc_topo_net_plugin *plugin,
+                                const struct mc_topo_net_props *v, struct mc_xml_node **parent_out)
+{
+  struct mc_xml_node *phys[MC_TOPO_NET_MAX_DEVS_PER_NIC];
+  struct mc_xml_node *parent = NULL;
+  struct mc_xml_node *phys_parent;
+  int path = MC_PATH_LOC;
+  int width = 0;
+
+  for (int i = 0; i < v->n_vdevs; i++) {
+    phys[i] = mc_xml_find_tag_kv(xml, "net", "name", plugin->devs[v->vdevs[i]].name);
+    if (phys[i] == NULL) {
+      return MC_FAIL(ncclInternalError, "TOPO/NET : net %s of virtual NIC %s is not in the XML",
+                     plugin->devs[v->vdevs[i]].name, v->name);
+    }
+  }
+  MC_CHECK(get_path(phys, v->n_vdevs, &path, &parent));
+  if ((path == MC_PATH_PHB) || (path == MC_PATH_PXB) || (path == MC_PATH_PIX)) {
+    width = link_width(parent, phys, v->n_vdevs);
+  }
+  phys_parent = parent;
+  if (parent != NULL) {
+    if (is(parent, "pci")) {
+      const char *cls = mc_xml_get_attr(parent, "class");
+      if ((cls != NULL) && (strcmp(cls, PCI_BRIDGE_CLASS) == 0)) {
+        MC_CHECK(make_pci_parent(xml, &parent, phys[0]));
+      }
+    } else if (is(parent, "cpu")) {
+      MC_CHECK(make_pci_parent(xml, &parent, phys[0]));
+    } else if (is(parent, "system")) {
+      return MC_FAIL(ncclInvalidArgument,
+                     "Fusing NET devices from different NUMA domains is not supported (%s); set "
+                     "NCCL_NET_MERGE_LEVEL=LOC to disable NIC fusion",
+                     v->name);
+    }
+  }
+  if (width > 0) {
+    struct mc_xml_node *x = parent;
+    while (x != NULL) {
+      if (is(x, "pci")) {
+        MC_CHECK(mc_xml_set_attr_int(x, "link_width", width));
+      }
+      if (x == phys_parent) {
+        break;
+      }
+      x = x->parent;
+    }
+  }
+  *parent_out = parent;
+  return ncclSuccess;
+}
+
+static ncclResult_t init_guid(struct mc_xml_node *x, uint64_t guid)
+{
+  char buf[32];
+  snprintf(buf, sizeof(buf), "0x%" PRIx64, guid);
+  return mc_xml_init_attr(x, "guid", buf);
+}
+
+/* ncclTopoPopulateNics for devices [start, end) of the NET family. */
+static ncclResult_t populate(struct mc_xml *xml, const struct mc_topo_net_plugin *plugin, int start,
+                             int end, bool virtual_nics)
+{
+  for (int n = start; n < end; n++) {
+    const struct mc_topo_net_props *p = &plugin->devs[n];
+    struct mc_xml_node *parent = NULL;
+    struct mc_xml_node *net = NULL;
+    int dev;
+
+    if (virtual_nics && (mc_xml_find_tag_kv(xml, "net", "name", p->name) == NULL)) {
+      MC_CHECK(vnic_parent(xml, plugin, p, &parent));
+    }
+    MC_CHECK(fill_net(xml, p->name, parent, &net));
+    MC_CHECK(mc_xml_set_attr_int(net, "keep", 1));
+    dev = attr_int(net, "dev", -1);
+    if ((dev != -1) && (dev != n)) {
+      MC_INFO(MC_SUB_GRAPH, "TOPO/NET : Changing %s dev index from %d to %d", plugin->name, dev, n);
+    }
+    MC_CHECK(mc_xml_set_attr_int(net, "dev", n));
+    MC_CHECK(mc_xml_init_attr_int(net, "latency", (int)p->latency));
+    MC_CHECK(mc_xml_init_attr_int(net, "speed", p->speed));
+    MC_CHECK(mc_xml_init_attr_int(net, "port", p->port));
+    if (p->rail != MC_TOPO_UNDEF) {
+      MC_CHECK(mc_xml_init_attr_int(net, "rail", p->rail));
+    }
+    if (p->plane != MC_TOPO_UNDEF) {
+      MC_CHECK(mc_xml_init_attr_int(net, "plane", p->plane));
+    }
+    MC_CHECK(init_guid(net, p->guid));
+    MC_CHECK(mc_xml_init_attr_int(net, "maxconn", p->max_comms));
+    MC_INFO(MC_SUB_NET, "NET/%s : GPU Direct RDMA %s for HCA %d '%s'", plugin->name,
+            (p->gdr != 0) ? "Enabled" : "Disabled", n, p->name);
+    MC_CHECK(mc_xml_init_attr_int(net, "gdr", (p->gdr != 0) ? 1 : 0));
+    MC_CHECK(mc_xml_set_attr_int(net, "net", 1));
+    MC_INFO(MC_SUB_GRAPH, "ncclTopoPopulateNics : Filled %s in topo net=1 keep=1 rail=%d plane=%d",
+            p->name, p->rail, p->plane);
+  }
+  return ncclSuccess;
+}
+
+/* ncclTopoMakeVnic + the automatic merge of ncclTopoAutoMerge. */
+static ncclResult_t auto_merge(struct mc_xml *xml, struct mc_topo_net_plugin *plugin,
+                               const struct mc_topo_net_opts *opts)
+{
+  int n = plugin->n_phys;
+  int *paths = calloc((size_t)n * (size_t)n + 1, sizeof(*paths));
+  int *placed = calloc((size_t)n + 1, sizeof(*placed));
+  struct mc_xml_node **phys = calloc((size_t)n + 1, sizeof(*phys));
+  ncclResult_t res = ncclSuccess;
+
+  if ((paths == NULL) || (placed == NULL) || (phys == NULL)) {
+    res = MC_FAIL(ncclSystemError, "out of memory fusing %d NICs", n);
+    goto out;
+  }
+  for (int i = 0; i < n; i++) {
+    phys[i] = mc_xml_find_tag_kv(xml, "net", "name", plugin->devs[i].name);
+  }
+  for (int i = 0; i < n; i++) {
+    for (int j = 0; j < n; j++) {
+      struct mc_xml_node *pair[2] = {phys[i], phys[j]};
+      struct mc_xml_node *parent = NULL;
+      MC_CHECK_GOTO(get_path(pair, 2, &paths[i * n + j], &parent), res, out);
+    }
+  }
+  for (int i = 0; i < n; i++) {
+    int devs[MC_TOPO_NET_MAX_DEVS_PER_NIC];
+    int nd = 0;
+    int vdev = 0;
+    ncclResult_t ret = ncclSuccess;
+    if (placed[i] != 0) {
+      continue;
+    }
+    devs[nd++] = i;
+    placed[i] = 1;
+    for (int j = 0; j < n; j++) {
+      if ((paths[i * n + j] <= opts->merge_level) && (placed[j] == 0) && (j != i) &&
+          (!opts->merge_policy_rail || ((plugin->devs[i].rail != MC_TOPO_UNDEF) &&
+                                        (plugin->devs[i].rail == plugin->devs[j].rail)))) {
+        devs[nd++] = j;
+        placed[j] = 1;
+      }
+      if (nd == plugin->max_devs_per_nic) {
+        break;
+      }
+    }
+    if (nd == 1) {
+      continue; /* no vNIC of size 1 */
+    }
+    ret = make_vdevice(plugin, devs, nd, &vdev);
+    if (ret == ncclSuccess) {
+      MC_INFO(MC_SUB_GRAPH, "TOPO/NET : Made vNic %d", vdev);
+    } else {
+      MC_INFO(MC_SUB_GRAPH | MC_SUB_NET,
+              "Marking physical devices as unplaced, increasing distance and restarting search.");
+      placed[i] = 0;
+      for (int k = 1; k < nd; k++) {
+        placed[devs[k]] = 0;
+        paths[i * n + devs[k]] = MC_PATH_DIS;
+        paths[devs[k] * n + i] = MC_PATH_DIS;
+      }
+      i = 0; /* as NCCL: the loop resumes at 1 */
+    }
+  }
+out:
+  free(paths);
+  free(placed);
+  free(phys);
+  return res;
+}
+
+/* ncclTopoUpdateVNics: the fused physical nets are no longer NET devices. */
+static ncclResult_t update_vnics(struct mc_xml *xml, const struct mc_topo_net_plugin *plugin)
+{
+  for (int v = plugin->n_phys; v < plugin->n_devs; v++) {
+    const struct mc_topo_net_props *vp = &plugin->devs[v];
+    for (int i = 0; i < vp->n_vdevs; i++) {
+      struct mc_xml_node *x =
+          mc_xml_find_tag_kv(xml, "net", "name", plugin->devs[vp->vdevs[i]].name);
+      if (x == NULL) {
+        continue;
+      }
+      MC_CHECK(mc_xml_set_attr_int(x, "net", 0));
+      if ((attr_int(x, "gin", 0) == 0) && (attr_int(x, "coll", 0) == 0)) {
+        MC_CHECK(mc_xml_set_attr_int(x, "keep", 0));
+      }
+    }
+  }
+  return ncclSuccess;
+}
+
+ncclResult_t mc_topo_net_import(struct mc_xml *xml, struct mc_topo_net_plugin *plugin,
+                                const struct mc_topo_net_opts *opts, bool dumping)
+{
+  struct mc_topo_net_opts def;
+
+  if (opts == NULL) {
+    mc_topo_net_opts_init(&def);
+    opts = &def;
+  }
+  if ((plugin->max_devs_per_nic <= 0) ||
+      (plugin->max_devs_per_nic > MC_TOPO_NET_MAX_DEVS_PER_NIC)) {
+    return MC_FAIL(ncclInvalidArgument, "NET/%s : max devices per NIC %d out of 1..%d",
+                   plugin->name, plugin->max_devs_per_nic, MC_TOPO_NET_MAX_DEVS_PER_NIC);
+  }
+  MC_INFO(MC_SUB_GRAPH, "TOPO/NET : Importing network plugins to topology");
+  /* Virtual devices of an earlier import are made again. */
+  plugin->n_devs = plugin->n_phys;
+  MC_CHECK(populate(xml, plugin, 0, plugin->n_phys, false));
+  if (dumping || !plugin->can_merge) {
+    return ncclSuccess;
+  }
+  if (plugin->n_phys > 0) {
+    MC_CHECK(auto_merge(xml, plugin, opts));
+  }
+  if (plugin->n_devs > plugin->n_phys) {
+    MC_CHECK(update_vnics(xml, plugin));
+    MC_CHECK(populate(xml, plugin, plugin->n_phys, plugin->n_devs, true));
+  }
+  return ncclSuccess;
+}
+
+/* ---------------------------------------------------------------------- */
+/* Trim                                                                    */
+/* ---------------------------------------------------------------------- */
+
+static ncclResult_t trim_rec(struct mc_xml_node *x, int depth, int *keep_out)
+{
+  const char *k = mc_xml_get_attr(x, "keep");
+  struct mc_xml_node **subs;
+  int n_subs = x->n_subs;
+  int keep = 0;
+
+  if ((k != NULL) && (strcmp(k, "1") == 0)) {
+    mc_xml_unset_attr(x, "keep");
+    *keep_out = 1;
+    return ncclSuccess;
+  }
+  if (depth > XML_DEPTH_MAX) {
+    return MC_FAIL(ncclInvalidUsage, "topology XML nested deeper than %d elements", XML_DEPTH_MAX);
+  }
+  subs = malloc(((size_t)n_subs + 1) * sizeof(*subs));
+  if (subs == NULL) {
+    return MC_FAIL(ncclSystemError, "out of memory trimming the topology XML");
+  }
+  memcpy(subs, x->subs, (size_t)n_subs * sizeof(*subs));
+  for (int s = 0; s < n_subs; s++) {
+    int kk = 0;
+    ncclResult_t res = trim_rec(subs[s], depth + 1, &kk);
+    if (res != ncclSuccess) {
+      free(subs);
+      return res;
+    }
+    keep += kk;
+  }
+  free(subs);
+  if ((keep == 0) && (is(x, "pci") || is(x, "cpu") || is(x, "nic") || is(x, "net"))) {
+    MC_CHECK(mc_xml_remove_node(x));
+  }
+  *keep_out = keep;
+  return ncclSuccess;
+}
+
+ncclResult_t mc_topo_xml_trim(struct mc_xml *xml)
+{
+  int keep = 0;
+
+  if (xml->n_nodes == 0) {
+    return ncclSuccess;
+  }
+  return trim_rec(&xml->nodes[0], 0, &keep);
+}
