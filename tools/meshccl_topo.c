@@ -360,70 +360,23 @@ fail:
 static int p2p_level(const struct topo_ctx *ctx, const struct mc_topo_system *sys,
                      const char **why_out)
 {
-  const struct mc_topo_node *cpu0 =
-      (sys->nodes[MC_TOPO_CPU].count > 0) ? sys->nodes[MC_TOPO_CPU].nodes[0] : NULL;
-
-  if (ctx->opts.p2p_disable) {
-    *why_out = "NCCL_P2P_DISABLE=1";
-    return MC_PATH_LOC;
-  }
-  if (ctx->opts.p2p_level >= 0) {
-    *why_out = "NCCL_P2P_LEVEL";
-    return ctx->opts.p2p_level;
-  }
-  if ((cpu0 != NULL) && (cpu0->cpu.arch == MC_TOPO_CPU_ARCH_X86) &&
-      (cpu0->cpu.vendor == MC_TOPO_CPU_VENDOR_AMD) && (sys->nodes[MC_TOPO_DEV].count <= 2)) {
-    *why_out = "NCCL default on AMD x86 with at most 2 GPUs";
-    return MC_PATH_SYS;
-  }
-  *why_out = "NCCL default";
-  return MC_PATH_PXB;
+  return mc_topo_p2p_level(sys, &ctx->opts, why_out);
 }
 
-/* Rank i's decision about rank j on rank i's own system (p2p.cc, shm.cc, net.cc). */
+/* Rank i's decision about rank j on rank i's own system (one file: same host, same /dev/shm). */
 static ncclResult_t decide(const struct topo_ctx *ctx, int i, int j, struct pair_decision *d)
 {
-  const struct mc_topo_system *sys = ctx->systems[i];
-  int gi = mc_topo_rank_to_index(sys, i);
-  int gj = mc_topo_rank_to_index(sys, j);
-  const char *why = NULL;
-  const char *level = mc_topo_path_type_str(p2p_level(ctx, sys, &why));
-  const char *path;
+  struct mc_topo_transport_choice c;
 
+  MC_CHECK(mc_topo_transport_select(ctx->systems[i], &ctx->opts, i, j, true, true, &c));
   memset(d, 0, sizeof(*d));
-  d->inter = -1;
-  d->in_topo = (gj >= 0);
-  MC_CHECK(mc_topo_check_p2p(sys, &ctx->opts, i, j, &d->p2p, &d->read, &d->inter));
-  d->net = mc_topo_check_net(sys, &ctx->opts, i, j);
-  /* A peer trimmed from the system (NET-separated domain): no P2P, no NET check. */
-  path = d->in_topo
-             ? mc_topo_path_type_str(mc_topo_path_type(sys, MC_TOPO_GPU, gi, MC_TOPO_GPU, gj))
-             : "NET (peer trimmed from this rank's system)";
-  if ((d->p2p != 0) && (d->inter != -1)) {
-    d->transport = "P2P";
-    snprintf(d->reason, sizeof(d->reason), "P2P: path %s through rank %d within NCCL_P2P_LEVEL %s",
-             path, d->inter, level);
-  } else if ((d->p2p != 0) && (d->net == 0)) {
-    d->transport = "P2P";
-    snprintf(d->reason, sizeof(d->reason), "P2P: path %s within NCCL_P2P_LEVEL %s", path, level);
-  } else if ((d->net == 0) && !ctx->opts.shm_disable) {
-    d->transport = "SHM";
-    if (ctx->opts.p2p_disable) {
-      snprintf(d->reason, sizeof(d->reason), "SHM: P2P disabled by NCCL_P2P_DISABLE (path %s)",
-               path);
-    } else {
-      snprintf(d->reason, sizeof(d->reason), "SHM: path %s beyond P2P level %s", path, level);
-    }
-  } else if (d->net != 0) {
-    d->transport = "NET";
-    snprintf(d->reason, sizeof(d->reason),
-             "NET: both GPUs reach a NIC faster than path %s (ncclTopoCheckNet refuses %s)", path,
-             (d->p2p != 0) ? "P2P and SHM" : "SHM");
-  } else {
-    d->transport = "NET";
-    snprintf(d->reason, sizeof(d->reason),
-             "NET: path %s beyond P2P level %s and NCCL_SHM_DISABLE=1", path, level);
-  }
+  d->p2p = c.p2p;
+  d->read = c.read;
+  d->inter = c.inter;
+  d->net = c.net;
+  d->in_topo = c.in_topo;
+  d->transport = mc_topo_transport_str(c.transport);
+  snprintf(d->reason, sizeof(d->reason), "%s", c.reason);
   return ncclSuccess;
 }
 

@@ -381,4 +381,38 @@ ncclResult_t mc_topo_net_import(struct mc_xml *xml, struct mc_topo_net_plugin *p
  * in or under it, and removes the keep attributes. */
 ncclResult_t mc_topo_xml_trim(struct mc_xml *xml);
 
+/* ---------- transport choice (topo_transport.c) ---------- */
+
+enum mc_topo_transport {
+  MC_TOPO_TRANSPORT_P2P = 0,
+  MC_TOPO_TRANSPORT_SHM = 1,
+  MC_TOPO_TRANSPORT_NET = 2
+};
+
+struct mc_topo_transport_choice {
+  enum mc_topo_transport transport;
+  int p2p; /* ncclTopoCheckP2p */
+  int read;
+  int inter;    /* intermediate rank, -1 none */
+  int net;      /* ncclTopoCheckNet: a NIC is faster than the GPU-GPU path */
+  bool in_topo; /* the peer is in this rank's (trimmed) system */
+  char reason[256];
+};
+
+/* The P2P level in effect (NCCL_P2P_DISABLE, NCCL_P2P_LEVEL, or NCCL's
+ * default: PXB, SYS on AMD x86 with at most 2 GPUs); *why_out says which. */
+int mc_topo_p2p_level(const struct mc_topo_system *sys, const struct mc_topo_paths_opts *opts,
+                      const char **why_out);
+
+/*
+ * Rank `rank`'s choice of transport to `peer`, decided on its own system:
+ * P2P, else SHM (same host and /dev/shm, not NCCL_SHM_DISABLE), else NET
+ * (NCCL's selectTransport order), with one line of reason.
+ */
+ncclResult_t mc_topo_transport_select(const struct mc_topo_system *sys,
+                                      const struct mc_topo_paths_opts *opts, int rank, int peer,
+                                      bool same_host, bool same_shm_dev,
+                                      struct mc_topo_transport_choice *out);
+const char *mc_topo_transport_str(enum mc_topo_transport t);
+
 #endif /* MC_TOPO_H */
