@@ -309,32 +309,6 @@ static uint64_t first_host_hash(const struct mc_xml *xml)
   return 0;
 }
 
-/*
- * The file's NICs as the net devices, with the properties and NIC fusion of
- * NCCL's net import (golden README §2): the GPUs of local ranks are kept, the
- * emulated plugin is built from the file's nets, then import and trim.
- */
-static ncclResult_t import_nets(struct mc_xml *xml)
-{
-  struct mc_topo_net_plugin *plugin = NULL;
-  struct mc_topo_net_opts opts;
-  ncclResult_t res;
-
-  for (int i = 0; i < xml->n_nodes; i++) {
-    if (is_live_gpu(&xml->nodes[i]) && (mc_xml_get_attr(&xml->nodes[i], "rank") != NULL)) {
-      MC_CHECK(mc_xml_set_attr_int(&xml->nodes[i], "keep", 1));
-    }
-  }
-  MC_CHECK(mc_calloc(&plugin, 1));
-  mc_topo_net_opts_init(&opts);
-  MC_CHECK_GOTO(mc_topo_net_plugin_from_xml(xml, plugin), res, out);
-  MC_CHECK_GOTO(mc_topo_net_import(xml, plugin, &opts, false), res, out);
-  MC_CHECK_GOTO(mc_topo_xml_trim(xml), res, out);
-out:
-  free(plugin);
-  return res;
-}
-
 /* -------------------------------------------------------------- systems */
 
 /* Local rank my_rank's final system, in initTransportsRank's order. */
@@ -920,7 +894,7 @@ static int run(struct topo_ctx *ctx)
     }
   }
   /* After the dump: NCCL dumps physical NICs only, then fuses virtual ones. */
-  res = import_nets(ctx->xml);
+  res = mc_topo_nets_from_file(ctx->xml);
   if (res != ncclSuccess) {
     return report(ctx->cli.xml_path, res, "net import");
   }

@@ -381,6 +381,14 @@ ncclResult_t mc_topo_net_import(struct mc_xml *xml, struct mc_topo_net_plugin *p
  * in or under it, and removes the keep attributes. */
 ncclResult_t mc_topo_xml_trim(struct mc_xml *xml);
 
+/*
+ * A topology file treated as the host NCCL would run on (meshccl-topo --xml,
+ * NCCL_TOPO_FILE): the file's nets are the net devices, with the properties
+ * and virtual NIC fusion of NCCL's net import (golden README §2); GPUs that
+ * carry a rank are kept, then the XML is trimmed.
+ */
+ncclResult_t mc_topo_nets_from_file(struct mc_xml *xml);
+
 /* ---------- transport choice (topo_transport.c) ---------- */
 
 enum mc_topo_transport {

@@ -748,3 +748,32 @@ ncclResult_t mc_topo_xml_trim(struct mc_xml *xml)
   }
   return trim_rec(&xml->nodes[0], 0, &keep);
 }
+
+/* The GPUs of local ranks are what the trim keeps (NCCL's FillGpu marks them).
+ * Walks the tree from its root: removed subtrees are not reached. */
+static ncclResult_t keep_ranked_gpus(struct mc_xml_node *node)
+{
+  if ((strcmp(node->name, "gpu") == 0) && (mc_xml_get_attr(node, "rank") != NULL))
+    MC_CHECK(mc_xml_set_attr_int(node, "keep", 1));
+  for (int s = 0; s < node->n_subs; s++)
+    MC_CHECK(keep_ranked_gpus(node->subs[s]));
+  return ncclSuccess;
+}
+
+ncclResult_t mc_topo_nets_from_file(struct mc_xml *xml)
+{
+  struct mc_topo_net_plugin *plugin = NULL;
+  struct mc_topo_net_opts opts;
+  ncclResult_t res;
+
+  if (xml->n_nodes > 0)
+    MC_CHECK(keep_ranked_gpus(&xml->nodes[0]));
+  MC_CHECK(mc_calloc(&plugin, 1));
+  mc_topo_net_opts_init(&opts);
+  MC_CHECK_GOTO(mc_topo_net_plugin_from_xml(xml, plugin), res, out);
+  MC_CHECK_GOTO(mc_topo_net_import(xml, plugin, &opts, false), res, out);
+  MC_CHECK_GOTO(mc_topo_xml_trim(xml), res, out);
+out:
+  free(plugin);
+  return res;
+}
