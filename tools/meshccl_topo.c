@@ -19,6 +19,8 @@
 #include "core/log.h"
 #include "core/params.h"
 #include "topo/topo.h"
+#include "topo/topo_detect.h"
+#include "core/utils.h"
 #include "topo/topo_xml.h"
 
 #include <errno.h>
@@ -92,9 +94,8 @@ static void usage(FILE *out, const char *prog)
           "  --svg FILE     render it with Graphviz's dot (must be installed)\n"
           "  --env          list the parameters in effect (--markdown: docs/ENV.md format)\n"
           "\n"
-          "Not implemented yet: detection of this host (without --xml; issue 3 §2), the net\n"
-          "plugin's NIC fusion (golden README §2: the NETs are the file's net elements as they\n"
-          "are), graph search (rings/trees).\n"
+          "Without --xml: this host, detected from sysfs (MESHCCL_SYSFS_ROOT), as --ranks N\n"
+          "local ranks (default 1). Graph search (rings/trees) comes in a later release.\n"
           "Exit status: 0 success, 2 bad input or usage, 3 internal failure.\n",
           prog, prog);
 }
@@ -217,9 +218,14 @@ static const char *gpu_busid(const struct mc_xml_node *gpu)
   return (b != NULL) ? b : "";
 }
 
-static bool is_live_gpu(const struct mc_xml_node *n)
+/* The gpu elements of the tree in document order, walking from the root
+ * (removed subtrees are not reached; detected elements count too). */
+static void collect_gpus(struct mc_xml_node *node, struct mc_xml_node **gpus, int *n)
 {
-  return (n->type != MC_XML_NODE_NONE) && (strcmp(n->name, "gpu") == 0);
+  if (strcmp(node->name, "gpu") == 0)
+    gpus[(*n)++] = node;
+  for (int s = 0; s < node->n_subs; s++)
+    collect_gpus(node->subs[s], gpus, n);
 }
 
 static int cmp_busid(const void *a, const void *b)
@@ -251,11 +257,8 @@ static ncclResult_t assign_ranks(struct topo_ctx *ctx)
     res = ncclSystemError;
     goto out;
   }
-  for (int i = 0; i < xml->n_nodes; i++) {
-    if (is_live_gpu(&xml->nodes[i])) {
-      gpus[n++] = &xml->nodes[i];
-    }
-  }
+  if (xml->n_nodes > 0)
+    collect_gpus(&xml->nodes[0], gpus, &n);
   for (int g = 0; (g < n) && valid; g++) {
     const char *r = mc_xml_get_attr(gpus[g], "rank");
     char *end = NULL;
@@ -849,6 +852,11 @@ static int render_svg(const struct topo_ctx *ctx)
   return rc;
 }
 
+static const char *source_name(const struct topo_ctx *ctx)
+{
+  return (ctx->cli.xml_path != NULL) ? ctx->cli.xml_path : "this host";
+}
+
 static int write_dump(const struct topo_ctx *ctx)
 {
   FILE *f = fopen(ctx->cli.dump_path, "w");
@@ -863,10 +871,31 @@ static int write_dump(const struct topo_ctx *ctx)
     fprintf(stderr, "meshccl-topo: cannot write %s: %s\n", ctx->cli.dump_path, strerror(errno));
     return EXIT_INTERNAL;
   }
-  return (res == ncclSuccess) ? 0 : report(ctx->cli.xml_path, res, "dump");
+  return (res == ncclSuccess) ? 0 : report(source_name(ctx), res, "dump");
 }
 
 /* ---------------------------------------------------------------- main */
+
+/* This host as N local ranks (--ranks, default 1) would see it: each rank's
+ * detection (MESHCCL_SYSFS_ROOT applies), fused in rank order as init does. */
+static ncclResult_t detect_host(struct topo_ctx *ctx)
+{
+  int n = (ctx->cli.n_ranks > 0) ? ctx->cli.n_ranks : 1;
+  uint64_t host_hash = mc_host_hash();
+  struct mc_xml *one = NULL;
+  ncclResult_t res = ncclSuccess;
+
+  MC_CHECK(mc_xml_create(256, &one));
+  for (int r = 0; r < n; r++) {
+    struct mc_topo_detect_rank me = {.rank = r, .dev = r, .numa_node = -1, .host_hash = host_hash};
+    mc_xml_clear(one);
+    MC_CHECK_GOTO(mc_topo_detect(NULL, &me, one), res, out);
+    MC_CHECK_GOTO(mc_xml_fuse(ctx->xml, one), res, out);
+  }
+out:
+  mc_xml_destroy(one);
+  return res;
+}
 
 static int run(struct topo_ctx *ctx)
 {
@@ -875,18 +904,19 @@ static int run(struct topo_ctx *ctx)
 
   res = mc_xml_create(MC_XML_MAX_NODES, &ctx->xml);
   if (res != ncclSuccess) {
-    return report(ctx->cli.xml_path, res, "XML allocation");
+    return report(source_name(ctx), res, "XML allocation");
   }
-  res = mc_xml_load_file(ctx->cli.xml_path, ctx->xml);
+  res = (ctx->cli.xml_path != NULL) ? mc_xml_load_file(ctx->cli.xml_path, ctx->xml)
+                                    : detect_host(ctx);
   if (res != ncclSuccess) {
-    return report(ctx->cli.xml_path, res, "load");
+    return report(source_name(ctx), res, (ctx->cli.xml_path != NULL) ? "load" : "detection");
   }
   res = assign_ranks(ctx);
   if (res != ncclSuccess) {
     return (res == ncclInvalidUsage) ? EXIT_BAD_INPUT
-                                     : report(ctx->cli.xml_path, res, "rank assignment");
+                                     : report(source_name(ctx), res, "rank assignment");
   }
-  ctx->host_hash = first_host_hash(ctx->xml);
+  ctx->host_hash = (ctx->cli.xml_path != NULL) ? first_host_hash(ctx->xml) : mc_host_hash();
   mc_topo_paths_opts_from_params(&ctx->opts);
   if (ctx->cli.dump_path != NULL) {
     if ((rc = write_dump(ctx)) != 0) {
@@ -894,17 +924,18 @@ static int run(struct topo_ctx *ctx)
     }
   }
   /* After the dump: NCCL dumps physical NICs only, then fuses virtual ones. */
-  res = mc_topo_nets_from_file(ctx->xml);
+  /* A file's nets become devices through NCCL's net import; detected ones are already. */
+  res = (ctx->cli.xml_path != NULL) ? mc_topo_nets_from_file(ctx->xml) : ncclSuccess;
   if (res != ncclSuccess) {
-    return report(ctx->cli.xml_path, res, "net import");
+    return report(source_name(ctx), res, "net import");
   }
   res = build_all(ctx);
   if (res != ncclSuccess) {
-    return report(ctx->cli.xml_path, res, "system");
+    return report(source_name(ctx), res, "system");
   }
   res = ctx->cli.json ? print_json(ctx, stdout) : print_text(ctx, stdout);
   if (res != ncclSuccess) {
-    return report(ctx->cli.xml_path, res, "print");
+    return report(source_name(ctx), res, "print");
   }
   if (ctx->cli.env) {
     fprintf(stdout, "\nParameters:\n");
@@ -937,9 +968,6 @@ int main(int argc, char **argv)
       mc_param_dump(stdout, ctx.cli.markdown, false);
       return 0;
     }
-    fprintf(stderr, "meshccl-topo: detecting this host's topology is not implemented yet "
-                    "(issue 3 §2); give a topology file with --xml FILE\n");
-    return EXIT_BAD_INPUT;
   }
   if ((ctx.cli.svg_path != NULL) && !have_dot()) {
     fprintf(stderr, "meshccl-topo: --svg needs Graphviz's dot, which is not in PATH "

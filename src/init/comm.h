@@ -80,7 +80,15 @@ struct ncclComm {
   double t_start;
   char last_error[MC_LAST_ERROR_BYTES];
   struct mc_comm_group *group; /* siblings launched together (abort propagation) */
+  struct mc_topo_system *topo; /* this rank's final (trimmed) system, with paths */
 };
+
+struct mc_topo_system;
+
+/* Stage "topo" (init_topo.c): NCCL_TOPO_FILE or detection, intra-host
+ * allgather and fusion of the XML, system, paths, trim; logs the transport
+ * each local peer would use. Sets comm->topo. */
+ncclResult_t mc_comm_stage_topo(struct ncclComm *comm);
 
 /* Validates a config and resolves defaults and NCCL_COMM_BLOCKING. */
 ncclResult_t mc_comm_config_resolve(const ncclConfig_t *user, ncclConfig_t *resolved_out);

@@ -17,6 +17,7 @@
 #include <unistd.h>
 
 #include "check.h"
+#include "topo/topo.h"
 #include "log.h"
 #include "params.h"
 #include "utils.h"
@@ -178,8 +179,10 @@ static ncclResult_t init_stages(struct ncclComm *comm)
           "%s",
           (void *)comm, comm->rank, comm->peers[comm->rank].host, comm->dev,
           mc_boot_ifc(comm->boot)->name);
-  /* Topology, graphs and connections come here in later stages. */
   t0 = mc_time_sec();
+  MC_CHECK(mc_comm_stage_topo(comm));
+  comm->t.topo = mc_time_sec() - t0;
+  /* Graphs and connections come here in later stages. */
   MC_CHECK(mc_boot_barrier(comm->boot, nd->local_rank_to_rank, nd->local_ranks, nd->local_rank,
                            nd->local_rank_to_rank[0]));
   comm->t.total = mc_time_sec() - comm->t_start;
@@ -245,6 +248,7 @@ void mc_comm_free(struct ncclComm *comm, int root_wait_ms)
   mc_boot_destroy(comm->boot);
   mc_boot_root_release(comm->root, root_wait_ms);
   mc_comm_nodes_free(&comm->nodes);
+  mc_topo_system_destroy(comm->topo);
   free(comm->peers);
   comm->live_magic = 0;
   free(comm);

@@ -21,9 +21,9 @@
 
 /* What detection needs to know about this rank. */
 struct mc_topo_detect_rank {
-  int rank;         /* communicator rank */
-  int dev;          /* device index (ncclCommCuDevice) */
-  int numa_node;    /* NUMA node the rank runs on; -1: detect from its CPU affinity */
+  int rank;      /* communicator rank */
+  int dev;       /* device index (ncclCommCuDevice) */
+  int numa_node; /* NUMA node the rank runs on; -1: detect from its CPU affinity */
   uint64_t host_hash;
 };
 

@@ -1,9 +1,12 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* Private to src/topo/: helpers shared by topo_system.c and topo_paths.c. */
+/* Private to src/topo/: helpers shared by topo_system.c, topo_paths.c and topo_detect.c. */
 #ifndef MC_TOPO_INT_H
 #define MC_TOPO_INT_H
 
 #include "topo/topo.h"
+
+#include <stdbool.h>
+#include <stddef.h>
 
 /* Node of that type at index i (no bounds check). */
 static inline struct mc_topo_node *mc_topo_node_at(const struct mc_topo_system *sys, int type,
@@ -15,5 +18,25 @@ static inline struct mc_topo_node *mc_topo_node_at(const struct mc_topo_system *
 /* Removes the node (its links and the links pointing at it); paths must be
  * freed first. */
 ncclResult_t mc_topo_node_remove(struct mc_topo_system *sys, int type, int index);
+
+/*
+ * sysfs/procfs through one root (topo_sysfs.c; hwloc's HWLOC_FSROOT). `rel`
+ * is an absolute path of the running host ("/sys/...", "/proc/...") that is
+ * read under root ("/" reads the host itself).
+ */
+/* root + rel into path (truncation is ncclInternalError). */
+ncclResult_t mc_sysfs_path(const char *root, const char *rel, char *path, size_t path_bytes);
+/* open(root + rel, flags); -1 with errno as open(2). */
+int mc_sysfs_open(const char *root, const char *rel, int flags);
+/* Reads a small text file, trailing whitespace stripped. A file that does not
+ * exist (ENOENT, ENOTDIR) is success with *found_out false and buf "";
+ * any other failure is ncclSystemError naming the file. */
+ncclResult_t mc_sysfs_read(const char *root, const char *rel, char *buf, size_t buf_bytes,
+                           bool *found_out);
+/* Same, for optional files: any failure is "not found" (returns false). */
+bool mc_sysfs_read_opt(const char *root, const char *rel, char *buf, size_t buf_bytes);
+/* realpath of root + rel, given back relative to root ("/sys/devices/...");
+ * false when it does not resolve (or resolves outside root). */
+bool mc_sysfs_realpath(const char *root, const char *rel, char *out, size_t out_bytes);
 
 #endif /* MC_TOPO_INT_H */

@@ -182,10 +182,16 @@ expect_grep "NCCL_P2P_LEVEL=LOC: SHM with the reason" "$TMP/loc.out" \
 NCCL_P2P_LEVEL=LOC NCCL_SHM_DISABLE=1 run noshm --xml "$SYN"
 expect_grep "NCCL_SHM_DISABLE=1: NET" "$TMP/noshm.out" "^  0->1  NET: .*NCCL_SHM_DISABLE=1"
 
+# ------------------------------------------------------- this host (detection)
+MESHCCL_SYSFS_ROOT="$MC_SRC/tests/data/sysfs/vm-1numa-virtio" run host --ranks 2
+expect_eq "no --xml (recorded VM): exit 0" "$RC_host" 0
+expect_grep "no --xml: two compute devices under one switch: P2P" "$TMP/host.out" \
+  "^  0->1  P2P: path PIX within NCCL_P2P_LEVEL PXB"
+expect_grep "no --xml: the VM's NIC is a net device" "$TMP/host.out" "^NET0 "
+run realhost
+expect_eq "no --xml (this machine): exit 0" "$RC_realhost" 0
+
 # ----------------------------------------------------------------- errors
-run noxml
-expect_eq "no --xml: exit 2" "$RC_noxml" 2
-expect_grep "no --xml: detection not implemented" "$TMP/noxml.err" "not implemented yet"
 run badarg --frobnicate
 expect_eq "unknown argument: exit 2" "$RC_badarg" 2
 expect_grep "unknown argument: usage" "$TMP/badarg.err" "^usage:"

@@ -1,0 +1,250 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * Init stage "topo". Mirrors the topology part of NCCL's initTransportsRank
+ * (ncclTopoGetSystem, ComputePaths, TrimSystem, ComputePaths, SearchInit):
+ *   NCCL_TOPO_FILE (this rank takes the dev-th GPU of the file) or detection
+ *   of this host -> allgather of the XML among the ranks of the host -> fusion
+ *   in local-rank order -> NCCL_TOPO_DUMP_FILE -> system graph -> paths ->
+ *   trim -> paths; then one INFO line per local peer with the transport this
+ *   rank would use and why.
+ * Input: comm with bootstrap, peers and nodes. Output: comm->topo.
+ */
+#include "comm.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "check.h"
+#include "log.h"
+#include "params.h"
+#include "topo/topo.h"
+#include "topo/topo_detect.h"
+#include "topo/topo_xml.h"
+#include "utils.h"
+
+#define RANK_XML_NODES 256 /* NCCL_TOPO_XML_MAX_NODES: one rank's XML */
+#define TAG_TOPO_SIZES (MC_BOOT_TAG_INTRANODE | 0x101)
+#define TAG_TOPO_XML   (MC_BOOT_TAG_INTRANODE | 0x102)
+#define XML_MAX_BYTES  (4u << 20) /* one rank's serialized XML */
+
+/* Walks the tree from its root (removed subtrees are not reached). */
+static void collect_gpus(struct mc_xml_node *node, struct mc_xml_node **gpus, int *n, int max)
+{
+  if ((strcmp(node->name, "gpu") == 0) && (*n < max))
+    gpus[(*n)++] = node;
+  for (int s = 0; s < node->n_subs; s++)
+    collect_gpus(node->subs[s], gpus, n, max);
+}
+
+/* NCCL_TOPO_FILE: the file is the server this host stands for; this rank is
+ * its dev-th GPU (DESIGN.md "GPU servers by simulation"). */
+static ncclResult_t claim_file_gpu(struct ncclComm *comm, struct mc_xml *xml, const char *path)
+{
+  struct mc_xml_node *gpus[64];
+  int n = 0;
+
+  if (xml->n_nodes > 0)
+    collect_gpus(&xml->nodes[0], gpus, &n, 64);
+  if (comm->dev >= n)
+    return MC_FAIL(ncclInvalidUsage,
+                   "NCCL_TOPO_FILE=%s has %d GPU(s); rank %d uses device %d: give each local rank "
+                   "one of the file's GPUs (fewer ranks per host, or a file with more GPUs)",
+                   path, n, comm->rank, comm->dev);
+  for (int g = 0; g < n; g++)
+    mc_xml_unset_attr(gpus[g], "rank");
+  MC_CHECK(mc_xml_set_attr_int(gpus[comm->dev], "rank", comm->rank));
+  MC_CHECK(mc_xml_init_attr_int(gpus[comm->dev], "dev", comm->dev));
+  MC_CHECK(mc_xml_init_attr_int(gpus[comm->dev], "sm", 0));
+  MC_CHECK(mc_xml_init_attr_int(gpus[comm->dev], "gdr", 0));
+  return ncclSuccess;
+}
+
+/* NCCL overwrites every cpu's host_hash of a loaded file with the local one. */
+static ncclResult_t set_host_hash(struct mc_xml_node *node, uint64_t host_hash)
+{
+  if (strcmp(node->name, "cpu") == 0)
+    MC_CHECK(mc_xml_set_attr_long(node, "host_hash", (int64_t)host_hash));
+  for (int s = 0; s < node->n_subs; s++)
+    MC_CHECK(set_host_hash(node->subs[s], host_hash));
+  return ncclSuccess;
+}
+
+/* This rank's own XML. */
+static ncclResult_t rank_xml(struct ncclComm *comm, struct mc_xml *xml, bool *from_file_out)
+{
+  const char *path = mc_param_str(MC_P_TOPO_FILE);
+  uint64_t host_hash = comm->peers[comm->rank].host_hash;
+  struct mc_topo_detect_rank me = {
+      .rank = comm->rank, .dev = comm->dev, .numa_node = -1, .host_hash = host_hash};
+
+  *from_file_out = false;
+  if (path != NULL) {
+    if (access(path, R_OK) != 0) {
+      MC_INFO(MC_SUB_GRAPH | MC_SUB_ENV, "Could not open XML topology file %s : %s", path,
+              strerror(errno));
+    } else {
+      MC_CHECK(mc_xml_load_file(path, xml));
+      if (xml->n_nodes > 0)
+        MC_CHECK(set_host_hash(&xml->nodes[0], host_hash));
+      MC_CHECK(claim_file_gpu(comm, xml, path));
+      /* NCCL's order per rank: own GPU kept, nets imported (kept), then the
+       * trim drops the other GPUs; the ranks' trees are fused afterwards. */
+      MC_CHECK(mc_topo_nets_from_file(xml));
+      *from_file_out = true;
+      return ncclSuccess;
+    }
+  }
+  return mc_topo_detect(NULL, &me, xml);
+}
+
+static ncclResult_t xml_to_text(const struct mc_xml *xml, char **buf_out, size_t *bytes_out)
+{
+  char *buf = NULL;
+  size_t bytes = 0;
+  FILE *f = open_memstream(&buf, &bytes);
+  ncclResult_t res;
+
+  if (f == NULL)
+    return MC_FAIL(ncclSystemError, "topology: open_memstream: %s", strerror(errno));
+  res = mc_xml_dump(xml, f);
+  fclose(f);
+  if (res != ncclSuccess) {
+    free(buf);
+    return res;
+  }
+  *buf_out = buf;
+  *bytes_out = bytes;
+  return ncclSuccess;
+}
+
+/* Allgather of every local rank's XML text, then fusion in local-rank order. */
+static ncclResult_t fuse_host(struct ncclComm *comm, const struct mc_xml *mine,
+                              struct mc_xml **fused_out)
+{
+  const struct mc_comm_nodes *nd = &comm->nodes;
+  uint64_t *sizes = NULL;
+  char *all = NULL;
+  char *text = NULL;
+  size_t bytes = 0;
+  size_t slot = 0;
+  struct mc_xml *fused = NULL;
+  struct mc_xml *tmp = NULL;
+  ncclResult_t res;
+  int cap = nd->local_ranks * RANK_XML_NODES;
+
+  MC_CHECK(xml_to_text(mine, &text, &bytes));
+  MC_CHECK_GOTO(mc_calloc(&sizes, (size_t)nd->local_ranks), res, out);
+  sizes[nd->local_rank] = bytes;
+  MC_CHECK_GOTO(mc_boot_allgather_sub(comm->boot, nd->local_rank_to_rank, nd->local_ranks,
+                                      nd->local_rank, sizes, sizeof(*sizes), TAG_TOPO_SIZES),
+                res, out);
+  for (int i = 0; i < nd->local_ranks; i++) {
+    if (sizes[i] > XML_MAX_BYTES) {
+      res = MC_FAIL(ncclRemoteError, "topology: rank %d sent an XML of %llu bytes (at most %u)",
+                    nd->local_rank_to_rank[i], (unsigned long long)sizes[i], XML_MAX_BYTES);
+      goto out;
+    }
+    if (sizes[i] > slot)
+      slot = sizes[i];
+  }
+  MC_CHECK_GOTO(mc_calloc(&all, (size_t)nd->local_ranks * slot + 1), res, out);
+  memcpy(all + (size_t)nd->local_rank * slot, text, bytes);
+  MC_CHECK_GOTO(mc_boot_allgather_sub(comm->boot, nd->local_rank_to_rank, nd->local_ranks,
+                                      nd->local_rank, all, slot, TAG_TOPO_XML),
+                res, out);
+  if (cap > MC_XML_MAX_NODES)
+    cap = MC_XML_MAX_NODES;
+  MC_CHECK_GOTO(mc_xml_create(cap, &fused), res, out);
+  MC_CHECK_GOTO(mc_xml_create(RANK_XML_NODES, &tmp), res, out);
+  for (int i = 0; i < nd->local_ranks; i++) {
+    char name[64];
+    snprintf(name, sizeof(name), "topology of rank %d", nd->local_rank_to_rank[i]);
+    mc_xml_clear(tmp);
+    MC_CHECK_GOTO(mc_xml_load_buf(all + (size_t)i * slot, (size_t)sizes[i], name, tmp), res, out);
+    MC_CHECK_GOTO(mc_xml_fuse(fused, tmp), res, out);
+  }
+  *fused_out = fused;
+  fused = NULL;
+  res = ncclSuccess;
+out:
+  mc_xml_destroy(tmp);
+  mc_xml_destroy(fused);
+  free(all);
+  free(sizes);
+  free(text);
+  return res;
+}
+
+/* ncclTopoPrint's lines at INFO (GRAPH), as NCCL logs them. */
+static void log_system(const struct mc_topo_system *sys)
+{
+  char *buf = NULL;
+  size_t bytes = 0;
+  FILE *f = open_memstream(&buf, &bytes);
+  char *save = NULL;
+
+  if (f == NULL)
+    return;
+  (void)mc_topo_print(sys, f);
+  fclose(f);
+  for (char *line = strtok_r(buf, "\n", &save); line != NULL; line = strtok_r(NULL, "\n", &save))
+    MC_INFO(MC_SUB_GRAPH, "%s", line);
+  free(buf);
+}
+
+static void log_transports(struct ncclComm *comm, const struct mc_topo_paths_opts *opts)
+{
+  const struct mc_comm_nodes *nd = &comm->nodes;
+  const struct mc_peer_info *me = &comm->peers[comm->rank];
+
+  for (int l = 0; l < nd->local_ranks; l++) {
+    int peer = nd->local_rank_to_rank[l];
+    struct mc_topo_transport_choice c;
+    if (peer == comm->rank)
+      continue;
+    if (mc_topo_transport_select(comm->topo, opts, comm->rank, peer, true,
+                                 comm->peers[peer].shm_dev == me->shm_dev, &c) != ncclSuccess)
+      continue;
+    MC_INFO(MC_SUB_INIT | MC_SUB_GRAPH, "Transport: rank %d -> rank %d (local %d -> %d) via %s",
+            comm->rank, peer, nd->local_rank, l, c.reason);
+  }
+}
+
+ncclResult_t mc_comm_stage_topo(struct ncclComm *comm)
+{
+  struct mc_xml *mine = NULL;
+  struct mc_xml *fused = NULL;
+  struct mc_topo_system *sys = NULL;
+  struct mc_topo_paths_opts opts;
+  const char *dump = mc_param_str(MC_P_TOPO_DUMP_FILE);
+  bool from_file = false;
+  ncclResult_t res;
+
+  MC_CHECK(mc_xml_create(RANK_XML_NODES, &mine));
+  MC_CHECK_GOTO(rank_xml(comm, mine, &from_file), res, out);
+  MC_CHECK_GOTO(fuse_host(comm, mine, &fused), res, out);
+  if ((dump != NULL) && (comm->rank == mc_param_int(MC_P_TOPO_DUMP_FILE_RANK))) {
+    MC_INFO(MC_SUB_GRAPH | MC_SUB_ENV, "Dumping topology of the host to %s", dump);
+    MC_CHECK_GOTO(mc_xml_dump_file(fused, dump), res, out);
+  }
+  mc_topo_paths_opts_from_params(&opts);
+  MC_CHECK_GOTO(mc_topo_system_from_xml(fused, comm->peers[comm->rank].host_hash, &sys), res, out);
+  MC_CHECK_GOTO(mc_topo_compute_paths(sys, &opts), res, out);
+  MC_CHECK_GOTO(mc_topo_trim_system(sys, comm->rank, comm->n_ranks), res, out);
+  MC_CHECK_GOTO(mc_topo_compute_paths(sys, &opts), res, out);
+  mc_topo_search_init(sys);
+  comm->topo = sys;
+  sys = NULL;
+  if (mc_log_enabled(MC_LOG_INFO, MC_SUB_GRAPH))
+    log_system(comm->topo);
+  log_transports(comm, &opts);
+  res = ncclSuccess;
+out:
+  mc_topo_system_destroy(sys);
+  mc_xml_destroy(fused);
+  mc_xml_destroy(mine);
+  return res;
+}

@@ -1,0 +1,48 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
+# The topology stage of init: with NCCL_TOPO_FILE every local rank takes one
+# GPU of a real server's file and logs the transport NCCL 2.30 would pick for
+# each local peer (golden decisions: P2P over NVLink on p4d; P2P inside a
+# switch and SHM across domains on the synthetic 2-socket file); the fused
+# XML is dumped with NCCL_TOPO_DUMP_FILE; too many ranks for the file fail
+# with a message naming it; on this host (detection) compute devices of one
+# NUMA node use P2P, and SHM when NCCL_P2P_DISABLE=1.
+# shellcheck source=mp_lib.sh
+. "$(dirname "$0")/mp_lib.sh"
+need_progs
+HELLO="$MC_BUILD/bin/meshccl-hello"
+GOLD="$MC_SRC/tests/data/topo/golden"
+P4D="$GOLD/aws-p4d.24xlarge/topo.xml"
+SYN="$GOLD/synthetic-2s-intel-4gpu-2sw-2nic/topo.xml"
+export NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=INIT,GRAPH
+
+NCCL_TOPO_FILE="$P4D" NCCL_TOPO_DUMP_FILE="$TMP/dump.xml" timeout 60 "$RUN" -n 8 "$HELLO" \
+  >"$TMP/p4d.out" 2>&1
+expect_success "p4d file, 8 ranks: exit 0" "$?" "$TMP/p4d.out"
+expect_eq "p4d: rank 0 uses P2P over NVLink to its 7 peers" \
+  "$(grep -c '^\[0\] .*Transport: rank 0 -> rank [1-7] .* via P2P: path NVL within NCCL_P2P_LEVEL PXB' "$TMP/p4d.out")" 7
+timeout 20 "$MC_BUILD/bin/meshccl-topo" --xml "$TMP/dump.xml" >"$TMP/dump.out" 2>&1
+expect_success "NCCL_TOPO_DUMP_FILE: the fused XML loads in meshccl-topo" "$?" "$TMP/dump.out"
+expect_eq "NCCL_TOPO_DUMP_FILE: 8 GPUs with ranks" "$(grep -c '<gpu .*rank=' "$TMP/dump.xml")" 8
+
+NCCL_TOPO_FILE="$SYN" timeout 60 "$RUN" -n 4 "$HELLO" >"$TMP/syn.out" 2>&1
+expect_success "synthetic 2-socket file, 4 ranks: exit 0" "$?" "$TMP/syn.out"
+expect_grep "synthetic: 0 -> 1 P2P (golden)" "$TMP/syn.out" \
+  "^\[0\] .*Transport: rank 0 -> rank 1 .* via P2P: path PIX"
+expect_grep "synthetic: 0 -> 2 SHM (golden)" "$TMP/syn.out" \
+  "^\[0\] .*Transport: rank 0 -> rank 2 .* via SHM"
+
+NCCL_TOPO_FILE="$P4D" timeout 60 "$RUN" -n 9 "$HELLO" >"$TMP/nine.out" 2>&1
+expect_eq "p4d file, 9 ranks: the job fails" "$?" 1
+expect_grep "p4d file, 9 ranks: the message names the file and its GPUs" "$TMP/nine.out" \
+  "NCCL_TOPO_FILE=$P4D has 8 GPU\(s\); rank 8 uses device 8"
+
+timeout 60 "$RUN" -n 2 "$HELLO" >"$TMP/host.out" 2>&1
+expect_success "this host, 2 ranks: exit 0" "$?" "$TMP/host.out"
+expect_grep "this host: P2P between compute devices of one NUMA node" "$TMP/host.out" \
+  "^\[0\] .*Transport: rank 0 -> rank 1 .* via P2P: path PIX"
+NCCL_P2P_DISABLE=1 timeout 60 "$RUN" -n 2 "$HELLO" >"$TMP/nop2p.out" 2>&1
+expect_success "this host, NCCL_P2P_DISABLE=1: exit 0" "$?" "$TMP/nop2p.out"
+expect_grep "this host, NCCL_P2P_DISABLE=1: SHM" "$TMP/nop2p.out" \
+  "^\[0\] .*Transport: rank 0 -> rank 1 .* via SHM: P2P disabled by NCCL_P2P_DISABLE"
+mp_finish

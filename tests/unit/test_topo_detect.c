@@ -1,0 +1,302 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * Topology detection from recorded sysfs trees (tests/data/sysfs/, see the
+ * scripts there): the XML is compared byte for byte with
+ * tests/data/sysfs/<tree>.expected.xml (set MC_T_REGEN=1 to rewrite them),
+ * then the system built from it must give the expected path types.
+ */
+#include "mc_test.h"
+
+#include "topo/topo.h"
+#include "topo/topo_detect.h"
+#include "topo/topo_xml.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <ftw.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#define HOST_HASH 0x1234abcdULL
+
+static char *dump_xml(const struct mc_xml *xml)
+{
+  char *buf = NULL;
+  size_t len = 0;
+  FILE *f = open_memstream(&buf, &len);
+
+  if (f == NULL) {
+    return NULL;
+  }
+  if (mc_xml_dump(xml, f) != ncclSuccess) {
+    fclose(f);
+    free(buf);
+    return NULL;
+  }
+  fclose(f);
+  return buf;
+}
+
+static void expect_xml(const struct mc_xml *xml, const char *name)
+{
+  char rel[256];
+  char *got = dump_xml(xml);
+  const char *path;
+
+  snprintf(rel, sizeof(rel), "sysfs/%s.expected.xml", name);
+  path = mc_t_data(rel);
+  MC_T_TRUE(got != NULL);
+  if (getenv("MC_T_REGEN") != NULL) {
+    mc_t_write_file(path, got);
+  }
+  if (strcmp(got, mc_t_read_file(path)) != 0) {
+    fprintf(stderr, "# got:\n%s", got);
+    free(got);
+    MC_T_FAIL("detected XML differs from %s", path);
+  }
+  free(got);
+}
+
+static struct mc_xml *detect_ranks(const char *tree, int n_ranks, const int *numa)
+{
+  struct mc_xml *fused = NULL;
+
+  MC_T_OK(mc_xml_create(MC_XML_MAX_NODES, &fused));
+  for (int r = 0; r < n_ranks; r++) {
+    struct mc_xml *one = NULL;
+    struct mc_topo_detect_rank me = {
+        .rank = r, .dev = r, .numa_node = numa[r], .host_hash = HOST_HASH};
+    MC_T_OK(mc_xml_create(256, &one));
+    MC_T_OK(mc_topo_detect(mc_t_data(tree), &me, one));
+    MC_T_OK(mc_xml_fuse(fused, one));
+    mc_xml_destroy(one);
+  }
+  return fused;
+}
+
+static struct mc_topo_system *build(const struct mc_xml *xml, struct mc_topo_paths_opts *opts)
+{
+  struct mc_topo_system *sys = NULL;
+
+  mc_topo_paths_opts_init(opts);
+  MC_T_OK(mc_topo_system_from_xml(xml, HOST_HASH, &sys));
+  MC_T_OK(mc_topo_compute_paths(sys, opts));
+  return sys;
+}
+
+/* This VM, recorded by record.sh: 1 NUMA node, virtio-net eth0 (speed -1),
+ * ifb0/ifb1 down, lo. */
+static void vm_recorded(void)
+{
+  static const int numa[1] = {-1};
+  struct mc_topo_paths_opts opts;
+  struct mc_topo_system *sys;
+  struct mc_xml *xml = detect_ranks("sysfs/vm-1numa-virtio", 1, numa);
+
+  expect_xml(xml, "vm-1numa-virtio");
+  sys = build(xml, &opts);
+  MC_T_EQ_INT(sys->nodes[MC_TOPO_CPU].count, 1);
+  MC_T_EQ_INT(sys->nodes[MC_TOPO_GPU].count, 1);
+  MC_T_EQ_INT(sys->nodes[MC_TOPO_NET].count, 1);
+  MC_T_EQ_INT(mc_topo_path_type(sys, MC_TOPO_GPU, 0, MC_TOPO_NET, 0), MC_PATH_PHB);
+  mc_topo_system_destroy(sys);
+  mc_xml_destroy(xml);
+}
+
+static void vm_numa_of_self(void)
+{
+  /* node0/cpulist of the recorded trees covers this process's CPUs; a
+   * 2-node tree answers the lowest node holding an allowed CPU. */
+  MC_T_EQ_INT(mc_topo_detect_numa_of_self(mc_t_data("sysfs/vm-1numa-virtio")), 0);
+  MC_T_EQ_INT(mc_topo_detect_numa_of_self(mc_t_data("sysfs/2socket-switch")), 0);
+  MC_T_EQ_INT(mc_topo_detect_numa_of_self("/nonexistent-root"), -1);
+}
+
+/* Hand-built 2-socket host (make-2socket.sh), 4 ranks, 2 per NUMA node. */
+static void two_socket(void)
+{
+  static const int numa[4] = {0, 0, 1, 1};
+  struct mc_topo_paths_opts opts;
+  struct mc_topo_system *sys;
+  struct mc_xml *xml = detect_ranks("sysfs/2socket-switch", 4, numa);
+  int p2p = -1;
+
+  expect_xml(xml, "2socket-switch");
+  sys = build(xml, &opts);
+  MC_T_EQ_INT(sys->nodes[MC_TOPO_CPU].count, 2);
+  MC_T_EQ_INT(sys->nodes[MC_TOPO_GPU].count, 4);
+  MC_T_EQ_INT(sys->nodes[MC_TOPO_NET].count, 5);
+  MC_T_EQ_INT(mc_topo_path_type(sys, MC_TOPO_GPU, 0, MC_TOPO_GPU, 1), MC_PATH_PIX);
+  MC_T_EQ_INT(mc_topo_path_type(sys, MC_TOPO_GPU, 2, MC_TOPO_GPU, 3), MC_PATH_PIX);
+  MC_T_EQ_INT(mc_topo_path_type(sys, MC_TOPO_GPU, 0, MC_TOPO_GPU, 2), MC_PATH_SYS);
+  MC_T_OK(mc_topo_check_p2p(sys, &opts, 0, 1, &p2p, NULL, NULL));
+  MC_T_EQ_INT(p2p, 1);
+  MC_T_OK(mc_topo_check_p2p(sys, &opts, 2, 3, &p2p, NULL, NULL));
+  MC_T_EQ_INT(p2p, 1);
+  MC_T_OK(mc_topo_check_p2p(sys, &opts, 0, 2, &p2p, NULL, NULL));
+  MC_T_EQ_INT(p2p, 0);
+  MC_T_OK(mc_topo_check_p2p(sys, &opts, 1, 3, &p2p, NULL, NULL));
+  MC_T_EQ_INT(p2p, 0);
+  mc_topo_system_destroy(sys);
+  mc_xml_destroy(xml);
+}
+
+static int rm_one(const char *path, const struct stat *st, int flag, struct FTW *ftw)
+{
+  (void)st;
+  (void)flag;
+  (void)ftw;
+  return remove(path);
+}
+
+/* mc_t_tmp_cleanup removes files only: remove the tree first. */
+static void rm_tree(const char *root)
+{
+  (void)nftw(root, rm_one, 16, FTW_DEPTH | FTW_PHYS);
+  mc_t_tmp_cleanup();
+}
+
+static void mk(const char *root, const char *rel)
+{
+  char path[1024];
+  char *p;
+
+  snprintf(path, sizeof(path), "%s/%s", root, rel);
+  for (p = path + 1; *p != '\0'; p++) {
+    if (*p == '/') {
+      *p = '\0';
+      (void)mkdir(path, 0755);
+      *p = '/';
+    }
+  }
+  (void)mkdir(path, 0755);
+}
+
+static void put(const char *root, const char *rel, const char *text)
+{
+  char path[1024];
+  snprintf(path, sizeof(path), "%s/%s", root, rel);
+  mc_t_write_file(path, text);
+}
+
+static void link_to(const char *root, const char *rel, const char *target)
+{
+  char path[1024];
+  snprintf(path, sizeof(path), "%s/%s", root, rel);
+  MC_T_EQ_INT(symlink(target, path), 0);
+}
+
+/* No /proc/cpuinfo, a virtual interface without a speed file: defaults. */
+static void missing_files(void)
+{
+  char root[512];
+  struct mc_xml *xml = NULL;
+  struct mc_topo_detect_rank me = {.rank = 0, .dev = 0, .numa_node = 0, .host_hash = HOST_HASH};
+  struct mc_xml_node *cpu;
+  struct mc_xml_node *net;
+
+  mc_t_tmp_path("nocpuinfo", root, sizeof(root));
+  mk(root, "sys/devices/system/node/node0");
+  put(root, "sys/devices/system/node/node0/cpumap", "00000003\n");
+  put(root, "sys/devices/system/node/node0/cpulist", "0-1\n");
+  mk(root, "sys/devices/virtual/net/tun0");
+  mk(root, "sys/class/net");
+  put(root, "sys/devices/virtual/net/tun0/flags", "0x1091\n");
+  link_to(root, "sys/class/net/tun0", "../../devices/virtual/net/tun0");
+  MC_T_OK(mc_xml_create(256, &xml));
+  MC_T_OK(mc_topo_detect(root, &me, xml));
+  cpu = mc_xml_find_tag(xml, "cpu");
+  MC_T_TRUE(cpu != NULL);
+  MC_T_EQ_STR(mc_xml_get_attr(cpu, "affinity"), "00000003");
+  MC_T_EQ_STR(mc_xml_get_attr(cpu, "vendor"), "");
+  MC_T_EQ_STR(mc_xml_get_attr(cpu, "familyid"), "0");
+  MC_T_EQ_STR(mc_xml_get_attr(cpu, "modelid"), "0");
+  net = mc_xml_find_tag_kv(xml, "net", "name", "tun0");
+  MC_T_TRUE(net != NULL);
+  MC_T_TRUE(net->parent->parent == cpu);
+  MC_T_EQ_STR(mc_xml_get_attr(net, "speed"), "10000");
+  MC_T_EQ_STR(mc_xml_get_attr(net, "dev"), "0");
+  mc_xml_destroy(xml);
+  rm_tree(root);
+}
+
+/* A NIC's PCI class that cannot be read (a directory): ncclSystemError
+ * naming the file. */
+static void unreadable_file(void)
+{
+  char root[512];
+  struct mc_xml *xml = NULL;
+  struct mc_topo_detect_rank me = {.rank = 0, .dev = 0, .numa_node = 0, .host_hash = HOST_HASH};
+
+  mc_t_tmp_path("badclass", root, sizeof(root));
+  mk(root, "sys/devices/pci0000:00/0000:00:05.0/class");
+  put(root, "sys/devices/pci0000:00/0000:00:05.0/numa_node", "0\n");
+  mk(root, "sys/bus/pci/devices");
+  link_to(root, "sys/bus/pci/devices/0000:00:05.0", "../../../devices/pci0000:00/0000:00:05.0");
+  mk(root, "sys/devices/pci0000:00/0000:00:05.0/net/eth7");
+  put(root, "sys/devices/pci0000:00/0000:00:05.0/net/eth7/flags", "0x1003\n");
+  link_to(root, "sys/devices/pci0000:00/0000:00:05.0/net/eth7/device", "../../../0000:00:05.0");
+  mk(root, "sys/class/net");
+  link_to(root, "sys/class/net/eth7", "../../devices/pci0000:00/0000:00:05.0/net/eth7");
+  MC_T_OK(mc_xml_create(256, &xml));
+  MC_T_EQ_INT(mc_topo_detect(root, &me, xml), ncclSystemError);
+  MC_T_CONTAINS(mc_t_last_error(), "0000:00:05.0/class");
+  mc_xml_destroy(xml);
+  rm_tree(root);
+}
+
+static int count_tag(const struct mc_xml *xml, const char *name)
+{
+  int n = 0;
+  for (int i = 0; i < xml->n_nodes; i++) {
+    if (strcmp(xml->nodes[i].name, name) == 0) {
+      n++;
+    }
+  }
+  return n;
+}
+
+/* p4d's file (CPUs and switches) completed by detection on the 2-socket
+ * tree, twice (two ranks of one process): nothing duplicated, file values
+ * kept, host_hash set on every cpu. */
+static void partial_xml(void)
+{
+  struct mc_xml *xml = NULL;
+  struct mc_topo_detect_rank me0 = {.rank = 0, .dev = 0, .numa_node = 0, .host_hash = HOST_HASH};
+  struct mc_topo_detect_rank me1 = {.rank = 1, .dev = 1, .numa_node = 1, .host_hash = HOST_HASH};
+  struct mc_topo_paths_opts opts;
+  struct mc_topo_system *sys;
+  char *first;
+  char *second;
+  int n_nodes;
+
+  MC_T_OK(mc_xml_create(MC_XML_MAX_NODES, &xml));
+  MC_T_OK(mc_xml_load_file(mc_t_data("topo/aws-p4d.24xlarge.xml"), xml));
+  MC_T_OK(mc_topo_detect(mc_t_data("sysfs/2socket-switch"), &me0, xml));
+  MC_T_OK(mc_topo_detect(mc_t_data("sysfs/2socket-switch"), &me1, xml));
+  first = dump_xml(xml);
+  n_nodes = xml->n_nodes;
+  MC_T_OK(mc_topo_detect(mc_t_data("sysfs/2socket-switch"), &me0, xml));
+  MC_T_OK(mc_topo_detect(mc_t_data("sysfs/2socket-switch"), &me1, xml));
+  second = dump_xml(xml);
+  MC_T_EQ_INT(xml->n_nodes, n_nodes);
+  MC_T_EQ_STR(second, first);
+  free(first);
+  free(second);
+  MC_T_EQ_INT(count_tag(xml, "cpu"), 2);
+  MC_T_EQ_INT(count_tag(xml, "gpu"), 2);
+  MC_T_EQ_INT(count_tag(xml, "net"), 5);
+  MC_T_TRUE(mc_xml_find_tag_kv(xml, "pci", "busid", "ffff:ff:01.0") != NULL);
+  MC_T_EQ_STR(mc_xml_get_attr(mc_xml_find_tag(xml, "cpu"), "affinity"),
+              "000000ff,ffff0000,00ffffff");
+  MC_T_EQ_STR(mc_xml_get_attr(mc_xml_find_tag(xml, "cpu"), "host_hash"), "0x1234abcd");
+  expect_xml(xml, "2socket-switch-p4d");
+  sys = build(xml, &opts);
+  MC_T_EQ_INT(sys->nodes[MC_TOPO_GPU].count, 2);
+  MC_T_EQ_INT(mc_topo_path_type(sys, MC_TOPO_GPU, 0, MC_TOPO_GPU, 1), MC_PATH_SYS);
+  mc_topo_system_destroy(sys);
+  mc_xml_destroy(xml);
+}
+
+MC_T_MAIN(vm_recorded, vm_numa_of_self, two_socket, missing_files, unreadable_file, partial_xml)
