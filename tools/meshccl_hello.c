@@ -72,9 +72,10 @@ int main(int argc, char **argv)
   ncclGetVersion(&version);
   if (quiet) {
     if (info.rank == 0)
-      printf("init nranks %d total %.6f alloc %.6f bootstrap %.6f allgathers %.6f rest %.6f\n",
+      printf("init nranks %d total %.6f alloc %.6f bootstrap %.6f allgathers %.6f topo %.6f "
+             "rest %.6f\n",
              info.nranks, info.timings.total, info.timings.alloc, info.timings.bootstrap,
-             info.timings.allgathers, info.timings.rest);
+             info.timings.allgathers, info.timings.topo, info.timings.rest);
   } else if (info.rank == 0) {
     print_report(comm, &env, &info, version);
   }

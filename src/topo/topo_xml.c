@@ -528,8 +528,12 @@ ncclResult_t mc_xml_load_buf(const char *buf, size_t bytes, const char *name, st
   p->file = name;
   p->line = 1;
   p->max_nodes = xml->max_nodes;
-  /* An element takes at least 3 bytes ("<a>"), so the input bounds the scratch tree. */
-  cap = bytes / 3 + 1;
+  /* Every element starts with '<', so their count bounds the scratch tree
+   * (nodes are ~13 KiB: a looser bound, such as bytes / 3, made calloc clear
+   * megabytes per parse). */
+  cap = 1;
+  for (size_t i = 0; i < bytes; i++)
+    cap += (buf[i] == '<');
   p->cap = (cap < (size_t)xml->max_nodes) ? (int)cap : xml->max_nodes;
   MC_CHECK_GOTO(mc_calloc(&p->nodes, (size_t)p->cap), res, out);
   MC_CHECK_GOTO(parse(p), res, out);
