@@ -593,6 +593,23 @@ static void json_paths(FILE *out, const struct mc_topo_system *sys, enum mc_topo
   fputc(']', out);
 }
 
+/* n x n matrix of the pair decisions' transport (or reason) strings, null on the diagonal. */
+static void json_pair_strings(FILE *out, const struct topo_ctx *ctx, int n, bool reason)
+{
+  for (int i = 0; i < n; i++) {
+    fprintf(out, "%s\n    [", (i == 0) ? "" : ",");
+    for (int j = 0; j < n; j++) {
+      const struct pair_decision *d = &ctx->pairs[i * n + j];
+      fprintf(out, "%s", (j == 0) ? "" : ", ");
+      if (i == j)
+        fputs("null", out);
+      else
+        json_str(out, reason ? d->reason : d->transport);
+    }
+    fputc(']', out);
+  }
+}
+
 static ncclResult_t print_json(const struct topo_ctx *ctx, FILE *out)
 {
   const struct mc_topo_system *sys = ctx->systems[0];
@@ -648,31 +665,9 @@ static ncclResult_t print_json(const struct topo_ctx *ctx, FILE *out)
     fputc(']', out);
   }
   fprintf(out, "%s],\n  \"transport\": [", (gpus->count > 0) ? "\n  " : "");
-  for (int i = 0; i < n; i++) {
-    fprintf(out, "%s\n    [", (i == 0) ? "" : ",");
-    for (int j = 0; j < n; j++) {
-      fprintf(out, "%s", (j == 0) ? "" : ", ");
-      if (i == j) {
-        fputs("null", out);
-      } else {
-        json_str(out, ctx->pairs[i * n + j].transport);
-      }
-    }
-    fputc(']', out);
-  }
+  json_pair_strings(out, ctx, n, false);
   fprintf(out, "%s],\n  \"transport_reason\": [", (n > 0) ? "\n  " : "");
-  for (int i = 0; i < n; i++) {
-    fprintf(out, "%s\n    [", (i == 0) ? "" : ",");
-    for (int j = 0; j < n; j++) {
-      fprintf(out, "%s", (j == 0) ? "" : ", ");
-      if (i == j) {
-        fputs("null", out);
-      } else {
-        json_str(out, ctx->pairs[i * n + j].reason);
-      }
-    }
-    fputc(']', out);
-  }
+  json_pair_strings(out, ctx, n, true);
   fprintf(out, "%s]\n}\n", (n > 0) ? "\n  " : "");
   return ncclSuccess;
 }

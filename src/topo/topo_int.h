@@ -39,4 +39,8 @@ bool mc_sysfs_read_opt(const char *root, const char *rel, char *buf, size_t buf_
  * false when it does not resolve (or resolves outside root). */
 bool mc_sysfs_realpath(const char *root, const char *rel, char *out, size_t out_bytes);
 
+/* NCCL's busIdToInt64: hex digits of "dddd:bb:dd.f" ('.' and ':' skipped,
+ * stops at any other character). */
+int64_t mc_topo_bus_id_to_int64(const char *str);
+
 #endif /* MC_TOPO_INT_H */

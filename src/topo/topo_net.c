@@ -14,6 +14,7 @@
  * (NCCL's "not a PCI device" case).
  */
 #include "topo/topo.h"
+#include "topo/topo_int.h"
 
 #include "check.h"
 #include "log.h"
@@ -180,29 +181,6 @@ static ncclResult_t make_vdevice(struct mc_topo_net_plugin *plugin, const int *d
 /* ---------------------------------------------------------------------- */
 /* XML helpers                                                             */
 /* ---------------------------------------------------------------------- */
-
-static int64_t bus_id_to_int64(const char *str)
-{
-  int64_t v = 0;
-
-  for (const char *c = str; *c != '\0'; c++) {
-    int d;
-    if ((*c == ':') || (*c == '.')) {
-      continue;
-    }
-    if ((*c >= '0') && (*c <= '9')) {
-      d = *c - '0';
-    } else if ((*c >= 'a') && (*c <= 'f')) {
-      d = *c - 'a' + 10;
-    } else if ((*c >= 'A') && (*c <= 'F')) {
-      d = *c - 'A' + 10;
-    } else {
-      break;
-    }
-    v = (int64_t)(((uint64_t)v << 4) | (uint64_t)d);
-  }
-  return v;
-}
 
 static void int64_to_bus_id(int64_t id, char *buf, size_t size)
 {
@@ -456,7 +434,7 @@ static ncclResult_t make_pci_parent(struct mc_xml *xml, struct mc_xml_node **par
     return MC_FAIL(ncclInternalError, "TOPO/NET : Can't find busId of child 0 %s",
                    mc_xml_get_attr(phys0, "name"));
   }
-  id = bus_id_to_int64(mc_xml_get_attr(pci, "busid"));
+  id = mc_topo_bus_id_to_int64(mc_xml_get_attr(pci, "busid"));
   for (int i = 0; i < 100; i++) {
     struct mc_xml_node *np = NULL;
     id++;

@@ -94,8 +94,7 @@ static int kv_lookup(const char *str, const struct kv *dict)
   return d->value;
 }
 
-/* NCCL's busIdToInt64: hex digits, ':' and '.' skipped, stop at anything else. */
-static int64_t bus_id_to_int64(const char *str)
+int64_t mc_topo_bus_id_to_int64(const char *str)
 {
   int64_t v = 0;
 
@@ -487,7 +486,7 @@ static ncclResult_t add_pci(struct mc_topo_system *sys, const struct mc_xml_node
   MC_CHECK(attr_str(xpci, "class", &str));
   type = kv_lookup(str, pci_class_kv);
   MC_CHECK(attr_str(xpci, "busid", &str));
-  bus_id = bus_id_to_int64(str);
+  bus_id = mc_topo_bus_id_to_int64(str);
   MC_CHECK(mc_xml_get_attr_int(xpci, "link_width", &width));
   MC_CHECK(attr_str(xpci, "link_speed", &str));
   if (width == 0) {
@@ -643,7 +642,8 @@ static ncclResult_t gpu_dev_node(struct mc_topo_system *sys, const struct mc_xml
   int mlopart = MC_TOPO_UNDEF;
 
   MC_CHECK(mc_xml_get_attr_int_default(xgpu, "mlopart", &mlopart, MC_TOPO_UNDEF));
-  *dev_out = get_node(sys, MC_TOPO_DEV, MC_TOPO_ID(sid, dev_bus_id(bus_id_to_int64(bus), mlopart)));
+  *dev_out = get_node(sys, MC_TOPO_DEV,
+                      MC_TOPO_ID(sid, dev_bus_id(mc_topo_bus_id_to_int64(bus), mlopart)));
   if (*dev_out == NULL) {
     return MC_FAIL(ncclInvalidUsage,
                    "Topo: no DEV for GPU %s (line %d): its gpu element has no rank attribute", bus,
@@ -676,7 +676,7 @@ static ncclResult_t add_nvlink(struct mc_topo_system *sys, const struct mc_xml_n
     const char *target = NULL;
     int n_rem;
     MC_CHECK(attr_str(xl, "target", &target));
-    n_rem = count_dev_nodes(sys, MC_TOPO_ID(sid, bus_id_to_int64(target)), rems);
+    n_rem = count_dev_nodes(sys, MC_TOPO_ID(sid, mc_topo_bus_id_to_int64(target)), rems);
     for (int j = 0; (j < n_rem) && (j < MLOPART_DEV_MAX); j++) {
       MC_CHECK(connect_nodes(dev, rems[j], MC_TOPO_LINK_NVL, count * bw / n_rem / n_local));
     }
@@ -744,13 +744,13 @@ static ncclResult_t add_pcilink(struct mc_topo_system *sys, const struct mc_xml_
   if (bus == NULL) {
     return ncclSuccess;
   }
-  pci = get_node(sys, MC_TOPO_PCI, MC_TOPO_ID(sid, bus_id_to_int64(bus)));
+  pci = get_node(sys, MC_TOPO_PCI, MC_TOPO_ID(sid, mc_topo_bus_id_to_int64(bus)));
   if (pci == NULL) {
     return MC_FAIL(ncclInvalidUsage, "Topo: pcilink (line %d) under %s, which is not a PCI switch",
                    xl->line, bus);
   }
   MC_CHECK(attr_str(xl, "target", &target));
-  rem = get_node(sys, MC_TOPO_PCI, MC_TOPO_ID(sid, bus_id_to_int64(target)));
+  rem = get_node(sys, MC_TOPO_PCI, MC_TOPO_ID(sid, mc_topo_bus_id_to_int64(target)));
   if (rem != NULL) {
     MC_CHECK(connect_nodes(pci, rem, MC_TOPO_LINK_LOC, (float)MC_TOPO_LOC_BW));
   }
