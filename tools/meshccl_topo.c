@@ -892,6 +892,37 @@ out:
   return res;
 }
 
+/* A file without any GPU (a partial, static file such as AWS's p5 one) is
+ * completed as NCCL completes it on a real host: each local rank's device
+ * comes from this host's detection, under the file's CPU of its NUMA node;
+ * the file's NICs stay the net devices. */
+static ncclResult_t complete_partial(struct topo_ctx *ctx)
+{
+  int n = 0;
+  int ranks = (ctx->cli.n_ranks > 0) ? ctx->cli.n_ranks : 1;
+  uint64_t host_hash = mc_host_hash();
+
+  for (int i = 0; (i < ctx->xml->n_nodes) && (n == 0); i++) {
+    if ((ctx->xml->nodes[i].type != MC_XML_NODE_NONE) &&
+        (strcmp(ctx->xml->nodes[i].name, "gpu") == 0)) {
+      n++;
+    }
+  }
+  if (n > 0) {
+    return ncclSuccess;
+  }
+  fprintf(stderr,
+          "meshccl-topo: %s has no GPU: completed with %d device(s) detected on this host, "
+          "as NCCL completes partial files\n",
+          ctx->cli.xml_path, ranks);
+  for (int r = 0; r < ranks; r++) {
+    struct mc_topo_detect_rank me = {
+        .rank = r, .dev = r, .numa_node = -1, .host_hash = host_hash, .skip_nics = true};
+    MC_CHECK(mc_topo_detect(NULL, &me, ctx->xml));
+  }
+  return ncclSuccess;
+}
+
 static int run(struct topo_ctx *ctx)
 {
   ncclResult_t res;
@@ -905,6 +936,9 @@ static int run(struct topo_ctx *ctx)
                                     : detect_host(ctx);
   if (res != ncclSuccess) {
     return report(source_name(ctx), res, (ctx->cli.xml_path != NULL) ? "load" : "detection");
+  }
+  if ((ctx->cli.xml_path != NULL) && ((res = complete_partial(ctx)) != ncclSuccess)) {
+    return report(source_name(ctx), res, "completion by detection");
   }
   res = assign_ranks(ctx);
   if (res != ncclSuccess) {

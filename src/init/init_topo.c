@@ -40,14 +40,27 @@ static void collect_gpus(struct mc_xml_node *node, struct mc_xml_node **gpus, in
 }
 
 /* NCCL_TOPO_FILE: the file is the server this host stands for; this rank is
- * its dev-th GPU (DESIGN.md "GPU servers by simulation"). */
-static ncclResult_t claim_file_gpu(struct ncclComm *comm, struct mc_xml *xml, const char *path)
+ * its dev-th GPU (DESIGN.md "GPU servers by simulation"). A file without any
+ * GPU (a partial, static file such as AWS's p5 one) is completed as NCCL
+ * completes it on a real host: the rank's own device comes from detection,
+ * placed under the file's CPU of the rank's NUMA node; its NICs stay the net
+ * devices. */
+static ncclResult_t claim_file_gpu(struct ncclComm *comm, struct mc_xml *xml, const char *path,
+                                   const struct mc_topo_detect_rank *me)
 {
   struct mc_xml_node *gpus[64];
   int n = 0;
 
   if (xml->n_nodes > 0)
     collect_gpus(&xml->nodes[0], gpus, &n, 64);
+  if (n == 0) {
+    struct mc_topo_detect_rank partial = *me;
+    partial.skip_nics = true;
+    MC_INFO(MC_SUB_GRAPH | MC_SUB_ENV,
+            "NCCL_TOPO_FILE=%s has no GPU: rank %d's device %d completed by detection", path,
+            comm->rank, comm->dev);
+    return mc_topo_detect(NULL, &partial, xml);
+  }
   if (comm->dev >= n)
     return MC_FAIL(ncclInvalidUsage,
                    "NCCL_TOPO_FILE=%s has %d GPU(s); rank %d uses device %d: give each local rank "
@@ -89,7 +102,7 @@ static ncclResult_t rank_xml(struct ncclComm *comm, struct mc_xml *xml, bool *fr
       MC_CHECK(mc_xml_load_file(path, xml));
       if (xml->n_nodes > 0)
         MC_CHECK(set_host_hash(&xml->nodes[0], host_hash));
-      MC_CHECK(claim_file_gpu(comm, xml, path));
+      MC_CHECK(claim_file_gpu(comm, xml, path, &me));
       /* NCCL's order per rank: own GPU kept, nets imported (kept), then the
        * trim drops the other GPUs; the ranks' trees are fused afterwards. */
       MC_CHECK(mc_topo_nets_from_file(xml));

@@ -740,7 +740,9 @@ ncclResult_t mc_topo_detect(const char *sysfs_root, const struct mc_topo_detect_
   }
   numa = fix_numa(c, numa);
   MC_CHECK_GOTO(add_compute_device(c, me, numa), res, out);
-  MC_CHECK_GOTO(add_nics(c), res, out);
+  if (!me->skip_nics) {
+    MC_CHECK_GOTO(add_nics(c), res, out);
+  }
   MC_INFO(MC_SUB_GRAPH, "Topo: rank %d dev %d detected under NUMA node %d (sysfs root %s)",
           me->rank, me->dev, numa, c->root);
 out:

@@ -25,6 +25,7 @@ struct mc_topo_detect_rank {
   int dev;       /* device index (ncclCommCuDevice) */
   int numa_node; /* NUMA node the rank runs on; -1: detect from its CPU affinity */
   uint64_t host_hash;
+  bool skip_nics; /* completing an NCCL_TOPO_FILE: its NICs are the net devices */
 };
 
 /*

@@ -5,7 +5,8 @@
 # each local peer (golden decisions: P2P over NVLink on p4d; P2P inside a
 # switch and SHM across domains on the synthetic 2-socket file); the fused
 # XML is dumped with NCCL_TOPO_DUMP_FILE; too many ranks for the file fail
-# with a message naming it; on this host (detection) compute devices of one
+# with a message naming it; a partial file without GPUs is completed by
+# detection; on this host (detection) compute devices of one
 # NUMA node use P2P, and SHM when NCCL_P2P_DISABLE=1.
 # shellcheck source=mp_lib.sh
 . "$(dirname "$0")/mp_lib.sh"
@@ -36,6 +37,14 @@ NCCL_TOPO_FILE="$P4D" timeout 60 "$RUN" -n 9 "$HELLO" >"$TMP/nine.out" 2>&1
 expect_eq "p4d file, 9 ranks: the job fails" "$?" 1
 expect_grep "p4d file, 9 ranks: the message names the file and its GPUs" "$TMP/nine.out" \
   "NCCL_TOPO_FILE=$P4D has 8 GPU\(s\); rank 8 uses device 8"
+
+P5P="$MC_SRC/tests/data/topo/aws-p5.48xlarge-2023-partial.xml"
+NCCL_TOPO_FILE="$P5P" timeout 60 "$RUN" -n 2 "$HELLO" >"$TMP/p5p.out" 2>&1
+expect_success "p5 partial file (no GPU), 2 ranks: exit 0" "$?" "$TMP/p5p.out"
+expect_grep "p5 partial file: rank 1's device completed by detection" "$TMP/p5p.out" \
+  "^\[1\] .*NCCL_TOPO_FILE=$P5P has no GPU: rank 1's device 1 completed by detection"
+expect_grep "p5 partial file: the detected devices use P2P" "$TMP/p5p.out" \
+  "^\[0\] .*Transport: rank 0 -> rank 1 .* via P2P: path PIX"
 
 timeout 60 "$RUN" -n 2 "$HELLO" >"$TMP/host.out" 2>&1
 expect_success "this host, 2 ranks: exit 0" "$?" "$TMP/host.out"
