@@ -151,6 +151,9 @@ typedef enum {
   ncclMaxRedOp = 0x7fffffff >> (32 - 8 * sizeof(ncclRedOp_dummy_t))
 } ncclRedOp_t;
 
+/** Where the scalar of ncclRedOpCreatePreMulSum lives. Host memory either way here. */
+typedef enum { ncclScalarDevice = 0, ncclScalarHostImmediate = 1 } ncclScalarResidence_t;
+
 /** Writes NCCL_VERSION_CODE of the library into *version. */
 ncclResult_t ncclGetVersion(int *version);
 ncclResult_t pncclGetVersion(int *version);
@@ -241,6 +244,79 @@ ncclResult_t ncclGroupStart(void);
 ncclResult_t pncclGroupStart(void);
 ncclResult_t ncclGroupEnd(void);
 ncclResult_t pncclGroupEnd(void);
+
+/*
+ * Collectives (NCCL's signatures). Buffers are host memory. The stream
+ * argument is accepted and ignored: an operation has completed when the call
+ * returns, except inside ncclGroupStart/End, where the operations of the
+ * group complete at the outermost ncclGroupEnd. count 0 is a no-op.
+ */
+
+/**
+ * Creates a reduction: each rank's input is multiplied by *scalar (of type
+ * datatype, read at once: both residences are host memory here), then summed.
+ */
+ncclResult_t ncclRedOpCreatePreMulSum(ncclRedOp_t *op, void *scalar, ncclDataType_t datatype,
+                                      ncclScalarResidence_t residence, ncclComm_t comm);
+ncclResult_t pncclRedOpCreatePreMulSum(ncclRedOp_t *op, void *scalar, ncclDataType_t datatype,
+                                       ncclScalarResidence_t residence, ncclComm_t comm);
+/** Frees a reduction created by ncclRedOpCreatePreMulSum on comm. */
+ncclResult_t ncclRedOpDestroy(ncclRedOp_t op, ncclComm_t comm);
+ncclResult_t pncclRedOpDestroy(ncclRedOp_t op, ncclComm_t comm);
+
+/** Reduces count elements across ranks with op; every rank receives the result. */
+ncclResult_t ncclAllReduce(const void *sendbuff, void *recvbuff, size_t count,
+                           ncclDataType_t datatype, ncclRedOp_t op, ncclComm_t comm,
+                           cudaStream_t stream);
+ncclResult_t pncclAllReduce(const void *sendbuff, void *recvbuff, size_t count,
+                            ncclDataType_t datatype, ncclRedOp_t op, ncclComm_t comm,
+                            cudaStream_t stream);
+
+/** Copies count elements of root's sendbuff into every rank's recvbuff. */
+ncclResult_t ncclBroadcast(const void *sendbuff, void *recvbuff, size_t count,
+                           ncclDataType_t datatype, int root, ncclComm_t comm, cudaStream_t stream);
+ncclResult_t pncclBroadcast(const void *sendbuff, void *recvbuff, size_t count,
+                            ncclDataType_t datatype, int root, ncclComm_t comm,
+                            cudaStream_t stream);
+
+/** In-place broadcast (legacy). */
+ncclResult_t ncclBcast(void *buff, size_t count, ncclDataType_t datatype, int root, ncclComm_t comm,
+                       cudaStream_t stream);
+ncclResult_t pncclBcast(void *buff, size_t count, ncclDataType_t datatype, int root,
+                        ncclComm_t comm, cudaStream_t stream);
+
+/** Reduces count elements across ranks with op into root's recvbuff. */
+ncclResult_t ncclReduce(const void *sendbuff, void *recvbuff, size_t count, ncclDataType_t datatype,
+                        ncclRedOp_t op, int root, ncclComm_t comm, cudaStream_t stream);
+ncclResult_t pncclReduce(const void *sendbuff, void *recvbuff, size_t count,
+                         ncclDataType_t datatype, ncclRedOp_t op, int root, ncclComm_t comm,
+                         cudaStream_t stream);
+
+/** Gathers sendcount elements of every rank into recvbuff, in rank order. */
+ncclResult_t ncclAllGather(const void *sendbuff, void *recvbuff, size_t sendcount,
+                           ncclDataType_t datatype, ncclComm_t comm, cudaStream_t stream);
+ncclResult_t pncclAllGather(const void *sendbuff, void *recvbuff, size_t sendcount,
+                            ncclDataType_t datatype, ncclComm_t comm, cudaStream_t stream);
+
+/** Reduces nranks * recvcount elements with op; rank i receives block i. */
+ncclResult_t ncclReduceScatter(const void *sendbuff, void *recvbuff, size_t recvcount,
+                               ncclDataType_t datatype, ncclRedOp_t op, ncclComm_t comm,
+                               cudaStream_t stream);
+ncclResult_t pncclReduceScatter(const void *sendbuff, void *recvbuff, size_t recvcount,
+                                ncclDataType_t datatype, ncclRedOp_t op, ncclComm_t comm,
+                                cudaStream_t stream);
+
+/** Sends count elements to peer (matched by the peer's ncclRecv, in call order). */
+ncclResult_t ncclSend(const void *sendbuff, size_t count, ncclDataType_t datatype, int peer,
+                      ncclComm_t comm, cudaStream_t stream);
+ncclResult_t pncclSend(const void *sendbuff, size_t count, ncclDataType_t datatype, int peer,
+                       ncclComm_t comm, cudaStream_t stream);
+
+/** Receives count elements from peer. */
+ncclResult_t ncclRecv(void *recvbuff, size_t count, ncclDataType_t datatype, int peer,
+                      ncclComm_t comm, cudaStream_t stream);
+ncclResult_t pncclRecv(void *recvbuff, size_t count, ncclDataType_t datatype, int peer,
+                       ncclComm_t comm, cudaStream_t stream);
 
 #ifdef __cplusplus
 }

@@ -17,7 +17,7 @@ fi
 rm -f /tmp/mc_envdiff.$$
 
 level() {
-  case "$1" in core) echo 0 ;; socket) echo 1 ;; bootstrap) echo 2 ;; topo) echo 3 ;; init) echo 4 ;; *) echo 9 ;; esac
+  case "$1" in core) echo 0 ;; socket) echo 1 ;; bootstrap | net) echo 2 ;; topo | transport) echo 3 ;; init) echo 4 ;; coll) echo 5 ;; *) echo 9 ;; esac
 }
 bad=0
 for f in "$src"/src/*/*.c "$src"/src/*/*.h; do
