@@ -55,10 +55,7 @@ static const char *const nccl_ignored[] = {
     "NCCL_PROFILER_PLUGIN",
     "NCCL_ALGO",
     "NCCL_PROTO",
-    "NCCL_BUFFSIZE",
     "NCCL_NTHREADS",
-    "NCCL_MIN_NCHANNELS",
-    "NCCL_MAX_NCHANNELS",
     "NCCL_CROSS_NIC",
 
     "NCCL_LAUNCH_MODE",
