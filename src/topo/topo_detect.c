@@ -572,11 +572,11 @@ static ncclResult_t nvlink_tclass(struct detect_ctx *c, struct mc_xml_node *nvl)
   if ((target != NULL) && (strcmp(target, MC_TOPO_NVML_UNKNOWN_TARGET) != 0)) {
     snprintf(rel, sizeof(rel), "/sys/bus/pci/devices/%s/class", target);
     MC_CHECK(mc_sysfs_read(c->root, rel, cls, sizeof(cls), &found));
-  }
-  if (!found) {
-    if (target != NULL) {
+    if (!found) {
       MC_INFO(MC_SUB_GRAPH, "Topo: NVLink target %s is not in sysfs, assuming NVSwitch", target);
     }
+  }
+  if (!found) {
     snprintf(cls, sizeof(cls), "0x068000");
   }
   return mc_xml_set_attr(nvl, "tclass", cls);
