@@ -2,7 +2,8 @@
 # SPDX-License-Identifier: Apache-2.0
 # Correctness of every collective (mp_coll.c: allreduce, broadcast, reduce,
 # allgather, reducescatter, sendrecv ring, alltoall with self) × every NCCL
-# type × every op × in/out of place × sizes 0, 1, 7, 1000, 4099, 262147,
+# type × every op × in/out of place × sizes 0, 1, 7, 1000, 4099 (and
+# 262147 and 1048579 elements for a few types),
 # over each transport: P2P in one process (ncclCommInitAll, a thread per
 # rank, and one thread driving all ranks in a group), P2P across processes
 # (cross-memory attach), SHM (NCCL_P2P_DISABLE=1), NET (NCCL_P2P_DISABLE=1
@@ -25,25 +26,40 @@ run_case() { # NAME TIMEOUT CMD...
   expect_success "$name ($(($(now_ms) - t0)) ms)" "$rc" "$TMP/case.out"
 }
 
+SMALL=0,1,7,1000,4099
+LARGE=262147,1048579
 for n in 1 2 3 4; do
-  run_case "P2P, one process, $n threads, all types" 300 "$T/mp_coll" --threads $n --types $ALL_TYPES
+  run_case "P2P, one process, $n threads, all types" 300 "$T/mp_coll" --threads $n \
+    --types $ALL_TYPES --sizes $SMALL
 done
-run_case "P2P, one process, 8 threads, float/int32" 300 "$T/mp_coll" --threads 8 --types float,int32 \
-  --sizes 0,1,4099,262147
-run_case "P2P, one thread drives 4 ranks in groups" 300 "$T/mp_coll" --group 4 --types $ALL_TYPES
-run_case "P2P across 3 processes (CMA), all types" 300 "$RUN" -n 3 "$T/mp_coll" --types $ALL_TYPES
-NCCL_P2P_DISABLE=1 run_case "SHM, 4 processes, all types" 300 "$RUN" -n 4 "$T/mp_coll" --types $ALL_TYPES
+run_case "P2P, one process, 8 threads" 300 "$T/mp_coll" --threads 8 --types float,int32 \
+  --sizes 0,1,4099
+run_case "P2P, one thread drives 4 ranks in groups" 300 "$T/mp_coll" --group 4 \
+  --types $ALL_TYPES --sizes $SMALL
+run_case "P2P across 3 processes (CMA), all types" 300 "$RUN" -n 3 "$T/mp_coll" \
+  --types $ALL_TYPES --sizes $SMALL
+NCCL_P2P_DISABLE=1 run_case "SHM, 4 processes, all types" 300 "$RUN" -n 4 "$T/mp_coll" \
+  --types $ALL_TYPES --sizes $SMALL
 NCCL_P2P_DISABLE=1 NCCL_SHM_DISABLE=1 run_case "NET, 3 processes" 300 "$RUN" -n 3 "$T/mp_coll" \
-  --types int8,float,double,bfloat16
+  --types int8,float,double,bfloat16 --sizes $SMALL
+run_case "large: P2P, 2 threads" 300 "$T/mp_coll" --threads 2 --types float,int8 \
+  --ops sum,avg --sizes $LARGE
+run_case "large: P2P across 2 processes" 300 "$RUN" -n 2 "$T/mp_coll" --types float,half \
+  --ops sum,max --sizes $LARGE
+NCCL_P2P_DISABLE=1 run_case "large: SHM, 3 processes" 300 "$RUN" -n 3 "$T/mp_coll" \
+  --types float,int64 --ops sum,prod --sizes $LARGE
+NCCL_P2P_DISABLE=1 NCCL_SHM_DISABLE=1 run_case "large: NET, 3 processes" 300 "$RUN" -n 3 \
+  "$T/mp_coll" --types float --ops sum --sizes $LARGE
 run_case "4 ranks on 2 NCCL_HOSTID hosts (NET between, P2P inside)" 300 "$RUN" -n 4 \
-  bash -c 'NCCL_HOSTID=h$((RANK / 2)) exec "$0" "$@"' "$T/mp_coll" --types int32,float,half
+  bash -c 'NCCL_HOSTID=h$((RANK / 2)) exec "$0" "$@"' "$T/mp_coll" --types int32,float,half \
+  --sizes 0,1,4099,262147
 run_case "6 ranks on 3 interleaved hosts" 300 "$RUN" -n 6 \
   bash -c 'NCCL_HOSTID=h$((RANK % 3)) exec "$0" "$@"' "$T/mp_coll" --types uint8,float \
-  --sizes 0,1,4099,262147
-NCCL_BUFFSIZE=65536 run_case "NCCL_BUFFSIZE=64K (many steps per op), SHM and P2P" 300 "$RUN" -n 3 \
-  "$T/mp_coll" --types float,int64 --sizes 1,262147,1048579
+  --ops sum,min --sizes 0,1,4099,262147
+NCCL_BUFFSIZE=65536 run_case "NCCL_BUFFSIZE=64K (many steps per op)" 300 "$RUN" -n 3 \
+  "$T/mp_coll" --types float,int64 --ops sum --sizes 1,262147
 NCCL_MIN_NCHANNELS=3 run_case "3 channels" 300 "$RUN" -n 3 "$T/mp_coll" --types float,int8 \
-  --sizes 0,1,2,7,4099,262147
+  --ops sum,max --sizes 0,1,2,7,4099,262147
 
 shm_after=$(ls /dev/shm | grep -c '^meshccl-' || true)
 expect_eq "nothing left in /dev/shm" "$shm_after" "$shm_before"
