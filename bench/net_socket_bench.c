@@ -10,6 +10,7 @@
  *       the two ends in different places (bench/net_socket_netns.sh runs them in
  *       two network namespaces); the receiver writes config i's handle to
  *       DIR/handle.<i>, the sender waits for it.
+ *   --wait yield|spin|sleep   what the caller does between tests (yield).
  *
  * A config "TxS" is NCCL_SOCKET_NTHREADS=T, NCCL_NSOCKS_PERTHREAD=S, chosen by
  * the receiver (the listener's handle carries it to the sender). For each
@@ -22,6 +23,7 @@
 #include "net/net.h"
 
 #include <errno.h>
+#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -34,6 +36,10 @@
 #define MAX_SIZES 16
 
 static const struct mc_net *const net = &mc_net_socket;
+/* Between two tests of an unfinished request: 1 sched_yield (NCCL's proxy
+ * progress thread yields when a round moved nothing; the default), 0 spin,
+ * 2 usleep(20). */
+static int wait_mode = 1;
 
 struct opts {
   int n_confs;
@@ -146,8 +152,15 @@ static void wait_req(void *req, size_t *size)
 {
   int done = 0;
 
-  while (!done)
+  for (;;) {
     CHECK(net->test(req, &done, size));
+    if (done)
+      break;
+    if (wait_mode == 1)
+      sched_yield();
+    else if (wait_mode == 2)
+      usleep(20);
+  }
 }
 
 static void run_sender(const struct opts *o, int fd)
@@ -316,6 +329,9 @@ int main(int argc, char **argv)
     } else if ((strcmp(argv[i], "--bytes") == 0) && (next != NULL)) {
       o.total_bytes = strtoull(next, NULL, 0);
       i++;
+    } else if ((strcmp(argv[i], "--wait") == 0) && (next != NULL)) {
+      wait_mode = (strcmp(next, "yield") == 0) ? 1 : ((strcmp(next, "sleep") == 0) ? 2 : 0);
+      i++;
     } else if ((strcmp(argv[i], "--ifname") == 0) && (next != NULL)) {
       o.ifname = next;
       i++;
@@ -330,7 +346,7 @@ int main(int argc, char **argv)
     } else {
       fprintf(stderr,
               "usage: %s [--configs TxS,...] [--sizes B,...] [--bytes N] [--ifname IF] "
-              "[--send DIR | --recv DIR]\n",
+              "[--wait yield|spin|sleep] [--send DIR | --recv DIR]\n",
               argv[0]);
       return 2;
     }
