@@ -1,0 +1,35 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
+# A rank SIGKILLed in the middle of back-to-back allreduces (mp_fault.c):
+# every survivor gets ncclRemoteError within seconds (never a hang), the same
+# code from ncclCommGetAsyncError and from the next call, and
+# ncclCommAbort returns at once; over P2P (cross-memory attach), SHM, NET,
+# and across NCCL_HOSTID "hosts". Nothing is left in /dev/shm.
+# shellcheck source=mp_lib.sh
+. "$(dirname "$0")/mp_lib.sh"
+need_progs mp_fault
+
+shm_before=$(ls /dev/shm | grep -c '^meshccl-' || true)
+fault_case() { # NAME NRANKS VICTIM COUNT [env assignments via the caller]
+  local name=$1 n=$2 victim=$3 count=$4 survivors
+  timeout 90 "$RUN" --grace 60 -n "$n" "$T/mp_fault" "$victim" 300 "$count" >"$TMP/f.out" 2>&1
+  survivors=$(grep -c "^\[[0-9]*\] rank [0-9]*: remote process exited or there was a network error after [0-4]\.[0-9]* s.*async 6, again 6" "$TMP/f.out")
+  expect_eq "$name: all $((n - 1)) survivors get ncclRemoteError within 5 s" "$survivors" "$((n - 1))"
+  if [ "$survivors" != "$((n - 1))" ]; then show "$TMP/f.out"; fi
+  expect_eq "$name: no survivor failed otherwise" \
+    "$(grep -c 'meshccl-run: rank [0-9]* .*exited with status' "$TMP/f.out")" 0
+}
+
+fault_case "P2P/CMA, 3 processes, rank 1 killed" 3 1 100000
+NCCL_P2P_DISABLE=1 fault_case "SHM, 4 processes, rank 2 killed" 4 2 100000
+NCCL_P2P_DISABLE=1 NCCL_SHM_DISABLE=1 fault_case "NET, 3 processes, rank 0 killed" 3 0 100000
+# Hosts: the launcher's ranks 0-1 on h0, 2-3 on h1 (NET between them).
+HOSTS_WRAP=$TMP/hosts.sh
+printf '#!/bin/sh\nNCCL_HOSTID=h$((RANK / 2)) exec "%s" "$@"\n' "$T/mp_fault" >"$HOSTS_WRAP"
+chmod +x "$HOSTS_WRAP"
+timeout 90 "$RUN" --grace 60 -n 4 "$HOSTS_WRAP" 3 300 262144 >"$TMP/h.out" 2>&1
+expect_eq "4 ranks on 2 hosts, rank 3 killed: all 3 survivors get ncclRemoteError within 5 s" \
+  "$(grep -c "^\[[0-9]*\] rank [0-9]*: remote process exited or there was a network error after [0-4]\.[0-9]* s.*async 6, again 6" "$TMP/h.out")" 3
+shm_after=$(ls /dev/shm | grep -c '^meshccl-' || true)
+expect_eq "nothing left in /dev/shm" "$shm_after" "$shm_before"
+mp_finish
