@@ -483,12 +483,13 @@ static int run_cases(struct rank_ctx *ctx, int nr)
           for (int si = 0; si < g->n_sizes; si++)
             for (int ip = 0; ip < 2; ip++) {
               int n = ctx[0].n;
+              int my_seed = ++seed;
               struct tcase k = {.coll = g->colls[ci],
                                 .type = g->types[ti],
                                 .op = reduces(g->colls[ci]) ? g->ops[oi] : ncclSum,
                                 .inplace = ip,
-                                .root = (seed % n),
-                                .seed = ++seed,
+                                .root = (my_seed % n),
+                                .seed = my_seed,
                                 .count = g->sizes[si]};
               if (ip && ((k.coll == C_SR) || (k.coll == C_A2A)))
                 continue;
