@@ -76,8 +76,8 @@ static int prim_run(struct mc_task *t, const struct mc_prim *p, ncclResult_t *re
   struct mc_conn *sc = t->send;
   struct mc_conn *rc = t->recv;
   size_t bytes = p->n * op->esize;
-  const char *in = op->in + p->in_off * op->esize;
-  char *out = op->out + p->out_off * op->esize;
+  const char *in = (op->in != NULL) ? op->in + p->in_off * op->esize : NULL;
+  char *out = (op->out != NULL) ? op->out + p->out_off * op->esize : NULL;
   const char *src = NULL;
   size_t got = 0;
   unsigned pre = (op->redop.kind == MC_RED_PREMULSUM) ? MC_REDUCE_PRE_B : 0;
