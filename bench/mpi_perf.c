@@ -147,7 +147,8 @@ static int run_coll(struct mpi_bench *b, const struct mpi_coll *mc)
   struct mc_perf_counts c;
 
   if (b->rank == 0) {
-    printf("# Collective test starting: %s_perf (%s, float sum)\n", mc->name, mc->mpi_name);
+    printf("# Collective test starting: %s_perf (%s, float%s)\n", mc->name, mc->mpi_name,
+           mc_perf_coll_has_op(mc->coll) ? " sum" : "");
     mc_perf_fmt_params(line, sizeof(line), &b->o);
     printf("%s\n#\n", line);
     for (int row = 0; row < 3; row++) {
