@@ -14,6 +14,7 @@
 
 #include "nccl.h"
 #include "bootstrap/bootstrap.h"
+#include "transport/transport.h"
 
 #define MC_COMM_LIVE_MAGIC   0x6d657368636f6d6dull /* "meshcomm" */
 #define MC_HOST_BYTES        64
@@ -50,6 +51,26 @@ struct mc_comm_nodes {
   int *dev; /* [n_ranks] resolved device index */
 };
 
+/* One channel of the ring layout (NCCL's ncclChannel, ring part): the ring
+ * order, this rank's place in it, and its two ring connections. */
+struct mc_channel {
+  int id;
+  int prev;  /* rank this rank receives from */
+  int next;  /* rank this rank sends to */
+  int *ring; /* [n_ranks] ring order starting at this rank: ring[0] == rank */
+  struct mc_conn send;
+  struct mc_conn recv;
+};
+
+#define MC_MAX_CHANNELS 32
+
+/* A reduction created by ncclRedOpCreatePreMulSum (kept opaque here). */
+struct mc_user_redop {
+  bool used;
+  ncclDataType_t type;
+  uint64_t scalar; /* one value of type */
+};
+
 /* Init timings, NCCL's breakdown (seconds). */
 struct mc_comm_timings {
   double total, kernels, alloc, bootstrap, allgathers, topo, graphs, connections, rest;
@@ -81,6 +102,19 @@ struct ncclComm {
   char last_error[MC_LAST_ERROR_BYTES];
   struct mc_comm_group *group; /* siblings launched together (abort propagation) */
   struct mc_topo_system *topo; /* this rank's final (trimmed) system, with paths */
+  /* Data path (stage "connect", src/transport; used by src/coll). */
+  struct mc_tp_peer *tp_peers;
+  struct mc_tp_comm tp;
+  int n_channels;
+  struct mc_channel *channels; /* [n_channels] */
+  struct mc_conn **p2p_send;   /* [n_ranks], connected at first use */
+  struct mc_conn **p2p_recv;
+  char *scratch; /* n_channels + 1 slot-sized bounce buffers */
+  struct mc_user_redop *redops;
+  int n_redops;
+  pthread_mutex_t redop_lock;
+  int coll_result;   /* ncclResult_t of a failed collective: the comm is then unusable */
+  int colls_running; /* threads inside a collective on this comm (abort waits for them) */
 };
 
 struct mc_topo_system;
@@ -89,6 +123,12 @@ struct mc_topo_system;
  * allgather and fusion of the XML, system, paths, trim; logs the transport
  * each local peer would use. Sets comm->topo. */
 ncclResult_t mc_comm_stage_topo(struct ncclComm *comm);
+
+/* Stage "connect" (init_connect.c): transports for every peer, the ring
+ * channels and their connections. Sets comm->tp, channels. */
+ncclResult_t mc_comm_stage_connect(struct ncclComm *comm);
+/* Frees what stage_connect and later collectives made. */
+void mc_comm_free_connections(struct ncclComm *comm);
 
 /* Validates a config and resolves defaults and NCCL_COMM_BLOCKING. */
 ncclResult_t mc_comm_config_resolve(const ncclConfig_t *user, ncclConfig_t *resolved_out);
@@ -137,5 +177,23 @@ ncclResult_t mc_group_end(void);
 /* The device meshcclSetDevice chose for this thread (-1 none). */
 int mc_thread_device(void);
 void mc_thread_set_device(int dev);
+
+/* ---------- API helpers (init_api.c) ---------- */
+
+/* Defines an exported NCCL function and its pnccl profiling alias. */
+#define NCCL_API(_ret, _func, ...)                                                                 \
+  __attribute__((visibility("default"))) __attribute__((alias(#_func)))                            \
+  _ret p##_func(__VA_ARGS__);                                                                      \
+  __attribute__((visibility("default"))) _ret _func(__VA_ARGS__)
+
+/* Every API call starts with this: clears the thread's last error, logs the
+ * version and the parameters once. */
+void mc_api_enter(void);
+/* comm is a live communicator (ncclInvalidArgument naming call otherwise). */
+ncclResult_t mc_comm_check(const struct ncclComm *comm, const char *call);
+/* ... whose init completed successfully (NCCL's ncclCommEnsureReady). */
+ncclResult_t mc_comm_ready(const struct ncclComm *comm, const char *call);
+/* Depth of ncclGroupStart nesting on this thread. */
+int mc_group_depth(void);
 
 #endif /* MC_INIT_COMM_H */

@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "check.h"
 #include "log.h"
@@ -17,18 +18,13 @@
 #include "params.h"
 #include "utils.h"
 
-#define NCCL_API(_ret, _func, ...)                                                                 \
-  __attribute__((visibility("default"))) __attribute__((alias(#_func)))                            \
-  _ret p##_func(__VA_ARGS__);                                                                      \
-  __attribute__((visibility("default"))) _ret _func(__VA_ARGS__)
-
 #define PTR_CHECK(_p, _call, _name)                                                                \
   do {                                                                                             \
     if ((_p) == NULL)                                                                              \
       return MC_FAIL(ncclInvalidArgument, "%s : %s argument is NULL", (_call), (_name));           \
   } while (0)
 
-static ncclResult_t comm_check(const struct ncclComm *comm, const char *call)
+ncclResult_t mc_comm_check(const struct ncclComm *comm, const char *call)
 {
   if (comm == NULL)
     return MC_FAIL(ncclInvalidArgument, "%s : comm argument is NULL", call);
@@ -39,11 +35,11 @@ static ncclResult_t comm_check(const struct ncclComm *comm, const char *call)
 }
 
 /* NCCL's ncclCommEnsureReady: the comm must have finished its init successfully. */
-static ncclResult_t comm_ready(const struct ncclComm *comm, const char *call)
+ncclResult_t mc_comm_ready(const struct ncclComm *comm, const char *call)
 {
   ncclResult_t state;
 
-  MC_CHECK(comm_check(comm, call));
+  MC_CHECK(mc_comm_check(comm, call));
   state = (ncclResult_t)__atomic_load_n(&comm->async_result, __ATOMIC_ACQUIRE);
   if (state == ncclInProgress)
     return MC_FAIL(ncclInvalidArgument,
@@ -56,7 +52,7 @@ static ncclResult_t comm_ready(const struct ncclComm *comm, const char *call)
   return ncclSuccess;
 }
 
-static void api_enter(void)
+void mc_api_enter(void)
 {
   mc_error_clear_thread();
   mc_log_version_once();
@@ -74,7 +70,7 @@ ncclResult_t ncclGetVersion(int *version)
 NCCL_API(ncclResult_t, ncclGetUniqueId, ncclUniqueId *uniqueId);
 ncclResult_t ncclGetUniqueId(ncclUniqueId *uniqueId)
 {
-  api_enter();
+  mc_api_enter();
   PTR_CHECK(uniqueId, "ncclGetUniqueId", "uniqueId");
   return mc_boot_unique_id(true, uniqueId);
 }
@@ -86,7 +82,7 @@ static ncclResult_t init_rank(ncclComm_t *newcomm, int nranks, const ncclUniqueI
   ncclConfig_t resolved;
   struct ncclComm *comm = NULL;
 
-  api_enter();
+  mc_api_enter();
   PTR_CHECK(newcomm, call, "newcomm");
   *newcomm = NULL;
   if (nranks < 1)
@@ -131,7 +127,7 @@ ncclResult_t ncclCommInitAll(ncclComm_t *comms, int ndev, const int *devlist)
   ncclResult_t res = ncclSuccess;
   ncclResult_t end_res;
 
-  api_enter();
+  mc_api_enter();
   PTR_CHECK(comms, "ncclCommInitAll", "comms");
   if (ndev < 1)
     return MC_FAIL(ncclInvalidArgument, "ncclCommInitAll : invalid ndev %d (must be >= 1)", ndev);
@@ -207,9 +203,9 @@ ncclResult_t ncclCommSplit(ncclComm_t comm, int color, int key, ncclComm_t *newc
   ncclUniqueId id;
   ncclResult_t res;
 
-  api_enter();
+  mc_api_enter();
   PTR_CHECK(newcomm, "ncclCommSplit", "newcomm");
-  MC_CHECK(comm_ready(comm, "ncclCommSplit"));
+  MC_CHECK(mc_comm_ready(comm, "ncclCommSplit"));
   if ((color < 0) && (color != NCCL_SPLIT_NOCOLOR))
     return MC_FAIL(ncclInvalidArgument,
                    "ncclCommSplit : invalid color %d (>= 0 or "
@@ -252,8 +248,8 @@ out:
 NCCL_API(ncclResult_t, ncclCommFinalize, ncclComm_t comm);
 ncclResult_t ncclCommFinalize(ncclComm_t comm)
 {
-  api_enter();
-  MC_CHECK(comm_ready(comm, "ncclCommFinalize"));
+  mc_api_enter();
+  MC_CHECK(mc_comm_ready(comm, "ncclCommFinalize"));
   if (comm->is_finalized)
     return MC_FAIL(ncclInvalidArgument, "ncclCommFinalize : comm %p is already finalized",
                    (void *)comm);
@@ -271,7 +267,7 @@ ncclResult_t ncclCommDestroy(ncclComm_t comm)
 
   if (comm == NULL)
     return ncclSuccess;
-  MC_CHECK(comm_check(comm, "ncclCommDestroy"));
+  MC_CHECK(mc_comm_check(comm, "ncclCommDestroy"));
   rank = comm->rank;
   /* A non-blocking init still running is waited for, as NCCL does. */
   mc_comm_join_init(comm);
@@ -288,10 +284,12 @@ ncclResult_t ncclCommAbort(ncclComm_t comm)
 
   if (comm == NULL)
     return ncclSuccess;
-  MC_CHECK(comm_check(comm, "ncclCommAbort"));
+  MC_CHECK(mc_comm_check(comm, "ncclCommAbort"));
   was_ready = __atomic_load_n(&comm->async_result, __ATOMIC_ACQUIRE) == ncclSuccess;
   __atomic_store_n(&comm->abort_flag, 1, __ATOMIC_RELEASE);
   mc_comm_join_init(comm); /* every wait sees the flag within a poll tick */
+  while (__atomic_load_n(&comm->colls_running, __ATOMIC_ACQUIRE) > 0)
+    usleep(1000); /* a collective on another thread sees the flag within ms */
   MC_INFO(MC_SUB_INIT | MC_SUB_DESTROY, "comm %p rank %d nranks %d - Abort COMPLETE", (void *)comm,
           comm->rank, comm->n_ranks);
   /* An init in progress is cut short; after a complete init, the root (if
@@ -306,7 +304,7 @@ ncclResult_t ncclCommGetAsyncError(ncclComm_t comm, ncclResult_t *asyncError)
   ncclResult_t state;
 
   PTR_CHECK(asyncError, "ncclCommGetAsyncError", "asyncError");
-  MC_CHECK(comm_check(comm, "ncclCommGetAsyncError"));
+  MC_CHECK(mc_comm_check(comm, "ncclCommGetAsyncError"));
   state = (ncclResult_t)__atomic_load_n(&comm->async_result, __ATOMIC_ACQUIRE);
   if ((state != ncclInProgress) && comm->has_init_thread)
     mc_comm_join_init(comm);
@@ -318,7 +316,7 @@ NCCL_API(ncclResult_t, ncclCommCount, const ncclComm_t comm, int *count);
 ncclResult_t ncclCommCount(const ncclComm_t comm, int *count)
 {
   PTR_CHECK(count, "ncclCommCount", "count");
-  MC_CHECK(comm_ready(comm, "ncclCommCount"));
+  MC_CHECK(mc_comm_ready(comm, "ncclCommCount"));
   *count = comm->n_ranks;
   return ncclSuccess;
 }
@@ -327,7 +325,7 @@ NCCL_API(ncclResult_t, ncclCommCuDevice, const ncclComm_t comm, int *device);
 ncclResult_t ncclCommCuDevice(const ncclComm_t comm, int *device)
 {
   PTR_CHECK(device, "ncclCommCuDevice", "device");
-  MC_CHECK(comm_ready(comm, "ncclCommCuDevice"));
+  MC_CHECK(mc_comm_ready(comm, "ncclCommCuDevice"));
   *device = comm->dev;
   return ncclSuccess;
 }
@@ -336,7 +334,7 @@ NCCL_API(ncclResult_t, ncclCommUserRank, const ncclComm_t comm, int *rank);
 ncclResult_t ncclCommUserRank(const ncclComm_t comm, int *rank)
 {
   PTR_CHECK(rank, "ncclCommUserRank", "rank");
-  MC_CHECK(comm_ready(comm, "ncclCommUserRank"));
+  MC_CHECK(mc_comm_ready(comm, "ncclCommUserRank"));
   *rank = comm->rank;
   return ncclSuccess;
 }
@@ -374,16 +372,4 @@ const char *ncclGetLastError(ncclComm_t comm)
   if ((comm != NULL) && (comm->live_magic == MC_COMM_LIVE_MAGIC) && (comm->last_error[0] != '\0'))
     return comm->last_error;
   return mc_error_last();
-}
-
-NCCL_API(ncclResult_t, ncclGroupStart, void);
-ncclResult_t ncclGroupStart(void)
-{
-  return mc_group_start();
-}
-
-NCCL_API(ncclResult_t, ncclGroupEnd, void);
-ncclResult_t ncclGroupEnd(void)
-{
-  return mc_group_end();
 }

@@ -61,6 +61,7 @@ ncclResult_t mc_comm_alloc(int n_ranks, const ncclUniqueId *id, int rank, int de
 
   MC_CHECK(mc_calloc(&comm, 1));
   comm->live_magic = MC_COMM_LIVE_MAGIC;
+  pthread_mutex_init(&comm->redop_lock, NULL);
   comm->rank = rank;
   comm->n_ranks = n_ranks;
   comm->dev = (dev_requested >= 0) ? dev_requested : 0;
@@ -182,7 +183,9 @@ static ncclResult_t init_stages(struct ncclComm *comm)
   t0 = mc_time_sec();
   MC_CHECK(mc_comm_stage_topo(comm));
   comm->t.topo = mc_time_sec() - t0;
-  /* Graphs and connections come here in later stages. */
+  t0 = mc_time_sec();
+  MC_CHECK(mc_comm_stage_connect(comm));
+  comm->t.connections = mc_time_sec() - t0;
   MC_CHECK(mc_boot_barrier(comm->boot, nd->local_rank_to_rank, nd->local_ranks, nd->local_rank,
                            nd->local_rank_to_rank[0]));
   comm->t.total = mc_time_sec() - comm->t_start;
@@ -245,6 +248,8 @@ void mc_comm_free(struct ncclComm *comm, int root_wait_ms)
   if (comm == NULL)
     return;
   mc_group_forget(comm);
+  mc_comm_free_connections(comm);
+  pthread_mutex_destroy(&comm->redop_lock);
   mc_boot_destroy(comm->boot);
   mc_boot_root_release(comm->root, root_wait_ms);
   mc_comm_nodes_free(&comm->nodes);

@@ -41,6 +41,11 @@ void mc_thread_set_device(int dev)
   thread_device = dev;
 }
 
+int mc_group_depth(void)
+{
+  return group_depth;
+}
+
 bool mc_group_active(void)
 {
   return group_depth > 0;

@@ -72,4 +72,7 @@ struct mc_net {
 /* The built-in socket net (net_socket.c). */
 extern const struct mc_net mc_net_socket;
 
+/* The net the NET transport uses (net_default.c); the built-in socket net. */
+const struct mc_net *mc_net_default(void);
+
 #endif /* MC_NET_NET_H */

@@ -402,6 +402,121 @@ ncclResult_t mc_sock_connect(const union mc_sockaddr *to, uint64_t magic, uint32
   return res;
 }
 
+/* ---------- non-blocking connect ---------- */
+
+/* Back-off before attempt `attempt` + 1 (mc_sock_connect's schedule). */
+static int retry_pause_ms(int attempt)
+{
+  int pause = attempt * (int)mc_param_int(MC_P_SOCKET_RETRY_SLEEP_MSEC);
+
+  if ((attempt < 16) && ((FIRST_RETRY_SLEEP_MS << (attempt - 1)) < pause))
+    pause = FIRST_RETRY_SLEEP_MS << (attempt - 1);
+  return (pause > MAX_RETRY_SLEEP_MS) ? MAX_RETRY_SLEEP_MS : pause;
+}
+
+static ncclResult_t async_fail(struct mc_sock_async *c, int end, ncclResult_t res, int e)
+{
+  char a[MC_SOCKADDR_STRLEN];
+
+  if (c->sock.fd >= 0)
+    close(c->sock.fd);
+  c->sock.fd = -1;
+  c->is_connecting = false;
+  if (res == ncclRemoteError)
+    set_err(&c->sock, end, res, "connect to %s failed %d times (last: %s)",
+            mc_sockaddr_str(&c->sock.addr, a, sizeof(a)), c->attempt, strerror(e));
+  else
+    set_err(&c->sock, end, res, "connect to %s: %s", mc_sockaddr_str(&c->sock.addr, a, sizeof(a)),
+            strerror(e));
+  c->failed = res;
+  return res;
+}
+
+/* A refused or unreachable attempt: schedule the next one or give up. */
+static ncclResult_t async_retry(struct mc_sock_async *c, int e)
+{
+  if (c->sock.fd >= 0)
+    close(c->sock.fd);
+  c->sock.fd = -1;
+  c->is_connecting = false;
+  if (!retryable_connect_errno(e))
+    return async_fail(c, MC_SOCK_END_ERROR, ncclSystemError, e);
+  if (c->attempt > (int)mc_param_int(MC_P_SOCKET_RETRY_CNT))
+    return async_fail(c, MC_SOCK_END_ERROR, ncclRemoteError, e);
+  c->retry_at_ns = mc_time_ns() + (uint64_t)retry_pause_ms(c->attempt) * 1000000ull;
+  return ncclSuccess;
+}
+
+ncclResult_t mc_sock_connect_start(const union mc_sockaddr *to, uint64_t magic, uint32_t type,
+                                   struct mc_sock_async *c)
+{
+  bool done = false;
+
+  memset(c, 0, sizeof(*c));
+  mc_sock_init(&c->sock);
+  c->sock.addr = *to;
+  c->sock.magic = magic;
+  c->sock.type = type;
+  memcpy(c->hs, &magic, sizeof(magic));
+  memcpy(c->hs + sizeof(magic), &type, sizeof(type));
+  if (mc_sockaddr_len(to) == 0) {
+    c->failed = set_err(&c->sock, MC_SOCK_END_ERROR, ncclInvalidArgument,
+                        "cannot connect to address family %d", (int)to->sa.sa_family);
+    return c->failed;
+  }
+  return mc_sock_connect_poll(c, &done);
+}
+
+ncclResult_t mc_sock_connect_poll(struct mc_sock_async *c, bool *done_out)
+{
+  *done_out = false;
+  if (c->failed != ncclSuccess)
+    return c->failed;
+  if ((c->sock.fd < 0) && !c->is_connecting) {
+    int fd;
+
+    if (mc_time_ns() < c->retry_at_ns)
+      return ncclSuccess;
+    fd = socket(c->sock.addr.sa.sa_family, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+    if (fd == -1)
+      return async_fail(c, MC_SOCK_END_ERROR, ncclSystemError, errno);
+    c->attempt++;
+    c->sock.fd = fd;
+    if (connect(fd, &c->sock.addr.sa, mc_sockaddr_len(&c->sock.addr)) != 0) {
+      if (errno != EINPROGRESS)
+        return async_retry(c, errno);
+      c->is_connecting = true;
+    }
+  }
+  if (c->is_connecting) {
+    struct pollfd p = {.fd = c->sock.fd, .events = POLLOUT, .revents = 0};
+    int err = 0;
+    socklen_t len = sizeof(err);
+
+    if (poll(&p, 1, 0) <= 0)
+      return ncclSuccess;
+    if (getsockopt(c->sock.fd, SOL_SOCKET, SO_ERROR, &err, &len) != 0)
+      err = errno;
+    if (err != 0)
+      return async_retry(c, err);
+    c->is_connecting = false;
+    (void)set_opts(&c->sock, c->sock.fd);
+  }
+  while (c->hs_sent < HANDSHAKE_BYTES) {
+    ssize_t n = send(c->sock.fd, c->hs + c->hs_sent, HANDSHAKE_BYTES - c->hs_sent,
+                     MSG_DONTWAIT | MSG_NOSIGNAL);
+    if (n > 0) {
+      c->hs_sent += (size_t)n;
+      continue;
+    }
+    if ((n < 0) && ((errno == EAGAIN) || (errno == EWOULDBLOCK) || (errno == EINTR)))
+      return ncclSuccess;
+    return async_fail(c, MC_SOCK_END_CLOSED, ncclRemoteError, (n < 0) ? errno : EPIPE);
+  }
+  *done_out = true;
+  return ncclSuccess;
+}
+
 /* Moves bytes in one direction; returns 1 when progress was made, 0 when it
  * would block, or an error through *res. */
 static int io_step(struct mc_sock *s, bool is_send, char *buf, size_t bytes, size_t *done,

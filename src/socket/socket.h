@@ -207,6 +207,32 @@ ncclResult_t mc_sock_accept(struct mc_listener *listener, const struct mc_wait *
 ncclResult_t mc_sock_connect(const union mc_sockaddr *to, uint64_t magic, uint32_t type,
                              const struct mc_wait *w, struct mc_sock *conn_out);
 
+/*
+ * Non-blocking connect, for callers that must never wait (the socket net's
+ * connect): mc_sock_connect_start records the target and makes the first
+ * attempt; each mc_sock_connect_poll call moves the connection on without
+ * waiting and sets *done_out once the TCP connection is up and the 12-byte
+ * handshake (magic, type) is sent. Refused, unreachable and timed-out
+ * attempts are retried with mc_sock_connect's back-off (the pause is a
+ * time stamp, not a sleep), up to NCCL_SOCKET_RETRY_CNT attempts. Failures
+ * are described in c->sock.err (nothing is logged); the socket is then
+ * closed. On success c->sock is a connected, non-blocking socket that the
+ * caller owns (close it with mc_sock_close).
+ */
+struct mc_sock_async {
+  struct mc_sock sock;
+  int attempt;          /* connect attempts made */
+  bool is_connecting;   /* connect() in progress on sock.fd */
+  uint64_t retry_at_ns; /* next attempt not before this (mc_time_ns) */
+  uint8_t hs[12];
+  size_t hs_sent;
+  ncclResult_t failed; /* first failure, kept: later polls return it again */
+};
+
+ncclResult_t mc_sock_connect_start(const union mc_sockaddr *to, uint64_t magic, uint32_t type,
+                                   struct mc_sock_async *c);
+ncclResult_t mc_sock_connect_poll(struct mc_sock_async *c, bool *done_out);
+
 /* Exact-length I/O. A peer close is MC_SOCK_END_CLOSED / ncclRemoteError. */
 ncclResult_t mc_sock_send_all(struct mc_sock *s, const void *buf, size_t bytes,
                               const struct mc_wait *w);

@@ -343,14 +343,29 @@ struct mc_topo_net_plugin {
   struct mc_topo_net_props devs[MC_TOPO_NET_MAX_DEVS];
 };
 
-/* NIC fusion knobs (NCCL_NET_MERGE_LEVEL, NCCL_NET_MERGE_POLICY). */
+/* NIC fusion knobs (NCCL_NET_MERGE_LEVEL, NCCL_NET_FORCE_MERGE, NCCL_NET_MERGE_POLICY). */
 struct mc_topo_net_opts {
-  int merge_level;        /* a path type; NCCL's default PORT (= MC_PATH_NVL's value 1) */
-  bool merge_policy_rail; /* NCCL_NET_MERGE_POLICY=RAIL: merge only equal defined rails */
+  int merge_level;         /* a path type; NCCL's default PORT (= MC_PATH_NVL's value 1) */
+  bool merge_policy_rail;  /* NCCL_NET_MERGE_POLICY=RAIL: merge only equal defined rails */
+  const char *force_merge; /* NCCL_NET_FORCE_MERGE groups, NULL for none (not owned) */
 };
 
-/* NCCL's defaults: merge level PORT, policy ALL. */
+/* NCCL's defaults: merge level PORT, policy ALL, no forced groups. */
 void mc_topo_net_opts_init(struct mc_topo_net_opts *opts);
+
+/* The defaults, then NCCL_NET_MERGE_LEVEL, NCCL_NET_FORCE_MERGE and
+ * NCCL_NET_MERGE_POLICY (topo_params.c); a value that is not a level or a
+ * policy WARNs and keeps the default (NCCL falls back to LOC for an unknown
+ * level, with an INFO line). */
+void mc_topo_net_opts_from_params(struct mc_topo_net_opts *opts);
+
+/*
+ * NCCL_NET_MERGE_LEVEL's own table (NCCL's nicPathKvList): LOC, PORT, PIX,
+ * PXB, P2C, PXN, PHB, SYS, matched as NCCL's kvConvertToInt does: the first
+ * name the value starts with, case-sensitive ("PIXEL" is PIX). Returns the
+ * path type (PORT is 1, NCCL's PATH_PORT), -1 when no name matches.
+ */
+int mc_topo_net_merge_level_parse(const char *str);
 
 /*
  * The net plugin the golden harness emulated (shared/golden/README.md §2),
@@ -368,11 +383,14 @@ ncclResult_t mc_topo_net_plugin_from_xml(const struct mc_xml *xml,
  * ncclTopoProcessNet for the NET family: fills every physical device into the
  * XML (net found by name, else attached to the first cpu) with keep="1",
  * dev=<index> and the properties not already present; then, unless dumping
- * or the plugin cannot merge, fuses devices whose XML path is <= merge_level
- * into virtual NICs ("Made vNic N"; appended to plugin->devs), sets net="0"
- * keep="0" on the fused physical nets and fills the virtual ones under their
- * common parent (a new pci below a bridge or cpu when needed). Fusion across
- * NUMA domains is ncclInvalidArgument.
+ * or the plugin cannot merge, fuses the groups of opts->force_merge
+ * (NCCL_NET_FORCE_MERGE: "a,b;c,d:2", exact names, optional :port) and then
+ * devices whose XML path is <= merge_level into virtual NICs ("Made vNic N";
+ * appended to plugin->devs), sets net="0" keep="0" on the fused physical nets
+ * and fills the virtual ones under their common parent (a new pci below a
+ * bridge or cpu when needed). Fusion across NUMA domains is
+ * ncclInvalidArgument; a forced group naming a device that does not exist
+ * (or twice), or more devices than a NIC may fuse, is ncclInvalidUsage.
  */
 ncclResult_t mc_topo_net_import(struct mc_xml *xml, struct mc_topo_net_plugin *plugin,
                                 const struct mc_topo_net_opts *opts, bool dumping);
@@ -384,8 +402,9 @@ ncclResult_t mc_topo_xml_trim(struct mc_xml *xml);
 /*
  * A topology file treated as the host NCCL would run on (meshccl-topo --xml,
  * NCCL_TOPO_FILE): the file's nets are the net devices, with the properties
- * and virtual NIC fusion of NCCL's net import (golden README §2); GPUs that
- * carry a rank are kept, then the XML is trimmed.
+ * and virtual NIC fusion of NCCL's net import (golden README §2; fusion knobs
+ * from the parameters, mc_topo_net_opts_from_params); GPUs that carry a rank
+ * are kept, then the XML is trimmed.
  */
 ncclResult_t mc_topo_nets_from_file(struct mc_xml *xml);
 

@@ -20,6 +20,10 @@
  *    placed at its closest PCI ancestor. Interfaces without a device
  *    (bridges, tunnels, veth) are virtual NICs under the CPU of the host's
  *    first NUMA node, the same for every rank so that fusion merges them.
+ *  - GPUs come from NVML loaded with dlopen (MESHCCL_NVML_LIBRARY,
+ *    topo_nvml.c); the GPU's PCI ids are completed from sysfs, and its
+ *    link_speed/link_width are the sysfs ones (NCCL asks NVML for the
+ *    current PCIe generation and width).
  *  - No GPU/NVML: the rank's compute device is a virtual PCI device, see
  *    add_compute_device() and docs/ARCHITECTURE.md "Devices".
  *  - No keep="1" attributes: detection adds only what this rank uses, so
@@ -28,6 +32,7 @@
 #include "topo/topo_detect.h"
 
 #include "topo/topo_int.h"
+#include "topo/topo_nvml.h"
 #include "topo/topo_xml.h"
 
 #include "check.h"
@@ -546,6 +551,107 @@ static ncclResult_t add_compute_device(struct detect_ctx *c, const struct mc_top
   return ncclSuccess;
 }
 
+/* ------------------------------------------------------------------ GPUs */
+
+/*
+ * tclass of an nvlink without one (end of ncclTopoGetXmlFromGpu): a target
+ * NVML could not name is an NVSwitch; else the class of the target's PCI
+ * function in sysfs; a target sysfs does not show (a VM, an NVSwitch off the
+ * PCI tree) is assumed to be an NVSwitch.
+ */
+static ncclResult_t nvlink_tclass(struct detect_ctx *c, struct mc_xml_node *nvl)
+{
+  char rel[REL_MAX];
+  char cls[MC_XML_MAX_STR];
+  const char *target = mc_xml_get_attr(nvl, "target");
+  bool found = false;
+
+  if (mc_xml_get_attr(nvl, "tclass") != NULL) {
+    return ncclSuccess;
+  }
+  if ((target != NULL) && (strcmp(target, MC_TOPO_NVML_UNKNOWN_TARGET) != 0)) {
+    snprintf(rel, sizeof(rel), "/sys/bus/pci/devices/%s/class", target);
+    MC_CHECK(mc_sysfs_read(c->root, rel, cls, sizeof(cls), &found));
+    if (!found) {
+      MC_INFO(MC_SUB_GRAPH, "Topo: NVLink target %s is not in sysfs, assuming NVSwitch", target);
+    }
+  }
+  if (!found) {
+    snprintf(cls, sizeof(cls), "0x068000");
+  }
+  return mc_xml_set_attr(nvl, "tclass", cls);
+}
+
+/*
+ * ncclTopoFillGpu + ncclTopoGetXmlFromGpu + step 5 of ncclTopoGetSystem for
+ * the rank's GPU, NVML index me->dev: its pci element placed by the sysfs walk
+ * (switches, root ports and CPU from sysfs; found anywhere in a loaded file),
+ * the ids NVML gives when sysfs has none, then <gpu dev sm rank gdr mlopart>
+ * and one <nvlink> per distinct remote end of its active links.
+ */
+static ncclResult_t add_gpu(struct detect_ctx *c, const struct mc_topo_detect_rank *me,
+                            struct mc_topo_nvml *nvml)
+{
+  struct mc_topo_nvml_gpu g;
+  struct mc_xml_node *pci = NULL;
+  struct mc_xml_node *gpu = NULL;
+  char hex[16];
+  int n = mc_topo_nvml_count(nvml);
+  ncclResult_t res;
+
+  if ((me->dev < 0) || (me->dev >= n)) {
+    return MC_FAIL(ncclInvalidUsage,
+                   "Topo: rank %d uses device %d but %s reports %d GPU(s) (devices 0..%d): give "
+                   "each rank a device below %d (ncclCommInitAll's devlist, meshcclSetDevice, "
+                   "MESHCCL_DEVICE) or start fewer ranks on this host",
+                   me->rank, me->dev, mc_topo_nvml_library(nvml), n, n - 1, n);
+  }
+  res = mc_topo_nvml_gpu_info(nvml, me->dev, &g);
+  if (res != ncclSuccess) {
+    return MC_FAIL(res, "Topo: rank %d device %d: %s", me->rank, me->dev, mc_topo_nvml_why(nvml));
+  }
+  MC_CHECK(pci_get(c, g.busid, &pci));
+  MC_CHECK(mc_xml_init_attr(pci, "class", "0x03"));
+  snprintf(hex, sizeof(hex), "0x%04x", g.pci_device_id & 0xffffU);
+  MC_CHECK(mc_xml_init_attr(pci, "vendor", hex));
+  snprintf(hex, sizeof(hex), "0x%04x", g.pci_device_id >> 16);
+  MC_CHECK(mc_xml_init_attr(pci, "device", hex));
+  snprintf(hex, sizeof(hex), "0x%04x", g.pci_subsystem_id & 0xffffU);
+  MC_CHECK(mc_xml_init_attr(pci, "subsystem_vendor", hex));
+  snprintf(hex, sizeof(hex), "0x%04x", g.pci_subsystem_id >> 16);
+  MC_CHECK(mc_xml_init_attr(pci, "subsystem_device", hex));
+  /* Not in sysfs: NCCL's values when NVML cannot say (Gen3 x16). */
+  MC_CHECK(mc_xml_init_attr(pci, "link_speed", ""));
+  MC_CHECK(mc_xml_init_attr(pci, "link_width", "16"));
+
+  gpu = mc_xml_get_sub(pci, "gpu");
+  if (gpu == NULL) {
+    MC_CHECK(mc_xml_add_node(c->xml, pci, "gpu", &gpu));
+  }
+  MC_CHECK(mc_xml_init_attr_int(gpu, "dev", me->dev));
+  MC_CHECK(mc_xml_init_attr_int(gpu, "sm", g.sm));
+  MC_CHECK(mc_xml_set_attr_int(gpu, "rank", me->rank));
+  MC_CHECK(mc_xml_init_attr_int(gpu, "gdr", 0));
+  MC_CHECK(mc_xml_set_attr_int(gpu, "mlopart", -1));
+  if (mc_xml_get_sub(gpu, "nvlink") == NULL) {
+    for (int l = 0; l < g.n_links; l++) {
+      struct mc_xml_node *nvl = NULL;
+      MC_CHECK(mc_xml_add_node(c->xml, gpu, "nvlink", &nvl));
+      MC_CHECK(mc_xml_set_attr(nvl, "target", g.links[l].target));
+      MC_CHECK(mc_xml_set_attr_int(nvl, "count", g.links[l].count));
+    }
+  }
+  for (int s = 0; s < gpu->n_subs; s++) {
+    if (strcmp(gpu->subs[s]->name, "nvlink") == 0) {
+      MC_CHECK(nvlink_tclass(c, gpu->subs[s]));
+    }
+  }
+  MC_INFO(MC_SUB_GRAPH | MC_SUB_INIT,
+          "Topo: rank %d dev %d is GPU %s (sm %d, %d NVLink target(s)) from %s (sysfs root %s)",
+          me->rank, me->dev, g.busid, g.sm, g.n_links, mc_topo_nvml_library(nvml), c->root);
+  return ncclSuccess;
+}
+
 /* ------------------------------------------------------------------ NICs */
 
 struct iface {
@@ -697,6 +803,7 @@ ncclResult_t mc_topo_detect(const char *sysfs_root, const struct mc_topo_detect_
                             struct mc_xml *xml)
 {
   struct detect_ctx *c = NULL;
+  struct mc_topo_nvml *nvml = NULL;
   ncclResult_t res = ncclSuccess;
   int numa;
 
@@ -734,18 +841,26 @@ ncclResult_t mc_topo_detect(const char *sysfs_root, const struct mc_topo_detect_
   }
   MC_CHECK_GOTO(read_cpuinfo(c), res, out);
 
-  numa = me->numa_node;
-  if (numa < 0) {
-    numa = mc_topo_detect_numa_of_self(c->root);
+  MC_CHECK_GOTO(mc_topo_nvml_open(mc_param_str(MC_P_NVML_LIBRARY), &nvml), res, out);
+  if (mc_topo_nvml_count(nvml) > 0) {
+    MC_CHECK_GOTO(add_gpu(c, me, nvml), res, out);
+  } else {
+    numa = me->numa_node;
+    if (numa < 0) {
+      numa = mc_topo_detect_numa_of_self(c->root);
+    }
+    numa = fix_numa(c, numa);
+    MC_INFO(MC_SUB_GRAPH | MC_SUB_INIT,
+            "Topo: no GPU from NVML (%s): rank %d dev %d is a compute device under NUMA node %d "
+            "(sysfs root %s)",
+            mc_topo_nvml_why(nvml), me->rank, me->dev, numa, c->root);
+    MC_CHECK_GOTO(add_compute_device(c, me, numa), res, out);
   }
-  numa = fix_numa(c, numa);
-  MC_CHECK_GOTO(add_compute_device(c, me, numa), res, out);
   if (!me->skip_nics) {
     MC_CHECK_GOTO(add_nics(c), res, out);
   }
-  MC_INFO(MC_SUB_GRAPH, "Topo: rank %d dev %d detected under NUMA node %d (sysfs root %s)",
-          me->rank, me->dev, numa, c->root);
 out:
+  mc_topo_nvml_close(nvml);
   free(c);
   return res;
 }

@@ -2,13 +2,21 @@
 /*
  * Net plugin devices imported into the topology XML. Mirrors NCCL 2.30's
  * ncclTopoProcessNet / ncclTopoPopulateNics / ncclTopoFillNet /
- * ncclTopoMakeVNics / ncclTopoUpdateVNics (src/graph/topo.cc, xml.cc) and
- * ncclTopoTrimXml (notes §1.6, §1.7): physical devices are filled in plugin
- * order, then devices whose XML path is at most the merge level (PORT by
- * default: several nets of one nic, or functions whose bus ids differ only in
- * the last character) are fused into virtual NICs, the way the IB plugin's
- * makeVDevice does it; the fused physical nets lose net/keep and the virtual
- * ones are added under the common parent.
+ * ncclTopoMakeVNics / ncclTopoForceMerge / ncclTopoAutoMerge /
+ * ncclTopoUpdateVNics (src/graph/topo.cc, xml.cc) and ncclTopoTrimXml (notes
+ * §1.6, §1.7): physical devices are filled in plugin order, then the groups
+ * of NCCL_NET_FORCE_MERGE and the devices whose XML path is at most the merge
+ * level (NCCL_NET_MERGE_LEVEL, PORT by default: several nets of one nic, or
+ * functions whose bus ids differ only in the last character) are fused into
+ * virtual NICs, the way the IB plugin's makeVDevice does it; the fused
+ * physical nets lose net/keep and the virtual ones are added under the
+ * common parent.
+ *
+ * Where this differs from NCCL, on purpose: a forced group that names a
+ * device twice, names a device of an earlier group, or names more devices
+ * than a NIC may fuse is refused (NCCL ignores names past the 8th and would
+ * fuse a device twice), and an unparsable group is skipped (NCCL's loop does
+ * not advance there).
  *
  * No sysfs: a device whose net is not in the XML is attached to the first cpu
  * (NCCL's "not a PCI device" case).
@@ -34,6 +42,27 @@ void mc_topo_net_opts_init(struct mc_topo_net_opts *opts)
   memset(opts, 0, sizeof(*opts));
   opts->merge_level = PATH_PORT;
   opts->merge_policy_rail = false;
+  opts->force_merge = NULL;
+}
+
+int mc_topo_net_merge_level_parse(const char *str)
+{
+  static const struct {
+    const char *name;
+    int level;
+  } levels[] = {{"LOC", MC_PATH_LOC}, {"PORT", PATH_PORT},  {"PIX", MC_PATH_PIX},
+                {"PXB", MC_PATH_PXB}, {"P2C", MC_PATH_P2C}, {"PXN", MC_PATH_PXN},
+                {"PHB", MC_PATH_PHB}, {"SYS", MC_PATH_SYS}};
+
+  if (str == NULL) {
+    return -1;
+  }
+  for (size_t i = 0; i < sizeof(levels) / sizeof(levels[0]); i++) {
+    if (strncmp(str, levels[i].name, strlen(levels[i].name)) == 0) {
+      return levels[i].level;
+    }
+  }
+  return -1;
 }
 
 /* ---------------------------------------------------------------------- */
@@ -555,17 +584,17 @@ static ncclResult_t populate(struct mc_xml *xml, const struct mc_topo_net_plugin
   return ncclSuccess;
 }
 
-/* ncclTopoMakeVnic + the automatic merge of ncclTopoAutoMerge. */
+/* ncclTopoMakeVnic + the automatic merge of ncclTopoAutoMerge, over the
+ * devices not placed by a forced group. */
 static ncclResult_t auto_merge(struct mc_xml *xml, struct mc_topo_net_plugin *plugin,
-                               const struct mc_topo_net_opts *opts)
+                               const struct mc_topo_net_opts *opts, int *placed)
 {
   int n = plugin->n_phys;
   int *paths = calloc((size_t)n * (size_t)n + 1, sizeof(*paths));
-  int *placed = calloc((size_t)n + 1, sizeof(*placed));
   struct mc_xml_node **phys = calloc((size_t)n + 1, sizeof(*phys));
   ncclResult_t res = ncclSuccess;
 
-  if ((paths == NULL) || (placed == NULL) || (phys == NULL)) {
+  if ((paths == NULL) || (phys == NULL)) {
     res = MC_FAIL(ncclSystemError, "out of memory fusing %d NICs", n);
     goto out;
   }
@@ -620,8 +649,133 @@ static ncclResult_t auto_merge(struct mc_xml *xml, struct mc_topo_net_plugin *pl
   }
 out:
   free(paths);
-  free(placed);
   free(phys);
+  return res;
+}
+
+/* An entry of a forced group: "name" or "name:port" (NCCL's parseStringList
+ * and matchIfList with exact matching). */
+static bool force_entry_matches(const struct mc_topo_net_props *p, const char *entry)
+{
+  const char *colon = strchr(entry, ':');
+  size_t name_len = (colon != NULL) ? (size_t)(colon - entry) : strlen(entry);
+
+  if ((strlen(p->name) != name_len) || (strncmp(p->name, entry, name_len) != 0)) {
+    return false;
+  }
+  return (colon == NULL) || (p->port == (int)strtol(colon + 1, NULL, 10));
+}
+
+/* One group of NCCL_NET_FORCE_MERGE ("mlx5_0,mlx5_1:2"), fused into a vNIC
+ * unless it has a single device; its devices are placed either way. */
+static ncclResult_t force_group(struct mc_topo_net_plugin *plugin, char *group, const char *all,
+                                int *placed)
+{
+  char *entries[MC_TOPO_NET_MAX_DEVS_PER_NIC + 1];
+  int devs[MC_TOPO_NET_MAX_DEVS_PER_NIC];
+  char *save = NULL;
+  char text[MC_XML_MAX_STR];
+  int n_entries = 0;
+  int nd = 0;
+  int vdev = 0;
+
+  snprintf(text, sizeof(text), "%s", group);
+  for (char *e = strtok_r(group, ",", &save); e != NULL; e = strtok_r(NULL, ",", &save)) {
+    if ((e[0] == '\0') || (e[0] == ':')) {
+      continue;
+    }
+    if (n_entries == plugin->max_devs_per_nic) {
+      return MC_FAIL(ncclInvalidUsage,
+                     "TOPO/NET : NCCL_NET_FORCE_MERGE=%s: group '%s' names more than %d devices, "
+                     "the most NET/%s fuses into one NIC",
+                     all, text, plugin->max_devs_per_nic, plugin->name);
+    }
+    entries[n_entries++] = e;
+  }
+  if (n_entries == 0) {
+    MC_INFO(MC_SUB_NET,
+            "NET/%s : Invalid NCCL_NET_FORCE_MERGE specified %s. Couldn't parse substring %s. "
+            "Please provide a semicolon-delimited list of comma-delimited NIC groups.",
+            plugin->name, all, text);
+    return ncclSuccess;
+  }
+  /* Plugin order, as NCCL's loop over the devices. */
+  for (int d = 0; d < plugin->n_phys; d++) {
+    int hits = 0;
+    for (int e = 0; e < n_entries; e++) {
+      hits += force_entry_matches(&plugin->devs[d], entries[e]) ? 1 : 0;
+    }
+    if (hits == 0) {
+      continue;
+    }
+    if ((hits > 1) || (placed[d] != 0)) {
+      return MC_FAIL(ncclInvalidUsage,
+                     "TOPO/NET : NCCL_NET_FORCE_MERGE=%s names device %s (%d) twice; give each "
+                     "device to one group",
+                     all, plugin->devs[d].name, d);
+    }
+    devs[nd++] = d;
+  }
+  if (nd != n_entries) {
+    char names[1024];
+    size_t len = 0;
+    names[0] = '\0';
+    for (int d = 0; (d < plugin->n_phys) && (len < sizeof(names)); d++) {
+      int w = snprintf(names + len, sizeof(names) - len, "%s%s:%d", (d == 0) ? "" : ",",
+                       plugin->devs[d].name, plugin->devs[d].port);
+      len += (w > 0) ? (size_t)w : 0;
+    }
+    return MC_FAIL(ncclInvalidUsage,
+                   "TOPO/NET : Only matched %d devices, %d requested from %s "
+                   "(NCCL_NET_FORCE_MERGE=%s); NET/%s devices are: %s",
+                   nd, n_entries, text, all, plugin->name, names);
+  }
+  if (nd > 1) {
+    MC_CHECK(make_vdevice(plugin, devs, nd, &vdev));
+    MC_INFO(MC_SUB_GRAPH, "TOPO/NET : Made vNic %d", vdev);
+  }
+  for (int i = 0; i < nd; i++) {
+    placed[devs[i]] = 1;
+  }
+  return ncclSuccess;
+}
+
+/* ncclTopoForceMerge: the semicolon-separated groups, in order. */
+static ncclResult_t force_merge(struct mc_topo_net_plugin *plugin, const char *str, int *placed)
+{
+  char *copy = strdup(str);
+  char *save = NULL;
+  ncclResult_t res = ncclSuccess;
+
+  if (copy == NULL) {
+    return MC_FAIL(ncclSystemError, "out of memory parsing NCCL_NET_FORCE_MERGE=%s", str);
+  }
+  MC_INFO(MC_SUB_ENV | MC_SUB_NET, "TOPO/NET : Force-fusing NICs using NCCL_NET_FORCE_MERGE=%s",
+          str);
+  for (char *g = strtok_r(copy, ";", &save); g != NULL; g = strtok_r(NULL, ";", &save)) {
+    MC_CHECK_GOTO(force_group(plugin, g, str, placed), res, out);
+  }
+out:
+  free(copy);
+  return res;
+}
+
+/* ncclTopoMakeVNics: forced groups first, then the automatic merge. */
+static ncclResult_t make_vnics(struct mc_xml *xml, struct mc_topo_net_plugin *plugin,
+                               const struct mc_topo_net_opts *opts)
+{
+  int *placed = calloc((size_t)plugin->n_phys + 1, sizeof(*placed));
+  ncclResult_t res = ncclSuccess;
+
+  if (placed == NULL) {
+    return MC_FAIL(ncclSystemError, "out of memory fusing %d NICs", plugin->n_phys);
+  }
+  if (opts->force_merge != NULL) {
+    MC_CHECK_GOTO(force_merge(plugin, opts->force_merge, placed), res, out);
+  }
+  MC_CHECK_GOTO(auto_merge(xml, plugin, opts, placed), res, out);
+out:
+  free(placed);
   return res;
 }
 
@@ -667,7 +821,7 @@ ncclResult_t mc_topo_net_import(struct mc_xml *xml, struct mc_topo_net_plugin *p
     return ncclSuccess;
   }
   if (plugin->n_phys > 0) {
-    MC_CHECK(auto_merge(xml, plugin, opts));
+    MC_CHECK(make_vnics(xml, plugin, opts));
   }
   if (plugin->n_devs > plugin->n_phys) {
     MC_CHECK(update_vnics(xml, plugin));
@@ -747,7 +901,7 @@ ncclResult_t mc_topo_nets_from_file(struct mc_xml *xml)
   if (xml->n_nodes > 0)
     MC_CHECK(keep_ranked_gpus(&xml->nodes[0]));
   MC_CHECK(mc_calloc(&plugin, 1));
-  mc_topo_net_opts_init(&opts);
+  mc_topo_net_opts_from_params(&opts);
   MC_CHECK_GOTO(mc_topo_net_plugin_from_xml(xml, plugin), res, out);
   MC_CHECK_GOTO(mc_topo_net_import(xml, plugin, &opts, false), res, out);
   MC_CHECK_GOTO(mc_topo_xml_trim(xml), res, out);

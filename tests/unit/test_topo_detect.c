@@ -4,13 +4,20 @@
  * scripts there): the XML is compared byte for byte with
  * tests/data/sysfs/<tree>.expected.xml (set MC_T_REGEN=1 to rewrite them),
  * then the system built from it must give the expected path types.
+ * GPUs come from the fake NVML (tests/common/fake_nvml.c, configured through
+ * FAKE_NVML_*); every other case points MESHCCL_NVML_LIBRARY at a missing
+ * file so that a real NVML on the test host changes nothing.
  */
 #include "mc_test.h"
 
 #include "topo/topo.h"
 #include "topo/topo_detect.h"
+#include "topo/topo_nvml.h"
 #include "topo/topo_xml.h"
 
+#include "params.h"
+
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -19,6 +26,34 @@
 #include <unistd.h>
 
 #define HOST_HASH 0x1234abcdULL
+#define NO_NVML   "/nonexistent/libnvidia-ml.so.1"
+
+/* The 2-socket tree's GPUs as NVML reports them (fake_nvml.c syntax).
+ * GPU 0 (sm90, 18 links): 4 links to the NVSwitch-class 0000:83:00.0 that
+ * sysfs shows, 2 to GPU 1, 1 to an NVSwitch sysfs does not show, 1 whose
+ * remote bus id is empty, 1 whose remote end NVML cannot give, 1 inactive.
+ * GPU 1 (sm80: links 0-11 only): 2 to GPU 0, 2 to the NVSwitch; link 12 is
+ * beyond NCCL's 12 links of sm80 and must be ignored. */
+#define FAKE_GPUS                                                                                  \
+  "00000000:05:00.0,90,00000000:83:00.0/00000000:83:00.0/-/00000000:82:00.0/00000000:83:00.0/"     \
+  "00000000:82:00.0/00000000:C4:00.0/!/?/00000000:83:00.0;"                                        \
+  "00000000:82:00.0,80,00000000:05:00.0/00000000:05:00.0/00000000:83:00.0/-/00000000:83:00.0/-/-/" \
+  "-/-/-/-/-/00000000:05:00.0"
+
+static void use_nvml(const char *library, const char *gpus, bool init_fails)
+{
+  mc_param_set_for_tests(MC_P_NVML_LIBRARY, library);
+  if (gpus != NULL) {
+    setenv("FAKE_NVML_GPUS", gpus, 1);
+  } else {
+    unsetenv("FAKE_NVML_GPUS");
+  }
+  if (init_fails) {
+    setenv("FAKE_NVML_INIT_FAIL", "1", 1);
+  } else {
+    unsetenv("FAKE_NVML_INIT_FAIL");
+  }
+}
 
 static char *dump_xml(const struct mc_xml *xml)
 {
@@ -92,8 +127,10 @@ static void vm_recorded(void)
   static const int numa[1] = {-1};
   struct mc_topo_paths_opts opts;
   struct mc_topo_system *sys;
-  struct mc_xml *xml = detect_ranks("sysfs/vm-1numa-virtio", 1, numa);
+  struct mc_xml *xml = NULL;
 
+  use_nvml(NO_NVML, NULL, false);
+  xml = detect_ranks("sysfs/vm-1numa-virtio", 1, numa);
   expect_xml(xml, "vm-1numa-virtio");
   sys = build(xml, &opts);
   MC_T_EQ_INT(sys->nodes[MC_TOPO_CPU].count, 1);
@@ -113,8 +150,9 @@ static void vm_numa_of_self(void)
   MC_T_EQ_INT(mc_topo_detect_numa_of_self("/nonexistent-root"), -1);
 }
 
-/* Hand-built 2-socket host (make-2socket.sh), 4 ranks, 2 per NUMA node. */
-static void two_socket(void)
+/* Hand-built 2-socket host (make-2socket.sh), 4 ranks, 2 per NUMA node, as
+ * compute devices: sysfs alone never makes its GPUs ranks' devices. */
+static void check_two_socket_compute(void)
 {
   static const int numa[4] = {0, 0, 1, 1};
   struct mc_topo_paths_opts opts;
@@ -140,6 +178,133 @@ static void two_socket(void)
   MC_T_EQ_INT(p2p, 0);
   mc_topo_system_destroy(sys);
   mc_xml_destroy(xml);
+}
+
+/* No NVML library: compute devices, success. */
+static void two_socket(void)
+{
+  use_nvml(NO_NVML, FAKE_GPUS, false);
+  check_two_socket_compute();
+}
+
+/* NVML loads but nvmlInit_v2 fails: compute devices, success. */
+static void nvml_init_fails(void)
+{
+  use_nvml(MC_T_FAKE_NVML, FAKE_GPUS, true);
+  check_two_socket_compute();
+  use_nvml(NO_NVML, NULL, false);
+}
+
+/* NVML works and reports no GPU: compute devices, success. */
+static void nvml_no_gpu(void)
+{
+  use_nvml(MC_T_FAKE_NVML, "", false);
+  check_two_socket_compute();
+  use_nvml(NO_NVML, NULL, false);
+}
+
+/* Two ranks on the two NVML GPUs of the 2-socket tree: each GPU at its sysfs
+ * PCI path (GPU 0 behind the switch with the NICs, GPU 1 under CPU 1), its
+ * NVLinks grouped by target with the targets' sysfs classes. */
+static void nvml_gpus(void)
+{
+  static const int numa[2] = {-1, -1};
+  struct mc_topo_paths_opts opts;
+  struct mc_topo_system *sys;
+  struct mc_xml *xml = NULL;
+  int p2p = -1;
+
+  use_nvml(MC_T_FAKE_NVML, FAKE_GPUS, false);
+  xml = detect_ranks("sysfs/2socket-switch", 2, numa);
+  expect_xml(xml, "2socket-switch-nvml");
+  sys = build(xml, &opts);
+  MC_T_EQ_INT(sys->nodes[MC_TOPO_CPU].count, 2);
+  MC_T_EQ_INT(sys->nodes[MC_TOPO_GPU].count, 2);
+  MC_T_EQ_INT(sys->nodes[MC_TOPO_NVS].count, 1);
+  MC_T_EQ_INT(sys->nodes[MC_TOPO_NET].count, 5);
+  MC_T_EQ_INT(sys->nodes[MC_TOPO_GPU].nodes[0]->gpu.sm, 90);
+  MC_T_EQ_INT(sys->nodes[MC_TOPO_GPU].nodes[1]->gpu.sm, 80);
+  MC_T_EQ_INT(mc_topo_path_type(sys, MC_TOPO_GPU, 0, MC_TOPO_GPU, 1), MC_PATH_NVL);
+  /* eth2 shares GPU 0's switch, but sockets have no GDR: through the CPU. */
+  MC_T_EQ_INT(mc_topo_path_type(sys, MC_TOPO_GPU, 0, MC_TOPO_NET, 0), MC_PATH_PHB);
+  MC_T_OK(mc_topo_check_p2p(sys, &opts, 0, 1, &p2p, NULL, NULL));
+  MC_T_EQ_INT(p2p, 1);
+  mc_topo_system_destroy(sys);
+  mc_xml_destroy(xml);
+  use_nvml(NO_NVML, NULL, false);
+}
+
+/* A rank whose device is not an NVML GPU: ncclInvalidUsage naming the rank,
+ * the device and the GPU count. */
+static void nvml_dev_out_of_range(void)
+{
+  char want[1024];
+  struct mc_xml *xml = NULL;
+  struct mc_topo_detect_rank me = {.rank = 5, .dev = 2, .numa_node = -1, .host_hash = HOST_HASH};
+
+  use_nvml(MC_T_FAKE_NVML, FAKE_GPUS, false);
+  MC_T_OK(mc_xml_create(256, &xml));
+  MC_T_EQ_INT(mc_topo_detect(mc_t_data("sysfs/2socket-switch"), &me, xml), ncclInvalidUsage);
+  snprintf(want, sizeof(want),
+           "Topo: rank 5 uses device 2 but %s reports 2 GPU(s) (devices 0..1): give each rank a "
+           "device below 2 (ncclCommInitAll's devlist, meshcclSetDevice, MESHCCL_DEVICE) or "
+           "start fewer ranks on this host",
+           MC_T_FAKE_NVML);
+  MC_T_EQ_STR(mc_t_last_error(), want);
+  mc_xml_destroy(xml);
+  use_nvml(NO_NVML, NULL, false);
+}
+
+/* Handles opened, used and closed by several threads at once (several
+ * communicators of one process). */
+static void *nvml_thread(void *arg)
+{
+  long bad = 0;
+
+  (void)arg;
+  for (int i = 0; i < 50; i++) {
+    struct mc_topo_nvml *nvml = NULL;
+    struct mc_topo_nvml_gpu g;
+    if ((mc_topo_nvml_open(MC_T_FAKE_NVML, &nvml) != ncclSuccess) ||
+        (mc_topo_nvml_count(nvml) != 2) ||
+        (mc_topo_nvml_gpu_info(nvml, i % 2, &g) != ncclSuccess) ||
+        (strcmp(g.busid, (i % 2 == 0) ? "0000:05:00.0" : "0000:82:00.0") != 0)) {
+      bad++;
+    }
+    mc_topo_nvml_close(nvml);
+  }
+  return (void *)bad;
+}
+
+static void nvml_threads(void)
+{
+  pthread_t t[4];
+  struct mc_topo_nvml *nvml = NULL;
+  struct mc_topo_nvml_gpu g;
+
+  use_nvml(MC_T_FAKE_NVML, FAKE_GPUS, false);
+  for (int i = 0; i < 4; i++) {
+    MC_T_EQ_INT(pthread_create(&t[i], NULL, nvml_thread, NULL), 0);
+  }
+  for (int i = 0; i < 4; i++) {
+    void *bad = NULL;
+    MC_T_EQ_INT(pthread_join(t[i], &bad), 0);
+    MC_T_EQ_INT((long)bad, 0);
+  }
+  /* The GPU's view through the interface: grouped, normalised targets. */
+  MC_T_OK(mc_topo_nvml_open(MC_T_FAKE_NVML, &nvml));
+  MC_T_OK(mc_topo_nvml_gpu_info(nvml, 0, &g));
+  MC_T_EQ_INT(g.sm, 90);
+  MC_T_EQ_INT(g.n_links, 4);
+  MC_T_EQ_STR(g.links[0].target, "0000:83:00.0");
+  MC_T_EQ_INT(g.links[0].count, 4);
+  MC_T_EQ_STR(g.links[1].target, "0000:82:00.0");
+  MC_T_EQ_INT(g.links[1].count, 2);
+  MC_T_EQ_STR(g.links[2].target, "0000:c4:00.0");
+  MC_T_EQ_STR(g.links[3].target, MC_TOPO_NVML_UNKNOWN_TARGET);
+  MC_T_EQ_INT(mc_topo_nvml_gpu_info(nvml, 2, &g), ncclInvalidArgument);
+  mc_topo_nvml_close(nvml);
+  use_nvml(NO_NVML, NULL, false);
 }
 
 static int rm_one(const char *path, const struct stat *st, int flag, struct FTW *ftw)
@@ -196,6 +361,7 @@ static void missing_files(void)
   struct mc_xml_node *cpu;
   struct mc_xml_node *net;
 
+  use_nvml(NO_NVML, NULL, false);
   mc_t_tmp_path("nocpuinfo", root, sizeof(root));
   mk(root, "sys/devices/system/node/node0");
   put(root, "sys/devices/system/node/node0/cpumap", "00000003\n");
@@ -229,6 +395,7 @@ static void unreadable_file(void)
   struct mc_xml *xml = NULL;
   struct mc_topo_detect_rank me = {.rank = 0, .dev = 0, .numa_node = 0, .host_hash = HOST_HASH};
 
+  use_nvml(NO_NVML, NULL, false);
   mc_t_tmp_path("badclass", root, sizeof(root));
   mk(root, "sys/devices/pci0000:00/0000:00:05.0/class");
   put(root, "sys/devices/pci0000:00/0000:00:05.0/numa_node", "0\n");
@@ -271,6 +438,7 @@ static void partial_xml(void)
   char *second;
   int n_nodes;
 
+  use_nvml(NO_NVML, NULL, false);
   MC_T_OK(mc_xml_create(MC_XML_MAX_NODES, &xml));
   MC_T_OK(mc_xml_load_file(mc_t_data("topo/aws-p4d.24xlarge.xml"), xml));
   MC_T_OK(mc_topo_detect(mc_t_data("sysfs/2socket-switch"), &me0, xml));
@@ -299,4 +467,5 @@ static void partial_xml(void)
   mc_xml_destroy(xml);
 }
 
-MC_T_MAIN(vm_recorded, vm_numa_of_self, two_socket, missing_files, unreadable_file, partial_xml)
+MC_T_MAIN(vm_recorded, vm_numa_of_self, two_socket, nvml_init_fails, nvml_no_gpu, nvml_gpus,
+          nvml_dev_out_of_range, nvml_threads, missing_files, unreadable_file, partial_xml)

@@ -9,6 +9,12 @@
 #           port) and a NIC 0000:04:00.0 (eth4, no speed file);
 #   node 1: root port 0000:80:01.0 -> NIC 0000:81:00.0 (eth5, 25 Gb/s);
 #   plus lo, a down interface (eth9) and a virtual bridge br0 (no device).
+# GPUs, which detection finds only through NVML (the fake NVML of the tests
+# names them; sysfs alone never makes a GPU, as in NCCL):
+#   node 0: a 3D controller 0000:05:00.0 behind the switch's third downstream
+#           port 0000:02:03.0 (Gen5 x16 device, Gen4 x16 switch);
+#   node 1: a VGA GPU 0000:82:00.0 under root port 0000:80:02.0, and an
+#           NVSwitch-class bridge (0x068000) 0000:83:00.0 under 0000:80:03.0.
 # Usage: make-2socket.sh [OUT]
 set -euo pipefail
 out=${1:-$(dirname "$0")/2socket-switch}
@@ -51,6 +57,12 @@ pci $sw0/0000:01:00.0/0000:02:01.0/0000:03:00.1 0x020000 0x8086 0x1593 0 "16.0 G
 pci $sw0/0000:01:00.0/0000:02:02.0/0000:04:00.0 0x020000 0x15b3 0x101d 0 "16.0 GT/s PCIe" 16
 pci pci0000:80/0000:80:01.0 0x060400 0x8086 0x352a 1 "16.0 GT/s PCIe" 16
 pci pci0000:80/0000:80:01.0/0000:81:00.0 0x020000 0x14e4 0x16d7 1 "8.0 GT/s PCIe" 8
+pci $sw0/0000:01:00.0/0000:02:03.0 0x060400 0x11f8 0x4052 0 "16.0 GT/s PCIe" 16
+pci $sw0/0000:01:00.0/0000:02:03.0/0000:05:00.0 0x030200 0x10de 0x2330 0 "32.0 GT/s PCIe" 16
+pci pci0000:80/0000:80:02.0 0x060400 0x8086 0x352b 1 "32.0 GT/s PCIe" 16
+pci pci0000:80/0000:80:02.0/0000:82:00.0 0x030000 0x10de 0x2330 1 "32.0 GT/s PCIe" 16
+pci pci0000:80/0000:80:03.0 0x060400 0x8086 0x352c 1 "16.0 GT/s PCIe" 4
+pci pci0000:80/0000:80:03.0/0000:83:00.0 0x068000 0x10de 0x22a3 1 "16.0 GT/s PCIe" 4
 
 netif() { # netif NAME DEVRELDIR|- ifindex flags operstate speed|-
   local d

@@ -1,0 +1,349 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * The collective API of nccl.h: NCCL's argument checks (ArgsCheck in
+ * enqueue.cc) with its error codes and a message naming the argument, then
+ * either the operation runs at once or, inside ncclGroupStart/End, it is
+ * queued and the whole group runs at the outermost ncclGroupEnd (after the
+ * communicator inits of the group). The stream argument is accepted and not
+ * used: host memory, completed when the call (or the group) returns.
+ */
+#include "coll/coll.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "check.h"
+#include "log.h"
+
+/* Operations queued by this thread's open group. */
+static __thread struct mc_op *group_ops;
+static __thread int group_n_ops;
+static __thread int group_cap_ops;
+static __thread ncclResult_t group_coll_error;
+
+/* --------------------------------------------------------------- redops */
+
+static ncclResult_t resolve_op(struct ncclComm *comm, ncclDataType_t type, ncclRedOp_t op,
+                               const char *call, struct mc_redop *out)
+{
+  int idx = (int)op - (int)ncclNumOps;
+
+  if ((int)op >= 0 && op < ncclNumOps)
+    return mc_redop_builtin(type, op, comm->n_ranks, out);
+  pthread_mutex_lock(&comm->redop_lock);
+  if ((idx < 0) || (idx >= comm->n_redops) || !comm->redops[idx].used) {
+    pthread_mutex_unlock(&comm->redop_lock);
+    return MC_FAIL(ncclInvalidArgument, "%s : invalid reduction operation %d", call, (int)op);
+  }
+  if (comm->redops[idx].type != type) {
+    ncclDataType_t t = comm->redops[idx].type;
+    pthread_mutex_unlock(&comm->redop_lock);
+    return MC_FAIL(ncclInvalidArgument,
+                   "%s : reduction operation %d was created for type %s, used with %s", call,
+                   (int)op, mc_type_name(t), mc_type_name(type));
+  }
+  *out =
+      (struct mc_redop){.type = type, .kind = MC_RED_PREMULSUM, .scalar = comm->redops[idx].scalar};
+  pthread_mutex_unlock(&comm->redop_lock);
+  return ncclSuccess;
+}
+
+NCCL_API(ncclResult_t, ncclRedOpCreatePreMulSum, ncclRedOp_t *op, void *scalar,
+         ncclDataType_t datatype, ncclScalarResidence_t residence, ncclComm_t comm);
+ncclResult_t ncclRedOpCreatePreMulSum(ncclRedOp_t *op, void *scalar, ncclDataType_t datatype,
+                                      ncclScalarResidence_t residence, ncclComm_t comm)
+{
+  struct mc_redop r;
+  int idx = -1;
+
+  mc_api_enter();
+  MC_CHECK(mc_comm_ready(comm, "ncclRedOpCreatePreMulSum"));
+  if ((op == NULL) || (scalar == NULL))
+    return MC_FAIL(ncclInvalidArgument, "ncclRedOpCreatePreMulSum : %s argument is NULL",
+                   (op == NULL) ? "op" : "scalar");
+  if ((residence != ncclScalarDevice) && (residence != ncclScalarHostImmediate))
+    return MC_FAIL(ncclInvalidArgument, "ncclRedOpCreatePreMulSum : invalid residence %d",
+                   (int)residence);
+  if (mc_redop_premulsum(datatype, scalar, &r) != ncclSuccess)
+    return MC_FAIL(ncclInvalidArgument, "ncclRedOpCreatePreMulSum : invalid type %d",
+                   (int)datatype);
+  pthread_mutex_lock(&comm->redop_lock);
+  for (int i = 0; (i < comm->n_redops) && (idx < 0); i++)
+    if (!comm->redops[i].used)
+      idx = i;
+  if (idx < 0) {
+    struct mc_user_redop *n =
+        realloc(comm->redops, (size_t)(comm->n_redops + 8) * sizeof(*comm->redops));
+    if (n == NULL) {
+      pthread_mutex_unlock(&comm->redop_lock);
+      return MC_FAIL(ncclSystemError, "ncclRedOpCreatePreMulSum : out of memory");
+    }
+    memset(n + comm->n_redops, 0, 8 * sizeof(*n));
+    comm->redops = n;
+    idx = comm->n_redops;
+    comm->n_redops += 8;
+  }
+  comm->redops[idx] = (struct mc_user_redop){.used = true, .type = datatype, .scalar = r.scalar};
+  pthread_mutex_unlock(&comm->redop_lock);
+  *op = (ncclRedOp_t)((int)ncclNumOps + idx);
+  return ncclSuccess;
+}
+
+NCCL_API(ncclResult_t, ncclRedOpDestroy, ncclRedOp_t op, ncclComm_t comm);
+ncclResult_t ncclRedOpDestroy(ncclRedOp_t op, ncclComm_t comm)
+{
+  int idx = (int)op - (int)ncclNumOps;
+
+  mc_api_enter();
+  MC_CHECK(mc_comm_check(comm, "ncclRedOpDestroy"));
+  if ((int)op >= 0 && op < ncclNumOps)
+    return MC_FAIL(ncclInvalidArgument, "ncclRedOpDestroy : operation %d is a built-in operation",
+                   (int)op);
+  pthread_mutex_lock(&comm->redop_lock);
+  if ((idx < 0) || (idx >= comm->n_redops) || !comm->redops[idx].used) {
+    pthread_mutex_unlock(&comm->redop_lock);
+    return MC_FAIL(ncclInvalidArgument,
+                   "ncclRedOpDestroy : operation %d was not created on this communicator", (int)op);
+  }
+  comm->redops[idx].used = false;
+  pthread_mutex_unlock(&comm->redop_lock);
+  return ncclSuccess;
+}
+
+/* ---------------------------------------------------------------- enqueue */
+
+/* A failed check inside a group also fails the group's ncclGroupEnd. */
+#define COLL_CHECK(_call)                                                                          \
+  do {                                                                                             \
+    ncclResult_t _r = (_call);                                                                     \
+    if (_r != ncclSuccess) {                                                                       \
+      if (mc_group_depth() > 0)                                                                    \
+        group_coll_error = _r;                                                                     \
+      return _r;                                                                                   \
+    }                                                                                              \
+  } while (0)
+
+static ncclResult_t run_now(struct mc_op *ops, int n)
+{
+  ncclResult_t res;
+
+  for (int i = 0; i < n; i++)
+    __atomic_add_fetch(&ops[i].comm->colls_running, 1, __ATOMIC_ACQ_REL);
+  res = mc_coll_run(ops, n);
+  for (int i = 0; i < n; i++)
+    __atomic_sub_fetch(&ops[i].comm->colls_running, 1, __ATOMIC_ACQ_REL);
+  return res;
+}
+
+static ncclResult_t enqueue(const struct mc_op *op)
+{
+  if (mc_group_depth() == 0) {
+    struct mc_op one = *op;
+    return run_now(&one, 1);
+  }
+  if (group_n_ops == group_cap_ops) {
+    int cap = (group_cap_ops == 0) ? 16 : 2 * group_cap_ops;
+    struct mc_op *n = realloc(group_ops, (size_t)cap * sizeof(*n));
+    if (n == NULL) {
+      group_coll_error = ncclSystemError;
+      return MC_FAIL(ncclSystemError, "%s : out of memory queuing the operation in the group",
+                     mc_coll_name(op->kind));
+    }
+    group_ops = n;
+    group_cap_ops = cap;
+  }
+  group_ops[group_n_ops++] = *op;
+  return ncclSuccess;
+}
+
+/* NCCL's ArgsCheck. */
+static ncclResult_t check(struct mc_op *op, ncclComm_t comm, ncclDataType_t type, const char *call,
+                          bool needs_in, bool needs_out)
+{
+  ncclResult_t res;
+
+  MC_CHECK(mc_comm_ready(comm, call));
+  res = (ncclResult_t)__atomic_load_n(&comm->coll_result, __ATOMIC_ACQUIRE);
+  if (res != ncclSuccess)
+    return MC_FAIL(res, "%s : communicator %p failed earlier: %s", call, (void *)comm,
+                   comm->last_error);
+  op->comm = comm;
+  if (((int)type < 0) || (type >= ncclNumTypes) || (mc_type_size(type) == 0))
+    return MC_FAIL(ncclInvalidArgument, "%s : invalid type %d", call, (int)type);
+  op->esize = mc_type_size(type);
+  op->redop.type = type;
+  if ((op->count > 0) && needs_in && (op->in == NULL))
+    return MC_FAIL(ncclInvalidArgument, "%s : sendbuff argument is NULL", call);
+  if ((op->count > 0) && needs_out && (op->out == NULL))
+    return MC_FAIL(ncclInvalidArgument, "%s : recvbuff argument is NULL", call);
+  if (op->count > (SIZE_MAX / 2) / op->esize / (size_t)comm->n_ranks)
+    return MC_FAIL(ncclInvalidArgument, "%s : count %zu is too large", call, op->count);
+  return ncclSuccess;
+}
+
+static ncclResult_t check_root(int root, ncclComm_t comm, const char *call)
+{
+  if ((root < 0) || (root >= comm->n_ranks))
+    return MC_FAIL(ncclInvalidArgument, "%s : invalid root %d (root should be in the 0..%d range)",
+                   call, root, comm->n_ranks - 1);
+  return ncclSuccess;
+}
+
+static ncclResult_t reduce_check(struct mc_op *op, ncclComm_t comm, ncclDataType_t type,
+                                 ncclRedOp_t red, const char *call, bool needs_out)
+{
+  COLL_CHECK(check(op, comm, type, call, true, needs_out));
+  return resolve_op(comm, type, red, call, &op->redop);
+}
+
+NCCL_API(ncclResult_t, ncclAllReduce, const void *sendbuff, void *recvbuff, size_t count,
+         ncclDataType_t datatype, ncclRedOp_t op, ncclComm_t comm, cudaStream_t stream);
+ncclResult_t ncclAllReduce(const void *sendbuff, void *recvbuff, size_t count,
+                           ncclDataType_t datatype, ncclRedOp_t op, ncclComm_t comm,
+                           cudaStream_t stream)
+{
+  struct mc_op o = {.kind = MC_COLL_ALLREDUCE, .in = sendbuff, .out = recvbuff, .count = count};
+
+  (void)stream;
+  mc_api_enter();
+  COLL_CHECK(reduce_check(&o, comm, datatype, op, "AllReduce", true));
+  return enqueue(&o);
+}
+
+NCCL_API(ncclResult_t, ncclBroadcast, const void *sendbuff, void *recvbuff, size_t count,
+         ncclDataType_t datatype, int root, ncclComm_t comm, cudaStream_t stream);
+ncclResult_t ncclBroadcast(const void *sendbuff, void *recvbuff, size_t count,
+                           ncclDataType_t datatype, int root, ncclComm_t comm, cudaStream_t stream)
+{
+  struct mc_op o = {
+      .kind = MC_COLL_BROADCAST, .in = sendbuff, .out = recvbuff, .count = count, .root = root};
+
+  (void)stream;
+  mc_api_enter();
+  COLL_CHECK(mc_comm_check(comm, "Broadcast"));
+  COLL_CHECK(check_root(root, comm, "Broadcast"));
+  COLL_CHECK(check(&o, comm, datatype, "Broadcast", comm->rank == root, true));
+  return enqueue(&o);
+}
+
+NCCL_API(ncclResult_t, ncclBcast, void *buff, size_t count, ncclDataType_t datatype, int root,
+         ncclComm_t comm, cudaStream_t stream);
+ncclResult_t ncclBcast(void *buff, size_t count, ncclDataType_t datatype, int root, ncclComm_t comm,
+                       cudaStream_t stream)
+{
+  return ncclBroadcast(buff, buff, count, datatype, root, comm, stream);
+}
+
+NCCL_API(ncclResult_t, ncclReduce, const void *sendbuff, void *recvbuff, size_t count,
+         ncclDataType_t datatype, ncclRedOp_t op, int root, ncclComm_t comm, cudaStream_t stream);
+ncclResult_t ncclReduce(const void *sendbuff, void *recvbuff, size_t count, ncclDataType_t datatype,
+                        ncclRedOp_t op, int root, ncclComm_t comm, cudaStream_t stream)
+{
+  struct mc_op o = {
+      .kind = MC_COLL_REDUCE, .in = sendbuff, .out = recvbuff, .count = count, .root = root};
+
+  (void)stream;
+  mc_api_enter();
+  COLL_CHECK(mc_comm_check(comm, "Reduce"));
+  COLL_CHECK(check_root(root, comm, "Reduce"));
+  COLL_CHECK(reduce_check(&o, comm, datatype, op, "Reduce", comm->rank == root));
+  return enqueue(&o);
+}
+
+NCCL_API(ncclResult_t, ncclAllGather, const void *sendbuff, void *recvbuff, size_t sendcount,
+         ncclDataType_t datatype, ncclComm_t comm, cudaStream_t stream);
+ncclResult_t ncclAllGather(const void *sendbuff, void *recvbuff, size_t sendcount,
+                           ncclDataType_t datatype, ncclComm_t comm, cudaStream_t stream)
+{
+  struct mc_op o = {.kind = MC_COLL_ALLGATHER, .in = sendbuff, .out = recvbuff, .count = sendcount};
+
+  (void)stream;
+  mc_api_enter();
+  COLL_CHECK(check(&o, comm, datatype, "AllGather", true, true));
+  return enqueue(&o);
+}
+
+NCCL_API(ncclResult_t, ncclReduceScatter, const void *sendbuff, void *recvbuff, size_t recvcount,
+         ncclDataType_t datatype, ncclRedOp_t op, ncclComm_t comm, cudaStream_t stream);
+ncclResult_t ncclReduceScatter(const void *sendbuff, void *recvbuff, size_t recvcount,
+                               ncclDataType_t datatype, ncclRedOp_t op, ncclComm_t comm,
+                               cudaStream_t stream)
+{
+  struct mc_op o = {
+      .kind = MC_COLL_REDUCESCATTER, .in = sendbuff, .out = recvbuff, .count = recvcount};
+
+  (void)stream;
+  mc_api_enter();
+  COLL_CHECK(reduce_check(&o, comm, datatype, op, "ReduceScatter", true));
+  return enqueue(&o);
+}
+
+static ncclResult_t check_peer(int peer, ncclComm_t comm, const char *call)
+{
+  if ((peer < 0) || (peer >= comm->n_ranks))
+    return MC_FAIL(ncclInvalidArgument, "%s : invalid peer %d (peer should be in the 0..%d range)",
+                   call, peer, comm->n_ranks - 1);
+  return ncclSuccess;
+}
+
+NCCL_API(ncclResult_t, ncclSend, const void *sendbuff, size_t count, ncclDataType_t datatype,
+         int peer, ncclComm_t comm, cudaStream_t stream);
+ncclResult_t ncclSend(const void *sendbuff, size_t count, ncclDataType_t datatype, int peer,
+                      ncclComm_t comm, cudaStream_t stream)
+{
+  struct mc_op o = {.kind = MC_COLL_SEND, .in = sendbuff, .count = count, .peer = peer};
+
+  (void)stream;
+  mc_api_enter();
+  COLL_CHECK(mc_comm_check(comm, "Send"));
+  COLL_CHECK(check_peer(peer, comm, "Send"));
+  COLL_CHECK(check(&o, comm, datatype, "Send", true, false));
+  return enqueue(&o);
+}
+
+NCCL_API(ncclResult_t, ncclRecv, void *recvbuff, size_t count, ncclDataType_t datatype, int peer,
+         ncclComm_t comm, cudaStream_t stream);
+ncclResult_t ncclRecv(void *recvbuff, size_t count, ncclDataType_t datatype, int peer,
+                      ncclComm_t comm, cudaStream_t stream)
+{
+  struct mc_op o = {.kind = MC_COLL_RECV, .out = recvbuff, .count = count, .peer = peer};
+
+  (void)stream;
+  mc_api_enter();
+  COLL_CHECK(mc_comm_check(comm, "Recv"));
+  COLL_CHECK(check_peer(peer, comm, "Recv"));
+  COLL_CHECK(check(&o, comm, datatype, "Recv", false, true));
+  return enqueue(&o);
+}
+
+/* ------------------------------------------------------------------ groups */
+
+NCCL_API(ncclResult_t, ncclGroupStart, void);
+ncclResult_t ncclGroupStart(void)
+{
+  mc_api_enter();
+  return mc_group_start();
+}
+
+NCCL_API(ncclResult_t, ncclGroupEnd, void);
+ncclResult_t ncclGroupEnd(void)
+{
+  bool outer = (mc_group_depth() == 1);
+  ncclResult_t res;
+  ncclResult_t coll_res = ncclSuccess;
+
+  mc_api_enter();
+  res = mc_group_end();
+  if (!outer)
+    return res;
+  if ((res == ncclSuccess) && (group_coll_error != ncclSuccess))
+    res = group_coll_error;
+  if ((res == ncclSuccess) && (group_n_ops > 0))
+    coll_res = run_now(group_ops, group_n_ops);
+  free(group_ops);
+  group_ops = NULL;
+  group_n_ops = group_cap_ops = 0;
+  group_coll_error = ncclSuccess;
+  return (res != ncclSuccess) ? res : coll_res;
+}

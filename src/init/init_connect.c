@@ -1,0 +1,126 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * Init stage "connect": the transports' view of every rank, the ring
+ * channels (NCCL's ring connect; until the graph search lands the ring is
+ * rank order, which keeps the ranks of a host together when the launcher
+ * numbers them by host), and one send and one receive connection per
+ * channel, each over P2P, SHM or NET as the receiving rank chooses.
+ * Point-to-point connections (ncclSend/ncclRecv) are made at first use.
+ */
+#include "comm.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "check.h"
+#include "log.h"
+#include "net/net.h"
+#include "params.h"
+
+static ncclResult_t tp_init(struct ncclComm *comm)
+{
+  struct mc_tp_comm *tc = &comm->tp;
+
+  MC_CHECK(mc_calloc(&comm->tp_peers, (size_t)comm->n_ranks));
+  for (int r = 0; r < comm->n_ranks; r++) {
+    const struct mc_peer_info *p = &comm->peers[r];
+    comm->tp_peers[r] = (struct mc_tp_peer){.pid = p->pid,
+                                            .host_hash = p->host_hash,
+                                            .pid_hash = p->pid_hash,
+                                            .shm_dev = p->shm_dev,
+                                            .canary = p->comm_ptr};
+  }
+  memset(tc, 0, sizeof(*tc));
+  tc->boot = comm->boot;
+  tc->rank = comm->rank;
+  tc->n_ranks = comm->n_ranks;
+  tc->peers = comm->tp_peers;
+  tc->topo = comm->topo;
+  tc->comm_hash = comm->comm_hash;
+  tc->abort_flag = &comm->abort_flag;
+  tc->slot_bytes = (size_t)mc_param_int(MC_P_BUFFSIZE) / MC_STEPS;
+  tc->slot_bytes &= ~(size_t)63;
+  tc->net = mc_net_default();
+  MC_CHECK(mc_calloc(&comm->p2p_send, (size_t)comm->n_ranks));
+  MC_CHECK(mc_calloc(&comm->p2p_recv, (size_t)comm->n_ranks));
+  return ncclSuccess;
+}
+
+static int channel_count(void)
+{
+  int lo = (int)mc_param_int(MC_P_MIN_NCHANNELS);
+  int hi = (int)mc_param_int(MC_P_MAX_NCHANNELS);
+  return (lo > hi) ? hi : lo;
+}
+
+ncclResult_t mc_comm_stage_connect(struct ncclComm *comm)
+{
+  struct mc_conn_req *reqs = NULL;
+  int n = comm->n_ranks;
+  int n_reqs = 0;
+  ncclResult_t res;
+
+  MC_CHECK(tp_init(comm));
+  comm->n_channels = channel_count();
+  MC_CHECK(mc_calloc(&comm->channels, (size_t)comm->n_channels));
+  for (int c = 0; c < comm->n_channels; c++) {
+    struct mc_channel *ch = &comm->channels[c];
+    ch->id = c;
+    ch->prev = (comm->rank + n - 1) % n;
+    ch->next = (comm->rank + 1) % n;
+    MC_CHECK(mc_calloc(&ch->ring, (size_t)n));
+    for (int i = 0; i < n; i++)
+      ch->ring[i] = (comm->rank + i) % n;
+  }
+  comm->scratch = aligned_alloc(4096, (size_t)(comm->n_channels + 1) * comm->tp.slot_bytes);
+  if (comm->scratch == NULL)
+    return MC_FAIL(ncclSystemError, "connect: allocating %zu bytes of scratch",
+                   (size_t)(comm->n_channels + 1) * comm->tp.slot_bytes);
+  if (n == 1)
+    return ncclSuccess;
+  MC_CHECK(mc_calloc(&reqs, (size_t)comm->n_channels * 2));
+  for (int c = 0; c < comm->n_channels; c++) {
+    struct mc_channel *ch = &comm->channels[c];
+    reqs[n_reqs++] = (struct mc_conn_req){
+        .peer = ch->next, .is_send = true, .channel = c, .conn_index = 0, .conn = &ch->send};
+    reqs[n_reqs++] = (struct mc_conn_req){
+        .peer = ch->prev, .is_send = false, .channel = c, .conn_index = 0, .conn = &ch->recv};
+  }
+  res = mc_transport_connect(&comm->tp, reqs, n_reqs);
+  free(reqs);
+  if (res == ncclSuccess)
+    MC_INFO(MC_SUB_INIT, "Connected all rings, use ring PXN 0 GDR 0");
+  return res;
+}
+
+void mc_comm_free_connections(struct ncclComm *comm)
+{
+  mc_tp_proxy_stop(&comm->tp);
+  for (int c = 0; (comm->channels != NULL) && (c < comm->n_channels); c++) {
+    mc_conn_free(&comm->channels[c].send);
+    mc_conn_free(&comm->channels[c].recv);
+    free(comm->channels[c].ring);
+  }
+  free(comm->channels);
+  comm->channels = NULL;
+  for (int r = 0; r < comm->n_ranks; r++) {
+    if (comm->p2p_send != NULL) {
+      mc_conn_free(comm->p2p_send[r]);
+      free(comm->p2p_send[r]);
+    }
+    if (comm->p2p_recv != NULL) {
+      mc_conn_free(comm->p2p_recv[r]);
+      free(comm->p2p_recv[r]);
+    }
+  }
+  free(comm->p2p_send);
+  free(comm->p2p_recv);
+  comm->p2p_send = comm->p2p_recv = NULL;
+  mc_tp_comm_free(&comm->tp);
+  free(comm->tp_peers);
+  comm->tp_peers = NULL;
+  free(comm->scratch);
+  comm->scratch = NULL;
+  free(comm->redops);
+  comm->redops = NULL;
+}

@@ -1,0 +1,164 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * Private to the socket net (net_socket.c: devices, connection set-up;
+ * net_socket_io.c: requests, control stream, tasks, helper threads).
+ *
+ * A connection is one control socket and n_socks data sockets (NCCL's
+ * transport/net_socket.cc). Every message sends its size (uint32) on the
+ * control socket, followed by the payload when it is at most inline_bytes
+ * (or when there are no data sockets); a larger payload is cut into at most
+ * one task per data socket, each at least min_task_bytes, assigned
+ * round-robin from a per-connection cursor that both sides advance in
+ * message order, so each data socket carries its tasks in the same order at
+ * both ends. The receiver computes the cut from the size it reads, which is
+ * why inline_bytes, min_task_bytes and n_socks travel in the listener's
+ * handle: the connector adopts them.
+ *
+ * Data sockets are driven by n_threads helper threads (socket i belongs to
+ * worker i % n_threads) or, with n_threads == 0, by one inline worker that
+ * the caller's test() runs. The control socket is always driven by the
+ * caller (isend, irecv, test).
+ */
+#ifndef MC_NET_SOCKET_INT_H
+#define MC_NET_SOCKET_INT_H
+
+#include <pthread.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "net.h"
+#include "socket/socket.h"
+
+#define MC_NET_SOCK_MAX_DEVS    16           /* NCCL's MAX_IFS */
+#define MC_NET_SOCK_MAX_THREADS 16           /* NCCL's MAX_THREADS */
+#define MC_NET_SOCK_MAX_SOCKS   64           /* NCCL's MAX_SOCKETS */
+#define MC_NET_SOCK_MAX_BYTES   (1ull << 30) /* max_p2p_bytes: NCCL's MAX_NET_SIZE */
+#define MC_NET_SOCK_ERR_BYTES   512
+
+/* What listen writes into the 128-byte handle. */
+struct mc_net_sock_handle {
+  union mc_sockaddr addr; /* the listener */
+  uint64_t magic;
+  int32_t n_socks; /* data sockets per connection */
+  int32_t n_threads;
+  uint32_t inline_bytes;
+  uint32_t min_task_bytes;
+};
+
+/* Sent by the connector on every socket right after the 12-byte handshake. */
+struct mc_net_sock_hello {
+  uint64_t conn_id; /* random, the same on all sockets of one connection */
+  uint32_t index;   /* 0: control socket; 1..n_socks: data socket index-1 */
+  uint32_t n_socks;
+};
+
+/* Per-communicator state (init .. finalize). */
+struct mc_net_sock_ctx {
+  const volatile uint32_t *abort_flag;
+  int n_devs;
+  struct mc_ifc devs[MC_NET_SOCK_MAX_DEVS];
+  int n_threads; /* resolved NCCL_SOCKET_NTHREADS */
+  int n_socks;   /* data sockets per connection */
+  uint32_t inline_bytes;
+  uint32_t min_task_bytes;
+  uint64_t magic;
+  pthread_mutex_t mu;                   /* guards connects */
+  struct mc_net_sock_connect *connects; /* unfinished connects (list) */
+};
+
+struct mc_net_sock_req;
+
+/* A piece of one message on one data socket. */
+struct mc_net_sock_task {
+  struct mc_net_sock_req *req;
+  char *data;
+  size_t bytes;
+  size_t done; /* touched only by the worker that owns the socket */
+};
+
+/* One data socket and its FIFO of tasks. At most one task per request per
+ * socket and at most MC_NET_MAX_REQUESTS requests: the ring never fills. */
+struct mc_net_sock_data {
+  struct mc_sock sock;
+  struct mc_net_sock_task q[MC_NET_MAX_REQUESTS];
+  unsigned head; /* next task to move (worker's mutex) */
+  unsigned tail; /* next free slot (worker's mutex) */
+};
+
+/* A helper thread, or the inline worker when n_threads == 0. */
+struct mc_net_sock_worker {
+  struct mc_net_sock_comm *comm;
+  int id;
+  bool has_thread;
+  pthread_t thread;
+  pthread_mutex_t mu;
+  pthread_cond_t cv;
+  bool stop;        /* close asks the thread to end (mu) */
+  unsigned pending; /* tasks queued on its sockets (mu) */
+};
+
+enum mc_net_sock_req_state {
+  MC_NET_SOCK_REQ_FREE = 0,
+  MC_NET_SOCK_REQ_CTRL,  /* size (and inline payload) not fully through the control socket */
+  MC_NET_SOCK_REQ_TASKS, /* waiting for its tasks */
+};
+
+struct mc_net_sock_req {
+  struct mc_net_sock_comm *comm;
+  int state;
+  char *data;
+  size_t posted_bytes; /* recv: the buffer's size */
+  size_t bytes;        /* the message's size (recv: known once the header is read) */
+  uint32_t hdr;        /* size on the wire */
+  size_t ctrl_done;    /* bytes of header + payload-on-control moved */
+  bool payload_on_ctrl;
+  int n_tasks;
+  int tasks_done; /* atomic: incremented by workers */
+};
+
+struct mc_net_sock_comm {
+  bool is_send;
+  const volatile uint32_t *abort_flag;
+  struct mc_sock ctrl;
+  char peer_str[MC_SOCKADDR_STRLEN];
+  int n_socks;
+  int n_threads;
+  int n_workers; /* n_threads, or 1 inline worker when there are data sockets */
+  uint32_t inline_bytes;
+  uint32_t min_task_bytes;
+  struct mc_net_sock_data *data;      /* [n_socks] */
+  struct mc_net_sock_worker *workers; /* [n_workers] */
+  int next_sock;                      /* round-robin cursor, advanced in message order */
+  struct mc_net_sock_req reqs[MC_NET_MAX_REQUESTS];
+  /* Requests whose control part is unfinished, in posting order. */
+  struct mc_net_sock_req *fifo[MC_NET_MAX_REQUESTS];
+  unsigned fifo_head;
+  unsigned fifo_tail;
+  /* The first error, from any thread; reported (MC_FAIL) once by the caller. */
+  pthread_mutex_t err_mu;
+  int has_err; /* atomic */
+  ncclResult_t err;
+  bool err_reported;
+  char err_text[MC_NET_SOCK_ERR_BYTES];
+};
+
+/* net_socket_io.c */
+
+/* Builds a connection from its connected sockets (ctrl + n_socks data, in
+ * index order; ownership of the fds moves to the comm, and the donors' fds
+ * are set to -1) and starts its helper threads. */
+ncclResult_t mc_net_sock_comm_create(bool is_send, const volatile uint32_t *abort_flag,
+                                     struct mc_sock *socks, int n_socks, int n_threads,
+                                     uint32_t inline_bytes, uint32_t min_task_bytes,
+                                     struct mc_net_sock_comm **comm_out);
+/* Stops the threads, closes the sockets, frees (accepts NULL). */
+void mc_net_sock_comm_destroy(struct mc_net_sock_comm *comm);
+
+ncclResult_t mc_net_sock_isend(void *send_comm, void *data, size_t size, int tag, void *mhandle,
+                               void **request);
+ncclResult_t mc_net_sock_irecv(void *recv_comm, int n, void **data, size_t *sizes, int *tags,
+                               void **mhandles, void **request);
+ncclResult_t mc_net_sock_test(void *request, int *done, size_t *sizes);
+
+#endif /* MC_NET_SOCKET_INT_H */

@@ -1,0 +1,376 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * The NET transport and the rank's proxy thread (NCCL's transport/net.cc and
+ * proxy.cc, host edition). Both ends keep MC_STEPS local slots. The proxy
+ * thread moves them through the net:
+ *   send: a step the rank committed (tail) is isend'ed from its slot; when
+ *         the net reports it done, head advances and the slot is free again;
+ *   recv: an irecv is posted into every free slot (step < head + MC_STEPS);
+ *         when one completes its size is recorded and tail advances.
+ * A net error marks the connection failed (ctrl->error), which the rank's
+ * collective reports; the proxy then leaves that connection alone.
+ * The proxy sleeps on a condition variable while no collective runs
+ * (mc_proxy_activity), so an idle communicator costs no CPU.
+ */
+#include "transport/tp_int.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <sched.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "check.h"
+#include "log.h"
+#include "utils.h"
+
+#define PROXY_SPINS    256 /* empty rounds before yielding */
+#define PROXY_YIELDS   64  /* yields before short sleeps */
+#define PROXY_SLEEP_NS 20000
+
+struct mc_net_conn {
+  const struct mc_net *net;
+  void *listen_comm;
+  void *comm; /* send or recv comm */
+  void *mhandle;
+  void *reqs[MC_STEPS];
+  uint64_t posted; /* steps handed to the net */
+  uint64_t done;   /* steps the net completed */
+  bool failed;
+  int dev;
+  char handle[MC_NET_HANDLE_BYTES];
+};
+
+struct mc_proxy {
+  pthread_t thread;
+  pthread_mutex_t lock;
+  pthread_cond_t cond;
+  struct mc_conn **conns;
+  int n_conns;
+  int cap_conns;
+  int active; /* collectives running (mc_proxy_activity) */
+  bool stop;
+  const volatile uint32_t *abort_flag;
+};
+
+/* ----------------------------------------------------------------- setup */
+
+static ncclResult_t net_ready(struct mc_tp_comm *tc)
+{
+  if (tc->net == NULL)
+    return MC_FAIL(ncclInvalidUsage, "NET: no network is available for ranks on other hosts");
+  if (tc->net_ctx == NULL) {
+    MC_CHECK(tc->net->init(&tc->net_ctx, tc->abort_flag));
+    MC_CHECK(tc->net->devices(tc->net_ctx, &tc->net_ndev));
+    if (tc->net_ndev <= 0)
+      return MC_FAIL(ncclSystemError, "NET/%s: no network device", tc->net->name);
+  }
+  return ncclSuccess;
+}
+
+ncclResult_t mc_net_recv_setup(struct mc_tp_comm *tc, struct mc_conn *c, struct mc_blob_r1 *r1)
+{
+  struct mc_net_conn *nc;
+
+  MC_CHECK(net_ready(tc));
+  MC_CHECK(mc_calloc(&nc, 1));
+  c->net = nc;
+  nc->net = tc->net;
+  nc->dev = c->channel % tc->net_ndev;
+  MC_CHECK(mc_calloc((struct mc_conn_ctrl **)&c->own_ctrl, 1));
+  c->ctrl = c->own_ctrl;
+  c->own_slots = aligned_alloc(4096, MC_STEPS * c->slot_bytes);
+  if (c->own_slots == NULL)
+    return MC_FAIL(ncclSystemError, "NET: allocating %zu bytes of receive slots",
+                   MC_STEPS * c->slot_bytes);
+  c->slots = c->own_slots;
+  MC_CHECK(tc->net->listen(tc->net_ctx, nc->dev, r1->handle, &nc->listen_comm));
+  r1->net_dev = nc->dev;
+  return ncclSuccess;
+}
+
+ncclResult_t mc_net_send_setup(struct mc_tp_comm *tc, struct mc_conn *c,
+                               const struct mc_blob_r1 *r1)
+{
+  struct mc_net_conn *nc;
+
+  MC_CHECK(net_ready(tc));
+  MC_CHECK(mc_calloc(&nc, 1));
+  c->net = nc;
+  nc->net = tc->net;
+  nc->dev = c->channel % tc->net_ndev;
+  memcpy(nc->handle, r1->handle, sizeof(nc->handle));
+  c->slot_bytes = (size_t)r1->bytes;
+  MC_CHECK(mc_calloc((struct mc_conn_ctrl **)&c->own_ctrl, 1));
+  c->ctrl = c->own_ctrl;
+  c->own_slots = aligned_alloc(4096, MC_STEPS * c->slot_bytes);
+  if (c->own_slots == NULL)
+    return MC_FAIL(ncclSystemError, "NET: allocating %zu bytes of send slots",
+                   MC_STEPS * c->slot_bytes);
+  c->slots = c->own_slots;
+  return ncclSuccess;
+}
+
+ncclResult_t mc_net_progress_connect(struct mc_tp_comm *tc, struct mc_conn *c, bool *done)
+{
+  struct mc_net_conn *nc = c->net;
+
+  if (nc->comm == NULL) {
+    if (c->is_send)
+      MC_CHECK(tc->net->connect(tc->net_ctx, nc->dev, nc->handle, &nc->comm));
+    else
+      MC_CHECK(tc->net->accept(nc->listen_comm, &nc->comm));
+  }
+  *done = (nc->comm != NULL);
+  if (*done && (nc->mhandle == NULL)) {
+    MC_CHECK(tc->net->reg_mr(nc->comm, c->slots, MC_STEPS * c->slot_bytes, MC_NET_PTR_HOST,
+                             &nc->mhandle));
+    if (nc->listen_comm != NULL) {
+      (void)tc->net->close_listen(nc->listen_comm);
+      nc->listen_comm = NULL;
+    }
+  }
+  return ncclSuccess;
+}
+
+void mc_net_conn_free(struct mc_conn *c)
+{
+  struct mc_net_conn *nc = c->net;
+
+  if (nc == NULL)
+    return;
+  if ((nc->mhandle != NULL) && (nc->comm != NULL))
+    (void)nc->net->dereg_mr(nc->comm, nc->mhandle);
+  if (nc->comm != NULL)
+    (void)(c->is_send ? nc->net->close_send(nc->comm) : nc->net->close_recv(nc->comm));
+  if (nc->listen_comm != NULL)
+    (void)nc->net->close_listen(nc->listen_comm);
+  free(nc);
+  c->net = NULL;
+}
+
+/* ----------------------------------------------------------------- proxy */
+
+static void conn_fail(struct mc_conn *c, ncclResult_t res, const char *what)
+{
+  struct mc_net_conn *nc = c->net;
+  char why[256];
+
+  nc->failed = true;
+  mc_error_last_copy(why, sizeof(why));
+  MC_WARN("NET/%s: %s %s rank %d failed: %s", nc->net->name, what, c->is_send ? "to" : "from",
+          c->peer, why);
+  mc_conn_set_error(c, res);
+}
+
+/* One pass over a connection; returns whether anything moved. */
+static bool progress_send(struct mc_conn *c)
+{
+  struct mc_net_conn *nc = c->net;
+  uint64_t tail = __atomic_load_n(&c->ctrl->tail, __ATOMIC_ACQUIRE);
+  bool moved = false;
+  ncclResult_t res;
+
+  while ((nc->posted < tail) && (nc->posted < nc->done + MC_STEPS)) {
+    unsigned s = (unsigned)(nc->posted % MC_STEPS);
+    void *req = NULL;
+    res = nc->net->isend(nc->comm, c->slots + (size_t)s * c->slot_bytes,
+                         (size_t)c->ctrl->fifo[s].bytes, 0, nc->mhandle, &req);
+    if (res != ncclSuccess) {
+      conn_fail(c, res, "send");
+      return true;
+    }
+    if (req == NULL)
+      break;
+    nc->reqs[s] = req;
+    nc->posted++;
+    moved = true;
+  }
+  while (nc->done < nc->posted) {
+    unsigned s = (unsigned)(nc->done % MC_STEPS);
+    int done = 0;
+    res = nc->net->test(nc->reqs[s], &done, NULL);
+    if (res != ncclSuccess) {
+      conn_fail(c, res, "send");
+      return true;
+    }
+    if (!done)
+      break;
+    nc->reqs[s] = NULL;
+    nc->done++;
+    __atomic_store_n(&c->ctrl->head, nc->done, __ATOMIC_RELEASE);
+    moved = true;
+  }
+  return moved;
+}
+
+static bool progress_recv(struct mc_conn *c)
+{
+  struct mc_net_conn *nc = c->net;
+  uint64_t head = __atomic_load_n(&c->ctrl->head, __ATOMIC_ACQUIRE);
+  bool moved = false;
+  ncclResult_t res;
+
+  while (nc->posted < head + MC_STEPS) {
+    unsigned s = (unsigned)(nc->posted % MC_STEPS);
+    void *data = c->slots + (size_t)s * c->slot_bytes;
+    size_t size = c->slot_bytes;
+    int tag = 0;
+    void *req = NULL;
+    res = nc->net->irecv(nc->comm, 1, &data, &size, &tag, &nc->mhandle, &req);
+    if (res != ncclSuccess) {
+      conn_fail(c, res, "receive");
+      return true;
+    }
+    if (req == NULL)
+      break;
+    nc->reqs[s] = req;
+    nc->posted++;
+    moved = true;
+  }
+  while (nc->done < nc->posted) {
+    unsigned s = (unsigned)(nc->done % MC_STEPS);
+    int done = 0;
+    size_t size = 0;
+    res = nc->net->test(nc->reqs[s], &done, &size);
+    if (res != ncclSuccess) {
+      conn_fail(c, res, "receive");
+      return true;
+    }
+    if (!done)
+      break;
+    nc->reqs[s] = NULL;
+    c->ctrl->fifo[s].ptr = 0;
+    c->ctrl->fifo[s].bytes = size;
+    nc->done++;
+    __atomic_store_n(&c->ctrl->tail, nc->done, __ATOMIC_RELEASE);
+    moved = true;
+  }
+  return moved;
+}
+
+static void *proxy_main(void *arg)
+{
+  struct mc_proxy *p = arg;
+  unsigned idle = 0;
+
+  mc_thread_set_name("meshccl-proxy");
+  pthread_mutex_lock(&p->lock);
+  while (!p->stop) {
+    bool moved = false;
+    if ((p->active == 0) || (p->n_conns == 0)) {
+      idle = 0;
+      pthread_cond_wait(&p->cond, &p->lock);
+      continue;
+    }
+    for (int i = 0; i < p->n_conns; i++) {
+      struct mc_conn *c = p->conns[i];
+      if (c->net->failed)
+        continue;
+      moved |= c->is_send ? progress_send(c) : progress_recv(c);
+    }
+    if (moved) {
+      idle = 0;
+      pthread_mutex_unlock(&p->lock); /* let the rank add, remove or go idle */
+      pthread_mutex_lock(&p->lock);
+      continue;
+    }
+    idle++;
+    if (idle <= PROXY_SPINS) {
+      pthread_mutex_unlock(&p->lock);
+      pthread_mutex_lock(&p->lock);
+    }
+    if (idle > PROXY_SPINS) {
+      pthread_mutex_unlock(&p->lock);
+      if (idle > PROXY_SPINS + PROXY_YIELDS) {
+        struct timespec ts = {0, PROXY_SLEEP_NS};
+        nanosleep(&ts, NULL);
+      } else {
+        sched_yield();
+      }
+      pthread_mutex_lock(&p->lock);
+    }
+  }
+  pthread_mutex_unlock(&p->lock);
+  return NULL;
+}
+
+ncclResult_t mc_proxy_add(struct mc_tp_comm *tc, struct mc_conn *c)
+{
+  struct mc_proxy *p = tc->proxy;
+  int err;
+
+  if (p == NULL) {
+    MC_CHECK(mc_calloc(&p, 1));
+    pthread_mutex_init(&p->lock, NULL);
+    pthread_cond_init(&p->cond, NULL);
+    p->abort_flag = tc->abort_flag;
+    err = pthread_create(&p->thread, NULL, proxy_main, p);
+    if (err != 0) {
+      pthread_mutex_destroy(&p->lock);
+      pthread_cond_destroy(&p->cond);
+      free(p);
+      return MC_FAIL(ncclSystemError, "NET: starting the proxy thread: %s", strerror(err));
+    }
+    tc->proxy = p;
+  }
+  pthread_mutex_lock(&p->lock);
+  if (p->n_conns == p->cap_conns) {
+    int cap = (p->cap_conns == 0) ? 8 : 2 * p->cap_conns;
+    struct mc_conn **n = realloc(p->conns, (size_t)cap * sizeof(*n));
+    if (n == NULL) {
+      pthread_mutex_unlock(&p->lock);
+      return MC_FAIL(ncclSystemError, "NET: out of memory for the proxy's connections");
+    }
+    p->conns = n;
+    p->cap_conns = cap;
+  }
+  p->conns[p->n_conns++] = c;
+  c->proxy = p;
+  pthread_mutex_unlock(&p->lock);
+  return ncclSuccess;
+}
+
+void mc_proxy_remove(struct mc_proxy *p, struct mc_conn *c)
+{
+  pthread_mutex_lock(&p->lock);
+  for (int i = 0; i < p->n_conns; i++) {
+    if (p->conns[i] == c) {
+      p->conns[i] = p->conns[--p->n_conns];
+      break;
+    }
+  }
+  c->proxy = NULL;
+  pthread_mutex_unlock(&p->lock);
+}
+
+void mc_proxy_activity(struct mc_proxy *p, int delta)
+{
+  if (p == NULL)
+    return;
+  pthread_mutex_lock(&p->lock);
+  p->active += delta;
+  if (p->active > 0)
+    pthread_cond_signal(&p->cond);
+  pthread_mutex_unlock(&p->lock);
+}
+
+void mc_proxy_stop(struct mc_proxy *p)
+{
+  if (p == NULL)
+    return;
+  pthread_mutex_lock(&p->lock);
+  p->stop = true;
+  pthread_cond_signal(&p->cond);
+  pthread_mutex_unlock(&p->lock);
+  pthread_join(p->thread, NULL);
+  for (int i = 0; i < p->n_conns; i++)
+    p->conns[i]->proxy = NULL;
+  free(p->conns);
+  pthread_mutex_destroy(&p->lock);
+  pthread_cond_destroy(&p->cond);
+  free(p);
+}

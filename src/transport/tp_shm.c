@@ -1,0 +1,91 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * /dev/shm segments of the SHM transport (and of P2P's counters across
+ * processes). The receiver creates and maps a segment named after the
+ * communicator and the connection; the sender maps it; the receiver unlinks
+ * it as soon as the sender said so, so a crash after connect leaves nothing
+ * in /dev/shm. Space is reserved with posix_fallocate: a full or too small
+ * /dev/shm fails at connect with the size needed, not later with SIGBUS.
+ */
+#include "transport/tp_int.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "check.h"
+#include "log.h"
+
+void mc_shm_name(char *out, const struct mc_tp_comm *tc, const char *what, int recv_rank,
+                 int send_rank, int channel, int conn_index)
+{
+  snprintf(out, MC_SHM_NAME_BYTES, "/meshccl-%s-%016llx-%d-%d-%d-%d-%d", what,
+           (unsigned long long)tc->comm_hash, send_rank, recv_rank, channel, conn_index,
+           (int)getpid());
+}
+
+ncclResult_t mc_shm_create(const char *name, size_t bytes, void **map_out)
+{
+  int fd = shm_open(name, O_RDWR | O_CREAT | O_EXCL, 0600);
+  void *map;
+  int err;
+
+  if (fd < 0)
+    return MC_FAIL(ncclSystemError, "NCCL SHM: shm_open(/dev/shm%s): %s", name, strerror(errno));
+  err = posix_fallocate(fd, 0, (off_t)bytes);
+  if (err != 0) {
+    close(fd);
+    shm_unlink(name);
+    if ((err == ENOSPC) || (err == EFBIG))
+      return MC_FAIL(ncclSystemError,
+                     "NCCL SHM: /dev/shm has no room for %zu bytes (segment %s): enlarge "
+                     "/dev/shm (docker run --shm-size) or lower NCCL_BUFFSIZE",
+                     bytes, name);
+    return MC_FAIL(ncclSystemError, "NCCL SHM: reserving %zu bytes for /dev/shm%s: %s", bytes, name,
+                   strerror(err));
+  }
+  map = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  err = errno;
+  close(fd);
+  if (map == MAP_FAILED) {
+    shm_unlink(name);
+    return MC_FAIL(ncclSystemError, "NCCL SHM: mmap of %zu bytes of /dev/shm%s: %s", bytes, name,
+                   strerror(err));
+  }
+  *map_out = map;
+  return ncclSuccess;
+}
+
+ncclResult_t mc_shm_attach(const char *name, size_t bytes, void **map_out)
+{
+  int fd = shm_open(name, O_RDWR, 0600);
+  struct stat st;
+  void *map;
+  int err;
+
+  if (fd < 0)
+    return MC_FAIL(ncclSystemError, "NCCL SHM: opening /dev/shm%s of the peer: %s", name,
+                   strerror(errno));
+  if ((fstat(fd, &st) != 0) || ((size_t)st.st_size < bytes)) {
+    close(fd);
+    return MC_FAIL(ncclSystemError, "NCCL SHM: /dev/shm%s is smaller than the %zu bytes announced",
+                   name, bytes);
+  }
+  map = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  err = errno;
+  close(fd);
+  if (map == MAP_FAILED)
+    return MC_FAIL(ncclSystemError, "NCCL SHM: mmap of /dev/shm%s: %s", name, strerror(err));
+  *map_out = map;
+  return ncclSuccess;
+}
+
+void mc_shm_unlink(const char *name)
+{
+  if ((name != NULL) && (name[0] != '\0'))
+    (void)shm_unlink(name);
+}

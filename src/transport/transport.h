@@ -1,0 +1,218 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * Connections between ranks, NCCL's SIMPLE protocol on host memory
+ * (notes/nccl-bootstrap-init-transport.md §3): one direction, one peer, one
+ * channel; a FIFO of MC_STEPS slots with monotonically increasing counters.
+ *
+ *   sender:   wait head + MC_STEPS > step, write slot step % MC_STEPS (or
+ *             publish a pointer to its own memory, P2P only), then
+ *             tail = step + 1
+ *   receiver: wait tail > step, read the slot (or the published pointer),
+ *             then head = step + 1
+ *
+ * Three transports fill the FIFO, chosen per pair in seed 002's order:
+ *   P2P  same host, path allowed by ncclTopoCheckP2p: the slots live on the
+ *        sender's side; the receiver reads them (and any buffer the sender
+ *        publishes) directly in one process, with process_vm_readv across
+ *        processes (cross-memory attach: one copy from the sender's buffer).
+ *   SHM  same host: counters and slots in a /dev/shm segment created by the
+ *        receiver and unlinked as soon as the sender has mapped it.
+ *   NET  other hosts: local slots on both sides, moved by the rank's proxy
+ *        thread through a net (struct mc_net).
+ * The data-path functions below are what the collectives call; they never
+ * block. Waiting, backoff, abort and peer liveness belong to the caller.
+ */
+#ifndef MC_TRANSPORT_H
+#define MC_TRANSPORT_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
+
+#include "nccl.h"
+
+#define MC_STEPS           8   /* NCCL_STEPS */
+#define MC_CONN_INFO_BYTES 256 /* one connect blob */
+
+enum mc_tp_kind { MC_TP_P2P = 0, MC_TP_SHM = 1, MC_TP_NET = 2 };
+
+/* Shared by both ends (heap in one process, /dev/shm across processes, the
+ * proxy's heap for NET). */
+struct mc_conn_ctrl {
+  uint64_t tail __attribute__((aligned(64)));  /* written by the sender */
+  uint64_t head __attribute__((aligned(64)));  /* written by the receiver */
+  uint32_t error __attribute__((aligned(64))); /* ncclResult_t of a failure on either side */
+  struct {
+    uint64_t ptr; /* 0: data in the slot; else an address in the sender */
+    uint64_t bytes;
+  } fifo[MC_STEPS] __attribute__((aligned(64)));
+};
+
+struct mc_proxy;
+struct mc_net_conn;
+
+struct mc_conn {
+  enum mc_tp_kind kind;
+  bool is_send;
+  int peer; /* rank at the other end */
+  int channel;
+  bool remote_read;  /* receiver: the slots / pointers are in another process */
+  int peer_pid;      /* for process_vm_readv */
+  bool can_send_ptr; /* sender: may publish pointers to its own memory (P2P) */
+  struct mc_conn_ctrl *ctrl;
+  char *slots; /* MC_STEPS * slot_bytes (an address in the sender if remote_read) */
+  size_t slot_bytes;
+  uint64_t step;     /* this side's next step */
+  uint64_t ptr_step; /* sender: 1 + last step that published a pointer */
+  /* owned resources */
+  void *map; /* shm mapping */
+  size_t map_bytes;
+  char shm_name[64]; /* while still linked */
+  void *own_ctrl;    /* heap ctrl (P2P same process, NET) */
+  void *own_slots;   /* heap slots (P2P sender, NET) */
+  struct mc_net_conn *net;
+  struct mc_proxy *proxy;
+};
+
+/* ---------------------------------------------------------------- data path */
+
+static inline uint32_t mc_conn_error(const struct mc_conn *c)
+{
+  return __atomic_load_n(&c->ctrl->error, __ATOMIC_ACQUIRE);
+}
+
+static inline void mc_conn_set_error(struct mc_conn *c, ncclResult_t res)
+{
+  __atomic_store_n(&c->ctrl->error, (uint32_t)res, __ATOMIC_RELEASE);
+}
+
+/* Sender: a slot is free. */
+static inline bool mc_conn_send_ready(const struct mc_conn *c)
+{
+  return __atomic_load_n(&c->ctrl->head, __ATOMIC_ACQUIRE) + MC_STEPS > c->step;
+}
+
+static inline void *mc_conn_send_slot(const struct mc_conn *c)
+{
+  return c->slots + (size_t)(c->step % MC_STEPS) * c->slot_bytes;
+}
+
+/* Sender: publishes the slot (ptr NULL) or a pointer to its own memory that
+ * stays unchanged until the receiver released that step. */
+static inline void mc_conn_send_commit(struct mc_conn *c, const void *ptr, size_t bytes)
+{
+  unsigned s = (unsigned)(c->step % MC_STEPS);
+  c->ctrl->fifo[s].ptr = (uint64_t)(uintptr_t)ptr;
+  c->ctrl->fifo[s].bytes = bytes;
+  if (ptr != NULL)
+    c->ptr_step = c->step + 1;
+  c->step++;
+  __atomic_store_n(&c->ctrl->tail, c->step, __ATOMIC_RELEASE);
+}
+
+/* Sender: the user's buffers and this process may go: every published
+ * pointer has been read, and with P2P (slots in this process) and NET (the
+ * proxy still sending) every step has been taken. */
+static inline bool mc_conn_send_drained(const struct mc_conn *c)
+{
+  uint64_t need = (c->kind == MC_TP_SHM) ? c->ptr_step : c->step;
+  return __atomic_load_n(&c->ctrl->head, __ATOMIC_ACQUIRE) >= need;
+}
+
+/* Receiver: the next step has arrived. */
+static inline bool mc_conn_recv_ready(const struct mc_conn *c)
+{
+  return __atomic_load_n(&c->ctrl->tail, __ATOMIC_ACQUIRE) > c->step;
+}
+
+/* Receiver: where the step's data is (in the sender when c->remote_read) and its size. */
+static inline const char *mc_conn_recv_data(const struct mc_conn *c, size_t *bytes)
+{
+  unsigned s = (unsigned)(c->step % MC_STEPS);
+  uint64_t p = c->ctrl->fifo[s].ptr;
+  *bytes = (size_t)c->ctrl->fifo[s].bytes;
+  return (p != 0) ? (const char *)(uintptr_t)p : c->slots + (size_t)s * c->slot_bytes;
+}
+
+static inline void mc_conn_recv_release(struct mc_conn *c)
+{
+  c->step++;
+  __atomic_store_n(&c->ctrl->head, c->step, __ATOMIC_RELEASE);
+}
+
+/* Receiver: copies bytes of the step's data at src (from mc_conn_recv_data)
+ * into dst: memcpy, or process_vm_readv from the sending process. */
+ncclResult_t mc_conn_read(const struct mc_conn *c, void *dst, const char *src, size_t bytes);
+
+/* ------------------------------------------------------------------- setup */
+
+/* What the transports need to know about a rank. */
+struct mc_tp_peer {
+  int pid;
+  uint64_t host_hash;
+  uint64_t pid_hash;
+  uint64_t shm_dev;
+  uint64_t canary; /* an address in that process, readable to test process_vm_readv */
+};
+
+struct mc_boot;
+struct mc_topo_system;
+struct mc_net;
+
+/* One rank's transport state (owned by its communicator). */
+struct mc_tp_comm {
+  struct mc_boot *boot;
+  int rank;
+  int n_ranks;
+  const struct mc_tp_peer *peers; /* [n_ranks] */
+  struct mc_topo_system *topo;    /* this rank's system (P2P/SHM/NET choice) */
+  uint64_t comm_hash;
+  const volatile uint32_t *abort_flag;
+  size_t slot_bytes; /* NCCL_BUFFSIZE / MC_STEPS */
+  const struct mc_net *net;
+  void *net_ctx;
+  int net_ndev;
+  struct mc_proxy *proxy; /* started with the first NET connection */
+  bool cma_warned;
+};
+
+/* A connection to make: this rank's send end towards peer, or its receive
+ * end from peer, for a channel; conn_index separates ring (0) from p2p (1). */
+struct mc_conn_req {
+  int peer;
+  bool is_send;
+  int channel;
+  int conn_index;
+  struct mc_conn *conn; /* in: zeroed storage; out: connected */
+};
+
+/* Connects every request (a collective call: each request's peer must make
+ * the matching one). On failure every connection made is freed. */
+ncclResult_t mc_transport_connect(struct mc_tp_comm *tc, struct mc_conn_req *reqs, int n);
+
+/* Several communicators' requests at once (one thread driving several
+ * ranks, as ncclCommInitAll users do): every round runs over all of them. */
+struct mc_tp_set {
+  struct mc_tp_comm *tc;
+  struct mc_conn_req *reqs;
+  int n;
+};
+ncclResult_t mc_transport_connect_sets(struct mc_tp_set *sets, int n_sets);
+
+/* Releases a connection's resources (stops its use by the proxy first). */
+void mc_conn_free(struct mc_conn *c);
+
+/* Stops the rank's proxy thread (before its connections are freed). */
+void mc_tp_proxy_stop(struct mc_tp_comm *tc);
+/* Finalizes the net (after every connection was freed). */
+void mc_tp_comm_free(struct mc_tp_comm *tc);
+
+/* A collective starts (+1) or ends (-1) on this rank: the proxy thread
+ * polls its NET connections only while one runs. p may be NULL. */
+void mc_proxy_activity(struct mc_proxy *p, int delta);
+
+/* Name of a transport kind ("P2P", "SHM", "NET"). */
+const char *mc_tp_name(enum mc_tp_kind kind);
+
+#endif /* MC_TRANSPORT_H */

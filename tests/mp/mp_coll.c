@@ -1,0 +1,621 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * Correctness of every collective, through the public API, on every rank:
+ * allreduce, broadcast, reduce, allgather, reducescatter, sendrecv (ring)
+ * and alltoall (grouped send/recv including self) × types × ops × in/out of
+ * place × sizes. Integers must match exactly; floats within NCCL's test
+ * tolerance of the value computed in double.
+ *
+ *   mp_coll [--types t,t] [--ops o,o] [--sizes n,n] [--colls c,c] [--iters N]
+ *           [--threads N | --group N]
+ * Without --threads/--group: one rank per process from the launcher's
+ * environment (meshcclCommInitFromEnv). --threads N: ncclCommInitAll, one
+ * thread per rank. --group N: ncclCommInitAll, one thread drives every rank
+ * inside ncclGroupStart/End (nccl-tests' single-process mode).
+ * Prints "ok <n> checks" on success; exits 1 with the first mismatch.
+ */
+#include <math.h>
+#include <stdarg.h>
+#include <stdbool.h>
+#include <pthread.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "meshccl.h"
+#include "nccl.h"
+
+#define MAX_LIST 32
+
+static const char *const type_names[] = {"int8", "uint8", "int32",  "uint32",   "int64",  "uint64",
+                                         "half", "float", "double", "bfloat16", "f8e4m3", "f8e5m2"};
+static const char *const op_names[] = {"sum", "prod", "max", "min", "avg", "premulsum"};
+static const char *const coll_names[] = {"allreduce",     "broadcast", "reduce",  "allgather",
+                                         "reducescatter", "sendrecv",  "alltoall"};
+enum { C_AR, C_BC, C_RED, C_AG, C_RS, C_SR, C_A2A, N_COLLS };
+#define OP_PREMUL 5
+
+struct cfg {
+  int types[MAX_LIST], n_types;
+  int ops[MAX_LIST], n_ops;
+  size_t sizes[MAX_LIST];
+  int n_sizes;
+  int colls[MAX_LIST], n_colls;
+  int iters;
+  int threads;
+  int group;
+};
+
+static struct cfg g_cfg;
+
+/* ------------------------------------------------------------ conversions */
+
+static float half_to_float(uint16_t h)
+{
+  uint32_t s = (uint32_t)(h >> 15) << 31, e = (h >> 10) & 0x1f, m = h & 0x3ff, bits;
+  float f;
+  if (e == 0) {
+    f = ldexpf((float)m, -24);
+    return s ? -f : f;
+  }
+  bits = (e == 31) ? (s | 0x7f800000u | (m << 13)) : (s | ((e + 112) << 23) | (m << 13));
+  memcpy(&f, &bits, 4);
+  return f;
+}
+
+static uint16_t float_to_half(float f)
+{
+  /* Exact for the small integers and simple fractions the tests use. */
+  uint32_t b, s, e, m;
+  memcpy(&b, &f, 4);
+  s = (b >> 16) & 0x8000;
+  e = (b >> 23) & 0xff;
+  m = b & 0x7fffff;
+  if (e == 0)
+    return (uint16_t)s;
+  if (e < 113) { /* subnormal half */
+    uint32_t mm = (m | 0x800000) >> (126 - e);
+    return (uint16_t)(s | ((mm + 0x1000 + ((mm >> 13) & 1) - 1) >> 13));
+  }
+  {
+    uint32_t r = ((e - 112) << 10) | (m >> 13);
+    uint32_t rest = m & 0x1fff;
+    if ((rest > 0x1000) || ((rest == 0x1000) && (r & 1)))
+      r++;
+    return (uint16_t)(s | r);
+  }
+}
+
+static float bf16_to_float(uint16_t h)
+{
+  uint32_t b = (uint32_t)h << 16;
+  float f;
+  memcpy(&f, &b, 4);
+  return f;
+}
+
+static uint16_t float_to_bf16(float f)
+{
+  uint32_t b;
+  memcpy(&b, &f, 4);
+  b += 0x7fff + ((b >> 16) & 1);
+  return (uint16_t)(b >> 16);
+}
+
+static size_t tsize(int t)
+{
+  static const size_t sz[] = {1, 1, 4, 4, 8, 8, 2, 4, 8, 2, 1, 1};
+  return sz[t];
+}
+
+static bool is_float(int t)
+{
+  return (t >= ncclFloat16) && (t != ncclInt8);
+}
+
+static void store(int t, void *buf, size_t i, double v)
+{
+  char *p = (char *)buf + i * tsize(t);
+  switch (t) {
+  case ncclInt8: {
+    int8_t x = (int8_t)(int64_t)v;
+    memcpy(p, &x, 1);
+  } break;
+  case ncclUint8: {
+    uint8_t x = (uint8_t)(int64_t)v;
+    memcpy(p, &x, 1);
+  } break;
+  case ncclInt32: {
+    int32_t x = (int32_t)(int64_t)v;
+    memcpy(p, &x, 4);
+  } break;
+  case ncclUint32: {
+    uint32_t x = (uint32_t)(int64_t)v;
+    memcpy(p, &x, 4);
+  } break;
+  case ncclInt64: {
+    int64_t x = (int64_t)v;
+    memcpy(p, &x, 8);
+  } break;
+  case ncclUint64: {
+    uint64_t x = (uint64_t)(int64_t)v;
+    memcpy(p, &x, 8);
+  } break;
+  case ncclFloat16: {
+    uint16_t x = float_to_half((float)v);
+    memcpy(p, &x, 2);
+  } break;
+  case ncclFloat32: {
+    float x = (float)v;
+    memcpy(p, &x, 4);
+  } break;
+  case ncclFloat64:
+    memcpy(p, &v, 8);
+    break;
+  case ncclBfloat16: {
+    uint16_t x = float_to_bf16((float)v);
+    memcpy(p, &x, 2);
+  } break;
+  default:
+    break;
+  }
+}
+
+static double load(int t, const void *buf, size_t i)
+{
+  const char *p = (const char *)buf + i * tsize(t);
+  switch (t) {
+  case ncclInt8: {
+    int8_t x;
+    memcpy(&x, p, 1);
+    return x;
+  }
+  case ncclUint8: {
+    uint8_t x;
+    memcpy(&x, p, 1);
+    return x;
+  }
+  case ncclInt32: {
+    int32_t x;
+    memcpy(&x, p, 4);
+    return x;
+  }
+  case ncclUint32: {
+    uint32_t x;
+    memcpy(&x, p, 4);
+    return x;
+  }
+  case ncclInt64: {
+    int64_t x;
+    memcpy(&x, p, 8);
+    return (double)x;
+  }
+  case ncclUint64: {
+    uint64_t x;
+    memcpy(&x, p, 8);
+    return (double)x;
+  }
+  case ncclFloat16: {
+    uint16_t x;
+    memcpy(&x, p, 2);
+    return half_to_float(x);
+  }
+  case ncclFloat32: {
+    float x;
+    memcpy(&x, p, 4);
+    return x;
+  }
+  case ncclFloat64: {
+    double x;
+    memcpy(&x, p, 8);
+    return x;
+  }
+  case ncclBfloat16: {
+    uint16_t x;
+    memcpy(&x, p, 2);
+    return bf16_to_float(x);
+  }
+  default:
+    return 0;
+  }
+}
+
+/* The value rank r contributes at element i, small enough to stay exact. */
+static double value(int t, int op, int r, size_t i, int seed)
+{
+  bool uns = (t == ncclUint8) || (t == ncclUint32) || (t == ncclUint64);
+  long h = (long)((i * 2654435761u + (size_t)r * 40503u + (size_t)seed * 97u) % 9973u);
+  if (op == ncclProd)
+    return (double)(1 + (h % 2));
+  if ((op == ncclMax) || (op == ncclMin))
+    return uns ? (double)(h % 100) : (double)(h % 100 - 50);
+  return uns ? (double)(h % 9) : (double)(h % 17 - 8);
+}
+
+static double premul_scalar(int t)
+{
+  return is_float(t) ? 0.5 : 3.0;
+}
+
+static double wrap(int t, double v)
+{
+  /* Integer results wrap as in the type (prod of up to 64 twos can wrap). */
+  char tmp[8];
+  store(t, tmp, 0, v);
+  return load(t, tmp, 0);
+}
+
+/* The reduction of element i over n ranks. */
+static double expected(int t, int op, int n, size_t i, int seed)
+{
+  double acc = 0;
+  bool fl = is_float(t);
+  for (int r = 0; r < n; r++) {
+    double v = value(t, op, r, i, seed);
+    if (op == OP_PREMUL)
+      v *= premul_scalar(t);
+    if ((op == ncclAvg) && fl)
+      v /= n;
+    if (r == 0)
+      acc = v;
+    else if (op == ncclProd)
+      acc *= v;
+    else if (op == ncclMax)
+      acc = (v > acc) ? v : acc;
+    else if (op == ncclMin)
+      acc = (v < acc) ? v : acc;
+    else
+      acc += v;
+  }
+  if ((op == ncclAvg) && !fl)
+    acc = (double)((int64_t)acc / n);
+  return fl ? acc : wrap(t, acc);
+}
+
+static bool close_enough(int t, double got, double want)
+{
+  double tol;
+  if (!is_float(t))
+    return got == want;
+  tol = (t == ncclFloat64) ? 1e-12 : (t == ncclFloat32) ? 1e-5 : (t == ncclFloat16) ? 1e-2 : 2e-2;
+  return fabs(got - want) <= tol * fmax(1.0, fabs(want));
+}
+
+/* ------------------------------------------------------------------ runs */
+
+struct rank_ctx {
+  ncclComm_t comm;
+  int rank;
+  int n;
+  long checks;
+  int failed;
+  char msg[512];
+};
+
+struct op_bufs {
+  char *in;
+  char *out;
+  char *expect_in; /* ring/alltoall */
+};
+
+static int fail(struct rank_ctx *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static int fail(struct rank_ctx *c, const char *fmt, ...)
+{
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(c->msg, sizeof(c->msg), fmt, ap);
+  va_end(ap);
+  c->failed = 1;
+  return 1;
+}
+
+struct tcase {
+  int coll, type, op, inplace, root, seed;
+  size_t count;
+};
+
+struct rank_state {
+  struct rank_ctx *c;
+  char *in;
+  char *out;
+  size_t in_elems, out_elems;
+  ncclRedOp_t red;
+};
+
+#define CHECK_NCCL(_c, _call)                                                                      \
+  do {                                                                                             \
+    ncclResult_t _r = (_call);                                                                     \
+    if (_r != ncclSuccess)                                                                         \
+      return fail((_c), "%s:%d: %s failed: %d %s (%s)", __FILE__, __LINE__, #_call, (int)_r,       \
+                  ncclGetErrorString(_r), ncclGetLastError((_c)->comm));                           \
+  } while (0)
+
+static int prepare(struct rank_state *s, const struct tcase *k)
+{
+  struct rank_ctx *c = s->c;
+  int n = c->n, r = c->rank, t = k->type;
+  size_t cnt = k->count, es = tsize(t);
+  double sc = premul_scalar(t);
+  char scal[8];
+
+  s->in_elems = (k->coll == C_RS || k->coll == C_A2A) ? cnt * (size_t)n : cnt;
+  s->out_elems = (k->coll == C_AG || k->coll == C_A2A) ? cnt * (size_t)n : cnt;
+  s->in = malloc(s->in_elems * es + 64);
+  s->out = malloc(s->out_elems * es + 64);
+  if ((s->in == NULL) || (s->out == NULL))
+    return fail(c, "out of memory");
+  memset(s->out, 0xa5, s->out_elems * es);
+  for (size_t i = 0; i < s->in_elems; i++)
+    store(t, s->in, i, value(t, k->op, r, i, k->seed));
+  if (k->inplace) {
+    /* The input sits where NCCL's in-place variant expects it. */
+    size_t at = (k->coll == C_AG) ? (size_t)r * cnt : 0;
+    if (k->coll == C_RS) {
+      free(s->out);
+      s->out = NULL;
+    } else {
+      memcpy(s->out + at * es, s->in, cnt * es);
+    }
+  }
+  s->red = (k->op == OP_PREMUL) ? ncclSum : (ncclRedOp_t)k->op;
+  if (k->op == OP_PREMUL) {
+    store(t, scal, 0, sc);
+    CHECK_NCCL(c, ncclRedOpCreatePreMulSum(&s->red, scal, (ncclDataType_t)t,
+                                           ncclScalarHostImmediate, c->comm));
+  }
+  return 0;
+}
+
+static int issue(struct rank_state *s, const struct tcase *k)
+{
+  struct rank_ctx *c = s->c;
+  int n = c->n, r = c->rank;
+  ncclDataType_t t = (ncclDataType_t)k->type;
+  size_t cnt = k->count, es = tsize(k->type);
+  char *in = s->in, *out = s->out;
+
+  if (k->inplace) {
+    if (k->coll == C_AG)
+      in = out + (size_t)r * cnt * es;
+    else if (k->coll == C_RS)
+      out = in + (size_t)r * cnt * es;
+    else if ((k->coll != C_SR) && (k->coll != C_A2A))
+      in = out;
+  }
+  switch (k->coll) {
+  case C_AR:
+    CHECK_NCCL(c, ncclAllReduce(in, out, cnt, t, s->red, c->comm, NULL));
+    break;
+  case C_BC:
+    CHECK_NCCL(c, ncclBroadcast(in, out, cnt, t, k->root, c->comm, NULL));
+    break;
+  case C_RED:
+    CHECK_NCCL(c, ncclReduce(in, out, cnt, t, s->red, k->root, c->comm, NULL));
+    break;
+  case C_AG:
+    CHECK_NCCL(c, ncclAllGather(in, out, cnt, t, c->comm, NULL));
+    break;
+  case C_RS:
+    CHECK_NCCL(c, ncclReduceScatter(in, out, cnt, t, s->red, c->comm, NULL));
+    break;
+  case C_SR:
+    CHECK_NCCL(c, ncclGroupStart());
+    CHECK_NCCL(c, ncclSend(in, cnt, t, (r + 1) % n, c->comm, NULL));
+    CHECK_NCCL(c, ncclRecv(out, cnt, t, (r + n - 1) % n, c->comm, NULL));
+    CHECK_NCCL(c, ncclGroupEnd());
+    break;
+  case C_A2A:
+    CHECK_NCCL(c, ncclGroupStart());
+    for (int p = 0; p < n; p++) {
+      CHECK_NCCL(c, ncclSend(in + (size_t)p * cnt * es, cnt, t, p, c->comm, NULL));
+      CHECK_NCCL(c, ncclRecv(out + (size_t)p * cnt * es, cnt, t, p, c->comm, NULL));
+    }
+    CHECK_NCCL(c, ncclGroupEnd());
+    break;
+  }
+  return 0;
+}
+
+static int verify(struct rank_state *s, const struct tcase *k)
+{
+  struct rank_ctx *c = s->c;
+  int n = c->n, r = c->rank, t = k->type;
+  size_t cnt = k->count, es = tsize(t);
+  const char *res = (k->coll == C_RS && k->inplace) ? s->in + (size_t)r * cnt * es : s->out;
+  size_t m = (k->coll == C_AG || k->coll == C_A2A) ? cnt * (size_t)n : cnt;
+
+  if ((k->coll == C_RED) && (r != k->root))
+    m = 0;
+  for (size_t i = 0; i < m; i++) {
+    double want, got = load(t, res, i);
+    switch (k->coll) {
+    case C_AR:
+    case C_RED:
+      want = expected(t, k->op, n, i, k->seed);
+      break;
+    case C_RS:
+      want = expected(t, k->op, n, (size_t)r * cnt + i, k->seed);
+      break;
+    case C_BC:
+      want = value(t, k->op, k->root, i, k->seed);
+      break;
+    case C_AG:
+      want = value(t, k->op, (int)(i / cnt), i % cnt, k->seed);
+      break;
+    case C_SR:
+      want = value(t, k->op, (r + n - 1) % n, i, k->seed);
+      break;
+    default: /* alltoall: block p of rank r came from block r of rank p */
+      want = value(t, k->op, (int)(i / cnt), (size_t)r * cnt + i % cnt, k->seed);
+      break;
+    }
+    if (!close_enough(t, got, want))
+      return fail(c, "rank %d: %s %s %s count %zu %s root %d: element %zu is %.17g, expected %.17g",
+                  r, coll_names[k->coll], type_names[t], op_names[k->op], cnt,
+                  k->inplace ? "in-place" : "out-of-place", k->root, i, got, want);
+    c->checks++;
+  }
+  if (k->op == OP_PREMUL)
+    CHECK_NCCL(c, ncclRedOpDestroy(s->red, c->comm));
+  free(s->in);
+  free(s->out);
+  s->in = s->out = NULL;
+  return 0;
+}
+
+static bool reduces(int coll)
+{
+  return (coll == C_AR) || (coll == C_RED) || (coll == C_RS);
+}
+
+/* Runs every case on the ranks ctx[0..nr-1] this thread drives (nr > 1: in one group). */
+static int run_cases(struct rank_ctx *ctx, int nr)
+{
+  struct rank_state st[64];
+  const struct cfg *g = &g_cfg;
+  int seed = 0;
+
+  for (int it = 0; it < g->iters; it++)
+    for (int ci = 0; ci < g->n_colls; ci++)
+      for (int ti = 0; ti < g->n_types; ti++)
+        for (int oi = 0; oi < (reduces(g->colls[ci]) ? g->n_ops : 1); oi++)
+          for (int si = 0; si < g->n_sizes; si++)
+            for (int ip = 0; ip < 2; ip++) {
+              int n = ctx[0].n;
+              struct tcase k = {.coll = g->colls[ci],
+                                .type = g->types[ti],
+                                .op = reduces(g->colls[ci]) ? g->ops[oi] : ncclSum,
+                                .inplace = ip,
+                                .root = (seed % n),
+                                .seed = ++seed,
+                                .count = g->sizes[si]};
+              if (ip && ((k.coll == C_SR) || (k.coll == C_A2A)))
+                continue;
+              for (int i = 0; i < nr; i++) {
+                st[i].c = &ctx[i];
+                if (prepare(&st[i], &k))
+                  return 1;
+              }
+              if (nr > 1)
+                CHECK_NCCL(&ctx[0], ncclGroupStart());
+              for (int i = 0; i < nr; i++)
+                if (issue(&st[i], &k))
+                  return 1;
+              if (nr > 1)
+                CHECK_NCCL(&ctx[0], ncclGroupEnd());
+              for (int i = 0; i < nr; i++)
+                if (verify(&st[i], &k))
+                  return 1;
+            }
+  return 0;
+}
+
+static void *thread_main(void *arg)
+{
+  struct rank_ctx *c = arg;
+  (void)run_cases(c, 1);
+  return NULL;
+}
+
+static int parse_list(const char *arg, const char *const *names, int n_names, int *out)
+{
+  char buf[512];
+  int n = 0;
+  snprintf(buf, sizeof(buf), "%s", arg);
+  for (char *tok = strtok(buf, ","); tok != NULL && n < MAX_LIST; tok = strtok(NULL, ",")) {
+    int k = -1;
+    for (int i = 0; i < n_names; i++)
+      if (strcmp(tok, names[i]) == 0)
+        k = i;
+    if (k < 0) {
+      fprintf(stderr, "mp_coll: unknown name '%s'\n", tok);
+      exit(2);
+    }
+    out[n++] = k;
+  }
+  return n;
+}
+
+int main(int argc, char **argv)
+{
+  struct cfg *g = &g_cfg;
+  static const size_t default_sizes[] = {0, 1, 7, 1000, 4099, 262147};
+  struct rank_ctx ctx[64];
+  int nr = 1;
+  long checks = 0;
+
+  memset(g, 0, sizeof(*g));
+  g->n_types = parse_list("int8,uint8,int32,uint32,int64,uint64,half,float,double,bfloat16",
+                          type_names, 12, g->types);
+  g->n_ops = parse_list("sum,prod,max,min,avg,premulsum", op_names, 6, g->ops);
+  g->n_colls = parse_list("allreduce,broadcast,reduce,allgather,reducescatter,sendrecv,alltoall",
+                          coll_names, N_COLLS, g->colls);
+  memcpy(g->sizes, default_sizes, sizeof(default_sizes));
+  g->n_sizes = 6;
+  g->iters = 1;
+  for (int i = 1; i + 1 < argc; i += 2) {
+    if (strcmp(argv[i], "--types") == 0) {
+      g->n_types = parse_list(argv[i + 1], type_names, 12, g->types);
+    } else if (strcmp(argv[i], "--ops") == 0) {
+      g->n_ops = parse_list(argv[i + 1], op_names, 6, g->ops);
+    } else if (strcmp(argv[i], "--colls") == 0) {
+      g->n_colls = parse_list(argv[i + 1], coll_names, N_COLLS, g->colls);
+    } else if (strcmp(argv[i], "--sizes") == 0) {
+      char buf[512];
+      g->n_sizes = 0;
+      snprintf(buf, sizeof(buf), "%s", argv[i + 1]);
+      for (char *tok = strtok(buf, ","); tok != NULL && g->n_sizes < MAX_LIST;
+           tok = strtok(NULL, ","))
+        g->sizes[g->n_sizes++] = strtoull(tok, NULL, 0);
+    } else if (strcmp(argv[i], "--iters") == 0) {
+      g->iters = atoi(argv[i + 1]);
+    } else if (strcmp(argv[i], "--threads") == 0) {
+      g->threads = atoi(argv[i + 1]);
+    } else if (strcmp(argv[i], "--group") == 0) {
+      g->group = atoi(argv[i + 1]);
+    } else {
+      fprintf(stderr, "mp_coll: unknown option %s\n", argv[i]);
+      return 2;
+    }
+  }
+  memset(ctx, 0, sizeof(ctx));
+  if ((g->threads > 0) || (g->group > 0)) {
+    ncclComm_t comms[64];
+    nr = (g->threads > 0) ? g->threads : g->group;
+    if ((nr > 64) || (ncclCommInitAll(comms, nr, NULL) != ncclSuccess)) {
+      fprintf(stderr, "mp_coll: ncclCommInitAll(%d) failed: %s\n", nr, ncclGetLastError(NULL));
+      return 1;
+    }
+    for (int i = 0; i < nr; i++)
+      ctx[i] = (struct rank_ctx){.comm = comms[i], .rank = i, .n = nr};
+    if (g->threads > 0) {
+      pthread_t th[64];
+      for (int i = 0; i < nr; i++)
+        pthread_create(&th[i], NULL, thread_main, &ctx[i]);
+      for (int i = 0; i < nr; i++)
+        pthread_join(th[i], NULL);
+    } else {
+      (void)run_cases(ctx, nr);
+    }
+  } else {
+    if (meshcclCommInitFromEnv(&ctx[0].comm, NULL) != ncclSuccess) {
+      fprintf(stderr, "mp_coll: init failed: %s\n", ncclGetLastError(NULL));
+      return 1;
+    }
+    ncclCommUserRank(ctx[0].comm, &ctx[0].rank);
+    ncclCommCount(ctx[0].comm, &ctx[0].n);
+    (void)run_cases(ctx, 1);
+  }
+  for (int i = 0; i < nr; i++) {
+    if (ctx[i].failed) {
+      fprintf(stderr, "mp_coll: FAILED: %s\n", ctx[i].msg);
+      return 1;
+    }
+    checks += ctx[i].checks;
+  }
+  for (int i = 0; i < nr; i++)
+    ncclCommDestroy(ctx[i].comm);
+  printf("ok %ld checks\n", checks);
+  return 0;
+}

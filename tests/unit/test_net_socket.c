@@ -1,0 +1,756 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * The socket net (src/net/net_socket*.c) over 127.0.0.1 only, in one
+ * process: non-blocking listen/connect/accept (polled from one thread, and
+ * from two threads), exact bytes for sizes around the inline and task
+ * limits up to 100 MiB, posting-order matching with 32 outstanding
+ * requests, receives larger and smaller than the send, a peer closing in
+ * the middle of a message, garbage connections to the listener, the abort
+ * flag, and fds/threads back to their counts after close and finalize; with
+ * 0, 1 and 4 helper threads and 1, 2 and 8 sockets per thread.
+ */
+#include "core/params.h"
+#include "net/net.h"
+#include "socket/socket.h"
+
+#include "mc_test.h"
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <poll.h>
+#include <pthread.h>
+#include <stdint.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#define LONG_WAIT 30000 /* ms: only reached when the code under test is broken */
+#define MIB       (1024 * 1024)
+
+static const struct mc_net *const net = &mc_net_socket;
+
+struct pair {
+  void *ctx;
+  void *listen;
+  void *send;
+  void *recv;
+  char handle[MC_NET_HANDLE_BYTES];
+};
+
+static const int thread_counts[] = {0, 1, 4};
+static const int sock_counts[] = {1, 2, 8};
+
+/* ---------- helpers ---------- */
+
+static void set_int(enum mc_param_id id, int v)
+{
+  char buf[32];
+
+  snprintf(buf, sizeof(buf), "%d", v);
+  mc_param_set_for_tests(id, buf);
+}
+
+static void use_loopback(int n_threads, int n_socks)
+{
+  mc_param_set_for_tests(MC_P_SOCKET_IFNAME, "=lo");
+  mc_param_set_for_tests(MC_P_SOCKET_FAMILY, "AF_INET");
+  set_int(MC_P_SOCKET_NTHREADS, n_threads);
+  set_int(MC_P_NSOCKS_PERTHREAD, n_socks);
+}
+
+static void ctx_open(struct pair *p, const volatile uint32_t *abort_flag)
+{
+  int ndev = 0;
+
+  memset(p, 0, sizeof(*p));
+  MC_T_OK(net->init(&p->ctx, abort_flag));
+  MC_T_OK(net->devices(p->ctx, &ndev));
+  MC_T_EQ_INT(ndev, 1);
+  MC_T_OK(net->listen(p->ctx, 0, p->handle, &p->listen));
+  MC_T_TRUE(p->listen != NULL);
+}
+
+/* Connects and accepts from this thread, polling both (neither may block). */
+static void pair_connect(struct pair *p)
+{
+  struct mc_deadline dl = mc_deadline_in_ms(LONG_WAIT);
+
+  while ((p->send == NULL) || (p->recv == NULL)) {
+    if (p->send == NULL)
+      MC_T_OK(net->connect(p->ctx, 0, p->handle, &p->send));
+    if (p->recv == NULL)
+      MC_T_OK(net->accept(p->listen, &p->recv));
+    if (mc_deadline_passed(dl))
+      MC_T_FAIL("connection not set up within %d ms", LONG_WAIT);
+  }
+}
+
+static void pair_open(struct pair *p, int n_threads, int n_socks)
+{
+  use_loopback(n_threads, n_socks);
+  ctx_open(p, NULL);
+  pair_connect(p);
+}
+
+static void pair_close(struct pair *p)
+{
+  if (p->send != NULL)
+    MC_T_OK(net->close_send(p->send));
+  if (p->recv != NULL)
+    MC_T_OK(net->close_recv(p->recv));
+  if (p->listen != NULL)
+    MC_T_OK(net->close_listen(p->listen));
+  MC_T_OK(net->finalize(p->ctx));
+  memset(p, 0, sizeof(*p));
+}
+
+static void *post_send(struct pair *p, void *buf, size_t bytes)
+{
+  void *req = NULL;
+  struct mc_deadline dl = mc_deadline_in_ms(LONG_WAIT);
+
+  while (req == NULL) {
+    MC_T_OK(net->isend(p->send, buf, bytes, 0, NULL, &req));
+    if (mc_deadline_passed(dl))
+      MC_T_FAIL("isend not accepted within %d ms", LONG_WAIT);
+  }
+  return req;
+}
+
+static void *post_recv(struct pair *p, void *buf, size_t bytes)
+{
+  void *req = NULL;
+  int tag = 0;
+
+  MC_T_OK(net->irecv(p->recv, 1, &buf, &bytes, &tag, NULL, &req));
+  MC_T_TRUE(req != NULL);
+  return req;
+}
+
+/* Tests both requests (either may be NULL = already done) until both are done. */
+static void wait_both(void *sreq, void *rreq, size_t *rbytes_out)
+{
+  struct mc_deadline dl = mc_deadline_in_ms(LONG_WAIT);
+
+  while ((sreq != NULL) || (rreq != NULL)) {
+    int done = 0;
+    size_t size = 0;
+
+    if (sreq != NULL) {
+      MC_T_OK(net->test(sreq, &done, NULL));
+      if (done)
+        sreq = NULL;
+    }
+    if (rreq != NULL) {
+      MC_T_OK(net->test(rreq, &done, &size));
+      if (done) {
+        rreq = NULL;
+        if (rbytes_out != NULL)
+          *rbytes_out = size;
+      }
+    }
+    if (mc_deadline_passed(dl))
+      MC_T_FAIL("transfer not done within %d ms", LONG_WAIT);
+  }
+}
+
+static void fill(unsigned char *buf, size_t bytes, unsigned seed)
+{
+  uint32_t x = seed * 2654435761u + 1;
+
+  for (size_t i = 0; i < bytes; i++) {
+    x = x * 1103515245u + 12345u;
+    buf[i] = (unsigned char)(x >> 24);
+  }
+}
+
+/* Sends `bytes`, receives into a buffer `extra` bytes larger; checks size,
+ * contents and that nothing was written past the message. */
+static void check_xfer(struct pair *p, size_t bytes, size_t extra, unsigned seed)
+{
+  unsigned char *s = malloc(bytes + 1);
+  unsigned char *r = malloc(bytes + extra + 1);
+  size_t got = 12345;
+  void *rreq;
+  void *sreq;
+
+  MC_T_TRUE((s != NULL) && (r != NULL));
+  fill(s, bytes, seed);
+  memset(r, 0xa5, bytes + extra + 1);
+  rreq = post_recv(p, r, bytes + extra);
+  sreq = post_send(p, s, bytes);
+  wait_both(sreq, rreq, &got);
+  MC_T_EQ_INT(got, bytes);
+  if (memcmp(s, r, bytes) != 0)
+    MC_T_FAIL("%zu bytes differ after the transfer (seed %u)", bytes, seed);
+  for (size_t i = bytes; i < bytes + extra + 1; i++) {
+    if (r[i] != 0xa5)
+      MC_T_FAIL("byte %zu past a %zu-byte message was written", i, bytes);
+  }
+  free(s);
+  free(r);
+}
+
+struct counts {
+  int fds;
+  int threads;
+};
+
+static struct counts counts_now(void)
+{
+  struct counts c = {mc_count_fds(), mc_count_threads()};
+  return c;
+}
+
+static void counts_back(struct counts before)
+{
+  MC_T_EQ_INT(mc_count_fds(), before.fds);
+  MC_T_EQ_INT(mc_count_threads_settled(before.threads, 5000), before.threads);
+}
+
+/* ---------- cases ---------- */
+
+static void devices_and_properties(void)
+{
+  struct mc_net_props props;
+  void *ctx = NULL;
+  int ndev = 0;
+
+  use_loopback(-2, -2);
+  MC_T_OK(net->init(&ctx, NULL));
+  MC_T_EQ_STR(net->name, "Socket");
+  MC_T_OK(net->devices(ctx, &ndev));
+  MC_T_EQ_INT(ndev, 1);
+  MC_T_OK(net->get_properties(ctx, 0, &props));
+  MC_T_EQ_STR(props.name, "lo");
+  MC_T_EQ_STR(props.pci_path, ""); /* virtual */
+  MC_T_EQ_INT(props.guid, 0);
+  MC_T_EQ_INT(props.ptr_support, MC_NET_PTR_HOST);
+  MC_T_EQ_INT(props.speed, 10000); /* lo has no speed: NCCL's default */
+  MC_T_EQ_INT(props.max_recvs, 1);
+  MC_T_EQ_INT(props.max_comms, 65536);
+  MC_T_EQ_INT(props.max_p2p_bytes, 1ull << 30);
+  MC_T_TRUE(props.latency == 0);
+  MC_T_EQ_INT(net->get_properties(ctx, 1, &props), ncclInvalidArgument);
+  MC_T_OK(net->finalize(ctx));
+
+  /* A pattern that matches nothing names the variable and what exists. */
+  mc_param_set_for_tests(MC_P_SOCKET_IFNAME, "=nosuchif0");
+  MC_T_EQ_INT(net->init(&ctx, NULL), ncclInvalidUsage);
+  MC_T_CONTAINS(mc_t_last_error(), "NCCL_SOCKET_IFNAME=");
+  MC_T_CONTAINS(mc_t_last_error(), "lo");
+  mc_param_reset_for_tests();
+}
+
+struct accept_arg {
+  void *listen;
+  void *recv;
+  ncclResult_t res;
+};
+
+static void *accept_thread(void *arg)
+{
+  struct accept_arg *a = arg;
+  struct mc_deadline dl = mc_deadline_in_ms(LONG_WAIT);
+
+  a->res = ncclSuccess;
+  while ((a->recv == NULL) && (a->res == ncclSuccess) && !mc_deadline_passed(dl)) {
+    a->res = net->accept(a->listen, &a->recv);
+    if (a->recv == NULL)
+      usleep(100);
+  }
+  return NULL;
+}
+
+static void connect_accept_two_threads(void)
+{
+  struct counts before = counts_now();
+  struct accept_arg a;
+  struct pair p;
+  pthread_t t;
+
+  use_loopback(2, 2);
+  ctx_open(&p, NULL);
+  memset(&a, 0, sizeof(a));
+  a.listen = p.listen;
+  MC_T_EQ_INT(pthread_create(&t, NULL, accept_thread, &a), 0);
+  {
+    struct mc_deadline dl = mc_deadline_in_ms(LONG_WAIT);
+    while ((p.send == NULL) && !mc_deadline_passed(dl))
+      MC_T_OK(net->connect(p.ctx, 0, p.handle, &p.send));
+  }
+  pthread_join(t, NULL);
+  MC_T_OK(a.res);
+  MC_T_TRUE(p.send != NULL);
+  MC_T_TRUE(a.recv != NULL);
+  p.recv = a.recv;
+  check_xfer(&p, 1000, 0, 1);
+  check_xfer(&p, 3 * MIB + 1, 7, 2);
+  pair_close(&p);
+  counts_back(before);
+}
+
+/* Several connections through one listener, set up at the same time. */
+static void one_listener_many_connections(void)
+{
+  struct counts before = counts_now();
+  struct pair p;
+  void *send[3] = {NULL, NULL, NULL};
+  void *recv[3] = {NULL, NULL, NULL};
+  char handles[3][MC_NET_HANDLE_BYTES];
+  struct mc_deadline dl = mc_deadline_in_ms(LONG_WAIT);
+  int n_recv = 0;
+
+  use_loopback(1, 2);
+  ctx_open(&p, NULL);
+  for (int i = 0; i < 3; i++)
+    memcpy(handles[i], p.handle, sizeof(p.handle));
+  while (n_recv < 3) {
+    for (int i = 0; i < 3; i++) {
+      if (send[i] == NULL)
+        MC_T_OK(net->connect(p.ctx, 0, handles[i], &send[i]));
+    }
+    MC_T_OK(net->accept(p.listen, &recv[n_recv]));
+    if (recv[n_recv] != NULL)
+      n_recv++;
+    MC_T_TRUE(!mc_deadline_passed(dl));
+  }
+  while ((send[0] == NULL) || (send[1] == NULL) || (send[2] == NULL)) {
+    for (int i = 0; i < 3; i++) {
+      if (send[i] == NULL)
+        MC_T_OK(net->connect(p.ctx, 0, handles[i], &send[i]));
+    }
+    MC_T_TRUE(!mc_deadline_passed(dl));
+  }
+  /* Each send reaches exactly one receive comm: send i's size is i + 1 MiB. */
+  {
+    unsigned char *buf[3];
+    unsigned char *rbuf[3];
+    void *sreq[3];
+    void *rreq[3];
+    int seen[3] = {0, 0, 0};
+
+    for (int i = 0; i < 3; i++) {
+      size_t b = (size_t)(i + 1) * MIB;
+      buf[i] = malloc(b);
+      rbuf[i] = malloc(4 * MIB);
+      MC_T_TRUE((buf[i] != NULL) && (rbuf[i] != NULL));
+      fill(buf[i], b, (unsigned)i + 10);
+      MC_T_OK(net->isend(send[i], buf[i], b, 0, NULL, &sreq[i]));
+      MC_T_TRUE(sreq[i] != NULL);
+      {
+        void *d = rbuf[i];
+        size_t sz = 4 * MIB;
+        int tag = 0;
+        MC_T_OK(net->irecv(recv[i], 1, &d, &sz, &tag, NULL, &rreq[i]));
+      }
+    }
+    size_t got[3] = {0, 0, 0};
+    int n_left = 6;
+
+    /* Every side must be tested: a receiver reads sizes only in its calls. */
+    while (n_left > 0) {
+      for (int i = 0; i < 3; i++) {
+        int done = 0;
+        if (sreq[i] != NULL) {
+          MC_T_OK(net->test(sreq[i], &done, NULL));
+          if (done) {
+            sreq[i] = NULL;
+            n_left--;
+          }
+        }
+        if (rreq[i] != NULL) {
+          MC_T_OK(net->test(rreq[i], &done, &got[i]));
+          if (done) {
+            rreq[i] = NULL;
+            n_left--;
+          }
+        }
+      }
+      MC_T_TRUE(!mc_deadline_passed(dl));
+    }
+    for (int i = 0; i < 3; i++) {
+      int k = (int)(got[i] / MIB) - 1;
+      MC_T_TRUE((k >= 0) && (k < 3) && (got[i] == (size_t)(k + 1) * MIB));
+      MC_T_EQ_INT(memcmp(rbuf[i], buf[k], got[i]), 0);
+      seen[k]++;
+    }
+    MC_T_EQ_INT(seen[0] + seen[1] + seen[2], 3);
+    MC_T_TRUE((seen[0] == 1) && (seen[1] == 1) && (seen[2] == 1));
+    for (int i = 0; i < 3; i++) {
+      free(buf[i]);
+      free(rbuf[i]);
+    }
+  }
+  for (int i = 0; i < 3; i++) {
+    MC_T_OK(net->close_send(send[i]));
+    MC_T_OK(net->close_recv(recv[i]));
+  }
+  MC_T_OK(net->close_listen(p.listen));
+  MC_T_OK(net->finalize(p.ctx));
+  counts_back(before);
+}
+
+static void exact_bytes_every_config(void)
+{
+  static const size_t sizes[] = {
+      0, 1, 127, 128, 129, 64 * 1024 - 1, 64 * 1024, 64 * 1024 + 1, 4 * MIB + 3, 100 * MIB};
+
+  for (size_t t = 0; t < sizeof(thread_counts) / sizeof(thread_counts[0]); t++) {
+    for (size_t s = 0; s < sizeof(sock_counts) / sizeof(sock_counts[0]); s++) {
+      struct counts before = counts_now();
+      struct pair p;
+
+      pair_open(&p, thread_counts[t], sock_counts[s]);
+      if (thread_counts[t] > 0)
+        MC_T_EQ_INT(mc_count_threads(), before.threads + 2 * thread_counts[t]);
+      for (size_t i = 0; i < sizeof(sizes) / sizeof(sizes[0]); i++) {
+        check_xfer(&p, sizes[i], 0, (unsigned)i);
+        check_xfer(&p, sizes[i], 1 + i * 1000, (unsigned)i + 100);
+      }
+      pair_close(&p);
+      counts_back(before);
+    }
+  }
+}
+
+/* The payload on the control socket only (no data sockets). */
+static void no_data_sockets(void)
+{
+  struct counts before = counts_now();
+  struct pair p;
+
+  pair_open(&p, 0, 0);
+  check_xfer(&p, 0, 0, 1);
+  check_xfer(&p, 129, 0, 2);
+  check_xfer(&p, 5 * MIB + 1, 3, 3);
+  pair_close(&p);
+  /* threads asked but no sockets: no threads */
+  pair_open(&p, 4, 0);
+  MC_T_EQ_INT(mc_count_threads(), before.threads);
+  check_xfer(&p, 1 * MIB, 0, 4);
+  pair_close(&p);
+  counts_back(before);
+}
+
+static void posting_order_32_outstanding(void)
+{
+  enum { N = MC_NET_MAX_REQUESTS };
+
+  for (size_t t = 0; t < sizeof(thread_counts) / sizeof(thread_counts[0]); t++) {
+    struct counts before = counts_now();
+    struct pair p;
+    unsigned char *sbuf[N];
+    unsigned char *rbuf[N];
+    size_t bytes[N];
+    void *sreq[N];
+    void *rreq[N];
+    void *extra = NULL;
+    int n_left = 2 * N;
+    struct mc_deadline dl = mc_deadline_in_ms(LONG_WAIT);
+
+    pair_open(&p, thread_counts[t], 2);
+    for (int i = 0; i < N; i++) {
+      /* inline, single task, several tasks, empty: mixed */
+      static const size_t base[] = {0, 5, 128, 129, 70000, 300000, 2 * MIB + 17};
+      bytes[i] = base[i % 7] + (size_t)i;
+      sbuf[i] = malloc(bytes[i] + 1);
+      rbuf[i] = malloc(bytes[i] + 64);
+      MC_T_TRUE((sbuf[i] != NULL) && (rbuf[i] != NULL));
+      fill(sbuf[i], bytes[i], (unsigned)i);
+      memset(rbuf[i], 0, bytes[i] + 64);
+    }
+    for (int i = 0; i < N; i++) {
+      void *d = rbuf[i];
+      size_t sz = bytes[i] + 64;
+      int tag = 0;
+      MC_T_OK(net->irecv(p.recv, 1, &d, &sz, &tag, NULL, &rreq[i]));
+      MC_T_TRUE(rreq[i] != NULL);
+      MC_T_OK(net->isend(p.send, sbuf[i], bytes[i], 0, NULL, &sreq[i]));
+      MC_T_TRUE(sreq[i] != NULL);
+    }
+    /* A 33rd request waits for a free slot. */
+    MC_T_OK(net->isend(p.send, sbuf[0], 1, 0, NULL, &extra));
+    MC_T_NULL(extra);
+    /* Test in reverse order: completion order is free, matching is posting order. */
+    while (n_left > 0) {
+      for (int i = N - 1; i >= 0; i--) {
+        int done = 0;
+        size_t got = 0;
+        if (sreq[i] != NULL) {
+          MC_T_OK(net->test(sreq[i], &done, NULL));
+          if (done) {
+            sreq[i] = NULL;
+            n_left--;
+          }
+        }
+        if (rreq[i] != NULL) {
+          MC_T_OK(net->test(rreq[i], &done, &got));
+          if (done) {
+            rreq[i] = NULL;
+            n_left--;
+            MC_T_EQ_INT(got, bytes[i]);
+            MC_T_EQ_INT(memcmp(sbuf[i], rbuf[i], bytes[i]), 0);
+          }
+        }
+      }
+      MC_T_TRUE(!mc_deadline_passed(dl));
+    }
+    for (int i = 0; i < N; i++) {
+      free(sbuf[i]);
+      free(rbuf[i]);
+    }
+    check_xfer(&p, 77, 0, 9); /* still in step */
+    pair_close(&p);
+    counts_back(before);
+  }
+}
+
+static void send_larger_than_recv_fails(void)
+{
+  static const size_t sizes[][2] = {{100, 99}, {1000, 500}, {4 * MIB, 64 * 1024}};
+
+  for (size_t t = 0; t < sizeof(thread_counts) / sizeof(thread_counts[0]); t++) {
+    for (size_t k = 0; k < sizeof(sizes) / sizeof(sizes[0]); k++) {
+      struct counts before = counts_now();
+      struct pair p;
+      char *s = calloc(1, sizes[k][0]);
+      char *r = calloc(1, sizes[k][1]);
+      void *sreq;
+      void *rreq;
+      ncclResult_t res = ncclSuccess;
+      int done = 0;
+      struct mc_deadline dl = mc_deadline_in_ms(LONG_WAIT);
+      char expect[128];
+
+      MC_T_TRUE((s != NULL) && (r != NULL));
+      pair_open(&p, thread_counts[t], 2);
+      rreq = post_recv(&p, r, sizes[k][1]);
+      sreq = post_send(&p, s, sizes[k][0]);
+      while ((res == ncclSuccess) && !done && !mc_deadline_passed(dl)) {
+        int sdone = 0;
+        (void)net->test(sreq, &sdone, NULL);
+        res = net->test(rreq, &done, NULL);
+      }
+      MC_T_EQ_INT(res, ncclInvalidUsage);
+      MC_T_EQ_INT(done, 0);
+      MC_T_CONTAINS(mc_t_last_error(), "message truncated");
+      snprintf(expect, sizeof(expect), "sent %zu bytes", sizes[k][0]);
+      MC_T_CONTAINS(mc_t_last_error(), expect);
+      snprintf(expect, sizeof(expect), "posted for %zu bytes", sizes[k][1]);
+      MC_T_CONTAINS(mc_t_last_error(), expect);
+      MC_T_CONTAINS(mc_t_last_error(), "127.0.0.1<");
+      /* The comm stays failed. */
+      MC_T_EQ_INT(net->test(rreq, &done, NULL), ncclInvalidUsage);
+      pair_close(&p);
+      free(s);
+      free(r);
+      counts_back(before);
+    }
+  }
+}
+
+/* Closes one side in the middle of a 64 MiB message: the other side fails
+ * with ncclRemoteError naming the peer, in bounded time. */
+static void peer_closes_mid_message(void)
+{
+  const size_t bytes = 64 * MIB;
+  char *s = malloc(bytes);
+  char *r = malloc(bytes);
+
+  MC_T_TRUE((s != NULL) && (r != NULL));
+  memset(s, 1, bytes);
+  for (size_t t = 0; t < sizeof(thread_counts) / sizeof(thread_counts[0]); t++) {
+    for (int closer_is_sender = 0; closer_is_sender < 2; closer_is_sender++) {
+      struct counts before = counts_now();
+      struct pair p;
+      void *sreq;
+      void *rreq;
+      void **survivor_req;
+      ncclResult_t res = ncclSuccess;
+      int done = 0;
+      double t0;
+
+      pair_open(&p, thread_counts[t], 2);
+      rreq = post_recv(&p, r, bytes);
+      sreq = post_send(&p, s, bytes);
+      /* Move some bytes, not all. */
+      for (int i = 0; i < 3; i++) {
+        MC_T_OK(net->test(sreq, &done, NULL));
+        MC_T_OK(net->test(rreq, &done, NULL));
+      }
+      MC_T_EQ_INT(done, 0);
+      if (closer_is_sender) {
+        MC_T_OK(net->close_send(p.send));
+        p.send = NULL;
+        survivor_req = &rreq;
+      } else {
+        MC_T_OK(net->close_recv(p.recv));
+        p.recv = NULL;
+        survivor_req = &sreq;
+      }
+      t0 = mc_clock_sec(CLOCK_MONOTONIC);
+      done = 0;
+      while ((res == ncclSuccess) && !done && (mc_clock_sec(CLOCK_MONOTONIC) - t0 < 10))
+        res = net->test(*survivor_req, &done, NULL);
+      MC_T_EQ_INT(res, ncclRemoteError);
+      MC_T_CONTAINS(mc_t_last_error(), "127.0.0.1<");
+      MC_T_CONTAINS(mc_t_last_error(), "closed the connection");
+      pair_close(&p);
+      counts_back(before);
+    }
+  }
+  free(s);
+  free(r);
+}
+
+static int raw_connect(const void *handle)
+{
+  union mc_sockaddr a;
+  int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+
+  memcpy(&a, handle, sizeof(a)); /* the handle starts with the listener's address */
+  MC_T_TRUE(fd >= 0);
+  MC_T_EQ_INT(connect(fd, &a.sa, mc_sockaddr_len(&a)), 0);
+  return fd;
+}
+
+/* True once the listener closed fd (EOF or reset), polling accept meanwhile. */
+static bool closed_by_listener(int fd, void *listen)
+{
+  struct mc_deadline dl = mc_deadline_in_ms(LONG_WAIT);
+  void *comm = NULL;
+
+  while (!mc_deadline_passed(dl)) {
+    struct pollfd pf = {.fd = fd, .events = POLLIN, .revents = 0};
+    char c;
+
+    MC_T_OK(net->accept(listen, &comm));
+    MC_T_NULL(comm);
+    if (poll(&pf, 1, 1) > 0) {
+      ssize_t n = recv(fd, &c, 1, MSG_DONTWAIT);
+      if ((n == 0) || ((n < 0) && (errno == ECONNRESET)))
+        return true;
+    }
+  }
+  return false;
+}
+
+static void garbage_connections_rejected(void)
+{
+  struct counts before = counts_now();
+  struct pair p;
+  uint64_t magic = (uint64_t)mc_param_int(MC_P_SOCKET_MAGIC);
+  uint32_t type = MC_SOCK_TYPE_NET;
+  unsigned char hs[12 + 16];
+  int fd;
+
+  use_loopback(1, 2);
+  ctx_open(&p, NULL);
+  /* wrong magic */
+  fd = raw_connect(p.handle);
+  MC_T_EQ_INT(send(fd, "GET / HTTP/1.0\r\n\r\n", 18, MSG_NOSIGNAL), 18);
+  MC_T_TRUE(closed_by_listener(fd, p.listen));
+  close(fd);
+  /* right handshake, then a hello for another shape of connection */
+  memcpy(hs, &magic, 8);
+  memcpy(hs + 8, &type, 4);
+  {
+    uint64_t id = 42;
+    uint32_t index = 0;
+    uint32_t n_socks = 7;
+    memcpy(hs + 12, &id, 8);
+    memcpy(hs + 20, &index, 4);
+    memcpy(hs + 24, &n_socks, 4);
+  }
+  fd = raw_connect(p.handle);
+  MC_T_EQ_INT(send(fd, hs, sizeof(hs), MSG_NOSIGNAL), (long long)sizeof(hs));
+  MC_T_TRUE(closed_by_listener(fd, p.listen));
+  close(fd);
+  /* right handshake, then it goes away */
+  fd = raw_connect(p.handle);
+  MC_T_EQ_INT(send(fd, hs, 12, MSG_NOSIGNAL), 12);
+  close(fd);
+  /* connect and close at once */
+  fd = raw_connect(p.handle);
+  close(fd);
+  /* A real connection is still accepted and works. */
+  pair_connect(&p);
+  check_xfer(&p, 200000, 0, 5);
+  pair_close(&p);
+  counts_back(before);
+}
+
+static void abort_flag_fails_fast(void)
+{
+  for (size_t t = 0; t < sizeof(thread_counts) / sizeof(thread_counts[0]); t++) {
+    struct counts before = counts_now();
+    volatile uint32_t abort_flag = 0;
+    struct pair p;
+    char buf[4096];
+    char *big = malloc(64 * MIB);
+    void *rreq;
+    void *sreq;
+    void *req = NULL;
+    void *comm = NULL;
+    int done = 0;
+    double t0;
+
+    MC_T_TRUE(big != NULL);
+    use_loopback(thread_counts[t], 2);
+    ctx_open(&p, &abort_flag);
+    pair_connect(&p);
+    /* a receive never tested, a send larger than what the sockets can hold */
+    rreq = post_recv(&p, buf, sizeof(buf));
+    sreq = post_send(&p, big, 64 * MIB);
+    MC_T_OK(net->test(sreq, &done, NULL));
+    MC_T_EQ_INT(done, 0); /* more than the sockets buffer, and the receiver reads nothing */
+    __atomic_store_n(&abort_flag, 1, __ATOMIC_RELEASE);
+    t0 = mc_clock_sec(CLOCK_MONOTONIC);
+    MC_T_EQ_INT(net->test(rreq, &done, NULL), ncclInternalError);
+    MC_T_EQ_INT(net->test(sreq, &done, NULL), ncclInternalError);
+    MC_T_EQ_INT(net->isend(p.send, buf, 1, 0, NULL, &req), ncclInternalError);
+    MC_T_EQ_INT(net->accept(p.listen, &comm), ncclInternalError);
+    MC_T_EQ_INT(net->connect(p.ctx, 0, p.handle, &comm), ncclInternalError);
+    MC_T_NULL(comm);
+    MC_T_TRUE(mc_clock_sec(CLOCK_MONOTONIC) - t0 < 1.0);
+    pair_close(&p); /* the helper threads end at once too */
+    MC_T_TRUE(mc_clock_sec(CLOCK_MONOTONIC) - t0 < 2.0);
+    free(big);
+    counts_back(before);
+  }
+}
+
+static void bad_arguments(void)
+{
+  struct counts before = counts_now();
+  struct pair p;
+  char buf[16];
+  char bad_handle[MC_NET_HANDLE_BYTES];
+  void *bufs[2] = {buf, buf};
+  size_t sizes[2] = {16, 16};
+  int tags[2] = {0, 0};
+  void *req = NULL;
+  void *comm = NULL;
+  void *mh = (void *)1;
+
+  pair_open(&p, 0, 1);
+  MC_T_EQ_INT(net->irecv(p.recv, 2, bufs, sizes, tags, NULL, &req), ncclInvalidArgument);
+  MC_T_CONTAINS(mc_t_last_error(), "max_recvs 1");
+  MC_T_EQ_INT(net->isend(p.send, buf, (1ull << 30) + 1, 0, NULL, &req), ncclInvalidArgument);
+  MC_T_CONTAINS(mc_t_last_error(), "max_p2p_bytes");
+  memset(bad_handle, 0xff, sizeof(bad_handle));
+  MC_T_EQ_INT(net->connect(p.ctx, 0, bad_handle, &comm), ncclInvalidArgument);
+  MC_T_NULL(comm);
+  MC_T_OK(net->reg_mr(p.send, buf, sizeof(buf), MC_NET_PTR_HOST, &mh));
+  MC_T_OK(net->dereg_mr(p.send, mh));
+  MC_T_EQ_INT(net->reg_mr(p.send, buf, sizeof(buf), 2 /* CUDA */, &mh), ncclInvalidArgument);
+  check_xfer(&p, 16, 0, 1); /* still fine */
+  pair_close(&p);
+  counts_back(before);
+  mc_param_reset_for_tests();
+}
+
+MC_T_MAIN(devices_and_properties, connect_accept_two_threads, one_listener_many_connections,
+          exact_bytes_every_config, no_data_sockets, posting_order_32_outstanding,
+          send_larger_than_recv_fails, peer_closes_mid_message, garbage_connections_rejected,
+          abort_flag_fails_fast, bad_arguments)
