@@ -6,7 +6,7 @@ ASAN_BUILD ?= build-asan
 JOBS ?= $(shell nproc)
 DEB_PKGS := gcc g++ clang clang-format libclang-rt-14-dev make cmake libc6-dev iproute2 procps git python3 openmpi-bin libopenmpi-dev graphviz
 
-.PHONY: all deps build build-asan run test test-fast bench fuzz format envdoc clean
+.PHONY: all deps build build-asan run test test-fast bench bench-mpi fuzz format envdoc clean
 
 all: build
 
@@ -51,6 +51,19 @@ test-fast: build
 
 bench: build
 	./bench/init.sh $(BUILD)
+
+# The MPI baseline (bench/mpi_perf.c, with tools/perf/ for identical tables) and the
+# memcpy probe; used by bench/allreduce_compare.sh. Skipped without Open MPI's mpicc.
+bench-mpi:
+	@mkdir -p $(BUILD)/bench
+	$(CC) -O2 -Wall -Wextra -Werror -o $(BUILD)/bench/membw bench/membw.c
+	@if command -v mpicc > /dev/null; then \
+	  echo "mpicc -O2 -o $(BUILD)/bench/mpi_perf bench/mpi_perf.c tools/perf/*.c"; \
+	  mpicc -O2 -Wall -Wextra -Werror -D_GNU_SOURCE -Iinclude -Itools/perf -o $(BUILD)/bench/mpi_perf \
+	    bench/mpi_perf.c tools/perf/perf_args.c tools/perf/perf_data.c tools/perf/perf_format.c; \
+	else \
+	  echo "bench-mpi: mpicc not found (Debian: apt-get install openmpi-bin libopenmpi-dev): mpi_perf skipped"; \
+	fi
 
 # The topology XML fuzzer (clang, ASan+UBSan) for a minute over the real files;
 # new inputs are kept in $(ASAN_BUILD)/fuzz-corpus/topo_xml.

@@ -1,0 +1,433 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * meshccl-perf's pure logic without a communicator (tools/perf/): flags and
+ * their errors, the per-collective counts and bandwidth formulas, the exact
+ * text of the table lines, the JSON report, element encodings and the
+ * expected results of the data check.
+ */
+#include "mc_test.h"
+#include "perf.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* Parses a space-separated command line ("all_reduce -b 8 ..."). */
+static int parse_line(const char *line, struct mc_perf_opts *opts, char *err)
+{
+  char copy[512];
+  char *argv[64];
+  int argc = 0;
+
+  snprintf(copy, sizeof(copy), "%s", line);
+  argv[argc++] = "meshccl-perf";
+  for (char *tok = strtok(copy, " "); (tok != NULL) && (argc < 63); tok = strtok(NULL, " "))
+    argv[argc++] = tok;
+  argv[argc] = NULL;
+  return mc_perf_args_parse(argc, argv, opts, err, MC_PERF_ERR_LEN);
+}
+
+static void defaults_are_nccl_tests(void)
+{
+  struct mc_perf_opts o;
+  char err[MC_PERF_ERR_LEN];
+
+  MC_T_EQ_INT(parse_line("all_reduce", &o, err), MC_PERF_EXIT_OK);
+  MC_T_EQ_INT(o.coll, MC_PERF_ALL_REDUCE);
+  MC_T_EQ_INT(o.min_bytes, 32 << 20);
+  MC_T_EQ_INT(o.max_bytes, 32 << 20);
+  MC_T_EQ_INT(o.step_bytes, 1 << 20);
+  MC_T_EQ_INT(o.step_factor, 1);
+  MC_T_EQ_INT(o.iters, 20);
+  MC_T_EQ_INT(o.warmup_iters, 1);
+  MC_T_EQ_INT(o.agg_iters, 1);
+  MC_T_EQ_INT(o.check, 1);
+  MC_T_EQ_INT(o.datatype, ncclFloat);
+  MC_T_EQ_INT(o.op, ncclSum);
+  MC_T_EQ_INT(o.root, 0);
+  MC_T_EQ_INT(o.average, 1);
+  MC_T_TRUE(o.output_file == NULL);
+}
+
+static void short_and_long_flags(void)
+{
+  struct mc_perf_opts o;
+  char err[MC_PERF_ERR_LEN];
+
+  MC_T_EQ_INT(parse_line("broadcast -b 8 -e 128M -f 2 -n 5 -w 2 -m 3 -c 0 -d half -o max -r -1 "
+                         "-z 1 -a 3 -C 1 -T 30 -G 4 -R 1 -J out.json",
+                         &o, err),
+              MC_PERF_EXIT_OK);
+  MC_T_EQ_INT(o.coll, MC_PERF_BROADCAST);
+  MC_T_EQ_INT(o.min_bytes, 8);
+  MC_T_EQ_INT(o.max_bytes, 128 << 20);
+  MC_T_EQ_INT(o.step_factor, 2);
+  MC_T_EQ_INT(o.iters, 5);
+  MC_T_EQ_INT(o.warmup_iters, 2);
+  MC_T_EQ_INT(o.agg_iters, 3);
+  MC_T_EQ_INT(o.check, 0);
+  MC_T_EQ_INT(o.datatype, ncclHalf);
+  MC_T_EQ_INT(o.op, ncclMax);
+  MC_T_EQ_INT(o.root, -1);
+  MC_T_EQ_INT(o.blocking, 1);
+  MC_T_EQ_INT(o.average, 3);
+  MC_T_EQ_INT(o.report_cputime, 1);
+  MC_T_EQ_INT(o.timeout, 30);
+  MC_T_EQ_INT(o.cudagraph, 4);
+  MC_T_EQ_INT(o.local_register, 1);
+  MC_T_EQ_STR(o.output_file, "out.json");
+
+  MC_T_EQ_INT(parse_line("alltoall_perf --minbytes=1K --maxbytes 1G --stepbytes 512 --iters 7 "
+                         "--warmup_iters 0 --agg_iters 2 --check 2 --datatype all --op all "
+                         "--root 1 --blocking 0 --average 0 --report_cputime 0 --timeout 0 "
+                         "--cudagraph 0 --local_register 0 --output_file r.json",
+                         &o, err),
+              MC_PERF_EXIT_OK);
+  MC_T_EQ_INT(o.coll, MC_PERF_ALLTOALL);
+  MC_T_EQ_INT(o.min_bytes, 1024);
+  MC_T_EQ_INT(o.max_bytes, 1 << 30);
+  MC_T_EQ_INT(o.step_bytes, 512);
+  MC_T_EQ_INT(o.iters, 7);
+  MC_T_EQ_INT(o.datatype, MC_PERF_ALL);
+  MC_T_EQ_INT(o.op, MC_PERF_ALL);
+  MC_T_EQ_INT(o.average, 0);
+
+  MC_T_EQ_INT(parse_line("reduce -o premulsum -d f8e5m2", &o, err), MC_PERF_EXIT_OK);
+  MC_T_EQ_INT(o.op, MC_PERF_MULSUM);
+  MC_T_EQ_INT(o.datatype, ncclFloat8e5m2);
+
+  MC_T_EQ_INT(parse_line("-h", &o, err), MC_PERF_EXIT_OK);
+  MC_T_TRUE(o.help);
+  MC_T_EQ_INT(parse_line("sendrecv --help", &o, err), MC_PERF_EXIT_OK);
+  MC_T_TRUE(o.help);
+}
+
+static void sizes(void)
+{
+  size_t v = 0;
+
+  MC_T_EQ_INT(mc_perf_parse_size("8", &v), 0);
+  MC_T_EQ_INT(v, 8);
+  MC_T_EQ_INT(mc_perf_parse_size("1K", &v), 0);
+  MC_T_EQ_INT(v, 1024);
+  MC_T_EQ_INT(mc_perf_parse_size("1.5m", &v), 0);
+  MC_T_EQ_INT(v, 3 << 19);
+  MC_T_EQ_INT(mc_perf_parse_size("2G", &v), 0);
+  MC_T_EQ_INT(v, 2LL << 30);
+  MC_T_EQ_INT(mc_perf_parse_size("32MB", &v), 0);
+  MC_T_EQ_INT(v, 32 << 20);
+  MC_T_EQ_INT(mc_perf_parse_size("1Q", &v), -1);
+  MC_T_EQ_INT(mc_perf_parse_size("", &v), -1);
+  MC_T_EQ_INT(mc_perf_parse_size("-8", &v), -1);
+  MC_T_EQ_INT(mc_perf_parse_size("8 K", &v), -1);
+  MC_T_EQ_INT(mc_perf_parse_size("K", &v), -1);
+}
+
+static void errors_are_clear_and_exit_2(void)
+{
+  struct mc_perf_opts o;
+  char err[MC_PERF_ERR_LEN];
+
+  MC_T_EQ_INT(parse_line("all_reduce -b 1Q", &o, err), MC_PERF_EXIT_USAGE);
+  MC_T_EQ_STR(err, "meshccl-perf: invalid size '1Q' for -b/--minbytes (a number of bytes with an "
+                   "optional K, M or G suffix, e.g. 8, 64K, 1.5M, 2G)");
+  MC_T_EQ_INT(parse_line("all_reduce -b 64M -e 32M", &o, err), MC_PERF_EXIT_USAGE);
+  MC_T_EQ_STR(err, "meshccl-perf: invalid sizes for 'minbytes' and 'maxbytes': 67108864 > "
+                   "33554432 (-b must not exceed -e)");
+  MC_T_EQ_INT(parse_line("all_reduce --frobnicate 1", &o, err), MC_PERF_EXIT_USAGE);
+  MC_T_EQ_STR(err, "meshccl-perf: unknown option '--frobnicate' (see -h)");
+  MC_T_EQ_INT(parse_line("all_reduce -q 1", &o, err), MC_PERF_EXIT_USAGE);
+  MC_T_EQ_STR(err, "meshccl-perf: unknown option '-q' (see -h)");
+  MC_T_EQ_INT(parse_line("all_reduce -n", &o, err), MC_PERF_EXIT_USAGE);
+  MC_T_EQ_STR(err, "meshccl-perf: option '-n' needs a value (see -h)");
+  MC_T_EQ_INT(parse_line("all_reduce -n 0", &o, err), MC_PERF_EXIT_USAGE);
+  MC_T_EQ_STR(err, "meshccl-perf: invalid value '0' for -n/--iters (an integer from 1 to "
+                   "1073741824)");
+  MC_T_EQ_INT(parse_line("all_reduce -a 4", &o, err), MC_PERF_EXIT_USAGE);
+  MC_T_CONTAINS(err, "-a/--average");
+  MC_T_EQ_INT(parse_line("all_reduce -g 8", &o, err), MC_PERF_EXIT_USAGE);
+  MC_T_CONTAINS(err, "one rank per process");
+  MC_T_EQ_INT(parse_line("all_reduce -d fp32", &o, err), MC_PERF_EXIT_USAGE);
+  MC_T_CONTAINS(err, "unknown datatype 'fp32'");
+  MC_T_EQ_INT(parse_line("all_reduce -o xor", &o, err), MC_PERF_EXIT_USAGE);
+  MC_T_CONTAINS(err, "unknown op 'xor'");
+  MC_T_EQ_INT(parse_line("allreduce", &o, err), MC_PERF_EXIT_USAGE);
+  MC_T_CONTAINS(err, "unknown collective 'allreduce'");
+  MC_T_EQ_INT(parse_line("", &o, err), MC_PERF_EXIT_USAGE);
+  MC_T_CONTAINS(err, "missing collective");
+  MC_T_EQ_INT(parse_line("all_gather -b 8 stray", &o, err), MC_PERF_EXIT_USAGE);
+  MC_T_EQ_STR(err, "meshccl-perf: unexpected argument 'stray' (see -h)");
+  MC_T_EQ_INT(parse_line("all_gather -b 8 -e 64 -i 0", &o, err), MC_PERF_EXIT_USAGE);
+  MC_T_CONTAINS(err, "never ends");
+}
+
+static void counts_round_as_nccl_tests(void)
+{
+  struct mc_perf_counts c;
+
+  /* 1000 bytes of float over 3 ranks: 250 elements, 83 per rank. */
+  mc_perf_coll_counts(MC_PERF_ALL_REDUCE, 1000, 4, 3, &c);
+  MC_T_EQ_INT(c.send_count, 250);
+  MC_T_EQ_INT(c.recv_count, 250);
+  MC_T_EQ_INT(c.param_count, 250);
+  mc_perf_coll_counts(MC_PERF_ALL_GATHER, 1000, 4, 3, &c);
+  MC_T_EQ_INT(c.send_count, 83);
+  MC_T_EQ_INT(c.recv_count, 249);
+  MC_T_EQ_INT(c.param_count, 83);
+  MC_T_EQ_INT(c.send_inplace, 83);
+  MC_T_EQ_INT(c.recv_inplace, 0);
+  mc_perf_coll_counts(MC_PERF_REDUCE_SCATTER, 1000, 4, 3, &c);
+  MC_T_EQ_INT(c.send_count, 249);
+  MC_T_EQ_INT(c.recv_count, 83);
+  MC_T_EQ_INT(c.param_count, 83);
+  MC_T_EQ_INT(c.send_inplace, 0);
+  MC_T_EQ_INT(c.recv_inplace, 83);
+  mc_perf_coll_counts(MC_PERF_ALLTOALL, 1000, 4, 3, &c);
+  MC_T_EQ_INT(c.send_count, 249);
+  MC_T_EQ_INT(c.recv_count, 249);
+  MC_T_EQ_INT(c.param_count, 83);
+  mc_perf_coll_counts(MC_PERF_SENDRECV, 1001, 4, 3, &c);
+  MC_T_EQ_INT(c.param_count, 250);
+}
+
+static void bandwidth_formulas(void)
+{
+  double alg;
+  double bus;
+
+  MC_T_TRUE(mc_perf_bus_factor(MC_PERF_ALL_REDUCE, 4) == 1.5);
+  MC_T_TRUE(mc_perf_bus_factor(MC_PERF_ALL_GATHER, 4) == 0.75);
+  MC_T_TRUE(mc_perf_bus_factor(MC_PERF_REDUCE_SCATTER, 2) == 0.5);
+  MC_T_TRUE(mc_perf_bus_factor(MC_PERF_ALLTOALL, 8) == 0.875);
+  MC_T_TRUE(mc_perf_bus_factor(MC_PERF_BROADCAST, 8) == 1.0);
+  MC_T_TRUE(mc_perf_bus_factor(MC_PERF_REDUCE, 8) == 1.0);
+  MC_T_TRUE(mc_perf_bus_factor(MC_PERF_SENDRECV, 8) == 1.0);
+  /* 250M floats in 1 s over 4 ranks: 1 GB/s, bus 1.5. */
+  mc_perf_bandwidth(MC_PERF_ALL_REDUCE, 250000000, 4, 4, 1.0, &alg, &bus);
+  MC_T_TRUE(fabs(alg - 1.0) < 1e-12);
+  MC_T_TRUE(fabs(bus - 1.5) < 1e-12);
+  /* allgather's count is per rank: the data is n times larger. */
+  mc_perf_bandwidth(MC_PERF_ALL_GATHER, 250000000, 4, 4, 2.0, &alg, &bus);
+  MC_T_TRUE(fabs(alg - 2.0) < 1e-12);
+  MC_T_TRUE(fabs(bus - 1.5) < 1e-12);
+}
+
+static void sweep(void)
+{
+  struct mc_perf_opts o;
+
+  mc_perf_opts_init(&o);
+  MC_T_EQ_INT(mc_perf_next_size(&o, 32 << 20), (32 << 20) + (1 << 20));
+  o.step_factor = 2;
+  MC_T_EQ_INT(mc_perf_next_size(&o, 8), 16);
+}
+
+static void number_format(void)
+{
+  char s[32];
+
+  mc_perf_fmt_num(s, sizeof(s), 0.5, 7);
+  MC_T_EQ_STR(s, "   0.50");
+  mc_perf_fmt_num(s, sizeof(s), 9999.994, 7);
+  MC_T_EQ_STR(s, "9999.99");
+  mc_perf_fmt_num(s, sizeof(s), 12345.64, 7);
+  MC_T_EQ_STR(s, "12345.6");
+  mc_perf_fmt_num(s, sizeof(s), 1234567, 7);
+  MC_T_EQ_STR(s, "1234567");
+  mc_perf_fmt_num(s, sizeof(s), 12345678, 7);
+  MC_T_EQ_STR(s, "1.2e+07");
+  mc_perf_fmt_num(s, sizeof(s), 0.0, 6);
+  MC_T_EQ_STR(s, "  0.00");
+  mc_perf_fmt_num(s, sizeof(s), 123.456, 6);
+  MC_T_EQ_STR(s, "123.46");
+  mc_perf_fmt_num(s, sizeof(s), 1234.56, 6);
+  MC_T_EQ_STR(s, "1234.6");
+  mc_perf_fmt_num(s, sizeof(s), 123456, 6);
+  MC_T_EQ_STR(s, "123456");
+  mc_perf_fmt_num(s, sizeof(s), 1234567, 6);
+  MC_T_EQ_STR(s, " 1e+06");
+}
+
+static void table_lines(void)
+{
+  struct mc_perf_opts o;
+  char s[512];
+
+  mc_perf_opts_init(&o);
+  o.min_bytes = 8;
+  o.max_bytes = 128 << 20;
+  o.step_factor = 2;
+  mc_perf_fmt_params(s, sizeof(s), &o);
+  MC_T_EQ_STR(s, "# nThread 1 nGpus 1 minBytes 8 maxBytes 134217728 step: 2(factor) warmup iters: "
+                 "1 iters: 20 agg iters: 1 validation: 1 graph: 0");
+  mc_perf_opts_init(&o);
+  mc_perf_fmt_params(s, sizeof(s), &o);
+  MC_T_CONTAINS(s, "minBytes 33554432 maxBytes 33554432 step: 1048576(bytes)");
+
+  mc_perf_fmt_device(s, sizeof(s), 0, 4242, "vm", 0, "meshccl host memory");
+  MC_T_EQ_STR(s,
+              "#  Rank  0 Group  0 Pid   4242 on         vm device  0 [host] meshccl host memory");
+
+  mc_perf_fmt_header(s, sizeof(s), 0, false);
+  MC_T_EQ_STR(s, "#                                                              out-of-place      "
+                 "                 in-place          ");
+  mc_perf_fmt_header(s, sizeof(s), 1, false);
+  MC_T_EQ_STR(s, "#       size         count      type   redop    root     time   algbw   busbw  "
+                 "#wrong     time   algbw   busbw  #wrong ");
+  mc_perf_fmt_header(s, sizeof(s), 2, false);
+  MC_T_EQ_STR(s, "#        (B)    (elements)                               (us)  (GB/s)  (GB/s)  "
+                 "           (us)  (GB/s)  (GB/s)         ");
+  mc_perf_fmt_header(s, sizeof(s), 1, true);
+  MC_T_CONTAINS(s, "root  cputime   algbw");
+
+  mc_perf_fmt_row_start(s, sizeof(s), 33554432, 8388608, "float", "sum", -1);
+  MC_T_EQ_STR(s, "    33554432       8388608     float     sum      -1");
+  mc_perf_fmt_row_result(s, sizeof(s), 3117.25, 10.764, 16.146, true, 0);
+  MC_T_EQ_STR(s, "  3117.25   10.76   16.15       0");
+  mc_perf_fmt_row_result(s, sizeof(s), 12.5, 0.0006, 0.0009, false, 0);
+  MC_T_EQ_STR(s, "    12.50    0.00    0.00    N/A");
+  mc_perf_fmt_row_result(s, sizeof(s), 123456.0, 1.0, 1.0, true, 3);
+  MC_T_EQ_STR(s, "   123456    1.00    1.00       3");
+
+  mc_perf_fmt_footer(s, sizeof(s), 0, 0, 0);
+  MC_T_EQ_STR(s, "# Out of bounds values : 0 OK");
+  mc_perf_fmt_footer(s, sizeof(s), 0, 2, 0);
+  MC_T_EQ_STR(s, "# Out of bounds values : 2 FAILED");
+  mc_perf_fmt_footer(s, sizeof(s), 1, 0, 5.64721);
+  MC_T_EQ_STR(s, "# Avg bus bandwidth    : 5.64721 ");
+}
+
+static void json_report(void)
+{
+  struct mc_perf_opts o;
+  struct mc_perf_json js;
+  char path[512];
+  char *argv[] = {"meshccl-perf", "all_reduce", "-J", "a\"b.json"};
+  const char *text;
+  FILE *f;
+
+  mc_perf_opts_init(&o);
+  mc_t_tmp_path("perf.json", path, sizeof(path));
+  f = fopen(path, "w");
+  MC_T_TRUE(f != NULL);
+  mc_perf_json_begin(&js, f, &o, 4, argv, 23007, 2);
+  mc_perf_json_device(&js, 0, 10, "vm", 0, true);
+  mc_perf_json_device(&js, 1, 11, "vm", 1, false);
+  mc_perf_json_row_start(&js, 8, 2, "float", "sum", -1);
+  mc_perf_json_row_result(&js, false, false, 10.5, 0.5, 0.5, true, 0);
+  mc_perf_json_row_result(&js, true, false, 11.0, 0.25, 0.25, false, 0);
+  mc_perf_json_row_end(&js);
+  mc_perf_json_end(&js, 0, 0.375);
+  fclose(f);
+  text = mc_t_read_file(path);
+  MC_T_CONTAINS(text, "\"args\":[\"meshccl-perf\",\"all_reduce\",\"-J\",\"a\\\"b.json\"]");
+  MC_T_CONTAINS(text, "\"devices\":[{\"rank\":0,\"group\":0,\"pid\":10,\"hostname\":\"vm\","
+                      "\"device\":0},{\"rank\":1");
+  MC_T_CONTAINS(text, "\"results\":[{\"size\":8,\"count\":2,\"type\":\"float\",\"redop\":\"sum\","
+                      "\"root\":-1,\"out_of_place\":{\"time\":10.500000,\"alg_bw\":0.500000,"
+                      "\"bus_bw\":0.500000,\"nwrong\":0},\"in_place\":{\"time\":11.000000,");
+  MC_T_CONTAINS(text, "\"nwrong\":null}}],\"out_of_bounds\":{\"count\":0,\"okay\":true},"
+                      "\"average_bus_bandwidth\":{\"bandwidth\":0.375000}}\n");
+  mc_t_tmp_cleanup();
+}
+
+static void element_encodings(void)
+{
+  uint8_t b[16];
+
+  /* Small integers are exact in every type. */
+  for (int t = 0; t < ncclNumTypes; t++) {
+    for (int v = 0; v <= 8; v++) { /* e5m2 has 2 mantissa bits: 9 is not exact */
+      mc_perf_store(t, b, 1, v);
+      MC_T_EQ_INT((long long)mc_perf_load(t, b, 1), v);
+    }
+  }
+  mc_perf_store(ncclHalf, b, 0, 65504.0);
+  MC_T_TRUE(mc_perf_load(ncclHalf, b, 0) == 65504.0);
+  mc_perf_store(ncclHalf, b, 0, 1e6);
+  MC_T_TRUE(isinf(mc_perf_load(ncclHalf, b, 0)));
+  mc_perf_store(ncclHalf, b, 0, -0.5);
+  MC_T_EQ_INT(((uint16_t *)b)[0], 0xb800);
+  mc_perf_store(ncclHalf, b, 0, 1.0 / 65536);         /* subnormal: 2^-16 */
+  MC_T_EQ_INT(((uint16_t *)b)[0], 0x0100);            /* 256 * 2^-24 */
+  mc_perf_store(ncclBfloat16, b, 0, 1.0 + 1.0 / 256); /* a tie: rounds to even, 1.0 */
+  MC_T_EQ_INT(((uint16_t *)b)[0], 0x3f80);
+  mc_perf_store(ncclFloat8e4m3, b, 0, 1000.0); /* saturates */
+  MC_T_EQ_INT(b[0], 0x7e);
+  MC_T_TRUE(mc_perf_load(ncclFloat8e4m3, b, 0) == 448.0);
+  mc_perf_store(ncclFloat8e5m2, b, 0, 1e6);
+  MC_T_TRUE(mc_perf_load(ncclFloat8e5m2, b, 0) == 57344.0);
+  mc_perf_store(ncclFloat8e4m3, b, 0, 17.0); /* 3 mantissa bits: 16 or 18, tie to even 16 */
+  MC_T_TRUE(mc_perf_load(ncclFloat8e4m3, b, 0) == 16.0);
+  mc_perf_store(ncclInt8, b, 0, -3);
+  MC_T_EQ_INT(mc_perf_load(ncclInt8, b, 0), -3);
+}
+
+static void expected_results(void)
+{
+  struct mc_perf_counts c;
+  int32_t exp[64];
+  int8_t exp8[4];
+  float expf[64];
+
+  /* all_reduce sum over 4 ranks: element i = sum_r (3i + 5r) % 8. */
+  mc_perf_coll_counts(MC_PERF_ALL_REDUCE, 16, 4, 4, &c);
+  mc_perf_fill_expected(MC_PERF_ALL_REDUCE, ncclInt32, ncclSum, 0, 0, 4, &c, 0, exp);
+  MC_T_EQ_INT(exp[0], 0 + 5 + 2 + 7);
+  MC_T_EQ_INT(exp[1], 3 + 0 + 5 + 2);
+  /* prod of 16 alternating 1s and 2s is 2^8: wraps to 0 in int8, exact in float. */
+  mc_perf_coll_counts(MC_PERF_ALL_REDUCE, 4, 1, 16, &c);
+  mc_perf_fill_expected(MC_PERF_ALL_REDUCE, ncclInt8, ncclProd, 0, 0, 16, &c, 0, exp8);
+  MC_T_EQ_INT(exp8[0], 0);
+  mc_perf_coll_counts(MC_PERF_ALL_REDUCE, 16, 4, 16, &c);
+  mc_perf_fill_expected(MC_PERF_ALL_REDUCE, ncclFloat, ncclProd, 0, 0, 16, &c, 0, expf);
+  MC_T_TRUE(expf[0] == 256.0f);
+  /* integer avg: sum, then a truncating division. */
+  mc_perf_coll_counts(MC_PERF_ALL_REDUCE, 16, 4, 4, &c);
+  mc_perf_fill_expected(MC_PERF_ALL_REDUCE, ncclInt32, ncclAvg, 0, 0, 4, &c, 0, exp);
+  MC_T_EQ_INT(exp[0], 14 / 4);
+  /* mulsum: odd ranks count twice. */
+  mc_perf_fill_expected(MC_PERF_ALL_REDUCE, ncclInt32, MC_PERF_MULSUM, 0, 0, 4, &c, 0, exp);
+  MC_T_EQ_INT(exp[0], 0 + 2 * 5 + 2 + 2 * 7);
+  /* all_gather: block j is rank j's input. */
+  mc_perf_coll_counts(MC_PERF_ALL_GATHER, 32, 4, 4, &c); /* 2 per rank */
+  mc_perf_fill_expected(MC_PERF_ALL_GATHER, ncclInt32, ncclSum, 0, 1, 4, &c, 0, exp);
+  MC_T_EQ_INT(exp[2], (int)mc_perf_input_value(ncclSum, 1, 0, 0));
+  MC_T_EQ_INT(exp[7], (int)mc_perf_input_value(ncclSum, 3, 1, 0));
+  /* reduce_scatter: rank 2 gets elements 4 and 5 of the reduction. */
+  mc_perf_coll_counts(MC_PERF_REDUCE_SCATTER, 32, 4, 4, &c);
+  mc_perf_fill_expected(MC_PERF_REDUCE_SCATTER, ncclInt32, ncclMax, 0, 2, 4, &c, 0, exp);
+  MC_T_EQ_INT(exp[0], 6); /* max of (12 + 5r) % 8 = 4, 1, 6, 3 */
+  /* alltoall: rank 1's block p is rank p's block 1. */
+  mc_perf_coll_counts(MC_PERF_ALLTOALL, 32, 4, 4, &c);
+  mc_perf_fill_expected(MC_PERF_ALLTOALL, ncclInt32, ncclSum, 0, 1, 4, &c, 0, exp);
+  MC_T_EQ_INT(exp[6], (int)mc_perf_input_value(ncclSum, 3, 2, 0));
+  /* sendrecv: from the previous rank; broadcast: the root's input. */
+  mc_perf_coll_counts(MC_PERF_SENDRECV, 16, 4, 4, &c);
+  mc_perf_fill_expected(MC_PERF_SENDRECV, ncclInt32, ncclSum, 0, 0, 4, &c, 0, exp);
+  MC_T_EQ_INT(exp[1], (int)mc_perf_input_value(ncclSum, 3, 1, 0));
+  mc_perf_fill_expected(MC_PERF_BROADCAST, ncclInt32, ncclSum, 2, 0, 4, &c, 0, exp);
+  MC_T_EQ_INT(exp[1], (int)mc_perf_input_value(ncclSum, 2, 1, 0));
+}
+
+static void wrong_elements_are_counted(void)
+{
+  float got[8];
+  float exp[8];
+  int64_t gi[4] = {1, 2, 3, 4};
+  int64_t ei[4] = {1, 2, 3, 5};
+
+  for (int i = 0; i < 8; i++)
+    got[i] = exp[i] = (float)(i * 10);
+  MC_T_EQ_INT(mc_perf_count_wrong(ncclFloat, got, exp, 8), 0);
+  got[3] *= 1.000001f; /* within float's 1e-5 */
+  MC_T_EQ_INT(mc_perf_count_wrong(ncclFloat, got, exp, 8), 0);
+  got[5] += 1.0f;
+  got[6] = 0;
+  MC_T_EQ_INT(mc_perf_count_wrong(ncclFloat, got, exp, 8), 2);
+  MC_T_EQ_INT(mc_perf_count_wrong(ncclInt64, gi, ei, 4), 1);
+}
+
+MC_T_MAIN(defaults_are_nccl_tests, short_and_long_flags, sizes, errors_are_clear_and_exit_2,
+          counts_round_as_nccl_tests, bandwidth_formulas, sweep, number_format, table_lines,
+          json_report, element_encodings, expected_results, wrong_elements_are_counted)

@@ -1,0 +1,568 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * meshccl-perf: nccl-tests' performance tools in one binary, one rank per
+ * process (meshccl-run, mpirun, srun, torchrun):
+ *
+ *   meshccl-run -n 4 meshccl-perf all_reduce -b 8 -e 128M -f 2
+ *
+ * Mirrors nccl-tests (src/common.cu, src/<coll>.cu): the same flags and
+ * defaults, the same table (size, count, type, redop, root, then time,
+ * algbw, busbw and #wrong out-of-place and in-place), the same formulas
+ * (algbw = bytes / time; busbw = algbw * 2(n-1)/n, (n-1)/n or 1) and the same
+ * footer. Times are averaged over the iterations, then combined across ranks
+ * as -a says (default: the average, as nccl-tests) with one small
+ * ncclAllReduce of a double. alltoall and sendrecv are grouped
+ * ncclSend/ncclRecv, as in nccl-tests. Rank 0 prints.
+ *
+ * The pure logic (flags, counts, formats, data check) is in tools/perf/ and
+ * compiled into this file, since the build makes one executable per
+ * tools/meshccl_*.c; tests/unit/test_perf_format.c tests it alone.
+ */
+#include "perf/perf.h"
+#include "perf/perf_args.c"
+#include "perf/perf_data.c"
+#include "perf/perf_format.c"
+
+#include "meshccl.h"
+#include "nccl.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#define BUF_ALIGN 4096
+
+struct bench {
+  struct mc_perf_opts o;
+  ncclComm_t comm;
+  int rank;
+  int n_ranks;
+  void *send;
+  void *recv;
+  void *expected;
+  void *scratch; /* 8 bytes: timing and error reductions, barriers */
+  size_t buf_bytes;
+  bool print; /* rank 0 */
+  bool json;
+  struct mc_perf_json js;
+  double bw_sum;
+  int bw_count;
+  int n_errors; /* checked results with wrong elements, this rank */
+  int rep;
+  char timeout_msg[160];
+};
+
+static struct bench *the_bench; /* for the -T alarm handler */
+
+static double now_sec(void)
+{
+  struct timespec ts;
+
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+static void on_alarm(int sig)
+{
+  ssize_t n;
+
+  (void)sig;
+  n = write(STDERR_FILENO, the_bench->timeout_msg, strlen(the_bench->timeout_msg));
+  (void)n;
+  _exit(MC_PERF_EXIT_FAIL);
+}
+
+/* Rank 0 prints a line to stdout. */
+static void out(struct bench *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void out(struct bench *b, const char *fmt, ...)
+{
+  va_list ap;
+
+  if (!b->print)
+    return;
+  va_start(ap, fmt);
+  vprintf(fmt, ap);
+  va_end(ap);
+}
+
+static ncclResult_t fail_call(struct bench *b, const char *what, ncclResult_t res)
+{
+  fprintf(stderr, "meshccl-perf: rank %d: %s failed: %s: %s\n", b->rank, what,
+          ncclGetErrorString(res), ncclGetLastError(b->comm));
+  return res;
+}
+
+/* Propagates a failure already reported by the callee. */
+#define MC_PERF_TRY(_call)                                                                         \
+  do {                                                                                             \
+    ncclResult_t perf_try_ = (_call);                                                              \
+    if (perf_try_ != ncclSuccess)                                                                  \
+      return perf_try_;                                                                            \
+  } while (0)
+
+#define PERF_CHECK(_b, _what, _call)                                                               \
+  do {                                                                                             \
+    ncclResult_t perf_res_ = (_call);                                                              \
+    if (perf_res_ != ncclSuccess)                                                                  \
+      return fail_call((_b), (_what), perf_res_);                                                  \
+  } while (0)
+
+/* One small allreduce of a double: the timing and error reductions, and the barrier. */
+static ncclResult_t allreduce_double(struct bench *b, double *value, ncclRedOp_t op)
+{
+  memcpy(b->scratch, value, sizeof(*value));
+  PERF_CHECK(b, "ncclAllReduce (timing)",
+             ncclAllReduce(b->scratch, b->scratch, 1, ncclFloat64, op, b->comm, NULL));
+  memcpy(value, b->scratch, sizeof(*value));
+  return ncclSuccess;
+}
+
+static ncclResult_t barrier(struct bench *b)
+{
+  double x = 0;
+
+  return allreduce_double(b, &x, ncclSum);
+}
+
+static ncclResult_t grouped_p2p(struct bench *b, const char *sb, char *rb,
+                                const struct mc_perf_counts *c, int type)
+{
+  size_t block = c->param_count * mc_perf_type_size(type);
+
+  if ((b->o.coll == MC_PERF_ALLTOALL) && (c->param_count == 0))
+    return ncclSuccess; /* fewer elements than ranks: nothing to exchange (nccl-tests skips too) */
+  PERF_CHECK(b, "ncclGroupStart", ncclGroupStart());
+  if (b->o.coll == MC_PERF_ALLTOALL) {
+    for (int r = 0; r < b->n_ranks; r++) {
+      PERF_CHECK(b, "ncclSend", ncclSend(sb + r * block, c->param_count, type, r, b->comm, NULL));
+      PERF_CHECK(b, "ncclRecv", ncclRecv(rb + r * block, c->param_count, type, r, b->comm, NULL));
+    }
+  } else {
+    int next = (b->rank + 1) % b->n_ranks;
+    int prev = (b->rank + b->n_ranks - 1) % b->n_ranks;
+    PERF_CHECK(b, "ncclSend", ncclSend(sb, c->param_count, type, next, b->comm, NULL));
+    PERF_CHECK(b, "ncclRecv", ncclRecv(rb, c->param_count, type, prev, b->comm, NULL));
+  }
+  PERF_CHECK(b, "ncclGroupEnd", ncclGroupEnd());
+  return ncclSuccess;
+}
+
+/* Where the send and receive data of a run are (nccl-tests' in-place offsets). */
+static void run_buffers(struct bench *b, const struct mc_perf_counts *c, int type, bool in_place,
+                        size_t shift, char **sb, char **rb)
+{
+  size_t es = mc_perf_type_size(type);
+  char *recv = (char *)b->recv + shift;
+
+  *sb = in_place ? recv + c->send_inplace * es * (size_t)b->rank : (char *)b->send + shift;
+  *rb = in_place ? recv + c->recv_inplace * es * (size_t)b->rank : recv;
+}
+
+static ncclResult_t run_coll(struct bench *b, const struct mc_perf_counts *c, int type, int op_idx,
+                             int root, bool in_place, size_t shift)
+{
+  ncclRedOp_t op = (op_idx == MC_PERF_MULSUM) ? ncclSum : (ncclRedOp_t)op_idx;
+  size_t n = c->param_count;
+  char *sb;
+  char *rb;
+  ncclResult_t res = ncclSuccess;
+
+  run_buffers(b, c, type, in_place, shift, &sb, &rb);
+  if (mc_perf_coll_has_op(b->o.coll) && (op_idx == MC_PERF_MULSUM)) {
+    uint64_t scalar = 0;
+    mc_perf_store(type, &scalar, 0, mc_perf_premul_scalar(b->rank));
+    PERF_CHECK(b, "ncclRedOpCreatePreMulSum",
+               ncclRedOpCreatePreMulSum(&op, &scalar, type, ncclScalarHostImmediate, b->comm));
+  }
+  switch (b->o.coll) {
+  case MC_PERF_ALL_REDUCE:
+    res = ncclAllReduce(sb, rb, n, type, op, b->comm, NULL);
+    break;
+  case MC_PERF_ALL_GATHER:
+    res = ncclAllGather(sb, rb, n, type, b->comm, NULL);
+    break;
+  case MC_PERF_REDUCE_SCATTER:
+    res = ncclReduceScatter(sb, rb, n, type, op, b->comm, NULL);
+    break;
+  case MC_PERF_BROADCAST:
+    res = ncclBroadcast(sb, rb, n, type, root, b->comm, NULL);
+    break;
+  case MC_PERF_REDUCE:
+    res = ncclReduce(sb, rb, n, type, op, root, b->comm, NULL);
+    break;
+  default:
+    return grouped_p2p(b, sb, rb, c, type);
+  }
+  if (res != ncclSuccess)
+    return fail_call(b, mc_perf_coll_name(b->o.coll), res);
+  if (mc_perf_coll_has_op(b->o.coll) && (op_idx == MC_PERF_MULSUM))
+    PERF_CHECK(b, "ncclRedOpDestroy", ncclRedOpDestroy(op, b->comm));
+  return ncclSuccess;
+}
+
+/* In-place grouped send/recv on one buffer has no defined result: not checked (as nccl-tests). */
+static bool is_checked(const struct bench *b, bool in_place)
+{
+  return (b->o.check > 0) &&
+         !(in_place && ((b->o.coll == MC_PERF_ALLTOALL) || (b->o.coll == MC_PERF_SENDRECV)));
+}
+
+/* Inputs where the send data is, a zeroed receive buffer, the expected result on the host. */
+static void init_data(struct bench *b, const struct mc_perf_counts *c, int type, int op, int root,
+                      bool in_place, int rep)
+{
+  size_t es = mc_perf_type_size(type);
+  size_t extent = ((c->send_count > c->recv_count) ? c->send_count : c->recv_count) * es;
+  char *sb;
+  char *rb;
+
+  run_buffers(b, c, type, in_place, 0, &sb, &rb);
+  memset(b->recv, 0, (extent > b->buf_bytes) ? b->buf_bytes : extent);
+  mc_perf_fill_input(type, op, sb, c->send_count, 0, b->rank, rep);
+  mc_perf_fill_expected(b->o.coll, type, op, root, b->rank, b->n_ranks, c, rep, b->expected);
+}
+
+static int64_t check_data(struct bench *b, const struct mc_perf_counts *c, int type, int root,
+                          bool in_place)
+{
+  char *sb;
+  char *rb;
+
+  if ((b->o.coll == MC_PERF_REDUCE) && (b->rank != root))
+    return 0; /* only the root receives */
+  run_buffers(b, c, type, in_place, 0, &sb, &rb);
+  return mc_perf_count_wrong(type, rb, b->expected, c->recv_count);
+}
+
+/* Seconds per collective, combined across ranks as -a says. */
+static ncclResult_t timed_loop(struct bench *b, const struct mc_perf_counts *c, int type, int op,
+                               int root, bool in_place, double *sec_out)
+{
+  size_t es = mc_perf_type_size(type);
+  size_t total = ((c->send_count > c->recv_count) ? c->send_count : c->recv_count) * es;
+  size_t steps = (total > 0) ? b->o.max_bytes / total : 1;
+  int n_calls = b->o.iters * b->o.agg_iters;
+  double t0;
+  double cpu;
+  double sec;
+
+  if (steps == 0)
+    steps = 1;
+  MC_PERF_TRY(barrier(b));
+  t0 = now_sec();
+  for (int it = 0; it < b->o.iters; it++) {
+    if (b->o.agg_iters > 1)
+      PERF_CHECK(b, "ncclGroupStart", ncclGroupStart());
+    for (int a = 0; a < b->o.agg_iters; a++) {
+      /* A different offset each iteration, against cache effects (nccl-tests). */
+      size_t shift = total * ((size_t)(it * b->o.agg_iters + a) % steps);
+      MC_PERF_TRY(run_coll(b, c, type, op, root, in_place, shift));
+    }
+    if (b->o.agg_iters > 1)
+      PERF_CHECK(b, "ncclGroupEnd", ncclGroupEnd());
+    if (b->o.blocking)
+      MC_PERF_TRY(barrier(b));
+  }
+  /* Host collectives complete when their call (or group) returns: issue == completion. */
+  cpu = (now_sec() - t0) / n_calls;
+  sec = (now_sec() - t0) / n_calls;
+  if (b->o.report_cputime)
+    sec = cpu;
+  switch (b->o.average) {
+  case 0: /* rank 0's */
+    sec = (b->rank == 0) ? sec : 0.0;
+    MC_PERF_TRY(allreduce_double(b, &sec, ncclSum));
+    break;
+  case 2:
+    MC_PERF_TRY(allreduce_double(b, &sec, ncclMin));
+    break;
+  case 3:
+    MC_PERF_TRY(allreduce_double(b, &sec, ncclMax));
+    break;
+  default:
+    MC_PERF_TRY(allreduce_double(b, &sec, ncclSum));
+    sec /= b->n_ranks;
+    break;
+  }
+  *sec_out = sec;
+  return ncclSuccess;
+}
+
+/* One half of a table row (nccl-tests' BenchTime): time, bandwidths, checked runs. */
+static ncclResult_t bench_time(struct bench *b, const struct mc_perf_counts *c, int type, int op,
+                               int root, bool in_place)
+{
+  bool checked = is_checked(b, in_place);
+  double sec = 0;
+  double algbw;
+  double busbw;
+  double wrong_all = 0;
+  int64_t wrong = 0;
+  char line[128];
+
+  if (checked) /* the timed runs then work on valid data too */
+    init_data(b, c, type, op, root, in_place, 99);
+  MC_PERF_TRY(run_coll(b, c, type, op, root, in_place, 0));
+  MC_PERF_TRY(timed_loop(b, c, type, op, root, in_place, &sec));
+  mc_perf_bandwidth(b->o.coll, c->param_count, mc_perf_type_size(type), b->n_ranks, sec, &algbw,
+                    &busbw);
+  for (int i = 0; checked && (i < b->o.check); i++) {
+    init_data(b, c, type, op, root, in_place, ++b->rep);
+    MC_PERF_TRY(barrier(b));
+    MC_PERF_TRY(run_coll(b, c, type, op, root, in_place, 0));
+    wrong = check_data(b, c, type, root, in_place);
+    wrong_all = (double)wrong;
+    MC_PERF_TRY(allreduce_double(b, &wrong_all, ncclSum));
+    if (wrong != 0)
+      b->n_errors++;
+    if (wrong_all != 0)
+      break;
+  }
+  mc_perf_fmt_row_result(line, sizeof(line), sec * 1e6, algbw, busbw, checked, (int64_t)wrong_all);
+  out(b, "%s", line);
+  if (b->json)
+    mc_perf_json_row_result(&b->js, in_place, b->o.report_cputime, sec * 1e6, algbw, busbw, checked,
+                            (int64_t)wrong_all);
+  b->bw_sum += busbw;
+  b->bw_count++;
+  return ncclSuccess;
+}
+
+/* Warm-up at every power-of-two size, then the sweep (nccl-tests' TimeTest). */
+static ncclResult_t time_test(struct bench *b, int type, int op, int root)
+{
+  struct mc_perf_counts c;
+  size_t es = mc_perf_type_size(type);
+  const char *op_name = mc_perf_coll_has_op(b->o.coll) ? mc_perf_op_name(op) : "none";
+  int print_root = mc_perf_coll_has_root(b->o.coll) ? root : -1;
+  char line[128];
+
+  MC_PERF_TRY(barrier(b));
+  for (size_t size = b->o.min_bytes; size <= b->o.max_bytes; size = (size > 0) ? size * 2 : 1) {
+    mc_perf_coll_counts(b->o.coll, size, es, b->n_ranks, &c);
+    for (int i = 0; i < b->o.warmup_iters; i++)
+      MC_PERF_TRY(run_coll(b, &c, type, op, root, false, 0));
+  }
+  for (int cycle = 0; (b->o.run_cycles == 0) || (cycle < b->o.run_cycles); cycle++) {
+    for (size_t size = b->o.min_bytes; size <= b->o.max_bytes;) {
+      size_t next = mc_perf_next_size(&b->o, size);
+
+      if (b->o.timeout > 0)
+        alarm((unsigned)b->o.timeout);
+      mc_perf_coll_counts(b->o.coll, size, es, b->n_ranks, &c);
+      mc_perf_fmt_row_start(line, sizeof(line),
+                            ((c.send_count > c.recv_count) ? c.send_count : c.recv_count) * es,
+                            c.param_count, mc_perf_type_name(type), op_name, print_root);
+      out(b, "%s", line);
+      if (b->json)
+        mc_perf_json_row_start(&b->js,
+                               ((c.send_count > c.recv_count) ? c.send_count : c.recv_count) * es,
+                               c.param_count, mc_perf_type_name(type), op_name, print_root);
+      MC_PERF_TRY(bench_time(b, &c, type, op, root, false));
+      MC_PERF_TRY(bench_time(b, &c, type, op, root, true));
+      out(b, "\n");
+      if (b->print)
+        fflush(stdout);
+      if (b->json)
+        mc_perf_json_row_end(&b->js);
+      if (next <= size)
+        break;
+      size = next;
+    }
+  }
+  alarm(0);
+  return ncclSuccess;
+}
+
+/* Every type, op and root the flags ask for. */
+static ncclResult_t run_all(struct bench *b)
+{
+  int t_first = (b->o.datatype == MC_PERF_ALL) ? 0 : b->o.datatype;
+  int t_last = (b->o.datatype == MC_PERF_ALL) ? ncclNumTypes - 1 : b->o.datatype;
+  bool has_op = mc_perf_coll_has_op(b->o.coll);
+  int o_first = !has_op ? ncclSum : (b->o.op == MC_PERF_ALL) ? 0 : b->o.op;
+  int o_last = !has_op ? ncclSum : (b->o.op == MC_PERF_ALL) ? MC_PERF_N_OPS - 1 : b->o.op;
+  bool all_roots = mc_perf_coll_has_root(b->o.coll) && (b->o.root == -1);
+  int r_first = all_roots ? 0 : (b->o.root < 0 ? 0 : b->o.root);
+  int r_last = all_roots ? b->n_ranks - 1 : r_first;
+
+  for (int t = t_first; t <= t_last; t++) {
+    for (int op = o_first; op <= o_last; op++) {
+      for (int r = r_first; r <= r_last; r++)
+        MC_PERF_TRY(time_test(b, t, op, r));
+    }
+  }
+  return ncclSuccess;
+}
+
+/* nccl-tests never overwrites a JSON report: path, else path.0, path.1, ... */
+static FILE *open_json(const char *path, char *used, size_t used_len)
+{
+  snprintf(used, used_len, "%s", path);
+  for (int i = 0; i < 1000; i++) {
+    int fd = open(used, O_WRONLY | O_CREAT | O_EXCL, 0644);
+
+    if (fd >= 0)
+      return fdopen(fd, "w");
+    if (errno != EEXIST)
+      return NULL;
+    snprintf(used, used_len, "%s.%d", path, i);
+  }
+  return NULL;
+}
+
+static void print_header(struct bench *b, int argc, char **argv)
+{
+  char line[512];
+  int version = 0;
+  const char *ext = (b->o.output_file != NULL) ? strrchr(b->o.output_file, '.') : NULL;
+
+  ncclGetVersion(&version);
+  out(b, "# meshccl-perf (nccl-tests layout) nccl-headers=%d nccl-library=%d\n", NCCL_VERSION_CODE,
+      version);
+  out(b, "# Collective test starting: %s_perf\n", mc_perf_coll_name(b->o.coll));
+  mc_perf_fmt_params(line, sizeof(line), &b->o);
+  out(b, "%s\n", line);
+  if (b->o.blocking)
+    out(b, "# Blocking Enabled: wait for completion and barrier after each collective \n");
+  if (b->o.cudagraph != 0)
+    out(b, "# -G/--cudagraph %d ignored: host-memory collectives have no CUDA graphs\n",
+        b->o.cudagraph);
+  if (b->o.local_register != 0)
+    out(b, "# -R/--local_register %d ignored: host buffers need no registration\n",
+        b->o.local_register);
+  if ((b->o.output_file != NULL) && b->print) {
+    if ((ext != NULL) && (strcasecmp(ext, ".json") == 0)) {
+      FILE *f = open_json(b->o.output_file, line, sizeof(line));
+      if (f == NULL) {
+        out(b, "# skipping json output; %s not accessible\n", b->o.output_file);
+      } else {
+        out(b, "# Writing JSON output to %s\n", line);
+        b->json = true;
+        mc_perf_json_begin(&b->js, f, &b->o, argc, argv, version, b->n_ranks);
+      }
+    } else {
+      out(b, "# -J/--output_file %s ignored: only .json output is supported\n", b->o.output_file);
+    }
+  }
+  out(b, "#\n# Using devices\n");
+  for (int r = 0; b->print && (r < b->n_ranks); r++) {
+    meshcclCommInfo_t p;
+    if (meshcclCommGetPeerInfo(b->comm, r, &p) != ncclSuccess)
+      continue;
+    mc_perf_fmt_device(line, sizeof(line), r, p.pid, p.host, p.device, "meshccl host memory");
+    out(b, "%s\n", line);
+    if (b->json)
+      mc_perf_json_device(&b->js, r, p.pid, p.host, p.device, r == 0);
+  }
+  out(b, "#\n");
+  for (int row = 0; row < 3; row++) {
+    mc_perf_fmt_header(line, sizeof(line), row, b->o.report_cputime);
+    out(b, "%s\n", line);
+  }
+  if (b->print)
+    fflush(stdout);
+}
+
+static ncclResult_t bench_setup(struct bench *b)
+{
+  int device = 0;
+
+  PERF_CHECK(b, "meshcclCommInitFromEnv", meshcclCommInitFromEnv(&b->comm, NULL));
+  PERF_CHECK(b, "ncclCommUserRank", ncclCommUserRank(b->comm, &b->rank));
+  PERF_CHECK(b, "ncclCommCount", ncclCommCount(b->comm, &b->n_ranks));
+  PERF_CHECK(b, "ncclCommCuDevice", ncclCommCuDevice(b->comm, &device));
+  b->print = (b->rank == 0);
+  snprintf(b->timeout_msg, sizeof(b->timeout_msg),
+           "meshccl-perf: rank %d: test timeout (%ds): one size took longer than -T\n", b->rank,
+           b->o.timeout);
+  /* nccl-tests' buffers: maxBytes each for send and receive, expected as large. */
+  b->buf_bytes = b->o.max_bytes + BUF_ALIGN;
+  if ((posix_memalign(&b->send, BUF_ALIGN, b->buf_bytes) != 0) ||
+      (posix_memalign(&b->recv, BUF_ALIGN, b->buf_bytes) != 0) ||
+      (posix_memalign(&b->expected, BUF_ALIGN, b->buf_bytes) != 0) ||
+      (posix_memalign(&b->scratch, BUF_ALIGN, sizeof(double)) != 0)) {
+    fprintf(stderr, "meshccl-perf: rank %d: cannot allocate 3 x %zu bytes; lower -e/--maxbytes\n",
+            b->rank, b->buf_bytes);
+    return ncclSystemError;
+  }
+  memset(b->send, 0, b->buf_bytes); /* fault the pages in before timing */
+  memset(b->recv, 0, b->buf_bytes);
+  return ncclSuccess;
+}
+
+static void bench_cleanup(struct bench *b)
+{
+  free(b->send);
+  free(b->recv);
+  free(b->expected);
+  free(b->scratch);
+  if (b->comm != NULL)
+    ncclCommDestroy(b->comm);
+}
+
+static int finish(struct bench *b)
+{
+  double errors = b->n_errors;
+  double avg = (b->bw_count > 0) ? b->bw_sum / b->bw_count : 0.0;
+  char line[128];
+
+  if (allreduce_double(b, &errors, ncclSum) != ncclSuccess)
+    return MC_PERF_EXIT_FAIL;
+  mc_perf_fmt_footer(line, sizeof(line), 0, (int)errors, avg);
+  out(b, "%s\n", line);
+  mc_perf_fmt_footer(line, sizeof(line), 1, (int)errors, avg);
+  out(b, "%s\n#\n# Collective test concluded: %s_perf\n#\n", line, mc_perf_coll_name(b->o.coll));
+  if (b->json) {
+    mc_perf_json_end(&b->js, (int)errors, avg);
+    fclose(b->js.f);
+    b->json = false;
+  }
+  return (errors != 0) ? MC_PERF_EXIT_FAIL : MC_PERF_EXIT_OK;
+}
+
+int main(int argc, char **argv)
+{
+  static struct bench b;
+  char err[MC_PERF_ERR_LEN];
+  int rc;
+
+  setlinebuf(stdout);
+  rc = mc_perf_args_parse(argc, argv, &b.o, err, sizeof(err));
+  if (rc != MC_PERF_EXIT_OK) {
+    fprintf(stderr, "%s\n", err);
+    return rc;
+  }
+  if (b.o.help) {
+    mc_perf_usage(stdout);
+    return MC_PERF_EXIT_OK;
+  }
+  the_bench = &b;
+  signal(SIGALRM, on_alarm);
+  if (bench_setup(&b) != ncclSuccess) {
+    bench_cleanup(&b);
+    return MC_PERF_EXIT_FAIL;
+  }
+  if (mc_perf_coll_has_root(b.o.coll) && (b.o.root >= b.n_ranks)) {
+    if (b.print)
+      fprintf(stderr,
+              "meshccl-perf: -r/--root %d is not a rank of this %d-rank job (0..%d, or -1 "
+              "for every rank in turn)\n",
+              b.o.root, b.n_ranks, b.n_ranks - 1);
+    bench_cleanup(&b);
+    return MC_PERF_EXIT_USAGE;
+  }
+  print_header(&b, argc, argv);
+  rc = (run_all(&b) == ncclSuccess) ? finish(&b) : MC_PERF_EXIT_FAIL;
+  if (b.json)
+    fclose(b.js.f);
+  bench_cleanup(&b);
+  return rc;
+}

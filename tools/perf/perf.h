@@ -1,0 +1,189 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * meshccl-perf's pure logic, usable without a communicator: command line
+ * (nccl-tests' flags and defaults), the size sweep, per-collective element
+ * counts and bus-bandwidth factors, the text and JSON result lines, and the
+ * data check (deterministic per-rank inputs, host-side expected results,
+ * wrong-element counts). tools/meshccl_perf.c runs the collectives around it;
+ * tests/unit/test_perf_format.c tests it alone.
+ *
+ * Mirrors nccl-tests (src/common.cu, src/util.cu, src/<coll>.cu) in flags,
+ * output layout and formulas; the code is our own.
+ */
+#ifndef MC_PERF_H
+#define MC_PERF_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include "nccl.h"
+
+enum mc_perf_coll {
+  MC_PERF_ALL_REDUCE = 0,
+  MC_PERF_ALL_GATHER,
+  MC_PERF_REDUCE_SCATTER,
+  MC_PERF_BROADCAST,
+  MC_PERF_REDUCE,
+  MC_PERF_ALLTOALL,
+  MC_PERF_SENDRECV,
+  MC_PERF_N_COLLS
+};
+
+/* Exit codes of meshccl-perf. */
+#define MC_PERF_EXIT_OK    0 /* ran; no wrong element */
+#define MC_PERF_EXIT_FAIL  1 /* wrong elements, a failed call, or the -T timeout */
+#define MC_PERF_EXIT_USAGE 2 /* bad command line */
+
+#define MC_PERF_ALL     -1         /* datatype / op / root "all" */
+#define MC_PERF_MULSUM  ncclNumOps /* op index of premulsum (nccl-tests' "mulsum") */
+#define MC_PERF_N_OPS   (ncclNumOps + 1)
+#define MC_PERF_ERR_LEN 256
+
+/* The command line, nccl-tests' names and defaults. */
+struct mc_perf_opts {
+  enum mc_perf_coll coll;
+  size_t min_bytes;        /* -b, default 32M */
+  size_t max_bytes;        /* -e, default 32M */
+  size_t step_bytes;       /* -i, default 1M */
+  size_t step_factor;      /* -f, default 1 (then step_bytes is used) */
+  int iters;               /* -n, default 20 */
+  int warmup_iters;        /* -w, default 1 */
+  int agg_iters;           /* -m, default 1 */
+  int run_cycles;          /* -N, default 1; 0 = forever */
+  int check;               /* -c, default 1: number of checked runs per size */
+  int datatype;            /* -d, ncclDataType_t or MC_PERF_ALL; default float */
+  int op;                  /* -o, ncclRedOp_t, MC_PERF_MULSUM or MC_PERF_ALL; default sum */
+  int root;                /* -r, default 0; -1 = every root in turn */
+  int blocking;            /* -z: barrier after every collective */
+  int cudagraph;           /* -G: accepted, ignored (no CUDA graphs on host memory) */
+  int report_cputime;      /* -C */
+  int average;             /* -a: 0 rank 0, 1 average (default), 2 min, 3 max across ranks */
+  int timeout;             /* -T seconds, 0 = none */
+  int local_register;      /* -R: accepted, no-op */
+  int parallel_init;       /* -p: accepted, no-op (one rank per process) */
+  int stream_null;         /* -y: accepted, no-op */
+  int nthreads;            /* -t: only 1 */
+  int ngpus;               /* -g: only 1 */
+  const char *output_file; /* -J, JSON when it ends in .json; NULL = none */
+  bool help;               /* -h */
+};
+
+/* What a collective moves for a given size (nccl-tests' getCollByteCount). */
+struct mc_perf_counts {
+  size_t send_count;   /* elements in the send buffer */
+  size_t recv_count;   /* elements in the receive buffer (the checked ones) */
+  size_t param_count;  /* the count argument of the call ("count" column) */
+  size_t send_inplace; /* in-place: send buffer = recv buffer + send_inplace * rank elements */
+  size_t recv_inplace; /* in-place: receive buffer offset per rank, elements */
+};
+
+/* Name on the command line and in messages: "all_reduce", ... */
+const char *mc_perf_coll_name(enum mc_perf_coll coll);
+/* Whether the collective takes an op / a root (else the table says none / -1). */
+bool mc_perf_coll_has_op(enum mc_perf_coll coll);
+bool mc_perf_coll_has_root(enum mc_perf_coll coll);
+
+/* nccl-tests' type and op names; NULL when out of range. */
+const char *mc_perf_type_name(int datatype);
+size_t mc_perf_type_size(int datatype);
+const char *mc_perf_op_name(int op);
+
+/*
+ * Parses "32", "1K", "1.5M", "2G" (binary units, nccl-tests' parsesize;
+ * a trailing "B" is allowed). Returns 0, or -1 for anything else.
+ */
+int mc_perf_parse_size(const char *text, size_t *bytes_out);
+
+/* Fills *opts with nccl-tests' defaults. */
+void mc_perf_opts_init(struct mc_perf_opts *opts);
+
+/*
+ * Parses argv: the collective name first (argv[1]), then flags in short or
+ * long form. Returns MC_PERF_EXIT_OK (opts->help set for -h) or
+ * MC_PERF_EXIT_USAGE with one line in err ("meshccl-perf: ..."). Uses
+ * getopt_long: resets optind, not thread-safe.
+ */
+int mc_perf_args_parse(int argc, char **argv, struct mc_perf_opts *opts, char *err, size_t err_len);
+
+/* The usage text of meshccl-perf. */
+void mc_perf_usage(FILE *f);
+
+/* Next size of the sweep (times step_factor when > 1, else plus step_bytes). */
+size_t mc_perf_next_size(const struct mc_perf_opts *opts, size_t bytes);
+
+/* Counts of coll for `bytes` of datatype over n_ranks (sizes rounded down as nccl-tests does). */
+void mc_perf_coll_counts(enum mc_perf_coll coll, size_t bytes, size_t type_size, int n_ranks,
+                         struct mc_perf_counts *out);
+
+/* busbw / algbw: 2(n-1)/n, (n-1)/n or 1. */
+double mc_perf_bus_factor(enum mc_perf_coll coll, int n_ranks);
+
+/* algbw and busbw in GB/s (1e9 B/s) for a call of param_count elements taking sec seconds. */
+void mc_perf_bandwidth(enum mc_perf_coll coll, size_t param_count, size_t type_size, int n_ranks,
+                       double sec, double *algbw_out, double *busbw_out);
+
+/*
+ * Text of the result table. Each function writes one piece into buf
+ * (NUL-terminated, truncated to buf_len) and returns the length it wrote.
+ */
+/* A number in exactly `width` columns: 2, 1 or 0 decimals as it grows, then %e (nccl-tests). */
+int mc_perf_fmt_num(char *buf, size_t buf_len, double value, int width);
+/* The "# nThread ..." line, without newline. */
+int mc_perf_fmt_params(char *buf, size_t buf_len, const struct mc_perf_opts *opts);
+/* "#  Rank  0 Group  0 Pid   1234 on       host device  0 [0000:00:00] <name>" */
+int mc_perf_fmt_device(char *buf, size_t buf_len, int rank, int pid, const char *host, int device,
+                       const char *name);
+/* Header row `row` (0, 1 or 2) of the table, without newline. */
+int mc_perf_fmt_header(char *buf, size_t buf_len, int row, bool cputime);
+/* Start of a table row: size, count, type, redop, root. */
+int mc_perf_fmt_row_start(char *buf, size_t buf_len, size_t bytes, size_t count, const char *type,
+                          const char *op, int root);
+/* One half of a row: time (us), algbw, busbw, #wrong (N/A when !checked). */
+int mc_perf_fmt_row_result(char *buf, size_t buf_len, double time_us, double algbw, double busbw,
+                           bool checked, int64_t wrong);
+/* "# Out of bounds values : 0 OK" and "# Avg bus bandwidth    : 1.23 " (line 0 or 1). */
+int mc_perf_fmt_footer(char *buf, size_t buf_len, int line, int n_errors, double avg_busbw);
+
+/* JSON report (-J file.json): one object, written piece by piece. */
+struct mc_perf_json {
+  FILE *f;
+  int n_results;
+};
+void mc_perf_json_begin(struct mc_perf_json *js, FILE *f, const struct mc_perf_opts *opts, int argc,
+                        char **argv, int nccl_version, int n_ranks);
+void mc_perf_json_device(struct mc_perf_json *js, int rank, int pid, const char *host, int device,
+                         bool first);
+void mc_perf_json_row_start(struct mc_perf_json *js, size_t bytes, size_t count, const char *type,
+                            const char *op, int root);
+void mc_perf_json_row_result(struct mc_perf_json *js, bool in_place, bool cputime, double time_us,
+                             double algbw, double busbw, bool checked, int64_t wrong);
+void mc_perf_json_row_end(struct mc_perf_json *js);
+void mc_perf_json_end(struct mc_perf_json *js, int n_errors, double avg_busbw);
+
+/*
+ * Data check. Inputs are small non-negative integers (exact in every type,
+ * fp8 included), a function of (rank, element index, rep); prod uses 1 and 2
+ * so products stay exact powers of two.
+ */
+/* Premulsum scalar of a rank (the same on every element): 1 or 2. */
+double mc_perf_premul_scalar(int rank);
+/* Input value of element `index` of `rank` for op in run `rep`. */
+double mc_perf_input_value(int op, int rank, size_t index, int rep);
+/* Writes count inputs of rank (elements first_index...) into buf. */
+void mc_perf_fill_input(int datatype, int op, void *buf, size_t count, size_t first_index, int rank,
+                        int rep);
+/* Writes the expected receive buffer of `rank` (c.recv_count elements) for coll. */
+void mc_perf_fill_expected(enum mc_perf_coll coll, int datatype, int op, int root, int rank,
+                           int n_ranks, const struct mc_perf_counts *c, int rep, void *expected);
+/* Elements of got that differ from expected: exact for integers, relative tolerance for floats. */
+int64_t mc_perf_count_wrong(int datatype, const void *got, const void *expected, size_t count);
+/* Relative tolerance used for a type (0 for integers). */
+double mc_perf_tolerance(int datatype);
+
+/* Element access in a type's own encoding (half, bfloat16, fp8 by bit manipulation). */
+void mc_perf_store(int datatype, void *buf, size_t index, double value);
+double mc_perf_load(int datatype, const void *buf, size_t index);
+
+#endif /* MC_PERF_H */

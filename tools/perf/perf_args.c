@@ -1,0 +1,505 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * meshccl-perf's command line and sweep arithmetic: nccl-tests' flags (short
+ * and long forms) and defaults (src/common.cu), type and op names, the size
+ * sweep, each collective's element counts (src/<coll>.cu getCollByteCount)
+ * and bus-bandwidth factors (getBw). Unlike nccl-tests, a bad value is an
+ * error (exit 2) instead of a silent default.
+ */
+#include "perf.h"
+
+#include <errno.h>
+#include <getopt.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define PROG "meshccl-perf"
+
+static const char *const coll_names[MC_PERF_N_COLLS] = {
+    [MC_PERF_ALL_REDUCE] = "all_reduce",
+    [MC_PERF_ALL_GATHER] = "all_gather",
+    [MC_PERF_REDUCE_SCATTER] = "reduce_scatter",
+    [MC_PERF_BROADCAST] = "broadcast",
+    [MC_PERF_REDUCE] = "reduce",
+    [MC_PERF_ALLTOALL] = "alltoall",
+    [MC_PERF_SENDRECV] = "sendrecv",
+};
+
+/* nccl-tests' type names, in ncclDataType_t order. */
+static const char *const type_names[ncclNumTypes] = {
+    "int8", "uint8", "int32",  "uint32",   "int64",  "uint64",
+    "half", "float", "double", "bfloat16", "f8e4m3", "f8e5m2",
+};
+static const size_t type_sizes[ncclNumTypes] = {1, 1, 4, 4, 8, 8, 2, 4, 8, 2, 1, 1};
+
+static const char *const op_names[MC_PERF_N_OPS] = {"sum", "prod", "max", "min", "avg", "mulsum"};
+
+const char *mc_perf_coll_name(enum mc_perf_coll coll)
+{
+  return ((int)coll >= 0 && coll < MC_PERF_N_COLLS) ? coll_names[coll] : "?";
+}
+
+bool mc_perf_coll_has_op(enum mc_perf_coll coll)
+{
+  return (coll == MC_PERF_ALL_REDUCE) || (coll == MC_PERF_REDUCE_SCATTER) ||
+         (coll == MC_PERF_REDUCE);
+}
+
+bool mc_perf_coll_has_root(enum mc_perf_coll coll)
+{
+  return (coll == MC_PERF_BROADCAST) || (coll == MC_PERF_REDUCE);
+}
+
+const char *mc_perf_type_name(int datatype)
+{
+  return ((datatype >= 0) && (datatype < ncclNumTypes)) ? type_names[datatype] : NULL;
+}
+
+size_t mc_perf_type_size(int datatype)
+{
+  return ((datatype >= 0) && (datatype < ncclNumTypes)) ? type_sizes[datatype] : 0;
+}
+
+const char *mc_perf_op_name(int op)
+{
+  return ((op >= 0) && (op < MC_PERF_N_OPS)) ? op_names[op] : NULL;
+}
+
+int mc_perf_parse_size(const char *text, size_t *bytes_out)
+{
+  char *end = NULL;
+  double value;
+  double unit = 1.0;
+
+  if ((text == NULL) || (*text == '\0') || (*text == '-') || (*text == '+'))
+    return -1;
+  errno = 0;
+  value = strtod(text, &end);
+  if ((end == text) || (errno != 0) || !(value >= 0.0))
+    return -1;
+  switch (*end) {
+  case 'K':
+  case 'k':
+    unit = 1024.0;
+    end++;
+    break;
+  case 'M':
+  case 'm':
+    unit = 1024.0 * 1024.0;
+    end++;
+    break;
+  case 'G':
+  case 'g':
+    unit = 1024.0 * 1024.0 * 1024.0;
+    end++;
+    break;
+  default:
+    break;
+  }
+  if ((*end == 'B') || (*end == 'b'))
+    end++;
+  if ((*end != '\0') || (value * unit >= 18446744073709551615.0))
+    return -1;
+  *bytes_out = (size_t)(value * unit);
+  return 0;
+}
+
+void mc_perf_opts_init(struct mc_perf_opts *opts)
+{
+  memset(opts, 0, sizeof(*opts));
+  opts->coll = MC_PERF_ALL_REDUCE;
+  opts->min_bytes = 32u << 20;
+  opts->max_bytes = 32u << 20;
+  opts->step_bytes = 1u << 20;
+  opts->step_factor = 1;
+  opts->iters = 20;
+  opts->warmup_iters = 1;
+  opts->agg_iters = 1;
+  opts->run_cycles = 1;
+  opts->check = 1;
+  opts->datatype = ncclFloat;
+  opts->op = ncclSum;
+  opts->root = 0;
+  opts->average = 1;
+  opts->nthreads = 1;
+  opts->ngpus = 1;
+}
+
+void mc_perf_usage(FILE *f)
+{
+  fprintf(f,
+          "usage: meshccl-run -n N meshccl-perf <collective> [flags]   (or mpirun/srun/torchrun)\n"
+          "  <collective>: all_reduce all_gather reduce_scatter broadcast reduce alltoall "
+          "sendrecv\n"
+          "  nccl-tests' flags (one rank per process, buffers in host memory):\n"
+          "  -b,--minbytes <size>        smallest size, K/M/G suffixes (default 32M)\n"
+          "  -e,--maxbytes <size>        largest size (default 32M)\n"
+          "  -i,--stepbytes <size>       increment when -f is 1 (default 1M)\n"
+          "  -f,--stepfactor <n>         multiply the size by n each step (default 1: use -i)\n"
+          "  -n,--iters <n>              timed iterations per size (default 20)\n"
+          "  -w,--warmup_iters <n>       warm-up iterations per size (default 1)\n"
+          "  -m,--agg_iters <n>          collectives per iteration, in one group (default 1)\n"
+          "  -N,--run_cycles <n>         repeat the sweep n times, 0 = forever (default 1)\n"
+          "  -c,--check <n>              checked runs per size, 0 = no check (default 1)\n"
+          "  -d,--datatype <type|all>    int8 uint8 int32 uint32 int64 uint64 half float double\n"
+          "                              bfloat16 f8e4m3 f8e5m2 (default float)\n"
+          "  -o,--op <op|all>            sum prod max min avg mulsum (default sum)\n"
+          "  -r,--root <rank|-1>         root of broadcast/reduce, -1 = every rank (default 0)\n"
+          "  -z,--blocking <0/1>         barrier after every collective (default 0)\n"
+          "  -a,--average <0/1/2/3>      time across ranks: rank 0, average, min, max (default "
+          "1)\n"
+          "  -C,--report_cputime <0/1>   report the time to issue instead of to complete\n"
+          "  -T,--timeout <seconds>      fail when one size takes longer (default 0: none)\n"
+          "  -J,--output_file <f.json>   also write the results as JSON\n"
+          "  -G,--cudagraph <n>          accepted, ignored (no CUDA graphs on host memory)\n"
+          "  -R,--local_register <0/1/2> accepted, no-op (host buffers need no registration)\n"
+          "  -p,--parallel_init, -y,--stream_null  accepted, no-op\n"
+          "  -t,--nthreads 1, -g,--ngpus 1         only 1: start more ranks with the launcher\n"
+          "  -h,--help\n"
+          "exit codes: 0 ok, 1 wrong results or a failed call or timeout, 2 bad command line\n");
+}
+
+static int usage_error(char *err, size_t err_len, const char *fmt, ...)
+{
+  va_list ap;
+  int n = snprintf(err, err_len, "%s: ", PROG);
+
+  va_start(ap, fmt);
+  if ((n >= 0) && ((size_t)n < err_len))
+    vsnprintf(err + n, err_len - (size_t)n, fmt, ap);
+  va_end(ap);
+  return MC_PERF_EXIT_USAGE;
+}
+
+static int parse_int(const char *text, long min, long max, int *out)
+{
+  char *end = NULL;
+  long v;
+
+  errno = 0;
+  v = strtol(text, &end, 0);
+  if ((end == text) || (*end != '\0') || (errno != 0) || (v < min) || (v > max))
+    return -1;
+  *out = (int)v;
+  return 0;
+}
+
+static int parse_coll(const char *name, enum mc_perf_coll *out)
+{
+  size_t len = strlen(name);
+
+  /* "all_reduce_perf" (nccl-tests' binary name) is accepted too. */
+  if ((len > 5) && (strcmp(name + len - 5, "_perf") == 0))
+    len -= 5;
+  for (int c = 0; c < MC_PERF_N_COLLS; c++) {
+    if ((strlen(coll_names[c]) == len) && (strncmp(name, coll_names[c], len) == 0)) {
+      *out = (enum mc_perf_coll)c;
+      return 0;
+    }
+  }
+  return -1;
+}
+
+static int parse_name(const char *text, const char *const *names, int n, int *out)
+{
+  if (strcmp(text, "all") == 0) {
+    *out = MC_PERF_ALL;
+    return 0;
+  }
+  for (int i = 0; i < n; i++) {
+    if (strcmp(text, names[i]) == 0) {
+      *out = i;
+      return 0;
+    }
+  }
+  return -1;
+}
+
+static const struct option long_opts[] = {
+    {"nthreads", required_argument, 0, 't'},
+    {"ngpus", required_argument, 0, 'g'},
+    {"minbytes", required_argument, 0, 'b'},
+    {"maxbytes", required_argument, 0, 'e'},
+    {"stepbytes", required_argument, 0, 'i'},
+    {"stepfactor", required_argument, 0, 'f'},
+    {"iters", required_argument, 0, 'n'},
+    {"agg_iters", required_argument, 0, 'm'},
+    {"warmup_iters", required_argument, 0, 'w'},
+    {"run_cycles", required_argument, 0, 'N'},
+    {"parallel_init", required_argument, 0, 'p'},
+    {"check", required_argument, 0, 'c'},
+    {"op", required_argument, 0, 'o'},
+    {"datatype", required_argument, 0, 'd'},
+    {"root", required_argument, 0, 'r'},
+    {"blocking", required_argument, 0, 'z'},
+    {"stream_null", required_argument, 0, 'y'},
+    {"timeout", required_argument, 0, 'T'},
+    {"cudagraph", required_argument, 0, 'G'},
+    {"report_cputime", required_argument, 0, 'C'},
+    {"output_file", required_argument, 0, 'J'},
+    {"average", required_argument, 0, 'a'},
+    {"local_register", required_argument, 0, 'R'},
+    {"help", no_argument, 0, 'h'},
+    {0, 0, 0, 0},
+};
+
+/* The long name of short option c, for messages ("-n/--iters"). */
+static const char *long_name(int c)
+{
+  for (const struct option *o = long_opts; o->name != NULL; o++) {
+    if (o->val == c)
+      return o->name;
+  }
+  return "?";
+}
+
+/* One flag with its argument; MC_PERF_EXIT_OK or a usage error in err. */
+static int parse_flag(int c, const char *arg, struct mc_perf_opts *o, char *err, size_t err_len)
+{
+  int *int_field = NULL;
+  long min = 0;
+  long max = 1L << 30;
+
+  switch (c) {
+  case 'b':
+  case 'e':
+  case 'i': {
+    size_t *field = (c == 'b') ? &o->min_bytes : (c == 'e') ? &o->max_bytes : &o->step_bytes;
+    if (mc_perf_parse_size(arg, field) != 0)
+      return usage_error(err, err_len,
+                         "invalid size '%s' for -%c/--%s (a number of bytes with an optional K, "
+                         "M or G suffix, e.g. 8, 64K, 1.5M, 2G)",
+                         arg, c, long_name(c));
+    return MC_PERF_EXIT_OK;
+  }
+  case 'f': {
+    int factor;
+    if ((parse_int(arg, 1, 1L << 20, &factor) != 0))
+      return usage_error(err, err_len, "invalid value '%s' for -f/--stepfactor (an integer >= 1)",
+                         arg);
+    o->step_factor = (size_t)factor;
+    return MC_PERF_EXIT_OK;
+  }
+  case 'd':
+    if (parse_name(arg, type_names, ncclNumTypes, &o->datatype) != 0)
+      return usage_error(err, err_len,
+                         "unknown datatype '%s' for -d/--datatype (int8 uint8 int32 uint32 int64 "
+                         "uint64 half float double bfloat16 f8e4m3 f8e5m2 all)",
+                         arg);
+    return MC_PERF_EXIT_OK;
+  case 'o':
+    if (strcmp(arg, "premulsum") == 0)
+      arg = "mulsum";
+    if (parse_name(arg, op_names, MC_PERF_N_OPS, &o->op) != 0)
+      return usage_error(err, err_len,
+                         "unknown op '%s' for -o/--op (sum prod max min avg mulsum all)", arg);
+    return MC_PERF_EXIT_OK;
+  case 'J':
+    o->output_file = arg;
+    return MC_PERF_EXIT_OK;
+  case 'n':
+    int_field = &o->iters;
+    min = 1;
+    break;
+  case 'w':
+    int_field = &o->warmup_iters;
+    break;
+  case 'm':
+    int_field = &o->agg_iters;
+    min = 1;
+    break;
+  case 'N':
+    int_field = &o->run_cycles;
+    break;
+  case 'c':
+    int_field = &o->check;
+    break;
+  case 'r':
+    int_field = &o->root;
+    min = -1;
+    break;
+  case 'z':
+    int_field = &o->blocking;
+    max = 1;
+    break;
+  case 'y':
+    int_field = &o->stream_null;
+    max = 1;
+    break;
+  case 'p':
+    int_field = &o->parallel_init;
+    max = 1;
+    break;
+  case 'T':
+    int_field = &o->timeout;
+    break;
+  case 'G':
+    int_field = &o->cudagraph;
+    break;
+  case 'C':
+    int_field = &o->report_cputime;
+    max = 1;
+    break;
+  case 'a':
+    int_field = &o->average;
+    max = 3;
+    break;
+  case 'R':
+    int_field = &o->local_register;
+    max = 2;
+    break;
+  case 't':
+  case 'g':
+    int_field = (c == 't') ? &o->nthreads : &o->ngpus;
+    min = 1;
+    max = 1;
+    break;
+  default:
+    return usage_error(err, err_len, "internal: flag -%c not handled", c);
+  }
+  if (parse_int(arg, min, max, int_field) != 0) {
+    if ((c == 't') || (c == 'g'))
+      return usage_error(err, err_len,
+                         "-%c/--%s must be 1: meshccl-perf runs one rank per process; start more "
+                         "ranks with meshccl-run -n N or mpirun -np N",
+                         c, long_name(c));
+    return usage_error(err, err_len, "invalid value '%s' for -%c/--%s (an integer from %ld to %ld)",
+                       arg, c, long_name(c), min, max);
+  }
+  return MC_PERF_EXIT_OK;
+}
+
+int mc_perf_args_parse(int argc, char **argv, struct mc_perf_opts *opts, char *err, size_t err_len)
+{
+  static const char short_opts[] = ":t:g:b:e:i:f:n:m:w:N:p:c:o:d:r:z:y:T:G:C:J:a:R:h";
+  struct mc_perf_opts o;
+  int res;
+
+  mc_perf_opts_init(&o);
+  err[0] = '\0';
+  if ((argc < 2) || (argv[1] == NULL))
+    return usage_error(err, err_len,
+                       "missing collective: all_reduce all_gather reduce_scatter broadcast reduce "
+                       "alltoall sendrecv (see -h)");
+  if ((strcmp(argv[1], "-h") == 0) || (strcmp(argv[1], "--help") == 0)) {
+    o.help = true;
+    *opts = o;
+    return MC_PERF_EXIT_OK;
+  }
+  if (parse_coll(argv[1], &o.coll) != 0)
+    return usage_error(err, err_len,
+                       "unknown collective '%s' (all_reduce all_gather reduce_scatter broadcast "
+                       "reduce alltoall sendrecv)",
+                       argv[1]);
+
+  /* argv[1] plays getopt's program name, so the flags start at argv[2]. */
+  optind = 0; /* 0: glibc re-initialises its scanner too */
+  opterr = 0;
+  for (;;) {
+    int c = getopt_long(argc - 1, argv + 1, short_opts, long_opts, NULL);
+    const char *bad = argv[1 + optind - 1];
+
+    if (c == -1)
+      break;
+    if (c == 'h') {
+      o.help = true;
+      continue;
+    }
+    if (c == ':')
+      return usage_error(err, err_len, "option '%s' needs a value (see -h)", bad);
+    if (c == '?') {
+      if (optopt != 0)
+        return usage_error(err, err_len, "unknown option '-%c' (see -h)", optopt);
+      return usage_error(err, err_len, "unknown option '%s' (see -h)", bad);
+    }
+    res = parse_flag(c, optarg, &o, err, err_len);
+    if (res != MC_PERF_EXIT_OK)
+      return res;
+  }
+  if (optind < argc - 1)
+    return usage_error(err, err_len, "unexpected argument '%s' (see -h)", argv[1 + optind]);
+  if (o.min_bytes > o.max_bytes)
+    return usage_error(err, err_len,
+                       "invalid sizes for 'minbytes' and 'maxbytes': %zu > %zu (-b must not "
+                       "exceed -e)",
+                       o.min_bytes, o.max_bytes);
+  if ((o.step_factor <= 1) && (o.step_bytes == 0) && (o.min_bytes < o.max_bytes))
+    return usage_error(err, err_len,
+                       "-i/--stepbytes 0 with -f/--stepfactor 1 never ends the "
+                       "sweep: give -i > 0 or -f > 1");
+  if (o.min_bytes == 0 && o.step_factor > 1 && o.max_bytes > 0)
+    return usage_error(err, err_len,
+                       "-b/--minbytes 0 with -f/--stepfactor %zu never grows: give "
+                       "-b > 0",
+                       o.step_factor);
+  *opts = o;
+  return MC_PERF_EXIT_OK;
+}
+
+size_t mc_perf_next_size(const struct mc_perf_opts *opts, size_t bytes)
+{
+  return (opts->step_factor > 1) ? bytes * opts->step_factor : bytes + opts->step_bytes;
+}
+
+void mc_perf_coll_counts(enum mc_perf_coll coll, size_t bytes, size_t type_size, int n_ranks,
+                         struct mc_perf_counts *out)
+{
+  size_t count = (type_size > 0) ? bytes / type_size : 0;
+  size_t per_rank = (n_ranks > 0) ? count / (size_t)n_ranks : 0;
+  struct mc_perf_counts c = {count, count, count, 0, 0};
+
+  switch (coll) {
+  case MC_PERF_ALL_GATHER: /* send one block, receive n */
+    c.send_count = per_rank;
+    c.recv_count = per_rank * (size_t)n_ranks;
+    c.param_count = per_rank;
+    c.send_inplace = per_rank;
+    break;
+  case MC_PERF_REDUCE_SCATTER: /* send n blocks, receive one */
+    c.send_count = per_rank * (size_t)n_ranks;
+    c.recv_count = per_rank;
+    c.param_count = per_rank;
+    c.recv_inplace = per_rank;
+    break;
+  case MC_PERF_ALLTOALL: /* one block to and from every rank */
+    c.send_count = per_rank * (size_t)n_ranks;
+    c.recv_count = per_rank * (size_t)n_ranks;
+    c.param_count = per_rank;
+    break;
+  default:
+    break;
+  }
+  *out = c;
+}
+
+double mc_perf_bus_factor(enum mc_perf_coll coll, int n_ranks)
+{
+  double n = (double)n_ranks;
+
+  switch (coll) {
+  case MC_PERF_ALL_REDUCE:
+    return 2.0 * (n - 1.0) / n;
+  case MC_PERF_ALL_GATHER:
+  case MC_PERF_REDUCE_SCATTER:
+  case MC_PERF_ALLTOALL:
+    return (n - 1.0) / n;
+  default:
+    return 1.0;
+  }
+}
+
+void mc_perf_bandwidth(enum mc_perf_coll coll, size_t param_count, size_t type_size, int n_ranks,
+                       double sec, double *algbw_out, double *busbw_out)
+{
+  double bytes = (double)param_count * (double)type_size;
+  double algbw;
+
+  /* The per-rank count of allgather, reducescatter and alltoall is 1/n of the data. */
+  if ((coll == MC_PERF_ALL_GATHER) || (coll == MC_PERF_REDUCE_SCATTER) ||
+      (coll == MC_PERF_ALLTOALL))
+    bytes *= (double)n_ranks;
+  algbw = (sec > 0) ? bytes / 1.0e9 / sec : 0.0;
+  *algbw_out = algbw;
+  *busbw_out = algbw * mc_perf_bus_factor(coll, n_ranks);
+}
