@@ -15,6 +15,7 @@
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 
 #include "coll/coll_reduce.h"
 #include "init/comm.h"
@@ -83,6 +84,8 @@ struct mc_task {
   int j;        /* step within the loop */
   int n_steps;
   bool done;
+  bool oneshot;          /* all-reduce by one-shot exchange (coll_exec.c) */
+  uint64_t os_sent;      /* one-shot: peers whose send is posted */
   struct mc_task *after; /* runs once that task is done (same connections) */
 };
 

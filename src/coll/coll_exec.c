@@ -32,8 +32,8 @@
 #define SPIN_PASSES   2000 /* idle passes before yielding */
 #define YIELD_PASSES  2000 /* idle passes of yielding before sleeping */
 #define IDLE_SLEEP_NS 20000
-#define CHECK_EVERY   128 /* idle passes between liveness checks */
-#define CHECK_MS      5   /* at most one liveness check per this many ms */
+#define CHECK_EVERY   1024 /* idle passes between liveness checks */
+#define CHECK_MS      5    /* at most one liveness check per this many ms */
 
 const char *mc_coll_name(enum mc_coll_kind kind)
 {
@@ -67,6 +67,30 @@ static void send_data(struct mc_conn *sc, const struct mc_redop *op, const char 
   else
     memcpy(mc_conn_send_slot(sc), src, bytes);
   mc_conn_send_commit(sc, NULL, bytes);
+}
+
+#define FUSE_BLOCK 32768 /* bytes per block of a fused pass (fits in L1) */
+
+/* dst1 = dst2 = reduce(a, b) (a NULL: copy of b), block by block, so that the
+ * second write reads from L1 instead of memory. */
+static void reduce2(const struct mc_redop *op, char *dst1, char *dst2, const char *a, const char *b,
+                    size_t n, size_t esize, unsigned flags)
+{
+  size_t per = FUSE_BLOCK / esize;
+
+  if (per == 0)
+    per = 1;
+  for (size_t i = 0; i < n; i += per) {
+    size_t m = (n - i < per) ? n - i : per;
+    size_t off = i * esize;
+    if ((a == NULL) && (flags == 0)) {
+      if (dst1 != b + off)
+        memcpy(dst1 + off, b + off, m * esize);
+    } else {
+      mc_reduce(op, dst1 + off, (a != NULL) ? a + off : NULL, b + off, m, flags);
+    }
+    memcpy(dst2 + off, dst1 + off, m * esize);
+  }
 }
 
 /* 1: done; 0: a connection is not ready; -1: failed (*res). */
@@ -118,17 +142,28 @@ static int prim_run(struct mc_task *t, const struct mc_prim *p, ncclResult_t *re
       memcpy(out, src, bytes);
     break;
   case MC_PRIM_RECV_COPY_SEND:
-    if (src != out)
-      memcpy(out, src, bytes);
-    send_data(sc, &op->redop, out, p->n, bytes, true, 0);
+    if (sc->can_send_ptr) {
+      if (src != out)
+        memcpy(out, src, bytes);
+      mc_conn_send_commit(sc, out, bytes);
+    } else {
+      reduce2(&op->redop, out, mc_conn_send_slot(sc), NULL, src, p->n, op->esize, 0);
+      mc_conn_send_commit(sc, NULL, bytes);
+    }
     break;
   case MC_PRIM_RECV_REDUCE_SEND:
     mc_reduce(&op->redop, mc_conn_send_slot(sc), src, in, p->n, pre);
     mc_conn_send_commit(sc, NULL, bytes);
     break;
   case MC_PRIM_RECV_REDUCE_COPY_SEND:
-    mc_reduce(&op->redop, out, src, in, p->n, pre | MC_REDUCE_POST);
-    send_data(sc, &op->redop, out, p->n, bytes, true, 0);
+    if (sc->can_send_ptr) {
+      mc_reduce(&op->redop, out, src, in, p->n, pre | MC_REDUCE_POST);
+      mc_conn_send_commit(sc, out, bytes);
+    } else {
+      reduce2(&op->redop, out, mc_conn_send_slot(sc), src, in, p->n, op->esize,
+              pre | MC_REDUCE_POST);
+      mc_conn_send_commit(sc, NULL, bytes);
+    }
     break;
   case MC_PRIM_RECV_REDUCE_COPY:
     mc_reduce(&op->redop, out, src, in, p->n, pre | MC_REDUCE_POST);
@@ -139,10 +174,87 @@ static int prim_run(struct mc_task *t, const struct mc_prim *p, ncclResult_t *re
   return 1;
 }
 
+/*
+ * One-shot all-reduce (small sizes, one host): every rank copies its input
+ * to every other rank, then reduces the n inputs in rank order, so that all
+ * ranks compute bitwise the same result with one hop of latency.
+ */
+static int oneshot_progress(struct mc_task *t, ncclResult_t *res)
+{
+  struct mc_op *op = t->op;
+  struct ncclComm *comm = op->comm;
+  int n = t->n_ranks;
+  size_t bytes = op->count * op->esize;
+  uint64_t all = (n == 64) ? ~0ull : ((1ull << n) - 1) & ~(1ull << t->rank);
+  const void *srcs[64];
+  size_t bounce_off = 0;
+  int moved = 0;
+  unsigned flags = MC_REDUCE_POST;
+
+  if (t->j == 0) {
+    for (int p = 0; p < n; p++) {
+      struct mc_conn *sc = comm->os_send[p];
+      if ((p == t->rank) || (t->os_sent & (1ull << p)) || !mc_conn_send_ready(sc))
+        continue;
+      /* A copy, never a pointer: in place, the output overwrites the input. */
+      memcpy(mc_conn_send_slot(sc), op->in, bytes);
+      mc_conn_send_commit(sc, NULL, bytes);
+      t->os_sent |= 1ull << p;
+      moved = 1;
+    }
+    if (t->os_sent != all)
+      return moved;
+    for (int p = 0; p < n; p++)
+      if ((p != t->rank) && !mc_conn_recv_ready(comm->os_recv[p]))
+        return moved;
+    for (int p = 0; p < n; p++) {
+      struct mc_conn *rc = comm->os_recv[p];
+      size_t got = 0;
+      const char *data;
+      if (p == t->rank) {
+        srcs[p] = op->in;
+        continue;
+      }
+      data = mc_conn_recv_data(rc, &got);
+      if (got != bytes) {
+        *res = MC_FAIL(ncclInvalidUsage,
+                       "AllReduce: rank %d received %zu bytes from rank %d where it expected %zu: "
+                       "the ranks called different operations, counts or types",
+                       t->rank, got, p, bytes);
+        return -1;
+      }
+      if (rc->remote_read) {
+        char *dst = t->bounce + bounce_off;
+        if ((*res = mc_conn_read(rc, dst, data, bytes)) != ncclSuccess)
+          return -1;
+        data = dst;
+        bounce_off += (bytes + 63) & ~(size_t)63;
+      }
+      srcs[p] = data;
+    }
+    if (op->redop.kind == MC_RED_PREMULSUM)
+      flags |= MC_REDUCE_PRE_A | MC_REDUCE_PRE_B;
+    mc_reduce_multi(&op->redop, op->out, srcs, n, op->count, flags);
+    for (int p = 0; p < n; p++)
+      if (p != t->rank)
+        mc_conn_recv_release(comm->os_recv[p]);
+    t->j = 1;
+    moved = 1;
+  }
+  for (int p = 0; p < n; p++)
+    if ((p != t->rank) && !mc_conn_send_drained(comm->os_send[p]))
+      return moved;
+  t->done = true;
+  return 1;
+}
+
 /* Runs t's primitives while its connections are ready. 1 when something moved. */
 static int task_progress(struct mc_task *t, ncclResult_t *res)
 {
   int moved = 0;
+
+  if (t->oneshot)
+    return oneshot_progress(t, res);
 
   for (int budget = 0; budget < 64; budget++) {
     struct mc_prim p;
@@ -168,11 +280,14 @@ static int task_progress(struct mc_task *t, ncclResult_t *res)
 
 /* ---------------------------------------------------------------- batch */
 
+#define BATCH_STACK_TASKS 16
+
 struct batch {
   struct mc_op *ops;
   int n_ops;
-  struct mc_task *tasks;
+  struct mc_task *tasks; /* stack_tasks until more are needed */
   int n_tasks;
+  struct mc_task stack_tasks[BATCH_STACK_TASKS];
 };
 
 /* The operation on one rank alone, or a send to itself: plain copies. */
@@ -196,16 +311,46 @@ static void run_local(struct mc_op *op)
 
 static ncclResult_t add_task(struct batch *b, int *cap, const struct mc_task *t)
 {
+  if (*cap == 0) {
+    b->tasks = b->stack_tasks;
+    *cap = BATCH_STACK_TASKS;
+  }
   if (b->n_tasks == *cap) {
-    int ncap = (*cap == 0) ? 16 : 2 * *cap;
-    struct mc_task *n = realloc(b->tasks, (size_t)ncap * sizeof(*n));
+    int ncap = 2 * *cap;
+    struct mc_task *n = malloc((size_t)ncap * sizeof(*n));
     if (n == NULL)
       return MC_FAIL(ncclSystemError, "collective: out of memory for %d tasks", ncap);
+    memcpy(n, b->tasks, (size_t)b->n_tasks * sizeof(*n));
+    if (b->tasks != b->stack_tasks)
+      free(b->tasks);
     b->tasks = n;
     *cap = ncap;
   }
   b->tasks[b->n_tasks++] = *t;
   return ncclSuccess;
+}
+
+/* The same answer on every rank: it depends only on the call and the comm. */
+static bool oneshot_ok(const struct mc_op *op)
+{
+  const struct ncclComm *comm = op->comm;
+  size_t limit = (size_t)mc_param_int(MC_P_ONESHOT_BYTES);
+  size_t bytes = op->count * op->esize;
+
+  return (op->kind == MC_COLL_ALLREDUCE) && (comm->nodes.n_nodes == 1) && (comm->n_ranks > 1) &&
+         (comm->n_ranks <= 64) && (bytes <= limit) &&
+         ((size_t)(comm->n_ranks - 1) * ((bytes + 63) & ~(size_t)63) <= comm->tp.slot_bytes);
+}
+
+static bool os_connected(const struct ncclComm *comm)
+{
+  return comm->os_send[(comm->rank + 1) % comm->n_ranks] != NULL;
+}
+
+static size_t oneshot_slot(void)
+{
+  size_t b = (size_t)mc_param_int(MC_P_ONESHOT_BYTES);
+  return (b < 4096) ? 4096 : (b + 63) & ~(size_t)63;
 }
 
 static size_t chunk_elems(const struct ncclComm *comm, size_t esize)
@@ -224,8 +369,25 @@ static ncclResult_t p2p_connect(struct batch *b)
   int n_reqs = 0;
   ncclResult_t res;
 
+  struct mc_conn ***holders = NULL;
+  size_t cap = 0;
+
+  for (int i = 0; i < b->n_ops; i++) {
+    const struct mc_op *op = &b->ops[i];
+    const struct ncclComm *comm = op->comm;
+    if ((op->count > 0) && oneshot_ok(op) && !os_connected(comm))
+      cap += 2 * (size_t)comm->n_ranks;
+    if (((op->kind == MC_COLL_SEND) && (op->peer != comm->rank) &&
+         (comm->p2p_send[op->peer] == NULL)) ||
+        ((op->kind == MC_COLL_RECV) && (op->peer != comm->rank) &&
+         (comm->p2p_recv[op->peer] == NULL)))
+      cap++;
+  }
+  if (cap == 0)
+    return ncclSuccess; /* the common case: nothing to connect, nothing allocated */
   MC_CHECK(mc_calloc(&sets, (size_t)b->n_ops));
-  MC_CHECK_GOTO(mc_calloc(&reqs, (size_t)b->n_ops), res, out);
+  MC_CHECK_GOTO(mc_calloc(&reqs, cap), res, out);
+  MC_CHECK_GOTO(mc_calloc(&holders, cap), res, out);
   for (int i = 0; i < b->n_ops; i++) {
     struct ncclComm *comm = b->ops[i].comm;
     struct mc_tp_set *set = NULL;
@@ -238,6 +400,28 @@ static ncclResult_t p2p_connect(struct batch *b)
       struct mc_op *op = &b->ops[k];
       bool is_send = (op->kind == MC_COLL_SEND);
       struct mc_conn **slot;
+      if ((op->comm == comm) && (op->count > 0) && oneshot_ok(op) && !os_connected(comm)) {
+        /* One-shot: a send and a receive connection with every peer. */
+        for (int p = 0; p < comm->n_ranks; p++) {
+          for (int dir = 0; (dir < 2) && (p != comm->rank); dir++) {
+            struct mc_conn **os = dir ? &comm->os_send[p] : &comm->os_recv[p];
+            MC_CHECK_GOTO(mc_calloc(os, 1), res, out);
+            if (set == NULL) {
+              set = &sets[n_sets++];
+              *set = (struct mc_tp_set){.tc = &comm->tp, .reqs = &reqs[n_reqs], .n = 0};
+            }
+            holders[n_reqs] = os;
+            reqs[n_reqs++] = (struct mc_conn_req){.peer = p,
+                                                  .is_send = dir,
+                                                  .channel = 0,
+                                                  .conn_index = 2,
+                                                  .slot_bytes = oneshot_slot(),
+                                                  .conn = *os};
+            set->n++;
+          }
+        }
+        continue;
+      }
       if ((op->comm != comm) || ((op->kind != MC_COLL_SEND) && (op->kind != MC_COLL_RECV)) ||
           (op->peer == comm->rank) || (op->count == 0))
         continue;
@@ -249,6 +433,7 @@ static ncclResult_t p2p_connect(struct batch *b)
         set = &sets[n_sets++];
         *set = (struct mc_tp_set){.tc = &comm->tp, .reqs = &reqs[n_reqs], .n = 0};
       }
+      holders[n_reqs] = slot;
       reqs[n_reqs++] = (struct mc_conn_req){
           .peer = op->peer, .is_send = is_send, .channel = 0, .conn_index = 1, .conn = *slot};
       set->n++;
@@ -258,18 +443,12 @@ static ncclResult_t p2p_connect(struct batch *b)
 out:
   if (res != ncclSuccess) {
     /* Connections not made are forgotten (the next call tries again). */
-    for (int i = 0; i < b->n_ops; i++) {
-      struct ncclComm *comm = b->ops[i].comm;
-      for (int q = 0; q < n_reqs; q++) {
-        struct mc_conn **slot =
-            reqs[q].is_send ? &comm->p2p_send[reqs[q].peer] : &comm->p2p_recv[reqs[q].peer];
-        if ((*slot != NULL) && (*slot == reqs[q].conn)) {
-          free(*slot);
-          *slot = NULL;
-        }
-      }
+    for (int q = 0; q < n_reqs; q++) {
+      free(*holders[q]);
+      *holders[q] = NULL;
     }
   }
+  free(holders);
   free(reqs);
   free(sets);
   return res;
@@ -333,6 +512,17 @@ static ncclResult_t plan(struct batch *b)
       run_local(op);
       continue;
     }
+    if (oneshot_ok(op)) {
+      struct mc_task t;
+      memset(&t, 0, sizeof(t));
+      t.op = op;
+      t.n_ranks = n;
+      t.rank = comm->rank;
+      t.oneshot = true;
+      t.bounce = comm->scratch + (size_t)comm->n_channels * comm->tp.slot_bytes;
+      MC_CHECK(add_task(b, &cap, &t));
+      continue;
+    }
     per = (op->count + (size_t)n_parts - 1) / (size_t)n_parts;
     for (int c = 0; c < n_parts; c++) {
       struct mc_task t;
@@ -364,6 +554,14 @@ static ncclResult_t plan(struct batch *b)
     struct mc_task *t = &b->tasks[i];
     for (int k = i - 1; k >= 0; k--) {
       struct mc_task *u = &b->tasks[k];
+      if (t->oneshot || u->oneshot) {
+        /* One-shot tasks share only their own connections. */
+        if (t->oneshot && u->oneshot && (t->op->comm == u->op->comm)) {
+          t->after = u;
+          break;
+        }
+        continue;
+      }
       if (((t->send != NULL) && (t->send == u->send)) ||
           ((t->recv != NULL) && (t->recv == u->recv))) {
         t->after = u;
@@ -381,33 +579,44 @@ static bool pid_gone(int pid)
   return (pid > 0) && (kill(pid, 0) != 0) && (errno == ESRCH);
 }
 
+static ncclResult_t conn_health(const struct mc_task *t, const struct mc_conn *c)
+{
+  struct ncclComm *comm = t->op->comm;
+  const struct mc_peer_info *p;
+  uint32_t e;
+
+  if (c == NULL)
+    return ncclSuccess;
+  p = &comm->peers[c->peer];
+  e = mc_conn_error(c);
+  if (e != 0)
+    return MC_FAIL((c->kind == MC_TP_NET) ? (ncclResult_t)e : ncclRemoteError,
+                   "%s: rank %d: the %s connection %s rank %d (%s, pid %d) failed",
+                   mc_coll_name(t->op->kind), comm->rank, mc_tp_name(c->kind),
+                   c->is_send ? "to" : "from", c->peer, p->host, p->pid);
+  if ((c->kind != MC_TP_NET) && pid_gone(p->pid))
+    return MC_FAIL(ncclRemoteError, "%s: rank %d: peer rank %d (pid %d on %s) exited",
+                   mc_coll_name(t->op->kind), comm->rank, c->peer, p->pid, p->host);
+  return ncclSuccess;
+}
+
 /* A failure seen on t's connections or peers, or the communicator's abort. */
 static ncclResult_t task_health(const struct mc_task *t)
 {
   struct ncclComm *comm = t->op->comm;
-  struct mc_conn *cs[2] = {t->send, t->recv};
 
   if (__atomic_load_n(&comm->abort_flag, __ATOMIC_ACQUIRE))
     return MC_FAIL(ncclInvalidUsage, "%s: communicator %p was aborted", mc_coll_name(t->op->kind),
                    (void *)comm);
-  for (int i = 0; i < 2; i++) {
-    struct mc_conn *c = cs[i];
-    uint32_t e;
-    const struct mc_peer_info *p;
-    if (c == NULL)
-      continue;
-    p = &comm->peers[c->peer];
-    e = mc_conn_error(c);
-    if (e != 0)
-      return MC_FAIL((c->kind == MC_TP_NET) ? (ncclResult_t)e : ncclRemoteError,
-                     "%s: rank %d: the %s connection %s rank %d (%s, pid %d) failed",
-                     mc_coll_name(t->op->kind), comm->rank, mc_tp_name(c->kind),
-                     c->is_send ? "to" : "from", c->peer, p->host, p->pid);
-    if ((c->kind != MC_TP_NET) && pid_gone(p->pid))
-      return MC_FAIL(ncclRemoteError, "%s: rank %d: peer rank %d (pid %d on %s) exited",
-                     mc_coll_name(t->op->kind), comm->rank, c->peer, p->pid, p->host);
+  if (t->oneshot) {
+    for (int r = 0; r < comm->n_ranks; r++) {
+      MC_CHECK(conn_health(t, comm->os_send[r]));
+      MC_CHECK(conn_health(t, comm->os_recv[r]));
+    }
+    return ncclSuccess;
   }
-  return ncclSuccess;
+  MC_CHECK(conn_health(t, t->send));
+  return conn_health(t, t->recv);
 }
 
 static void poison_conn(struct mc_conn *c)
@@ -432,6 +641,8 @@ static void comm_fail(struct ncclComm *comm, ncclResult_t res)
   for (int r = 0; (comm->p2p_send != NULL) && (r < comm->n_ranks); r++) {
     poison_conn(comm->p2p_send[r]);
     poison_conn(comm->p2p_recv[r]);
+    poison_conn(comm->os_send[r]);
+    poison_conn(comm->os_recv[r]);
   }
   mc_comm_free_connections(comm);
   __atomic_store_n(&comm->async_result, (int)res, __ATOMIC_RELEASE);
@@ -503,10 +714,14 @@ static ncclResult_t run_tasks(struct batch *b, struct mc_task **failed)
 
 ncclResult_t mc_coll_run(struct mc_op *ops, int n)
 {
-  struct batch b = {.ops = ops, .n_ops = n};
+  struct batch b;
   struct mc_task *failed = NULL;
   ncclResult_t res;
 
+  b.ops = ops;
+  b.n_ops = n;
+  b.tasks = NULL;
+  b.n_tasks = 0;
   res = p2p_self(&b);
   if (res == ncclSuccess)
     res = p2p_connect(&b);
@@ -528,6 +743,7 @@ ncclResult_t mc_coll_run(struct mc_op *ops, int n)
       comm_fail(comm, (res == ncclInvalidUsage) ? ncclInvalidUsage : res);
     }
   }
-  free(b.tasks);
+  if (b.tasks != b.stack_tasks)
+    free(b.tasks);
   return res;
 }

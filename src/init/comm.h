@@ -109,6 +109,8 @@ struct ncclComm {
   struct mc_channel *channels; /* [n_channels] */
   struct mc_conn **p2p_send;   /* [n_ranks], connected at first use */
   struct mc_conn **p2p_recv;
+  struct mc_conn **os_send; /* [n_ranks] one-shot all-reduce, connected at first use */
+  struct mc_conn **os_recv;
   char *scratch; /* n_channels + 1 slot-sized bounce buffers */
   struct mc_user_redop *redops;
   int n_redops;

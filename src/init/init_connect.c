@@ -43,6 +43,8 @@ static ncclResult_t tp_init(struct ncclComm *comm)
   tc->net = mc_net_default();
   MC_CHECK(mc_calloc(&comm->p2p_send, (size_t)comm->n_ranks));
   MC_CHECK(mc_calloc(&comm->p2p_recv, (size_t)comm->n_ranks));
+  MC_CHECK(mc_calloc(&comm->os_send, (size_t)comm->n_ranks));
+  MC_CHECK(mc_calloc(&comm->os_recv, (size_t)comm->n_ranks));
   return ncclSuccess;
 }
 
@@ -116,6 +118,15 @@ void mc_comm_free_connections(struct ncclComm *comm)
   free(comm->p2p_send);
   free(comm->p2p_recv);
   comm->p2p_send = comm->p2p_recv = NULL;
+  for (int r = 0; (comm->os_send != NULL) && (r < comm->n_ranks); r++) {
+    mc_conn_free(comm->os_send[r]);
+    free(comm->os_send[r]);
+    mc_conn_free(comm->os_recv[r]);
+    free(comm->os_recv[r]);
+  }
+  free(comm->os_send);
+  free(comm->os_recv);
+  comm->os_send = comm->os_recv = NULL;
   mc_tp_comm_free(&comm->tp);
   free(comm->tp_peers);
   comm->tp_peers = NULL;

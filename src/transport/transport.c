@@ -28,6 +28,7 @@
 #include "bootstrap/bootstrap.h"
 #include "check.h"
 #include "log.h"
+#include "params.h"
 #include "topo/topo.h"
 #include "utils.h"
 
@@ -36,6 +37,8 @@
 #define TAG_R2          (1 << 24)
 #define TAG(_r, _c, _i) (TAG_BASE | (_r) | ((_i) << 16) | (_c))
 #define CONNECT_WAIT_MS 1 /* sleep between rounds of NET connect progress */
+
+#define MC_LAST_ERROR_BYTES_TP 1024
 
 _Static_assert(sizeof(struct mc_blob_r1) <= MC_CONN_INFO_BYTES, "connect blob too large");
 
@@ -99,6 +102,8 @@ static enum mc_tp_kind choose(struct mc_tp_comm *tc, int peer)
   if (mc_topo_transport_select(tc->topo, &opts, tc->rank, peer, true, p->shm_dev == me->shm_dev,
                                &ch) != ncclSuccess)
     return MC_TP_NET;
+  if ((ch.transport == MC_TOPO_TRANSPORT_P2P) && (p->pid != me->pid) && !mc_param_int(MC_P_P2P_CMA))
+    return MC_TP_SHM; /* P2P through the shared FIFO (MESHCCL_P2P_CMA=0) */
   if ((ch.transport == MC_TOPO_TRANSPORT_P2P) && (p->pid != me->pid) && !cma_works(p)) {
     if (!tc->cma_warned) {
       MC_INFO(MC_SUB_INIT | MC_SUB_P2P,
@@ -255,40 +260,87 @@ static void log_conn(const struct mc_tp_comm *tc, const struct mc_conn_req *q)
           (c->kind == MC_TP_NET) ? "/" : "", how);
 }
 
-/* One round of connect for every set: fn(tc, req) on the requests of that direction. */
-typedef ncclResult_t (*round_fn)(struct mc_tp_comm *tc, struct mc_conn_req *q);
+/*
+ * The rounds. A local setup failure does not stop this rank's part of the
+ * protocol: it still sends its blobs (marked failed), so that no peer waits
+ * for them and every rank learns of the failure through its connections;
+ * bootstrap failures (a peer died: the bootstrap names it) end the rounds at
+ * once. The first local failure is returned once the rounds are over.
+ */
+#define BLOB_FAILED 0xffu
 
-static ncclResult_t r1_post(struct mc_tp_comm *tc, struct mc_conn_req *q)
+struct round_state {
+  ncclResult_t local; /* first local setup failure */
+  char why[MC_LAST_ERROR_BYTES_TP];
+};
+
+static void note_local(struct round_state *st, ncclResult_t res)
+{
+  if (st->local == ncclSuccess) {
+    st->local = res;
+    mc_error_last_copy(st->why, sizeof(st->why));
+  }
+}
+
+typedef ncclResult_t (*round_fn)(struct mc_tp_comm *tc, struct mc_conn_req *q,
+                                 struct round_state *st);
+
+static ncclResult_t r1_post(struct mc_tp_comm *tc, struct mc_conn_req *q, struct round_state *st)
 {
   struct mc_blob_r1 r1;
-  MC_CHECK(recv_setup(tc, q, &r1));
+  ncclResult_t res = recv_setup(tc, q, &r1);
+
+  if (res != ncclSuccess) {
+    note_local(st, res);
+    memset(&r1, 0, sizeof(r1));
+    r1.kind = BLOB_FAILED;
+  }
   return mc_boot_send(tc->boot, q->peer, TAG(TAG_R1, q->channel, q->conn_index), &r1, sizeof(r1));
 }
 
-static ncclResult_t r2_post(struct mc_tp_comm *tc, struct mc_conn_req *q)
+static ncclResult_t r2_post(struct mc_tp_comm *tc, struct mc_conn_req *q, struct round_state *st)
 {
   struct mc_blob_r1 r1;
   struct mc_blob_r2 r2;
+  ncclResult_t res;
+
   MC_CHECK(
       mc_boot_recv(tc->boot, q->peer, TAG(TAG_R1, q->channel, q->conn_index), &r1, sizeof(r1)));
-  MC_CHECK(send_setup(tc, q, &r1, &r2));
+  if (r1.kind == BLOB_FAILED) {
+    res = MC_FAIL(ncclRemoteError, "transport: rank %d could not set up its end of the connection",
+                  q->peer);
+  } else {
+    res = send_setup(tc, q, &r1, &r2);
+  }
+  if (res != ncclSuccess) {
+    note_local(st, res);
+    memset(&r2, 0, sizeof(r2));
+    r2.kind = BLOB_FAILED;
+  }
   return mc_boot_send(tc->boot, q->peer, TAG(TAG_R2, q->channel, q->conn_index), &r2, sizeof(r2));
 }
 
-static ncclResult_t r2_take(struct mc_tp_comm *tc, struct mc_conn_req *q)
+static ncclResult_t r2_take(struct mc_tp_comm *tc, struct mc_conn_req *q, struct round_state *st)
 {
   struct mc_blob_r2 r2;
+  ncclResult_t res;
+
   MC_CHECK(
       mc_boot_recv(tc->boot, q->peer, TAG(TAG_R2, q->channel, q->conn_index), &r2, sizeof(r2)));
-  return recv_finish(q, &r2);
+  if (st->local != ncclSuccess)
+    return ncclSuccess; /* failing anyway: the conn is freed below */
+  if ((res = recv_finish(q, &r2)) != ncclSuccess)
+    note_local(st, res);
+  return ncclSuccess;
 }
 
-static ncclResult_t run_round(struct mc_tp_set *sets, int n_sets, bool sends, round_fn fn)
+static ncclResult_t run_round(struct mc_tp_set *sets, int n_sets, bool sends, round_fn fn,
+                              struct round_state *st)
 {
   for (int s = 0; s < n_sets; s++)
     for (int i = 0; i < sets[s].n; i++)
       if (sets[s].reqs[i].is_send == sends)
-        MC_CHECK(fn(sets[s].tc, &sets[s].reqs[i]));
+        MC_CHECK(fn(sets[s].tc, &sets[s].reqs[i], st));
   return ncclSuccess;
 }
 
@@ -327,6 +379,7 @@ static ncclResult_t net_finish(struct mc_tp_set *sets, int n_sets)
 
 ncclResult_t mc_transport_connect_sets(struct mc_tp_set *sets, int n_sets)
 {
+  struct round_state st = {.local = ncclSuccess};
   ncclResult_t res;
 
   for (int s = 0; s < n_sets; s++) {
@@ -343,9 +396,13 @@ ncclResult_t mc_transport_connect_sets(struct mc_tp_set *sets, int n_sets)
     }
   }
   /* Each round is a batch of non-blocking sends, then the receives. */
-  MC_CHECK_GOTO(run_round(sets, n_sets, false, r1_post), res, fail);
-  MC_CHECK_GOTO(run_round(sets, n_sets, true, r2_post), res, fail);
-  MC_CHECK_GOTO(run_round(sets, n_sets, false, r2_take), res, fail);
+  MC_CHECK_GOTO(run_round(sets, n_sets, false, r1_post, &st), res, fail);
+  MC_CHECK_GOTO(run_round(sets, n_sets, true, r2_post, &st), res, fail);
+  MC_CHECK_GOTO(run_round(sets, n_sets, false, r2_take, &st), res, fail);
+  if (st.local != ncclSuccess) {
+    res = MC_FAIL(st.local, "%s", st.why);
+    goto fail;
+  }
   MC_CHECK_GOTO(net_finish(sets, n_sets), res, fail);
   return ncclSuccess;
 fail:

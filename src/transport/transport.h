@@ -184,6 +184,7 @@ struct mc_conn_req {
   bool is_send;
   int channel;
   int conn_index;
+  size_t slot_bytes;    /* 0: the communicator's (NCCL_BUFFSIZE / MC_STEPS) */
   struct mc_conn *conn; /* in: zeroed storage; out: connected */
 };
 

@@ -7,13 +7,16 @@
  *   mp_leaks all N     (alone) N x ncclCommInitAll(4) + ncclCommDestroy of each
  * After every cycle the process has exactly the fds and threads it had
  * before the first init; in mode all (a single process, so no other rank
- * races with it) /dev/shm also holds exactly the entries it held before.
+ * races with it) /dev/shm also holds exactly the meshccl segments of this
+ * process it held before (none: they are unlinked as soon as mapped).
  * Exits 0 when every check passed, 1 with a message on stderr otherwise.
  */
+#include <dirent.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "mc_mp.h"
 #include "meshccl.h"
@@ -23,11 +26,27 @@
 
 static int g_rank = -1;
 
+/* This process's meshccl segments (named "meshccl-...-<pid of the creator>"):
+ * other jobs running at the same time may have their own. */
 static int count_shm(void)
 {
-  int n = mc_count_dir("/dev/shm");
+  char suffix[32];
+  DIR *d = opendir("/dev/shm");
+  struct dirent *e;
+  int n = 0;
 
-  return (n < 0) ? 0 : n;
+  if (d == NULL)
+    return 0;
+  snprintf(suffix, sizeof(suffix), "-%d", (int)getpid());
+  while ((e = readdir(d)) != NULL) {
+    size_t len = strlen(e->d_name);
+    size_t sl = strlen(suffix);
+    if ((strncmp(e->d_name, "meshccl-", 8) == 0) && (len > sl) &&
+        (strcmp(e->d_name + len - sl, suffix) == 0))
+      n++;
+  }
+  closedir(d);
+  return n;
 }
 
 static void one_cycle(const char *mode)
