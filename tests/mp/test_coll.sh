@@ -6,7 +6,7 @@
 # 262147 and 1048579 elements for a few types),
 # over each transport: P2P in one process (ncclCommInitAll, a thread per
 # rank, and one thread driving all ranks in a group), P2P across processes
-# (cross-memory attach), SHM (NCCL_P2P_DISABLE=1), NET (NCCL_P2P_DISABLE=1
+# (cross-memory attach with MESHCCL_P2P_CMA=1, else the shared FIFO), SHM (NCCL_P2P_DISABLE=1), NET (NCCL_P2P_DISABLE=1
 # NCCL_SHM_DISABLE=1), and ranks spread over NCCL_HOSTID "hosts" (NET
 # between them, P2P inside). Nothing may be left in /dev/shm.
 # shellcheck source=mp_lib.sh
@@ -36,15 +36,17 @@ run_case "P2P, one process, 8 threads" 300 "$T/mp_coll" --threads 8 --types floa
   --sizes 0,1,4099
 run_case "P2P, one thread drives 4 ranks in groups" 300 "$T/mp_coll" --group 4 \
   --types $ALL_TYPES --sizes $SMALL
-run_case "P2P across 3 processes (CMA), all types" 300 "$RUN" -n 3 "$T/mp_coll" \
-  --types $ALL_TYPES --sizes $SMALL
+MESHCCL_P2P_CMA=1 run_case "P2P across 3 processes (cross-memory attach), all types" 300 \
+  "$RUN" -n 3 "$T/mp_coll" --types $ALL_TYPES --sizes $SMALL
+run_case "P2P across 3 processes (shared FIFO, the default)" 300 "$RUN" -n 3 "$T/mp_coll" \
+  --types int32,float,bfloat16 --sizes $SMALL
 NCCL_P2P_DISABLE=1 run_case "SHM, 4 processes, all types" 300 "$RUN" -n 4 "$T/mp_coll" \
   --types $ALL_TYPES --sizes $SMALL
 NCCL_P2P_DISABLE=1 NCCL_SHM_DISABLE=1 run_case "NET, 3 processes" 300 "$RUN" -n 3 "$T/mp_coll" \
   --types int8,float,double,bfloat16 --sizes $SMALL
 run_case "large: P2P, 2 threads" 300 "$T/mp_coll" --threads 2 --types float,int8 \
   --ops sum,avg --sizes $LARGE
-run_case "large: P2P across 2 processes" 300 "$RUN" -n 2 "$T/mp_coll" --types float,half \
+MESHCCL_P2P_CMA=1 run_case "large: P2P across 2 processes (CMA)" 300 "$RUN" -n 2 "$T/mp_coll" --types float,half \
   --ops sum,max --sizes $LARGE
 NCCL_P2P_DISABLE=1 run_case "large: SHM, 3 processes" 300 "$RUN" -n 3 "$T/mp_coll" \
   --types float,int64 --ops sum,prod --sizes $LARGE

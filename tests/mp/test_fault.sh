@@ -20,7 +20,8 @@ fault_case() { # NAME NRANKS VICTIM COUNT [env assignments via the caller]
     "$(grep -c 'meshccl-run: rank [0-9]* .*exited with status' "$TMP/f.out")" 0
 }
 
-fault_case "P2P/CMA, 3 processes, rank 1 killed" 3 1 100000
+MESHCCL_P2P_CMA=1 fault_case "P2P/CMA, 3 processes, rank 1 killed" 3 1 100000
+fault_case "P2P (shared FIFO), 3 processes, rank 2 killed" 3 2 1000
 NCCL_P2P_DISABLE=1 fault_case "SHM, 4 processes, rank 2 killed" 4 2 100000
 NCCL_P2P_DISABLE=1 NCCL_SHM_DISABLE=1 fault_case "NET, 3 processes, rank 0 killed" 3 0 100000
 # Hosts: the launcher's ranks 0-1 on h0, 2-3 on h1 (NET between them).
