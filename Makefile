@@ -4,7 +4,7 @@ SHELL := /bin/bash
 BUILD ?= build
 ASAN_BUILD ?= build-asan
 JOBS ?= $(shell nproc)
-DEB_PKGS := gcc g++ clang clang-format libclang-rt-14-dev make cmake libc6-dev iproute2 procps git python3 openmpi-bin libopenmpi-dev graphviz
+DEB_PKGS := gcc g++ clang clang-format libclang-rt-14-dev make cmake libc6-dev iproute2 procps git python3 openmpi-bin libopenmpi-dev graphviz nftables iperf3
 
 .PHONY: all deps build build-asan run test test-fast bench bench-mpi fuzz format envdoc clean
 
@@ -39,6 +39,7 @@ build-asan: deps $(ASAN_BUILD)/CMakeCache.txt
 # The main job: a 4-rank communicator on this host, and what init found.
 run: build
 	./$(BUILD)/bin/meshccl-run -n 4 ./$(BUILD)/bin/meshccl-hello
+	./$(BUILD)/bin/meshccl-run -n 4 ./$(BUILD)/bin/meshccl-perf all_reduce -b 8 -e 64M -f 4 -c 1
 
 # Everything CI must pass: the release build's tests, then the unit and
 # multi-process tests again under ASan+UBSan.

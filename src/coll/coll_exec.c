@@ -29,7 +29,6 @@
 #include "params.h"
 #include "utils.h"
 
-#define SPIN_PASSES   2000 /* idle passes before yielding */
 #define YIELD_PASSES  2000 /* idle passes of yielding before sleeping */
 #define IDLE_SLEEP_NS 20000
 #define CHECK_EVERY   1024 /* idle passes between liveness checks */
@@ -664,6 +663,7 @@ static void proxies(struct batch *b, int delta)
 static ncclResult_t run_tasks(struct batch *b, struct mc_task **failed)
 {
   unsigned idle = 0;
+  unsigned spin = (unsigned)b->ops[0].comm->spin_passes;
   int left = b->n_tasks;
   double last_check = mc_time_sec();
   ncclResult_t res = ncclSuccess;
@@ -702,10 +702,10 @@ static ncclResult_t run_tasks(struct batch *b, struct mc_task **failed)
         }
       }
     }
-    if (idle > SPIN_PASSES + YIELD_PASSES) {
+    if (idle > spin + YIELD_PASSES) {
       struct timespec ts = {0, IDLE_SLEEP_NS};
       nanosleep(&ts, NULL);
-    } else if (idle > SPIN_PASSES) {
+    } else if (idle > spin) {
       sched_yield();
     }
   }

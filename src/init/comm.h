@@ -117,6 +117,7 @@ struct ncclComm {
   pthread_mutex_t redop_lock;
   int coll_result;   /* ncclResult_t of a failed collective: the comm is then unusable */
   int colls_running; /* threads inside a collective on this comm (abort waits for them) */
+  int spin_passes;   /* idle polls before yielding: few when the host's ranks outnumber its CPUs */
 };
 
 struct mc_topo_system;

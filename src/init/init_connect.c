@@ -9,6 +9,7 @@
  */
 #include "comm.h"
 
+#include <sched.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -48,6 +49,18 @@ static ncclResult_t tp_init(struct ncclComm *comm)
   return ncclSuccess;
 }
 
+/* Waiting ranks spin while every rank of the host has a CPU; otherwise they
+ * yield at once so that the rank they wait for can run. */
+static int spin_passes(const struct ncclComm *comm)
+{
+  cpu_set_t set;
+  int cpus = 0;
+
+  if (sched_getaffinity(0, sizeof(set), &set) == 0)
+    cpus = CPU_COUNT(&set);
+  return ((cpus > 0) && (comm->nodes.local_ranks > cpus)) ? 8 : 2000;
+}
+
 static int channel_count(void)
 {
   int lo = (int)mc_param_int(MC_P_MIN_NCHANNELS);
@@ -63,6 +76,7 @@ ncclResult_t mc_comm_stage_connect(struct ncclComm *comm)
   ncclResult_t res;
 
   MC_CHECK(tp_init(comm));
+  comm->spin_passes = spin_passes(comm);
   comm->n_channels = channel_count();
   MC_CHECK(mc_calloc(&comm->channels, (size_t)comm->n_channels));
   for (int c = 0; c < comm->n_channels; c++) {
