@@ -664,6 +664,12 @@ static ncclResult_t run_tasks(struct batch *b, struct mc_task **failed)
 {
   unsigned idle = 0;
   unsigned spin = (unsigned)b->ops[0].comm->spin_passes;
+
+  /* Over the network the proxy thread does the work: leave it the CPU. */
+  for (int i = 0; i < b->n_tasks; i++)
+    if (((b->tasks[i].send != NULL) && (b->tasks[i].send->kind == MC_TP_NET)) ||
+        ((b->tasks[i].recv != NULL) && (b->tasks[i].recv->kind == MC_TP_NET)))
+      spin = 8;
   int left = b->n_tasks;
   double last_check = mc_time_sec();
   ncclResult_t res = ncclSuccess;

@@ -76,6 +76,8 @@ ncclResult_t mc_comm_stage_connect(struct ncclComm *comm)
   ncclResult_t res;
 
   MC_CHECK(tp_init(comm));
+  if (comm->nodes.local_rank == 0)
+    mc_tp_collect_orphans();
   comm->spin_passes = spin_passes(comm);
   comm->n_channels = channel_count();
   MC_CHECK(mc_calloc(&comm->channels, (size_t)comm->n_channels));

@@ -27,9 +27,7 @@
 #include "log.h"
 #include "utils.h"
 
-#define PROXY_SPINS    256 /* empty rounds before yielding */
-#define PROXY_YIELDS   64  /* yields before short sleeps */
-#define PROXY_SLEEP_NS 20000
+#define PROXY_SPINS 64 /* empty rounds before yielding the CPU (to the net's threads) */
 
 struct mc_net_conn {
   const struct mc_net *net;
@@ -278,21 +276,14 @@ static void *proxy_main(void *arg)
       pthread_mutex_lock(&p->lock);
       continue;
     }
+    /* While a collective runs the proxy never sleeps (a timer sleep costs
+     * tens of microseconds per step); it yields, so that the rank and the
+     * net's threads get the CPU they need. */
     idle++;
-    if (idle <= PROXY_SPINS) {
-      pthread_mutex_unlock(&p->lock);
-      pthread_mutex_lock(&p->lock);
-    }
-    if (idle > PROXY_SPINS) {
-      pthread_mutex_unlock(&p->lock);
-      if (idle > PROXY_SPINS + PROXY_YIELDS) {
-        struct timespec ts = {0, PROXY_SLEEP_NS};
-        nanosleep(&ts, NULL);
-      } else {
-        sched_yield();
-      }
-      pthread_mutex_lock(&p->lock);
-    }
+    pthread_mutex_unlock(&p->lock);
+    if (idle > PROXY_SPINS)
+      sched_yield();
+    pthread_mutex_lock(&p->lock);
   }
   pthread_mutex_unlock(&p->lock);
   return NULL;

@@ -9,7 +9,10 @@
  */
 #include "transport/tp_int.h"
 
+#include <dirent.h>
 #include <errno.h>
+#include <signal.h>
+#include <stdlib.h>
 #include <fcntl.h>
 #include <stdio.h>
 #include <string.h>
@@ -82,6 +85,35 @@ ncclResult_t mc_shm_attach(const char *name, size_t bytes, void **map_out)
     return MC_FAIL(ncclSystemError, "NCCL SHM: mmap of /dev/shm%s: %s", name, strerror(err));
   *map_out = map;
   return ncclSuccess;
+}
+
+/* Segments whose creator (the pid at the end of the name) no longer exists:
+ * a rank killed between creating a segment and its peer mapping it. */
+void mc_tp_collect_orphans(void)
+{
+  DIR *d = opendir("/dev/shm");
+  struct dirent *e;
+
+  if (d == NULL)
+    return;
+  while ((e = readdir(d)) != NULL) {
+    const char *dash = strrchr(e->d_name, '-');
+    char path[300];
+    long pid;
+    char *end = NULL;
+    if ((strncmp(e->d_name, "meshccl-", 8) != 0) || (dash == NULL))
+      continue;
+    pid = strtol(dash + 1, &end, 10);
+    if ((end == dash + 1) || (*end != '\0') || (pid <= 0))
+      continue;
+    if ((kill((pid_t)pid, 0) != 0) && (errno == ESRCH)) {
+      snprintf(path, sizeof(path), "/%s", e->d_name);
+      if (shm_unlink(path) == 0)
+        MC_INFO(MC_SUB_SHM | MC_SUB_INIT, "NCCL SHM: removed /dev/shm%s of exited process %ld",
+                path, pid);
+    }
+  }
+  closedir(d);
 }
 
 void mc_shm_unlink(const char *name)

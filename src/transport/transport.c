@@ -195,6 +195,7 @@ static ncclResult_t send_setup(struct mc_tp_comm *tc, struct mc_conn_req *q,
       return MC_FAIL(ncclRemoteError, "NCCL SHM: rank %d announced a segment of %zu bytes", q->peer,
                      c->map_bytes);
     MC_CHECK(mc_shm_attach(r1->shm_name, c->map_bytes, &c->map));
+    mc_shm_unlink(r1->shm_name); /* both ends have it mapped now */
     c->ctrl = c->map;
     c->slots = (char *)c->map + ctrl_bytes();
     c->slot_bytes = (c->map_bytes - ctrl_bytes()) / MC_STEPS;
@@ -206,6 +207,7 @@ static ncclResult_t send_setup(struct mc_tp_comm *tc, struct mc_conn_req *q,
     } else {
       c->map_bytes = ctrl_bytes();
       MC_CHECK(mc_shm_attach(r1->shm_name, c->map_bytes, &c->map));
+      mc_shm_unlink(r1->shm_name);
       c->ctrl = c->map;
     }
     c->own_slots = aligned_alloc(4096, MC_STEPS * c->slot_bytes);

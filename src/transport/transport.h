@@ -213,6 +213,10 @@ void mc_tp_comm_free(struct mc_tp_comm *tc);
  * polls its NET connections only while one runs. p may be NULL. */
 void mc_proxy_activity(struct mc_proxy *p, int delta);
 
+/* Removes /dev/shm segments left by processes that were killed between
+ * creating a segment and their peer mapping it (once per communicator init). */
+void mc_tp_collect_orphans(void);
+
 /* Name of a transport kind ("P2P", "SHM", "NET"). */
 const char *mc_tp_name(enum mc_tp_kind kind);
 

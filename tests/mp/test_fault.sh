@@ -9,7 +9,7 @@
 . "$(dirname "$0")/mp_lib.sh"
 need_progs mp_fault
 
-shm_before=$(ls /dev/shm | grep -c '^meshccl-' || true)
+ls /dev/shm | grep '^meshccl-' | sort >"$TMP/shm.before"
 fault_case() { # NAME NRANKS VICTIM COUNT [env assignments via the caller]
   local name=$1 n=$2 victim=$3 count=$4 survivors
   timeout 90 "$RUN" --grace 60 -n "$n" "$T/mp_fault" "$victim" 300 "$count" >"$TMP/f.out" 2>&1
@@ -31,12 +31,11 @@ chmod +x "$HOSTS_WRAP"
 timeout 90 "$RUN" --grace 60 -n 4 "$HOSTS_WRAP" 3 300 262144 >"$TMP/h.out" 2>&1
 expect_eq "4 ranks on 2 hosts, rank 3 killed: all 3 survivors get ncclRemoteError within 5 s" \
   "$(grep -c "^\[[0-9]*\] rank [0-9]*: remote process exited or there was a network error after [0-4]\.[0-9]* s.*async 6, again 6" "$TMP/h.out")" 3
-# Other tests may hold a segment for the milliseconds of a connect: settle first.
-for _ in 1 2 3 4 5 6 7 8 9 10; do
-  shm_after=$(ls /dev/shm | grep -c '^meshccl-' || true)
-  [ "$shm_after" -le "$shm_before" ] && break
-  sleep 0.2
-done
-[ "$shm_after" -lt "$shm_before" ] && shm_after=$shm_before
-expect_eq "nothing left in /dev/shm" "$shm_after" "$shm_before"
+# New segments whose creator is gone (other tests may hold one for the
+# milliseconds of a connect, their creators alive).
+orphans() {
+  ls /dev/shm | grep '^meshccl-' | sort | comm -13 "$TMP/shm.before" - |
+    while read -r f; do kill -0 "${f##*-}" 2>/dev/null || echo "$f"; done
+}
+expect_eq "nothing left in /dev/shm" "$(orphans | wc -l)" 0
 mp_finish
