@@ -40,12 +40,15 @@ for n in "$a" "$b"; do ip -n "$n" link set mcv0 up; ip -n "$n" link set lo up; d
 iperf() { # streams -> GB/s
   ip netns exec "$b" iperf3 -s -1 -p 5201 -D --logfile "$tmp/iperf-s.log"
   sleep 0.3
-  ip netns exec "$a" iperf3 -c "$sub.2" -p 5201 -P "$1" -t 4 -J >"$tmp/iperf.json"
+  # shellcheck disable=SC2086 # "4 --bidir" splits on purpose
+  ip netns exec "$a" iperf3 -c "$sub.2" -p 5201 -P $1 -t 4 -J >"$tmp/iperf.json"
   python3 -c 'import json,sys; print("%.2f" % (json.load(open(sys.argv[1]))["end"]["sum_received"]["bits_per_second"] / 8e9))' "$tmp/iperf.json"
 }
 i1=$(iperf 1)
 i4=$(iperf 4)
-echo "# iperf3 over the veth: $i1 GB/s with 1 stream, $i4 GB/s with 4 streams"
+ib=$(iperf "4 --bidir")
+echo "# iperf3 over the veth: $i1 GB/s with 1 stream, $i4 GB/s with 4 streams (one way);"
+echo "# with 4 streams each way at once (--bidir, what an all-reduce does): $ib GB/s each way"
 
 port=$((20000 + $$ % 5000))
 for r in 0 1; do
@@ -57,6 +60,6 @@ for r in 0 1; do
 done
 wait
 echo "# meshccl-perf all_reduce, 2 ranks, one per namespace (NET/Socket)"
-echo "#      size   time(us)  busbw(GB/s)  busbw/iperf3-P4"
-awk -v i4="$i4" '!/^#/ && NF >= 13 && $1 ~ /^[0-9]+$/ {
-  printf "%11s %10s %12s %16.2f\n", $1, $6, $8, $8 / i4 }' "$tmp/perf.0.txt"
+echo "#      size   time(us)  busbw(GB/s)  busbw/iperf3-P4  busbw/iperf3-bidir"
+awk -v i4="$i4" -v ib="$ib" '!/^#/ && NF >= 13 && $1 ~ /^[0-9]+$/ {
+  printf "%11s %10s %12s %16.2f %19.2f\n", $1, $6, $8, $8 / i4, $8 / ib }' "$tmp/perf.0.txt"

@@ -35,11 +35,12 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-/* Automatic NCCL_SOCKET_NTHREADS / NCCL_NSOCKS_PERTHREAD (-2). NCCL's auto
- * is 0 threads (everything on the control socket) except on AWS and GCP;
- * measured on veth pairs and loopback (docs/ARCHITECTURE.md, net), helper
- * threads with a few data sockets are faster for large messages. */
-#define AUTO_NTHREADS 2
+/* Automatic NCCL_SOCKET_NTHREADS / NCCL_NSOCKS_PERTHREAD (-2): NCCL's (no
+ * helper threads off AWS/GCP). With the NET transport's proxy thread driving
+ * test() and yielding while idle, 0 threads measured fastest on veth pairs
+ * between namespaces (2.9 vs 1.8 GB/s all-reduce busbw with 2 threads; on 2
+ * cores the extra threads compete with the proxy and the rank). */
+#define AUTO_NTHREADS 0
 #define AUTO_NSOCKS   1
 
 #define DEFAULT_SPEED_MBPS 10000 /* NCCL's when /sys/class/net/<if>/speed is unreadable */

@@ -109,6 +109,10 @@ ncclResult_t mc_net_send_setup(struct mc_tp_comm *tc, struct mc_conn *c,
     return MC_FAIL(ncclSystemError, "NET: allocating %zu bytes of send slots",
                    MC_STEPS * c->slot_bytes);
   c->slots = c->own_slots;
+  /* The rank may publish its own buffers instead of copying into a slot:
+   * host memory needs no registration with a net that supports host
+   * pointers (the socket net); the step completes once the net sent it. */
+  c->can_send_ptr = true;
   return ncclSuccess;
 }
 
@@ -174,8 +178,11 @@ static bool progress_send(struct mc_conn *c)
 
   while ((nc->posted < tail) && (nc->posted < nc->done + MC_STEPS)) {
     unsigned s = (unsigned)(nc->posted % MC_STEPS);
+    uint64_t ptr = c->ctrl->fifo[s].ptr;
     void *req = NULL;
-    res = nc->net->isend(nc->comm, c->slots + (size_t)s * c->slot_bytes,
+    /* A published pointer (the rank's own buffer) goes out as it is. */
+    res = nc->net->isend(nc->comm,
+                         (ptr != 0) ? (void *)(uintptr_t)ptr : c->slots + (size_t)s * c->slot_bytes,
                          (size_t)c->ctrl->fifo[s].bytes, 0, nc->mhandle, &req);
     if (res != ncclSuccess) {
       conn_fail(c, res, "send");
