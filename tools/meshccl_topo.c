@@ -892,7 +892,8 @@ out:
   return res;
 }
 
-/* A file without any GPU (a partial, static file such as AWS's p5 one) is
+/* GPUs that are bare PCI leaves (AWS's static p4d files) get their <gpu>
+ * as NVML would fill them. A file without any GPU (AWS's p5 file) is
  * completed as NCCL completes it on a real host: each local rank's device
  * comes from this host's detection, under the file's CPU of its NUMA node;
  * the file's NICs stay the net devices. */
@@ -901,6 +902,16 @@ static ncclResult_t complete_partial(struct topo_ctx *ctx)
   int n = 0;
   int ranks = (ctx->cli.n_ranks > 0) ? ctx->cli.n_ranks : 1;
   uint64_t host_hash = mc_host_hash();
+  int added = 0;
+
+  MC_CHECK(mc_topo_gpus_from_file(ctx->xml, &added));
+  if (added > 0) {
+    fprintf(stderr,
+            "meshccl-topo: %s: %d GPU PCI device(s) without <gpu> completed in bus-id order, as "
+            "NVML would on that server (no NVLink information)\n",
+            ctx->cli.xml_path, added);
+    return ncclSuccess;
+  }
 
   for (int i = 0; (i < ctx->xml->n_nodes) && (n == 0); i++) {
     if ((ctx->xml->nodes[i].type != MC_XML_NODE_NONE) &&

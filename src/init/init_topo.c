@@ -40,8 +40,9 @@ static void collect_gpus(struct mc_xml_node *node, struct mc_xml_node **gpus, in
 }
 
 /* NCCL_TOPO_FILE: the file is the server this host stands for; this rank is
- * its dev-th GPU (DESIGN.md "GPU servers by simulation"). A file without any
- * GPU (a partial, static file such as AWS's p5 one) is completed as NCCL
+ * its dev-th GPU (DESIGN.md "GPU servers by simulation"). GPUs that are bare
+ * PCI leaves (AWS's static p4d files) get their <gpu> as NVML would fill
+ * them. A file without any GPU (AWS's p5 file) is completed as NCCL
  * completes it on a real host: the rank's own device comes from detection,
  * placed under the file's CPU of the rank's NUMA node; its NICs stay the net
  * devices. */
@@ -53,6 +54,12 @@ static ncclResult_t claim_file_gpu(struct ncclComm *comm, struct mc_xml *xml, co
 
   if (xml->n_nodes > 0)
     collect_gpus(&xml->nodes[0], gpus, &n, 64);
+  if (n == 0) {
+    int added = 0;
+    MC_CHECK(mc_topo_gpus_from_file(xml, &added));
+    if (added > 0)
+      collect_gpus(&xml->nodes[0], gpus, &n, 64);
+  }
   if (n == 0) {
     struct mc_topo_detect_rank partial = *me;
     partial.skip_nics = true;

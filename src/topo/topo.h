@@ -408,6 +408,15 @@ ncclResult_t mc_topo_xml_trim(struct mc_xml *xml);
  */
 ncclResult_t mc_topo_nets_from_file(struct mc_xml *xml);
 
+/*
+ * A static file whose GPUs are bare PCI leaves (class 0x03xxxx, no <gpu>
+ * child: AWS's p4d/p4de files) is completed as NVML would on that server:
+ * each such leaf gets <gpu dev sm="0" gdr="0">, dev in PCI bus-id order.
+ * *n_added receives how many (0 when the file has <gpu> elements or no such
+ * leaf).
+ */
+ncclResult_t mc_topo_gpus_from_file(struct mc_xml *xml, int *n_added);
+
 /* ---------- transport choice (topo_transport.c) ---------- */
 
 enum mc_topo_transport {

@@ -30,6 +30,7 @@
 #include <inttypes.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 #define XML_DEPTH_MAX        256
 #define PCI_BRIDGE_CLASS     "0x060400"
@@ -908,4 +909,61 @@ ncclResult_t mc_topo_nets_from_file(struct mc_xml *xml)
 out:
   free(plugin);
   return res;
+}
+
+/* ------------------------------------------------- GPUs of a static file */
+
+#define MAX_FILE_GPUS 64
+
+static bool is_bare_gpu_leaf(const struct mc_xml_node *n)
+{
+  const char *cls = mc_xml_get_attr(n, "class");
+  return (strcmp(n->name, "pci") == 0) && (n->n_subs == 0) && (cls != NULL) &&
+         (strncmp(cls, "0x03", 4) == 0) && (mc_xml_get_attr(n, "busid") != NULL);
+}
+
+static void walk_gpu_leaves(struct mc_xml_node *n, struct mc_xml_node **out, int *n_out, int max,
+                            int *n_gpus)
+{
+  if (strcmp(n->name, "gpu") == 0)
+    (*n_gpus)++;
+  if (is_bare_gpu_leaf(n) && (*n_out < max))
+    out[(*n_out)++] = n;
+  for (int s = 0; s < n->n_subs; s++)
+    walk_gpu_leaves(n->subs[s], out, n_out, max, n_gpus);
+}
+
+static int cmp_leaf_busid(const void *a, const void *b)
+{
+  const struct mc_xml_node *const *x = a;
+  const struct mc_xml_node *const *y = b;
+  return strcasecmp(mc_xml_get_attr(*x, "busid"), mc_xml_get_attr(*y, "busid"));
+}
+
+ncclResult_t mc_topo_gpus_from_file(struct mc_xml *xml, int *n_added)
+{
+  struct mc_xml_node *leaves[MAX_FILE_GPUS];
+  int n = 0;
+  int n_gpus = 0;
+
+  *n_added = 0;
+  if (xml->n_nodes == 0)
+    return ncclSuccess;
+  walk_gpu_leaves(&xml->nodes[0], leaves, &n, MAX_FILE_GPUS, &n_gpus);
+  if ((n_gpus > 0) || (n == 0))
+    return ncclSuccess;
+  qsort(leaves, (size_t)n, sizeof(leaves[0]), cmp_leaf_busid);
+  for (int i = 0; i < n; i++) {
+    struct mc_xml_node *gpu = NULL;
+    MC_CHECK(mc_xml_add_node(xml, leaves[i], "gpu", &gpu));
+    MC_CHECK(mc_xml_set_attr_int(gpu, "dev", i));
+    MC_CHECK(mc_xml_set_attr_int(gpu, "sm", 0));
+    MC_CHECK(mc_xml_set_attr_int(gpu, "gdr", 0));
+  }
+  MC_INFO(MC_SUB_GRAPH,
+          "Topo: %d GPU PCI device(s) of the file without <gpu> completed in bus-id "
+          "order (no NVML: no NVLinks)",
+          n);
+  *n_added = n;
+  return ncclSuccess;
 }

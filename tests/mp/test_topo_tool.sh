@@ -218,6 +218,14 @@ expect_eq "p5 partial file: the 2 detected devices are its GPUs" \
   "$(python3 -c 'import json,sys; print([g["busid"] for g in json.load(open(sys.argv[1]))["gpus"]])' \
     "$TMP/partial.out")" "['fffe:00:01.0', 'fffe:00:02.0']"
 
+run p4dstatic --xml "$DATA/aws-p4d.24xlarge.xml" --ranks 8 --json
+expect_eq "p4d static file (GPUs as bare PCI leaves): loads, exit 0" "$RC_p4dstatic" 0
+expect_grep "p4d static file: its 8 GPU PCI devices completed" "$TMP/p4dstatic.err" \
+  "8 GPU PCI device\(s\) without <gpu> completed in bus-id order"
+expect_eq "p4d static file: GPU0-GPU1 PIX, GPU0-GPU2 PHB, GPU0-GPU4 SYS (its PCI tree)" \
+  "$(python3 -c 'import json,sys; p=json.load(open(sys.argv[1]))["paths"]["gpu_gpu"][0]; print(p[1]["type"], p[2]["type"], p[4]["type"])' \
+    "$TMP/p4dstatic.out")" "PIX PHB SYS"
+
 # ------------------------------------------------- every file of the corpus
 n_ok=0
 n_refused=0
