@@ -27,6 +27,47 @@ struct mc_blob_r2 {
   uint64_t slots; /* P2P: the sender's slots */
 };
 
+/* What the receiver knows when it picks a transport for a peer. */
+struct mc_tp_select {
+  int peer;
+  bool same_host;
+  bool same_process;
+  int topo_choice; /* enum mc_topo_transport: topo's P2P ▸ SHM ▸ NET for the pair */
+};
+
+/*
+ * A transport (NCCL's struct ncclTransport, host edition). Setup runs in the
+ * two bootstrap rounds of transport.c:
+ *   can_connect   on the receiver: may this transport carry the connection?
+ *   recv_setup    receiver, round 1: create what lives on its side, describe it
+ *   send_setup    sender, round 2: attach / allocate / start connecting
+ *   recv_connect  receiver: take the sender's answer
+ *   progress      both (NULL: nothing left): finish a multi-step connect
+ *   start         both (NULL: nothing): the connection goes live (NET: proxy)
+ *   free          both: the transport's own resources (shared ones: mc_conn_free)
+ *   how           text for the "Channel ... via" line (after the name)
+ */
+struct mc_transport {
+  enum mc_tp_kind kind;
+  const char *name;
+  bool (*can_connect)(struct mc_tp_comm *tc, const struct mc_tp_select *sel);
+  ncclResult_t (*recv_setup)(struct mc_tp_comm *tc, struct mc_conn_req *q, struct mc_blob_r1 *r1);
+  ncclResult_t (*send_setup)(struct mc_tp_comm *tc, struct mc_conn_req *q,
+                             const struct mc_blob_r1 *r1, struct mc_blob_r2 *r2);
+  ncclResult_t (*recv_connect)(struct mc_conn_req *q, const struct mc_blob_r2 *r2);
+  ncclResult_t (*progress)(struct mc_tp_comm *tc, struct mc_conn *c, bool *done);
+  ncclResult_t (*start)(struct mc_tp_comm *tc, struct mc_conn *c);
+  void (*free)(struct mc_conn *c);
+  const char *(*how)(const struct mc_tp_comm *tc, const struct mc_conn *c);
+};
+
+extern const struct mc_transport mc_tp_p2p; /* tp_p2p.c */
+extern const struct mc_transport mc_tp_shm; /* tp_shm.c */
+extern const struct mc_transport mc_tp_net; /* tp_net.c */
+
+/* Bytes of the counters page in front of the slots. */
+size_t mc_tp_ctrl_bytes(void);
+
 /* SHM segments (tp_shm.c). */
 ncclResult_t mc_shm_create(const char *name, size_t bytes, void **map_out);
 ncclResult_t mc_shm_attach(const char *name, size_t bytes, void **map_out);
@@ -34,16 +75,8 @@ void mc_shm_unlink(const char *name);
 void mc_shm_name(char *out, const struct mc_tp_comm *tc, const char *what, int recv_rank,
                  int send_rank, int channel, int conn_index);
 
-/* NET (tp_net.c). */
-ncclResult_t mc_net_recv_setup(struct mc_tp_comm *tc, struct mc_conn *c, struct mc_blob_r1 *r1);
-ncclResult_t mc_net_send_setup(struct mc_tp_comm *tc, struct mc_conn *c,
-                               const struct mc_blob_r1 *r1);
-/* Advances a pending NET connect/accept; *done when established. */
-ncclResult_t mc_net_progress_connect(struct mc_tp_comm *tc, struct mc_conn *c, bool *done);
-/* Hands an established NET connection to the proxy thread. */
-ncclResult_t mc_proxy_add(struct mc_tp_comm *tc, struct mc_conn *c);
+/* The proxy thread (tp_net.c). */
 void mc_proxy_remove(struct mc_proxy *p, struct mc_conn *c);
 void mc_proxy_stop(struct mc_proxy *p);
-void mc_net_conn_free(struct mc_conn *c);
 
 #endif /* MC_TRANSPORT_TP_INT_H */

@@ -69,8 +69,17 @@ static ncclResult_t net_ready(struct mc_tp_comm *tc)
   return ncclSuccess;
 }
 
-ncclResult_t mc_net_recv_setup(struct mc_tp_comm *tc, struct mc_conn *c, struct mc_blob_r1 *r1)
+static bool net_can_connect(struct mc_tp_comm *tc, const struct mc_tp_select *sel)
 {
+  (void)tc;
+  (void)sel;
+  return true; /* the last resort, as in NCCL */
+}
+
+static ncclResult_t net_recv_setup(struct mc_tp_comm *tc, struct mc_conn_req *q,
+                                   struct mc_blob_r1 *r1)
+{
+  struct mc_conn *c = q->conn;
   struct mc_net_conn *nc;
 
   MC_CHECK(net_ready(tc));
@@ -90,11 +99,13 @@ ncclResult_t mc_net_recv_setup(struct mc_tp_comm *tc, struct mc_conn *c, struct 
   return ncclSuccess;
 }
 
-ncclResult_t mc_net_send_setup(struct mc_tp_comm *tc, struct mc_conn *c,
-                               const struct mc_blob_r1 *r1)
+static ncclResult_t net_send_setup(struct mc_tp_comm *tc, struct mc_conn_req *q,
+                                   const struct mc_blob_r1 *r1, struct mc_blob_r2 *r2)
 {
+  struct mc_conn *c = q->conn;
   struct mc_net_conn *nc;
 
+  (void)r2;
   MC_CHECK(net_ready(tc));
   MC_CHECK(mc_calloc(&nc, 1));
   c->net = nc;
@@ -116,7 +127,14 @@ ncclResult_t mc_net_send_setup(struct mc_tp_comm *tc, struct mc_conn *c,
   return ncclSuccess;
 }
 
-ncclResult_t mc_net_progress_connect(struct mc_tp_comm *tc, struct mc_conn *c, bool *done)
+static ncclResult_t net_recv_connect(struct mc_conn_req *q, const struct mc_blob_r2 *r2)
+{
+  (void)q;
+  (void)r2;
+  return ncclSuccess;
+}
+
+static ncclResult_t net_progress(struct mc_tp_comm *tc, struct mc_conn *c, bool *done)
 {
   struct mc_net_conn *nc = c->net;
 
@@ -138,7 +156,7 @@ ncclResult_t mc_net_progress_connect(struct mc_tp_comm *tc, struct mc_conn *c, b
   return ncclSuccess;
 }
 
-void mc_net_conn_free(struct mc_conn *c)
+static void net_free(struct mc_conn *c)
 {
   struct mc_net_conn *nc = c->net;
 
@@ -296,7 +314,7 @@ static void *proxy_main(void *arg)
   return NULL;
 }
 
-ncclResult_t mc_proxy_add(struct mc_tp_comm *tc, struct mc_conn *c)
+static ncclResult_t proxy_add(struct mc_tp_comm *tc, struct mc_conn *c)
 {
   struct mc_proxy *p = tc->proxy;
   int err;
@@ -372,3 +390,22 @@ void mc_proxy_stop(struct mc_proxy *p)
   pthread_cond_destroy(&p->cond);
   free(p);
 }
+
+static const char *net_how(const struct mc_tp_comm *tc, const struct mc_conn *c)
+{
+  (void)c;
+  return (tc->net != NULL) ? tc->net->name : "";
+}
+
+const struct mc_transport mc_tp_net = {
+    .kind = MC_TP_NET,
+    .name = "NET",
+    .can_connect = net_can_connect,
+    .recv_setup = net_recv_setup,
+    .send_setup = net_send_setup,
+    .recv_connect = net_recv_connect,
+    .progress = net_progress,
+    .start = proxy_add,
+    .free = net_free,
+    .how = net_how,
+};

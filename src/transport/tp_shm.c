@@ -22,6 +22,7 @@
 
 #include "check.h"
 #include "log.h"
+#include "topo/topo.h"
 
 void mc_shm_name(char *out, const struct mc_tp_comm *tc, const char *what, int recv_rank,
                  int send_rank, int channel, int conn_index)
@@ -121,3 +122,79 @@ void mc_shm_unlink(const char *name)
   if ((name != NULL) && (name[0] != '\0'))
     (void)shm_unlink(name);
 }
+
+/* ------------------------------------------------------- the SHM transport */
+
+static bool shm_can_connect(struct mc_tp_comm *tc, const struct mc_tp_select *sel)
+{
+  (void)tc;
+  /* topo's choice already applied NCCL_SHM_DISABLE, shmDev and the NIC check;
+   * a P2P pair that P2P declined (another process, no CMA) falls to SHM. */
+  return sel->same_host && (sel->topo_choice != MC_TOPO_TRANSPORT_NET);
+}
+
+static ncclResult_t shm_recv_setup(struct mc_tp_comm *tc, struct mc_conn_req *q,
+                                   struct mc_blob_r1 *r1)
+{
+  struct mc_conn *c = q->conn;
+
+  c->map_bytes = mc_tp_ctrl_bytes() + MC_STEPS * c->slot_bytes;
+  mc_shm_name(c->shm_name, tc, "shm", tc->rank, q->peer, q->channel, q->conn_index);
+  MC_CHECK(mc_shm_create(c->shm_name, c->map_bytes, &c->map));
+  c->ctrl = c->map;
+  c->slots = (char *)c->map + mc_tp_ctrl_bytes();
+  r1->bytes = c->map_bytes;
+  snprintf(r1->shm_name, sizeof(r1->shm_name), "%s", c->shm_name);
+  return ncclSuccess;
+}
+
+static ncclResult_t shm_send_setup(struct mc_tp_comm *tc, struct mc_conn_req *q,
+                                   const struct mc_blob_r1 *r1, struct mc_blob_r2 *r2)
+{
+  struct mc_conn *c = q->conn;
+
+  (void)tc;
+  (void)r2;
+  c->map_bytes = (size_t)r1->bytes;
+  if (c->map_bytes <= mc_tp_ctrl_bytes())
+    return MC_FAIL(ncclRemoteError, "NCCL SHM: rank %d announced a segment of %zu bytes", q->peer,
+                   c->map_bytes);
+  MC_CHECK(mc_shm_attach(r1->shm_name, c->map_bytes, &c->map));
+  mc_shm_unlink(r1->shm_name); /* both ends have it mapped now */
+  c->ctrl = c->map;
+  c->slots = (char *)c->map + mc_tp_ctrl_bytes();
+  c->slot_bytes = (c->map_bytes - mc_tp_ctrl_bytes()) / MC_STEPS;
+  return ncclSuccess;
+}
+
+static ncclResult_t shm_recv_connect(struct mc_conn_req *q, const struct mc_blob_r2 *r2)
+{
+  (void)q;
+  (void)r2;
+  return ncclSuccess;
+}
+
+static void shm_free(struct mc_conn *c)
+{
+  (void)c; /* the mapping: mc_conn_free */
+}
+
+static const char *shm_how(const struct mc_tp_comm *tc, const struct mc_conn *c)
+{
+  (void)tc;
+  (void)c;
+  return "/direct/direct";
+}
+
+const struct mc_transport mc_tp_shm = {
+    .kind = MC_TP_SHM,
+    .name = "SHM",
+    .can_connect = shm_can_connect,
+    .recv_setup = shm_recv_setup,
+    .send_setup = shm_send_setup,
+    .recv_connect = shm_recv_connect,
+    .progress = NULL,
+    .start = NULL,
+    .free = shm_free,
+    .how = shm_how,
+};

@@ -28,7 +28,6 @@
 #include "bootstrap/bootstrap.h"
 #include "check.h"
 #include "log.h"
-#include "params.h"
 #include "topo/topo.h"
 #include "utils.h"
 
@@ -80,49 +79,8 @@ ncclResult_t mc_conn_read(const struct mc_conn *c, void *dst, const char *src, s
   return ncclSuccess;
 }
 
-/* Can this process read the peer's memory (ptrace access mode, Yama)? */
-static bool cma_works(const struct mc_tp_peer *p)
-{
-  uint64_t v = 0;
-  struct iovec local = {.iov_base = &v, .iov_len = sizeof(v)};
-  struct iovec remote = {.iov_base = (void *)(uintptr_t)p->canary, .iov_len = sizeof(v)};
-  return process_vm_readv(p->pid, &local, 1, &remote, 1, 0) == (ssize_t)sizeof(v);
-}
-
-static enum mc_tp_kind choose(struct mc_tp_comm *tc, int peer)
-{
-  const struct mc_tp_peer *me = &tc->peers[tc->rank];
-  const struct mc_tp_peer *p = &tc->peers[peer];
-  struct mc_topo_paths_opts opts;
-  struct mc_topo_transport_choice ch;
-
-  if ((p->host_hash != me->host_hash) || (tc->topo == NULL))
-    return MC_TP_NET;
-  mc_topo_paths_opts_from_params(&opts);
-  if (mc_topo_transport_select(tc->topo, &opts, tc->rank, peer, true, p->shm_dev == me->shm_dev,
-                               &ch) != ncclSuccess)
-    return MC_TP_NET;
-  if ((ch.transport == MC_TOPO_TRANSPORT_P2P) && (p->pid != me->pid) && !mc_param_int(MC_P_P2P_CMA))
-    return MC_TP_SHM; /* P2P through the shared FIFO (MESHCCL_P2P_CMA=0) */
-  if ((ch.transport == MC_TOPO_TRANSPORT_P2P) && (p->pid != me->pid) && !cma_works(p)) {
-    if (!tc->cma_warned) {
-      MC_INFO(MC_SUB_INIT | MC_SUB_P2P,
-              "P2P: the kernel refuses cross-memory attach to rank %d (pid %d): %s; using SHM "
-              "between processes (check /proc/sys/kernel/yama/ptrace_scope)",
-              peer, p->pid, strerror(errno));
-      tc->cma_warned = true;
-    }
-    return MC_TP_SHM;
-  }
-  switch (ch.transport) {
-  case MC_TOPO_TRANSPORT_P2P:
-    return MC_TP_P2P;
-  case MC_TOPO_TRANSPORT_SHM:
-    return MC_TP_SHM;
-  default:
-    return MC_TP_NET;
-  }
-}
+/* NCCL's order: the first transport that can carry the connection. */
+static const struct mc_transport *const transports[] = {&mc_tp_p2p, &mc_tp_shm, &mc_tp_net};
 
 static bool same_process(const struct mc_tp_comm *tc, int peer)
 {
@@ -130,9 +88,42 @@ static bool same_process(const struct mc_tp_comm *tc, int peer)
          (tc->peers[peer].host_hash == tc->peers[tc->rank].host_hash);
 }
 
-static size_t ctrl_bytes(void)
+size_t mc_tp_ctrl_bytes(void)
 {
   return (sizeof(struct mc_conn_ctrl) + 4095) & ~(size_t)4095;
+}
+
+/* The receiver's choice for a connection from peer (topo's decision, then
+ * each transport's own conditions). */
+static const struct mc_transport *choose(struct mc_tp_comm *tc, int peer)
+{
+  const struct mc_tp_peer *me = &tc->peers[tc->rank];
+  const struct mc_tp_peer *p = &tc->peers[peer];
+  struct mc_tp_select sel = {.peer = peer,
+                             .same_host = (p->host_hash == me->host_hash),
+                             .same_process = same_process(tc, peer),
+                             .topo_choice = MC_TOPO_TRANSPORT_NET};
+
+  if (sel.same_host && (tc->topo != NULL)) {
+    struct mc_topo_paths_opts opts;
+    struct mc_topo_transport_choice ch;
+    mc_topo_paths_opts_from_params(&opts);
+    if (mc_topo_transport_select(tc->topo, &opts, tc->rank, peer, true, p->shm_dev == me->shm_dev,
+                                 &ch) == ncclSuccess)
+      sel.topo_choice = (int)ch.transport;
+  }
+  for (size_t i = 0; i < sizeof(transports) / sizeof(transports[0]); i++)
+    if (transports[i]->can_connect(tc, &sel))
+      return transports[i];
+  return &mc_tp_net;
+}
+
+static const struct mc_transport *by_kind(uint32_t kind)
+{
+  for (size_t i = 0; i < sizeof(transports) / sizeof(transports[0]); i++)
+    if ((uint32_t)transports[i]->kind == kind)
+      return transports[i];
+  return NULL;
 }
 
 /* --------------------------------------------------------------- round 1 */
@@ -142,40 +133,13 @@ static ncclResult_t recv_setup(struct mc_tp_comm *tc, struct mc_conn_req *q, str
   struct mc_conn *c = q->conn;
 
   memset(r1, 0, sizeof(*r1));
-  c->kind = choose(tc, q->peer);
-  c->slot_bytes = tc->slot_bytes;
+  c->tp = choose(tc, q->peer);
+  c->kind = c->tp->kind;
+  c->slot_bytes = (q->slot_bytes != 0) ? q->slot_bytes : tc->slot_bytes;
   r1->kind = (uint32_t)c->kind;
-  r1->bytes = tc->slot_bytes;
+  r1->bytes = c->slot_bytes;
   r1->same_process = same_process(tc, q->peer);
-  switch (c->kind) {
-  case MC_TP_SHM:
-    c->map_bytes = ctrl_bytes() + MC_STEPS * c->slot_bytes;
-    mc_shm_name(c->shm_name, tc, "shm", tc->rank, q->peer, q->channel, q->conn_index);
-    MC_CHECK(mc_shm_create(c->shm_name, c->map_bytes, &c->map));
-    c->ctrl = c->map;
-    c->slots = (char *)c->map + ctrl_bytes();
-    r1->bytes = c->map_bytes;
-    snprintf(r1->shm_name, sizeof(r1->shm_name), "%s", c->shm_name);
-    return ncclSuccess;
-  case MC_TP_P2P:
-    if (r1->same_process) {
-      MC_CHECK(mc_calloc((struct mc_conn_ctrl **)&c->own_ctrl, 1));
-      c->ctrl = c->own_ctrl;
-      r1->addr = (uint64_t)(uintptr_t)c->ctrl;
-    } else {
-      c->map_bytes = ctrl_bytes();
-      mc_shm_name(c->shm_name, tc, "p2p", tc->rank, q->peer, q->channel, q->conn_index);
-      MC_CHECK(mc_shm_create(c->shm_name, c->map_bytes, &c->map));
-      c->ctrl = c->map;
-      snprintf(r1->shm_name, sizeof(r1->shm_name), "%s", c->shm_name);
-      c->remote_read = true;
-      c->peer_pid = tc->peers[q->peer].pid;
-    }
-    return ncclSuccess;
-  case MC_TP_NET:
-    return mc_net_recv_setup(tc, c, r1);
-  }
-  return MC_FAIL(ncclInternalError, "transport: unknown kind %d", (int)c->kind);
+  return c->tp->recv_setup(tc, q, r1);
 }
 
 /* --------------------------------------------------------------- round 2 */
@@ -186,45 +150,13 @@ static ncclResult_t send_setup(struct mc_tp_comm *tc, struct mc_conn_req *q,
   struct mc_conn *c = q->conn;
 
   memset(r2, 0, sizeof(*r2));
-  c->kind = (enum mc_tp_kind)r1->kind;
-  r2->kind = r1->kind;
-  switch (c->kind) {
-  case MC_TP_SHM:
-    c->map_bytes = (size_t)r1->bytes;
-    if (c->map_bytes <= ctrl_bytes())
-      return MC_FAIL(ncclRemoteError, "NCCL SHM: rank %d announced a segment of %zu bytes", q->peer,
-                     c->map_bytes);
-    MC_CHECK(mc_shm_attach(r1->shm_name, c->map_bytes, &c->map));
-    mc_shm_unlink(r1->shm_name); /* both ends have it mapped now */
-    c->ctrl = c->map;
-    c->slots = (char *)c->map + ctrl_bytes();
-    c->slot_bytes = (c->map_bytes - ctrl_bytes()) / MC_STEPS;
-    break;
-  case MC_TP_P2P:
-    c->slot_bytes = (size_t)r1->bytes;
-    if (r1->same_process) {
-      c->ctrl = (struct mc_conn_ctrl *)(uintptr_t)r1->addr;
-    } else {
-      c->map_bytes = ctrl_bytes();
-      MC_CHECK(mc_shm_attach(r1->shm_name, c->map_bytes, &c->map));
-      mc_shm_unlink(r1->shm_name);
-      c->ctrl = c->map;
-    }
-    c->own_slots = aligned_alloc(4096, MC_STEPS * c->slot_bytes);
-    if (c->own_slots == NULL)
-      return MC_FAIL(ncclSystemError, "P2P: allocating %zu bytes of slots for rank %d",
-                     MC_STEPS * c->slot_bytes, q->peer);
-    c->slots = c->own_slots;
-    c->can_send_ptr = true;
-    r2->slots = (uint64_t)(uintptr_t)c->slots;
-    break;
-  case MC_TP_NET:
-    MC_CHECK(mc_net_send_setup(tc, c, r1));
-    break;
-  default:
+  c->tp = by_kind(r1->kind);
+  if (c->tp == NULL)
     return MC_FAIL(ncclRemoteError, "transport: rank %d chose unknown transport %u", q->peer,
                    r1->kind);
-  }
+  c->kind = c->tp->kind;
+  r2->kind = r1->kind;
+  MC_CHECK(c->tp->send_setup(tc, q, r1, r2));
   r2->ok = 1;
   return ncclSuccess;
 }
@@ -236,8 +168,7 @@ static ncclResult_t recv_finish(struct mc_conn_req *q, const struct mc_blob_r2 *
   if ((r2->kind != (uint32_t)c->kind) || (r2->ok != 1))
     return MC_FAIL(ncclRemoteError, "transport: rank %d did not accept the %s connection", q->peer,
                    mc_tp_name(c->kind));
-  if (c->kind == MC_TP_P2P)
-    c->slots = (char *)(uintptr_t)r2->slots;
+  MC_CHECK(c->tp->recv_connect(q, r2));
   /* Both sides have it mapped: nothing is left in /dev/shm from here on. */
   mc_shm_unlink(c->shm_name);
   c->shm_name[0] = '\0';
@@ -247,19 +178,13 @@ static ncclResult_t recv_finish(struct mc_conn_req *q, const struct mc_blob_r2 *
 static void log_conn(const struct mc_tp_comm *tc, const struct mc_conn_req *q)
 {
   const struct mc_conn *c = q->conn;
-  const char *how = "";
+  const char *how = c->tp->how(tc, c);
 
   if (!q->is_send)
     return;
-  if (c->kind == MC_TP_P2P)
-    how = same_process(tc, q->peer) ? "/direct pointer" : "/CMA";
-  else if (c->kind == MC_TP_SHM)
-    how = "/direct/direct";
-  else if (tc->net != NULL)
-    how = tc->net->name;
   MC_INFO(MC_SUB_INIT | MC_SUB_P2P, "Channel %02d/%d : %d[%d] -> %d[%d] via %s%s%s", q->channel,
-          q->conn_index, tc->rank, tc->rank, q->peer, q->peer, mc_tp_name(c->kind),
-          (c->kind == MC_TP_NET) ? "/" : "", how);
+          q->conn_index, tc->rank, tc->rank, q->peer, q->peer, c->tp->name,
+          ((c->kind == MC_TP_NET) && (how[0] != '\0')) ? "/" : "", how);
 }
 
 /*
@@ -346,7 +271,7 @@ static ncclResult_t run_round(struct mc_tp_set *sets, int n_sets, bool sends, ro
   return ncclSuccess;
 }
 
-static ncclResult_t net_finish(struct mc_tp_set *sets, int n_sets)
+static ncclResult_t finish(struct mc_tp_set *sets, int n_sets)
 {
   bool pending = true;
 
@@ -355,9 +280,10 @@ static ncclResult_t net_finish(struct mc_tp_set *sets, int n_sets)
     for (int s = 0; s < n_sets; s++) {
       for (int i = 0; i < sets[s].n; i++) {
         bool done = true;
-        if (sets[s].reqs[i].conn->kind != MC_TP_NET)
+        struct mc_conn *c = sets[s].reqs[i].conn;
+        if (c->tp->progress == NULL)
           continue;
-        MC_CHECK(mc_net_progress_connect(sets[s].tc, sets[s].reqs[i].conn, &done));
+        MC_CHECK(c->tp->progress(sets[s].tc, c, &done));
         pending = pending || !done;
       }
     }
@@ -371,8 +297,9 @@ static ncclResult_t net_finish(struct mc_tp_set *sets, int n_sets)
   }
   for (int s = 0; s < n_sets; s++) {
     for (int i = 0; i < sets[s].n; i++) {
-      if (sets[s].reqs[i].conn->kind == MC_TP_NET)
-        MC_CHECK(mc_proxy_add(sets[s].tc, sets[s].reqs[i].conn));
+      struct mc_conn *c = sets[s].reqs[i].conn;
+      if (c->tp->start != NULL)
+        MC_CHECK(c->tp->start(sets[s].tc, c));
       log_conn(sets[s].tc, &sets[s].reqs[i]);
     }
   }
@@ -405,7 +332,7 @@ ncclResult_t mc_transport_connect_sets(struct mc_tp_set *sets, int n_sets)
     res = MC_FAIL(st.local, "%s", st.why);
     goto fail;
   }
-  MC_CHECK_GOTO(net_finish(sets, n_sets), res, fail);
+  MC_CHECK_GOTO(finish(sets, n_sets), res, fail);
   return ncclSuccess;
 fail:
   for (int s = 0; s < n_sets; s++)
@@ -426,8 +353,8 @@ void mc_conn_free(struct mc_conn *c)
     return;
   if (c->proxy != NULL)
     mc_proxy_remove(c->proxy, c);
-  if (c->kind == MC_TP_NET)
-    mc_net_conn_free(c);
+  if (c->tp != NULL)
+    c->tp->free(c);
   mc_shm_unlink(c->shm_name);
   if (c->map != NULL)
     munmap(c->map, c->map_bytes);

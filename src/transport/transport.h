@@ -51,9 +51,11 @@ struct mc_conn_ctrl {
 
 struct mc_proxy;
 struct mc_net_conn;
+struct mc_transport;
 
 struct mc_conn {
   enum mc_tp_kind kind;
+  const struct mc_transport *tp; /* the table that set it up */
   bool is_send;
   int peer; /* rank at the other end */
   int channel;

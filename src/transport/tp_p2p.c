@@ -1,0 +1,137 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * The P2P transport (NCCL's transport/p2p.cc, host edition): the slots live
+ * on the sender's side and the receiver reads them, or any buffer of the
+ * sender published in the FIFO, directly:
+ *   one process     plain pointers ("P2P/direct pointer"); counters in the
+ *                   receiver's heap;
+ *   two processes   process_vm_readv ("P2P/CMA", MESHCCL_P2P_CMA=1); counters
+ *                   in a one-page /dev/shm segment the receiver creates and
+ *                   the sender unlinks once mapped. With MESHCCL_P2P_CMA=0
+ *                   (default) P2P between processes declines and SHM carries
+ *                   the connection (measured faster, docs/ARCHITECTURE.md).
+ * The kernel may refuse cross-memory attach (Yama ptrace scope, other user):
+ * then P2P declines too, with one INFO line.
+ */
+#include "transport/tp_int.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/uio.h>
+
+#include "check.h"
+#include "log.h"
+#include "params.h"
+#include "topo/topo.h"
+#include "utils.h"
+
+/* Can this process read the peer's memory? */
+static bool cma_works(const struct mc_tp_peer *p)
+{
+  uint64_t v = 0;
+  struct iovec local = {.iov_base = &v, .iov_len = sizeof(v)};
+  struct iovec remote = {.iov_base = (void *)(uintptr_t)p->canary, .iov_len = sizeof(v)};
+  return process_vm_readv(p->pid, &local, 1, &remote, 1, 0) == (ssize_t)sizeof(v);
+}
+
+static bool p2p_can_connect(struct mc_tp_comm *tc, const struct mc_tp_select *sel)
+{
+  const struct mc_tp_peer *p = &tc->peers[sel->peer];
+
+  if (!sel->same_host || (sel->topo_choice != MC_TOPO_TRANSPORT_P2P))
+    return false;
+  if (sel->same_process)
+    return true;
+  if (!mc_param_int(MC_P_P2P_CMA))
+    return false;
+  if (!cma_works(p)) {
+    if (!tc->cma_warned) {
+      MC_INFO(MC_SUB_INIT | MC_SUB_P2P,
+              "P2P: the kernel refuses cross-memory attach to rank %d (pid %d): %s; using SHM "
+              "between processes (check /proc/sys/kernel/yama/ptrace_scope)",
+              sel->peer, p->pid, strerror(errno));
+      tc->cma_warned = true;
+    }
+    return false;
+  }
+  return true;
+}
+
+static ncclResult_t p2p_recv_setup(struct mc_tp_comm *tc, struct mc_conn_req *q,
+                                   struct mc_blob_r1 *r1)
+{
+  struct mc_conn *c = q->conn;
+
+  if (r1->same_process) {
+    MC_CHECK(mc_calloc((struct mc_conn_ctrl **)&c->own_ctrl, 1));
+    c->ctrl = c->own_ctrl;
+    r1->addr = (uint64_t)(uintptr_t)c->ctrl;
+    return ncclSuccess;
+  }
+  c->map_bytes = mc_tp_ctrl_bytes();
+  mc_shm_name(c->shm_name, tc, "p2p", tc->rank, q->peer, q->channel, q->conn_index);
+  MC_CHECK(mc_shm_create(c->shm_name, c->map_bytes, &c->map));
+  c->ctrl = c->map;
+  snprintf(r1->shm_name, sizeof(r1->shm_name), "%s", c->shm_name);
+  c->remote_read = true;
+  c->peer_pid = tc->peers[q->peer].pid;
+  return ncclSuccess;
+}
+
+static ncclResult_t p2p_send_setup(struct mc_tp_comm *tc, struct mc_conn_req *q,
+                                   const struct mc_blob_r1 *r1, struct mc_blob_r2 *r2)
+{
+  struct mc_conn *c = q->conn;
+
+  c->slot_bytes = (size_t)r1->bytes;
+  if (!r1->same_process)
+    c->peer_pid = tc->peers[q->peer].pid; /* for the log line */
+  if (r1->same_process) {
+    c->ctrl = (struct mc_conn_ctrl *)(uintptr_t)r1->addr;
+  } else {
+    c->map_bytes = mc_tp_ctrl_bytes();
+    MC_CHECK(mc_shm_attach(r1->shm_name, c->map_bytes, &c->map));
+    mc_shm_unlink(r1->shm_name); /* both ends have it mapped now */
+    c->ctrl = c->map;
+  }
+  c->own_slots = aligned_alloc(4096, MC_STEPS * c->slot_bytes);
+  if (c->own_slots == NULL)
+    return MC_FAIL(ncclSystemError, "P2P: allocating %zu bytes of slots for rank %d",
+                   MC_STEPS * c->slot_bytes, q->peer);
+  c->slots = c->own_slots;
+  c->can_send_ptr = true;
+  r2->slots = (uint64_t)(uintptr_t)c->slots;
+  return ncclSuccess;
+}
+
+static ncclResult_t p2p_recv_connect(struct mc_conn_req *q, const struct mc_blob_r2 *r2)
+{
+  q->conn->slots = (char *)(uintptr_t)r2->slots;
+  return ncclSuccess;
+}
+
+static void p2p_free(struct mc_conn *c)
+{
+  (void)c; /* heap and mapping: mc_conn_free */
+}
+
+static const char *p2p_how(const struct mc_tp_comm *tc, const struct mc_conn *c)
+{
+  (void)tc;
+  return c->remote_read || (c->peer_pid != 0) ? "/CMA" : "/direct pointer";
+}
+
+const struct mc_transport mc_tp_p2p = {
+    .kind = MC_TP_P2P,
+    .name = "P2P",
+    .can_connect = p2p_can_connect,
+    .recv_setup = p2p_recv_setup,
+    .send_setup = p2p_send_setup,
+    .recv_connect = p2p_recv_connect,
+    .progress = NULL,
+    .start = NULL,
+    .free = p2p_free,
+    .how = p2p_how,
+};
