@@ -279,11 +279,43 @@ static int oneshot_progress(struct mc_task *t, ncclResult_t *res)
   return 1;
 }
 
+/* How many steps t will receive (walks its primitives on a copy). */
+static uint64_t recv_steps(const struct mc_task *t)
+{
+  struct mc_task copy = *t;
+  struct mc_prim p;
+  uint64_t n = 0;
+
+  while (mc_ring_task_prim(&copy, &p)) {
+    n += prim_recvs(p.kind) ? 1 : 0;
+    mc_ring_task_next(&copy);
+  }
+  return n;
+}
+
+/* Announces the task's receive steps to the proxy (NET connections). */
+static void task_start(struct mc_task *t)
+{
+  struct ncclComm *comm = t->op->comm;
+
+  t->started = true;
+  if (t->oneshot) {
+    for (int p = 0; p < comm->n_ranks; p++)
+      if ((p != t->rank) && (comm->os_recv[p]->kind == MC_TP_NET))
+        mc_conn_recv_expect(comm->os_recv[p], 1);
+    return;
+  }
+  if ((t->recv != NULL) && (t->recv->kind == MC_TP_NET))
+    mc_conn_recv_expect(t->recv, recv_steps(t));
+}
+
 /* Runs t's primitives while its connections are ready. 1 when something moved. */
 static int task_progress(struct mc_task *t, ncclResult_t *res)
 {
   int moved = 0;
 
+  if (!t->started)
+    task_start(t);
   if (t->oneshot)
     return oneshot_progress(t, res);
 
@@ -620,6 +652,8 @@ static ncclResult_t conn_health(const struct mc_task *t, const struct mc_conn *c
     return ncclSuccess;
   p = &comm->peers[c->peer];
   e = mc_conn_error(c);
+  if ((e != 0) && !c->is_send && mc_conn_recv_ready(c))
+    e = 0; /* what arrived is consumed first; the failure counts when it is needed */
   if (e != 0)
     return MC_FAIL((c->kind == MC_TP_NET) ? (ncclResult_t)e : ncclRemoteError,
                    "%s: rank %d: the %s connection %s rank %d (%s, pid %d) failed",

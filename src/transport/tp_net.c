@@ -5,7 +5,8 @@
  * thread moves them through the net:
  *   send: a step the rank committed (tail) is isend'ed from its slot; when
  *         the net reports it done, head advances and the slot is free again;
- *   recv: an irecv is posted into every free slot (step < head + MC_STEPS);
+ *   recv: an irecv is posted into every free slot (step < head + MC_STEPS)
+ *         that a running operation will consume (step < want);
  *         when one completes its size is recorded and tail advances.
  * A net error marks the connection failed (ctrl->error), which the rank's
  * collective reports; the proxy then leaves that connection alone.
@@ -234,10 +235,11 @@ static bool progress_recv(struct mc_conn *c)
 {
   struct mc_net_conn *nc = c->net;
   uint64_t head = __atomic_load_n(&c->ctrl->head, __ATOMIC_ACQUIRE);
+  uint64_t want = __atomic_load_n(&c->ctrl->want, __ATOMIC_ACQUIRE);
   bool moved = false;
   ncclResult_t res;
 
-  while (nc->posted < head + MC_STEPS) {
+  while ((nc->posted < head + MC_STEPS) && (nc->posted < want)) {
     unsigned s = (unsigned)(nc->posted % MC_STEPS);
     void *data = c->slots + (size_t)s * c->slot_bytes;
     size_t size = c->slot_bytes;

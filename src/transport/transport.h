@@ -43,6 +43,7 @@ struct mc_conn_ctrl {
   uint64_t tail __attribute__((aligned(64)));  /* written by the sender */
   uint64_t head __attribute__((aligned(64)));  /* written by the receiver */
   uint32_t error __attribute__((aligned(64))); /* ncclResult_t of a failure on either side */
+  uint64_t want __attribute__((aligned(64)));  /* receiver: steps its operations will take (NET) */
   struct {
     uint64_t ptr; /* 0: data in the slot; else an address in the sender */
     uint64_t bytes;
@@ -135,6 +136,14 @@ static inline const char *mc_conn_recv_data(const struct mc_conn *c, size_t *byt
   uint64_t p = c->ctrl->fifo[s].ptr;
   *bytes = (size_t)c->ctrl->fifo[s].bytes;
   return (p != 0) ? (const char *)(uintptr_t)p : c->slots + (size_t)s * c->slot_bytes;
+}
+
+/* Receiver: the operation starting now takes n more steps from c. The proxy
+ * posts network receives only for those (as NCCL's proxy ops carry their
+ * step count), so nothing is pending when the peer closes after the last. */
+static inline void mc_conn_recv_expect(struct mc_conn *c, uint64_t n)
+{
+  __atomic_store_n(&c->ctrl->want, c->ctrl->want + n, __ATOMIC_RELEASE);
 }
 
 static inline void mc_conn_recv_release(struct mc_conn *c)

@@ -1,6 +1,8 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
  * mp_leaks: repeated communicator lifecycles in one process must not leak.
+ * Every cycle runs collectives (a ring all-reduce, a one-shot all-reduce and
+ * a grouped ring exchange) before the teardown.
  *   mp_leaks env N     (meshccl-run job) N x meshcclCommInitFromEnv + ncclCommDestroy;
  *                      NCCL_COMM_ID is reused by every communicator
  *   mp_leaks abort N   (meshccl-run job) N x meshcclCommInitFromEnv + ncclCommAbort
@@ -49,18 +51,56 @@ static int count_shm(void)
   return n;
 }
 
+#define COLL_COUNT (256 * 1024)
+
+/* An all-reduce and a ring exchange, so that connections (and with NET the
+ * proxy thread and sockets) exist before the teardown. */
+static void collectives(ncclComm_t comm, float *buf, float *out)
+{
+  int n = 0;
+  int r = 0;
+
+  MC_MP_CHECK(ncclCommCount(comm, &n));
+  MC_MP_CHECK(ncclCommUserRank(comm, &r));
+  MC_MP_CHECK(ncclAllReduce(buf, buf, COLL_COUNT, ncclFloat, ncclSum, comm, NULL));
+  MC_MP_CHECK(ncclAllReduce(buf, out, 8, ncclFloat, ncclSum, comm, NULL)); /* one-shot */
+  MC_MP_CHECK(ncclGroupStart());
+  MC_MP_CHECK(ncclSend(buf, COLL_COUNT, ncclFloat, (r + 1) % n, comm, NULL));
+  MC_MP_CHECK(ncclRecv(out, COLL_COUNT, ncclFloat, (r + n - 1) % n, comm, NULL));
+  MC_MP_CHECK(ncclGroupEnd());
+}
+
+static float *buffers(int n)
+{
+  float *b = calloc((size_t)n * COLL_COUNT, sizeof(float));
+  if (b == NULL)
+    MC_MP_FAIL("out of memory");
+  return b;
+}
+
 static void one_cycle(const char *mode)
 {
   if (strcmp(mode, "all") == 0) {
     ncclComm_t comms[ALL_NDEV];
+    float *buf = buffers(2 * ALL_NDEV);
     MC_MP_CHECK(ncclCommInitAll(comms, ALL_NDEV, NULL));
+    /* One thread drives the 4 ranks: the operations run at ncclGroupEnd. */
+    MC_MP_CHECK(ncclGroupStart());
+    for (int i = 0; i < ALL_NDEV; i++)
+      collectives(comms[i], buf + (size_t)(2 * i) * COLL_COUNT,
+                  buf + (size_t)(2 * i + 1) * COLL_COUNT);
+    MC_MP_CHECK(ncclGroupEnd());
+    free(buf);
     for (int i = 0; i < ALL_NDEV; i++)
       MC_MP_CHECK(ncclCommDestroy(comms[i]));
   } else {
     ncclComm_t comm = NULL;
     int n = -1;
     MC_MP_CHECK(meshcclCommInitFromEnv(&comm, NULL));
+    float *buf = buffers(2);
     MC_MP_CHECK(ncclCommCount(comm, &n));
+    collectives(comm, buf, buf + COLL_COUNT);
+    free(buf);
     if (strcmp(mode, "abort") == 0)
       MC_MP_CHECK(ncclCommAbort(comm));
     else
