@@ -220,15 +220,19 @@ static int oneshot_progress(struct mc_task *t, ncclResult_t *res)
   const void *srcs[64];
   size_t bounce_off = 0;
   int moved = 0;
-  unsigned flags = MC_REDUCE_POST;
+  unsigned flags = MC_REDUCE_POST; /* the inputs arrive multiplied (premulsum) */
 
   if (t->j == 0) {
     for (int p = 0; p < n; p++) {
       struct mc_conn *sc = comm->os_send[p];
       if ((p == t->rank) || (t->os_sent & (1ull << p)) || !mc_conn_send_ready(sc))
         continue;
-      /* A copy, never a pointer: in place, the output overwrites the input. */
-      memcpy(mc_conn_send_slot(sc), op->in, bytes);
+      /* A copy, never a pointer: in place, the output overwrites the input.
+       * Premulsum: each rank's input is multiplied by its own scalar. */
+      if (op->redop.kind == MC_RED_PREMULSUM)
+        mc_reduce(&op->redop, mc_conn_send_slot(sc), NULL, op->in, op->count, MC_REDUCE_PRE_B);
+      else
+        memcpy(mc_conn_send_slot(sc), op->in, bytes);
       mc_conn_send_commit(sc, NULL, bytes);
       t->os_sent |= 1ull << p;
       moved = 1;
@@ -244,6 +248,12 @@ static int oneshot_progress(struct mc_task *t, ncclResult_t *res)
       const char *data;
       if (p == t->rank) {
         srcs[p] = op->in;
+        if (op->redop.kind == MC_RED_PREMULSUM) {
+          char *own = t->bounce + bounce_off;
+          mc_reduce(&op->redop, own, NULL, op->in, op->count, MC_REDUCE_PRE_B);
+          bounce_off += (bytes + 63) & ~(size_t)63;
+          srcs[p] = own;
+        }
         continue;
       }
       data = mc_conn_recv_data(rc, &got);
@@ -263,8 +273,6 @@ static int oneshot_progress(struct mc_task *t, ncclResult_t *res)
       }
       srcs[p] = data;
     }
-    if (op->redop.kind == MC_RED_PREMULSUM)
-      flags |= MC_REDUCE_PRE_A | MC_REDUCE_PRE_B;
     mc_reduce_multi(&op->redop, op->out, srcs, n, op->count, flags);
     for (int p = 0; p < n; p++)
       if (p != t->rank)
@@ -402,7 +410,7 @@ static bool oneshot_ok(const struct mc_op *op)
 
   return (op->kind == MC_COLL_ALLREDUCE) && (comm->nodes.n_nodes == 1) && (comm->n_ranks > 1) &&
          (comm->n_ranks <= 64) && (bytes <= limit) &&
-         ((size_t)(comm->n_ranks - 1) * ((bytes + 63) & ~(size_t)63) <= comm->tp.slot_bytes);
+         ((size_t)comm->n_ranks * ((bytes + 63) & ~(size_t)63) <= comm->tp.slot_bytes);
 }
 
 static bool os_connected(const struct ncclComm *comm)

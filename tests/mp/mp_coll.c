@@ -233,9 +233,10 @@ static double value(int t, int op, int r, size_t i, int seed)
   return uns ? (double)(h % 9) : (double)(h % 17 - 8);
 }
 
-static double premul_scalar(int t)
+/* Each rank multiplies its own input by its own scalar (as nccl-tests does). */
+static double premul_scalar(int t, int r)
 {
-  return is_float(t) ? 0.5 : 3.0;
+  return is_float(t) ? 0.5 * (double)(1 + r % 2) : (double)(1 + r % 3);
 }
 
 static double wrap(int t, double v)
@@ -254,7 +255,7 @@ static double expected(int t, int op, int n, size_t i, int seed)
   for (int r = 0; r < n; r++) {
     double v = value(t, op, r, i, seed);
     if (op == OP_PREMUL)
-      v *= premul_scalar(t);
+      v *= premul_scalar(t, r);
     if ((op == ncclAvg) && fl)
       v /= n;
     if (r == 0)
@@ -336,7 +337,7 @@ static int prepare(struct rank_state *s, const struct tcase *k)
   struct rank_ctx *c = s->c;
   int n = c->n, r = c->rank, t = k->type;
   size_t cnt = k->count, es = tsize(t);
-  double sc = premul_scalar(t);
+  double sc = premul_scalar(t, r);
   char scal[8];
 
   s->in_elems = (k->coll == C_RS || k->coll == C_A2A) ? cnt * (size_t)n : cnt;
