@@ -1,8 +1,9 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
  * Correctness of every collective, through the public API, on every rank:
- * allreduce, broadcast, reduce, allgather, reducescatter, sendrecv (ring)
- * and alltoall (grouped send/recv including self) × types × ops × in/out of
+ * allreduce, broadcast, reduce, allgather, reducescatter, and grouped
+ * send/recv (ring, alltoall including self, gather, scatter) × types × ops
+ * × in/out of
  * place × sizes. Integers must match exactly; floats within NCCL's test
  * tolerance of the value computed in double.
  *
@@ -31,9 +32,10 @@
 static const char *const type_names[] = {"int8", "uint8", "int32",  "uint32",   "int64",  "uint64",
                                          "half", "float", "double", "bfloat16", "f8e4m3", "f8e5m2"};
 static const char *const op_names[] = {"sum", "prod", "max", "min", "avg", "premulsum"};
-static const char *const coll_names[] = {"allreduce",     "broadcast", "reduce",  "allgather",
-                                         "reducescatter", "sendrecv",  "alltoall"};
-enum { C_AR, C_BC, C_RED, C_AG, C_RS, C_SR, C_A2A, N_COLLS };
+static const char *const coll_names[] = {"allreduce", "broadcast",     "reduce",
+                                         "allgather", "reducescatter", "sendrecv",
+                                         "alltoall",  "gather",        "scatter"};
+enum { C_AR, C_BC, C_RED, C_AG, C_RS, C_SR, C_A2A, C_GATHER, C_SCATTER, N_COLLS };
 #define OP_PREMUL 5
 
 struct cfg {
@@ -340,8 +342,10 @@ static int prepare(struct rank_state *s, const struct tcase *k)
   double sc = premul_scalar(t, r);
   char scal[8];
 
-  s->in_elems = (k->coll == C_RS || k->coll == C_A2A) ? cnt * (size_t)n : cnt;
-  s->out_elems = (k->coll == C_AG || k->coll == C_A2A) ? cnt * (size_t)n : cnt;
+  s->in_elems =
+      (k->coll == C_RS || k->coll == C_A2A || k->coll == C_SCATTER) ? cnt * (size_t)n : cnt;
+  s->out_elems =
+      (k->coll == C_AG || k->coll == C_A2A || k->coll == C_GATHER) ? cnt * (size_t)n : cnt;
   s->in = malloc(s->in_elems * es + 64);
   s->out = malloc(s->out_elems * es + 64);
   if ((s->in == NULL) || (s->out == NULL))
@@ -381,7 +385,8 @@ static int issue(struct rank_state *s, const struct tcase *k)
       in = out + (size_t)r * cnt * es;
     else if (k->coll == C_RS)
       out = in + (size_t)r * cnt * es;
-    else if ((k->coll != C_SR) && (k->coll != C_A2A))
+    else if ((k->coll != C_SR) && (k->coll != C_A2A) && (k->coll != C_GATHER) &&
+             (k->coll != C_SCATTER))
       in = out;
   }
   switch (k->coll) {
@@ -406,6 +411,22 @@ static int issue(struct rank_state *s, const struct tcase *k)
     CHECK_NCCL(c, ncclRecv(out, cnt, t, (r + n - 1) % n, c->comm, NULL));
     CHECK_NCCL(c, ncclGroupEnd());
     break;
+  case C_GATHER: /* grouped send/recv: every rank sends to the root, which receives from all */
+    CHECK_NCCL(c, ncclGroupStart());
+    CHECK_NCCL(c, ncclSend(in, cnt, t, k->root, c->comm, NULL));
+    if (r == k->root)
+      for (int p = 0; p < n; p++)
+        CHECK_NCCL(c, ncclRecv(out + (size_t)p * cnt * es, cnt, t, p, c->comm, NULL));
+    CHECK_NCCL(c, ncclGroupEnd());
+    break;
+  case C_SCATTER: /* the root sends block p to rank p */
+    CHECK_NCCL(c, ncclGroupStart());
+    if (r == k->root)
+      for (int p = 0; p < n; p++)
+        CHECK_NCCL(c, ncclSend(in + (size_t)p * cnt * es, cnt, t, p, c->comm, NULL));
+    CHECK_NCCL(c, ncclRecv(out, cnt, t, k->root, c->comm, NULL));
+    CHECK_NCCL(c, ncclGroupEnd());
+    break;
   case C_A2A:
     CHECK_NCCL(c, ncclGroupStart());
     for (int p = 0; p < n; p++) {
@@ -424,9 +445,9 @@ static int verify(struct rank_state *s, const struct tcase *k)
   int n = c->n, r = c->rank, t = k->type;
   size_t cnt = k->count, es = tsize(t);
   const char *res = (k->coll == C_RS && k->inplace) ? s->in + (size_t)r * cnt * es : s->out;
-  size_t m = (k->coll == C_AG || k->coll == C_A2A) ? cnt * (size_t)n : cnt;
+  size_t m = (k->coll == C_AG || k->coll == C_A2A || k->coll == C_GATHER) ? cnt * (size_t)n : cnt;
 
-  if ((k->coll == C_RED) && (r != k->root))
+  if (((k->coll == C_RED) || (k->coll == C_GATHER)) && (r != k->root))
     m = 0;
   for (size_t i = 0; i < m; i++) {
     double want, got = load(t, res, i);
@@ -446,6 +467,12 @@ static int verify(struct rank_state *s, const struct tcase *k)
       break;
     case C_SR:
       want = value(t, k->op, (r + n - 1) % n, i, k->seed);
+      break;
+    case C_GATHER:
+      want = value(t, k->op, (int)(i / cnt), i % cnt, k->seed);
+      break;
+    case C_SCATTER:
+      want = value(t, k->op, k->root, (size_t)r * cnt + i, k->seed);
       break;
     default: /* alltoall: block p of rank r came from block r of rank p */
       want = value(t, k->op, (int)(i / cnt), (size_t)r * cnt + i % cnt, k->seed);
@@ -492,7 +519,8 @@ static int run_cases(struct rank_ctx *ctx, int nr)
                                 .root = (my_seed % n),
                                 .seed = my_seed,
                                 .count = g->sizes[si]};
-              if (ip && ((k.coll == C_SR) || (k.coll == C_A2A)))
+              if (ip && ((k.coll == C_SR) || (k.coll == C_A2A) || (k.coll == C_GATHER) ||
+                         (k.coll == C_SCATTER)))
                 continue;
               for (int i = 0; i < nr; i++) {
                 st[i].c = &ctx[i];
@@ -551,8 +579,9 @@ int main(int argc, char **argv)
   g->n_types = parse_list("int8,uint8,int32,uint32,int64,uint64,half,float,double,bfloat16",
                           type_names, 12, g->types);
   g->n_ops = parse_list("sum,prod,max,min,avg,premulsum", op_names, 6, g->ops);
-  g->n_colls = parse_list("allreduce,broadcast,reduce,allgather,reducescatter,sendrecv,alltoall",
-                          coll_names, N_COLLS, g->colls);
+  g->n_colls = parse_list(
+      "allreduce,broadcast,reduce,allgather,reducescatter,sendrecv,alltoall,gather,scatter",
+      coll_names, N_COLLS, g->colls);
   memcpy(g->sizes, default_sizes, sizeof(default_sizes));
   g->n_sizes = 6;
   g->iters = 1;

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: Apache-2.0
 # Correctness of every collective (mp_coll.c: allreduce, broadcast, reduce,
-# allgather, reducescatter, sendrecv ring, alltoall with self) × every NCCL
+# allgather, reducescatter, and grouped send/recv: ring, alltoall with self,
+# gather, scatter) × every NCCL
 # type × every op × in/out of place × sizes 0, 1, 7, 1000, 4099 (and
 # 262147 and 1048579 elements for a few types),
 # over each transport: P2P in one process (ncclCommInitAll, a thread per
@@ -44,6 +45,10 @@ NCCL_P2P_DISABLE=1 run_case "SHM, 4 processes, all types" 300 "$RUN" -n 4 "$T/mp
   --types $ALL_TYPES --sizes $SMALL
 NCCL_P2P_DISABLE=1 NCCL_SHM_DISABLE=1 run_case "NET, 3 processes" 300 "$RUN" -n 3 "$T/mp_coll" \
   --types int8,float,double,bfloat16 --sizes $SMALL
+NCCL_P2P_DISABLE=1 run_case "SHM, 8 processes" 300 "$RUN" -n 8 "$T/mp_coll" \
+  --types int32,float,bfloat16 --ops sum,max --sizes 0,1,7,4099
+NCCL_P2P_DISABLE=1 NCCL_SHM_DISABLE=1 run_case "NET, 5 processes" 300 "$RUN" -n 5 "$T/mp_coll" \
+  --types uint8,float --ops sum,min --sizes 0,1,7,4099
 run_case "large: P2P, 2 threads" 300 "$T/mp_coll" --threads 2 --types float,int8 \
   --ops sum,avg --sizes $LARGE
 MESHCCL_P2P_CMA=1 run_case "large: P2P across 2 processes (CMA)" 300 "$RUN" -n 2 "$T/mp_coll" --types float,half \
