@@ -3,9 +3,8 @@
  * Correctness of every collective, through the public API, on every rank:
  * allreduce, broadcast, reduce, allgather, reducescatter, and grouped
  * send/recv (ring, alltoall including self, gather, scatter) × types × ops
- * × in/out of
- * place × sizes. Integers must match exactly; floats within NCCL's test
- * tolerance of the value computed in double.
+ * × in/out of place × sizes. Integers must match exactly; floats within
+ * NCCL's test tolerance of the value computed in double.
  *
  *   mp_coll [--types t,t] [--ops o,o] [--sizes n,n] [--colls c,c] [--iters N]
  *           [--threads N | --group N]
