@@ -277,6 +277,31 @@ static bool progress_recv(struct mc_conn *c)
   return moved;
 }
 
+/* One pass over every connection; the caller holds the lock. */
+static bool progress_all(struct mc_proxy *p)
+{
+  bool moved = false;
+
+  for (int i = 0; i < p->n_conns; i++) {
+    struct mc_conn *c = p->conns[i];
+    if (c->net->failed)
+      continue;
+    moved |= c->is_send ? progress_send(c) : progress_recv(c);
+  }
+  return moved;
+}
+
+bool mc_proxy_help(struct mc_proxy *p)
+{
+  bool moved;
+
+  if ((p == NULL) || (pthread_mutex_trylock(&p->lock) != 0))
+    return false;
+  moved = progress_all(p);
+  pthread_mutex_unlock(&p->lock);
+  return moved;
+}
+
 static void *proxy_main(void *arg)
 {
   struct mc_proxy *p = arg;
@@ -291,12 +316,7 @@ static void *proxy_main(void *arg)
       pthread_cond_wait(&p->cond, &p->lock);
       continue;
     }
-    for (int i = 0; i < p->n_conns; i++) {
-      struct mc_conn *c = p->conns[i];
-      if (c->net->failed)
-        continue;
-      moved |= c->is_send ? progress_send(c) : progress_recv(c);
-    }
+    moved = progress_all(p);
     if (moved) {
       idle = 0;
       pthread_mutex_unlock(&p->lock); /* let the rank add, remove or go idle */

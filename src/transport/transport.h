@@ -215,6 +215,11 @@ ncclResult_t mc_transport_connect_sets(struct mc_tp_set *sets, int n_sets);
 /* Releases a connection's resources (stops its use by the proxy first). */
 void mc_conn_free(struct mc_conn *c);
 
+/* The rank, while it waits on the network, advances the proxy's connections
+ * itself when the proxy thread is not at it (no hand-off between threads);
+ * true when something moved. p may be NULL. */
+bool mc_proxy_help(struct mc_proxy *p);
+
 /* Stops the rank's proxy thread (before its connections are freed). */
 void mc_tp_proxy_stop(struct mc_tp_comm *tc);
 /* Finalizes the net (after every connection was freed). */
