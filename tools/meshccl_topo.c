@@ -16,6 +16,7 @@
  * Exit codes: 0 success, 2 bad input or usage, 3 internal failure.
  */
 #include "core/check.h"
+#include "topo_graphs.h"
 #include "core/log.h"
 #include "core/params.h"
 #include "topo/topo.h"
@@ -41,6 +42,7 @@ struct cli {
   int n_ranks; /* --ranks, -1 = every GPU of the file */
   int n_nodes; /* --nodes */
   bool json;
+  bool graphs;
   bool env;
   bool markdown;
   const char *dump_path;
@@ -73,7 +75,7 @@ struct topo_ctx {
 static void usage(FILE *out, const char *prog)
 {
   fprintf(out,
-          "usage: %s --xml FILE [--ranks N] [--nodes N] [--json] [--dump OUT.xml]\n"
+          "usage: %s --xml FILE [--ranks N] [--nodes N] [--graphs] [--json] [--dump OUT.xml]\n"
           "          [--dot OUT.dot] [--svg OUT.svg] [--env [--markdown]]\n"
           "       %s --env [--markdown]\n"
           "\n"
@@ -88,6 +90,8 @@ static void usage(FILE *out, const char *prog)
           "                 is i (else the i-th GPU in PCI bus-id order)\n"
           "  --ranks N      use only local ranks 0..N-1 (the other GPUs are left out)\n"
           "  --nodes N      the file describes each of N identical hosts; rank = node*ranks+local\n"
+          "  --graphs       search rings and trees on every local rank and connect the nodes:\n"
+          "                 NCCL's graph lines, then each rank's rings, trees and channels\n"
           "  --json         the same facts as JSON (schema in docs/TOOLS.md)\n"
           "  --dump FILE    write the XML the system was built from\n"
           "  --dot FILE     write a Graphviz picture of the system\n"
@@ -95,7 +99,7 @@ static void usage(FILE *out, const char *prog)
           "  --env          list the parameters in effect (--markdown: docs/ENV.md format)\n"
           "\n"
           "Without --xml: this host, detected from sysfs (MESHCCL_SYSFS_ROOT), as --ranks N\n"
-          "local ranks (default 1). Graph search (rings/trees) comes in a later release.\n"
+          "local ranks (default 1).\n"
           "Exit status: 0 success, 2 bad input or usage, 3 internal failure.\n",
           prog, prog);
 }
@@ -160,6 +164,8 @@ static int parse_args(int argc, char **argv, struct cli *cli)
       exit(0);
     } else if (strcmp(a, "--json") == 0) {
       cli->json = true;
+    } else if (strcmp(a, "--graphs") == 0) {
+      cli->graphs = true;
     } else if (strcmp(a, "--env") == 0) {
       cli->env = true;
     } else if (strcmp(a, "--markdown") == 0) {
@@ -973,7 +979,12 @@ static int run(struct topo_ctx *ctx)
   if (res != ncclSuccess) {
     return report(source_name(ctx), res, "system");
   }
-  res = ctx->cli.json ? print_json(ctx, stdout) : print_text(ctx, stdout);
+  if (ctx->cli.graphs && !ctx->cli.json) {
+    res = (ctx->n_local > 0) ? topo_graphs_print(ctx->systems, ctx->n_local, ctx->cli.n_nodes, stdout)
+                             : MC_FAIL(ncclInvalidUsage, "no GPU to search graphs over");
+  } else {
+    res = ctx->cli.json ? print_json(ctx, stdout) : print_text(ctx, stdout);
+  }
   if (res != ncclSuccess) {
     return report(source_name(ctx), res, "print");
   }

@@ -144,6 +144,7 @@ struct mc_topo_node {
   struct {
     uint64_t device;
   } pci;
+  uint64_t used; /* GPUs: bit c set while channel c of a search goes through it */
   int n_links;
   int cap_links;
   struct mc_topo_link *links; /* sorted: NVLink first, PCI down, PCI up, SYS */

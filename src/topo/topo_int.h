@@ -43,4 +43,11 @@ bool mc_sysfs_realpath(const char *root, const char *rel, char *out, size_t out_
  * stops at any other character). */
 int64_t mc_topo_bus_id_to_int64(const char *str);
 
+/* NCCL_GRAPH_FILE: graph->id's graph from opts->graph_file (topo_graph_xml.c);
+ * *n_loaded_out its channel elements. */
+struct mc_topo_graph;
+struct mc_topo_search_opts;
+ncclResult_t mc_topo_graph_load(struct mc_topo_system *sys, struct mc_topo_graph *graph,
+                                const struct mc_topo_search_opts *opts, int *n_loaded_out);
+
 #endif /* MC_TOPO_INT_H */

@@ -1,0 +1,237 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * Channel graphs: NCCL 2.30's search for rings and trees over a system
+ * (src/graph/search.cc, ncclTopoCompute), their log lines and graph XML
+ * (ncclTopoPrintGraph, ncclTopoDumpGraphs, NCCL_GRAPH_FILE), and the
+ * connection of the per-node graphs into rings and double binary trees across
+ * nodes (src/graph/connect.cc ncclTopoPreset / ncclTopoPostset,
+ * src/graph/trees.cc, src/graph/rings.cc, and init.cc's alignment of the
+ * graph information gathered from every rank).
+ *
+ * Pure logic: no sockets, no logging. The search mutates the system's link
+ * and NET bandwidths while it runs and restores them before it returns; a
+ * system is searched by one thread at a time. Search budgets are iteration
+ * counts, so results are deterministic.
+ */
+#ifndef MC_TOPO_GRAPH_H
+#define MC_TOPO_GRAPH_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include "nccl.h"
+#include "topo/topo.h"
+
+/* NCCL's MAXCHANNELS. */
+#define MC_TOPO_MAX_CHANNELS 64
+/* The ring search's channel limit (init.cc: MAXCHANNELS/2). */
+#define MC_TOPO_MAX_RING_CHANNELS 32
+/* Children of a tree node (NCCL_MAX_TREE_ARITY). */
+#define MC_TOPO_TREE_ARITY 3
+
+/* Graph patterns, NCCL's values (src/include/graph.h). */
+enum mc_topo_pattern {
+  MC_TOPO_PATTERN_BALANCED_TREE = 1, /* parent + child0 on intra[0]... split NIC traffic */
+  MC_TOPO_PATTERN_SPLIT_TREE = 2,
+  MC_TOPO_PATTERN_TREE = 3,
+  MC_TOPO_PATTERN_RING = 4,
+  MC_TOPO_PATTERN_NVLS = 5,
+  MC_TOPO_PATTERN_COLLNET_DIRECT = 6
+};
+
+/* Graph ids as init.cc passes them. */
+enum mc_topo_graph_id {
+  MC_TOPO_GRAPH_RING = 0,
+  MC_TOPO_GRAPH_TREE = 1,
+  MC_TOPO_GRAPH_COLLNET_CHAIN = 2,
+  MC_TOPO_GRAPH_NVLS = 3,
+  MC_TOPO_GRAPH_COLLNET_DIRECT = 4
+};
+
+/* NCCL's struct ncclTopoGraph. intra and inter are owned (mc_topo_graph_init
+ * allocates them for a system's GPU count). */
+struct mc_topo_graph {
+  /* inputs */
+  int id;
+  int pattern;
+  int collnet;
+  int min_channels;
+  int max_channels;
+  /* outputs */
+  int n_channels;
+  float bw_intra; /* GB/s per channel */
+  float bw_inter;
+  float latency_inter;
+  int type_intra; /* enum mc_path_type */
+  int type_inter;
+  int same_channels;
+  int cross_nic;
+  int n_hops;
+  int n_gpus;     /* GPUs per channel (the system's GPU count) */
+  int *intra;     /* [MC_TOPO_MAX_CHANNELS * n_gpus]: ranks per channel */
+  int64_t *inter; /* [MC_TOPO_MAX_CHANNELS * 2]: NET ids where a channel enters and leaves */
+};
+
+/* Knobs of the search (parameters NCCL reads itself). */
+struct mc_topo_search_opts {
+  int cross_nic;          /* NCCL_CROSS_NIC: 0, 1 or 2 (default) */
+  bool scatter_nets;      /* NCCL_MNNVL_SCATTER_NETS_ENABLE, default 1 */
+  const char *graph_file; /* NCCL_GRAPH_FILE, NULL when unset (not owned) */
+};
+
+/* NCCL's defaults: cross_nic 2, scatter on, no graph file. */
+void mc_topo_search_opts_init(struct mc_topo_search_opts *opts);
+/* The defaults, then NCCL_CROSS_NIC, NCCL_MNNVL_SCATTER_NETS_ENABLE
+ * and NCCL_GRAPH_FILE. */
+void mc_topo_search_opts_from_params(struct mc_topo_search_opts *opts);
+
+/* Allocates intra/inter for n_gpus GPUs and sets the inputs; outputs zero. */
+ncclResult_t mc_topo_graph_init(struct mc_topo_graph *graph, int id, int pattern, int min_channels,
+                                int max_channels, int n_gpus);
+/* Frees intra/inter (the struct itself is the caller's); accepts a zeroed graph. */
+void mc_topo_graph_fini(struct mc_topo_graph *graph);
+/* Deep copy between graphs of the same n_gpus. */
+void mc_topo_graph_copy(struct mc_topo_graph *dst, const struct mc_topo_graph *src);
+
+/*
+ * ncclTopoCompute: searches the best channels of graph->pattern on sys (paths
+ * computed, mc_topo_search_init done), or loads them from opts->graph_file.
+ * *loaded_out (may be NULL) receives the number of channels the file gave
+ * (-1 when no file was read). Errors: ncclInvalidUsage for an unreadable or
+ * invalid graph file (naming it), ncclInternalError on broken invariants.
+ */
+ncclResult_t mc_topo_compute(struct mc_topo_system *sys, struct mc_topo_graph *graph,
+                             const struct mc_topo_search_opts *opts, int *loaded_out);
+
+/* ncclTopoPrintGraph's lines, without the log prefix, one per line. */
+void mc_topo_graph_print(const struct mc_topo_system *sys, const struct mc_topo_graph *graph,
+                         FILE *out);
+
+/*
+ * ncclTopoGetXmlFromGraphs + the XML writer: <graphs version="1"> with one
+ * <graph> per graph in the order given (init.cc: ring, tree, collnet direct,
+ * collnet chain, nvls). Path types without a graph-XML name (C2C, NET, DIS)
+ * are ncclInternalError, as NCCL's kvConvertToStr.
+ */
+ncclResult_t mc_topo_graphs_dump(const struct mc_topo_system *sys,
+                                 const struct mc_topo_graph *const *graphs, int n_graphs,
+                                 FILE *out);
+
+/* ncclTopoGetCompCap: smallest and largest sm of the system's GPUs. */
+ncclResult_t mc_topo_comp_cap(const struct mc_topo_system *sys, int *cc_min_out, int *cc_max_out);
+
+/* ---------------------------------------------------------- connection */
+
+/* What one rank contributes to the AllGather3 step (NCCL's ncclTopoRanks plus
+ * the graph information init.cc aligns). Plain data: it travels as bytes. */
+struct mc_topo_graph_info {
+  int32_t pattern;
+  int32_t n_channels;
+  int32_t same_channels;
+  float bw_intra;
+  float bw_inter;
+  int32_t type_intra;
+  int32_t type_inter;
+  int32_t cross_nic;
+};
+
+struct mc_topo_ranks {
+  struct mc_topo_graph_info ring;
+  struct mc_topo_graph_info tree;
+  int32_t ring_recv[MC_TOPO_MAX_CHANNELS];
+  int32_t ring_send[MC_TOPO_MAX_CHANNELS];
+  int32_t ring_prev[MC_TOPO_MAX_CHANNELS];
+  int32_t ring_next[MC_TOPO_MAX_CHANNELS];
+  int32_t tree_to_parent[MC_TOPO_MAX_CHANNELS];
+  int32_t tree_to_child0[MC_TOPO_MAX_CHANNELS];
+  int32_t tree_to_child1[MC_TOPO_MAX_CHANNELS];
+  int32_t cross_nic_ring;
+  int32_t min_comp_cap;
+};
+
+/* One channel as connect.cc leaves it (NCCL's ncclChannel ring/tree parts). */
+struct mc_topo_channel {
+  int ring_prev;
+  int ring_next;
+  int tree_up;
+  int tree_down[MC_TOPO_TREE_ARITY];
+  int tree_depth;
+};
+
+/* This rank's channels after Postset. */
+struct mc_topo_channels {
+  int rank;
+  int n_ranks;
+  int n_nodes;
+  int node;
+  int local_rank;
+  int local_ranks;
+  int n_channels;      /* final comm->nChannels */
+  int coll_channels;   /* comm->collChannels */
+  int nvls_channels;   /* always 0: NVLS needs NVSwitch multicast */
+  int n_tree_channels; /* channels before Postset doubled them */
+  struct mc_topo_channel channels[MC_TOPO_MAX_CHANNELS];
+  int *rings; /* [n_channels * n_ranks]: ring c starting at rank (ncclBuildRings) */
+  int *node_first_rank;   /* [n_nodes] */
+  int *node_tree_pattern; /* [n_nodes] */
+  int *rank_to_node;      /* [n_ranks] */
+  struct mc_topo_graph_info ring; /* aligned over every rank */
+  struct mc_topo_graph_info tree;
+  int max_tree_pattern;
+};
+
+/*
+ * ncclTopoPreset for one rank: n_channels = min(ring, tree) channels, this
+ * rank's place in the ring and tree of each, its ring/tree graph info.
+ * channels_out receives the intra-node tree links (up, down[0]) for channels
+ * [0, 2n) (the second half a copy of the first, as Preset duplicates them).
+ */
+ncclResult_t mc_topo_preset(const struct mc_topo_system *sys, int rank,
+                            const struct mc_topo_graph *ring, const struct mc_topo_graph *tree,
+                            int min_comp_cap, struct mc_topo_ranks *ranks_out,
+                            struct mc_topo_channel channels_out[MC_TOPO_MAX_CHANNELS]);
+
+/* Channel-count limits of the final step (NCCL_MIN/MAX_NCHANNELS and the
+ * config's minCTAs/maxCTAs). */
+struct mc_topo_connect_opts {
+  int min_channels; /* ncclMinNchannels(): 0..64 */
+  int max_channels; /* ncclMaxNchannels(): 1..64 */
+  int min_ctas;
+  int max_ctas;
+};
+
+/* Defaults (0, 64, 1, 64), then NCCL_MIN_NCHANNELS/NCCL_MIN_NRINGS and
+ * NCCL_MAX_NCHANNELS/NCCL_MAX_NRINGS. */
+void mc_topo_connect_opts_from_params(struct mc_topo_connect_opts *opts);
+
+/*
+ * init.cc after AllGather3 + ncclTopoPostset, for rank `rank`: nodes from each
+ * rank's ring_recv[0], alignment of the graph information (min/max over all
+ * ranks), moving Preset's duplicated channels when the channel count shrank,
+ * rail alternation, connectRings, connectTrees (double binary tree), channel
+ * doubling, NCCL_MIN/MAX_NCHANNELS, ncclBuildRings. all[r] is rank r's
+ * contribution; channels holds this rank's Preset output and is updated.
+ * out receives everything (free with mc_topo_channels_fini). `log` (may be
+ * NULL) receives NCCL's "Tree %d : ..." lines, without prefix.
+ * Errors: ncclInternalError when a ring does not close or misses a rank
+ * (NCCL's ncclBuildRings checks), naming the ring and the rank.
+ */
+ncclResult_t mc_topo_postset(int rank, int n_ranks, const struct mc_topo_ranks *all,
+                             const struct mc_topo_channel preset[MC_TOPO_MAX_CHANNELS],
+                             const struct mc_topo_connect_opts *opts, FILE *log,
+                             struct mc_topo_channels *out);
+void mc_topo_channels_fini(struct mc_topo_channels *ch);
+
+/* NCCL's dumpLine: "Channel %02d/%02d :" and the ring, 128 characters at most
+ * ("..." when cut). */
+void mc_topo_ring_line(const struct mc_topo_channels *ch, int c, char *buf, size_t bytes);
+/* init.cc's "Trees [c] d0/d1/d2->rank->up ..." line (cut at 1023 characters). */
+void mc_topo_trees_line(const struct mc_topo_channels *ch, char *buf, size_t bytes);
+
+/* ncclGetBtree / ncclGetDtree (src/graph/trees.cc): nodes 0..n-1, root 0. */
+void mc_topo_btree(int n, int r, int *up, int *down0, int *down1, int *child_type);
+void mc_topo_dtree(int n, int r, int *t0_up, int *t0_down0, int *t0_down1, int *t0_child_type,
+                   int *t1_up, int *t1_down0, int *t1_down1, int *t1_child_type);
+
+#endif /* MC_TOPO_GRAPH_H */
