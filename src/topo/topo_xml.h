@@ -158,4 +158,19 @@ ncclResult_t mc_xml_remove_node(struct mc_xml_node *node);
  */
 ncclResult_t mc_xml_fuse(struct mc_xml *dst, const struct mc_xml *src);
 
+/*
+ * Completes the <gpu> elements of local ranks as NCCL 2.30 does right after
+ * ncclTopoFillGpu in ncclTopoGetSystem (src/graph/topo.cc): every <gpu>
+ * reachable from the root that has a rank attribute gets gdr = gdr_support
+ * (NCCL: xmlInitAttrInt(node, "gdr", peerInfo[r].gdrSupport)) when it has no
+ * gdr, and mlopart = -1 (no MLOPart split) when it has no mlopart. Topology
+ * files written by hand or completed offline often have no gdr; NCCL fills
+ * it in rather than refusing the file, and mc_topo_system_from_xml needs it.
+ * A <gpu> without rank is no local rank's GPU and is left alone (the system
+ * skips it, as NCCL's ncclTopoAddPci). n_completed_out (may be NULL): how
+ * many elements got a gdr. Errors: ncclInvalidUsage when an element has no
+ * room for another attribute (the message names element and line).
+ */
+ncclResult_t mc_topo_xml_gpus_complete(struct mc_xml *xml, int gdr_support, int *n_completed_out);
+
 #endif /* MC_TOPO_XML_H */
