@@ -44,7 +44,7 @@ static void collect_gpus(struct mc_xml_node *node, struct mc_xml_node **gpus, in
 }
 
 /* NCCL_TOPO_FILE: the file is the server this host stands for; this rank is
- * its dev-th GPU (DESIGN.md "GPU servers by simulation"). GPUs that are bare
+ * its dev-th GPU, so that one host can stand for a GPU server. GPUs that are bare
  * PCI leaves (AWS's static p4d files) get their <gpu> as NVML would fill
  * them. A file without any GPU (AWS's p5 file) is completed as NCCL
  * completes it on a real host: the rank's own device comes from detection,

@@ -67,8 +67,9 @@ void mc_xml_destroy(struct mc_xml *xml);
 void mc_xml_clear(struct mc_xml *xml);
 
 /*
- * Parses a topology file (NCCL's grammar: see notes §1.1 and the header of
- * topo_xml.c; plus RCCL's version="2" files). Elements outside NCCL's nesting
+ * Parses a topology file (NCCL 2.30's grammar, src/graph/xml.cc
+ * ncclTopoGetXmlFromFile and xmlLoadSub; see the header of topo_xml.c; plus
+ * RCCL's version="2" files). Elements outside NCCL's nesting
  * rules (system -> cpu; cpu -> pci|nic; pci -> pci|gpu|nic|pcilink;
  * gpu -> nvlink|c2c; nic -> net) are dropped with their subtree and an INFO
  * line "XML: <file>:<line>: ignoring element X" (RCCL's <xgmi> among them).

@@ -58,7 +58,8 @@ static void defaults(void)
   mc_t_run_in_child(child_defaults);
 }
 
-/* The declarations themselves: NCCL_* or MESHCCL_* names (STYLE.md 2), each
+/* The declarations themselves: NCCL_* or MESHCCL_* names (the loader warns
+ * about unknown names with these prefixes only), each
  * once, with a help string, and integer defaults inside their range (the
  * loader would refuse such a value from the environment). */
 static void declarations_valid(void)
