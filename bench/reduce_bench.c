@@ -4,7 +4,7 @@
  * dst = a OP b for float32 sum, bfloat16 sum and int32 max at 64 KiB, 1 MiB
  * and 64 MiB per input, for every instruction set this CPU runs. GB/s counts
  * the bytes moved (two inputs read, one output written). Not a test: timings
- * belong here (STYLE.md 11). Usage: reduce_bench [min-seconds-per-point]
+ * belong here, not in the tests. Usage: reduce_bench [min-seconds-per-point]
  */
 #include "coll/coll_reduce.h"
 #include "coll/coll_reduce_int.h"

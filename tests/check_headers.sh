@@ -1,6 +1,6 @@
 #!/bin/bash
 # Every header in include/ and src/*/ compiles alone as C11 (strict prototypes)
-# and as C++ (STYLE.md 4).
+# and as C++.
 set -u
 src=${1:?source dir}
 tmp=$(mktemp -d)

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * Error-propagation macros (STYLE.md section 5). MC_FAIL marks the point of
+ * Error-propagation macros (NCCL's NCCLCHECK shape). MC_FAIL marks the point of
  * detection: it WARNs once and records the text for ncclGetLastError. Every
  * layer above propagates with MC_CHECK*, which adds an INFO "file:line -> code"
  * line like NCCL's.

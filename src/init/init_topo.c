@@ -29,6 +29,10 @@
 #define TAG_TOPO_SIZES (MC_BOOT_TAG_INTRANODE | 0x101)
 #define TAG_TOPO_XML   (MC_BOOT_TAG_INTRANODE | 0x102)
 #define XML_MAX_BYTES  (4u << 20) /* one rank's serialized XML */
+/* This rank's gdrSupport (NCCL 2.30 src/init.cc ncclGpuGdrSupport: 1 when a
+ * net device can register GPU memory). meshccl's buffers are host memory and
+ * its nets register host memory only, so no rank supports GPUDirect RDMA. */
+#define RANK_GDR_SUPPORT 0
 
 /* Walks the tree from its root (removed subtrees are not reached). */
 static void collect_gpus(struct mc_xml_node *node, struct mc_xml_node **gpus, int *n, int max)
@@ -40,7 +44,7 @@ static void collect_gpus(struct mc_xml_node *node, struct mc_xml_node **gpus, in
 }
 
 /* NCCL_TOPO_FILE: the file is the server this host stands for; this rank is
- * its dev-th GPU (DESIGN.md "GPU servers by simulation"). GPUs that are bare
+ * its dev-th GPU, so that one host can stand for a GPU server. GPUs that are bare
  * PCI leaves (AWS's static p4d files) get their <gpu> as NVML would fill
  * them. A file without any GPU (AWS's p5 file) is completed as NCCL
  * completes it on a real host: the rank's own device comes from detection,
@@ -78,7 +82,9 @@ static ncclResult_t claim_file_gpu(struct ncclComm *comm, struct mc_xml *xml, co
   MC_CHECK(mc_xml_set_attr_int(gpus[comm->dev], "rank", comm->rank));
   MC_CHECK(mc_xml_init_attr_int(gpus[comm->dev], "dev", comm->dev));
   MC_CHECK(mc_xml_init_attr_int(gpus[comm->dev], "sm", 0));
-  MC_CHECK(mc_xml_init_attr_int(gpus[comm->dev], "gdr", 0));
+  /* A file's <gpu> may lack gdr (hand-written or completed offline files):
+   * NCCL sets it from the rank's gdrSupport, and so do we. */
+  MC_CHECK(mc_topo_xml_gpus_complete(xml, RANK_GDR_SUPPORT, NULL));
   return ncclSuccess;
 }
 

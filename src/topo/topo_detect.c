@@ -2,7 +2,7 @@
 /*
  * Detection of this host into NCCL's topology XML. Mirrors NCCL 2.30's
  * ncclTopoGetXmlFromSys / ncclTopoGetXmlFromCpu / ncclTopoFillGpu /
- * ncclTopoFillNet (src/graph/xml.cc, topo.cc; notes §1.4-1.6, §1.9); it
+ * ncclTopoFillNet (src/graph/xml.cc, topo.cc ncclTopoGetSystem); it
  * does not copy their code. Every /sys and /proc read goes through
  * topo_sysfs.c under one root.
  *

@@ -2,7 +2,7 @@
 /*
  * NVML through dlopen for topology detection (topo_nvml.h). Plays the part of
  * NCCL 2.30's src/misc/nvmlwrap.cc for the calls ncclTopoGetXmlFromGpu makes
- * (notes §1.5.1); it does not copy NCCL's code. The types below are our own
+ * (src/graph/xml.cc); it does not copy NCCL's code. The types below are our own
  * declarations of NVML's documented C ABI (nvml.h is not needed to build).
  *
  * Differences from NCCL, on purpose:

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
  * Paths over the system graph. Mirrors NCCL 2.30's src/graph/paths.cc (and
- * the "local" queries of topo.cc, SearchInit of search.cc; notes §3, §4.2):
+ * the "local" queries of src/graph/topo.cc, ncclTopoSearchInit of search.cc):
  * BFS per base node with the 2.30 DEV gate and type-first update rule, P2P
  * reroutes through the CPU, the transports' canConnect step, P2C, PXN and
  * no-GDR reroutes, trim of unreachable GPUs.

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
  * XML tree -> system graph. Mirrors NCCL 2.30's ncclTopoGetSystemFromXml and
- * its helpers in src/graph/topo.cc (notes §2): node creation in depth-first
+ * its helpers in src/graph/topo.cc: node creation in depth-first
  * XML order, links kept sorted by bandwidth, NVLink/C2C/pcilink second pass,
  * Broadcom switch flattening, inter-CPU links, up-links last; plus
  * ncclTopoPrint's lines.
@@ -791,7 +791,7 @@ static int bcm_gen(uint64_t device, int level)
   return 0;
 }
 
-/* ncclTopoFlattenBcmSwitches (notes §2.5). */
+/* NCCL 2.30 src/graph/topo.cc ncclTopoFlattenBcmSwitches. */
 static ncclResult_t flatten_bcm(struct mc_topo_system *sys)
 {
   for (int s = 0; s < sys->nodes[MC_TOPO_PCI].count; s++) {

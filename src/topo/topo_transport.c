@@ -1,10 +1,11 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * Transport choice for a pair of ranks, in seed 002's (and NCCL's
- * selectTransport) order: P2P when ncclTopoCheckP2p allows it and no NIC is
- * faster (p2p.cc), else SHM on the same host and /dev/shm unless
- * NCCL_SHM_DISABLE (shm.cc), else NET (net.cc). The reason is one line that
- * both the init log and meshccl-topo print.
+ * Transport choice for a pair of ranks, in NCCL 2.30's order (src/transport.cc
+ * selectTransport: the first whose canConnect accepts): P2P when
+ * ncclTopoCheckP2p allows it and no NIC is faster (p2p.cc), else SHM on the
+ * same host and /dev/shm unless NCCL_SHM_DISABLE (shm.cc), else NET
+ * (net.cc). The reason is one line that both the init log and meshccl-topo
+ * print.
  */
 #include "topo.h"
 

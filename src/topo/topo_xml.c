@@ -1093,3 +1093,35 @@ ncclResult_t mc_xml_fuse(struct mc_xml *dst, const struct mc_xml *src)
   free(old_n_subs);
   return res;
 }
+
+/* ---------- local ranks' GPUs ---------- */
+
+static ncclResult_t gpus_complete_rec(struct mc_xml_node *node, int gdr_support, int *n)
+{
+  if ((strcmp(node->name, "gpu") == 0) && (mc_xml_attr_index(node, "rank") != -1)) {
+    if (mc_xml_attr_index(node, "gdr") == -1) {
+      MC_CHECK(mc_xml_set_attr_int(node, "gdr", gdr_support));
+      (*n)++;
+    }
+    MC_CHECK(mc_xml_init_attr_int(node, "mlopart", -1));
+  }
+  for (int s = 0; s < node->n_subs; s++)
+    MC_CHECK(gpus_complete_rec(node->subs[s], gdr_support, n));
+  return ncclSuccess;
+}
+
+ncclResult_t mc_topo_xml_gpus_complete(struct mc_xml *xml, int gdr_support, int *n_completed_out)
+{
+  int n = 0;
+
+  if (xml == NULL)
+    return MC_FAIL(ncclInvalidArgument, "mc_topo_xml_gpus_complete: NULL xml");
+  if (xml->n_nodes > 0)
+    MC_CHECK(gpus_complete_rec(&xml->nodes[0], gdr_support, &n));
+  if (n > 0)
+    MC_INFO(MC_SUB_GRAPH, "Topo: %d <gpu> element(s) without gdr completed with gdr=%d", n,
+            gdr_support);
+  if (n_completed_out != NULL)
+    *n_completed_out = n;
+  return ncclSuccess;
+}

@@ -67,8 +67,9 @@ void mc_xml_destroy(struct mc_xml *xml);
 void mc_xml_clear(struct mc_xml *xml);
 
 /*
- * Parses a topology file (NCCL's grammar: see notes §1.1 and the header of
- * topo_xml.c; plus RCCL's version="2" files). Elements outside NCCL's nesting
+ * Parses a topology file (NCCL 2.30's grammar, src/graph/xml.cc
+ * ncclTopoGetXmlFromFile and xmlLoadSub; see the header of topo_xml.c; plus
+ * RCCL's version="2" files). Elements outside NCCL's nesting
  * rules (system -> cpu; cpu -> pci|nic; pci -> pci|gpu|nic|pcilink;
  * gpu -> nvlink|c2c; nic -> net) are dropped with their subtree and an INFO
  * line "XML: <file>:<line>: ignoring element X" (RCCL's <xgmi> among them).
@@ -157,5 +158,20 @@ ncclResult_t mc_xml_remove_node(struct mc_xml_node *node);
  * fails with ncclInvalidUsage and dst is left as it was.
  */
 ncclResult_t mc_xml_fuse(struct mc_xml *dst, const struct mc_xml *src);
+
+/*
+ * Completes the <gpu> elements of local ranks as NCCL 2.30 does right after
+ * ncclTopoFillGpu in ncclTopoGetSystem (src/graph/topo.cc): every <gpu>
+ * reachable from the root that has a rank attribute gets gdr = gdr_support
+ * (NCCL: xmlInitAttrInt(node, "gdr", peerInfo[r].gdrSupport)) when it has no
+ * gdr, and mlopart = -1 (no MLOPart split) when it has no mlopart. Topology
+ * files written by hand or completed offline often have no gdr; NCCL fills
+ * it in rather than refusing the file, and mc_topo_system_from_xml needs it.
+ * A <gpu> without rank is no local rank's GPU and is left alone (the system
+ * skips it, as NCCL's ncclTopoAddPci). n_completed_out (may be NULL): how
+ * many elements got a gdr. Errors: ncclInvalidUsage when an element has no
+ * room for another attribute (the message names element and line).
+ */
+ncclResult_t mc_topo_xml_gpus_complete(struct mc_xml *xml, int gdr_support, int *n_completed_out);
 
 #endif /* MC_TOPO_XML_H */

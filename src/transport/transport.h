@@ -10,7 +10,8 @@
  *   receiver: wait tail > step, read the slot (or the published pointer),
  *             then head = step + 1
  *
- * Three transports fill the FIFO, chosen per pair in seed 002's order:
+ * Three transports fill the FIFO, chosen per pair in NCCL's order
+ * (src/transport.cc selectTransport: the first whose canConnect accepts):
  *   P2P  same host, path allowed by ncclTopoCheckP2p: the slots live on the
  *        sender's side; the receiver reads them (and any buffer the sender
  *        publishes) directly in one process, with process_vm_readv across

@@ -42,7 +42,9 @@ void mc_t_write_file(const char *path, const char *text);
  * at the first use (make it in the parent before forking: mc_t_fork_run
  * does). */
 void mc_t_tmp_path(const char *name, char *path, size_t path_bytes);
-/* Removes the private directory and the files in it, if it was made. */
+/* Removes the private directory and the files in it, if it was made (the
+ * harness also does it after the last case; a directory that cannot be
+ * removed then fails the test). */
 void mc_t_tmp_cleanup(void);
 
 /* Removes every NCCL_* / MESHCCL_* variable and HOME (no ~/.nccl.conf) from

@@ -4,7 +4,8 @@
 # GPU of a real server's file and logs the transport NCCL 2.30 would pick for
 # each local peer (golden decisions: P2P over NVLink on p4d; P2P inside a
 # switch and SHM across domains on the synthetic 2-socket file); the fused
-# XML is dumped with NCCL_TOPO_DUMP_FILE; too many ranks for the file fail
+# XML is dumped with NCCL_TOPO_DUMP_FILE; a file whose GPUs have no gdr and
+# no rank is completed; too many ranks for the file fail
 # with a message naming it; a partial file without GPUs is completed by
 # detection; on this host (detection) compute devices of one
 # NUMA node use P2P, and SHM when NCCL_P2P_DISABLE=1.
@@ -25,6 +26,14 @@ expect_eq "p4d: rank 0 uses P2P over NVLink to its 7 peers" \
 timeout 20 "$MC_BUILD/bin/meshccl-topo" --xml "$TMP/dump.xml" >"$TMP/dump.out" 2>&1
 expect_success "NCCL_TOPO_DUMP_FILE: the fused XML loads in meshccl-topo" "$?" "$TMP/dump.out"
 expect_eq "NCCL_TOPO_DUMP_FILE: 8 GPUs with ranks" "$(grep -c '<gpu .*rank=' "$TMP/dump.xml")" 8
+
+# The file NCCL was given for p4d: <gpu dev sm> without rank and gdr, completed
+# as NCCL completes it (rank of the local rank, gdr from its gdrSupport).
+P4DC="$GOLD/aws-p4d.24xlarge/input.xml"
+NCCL_TOPO_FILE="$P4DC" timeout 60 "$RUN" -n 2 "$HELLO" >"$TMP/p4dc.out" 2>&1
+expect_success "p4d file without gdr/rank, 2 ranks: exit 0" "$?" "$TMP/p4dc.out"
+expect_grep "p4d file without gdr/rank: P2P over NVLink" "$TMP/p4dc.out" \
+  "^\[0\] .*Transport: rank 0 -> rank 1 .* via P2P: path NVL"
 
 NCCL_TOPO_FILE="$SYN" timeout 60 "$RUN" -n 4 "$HELLO" >"$TMP/syn.out" 2>&1
 expect_success "synthetic 2-socket file, 4 ranks: exit 0" "$?" "$TMP/syn.out"

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: Apache-2.0
-# meshccl-topo --xml (issue 3 §4): exact output against NCCL 2.30's golden
+# meshccl-topo --xml: exact output against NCCL 2.30's golden
 # fixtures (tests/data/topo/golden/<name>/a.txt, b1-b3.txt, c.txt), JSON
 # validity and values, options, exit codes, and every tests/data/topo/*.xml
 # running without a crash. Needs MC_BUILD and MC_SRC (set by CTest).
@@ -13,7 +13,8 @@ MC_SRC="${MC_SRC:?MC_SRC must name the source directory}"
 TOPO="$MC_BUILD/bin/meshccl-topo"
 DATA="$MC_SRC/tests/data/topo"
 GOLD="$DATA/golden"
-# No NCCL_* variable of the caller changes the decisions (golden README §2).
+# No NCCL_* variable of the caller changes the decisions (the golden fixtures
+# were made with none set: tests/data/topo/golden/README.md).
 unset NCCL_P2P_LEVEL NCCL_P2P_DISABLE NCCL_SHM_DISABLE NCCL_NVB_DISABLE NCCL_PXN_DISABLE \
   NCCL_PXN_C2C NCCL_NET_GDR_LEVEL NCCL_NET_GDR_READ NCCL_NET_GDR_C2C NCCL_NET_DISABLE_INTRA \
   NCCL_CONF_FILE
@@ -172,7 +173,8 @@ expect_grep "--env: lists NCCL_P2P_LEVEL" "$TMP/env.out" "NCCL_P2P_LEVEL"
 run envmd --xml "$P4D" --env --markdown
 expect_grep "--env --markdown: ENV.md table" "$TMP/envmd.out" '^\| `?NCCL_P2P_LEVEL'
 
-# Parameters change the decisions (seed 002's order).
+# Parameters change the decisions (P2P, else SHM, else NET, as NCCL's
+# selectTransport).
 SYN="$GOLD/synthetic-1s-amd-2gpu-nvlink4-1nic/topo.xml"
 run syn --xml "$SYN"
 expect_grep "defaults: NVLink pair uses P2P" "$TMP/syn.out" "^  0->1  P2P: path NVL within NCCL_P2P_LEVEL SYS"

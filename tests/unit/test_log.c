@@ -428,11 +428,6 @@ static void set_for_tests_resets_log(void)
   unlink(path);
 }
 
-static void cleanup(void)
-{
-  mc_t_tmp_cleanup();
-}
-
 MC_T_MAIN(parse_subsys, expand_filename, line_format, warn_hides_info, subsys_filter,
           bad_subsys_reported, abort_level, propagation_line, version_once, fail_records_last_error,
-          set_for_tests_resets_log, cleanup)
+          set_for_tests_resets_log)
