@@ -1,11 +1,11 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * meshccl-topo --xml FILE (issue 3 §4): treats an NCCL topology file as the
+ * meshccl-topo --xml FILE: treats an NCCL topology file as the
  * host NCCL would run on and prints what NCCL 2.30's init would conclude:
  * the ncclTopoPrint lines of local rank 0's final system, the path matrix
  * between GPUs and NETs (type/bandwidth, like `nvidia-smi topo -m`), the
  * ncclTopoCheckP2p result per GPU pair, and the transport each ordered pair of
- * local ranks would use (P2P, else SHM, else NET, seed 002's order) with the
+ * local ranks would use (P2P, else SHM, else NET, NCCL's selectTransport order) with the
  * reason. --json prints the same facts for scripts (docs/TOOLS.md), --dot /
  * --svg draw the system, --dump writes the XML used, --env the parameters.
  *
@@ -50,7 +50,7 @@ struct cli {
   const char *svg_path;
 };
 
-/* What one rank decides about a peer (seed 002's order). */
+/* What one rank decides about a peer (NCCL's selectTransport order). */
 struct pair_decision {
   int p2p;
   int read;
@@ -243,8 +243,8 @@ static int cmp_busid(const void *a, const void *b)
 
 /*
  * Local rank i drives the GPU whose rank attribute is i when every GPU has
- * one and they number 0..n-1; else the i-th GPU in PCI bus-id order (golden
- * README §2). Then --ranks N leaves the GPUs of ranks >= N without a rank,
+ * one and they number 0..n-1; else the i-th GPU in PCI bus-id order (CUDA's
+ * and NVML's order). Then --ranks N leaves the GPUs of ranks >= N without a rank,
  * which mc_topo_system_from_xml skips (as NCCL's ncclTopoAddPci).
  */
 static ncclResult_t assign_ranks(struct topo_ctx *ctx)
@@ -962,6 +962,11 @@ static int run(struct topo_ctx *ctx)
     return (res == ncclInvalidUsage) ? EXIT_BAD_INPUT
                                      : report(source_name(ctx), res, "rank assignment");
   }
+  /* A <gpu> without gdr gets gdrSupport 1, as on the GPU servers the files describe. */
+  res = mc_topo_xml_gpus_complete(ctx->xml, 1, NULL);
+  if (res != ncclSuccess) {
+    return report(source_name(ctx), res, "completion");
+  }
   ctx->host_hash = (ctx->cli.xml_path != NULL) ? first_host_hash(ctx->xml) : mc_host_hash();
   mc_topo_paths_opts_from_params(&ctx->opts);
   if (ctx->cli.dump_path != NULL) {
@@ -980,8 +985,9 @@ static int run(struct topo_ctx *ctx)
     return report(source_name(ctx), res, "system");
   }
   if (ctx->cli.graphs && !ctx->cli.json) {
-    res = (ctx->n_local > 0) ? topo_graphs_print(ctx->systems, ctx->n_local, ctx->cli.n_nodes, stdout)
-                             : MC_FAIL(ncclInvalidUsage, "no GPU to search graphs over");
+    res = (ctx->n_local > 0)
+              ? topo_graphs_print(ctx->systems, ctx->n_local, ctx->cli.n_nodes, stdout)
+              : MC_FAIL(ncclInvalidUsage, "no GPU to search graphs over");
   } else {
     res = ctx->cli.json ? print_json(ctx, stdout) : print_text(ctx, stdout);
   }

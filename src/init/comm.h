@@ -14,6 +14,7 @@
 
 #include "nccl.h"
 #include "bootstrap/bootstrap.h"
+#include "topo/topo_graph.h"
 #include "transport/transport.h"
 
 #define MC_COMM_LIVE_MAGIC   0x6d657368636f6d6dull /* "meshcomm" */
@@ -102,6 +103,10 @@ struct ncclComm {
   char last_error[MC_LAST_ERROR_BYTES];
   struct mc_comm_group *group; /* siblings launched together (abort propagation) */
   struct mc_topo_system *topo; /* this rank's final (trimmed) system, with paths */
+  /* Stage "graphs": the searched graphs of this rank's node and its channels. */
+  struct mc_topo_graph ring_graph;
+  struct mc_topo_graph tree_graph;
+  struct mc_topo_channels graph;
   /* Data path (stage "connect", src/transport; used by src/coll). */
   struct mc_tp_peer *tp_peers;
   struct mc_tp_comm tp;
@@ -126,6 +131,11 @@ struct mc_topo_system;
  * allgather and fusion of the XML, system, paths, trim; logs the transport
  * each local peer would use. Sets comm->topo. */
 ncclResult_t mc_comm_stage_topo(struct ncclComm *comm);
+
+/* Stage "graphs" (init_graphs.c): ring and tree search on comm->topo,
+ * NCCL_GRAPH_DUMP_FILE, Preset, the gather of every rank's Preset output,
+ * Postset. Sets comm->ring_graph, tree_graph, graph. */
+ncclResult_t mc_comm_stage_graphs(struct ncclComm *comm);
 
 /* Stage "connect" (init_connect.c): transports for every peer, the ring
  * channels and their connections. Sets comm->tp, channels. */

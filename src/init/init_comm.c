@@ -184,6 +184,9 @@ static ncclResult_t init_stages(struct ncclComm *comm)
   MC_CHECK(mc_comm_stage_topo(comm));
   comm->t.topo = mc_time_sec() - t0;
   t0 = mc_time_sec();
+  MC_CHECK(mc_comm_stage_graphs(comm));
+  comm->t.graphs = mc_time_sec() - t0;
+  t0 = mc_time_sec();
   MC_CHECK(mc_comm_stage_connect(comm));
   comm->t.connections = mc_time_sec() - t0;
   MC_CHECK(mc_boot_barrier(comm->boot, nd->local_rank_to_rank, nd->local_ranks, nd->local_rank,
@@ -254,6 +257,9 @@ void mc_comm_free(struct ncclComm *comm, int root_wait_ms)
   mc_boot_root_release(comm->root, root_wait_ms);
   mc_comm_nodes_free(&comm->nodes);
   mc_topo_system_destroy(comm->topo);
+  mc_topo_graph_fini(&comm->ring_graph);
+  mc_topo_graph_fini(&comm->tree_graph);
+  mc_topo_channels_fini(&comm->graph);
   free(comm->peers);
   comm->live_magic = 0;
   free(comm);

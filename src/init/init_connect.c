@@ -17,6 +17,7 @@
 #include "log.h"
 #include "net/net.h"
 #include "params.h"
+#include "topo/topo_graph.h"
 
 static ncclResult_t tp_init(struct ncclComm *comm)
 {
@@ -63,8 +64,13 @@ static int spin_passes(const struct ncclComm *comm)
 
 static int channel_count(void)
 {
-  int lo = (int)mc_param_int(MC_P_MIN_NCHANNELS);
-  int hi = (int)mc_param_int(MC_P_MAX_NCHANNELS);
+  struct mc_topo_connect_opts o;
+  int lo;
+  int hi;
+
+  mc_topo_connect_opts_from_params(&o);
+  lo = (o.min_channels > 0) ? o.min_channels : 1;
+  hi = (o.max_channels < MC_MAX_CHANNELS) ? o.max_channels : MC_MAX_CHANNELS;
   return (lo > hi) ? hi : lo;
 }
 

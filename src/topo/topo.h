@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
  * The system graph and its paths (mirrors NCCL 2.30's src/graph/topo.cc,
- * topo.h and paths.cc; notes §2 and §3): nodes (GPU, PCI, NVS, CPU, NIC, NET,
+ * topo.h and paths.cc): nodes (GPU, PCI, NVS, CPU, NIC, NET,
  * DEV, ...) and typed links built from a topology XML tree, BFS paths with
  * NCCL's path types and bottleneck bandwidths, the P2P / NET / GDR checks that
  * rewrite them, trim of unreachable GPUs, and NCCL's ncclTopoPrint lines.
@@ -48,7 +48,7 @@ enum mc_topo_link_type {
   MC_TOPO_LINK_NET = 10
 };
 
-/* Path types, NCCL 2.30 values (notes §3.1). */
+/* Path types, NCCL 2.30 values (src/include/graph.h PATH_*). */
 enum mc_path_type {
   MC_PATH_LOC = 0,
   MC_PATH_NVL = 1,
@@ -78,7 +78,7 @@ enum mc_path_type {
 #define MC_TOPO_CPU_MODEL_INTEL_ERP 4
 #define MC_TOPO_CPU_MODEL_YONGFENG  1
 
-/* Bandwidth constants, GB/s (notes §2.3). */
+/* Bandwidth constants, GB/s (src/graph/topo.h). */
 #define MC_TOPO_LOC_BW         5000.0
 #define MC_TOPO_MLOPART_LOC_BW 2618.0
 
@@ -308,7 +308,7 @@ ncclResult_t mc_topo_print(const struct mc_topo_system *sys, FILE *out);
 /*
  * Net devices imported into the topology XML (topo_net.c; mirrors NCCL 2.30's
  * ncclTopoProcessNet, ncclTopoPopulateNics, ncclTopoFillNet, ncclTopoMakeVNics
- * and ncclTopoTrimXml; notes §1.6-1.7). XML-level: it runs before
+ * and ncclTopoTrimXml). XML-level: it runs before
  * mc_topo_system_from_xml, on one rank's XML (or on a fused XML in which the
  * GPUs to keep carry keep="1").
  */
@@ -369,7 +369,8 @@ void mc_topo_net_opts_from_params(struct mc_topo_net_opts *opts);
 int mc_topo_net_merge_level_parse(const char *str);
 
 /*
- * The net plugin the golden harness emulated (shared/golden/README.md §2),
+ * The net plugin NCCL would see on the server a file describes (the one
+ * tests/data/topo/golden/README.md documents),
  * from the net elements of a topology XML: one device per distinct net name,
  * ordered by dev when every net has one, else in document order; family by
  * the first name (mlx5_* / bnxt_re* IB with makeVDevice, rdmap* OFI, else
@@ -403,7 +404,7 @@ ncclResult_t mc_topo_xml_trim(struct mc_xml *xml);
 /*
  * A topology file treated as the host NCCL would run on (meshccl-topo --xml,
  * NCCL_TOPO_FILE): the file's nets are the net devices, with the properties
- * and virtual NIC fusion of NCCL's net import (golden README §2; fusion knobs
+ * and virtual NIC fusion of NCCL's net import (tests/data/topo/golden/README.md; fusion knobs
  * from the parameters, mc_topo_net_opts_from_params); GPUs that carry a rank
  * are kept, then the XML is trimmed.
  */

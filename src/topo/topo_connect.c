@@ -246,8 +246,8 @@ static ncclResult_t set_tree_down(struct mc_topo_channel *ch, const int *indexes
     x++;
   }
   if (x == MC_TOPO_TREE_ARITY) {
-    return MC_FAIL(ncclInternalError, "Internal error : tree already has %d children (%d %d %d)",
-                   x, ch->tree_down[0], ch->tree_down[1], ch->tree_down[2]);
+    return MC_FAIL(ncclInternalError, "Internal error : tree already has %d children (%d %d %d)", x,
+                   ch->tree_down[0], ch->tree_down[1], ch->tree_down[2]);
   }
   ch->tree_down[x] = indexes[d];
   return ncclSuccess;
@@ -294,8 +294,8 @@ static ncclResult_t connect_trees(struct mc_topo_channels *out, int n, const int
     if ((log != NULL) && ((rank == ttp[node]) || (rank == ttc0[node]) || (rank == ttc1[node]))) {
       fprintf(log, "Tree %d : %d -> %d -> %d/%d/%d\n", c, ch0->tree_up, rank, ch0->tree_down[0],
               ch0->tree_down[1], ch0->tree_down[2]);
-      fprintf(log, "Tree %d : %d -> %d -> %d/%d/%d\n", c + n, ch1->tree_up, rank,
-              ch1->tree_down[0], ch1->tree_down[1], ch1->tree_down[2]);
+      fprintf(log, "Tree %d : %d -> %d -> %d/%d/%d\n", c + n, ch1->tree_up, rank, ch1->tree_down[0],
+              ch1->tree_down[1], ch1->tree_down[2]);
     }
     ch0->tree_depth = ch1->tree_depth = depth;
   }
@@ -325,8 +325,8 @@ static ncclResult_t build_rings(struct mc_topo_channels *out, const int *next)
     }
     if (cur != out->rank) {
       free(seen);
-      return MC_FAIL(ncclInternalError, "Error : ring %d does not loop back to start (%d != %d)",
-                     r, cur, out->rank);
+      return MC_FAIL(ncclInternalError, "Error : ring %d does not loop back to start (%d != %d)", r,
+                     cur, out->rank);
     }
     memset(seen, 0, (size_t)nr);
     for (int i = 0; i < nr; i++) {
@@ -340,6 +340,31 @@ static ncclResult_t build_rings(struct mc_topo_channels *out, const int *next)
     }
   }
   free(seen);
+  return ncclSuccess;
+}
+
+/* Every rank number received is checked before it indexes anything. */
+static ncclResult_t check_ranks(const struct mc_topo_ranks *all, int n_ranks)
+{
+  for (int r = 0; r < n_ranks; r++) {
+    const struct mc_topo_ranks *x = &all[r];
+    int n = (x->ring.n_channels < x->tree.n_channels) ? x->ring.n_channels : x->tree.n_channels;
+    if ((n < 1) || (2 * n > MC_TOPO_MAX_CHANNELS)) {
+      return MC_FAIL(ncclRemoteError, "rank %d: %d ring / %d tree channels", r, x->ring.n_channels,
+                     x->tree.n_channels);
+    }
+    for (int c = 0; c < n; c++) {
+      const int32_t v[] = {x->ring_recv[c],      x->ring_send[c],      x->tree_to_parent[c],
+                           x->tree_to_child0[c], x->tree_to_child1[c], x->ring_prev[c] + 1,
+                           x->ring_next[c] + 1};
+      for (size_t i = 0; i < sizeof(v) / sizeof(v[0]); i++) {
+        if ((v[i] < 0) || (v[i] >= n_ranks + ((i >= 5) ? 1 : 0))) {
+          return MC_FAIL(ncclRemoteError, "rank %d: channel %d names rank %d of %d", r, c,
+                         (i >= 5) ? v[i] - 1 : v[i], n_ranks);
+        }
+      }
+    }
+  }
   return ncclSuccess;
 }
 
@@ -410,6 +435,10 @@ ncclResult_t mc_topo_postset(int rank, int n_ranks, const struct mc_topo_ranks *
   memset(out, 0, sizeof(*out));
   out->rank = rank;
   out->n_ranks = n_ranks;
+  if ((rank < 0) || (rank >= n_ranks)) {
+    return MC_FAIL(ncclInternalError, "Topo postset: rank %d of %d", rank, n_ranks);
+  }
+  MC_CHECK(check_ranks(all_in, n_ranks));
   MC_CHECK_GOTO(find_nodes(out, all_in), res, fail);
   nn = out->n_nodes;
 
@@ -423,8 +452,7 @@ ncclResult_t mc_topo_postset(int rank, int n_ranks, const struct mc_topo_ranks *
 
   n_orig = (all[rank].ring.n_channels < all[rank].tree.n_channels) ? all[rank].ring.n_channels
                                                                    : all[rank].tree.n_channels;
-  n = (out->tree.n_channels < out->ring.n_channels) ? out->tree.n_channels
-                                                    : out->ring.n_channels;
+  n = (out->tree.n_channels < out->ring.n_channels) ? out->tree.n_channels : out->ring.n_channels;
   out->ring.n_channels = out->tree.n_channels = n;
   out->n_tree_channels = n;
   memcpy(out->channels, preset, sizeof(out->channels));
@@ -490,8 +518,8 @@ ncclResult_t mc_topo_postset(int rank, int n_ranks, const struct mc_topo_ranks *
 
   /* Fast NVLink rings on sm90+ across nodes: more channels (4 per searched one). */
   if ((min_cc >= 90) && (nn > 1) && (out->ring.bw_intra > 45.0f) && (out->n_channels < 16)) {
-    out->n_channels = copy_channels(out, out->n_channels, 2 * out->n_channels, ring_prev,
-                                    ring_next);
+    out->n_channels =
+        copy_channels(out, out->n_channels, 2 * out->n_channels, ring_prev, ring_next);
   }
   /* NCCL_MIN/MAX_NCHANNELS and the config's CTA bounds. */
   {

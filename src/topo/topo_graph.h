@@ -172,7 +172,7 @@ struct mc_topo_channels {
   int nvls_channels;   /* always 0: NVLS needs NVSwitch multicast */
   int n_tree_channels; /* channels before Postset doubled them */
   struct mc_topo_channel channels[MC_TOPO_MAX_CHANNELS];
-  int *rings; /* [n_channels * n_ranks]: ring c starting at rank (ncclBuildRings) */
+  int *rings;             /* [n_channels * n_ranks]: ring c starting at rank (ncclBuildRings) */
   int *node_first_rank;   /* [n_nodes] */
   int *node_tree_pattern; /* [n_nodes] */
   int *rank_to_node;      /* [n_ranks] */

@@ -98,8 +98,7 @@ static ncclResult_t dump_channel(const struct mc_topo_system *sys, const struct 
 }
 
 ncclResult_t mc_topo_graphs_dump(const struct mc_topo_system *sys,
-                                 const struct mc_topo_graph *const *graphs, int n_graphs,
-                                 FILE *out)
+                                 const struct mc_topo_graph *const *graphs, int n_graphs, FILE *out)
 {
   fprintf(out, "<graphs version=\"1\">\n");
   for (int i = 0; i < n_graphs; i++) {
@@ -127,9 +126,9 @@ ncclResult_t mc_topo_graphs_dump(const struct mc_topo_system *sys,
     }
   }
   fprintf(out, "</graphs>\n");
-  return (ferror(out) != 0) ? MC_FAIL(ncclSystemError, "graph dump: write error: %s",
-                                      strerror(errno))
-                            : ncclSuccess;
+  return (ferror(out) != 0)
+             ? MC_FAIL(ncclSystemError, "graph dump: write error: %s", strerror(errno))
+             : ncclSuccess;
 }
 
 /* ---------------------------------------------------------------- load */
@@ -203,8 +202,7 @@ static ncclResult_t gx_next(struct gx_reader *r, struct gx_elem *e, bool *eof_ou
       return ncclSuccess;
     }
     if (*r->p != '<') {
-      return MC_FAIL(ncclInvalidUsage, "%s:%d: expected '<', found '%c'", r->path, r->line,
-                     *r->p);
+      return MC_FAIL(ncclInvalidUsage, "%s:%d: expected '<', found '%c'", r->path, r->line, *r->p);
     }
     if ((r->end - r->p >= 2) && ((r->p[1] == '?') || (r->p[1] == '!'))) {
       const char *close = memchr(r->p, '>', (size_t)(r->end - r->p));
@@ -278,14 +276,14 @@ static ncclResult_t gx_int(const struct gx_reader *r, const struct gx_elem *e, c
   char *end = NULL;
 
   if (v == NULL) {
-    return MC_FAIL(ncclInvalidUsage, "%s:%d: attribute %s of <%s> not found", r->path, e->line,
-                   key, e->name);
+    return MC_FAIL(ncclInvalidUsage, "%s:%d: attribute %s of <%s> not found", r->path, e->line, key,
+                   e->name);
   }
   errno = 0;
   *out = strtoll(v, &end, base);
   if ((end == v) || (errno != 0)) {
-    return MC_FAIL(ncclInvalidUsage, "%s:%d: attribute %s of <%s> is not a number: \"%s\"",
-                   r->path, e->line, key, e->name, v);
+    return MC_FAIL(ncclInvalidUsage, "%s:%d: attribute %s of <%s> is not a number: \"%s\"", r->path,
+                   e->line, key, e->name, v);
   }
   return ncclSuccess;
 }
@@ -297,13 +295,13 @@ static ncclResult_t gx_float(const struct gx_reader *r, const struct gx_elem *e,
   char *end = NULL;
 
   if (v == NULL) {
-    return MC_FAIL(ncclInvalidUsage, "%s:%d: attribute %s of <%s> not found", r->path, e->line,
-                   key, e->name);
+    return MC_FAIL(ncclInvalidUsage, "%s:%d: attribute %s of <%s> not found", r->path, e->line, key,
+                   e->name);
   }
   *out = strtof(v, &end);
   if (end == v) {
-    return MC_FAIL(ncclInvalidUsage, "%s:%d: attribute %s of <%s> is not a number: \"%s\"",
-                   r->path, e->line, key, e->name, v);
+    return MC_FAIL(ncclInvalidUsage, "%s:%d: attribute %s of <%s> is not a number: \"%s\"", r->path,
+                   e->line, key, e->name, v);
   }
   return ncclSuccess;
 }
@@ -356,8 +354,8 @@ static ncclResult_t load_channel(struct gx_reader *r, const struct mc_topo_syste
         }
       }
       if (rank == -1) {
-        return MC_FAIL(ncclInvalidUsage, "%s:%d: XML Import Channel : dev %lld not found.",
-                       r->path, e.line, dev);
+        return MC_FAIL(ncclInvalidUsage, "%s:%d: XML Import Channel : dev %lld not found.", r->path,
+                       e.line, dev);
       }
     }
     if (n_gpu == ngpus) {
@@ -453,8 +451,7 @@ static ncclResult_t read_file(const char *path, char **buf_out, size_t *bytes_ou
   size_t n = 0;
 
   if (f == NULL) {
-    return MC_FAIL(ncclInvalidUsage, "NCCL_GRAPH_FILE %s: cannot open: %s", path,
-                   strerror(errno));
+    return MC_FAIL(ncclInvalidUsage, "NCCL_GRAPH_FILE %s: cannot open: %s", path, strerror(errno));
   }
   for (;;) {
     if (n == cap) {

@@ -711,7 +711,8 @@ static ncclResult_t rec_gpu(struct search *s, struct mc_topo_node *gpu, int step
 }
 
 /* Charges (sign 1) or gives back (-1) bw on every NET of net's (asic, port). */
-static void charge_port(struct mc_topo_system *sys, const struct mc_topo_node *net, int bw, int sign)
+static void charge_port(struct mc_topo_system *sys, const struct mc_topo_node *net, int bw,
+                        int sign)
 {
   uint64_t asic = net->net.asic;
   int port = net->net.port;
@@ -737,14 +738,14 @@ static ncclResult_t rec_net_start(struct search *s, struct mc_topo_node *net, in
   if ((g->n_channels > 0) && (g->same_channels == 1)) {
     int gi = -1;
     MC_CHECK(replay_get_gpu(s, -1, &gi));
-    return try_gpu(s, 0, back_to_net, back_to_first_rank, FORCED_ORDER_REPLAY, time, MC_TOPO_NET,
-                   n, gi);
+    return try_gpu(s, 0, back_to_net, back_to_first_rank, FORCED_ORDER_REPLAY, time, MC_TOPO_NET, n,
+                   gi);
   }
   if ((g->n_channels == 0) && (n_of(sys, MC_TOPO_NVS) == 0)) {
     /* PCI order first, as a reference, on a small budget of its own. */
     int t = SEARCH_TIMEOUT_PCI_ORDER;
-    MC_CHECK(try_gpu(s, 0, back_to_net, back_to_first_rank, FORCED_ORDER_PCI, &t, MC_TOPO_NET, n,
-                     0));
+    MC_CHECK(
+        try_gpu(s, 0, back_to_net, back_to_first_rank, FORCED_ORDER_PCI, &t, MC_TOPO_NET, n, 0));
     if (t == -1) {
       *time = -1;
     }
@@ -793,8 +794,8 @@ static ncclResult_t rec_net(struct search *s, int back_to_net, int back_to_first
     if (net->net.bw < (float)bw) {
       continue;
     }
-    if ((g->pattern == MC_TOPO_PATTERN_RING) && (g->cross_nic == 2) &&
-        ((g->n_channels & 1) != 0) && (net->id != g->inter[(g->n_channels - 1) * 2 + 1])) {
+    if ((g->pattern == MC_TOPO_PATTERN_RING) && (g->cross_nic == 2) && ((g->n_channels & 1) != 0) &&
+        (net->id != g->inter[(g->n_channels - 1) * 2 + 1])) {
       continue; /* odd channels start where the previous one ended */
     }
     g->inter[g->n_channels * 2] = net->id;
@@ -1045,12 +1046,12 @@ static void speed_table(bool inter, int cc_min, const float **speeds, int *n)
 {
   if (!inter) {
     *speeds = (cc_min >= 100) ? sm100_speed_intra : (cc_min >= 90) ? sm90_speed_intra : speed_intra;
-    *n = (cc_min >= 100) ? N_OF(sm100_speed_intra)
+    *n = (cc_min >= 100)  ? N_OF(sm100_speed_intra)
          : (cc_min >= 90) ? N_OF(sm90_speed_intra)
                           : N_OF(speed_intra);
   } else {
     *speeds = (cc_min >= 100) ? sm100_speed_inter : (cc_min >= 90) ? sm90_speed_inter : speed_inter;
-    *n = (cc_min >= 100) ? N_OF(sm100_speed_inter)
+    *n = (cc_min >= 100)  ? N_OF(sm100_speed_inter)
          : (cc_min >= 90) ? N_OF(sm90_speed_inter)
                           : N_OF(speed_inter);
   }
@@ -1133,9 +1134,9 @@ static ncclResult_t compute_loop(struct search *s, int cc_min, int cross_nic, in
 
   for (;;) {
     /* search: */
-    time = tmp->same_channels                          ? SEARCH_TIMEOUT_SAMECHANNELS
+    time = tmp->same_channels                       ? SEARCH_TIMEOUT_SAMECHANNELS
            : (tmp->pattern == MC_TOPO_PATTERN_TREE) ? SEARCH_TIMEOUT_TREE
-                                                      : SEARCH_TIMEOUT;
+                                                    : SEARCH_TIMEOUT;
     tmp->n_channels = 0;
     global_timeout -= time;
     MC_CHECK(search_rec(s, &time));
@@ -1333,8 +1334,7 @@ void mc_topo_graph_print(const struct mc_topo_system *sys, const struct mc_topo_
   for (int c = 0; c < graph->n_channels; c++) {
     fprintf(out, "%2d :", c);
     if (sys->inter) {
-      fprintf(out, " NET/%llx-%llx",
-              (unsigned long long)MC_TOPO_ID_SYSTEM(graph->inter[2 * c]),
+      fprintf(out, " NET/%llx-%llx", (unsigned long long)MC_TOPO_ID_SYSTEM(graph->inter[2 * c]),
               (unsigned long long)MC_TOPO_ID_LOCAL(graph->inter[2 * c]));
     }
     for (int i = 0; i < ngpus; i++) {
@@ -1347,8 +1347,7 @@ void mc_topo_graph_print(const struct mc_topo_system *sys, const struct mc_topo_
       }
     }
     if (sys->inter) {
-      fprintf(out, " NET/%llx-%llx",
-              (unsigned long long)MC_TOPO_ID_SYSTEM(graph->inter[2 * c + 1]),
+      fprintf(out, " NET/%llx-%llx", (unsigned long long)MC_TOPO_ID_SYSTEM(graph->inter[2 * c + 1]),
               (unsigned long long)MC_TOPO_ID_LOCAL(graph->inter[2 * c + 1]));
     }
     fprintf(out, "\n");

@@ -92,8 +92,7 @@ static void print_info_lines(const char *text, const char *sep, FILE *out)
   while (*p != '\0') {
     const char *nl = strchr(p, '\n');
     size_t len = (nl != NULL) ? (size_t)(nl - p) : strlen(p);
-    if ((strlen(sep) > 0) && (strncmp(p, sep, strlen(sep) - 1) == 0) &&
-        (len == strlen(sep) - 1)) {
+    if ((strlen(sep) > 0) && (strncmp(p, sep, strlen(sep) - 1) == 0) && (len == strlen(sep) - 1)) {
       fprintf(out, "%.*s\n", (int)len, p);
     } else {
       fprintf(out, "NCCL INFO %.*s\n", (int)len, p);
@@ -158,13 +157,12 @@ static ncclResult_t print_rank(const struct mc_topo_channels *ch, const char *tr
     fprintf(out, "%s\n", trees);
   }
   free(trees);
-  fprintf(out, "nChannels %d collChannels %d nvlsChannels %d\n", ch->n_channels,
-          ch->coll_channels, ch->nvls_channels);
+  fprintf(out, "nChannels %d collChannels %d nvlsChannels %d\n", ch->n_channels, ch->coll_channels,
+          ch->nvls_channels);
   return ncclSuccess;
 }
 
-ncclResult_t topo_graphs_print(struct mc_topo_system **systems, int n_local, int n_nodes,
-                               FILE *out)
+ncclResult_t topo_graphs_print(struct mc_topo_system **systems, int n_local, int n_nodes, FILE *out)
 {
   struct mc_topo_search_opts sopts;
   struct mc_topo_connect_opts copts;

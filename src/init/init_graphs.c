@@ -1,0 +1,166 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * Init stage "graphs" (NCCL 2.30's initTransportsRank from the ring and tree
+ * ncclTopoCompute calls to ncclTopoPostset): every rank searches the ring and
+ * the tree over its own final system, logs them (ncclTopoPrintGraph), writes
+ * NCCL_GRAPH_DUMP_FILE when it is the dumping rank, runs Preset, gathers
+ * every rank's Preset output over the bootstrap (NCCL's AllGather3), and runs
+ * Postset: rings across nodes, double binary trees, channel counts. Logs
+ * NCCL's "Tree", "Channel" (rank 0), "Ring" and "Trees" lines.
+ *
+ * Input: comm->topo. Output: comm->ring_graph, comm->tree_graph,
+ * comm->graph (this rank's channels).
+ */
+#include "comm.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "check.h"
+#include "log.h"
+#include "params.h"
+#include "topo/topo.h"
+#include "topo/topo_graph.h"
+
+/* Logs each line of a memory stream's text at INFO. */
+static void log_lines(unsigned sub, const char *text)
+{
+  const char *p = text;
+
+  while ((p != NULL) && (*p != '\0')) {
+    const char *nl = strchr(p, '\n');
+    int len = (nl != NULL) ? (int)(nl - p) : (int)strlen(p);
+    MC_INFO(sub, "%.*s", len, p);
+    p += len + ((nl != NULL) ? 1 : 0);
+  }
+}
+
+static void log_graph(const struct mc_topo_system *sys, const struct mc_topo_graph *g)
+{
+  char *buf = NULL;
+  size_t bytes = 0;
+  FILE *f;
+
+  if (!mc_log_enabled(MC_LOG_INFO, MC_SUB_GRAPH))
+    return;
+  f = open_memstream(&buf, &bytes);
+  if (f == NULL)
+    return;
+  mc_topo_graph_print(sys, g, f);
+  fclose(f);
+  log_lines(MC_SUB_GRAPH, buf);
+  free(buf);
+}
+
+static ncclResult_t dump_graphs(struct ncclComm *comm)
+{
+  const char *path = mc_param_str(MC_P_GRAPH_DUMP_FILE);
+  const struct mc_topo_graph direct = {.id = MC_TOPO_GRAPH_COLLNET_DIRECT,
+                                       .pattern = MC_TOPO_PATTERN_COLLNET_DIRECT};
+  const struct mc_topo_graph chain = {.id = MC_TOPO_GRAPH_COLLNET_CHAIN,
+                                      .pattern = MC_TOPO_PATTERN_TREE};
+  const struct mc_topo_graph nvls = {.id = MC_TOPO_GRAPH_NVLS, .pattern = MC_TOPO_PATTERN_NVLS};
+  const struct mc_topo_graph *gs[5] = {&comm->ring_graph, &comm->tree_graph, &direct, &chain,
+                                       &nvls};
+  FILE *f;
+  ncclResult_t res;
+
+  if ((path == NULL) || (comm->rank != mc_param_int(MC_P_GRAPH_DUMP_FILE_RANK)))
+    return ncclSuccess;
+  MC_INFO(MC_SUB_ENV, "NCCL_GRAPH_DUMP_FILE set by environment to %s", path);
+  f = fopen(path, "w");
+  if (f == NULL) {
+    /* NCCL only logs it: a dump is a diagnostic, not a reason to fail init. */
+    MC_INFO(MC_SUB_GRAPH, "Unable to open %s, not dumping graphs.", path);
+    return ncclSuccess;
+  }
+  res = mc_topo_graphs_dump(comm->topo, gs, 5, f);
+  if ((fclose(f) != 0) && (res == ncclSuccess))
+    res = MC_FAIL(ncclSystemError, "NCCL_GRAPH_DUMP_FILE %s: write error", path);
+  return res;
+}
+
+static ncclResult_t search(struct ncclComm *comm)
+{
+  struct mc_topo_search_opts opts;
+  int ngpus = comm->topo->nodes[MC_TOPO_GPU].count;
+
+  mc_topo_search_opts_from_params(&opts);
+  MC_CHECK(mc_topo_graph_init(&comm->ring_graph, MC_TOPO_GRAPH_RING, MC_TOPO_PATTERN_RING, 1,
+                              MC_TOPO_MAX_RING_CHANNELS, ngpus));
+  MC_CHECK(mc_topo_compute(comm->topo, &comm->ring_graph, &opts, NULL));
+  log_graph(comm->topo, &comm->ring_graph);
+  MC_CHECK(mc_topo_graph_init(&comm->tree_graph, MC_TOPO_GRAPH_TREE,
+                              MC_TOPO_PATTERN_BALANCED_TREE, comm->ring_graph.n_channels,
+                              comm->ring_graph.n_channels, ngpus));
+  MC_CHECK(mc_topo_compute(comm->topo, &comm->tree_graph, &opts, NULL));
+  log_graph(comm->topo, &comm->tree_graph);
+  return dump_graphs(comm);
+}
+
+static void log_channels(struct ncclComm *comm, const char *tree_log)
+{
+  const struct mc_topo_channels *ch = &comm->graph;
+  char line[128];
+  char *trees = NULL;
+  size_t trees_bytes = 5 + 1023; /* "Trees" and what init.cc's 1024-byte buffer holds */
+
+  log_lines(MC_SUB_GRAPH, tree_log);
+  if (comm->rank == 0) {
+    for (int c = 0; c < ch->n_channels; c++) {
+      mc_topo_ring_line(ch, c, line, sizeof(line));
+      MC_INFO(MC_SUB_INIT, "%s", line);
+    }
+  }
+  for (int c = 0; c < ch->n_channels; c++) {
+    MC_INFO(MC_SUB_GRAPH, "Ring %02d : %d -> %d -> %d", c, ch->channels[c].ring_prev, comm->rank,
+            ch->channels[c].ring_next);
+  }
+  trees = malloc(trees_bytes);
+  if (trees != NULL) {
+    mc_topo_trees_line(ch, trees, trees_bytes);
+    MC_INFO(MC_SUB_INIT, "%s", trees);
+    free(trees);
+  }
+  MC_INFO(MC_SUB_INIT,
+          "%d coll channels, %d collnet channels, %d nvls channels, %d p2p channels, %d p2p "
+          "channels per peer",
+          ch->coll_channels, 0, ch->nvls_channels, ch->n_channels, 1);
+}
+
+ncclResult_t mc_comm_stage_graphs(struct ncclComm *comm)
+{
+  struct mc_topo_ranks *all = NULL;
+  struct mc_topo_channel preset[MC_TOPO_MAX_CHANNELS];
+  struct mc_topo_connect_opts copts;
+  int cc_min = 0;
+  char *tree_log = NULL;
+  size_t tree_log_bytes = 0;
+  FILE *lf = NULL;
+  ncclResult_t res;
+
+  MC_CHECK(search(comm));
+  MC_CHECK(mc_topo_comp_cap(comm->topo, &cc_min, NULL));
+  MC_CHECK(mc_calloc(&all, (size_t)comm->n_ranks));
+  MC_CHECK_GOTO(mc_topo_preset(comm->topo, comm->rank, &comm->ring_graph, &comm->tree_graph,
+                               cc_min, &all[comm->rank], preset),
+                res, out);
+  /* AllGather3: every rank's place in its node's rings and trees. */
+  MC_CHECK_GOTO(mc_boot_allgather(comm->boot, all, sizeof(*all)), res, out);
+  mc_topo_connect_opts_from_params(&copts);
+  lf = open_memstream(&tree_log, &tree_log_bytes);
+  if (lf == NULL) {
+    res = MC_FAIL(ncclSystemError, "out of memory");
+    goto out;
+  }
+  res = mc_topo_postset(comm->rank, comm->n_ranks, all, preset, &copts, lf, &comm->graph);
+  fclose(lf);
+  if (res != ncclSuccess)
+    goto out;
+  log_channels(comm, (tree_log != NULL) ? tree_log : "");
+out:
+  free(tree_log);
+  free(all);
+  return res;
+}
