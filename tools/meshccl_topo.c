@@ -984,10 +984,10 @@ static int run(struct topo_ctx *ctx)
   if (res != ncclSuccess) {
     return report(source_name(ctx), res, "system");
   }
-  if (ctx->cli.graphs && !ctx->cli.json) {
-    res = (ctx->n_local > 0)
-              ? topo_graphs_print(ctx->systems, ctx->n_local, ctx->cli.n_nodes, stdout)
-              : MC_FAIL(ncclInvalidUsage, "no GPU to search graphs over");
+  if (ctx->cli.graphs) {
+    res = (ctx->n_local > 0) ? topo_graphs_print(ctx->systems, ctx->n_local, ctx->cli.n_nodes,
+                                                 ctx->cli.json, stdout)
+                             : MC_FAIL(ncclInvalidUsage, "no GPU to search graphs over");
   } else {
     res = ctx->cli.json ? print_json(ctx, stdout) : print_text(ctx, stdout);
   }

@@ -91,9 +91,8 @@ static ncclResult_t search(struct ncclComm *comm)
                               MC_TOPO_MAX_RING_CHANNELS, ngpus));
   MC_CHECK(mc_topo_compute(comm->topo, &comm->ring_graph, &opts, NULL));
   log_graph(comm->topo, &comm->ring_graph);
-  MC_CHECK(mc_topo_graph_init(&comm->tree_graph, MC_TOPO_GRAPH_TREE,
-                              MC_TOPO_PATTERN_BALANCED_TREE, comm->ring_graph.n_channels,
-                              comm->ring_graph.n_channels, ngpus));
+  MC_CHECK(mc_topo_graph_init(&comm->tree_graph, MC_TOPO_GRAPH_TREE, MC_TOPO_PATTERN_BALANCED_TREE,
+                              comm->ring_graph.n_channels, comm->ring_graph.n_channels, ngpus));
   MC_CHECK(mc_topo_compute(comm->topo, &comm->tree_graph, &opts, NULL));
   log_graph(comm->topo, &comm->tree_graph);
   return dump_graphs(comm);
@@ -143,8 +142,8 @@ ncclResult_t mc_comm_stage_graphs(struct ncclComm *comm)
   MC_CHECK(search(comm));
   MC_CHECK(mc_topo_comp_cap(comm->topo, &cc_min, NULL));
   MC_CHECK(mc_calloc(&all, (size_t)comm->n_ranks));
-  MC_CHECK_GOTO(mc_topo_preset(comm->topo, comm->rank, &comm->ring_graph, &comm->tree_graph,
-                               cc_min, &all[comm->rank], preset),
+  MC_CHECK_GOTO(mc_topo_preset(comm->topo, comm->rank, &comm->ring_graph, &comm->tree_graph, cc_min,
+                               &all[comm->rank], preset),
                 res, out);
   /* AllGather3: every rank's place in its node's rings and trees. */
   MC_CHECK_GOTO(mc_boot_allgather(comm->boot, all, sizeof(*all)), res, out);

@@ -107,6 +107,25 @@ if [ -n "${MC_GRAPH_GOLDEN:-}" ] && [ -d "$MC_GRAPH_GOLDEN" ]; then
   done
 fi
 
+# --graphs --json: the same facts for scripts.
+"$TOPO" --xml "$GOLD/aws-p4d.24xlarge/topo.xml" --nodes 2 --graphs --json >"$TMP/g.json" \
+  2>"$TMP/err.txt"
+if python3 - "$TMP/g.json" <<'PY'; then
+import json, sys
+d = json.load(open(sys.argv[1]))
+assert d["ranks"] == 16 and len(d["per_rank"]) == 16
+ring = d["graphs"]["ring"]
+assert ring["nChannels"] == 4 and ring["channels"][0]["ranks"] == [0, 7, 6, 5, 4, 3, 2, 1]
+r0 = d["per_rank"][0]
+assert r0["nChannels"] == 8 and r0["rings"][0]["prev"] == 9 and r0["trees"][0]["down"] == [1, 8, -1]
+assert r0["rings"][0]["order"][:9] == [0, 7, 6, 5, 4, 3, 2, 1, 8]
+PY
+  ok "--graphs --json: valid, with NCCL's values"
+else
+  not_ok "--graphs --json: valid, with NCCL's values"
+  show "$TMP/err.txt"
+fi
+
 # NCCL_GRAPH_FILE: a dump read back gives the same graphs and connection.
 p4d="$GOLD/aws-p4d.24xlarge"
 NCCL_GRAPH_FILE="$p4d/graph-2nodes.xml" "$TOPO" --xml "$p4d/topo.xml" --nodes 2 --graphs \

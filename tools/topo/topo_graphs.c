@@ -162,7 +162,59 @@ static ncclResult_t print_rank(const struct mc_topo_channels *ch, const char *tr
   return ncclSuccess;
 }
 
-ncclResult_t topo_graphs_print(struct mc_topo_system **systems, int n_local, int n_nodes, FILE *out)
+/* --json: one graph. */
+static void json_graph(const struct mc_topo_system *sys, const struct mc_topo_graph *g, FILE *out)
+{
+  int ngpus = sys->nodes[MC_TOPO_GPU].count;
+
+  fprintf(out,
+          "{\"id\": %d, \"pattern\": %d, \"crossNic\": %d, \"nChannels\": %d, \"bwIntra\": %g, "
+          "\"bwInter\": %g, \"latencyInter\": %g, \"typeIntra\": \"%s\", \"typeInter\": \"%s\", "
+          "\"sameChannels\": %d, \"channels\": [",
+          g->id, g->pattern, g->cross_nic, g->n_channels, (double)g->bw_intra, (double)g->bw_inter,
+          (double)g->latency_inter, type_str(g->type_intra), type_str(g->type_inter),
+          g->same_channels);
+  for (int c = 0; c < g->n_channels; c++) {
+    fprintf(out, "%s{", (c > 0) ? ", " : "");
+    if (sys->inter) {
+      fprintf(out, "\"netIn\": %lld, \"netOut\": %lld, ", (long long)g->inter[2 * c],
+              (long long)g->inter[2 * c + 1]);
+    }
+    fprintf(out, "\"ranks\": [");
+    for (int i = 0; i < ngpus; i++) {
+      fprintf(out, "%s%d", (i > 0) ? ", " : "", g->intra[c * ngpus + i]);
+    }
+    fprintf(out, "]}");
+  }
+  fprintf(out, "]}");
+}
+
+/* --json: one rank's channels. */
+static void json_rank(const struct mc_topo_channels *ch, FILE *out)
+{
+  fprintf(out,
+          "    {\"rank\": %d, \"node\": %d, \"localRank\": %d, \"nChannels\": %d, "
+          "\"collChannels\": %d, \"nvlsChannels\": %d,\n     \"rings\": [",
+          ch->rank, ch->node, ch->local_rank, ch->n_channels, ch->coll_channels, ch->nvls_channels);
+  for (int c = 0; c < ch->n_channels; c++) {
+    fprintf(out, "%s{\"prev\": %d, \"next\": %d, \"order\": [", (c > 0) ? ", " : "",
+            ch->channels[c].ring_prev, ch->channels[c].ring_next);
+    for (int i = 0; i < ch->n_ranks; i++) {
+      fprintf(out, "%s%d", (i > 0) ? ", " : "", ch->rings[c * ch->n_ranks + i]);
+    }
+    fprintf(out, "]}");
+  }
+  fprintf(out, "],\n     \"trees\": [");
+  for (int c = 0; c < ch->n_channels; c++) {
+    const struct mc_topo_channel *t = &ch->channels[c];
+    fprintf(out, "%s{\"up\": %d, \"down\": [%d, %d, %d]}", (c > 0) ? ", " : "", t->tree_up,
+            t->tree_down[0], t->tree_down[1], t->tree_down[2]);
+  }
+  fprintf(out, "]}");
+}
+
+ncclResult_t topo_graphs_print(struct mc_topo_system **systems, int n_local, int n_nodes, bool json,
+                               FILE *out)
 {
   struct mc_topo_search_opts sopts;
   struct mc_topo_connect_opts copts;
@@ -231,9 +283,30 @@ ncclResult_t topo_graphs_print(struct mc_topo_system **systems, int n_local, int
     }
   }
 
-  fprintf(out, "-- ring:\n");
-  print_info_lines(texts[0], "-- tree:\n", out);
-  for (int l = 1; l < n_local; l++) {
+  if (json) {
+    fprintf(out,
+            "{\n  \"nodes\": %d, \"local_ranks\": %d, \"ranks\": %d,\n  \"graphs\": {\"ring\": ",
+            n_nodes, n_local, n_ranks);
+    json_graph(systems[0], &rings[0], out);
+    fprintf(out, ",\n    \"tree\": ");
+    json_graph(systems[0], &trees[0], out);
+    fprintf(out, "},\n  \"differs\": {");
+    for (int l = 1, first = 1; l < n_local; l++) {
+      if (strcmp(texts[l], texts[0]) != 0) {
+        fprintf(out, "%s\n    \"%d\": {\"ring\": ", first ? "" : ",", l);
+        json_graph(systems[l], &rings[l], out);
+        fprintf(out, ", \"tree\": ");
+        json_graph(systems[l], &trees[l], out);
+        fprintf(out, "}");
+        first = 0;
+      }
+    }
+    fprintf(out, "},\n");
+  } else {
+    fprintf(out, "-- ring:\n");
+    print_info_lines(texts[0], "-- tree:\n", out);
+  }
+  for (int l = 1; (l < n_local) && !json; l++) {
     if (strcmp(texts[l], texts[0]) != 0) {
       char *plain = graphs_text(systems[l], &rings[l], &trees[l], "");
       fprintf(out, "-- rank %d (differs):\n", l);
@@ -244,7 +317,9 @@ ncclResult_t topo_graphs_print(struct mc_topo_system **systems, int n_local, int
     }
   }
 
-  fprintf(out, "\n");
+  if (!json) {
+    fprintf(out, "\n");
+  }
   for (int k = 0; k < n_nodes; k++) {
     for (int l = 0; l < n_local; l++) {
       shift_ranks(&local_ranks[l], k * n_local, &all[k * n_local + l]);
@@ -267,6 +342,24 @@ ncclResult_t topo_graphs_print(struct mc_topo_system **systems, int n_local, int
     if (res != ncclSuccess) {
       free(log);
       goto out;
+    }
+    if (json) {
+      if (r == 0) {
+        fprintf(out, "  \"nodesFirstRank\": [");
+        for (int k = 0; k < ch.n_nodes; k++) {
+          fprintf(out, "%s%d", (k > 0) ? ", " : "", ch.node_first_rank[k]);
+        }
+        fprintf(out, "], \"treePatterns\": [");
+        for (int k = 0; k < ch.n_nodes; k++) {
+          fprintf(out, "%s%d", (k > 0) ? ", " : "", ch.node_tree_pattern[k]);
+        }
+        fprintf(out, "],\n  \"per_rank\": [\n");
+      }
+      json_rank(&ch, out);
+      fprintf(out, "%s\n", (r == n_ranks - 1) ? "\n  ]\n}" : ",");
+      free(log);
+      mc_topo_channels_fini(&ch);
+      continue;
     }
     if (r == 0) {
       fprintf(out, "nodesFirstRank");

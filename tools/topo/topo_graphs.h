@@ -3,6 +3,7 @@
 #ifndef MC_TOOLS_TOPO_GRAPHS_H
 #define MC_TOOLS_TOPO_GRAPHS_H
 
+#include <stdbool.h>
 #include <stdio.h>
 
 #include "core/params.h"
@@ -17,8 +18,9 @@
  * "-- rank R (differs):" block per local rank whose graphs differ from rank
  * 0's, the node heads and aligned graph information, then one block per rank.
  * NCCL_GRAPH_DUMP_FILE, when set, receives local rank 0's graph XML.
+ * json: the same facts as one JSON object (docs/TOOLS.md).
  */
-ncclResult_t topo_graphs_print(struct mc_topo_system **systems, int n_local, int n_nodes,
+ncclResult_t topo_graphs_print(struct mc_topo_system **systems, int n_local, int n_nodes, bool json,
                                FILE *out);
 
 #endif /* MC_TOOLS_TOPO_GRAPHS_H */
