@@ -97,6 +97,25 @@ else
   not_ok "2 hosts x 2 ranks: every collective (exit codes ${JOB_RCS[*]})"
   show_job two
 fi
+# The rings and trees init searched and connected across the two hosts, as logged.
+if NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=INIT,GRAPH job graphs 2 2 "$T/mp_coll" --types int32 \
+  --ops sum --sizes 1; then
+  # rank 0 heads node 0's ring; tree 0 has node 1 below rank 0, tree 1 the other way.
+  if grep -Eq 'NCCL INFO Channel 00/0[0-9] : 0 1 2 3$' "$TMP/graphs.0.out" &&
+    grep -Eq 'NCCL INFO Trees \[0\] 1/2/-1->0->-1 \[1\] 1/-1/-1->0->2' "$TMP/graphs.0.out" &&
+    grep -Eq 'NCCL INFO Trees \[0\] 3/-1/-1->2->0 \[1\] 3/0/-1->2->-1' "$TMP/graphs.2.out" &&
+    grep -Eq 'NCCL INFO Ring 00 : 1 -> 2 -> 3$' "$TMP/graphs.2.out" &&
+    grep -Eq 'NCCL INFO  0 : NET/0-[0-9a-f]+ GPU/.* NET/0-[0-9a-f]+$' "$TMP/graphs.0.out"; then
+    ok "2 hosts x 2 ranks: rings and double binary trees across hosts, logged as NCCL"
+  else
+    not_ok "2 hosts x 2 ranks: rings and trees across hosts"
+    grep -E 'Pattern| : |Channel|Ring|Tree' "$TMP/graphs.0.out" "$TMP/graphs.2.out" | head -30 |
+      sed 's/^/#   /'
+  fi
+else
+  not_ok "2 hosts x 2 ranks with graph logging (exit codes ${JOB_RCS[*]})"
+  show_job graphs
+fi
 if job three 3 2 "$T/mp_coll" --types uint8,float,double --ops sum,max --sizes 0,1,4099,262147; then
   ok "3 hosts x 2 ranks: every collective ($JOB_MS ms)"
 else

@@ -243,8 +243,8 @@ static void two_by_two(struct mc_topo_ranks all[4], struct mc_topo_channel prese
   for (int r = 0; r < 4; r++) {
     int first = (r / 2) * 2;
     struct mc_topo_ranks *x = &all[r];
-    x->ring = (struct mc_topo_graph_info){.pattern = MC_TOPO_PATTERN_RING, .n_channels = 1,
-                                          .bw_intra = 12, .bw_inter = 12};
+    x->ring = (struct mc_topo_graph_info){
+        .pattern = MC_TOPO_PATTERN_RING, .n_channels = 1, .bw_intra = 12, .bw_inter = 12};
     x->tree = x->ring;
     x->tree.pattern = MC_TOPO_PATTERN_BALANCED_TREE;
     x->ring_recv[0] = first;
@@ -268,8 +268,8 @@ static void postset_two_nodes(void)
 {
   struct mc_topo_ranks all[4];
   struct mc_topo_channel preset[4][64];
-  struct mc_topo_connect_opts opts = {.min_channels = 0, .max_channels = 64, .min_ctas = 1,
-                                      .max_ctas = 64};
+  struct mc_topo_connect_opts opts = {
+      .min_channels = 0, .max_channels = 64, .min_ctas = 1, .max_ctas = 64};
   struct mc_topo_channels ch;
   char line[128];
 
@@ -312,8 +312,8 @@ static void postset_rejects_bad_ranks(void)
 {
   struct mc_topo_ranks all[4];
   struct mc_topo_channel preset[4][64];
-  struct mc_topo_connect_opts opts = {.min_channels = 0, .max_channels = 64, .min_ctas = 1,
-                                      .max_ctas = 64};
+  struct mc_topo_connect_opts opts = {
+      .min_channels = 0, .max_channels = 64, .min_ctas = 1, .max_ctas = 64};
   struct mc_topo_channels ch;
 
   two_by_two(all, preset);
