@@ -1,0 +1,186 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * The tuning model (NCCL 2.30's src/graph/tuning.cc ncclTopoTuneModel and
+ * ncclTopoGetAlgoTime, with meshccl's host constants): see topo_tuning.h.
+ *
+ * Bandwidth, as NCCL: the graph's per-channel bandwidth (intra-node graphs
+ * up to 2 nodes, inter-node beyond), capped by what one channel moves on a
+ * host or over the net, times the channel count; trees pay NCCL's 0.92
+ * (x0.85 for the TREE pattern); algorithm bandwidth is bus bandwidth x
+ * nRanks / steps for rings and x0.5 for trees. Latency, as NCCL: a base cost
+ * plus, per step of the algorithm, the latency of the hop it crosses (host
+ * FIFO or net, plus the NET's own latency twice for Simple).
+ */
+#include "topo/topo_tuning.h"
+
+#include <string.h>
+
+/* Measured on a 2-core VM by bench/tune_calibrate.sh (see docs/ARCHITECTURE.md,
+ * "Tuning"): ring and tree all-reduce between processes of one host and
+ * between network namespaces, latency from 8-byte runs, bandwidth from 64 MiB. */
+void mc_tune_consts_default(struct mc_tune_consts *c)
+{
+  memset(c, 0, sizeof(*c));
+  c->base_lat[MC_TUNE_TREE] = 2.0f;
+  c->base_lat[MC_TUNE_RING] = 2.0f;
+  c->hw_lat[MC_TUNE_HW_HOST][MC_TUNE_TREE] = 1.0f;
+  c->hw_lat[MC_TUNE_HW_HOST][MC_TUNE_RING] = 1.0f;
+  c->hw_lat[MC_TUNE_HW_NET][MC_TUNE_TREE] = 20.0f;
+  c->hw_lat[MC_TUNE_HW_NET][MC_TUNE_RING] = 20.0f;
+  c->per_ch_bw[MC_TUNE_HW_HOST][MC_TUNE_TREE] = 5.0f;
+  c->per_ch_bw[MC_TUNE_HW_HOST][MC_TUNE_RING] = 5.0f;
+  c->per_ch_bw[MC_TUNE_HW_NET][MC_TUNE_TREE] = 2.5f;
+  c->per_ch_bw[MC_TUNE_HW_NET][MC_TUNE_RING] = 2.5f;
+}
+
+static int log2i(int n)
+{
+  int l = 0;
+
+  while (n >>= 1) {
+    l++;
+  }
+  return l;
+}
+
+static float minf(float a, float b)
+{
+  return (a < b) ? a : b;
+}
+
+/* Steps of the ring version of each function (NCCL's nsteps). */
+static int ring_steps(int func, int n)
+{
+  switch (func) {
+  case MC_TUNE_ALLREDUCE:
+    return 2 * (n - 1);
+  case MC_TUNE_ALLGATHER:
+  case MC_TUNE_REDUCESCATTER:
+    return n - 1;
+  default:
+    return n; /* broadcast, reduce: a chain */
+  }
+}
+
+static void model_one(const struct mc_tune_in *in, const struct mc_tune_consts *c, int func,
+                      int algo, struct mc_tune *out)
+{
+  int hw = (in->n_nodes == 1) ? MC_TUNE_HW_HOST : MC_TUNE_HW_NET;
+  int n = in->n_ranks;
+  int nsteps = ring_steps(func, n);
+  float graph_bw;
+  float bw;
+  float bus;
+  float lat;
+  float intra_lat = c->hw_lat[MC_TUNE_HW_HOST][algo];
+  float inter_lat = c->hw_lat[MC_TUNE_HW_NET][(in->ppn == 1) ? MC_TUNE_TREE : algo] +
+                    2.0f * in->latency_inter; /* Simple pays the NET's latency twice */
+
+  if (algo == MC_TUNE_RING) {
+    graph_bw = (in->n_nodes <= 2) ? in->ring_bw_intra : in->ring_bw_inter;
+  } else {
+    graph_bw = (in->n_nodes <= 2) ? in->tree_bw_intra : in->tree_bw_inter;
+  }
+  bw = minf(graph_bw, c->per_ch_bw[hw][algo]);
+  bus = (float)in->n_channels * bw;
+  if (algo == MC_TUNE_TREE) {
+    bus = minf(bus * 0.92f, (float)in->n_channels * c->per_ch_bw[hw][algo]);
+    if (in->max_tree_pattern == 3) {
+      bus *= 0.85f;
+    }
+    bus *= 0.5f;
+  } else {
+    bus *= (float)n / (float)nsteps;
+  }
+
+  lat = c->base_lat[algo];
+  if (algo == MC_TUNE_RING) {
+    if ((func == MC_TUNE_BROADCAST) || (func == MC_TUNE_REDUCE)) {
+      lat += (float)nsteps * c->hw_lat[hw][MC_TUNE_RING];
+    } else {
+      int inter_steps = (in->n_nodes == 1)                ? 0
+                        : (func == MC_TUNE_ALLREDUCE) ? 2 * (in->n_nodes - 1)
+                                                          : in->n_nodes - 1;
+      lat += (float)(nsteps - inter_steps) * intra_lat + (float)inter_steps * inter_lat;
+    }
+  } else {
+    lat += 2.0f * ((float)(in->ppn - 1) * intra_lat + (float)log2i(in->n_nodes) * inter_lat);
+  }
+  out->bw[func][algo][MC_TUNE_SIMPLE] = bus;
+  out->lat[func][algo][MC_TUNE_SIMPLE] = lat;
+}
+
+void mc_tune_model(const struct mc_tune_in *in, const struct mc_tune_consts *c,
+                   struct mc_tune *out)
+{
+  memset(out, 0, sizeof(*out));
+  out->n_ranks = in->n_ranks;
+  if ((in->n_ranks <= 1) || (in->n_channels <= 0) || (in->n_nodes <= 0)) {
+    return;
+  }
+  for (int f = 0; f < MC_TUNE_NFUNCS; f++) {
+    model_one(in, c, f, MC_TUNE_RING, out);
+    if (f == MC_TUNE_ALLREDUCE) {
+      model_one(in, c, f, MC_TUNE_TREE, out);
+    }
+  }
+}
+
+/* NCCL's treeCorrectionFactor for Simple, by log2(bytes / 64). */
+static const float tree_correction_simple[23] = {.9f, .9f, .9f, .9f, .9f, .9f, .9f, .8f,
+                                                 .7f, .6f, .6f, .5f, .5f, .5f, .5f, .6f,
+                                                 .7f, .8f, .7f, .7f, .8f, .9f, .9f};
+
+float mc_tune_time(const struct mc_tune *t, int func, int algo, int proto, size_t bytes)
+{
+  float bw;
+  float lat;
+
+  if ((func < 0) || (func >= MC_TUNE_NFUNCS) || (algo < 0) || (algo >= MC_TUNE_NALGOS) ||
+      (proto < 0) || (proto >= MC_TUNE_NPROTOS)) {
+    return -1.0f;
+  }
+  bw = t->bw[func][algo][proto];
+  lat = t->lat[func][algo][proto];
+  if (bw == 0) {
+    return -1.0f;
+  }
+  if ((algo == MC_TUNE_TREE) && (func == MC_TUNE_ALLREDUCE) && (proto == MC_TUNE_SIMPLE)) {
+    int log_size = log2i((int)((bytes >> 6) > 0x7fffffff ? 0x7fffffff : (bytes >> 6)));
+    if ((bytes >> 6) != 0 && (log_size >= 0) && (log_size < 23)) {
+      bw *= tree_correction_simple[log_size];
+    }
+  }
+  return lat + (float)((double)bytes / (1000.0 * (double)bw));
+}
+
+const char *mc_tune_func_str(int func)
+{
+  static const char *const names[] = {"Broadcast", "Reduce", "AllGather", "ReduceScatter",
+                                      "AllReduce"};
+  return ((func >= 0) && (func < MC_TUNE_NFUNCS)) ? names[func] : "?";
+}
+
+const char *mc_tune_algo_str(int algo)
+{
+  return (algo == MC_TUNE_TREE) ? "Tree" : (algo == MC_TUNE_RING) ? "Ring" : "?";
+}
+
+const char *mc_tune_proto_str(int proto)
+{
+  static const char *const names[] = {"LL", "LL128", "Simple"};
+  return ((proto >= 0) && (proto < MC_TUNE_NPROTOS)) ? names[proto] : "?";
+}
+
+void mc_tune_print(const struct mc_tune *t, FILE *out)
+{
+  fprintf(out, "%-13s %14s %14s\n", "", "Tree Simple", "Ring Simple");
+  for (int f = 0; f < MC_TUNE_NFUNCS; f++) {
+    fprintf(out, "%-13s", mc_tune_func_str(f));
+    for (int a = 0; a < MC_TUNE_NALGOS; a++) {
+      fprintf(out, " %7.1f/%6.2f", (double)t->lat[f][a][MC_TUNE_SIMPLE],
+              (double)t->bw[f][a][MC_TUNE_SIMPLE]);
+    }
+    fprintf(out, "\n");
+  }
+}
