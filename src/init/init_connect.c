@@ -148,6 +148,4 @@ void mc_comm_free_connections(struct ncclComm *comm)
   comm->tp_peers = NULL;
   free(comm->scratch);
   comm->scratch = NULL;
-  free(comm->redops);
-  comm->redops = NULL;
 }
