@@ -86,7 +86,7 @@ struct mc_task {
   bool done;
   bool oneshot;          /* all-reduce by one-shot exchange (coll_exec.c) */
   bool started;          /* its receive steps were announced (mc_conn_recv_expect) */
-  uint64_t os_sent;      /* one-shot: peers whose send is posted */
+  int os_sent;           /* one-shot: peers whose send is posted */
   struct mc_task *after; /* runs once that task is done (same connections) */
 };
 

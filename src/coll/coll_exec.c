@@ -216,17 +216,18 @@ static int oneshot_progress(struct mc_task *t, ncclResult_t *res)
   struct ncclComm *comm = op->comm;
   int n = t->n_ranks;
   size_t bytes = op->count * op->esize;
-  uint64_t all = (n == 64) ? ~0ull : ((1ull << n) - 1) & ~(1ull << t->rank);
-  const void *srcs[64];
+  const void **srcs = comm->os_srcs; /* [n_ranks]: one-shot tasks of a comm run one at a time */
   size_t bounce_off = 0;
   int moved = 0;
   unsigned flags = MC_REDUCE_POST; /* the inputs arrive multiplied (premulsum) */
 
   if (t->j == 0) {
-    for (int p = 0; p < n; p++) {
+    /* Peers in the order rank+1, rank+2, ...: os_sent counts those posted. */
+    while (t->os_sent < n - 1) {
+      int p = (t->rank + 1 + t->os_sent) % n;
       struct mc_conn *sc = comm->os_send[p];
-      if ((p == t->rank) || (t->os_sent & (1ull << p)) || !mc_conn_send_ready(sc))
-        continue;
+      if (!mc_conn_send_ready(sc))
+        break;
       /* A copy, never a pointer: in place, the output overwrites the input.
        * Premulsum: each rank's input is multiplied by its own scalar. */
       if (op->redop.kind == MC_RED_PREMULSUM)
@@ -234,10 +235,10 @@ static int oneshot_progress(struct mc_task *t, ncclResult_t *res)
       else
         memcpy(mc_conn_send_slot(sc), op->in, bytes);
       mc_conn_send_commit(sc, NULL, bytes);
-      t->os_sent |= 1ull << p;
+      t->os_sent++;
       moved = 1;
     }
-    if (t->os_sent != all)
+    if (t->os_sent < n - 1)
       return moved;
     for (int p = 0; p < n; p++)
       if ((p != t->rank) && !mc_conn_recv_ready(comm->os_recv[p]))
@@ -409,7 +410,7 @@ static bool oneshot_ok(const struct mc_op *op)
   size_t bytes = op->count * op->esize;
 
   return (op->kind == MC_COLL_ALLREDUCE) && (comm->nodes.n_nodes == 1) && (comm->n_ranks > 1) &&
-         (comm->n_ranks <= 64) && (bytes <= limit) &&
+         (bytes <= limit) &&
          ((size_t)comm->n_ranks * ((bytes + 63) & ~(size_t)63) <= comm->tp.slot_bytes);
 }
 

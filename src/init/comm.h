@@ -111,6 +111,7 @@ struct ncclComm {
   struct mc_conn **p2p_recv;
   struct mc_conn **os_send; /* [n_ranks] one-shot all-reduce, connected at first use */
   struct mc_conn **os_recv;
+  const void **os_srcs; /* [n_ranks] one-shot: the inputs of one reduction */
   char *scratch; /* n_channels + 1 slot-sized bounce buffers */
   struct mc_user_redop *redops;
   int n_redops;

@@ -46,6 +46,7 @@ static ncclResult_t tp_init(struct ncclComm *comm)
   MC_CHECK(mc_calloc(&comm->p2p_recv, (size_t)comm->n_ranks));
   MC_CHECK(mc_calloc(&comm->os_send, (size_t)comm->n_ranks));
   MC_CHECK(mc_calloc(&comm->os_recv, (size_t)comm->n_ranks));
+  MC_CHECK(mc_calloc(&comm->os_srcs, (size_t)comm->n_ranks));
   return ncclSuccess;
 }
 
@@ -143,6 +144,8 @@ void mc_comm_free_connections(struct ncclComm *comm)
   free(comm->os_send);
   free(comm->os_recv);
   comm->os_send = comm->os_recv = NULL;
+  free(comm->os_srcs);
+  comm->os_srcs = NULL;
   mc_tp_comm_free(&comm->tp);
   free(comm->tp_peers);
   comm->tp_peers = NULL;

@@ -35,6 +35,12 @@ for n in 1 2 3 4; do
 done
 run_case "P2P, one process, 8 threads" 300 "$T/mp_coll" --threads 8 --types float,int32 \
   --sizes 0,1,4099
+# One-shot all-reduce with 64 and 65 ranks: its "all peers done" state must
+# not be a 64-bit mask.
+for n in 64 65; do
+  run_case "P2P, one process, $n threads, one-shot all-reduce" 120 "$T/mp_coll" --threads $n \
+    --colls allreduce --types float,int32 --ops sum --sizes 8
+done
 run_case "P2P, one thread drives 4 ranks in groups" 300 "$T/mp_coll" --group 4 \
   --types $ALL_TYPES --sizes $SMALL
 MESHCCL_P2P_CMA=1 run_case "P2P across 3 processes (cross-memory attach), all types" 300 \
