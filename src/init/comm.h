@@ -51,8 +51,14 @@ struct mc_comm_nodes {
   int *dev; /* [n_ranks] resolved device index */
 };
 
-/* One channel of the ring layout (NCCL's ncclChannel, ring part): the ring
- * order, this rank's place in it, and its two ring connections. */
+#define MC_TREE_MAX_ARITY 3 /* NCCL_MAX_TREE_ARITY */
+
+/* One channel (NCCL's ncclChannel): its ring (the order, this rank's place
+ * in it, two connections) and its tree (NCCL's ncclTree: parent and up to
+ * three children, -1 = none, and a connection each way with each). The
+ * ring and tree orders may differ from channel to channel; the collectives
+ * take positions from them, never from rank numbers. Tree connections are
+ * made at the first collective that runs on the tree (runtime connect). */
 struct mc_channel {
   int id;
   int prev;  /* rank this rank receives from */
@@ -60,7 +66,23 @@ struct mc_channel {
   int *ring; /* [n_ranks] ring order starting at this rank: ring[0] == rank */
   struct mc_conn send;
   struct mc_conn recv;
+  int tree_up;                                      /* parent, -1 at the root */
+  int tree_down[MC_TREE_MAX_ARITY];                 /* children, -1 = none */
+  struct mc_conn tree_send_up;                      /* to tree_up */
+  struct mc_conn tree_recv_up;                      /* from tree_up */
+  struct mc_conn tree_send_down[MC_TREE_MAX_ARITY]; /* to tree_down[i] */
+  struct mc_conn tree_recv_down[MC_TREE_MAX_ARITY]; /* from tree_down[i] */
 };
+
+/* NCCL's binary tree over ranks 0..n-1 (src/graph/trees.cc, ncclGetBtree):
+ * rank's parent and two children (-1 = none), built on the bit pattern of
+ * the rank so that a node's children are rank -/+ half its lowest set bit. */
+void mc_comm_tree_btree(int n, int rank, int *up_out, int *down0_out, int *down1_out);
+/* NCCL's double binary tree (ncclGetDtree): tree 0 is the binary tree,
+ * tree 1 its mirror (n even) or its shift by one (n odd), so that a rank
+ * that is a leaf in one tree is an inner node in the other. s0/s1: up,
+ * down0, down1 in tree 0 and tree 1. */
+void mc_comm_tree_dtree(int n, int rank, int s0_out[3], int s1_out[3]);
 
 #define MC_MAX_CHANNELS 32
 
@@ -112,7 +134,12 @@ struct ncclComm {
   struct mc_conn **os_send; /* [n_ranks] one-shot all-reduce, connected at first use */
   struct mc_conn **os_recv;
   const void **os_srcs; /* [n_ranks] one-shot: the inputs of one reduction */
-  char *scratch; /* n_channels + 1 slot-sized bounce buffers */
+  char *scratch;        /* n_channels + 1 slot-sized bounce buffers */
+  bool trees_connected; /* every channel's tree connections are made */
+  /* NCCL_ALGO / NCCL_PROTO as src/coll parsed them (at the first collective). */
+  bool algo_env_ready;
+  uint32_t algo_allowed[8]; /* per enum mc_coll_kind: bit per algorithm */
+  uint32_t algo_protos[8];
   struct mc_user_redop *redops;
   int n_redops;
   pthread_mutex_t redop_lock;
@@ -131,6 +158,19 @@ ncclResult_t mc_comm_stage_topo(struct ncclComm *comm);
 /* Stage "connect" (init_connect.c): transports for every peer, the ring
  * channels and their connections. Sets comm->tp, channels. */
 ncclResult_t mc_comm_stage_connect(struct ncclComm *comm);
+/* Connection indices (conn_index of struct mc_conn_req): which of a pair's
+ * connections on a channel a request is. */
+enum mc_conn_index {
+  MC_CONN_RING = 0,
+  MC_CONN_P2P = 1,
+  MC_CONN_ONESHOT = 2,
+  MC_CONN_TREE = 3 /* every tree connection: a pair is parent and child once per channel */
+};
+
+/* The requests for every channel's tree connections (send and receive with
+ * the parent and each child), for the runtime connect of the collectives.
+ * Fills reqs when it is not NULL; returns how many there are. */
+int mc_comm_tree_conn_reqs(struct ncclComm *comm, struct mc_conn_req *reqs);
 /* Frees what stage_connect and later collectives made. */
 void mc_comm_free_connections(struct ncclComm *comm);
 

@@ -1,11 +1,13 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * Init stage "connect": the transports' view of every rank, the ring
- * channels (NCCL's ring connect; until the graph search lands the ring is
- * rank order, which keeps the ranks of a host together when the launcher
- * numbers them by host), and one send and one receive connection per
- * channel, each over P2P, SHM or NET as the receiving rank chooses.
- * Point-to-point connections (ncclSend/ncclRecv) are made at first use.
+ * Init stage "connect": the transports' view of every rank, the channels
+ * (NCCL's ring and tree connect, src/graph/connect.cc; until the graph
+ * search lands the ring is rank order, which keeps the ranks of a host
+ * together when the launcher numbers them by host, and the trees are NCCL's
+ * double binary tree over ranks: channels_default_trees), and one send and
+ * one receive ring connection per channel, each over P2P, SHM or NET as the
+ * receiving rank chooses. Tree and point-to-point connections are made at
+ * first use (mc_comm_tree_conn_reqs gives the tree's).
  */
 #include "comm.h"
 
@@ -69,6 +71,54 @@ static int channel_count(void)
   return (lo > hi) ? hi : lo;
 }
 
+/*
+ * PLACEHOLDER until the graph search provides per-channel trees (NCCL's
+ * connectTrees): the first half of the channels (c < n_channels / 2) gets
+ * NCCL's double binary "tree 0" over rank numbers, the other half "tree 1",
+ * so that each tree carries half of a tree all-reduce's data. With one
+ * channel that channel takes tree 1. Replace this call, nothing else: the
+ * collectives read only tree_up / tree_down[] of each channel.
+ */
+static void channels_default_trees(struct ncclComm *comm)
+{
+  for (int c = 0; c < comm->n_channels; c++) {
+    struct mc_channel *ch = &comm->channels[c];
+    int t0[3];
+    int t1[3];
+    const int *t;
+    mc_comm_tree_dtree(comm->n_ranks, comm->rank, t0, t1);
+    t = (c < comm->n_channels / 2) ? t0 : t1;
+    ch->tree_up = t[0];
+    ch->tree_down[0] = t[1];
+    ch->tree_down[1] = t[2];
+    ch->tree_down[2] = -1;
+  }
+}
+
+int mc_comm_tree_conn_reqs(struct ncclComm *comm, struct mc_conn_req *reqs)
+{
+  int n = 0;
+
+  for (int c = 0; c < comm->n_channels; c++) {
+    struct mc_channel *ch = &comm->channels[c];
+    for (int i = -1; i < MC_TREE_MAX_ARITY; i++) {
+      int peer = (i < 0) ? ch->tree_up : ch->tree_down[i];
+      struct mc_conn *sc = (i < 0) ? &ch->tree_send_up : &ch->tree_send_down[i];
+      struct mc_conn *rc = (i < 0) ? &ch->tree_recv_up : &ch->tree_recv_down[i];
+      if (peer < 0)
+        continue;
+      if (reqs != NULL) {
+        reqs[n] = (struct mc_conn_req){
+            .peer = peer, .is_send = true, .channel = c, .conn_index = MC_CONN_TREE, .conn = sc};
+        reqs[n + 1] = (struct mc_conn_req){
+            .peer = peer, .is_send = false, .channel = c, .conn_index = MC_CONN_TREE, .conn = rc};
+      }
+      n += 2;
+    }
+  }
+  return n;
+}
+
 ncclResult_t mc_comm_stage_connect(struct ncclComm *comm)
 {
   struct mc_conn_req *reqs = NULL;
@@ -91,6 +141,7 @@ ncclResult_t mc_comm_stage_connect(struct ncclComm *comm)
     for (int i = 0; i < n; i++)
       ch->ring[i] = (comm->rank + i) % n;
   }
+  channels_default_trees(comm);
   comm->scratch = aligned_alloc(4096, (size_t)(comm->n_channels + 1) * comm->tp.slot_bytes);
   if (comm->scratch == NULL)
     return MC_FAIL(ncclSystemError, "connect: allocating %zu bytes of scratch",
@@ -100,10 +151,16 @@ ncclResult_t mc_comm_stage_connect(struct ncclComm *comm)
   MC_CHECK(mc_calloc(&reqs, (size_t)comm->n_channels * 2));
   for (int c = 0; c < comm->n_channels; c++) {
     struct mc_channel *ch = &comm->channels[c];
-    reqs[n_reqs++] = (struct mc_conn_req){
-        .peer = ch->next, .is_send = true, .channel = c, .conn_index = 0, .conn = &ch->send};
-    reqs[n_reqs++] = (struct mc_conn_req){
-        .peer = ch->prev, .is_send = false, .channel = c, .conn_index = 0, .conn = &ch->recv};
+    reqs[n_reqs++] = (struct mc_conn_req){.peer = ch->next,
+                                          .is_send = true,
+                                          .channel = c,
+                                          .conn_index = MC_CONN_RING,
+                                          .conn = &ch->send};
+    reqs[n_reqs++] = (struct mc_conn_req){.peer = ch->prev,
+                                          .is_send = false,
+                                          .channel = c,
+                                          .conn_index = MC_CONN_RING,
+                                          .conn = &ch->recv};
   }
   res = mc_transport_connect(&comm->tp, reqs, n_reqs);
   free(reqs);
@@ -118,10 +175,17 @@ void mc_comm_free_connections(struct ncclComm *comm)
   for (int c = 0; (comm->channels != NULL) && (c < comm->n_channels); c++) {
     mc_conn_free(&comm->channels[c].send);
     mc_conn_free(&comm->channels[c].recv);
+    mc_conn_free(&comm->channels[c].tree_send_up);
+    mc_conn_free(&comm->channels[c].tree_recv_up);
+    for (int i = 0; i < MC_TREE_MAX_ARITY; i++) {
+      mc_conn_free(&comm->channels[c].tree_send_down[i]);
+      mc_conn_free(&comm->channels[c].tree_recv_down[i]);
+    }
     free(comm->channels[c].ring);
   }
   free(comm->channels);
   comm->channels = NULL;
+  comm->trees_connected = false;
   for (int r = 0; r < comm->n_ranks; r++) {
     if (comm->p2p_send != NULL) {
       mc_conn_free(comm->p2p_send[r]);
