@@ -604,6 +604,22 @@ static void choice_follows_nccl_algo(void)
   world_free(&w);
 }
 
+/* Every table has its mandatory slots: a name, supports, plan, and either a
+ * primitive stream or its own progress (with start and health). */
+static void algo_tables_complete(void)
+{
+  static const struct mc_coll_algo_ops *const tables[] = {&mc_coll_ring_ops, &mc_coll_tree_ops,
+                                                          &mc_coll_oneshot_ops, &mc_coll_p2p_ops};
+  for (size_t i = 0; i < sizeof(tables) / sizeof(tables[0]); i++) {
+    const struct mc_coll_algo_ops *a = tables[i];
+    MC_T_TRUE((a->name != NULL) && (a->supports != NULL) && (a->plan != NULL));
+    if (a->task_progress == NULL)
+      MC_T_TRUE((a->task_prim != NULL) && (a->task_next != NULL));
+    else
+      MC_T_TRUE((a->task_start != NULL) && (a->task_health != NULL));
+  }
+}
+
 /* ------------------------------------------------------------- NCCL_ALGO */
 
 static void algo_env_parses_nccl_syntax(void)
@@ -636,5 +652,6 @@ static void algo_env_parses_nccl_syntax(void)
   MC_T_CONTAINS(mc_t_last_error(), "NCCL_PROTO");
 }
 
-MC_T_MAIN(btree_matches_nccl, dtrees_are_trees, step_streams_match_for_any_order, p2p_streams_match,
-          results_exact_for_any_order, choice_follows_nccl_algo, algo_env_parses_nccl_syntax)
+MC_T_MAIN(algo_tables_complete, btree_matches_nccl, dtrees_are_trees,
+          step_streams_match_for_any_order, p2p_streams_match, results_exact_for_any_order,
+          choice_follows_nccl_algo, algo_env_parses_nccl_syntax)
