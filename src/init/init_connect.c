@@ -95,6 +95,24 @@ static void channels_default_trees(struct ncclComm *comm)
   }
 }
 
+/* NCCL's "Trees [0] 1/-1/-1->0->-1 [1] ..." line: children->rank->parent per channel. */
+static void log_trees(const struct ncclComm *comm)
+{
+  char line[1024];
+  size_t at = 0;
+
+  line[0] = '\0';
+  for (int c = 0; (c < comm->n_channels) && (at < sizeof(line)); c++) {
+    const struct mc_channel *ch = &comm->channels[c];
+    int w = snprintf(line + at, sizeof(line) - at, " [%d] %d/%d/%d->%d->%d", c, ch->tree_down[0],
+                     ch->tree_down[1], ch->tree_down[2], comm->rank, ch->tree_up);
+    if (w < 0)
+      break;
+    at += (size_t)w;
+  }
+  MC_INFO(MC_SUB_INIT | MC_SUB_GRAPH, "Trees%s", line);
+}
+
 int mc_comm_tree_conn_reqs(struct ncclComm *comm, struct mc_conn_req *reqs)
 {
   int n = 0;
@@ -142,6 +160,7 @@ ncclResult_t mc_comm_stage_connect(struct ncclComm *comm)
       ch->ring[i] = (comm->rank + i) % n;
   }
   channels_default_trees(comm);
+  log_trees(comm);
   comm->scratch = aligned_alloc(4096, (size_t)(comm->n_channels + 1) * comm->tp.slot_bytes);
   if (comm->scratch == NULL)
     return MC_FAIL(ncclSystemError, "connect: allocating %zu bytes of scratch",
