@@ -1,14 +1,19 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
  * Collectives on a communicator: one operation as the API received it
- * (checked), and the executor that runs a batch of them (one call, or a
- * whole ncclGroupStart/End) to completion on the calling thread.
+ * (checked), the algorithms, and the executor that runs a batch of
+ * operations (one call, or a whole ncclGroupStart/End) to completion on the
+ * calling thread.
  *
- * The algorithm (coll_ring.c: NCCL's ring per channel, chains for
- * broadcast/reduce, point-to-point) turns an operation into a sequence of
- * primitives per channel; the executor (coll_exec.c) runs every channel of
- * every operation of the batch concurrently, each primitive when its
- * connections are ready, so that grouped operations never deadlock.
+ * An algorithm (NCCL's ncclAlgo: Ring, Tree, ...) is a const table of
+ * functions, struct mc_coll_algo_ops: it cuts an operation into tasks (one
+ * per channel, or per direction of a tree channel) and generates each task's
+ * primitives; the executor (coll_exec.c) drives every task of every
+ * operation of the batch concurrently, each primitive when its connections
+ * are ready, so that grouped operations never deadlock. The algorithms:
+ * coll_ring.c (NCCL's rings and chains), coll_tree.c (NCCL's double binary
+ * tree all-reduce), coll_oneshot.c (small single-host all-reduce),
+ * coll_p2p.c (send/recv); coll_algo.c chooses one per operation.
  */
 #ifndef MC_COLL_COLL_H
 #define MC_COLL_COLL_H
@@ -31,16 +36,20 @@ enum mc_coll_kind {
   MC_COLL_RECV
 };
 
+struct mc_coll_algo_ops;
+
 struct mc_op {
   enum mc_coll_kind kind;
+  const struct mc_coll_algo_ops *algo; /* chosen by mc_coll_algo_choose */
   struct ncclComm *comm;
   const char *in;
   char *out;
   size_t count; /* elements (per rank for all-gather and reduce-scatter) */
   size_t esize;
   struct mc_redop redop;
-  int root; /* broadcast, reduce */
-  int peer; /* send, recv */
+  int root;       /* broadcast, reduce */
+  int peer;       /* send, recv */
+  int n_channels; /* channels the algorithm runs on, chosen with it (0: all) */
 };
 
 /* NCCL's name of an operation ("AllReduce", "Send", ...). */
@@ -68,15 +77,27 @@ struct mc_prim {
   size_t n;       /* elements */
 };
 
-/* One operation's share of one channel (or one point-to-point direction). */
+/* A task talks to at most this many peers in each direction (a tree node:
+ * 1 parent + 3 children, NCCL_MAX_TREE_ARITY). */
+#define MC_TASK_MAX_PEERS 4
+
+/* One operation's share of one channel (or one direction of a tree channel,
+ * or one point-to-point transfer). A primitive that receives takes one step
+ * from every recv[] connection; one that sends gives one to every send[]. */
 struct mc_task {
   struct mc_op *op;
-  struct mc_conn *send; /* NULL when the algorithm never sends */
-  struct mc_conn *recv;
+  const struct mc_coll_algo_ops *algo;
+  struct mc_conn *send[MC_TASK_MAX_PEERS];
+  struct mc_conn *recv[MC_TASK_MAX_PEERS];
+  int n_send;
+  int n_recv;
   char *bounce; /* slot-sized buffer for reads across processes */
   int n_ranks;
   int rank;
-  size_t base; /* this channel's part, elements */
+  const int *ring; /* ring algorithms: the channel's ring order from this rank */
+  int ring_ix;     /* ring algorithms: this rank's position counted from rank 0 */
+  int role;        /* the algorithm's (tree: MC_TREE_ROLE_*) */
+  size_t base;     /* this channel's part, elements */
   size_t len;
   size_t chunk; /* elements per step at most */
   size_t off;   /* loop offset within the part */
@@ -84,17 +105,103 @@ struct mc_task {
   int j;        /* step within the loop */
   int n_steps;
   bool done;
-  bool oneshot;          /* all-reduce by one-shot exchange (coll_exec.c) */
   bool started;          /* its receive steps were announced (mc_conn_recv_expect) */
-  uint64_t os_sent;      /* one-shot: peers whose send is posted */
+  int os_sent;           /* one-shot: peers whose send is posted */
   struct mc_task *after; /* runs once that task is done (same connections) */
 };
 
-/* The algorithm: fills t's loop geometry for its operation (coll_ring.c). */
-void mc_ring_task_init(struct mc_task *t);
-/* The primitive of the current (off, j); false when the task's loops are over. */
-bool mc_ring_task_prim(struct mc_task *t, struct mc_prim *p);
-/* Advances (off, j) past the current primitive. */
-void mc_ring_task_next(struct mc_task *t);
+/* The tasks of a batch being planned. */
+#define MC_PLAN_STACK_TASKS 16
+struct mc_coll_plan {
+  struct mc_task *tasks; /* stack_tasks until more are needed */
+  int n_tasks;
+  int cap;
+  struct mc_task stack_tasks[MC_PLAN_STACK_TASKS];
+};
+
+void mc_coll_plan_init(struct mc_coll_plan *pl);
+void mc_coll_plan_fini(struct mc_coll_plan *pl);
+/* Appends a copy of t. */
+ncclResult_t mc_coll_plan_add(struct mc_coll_plan *pl, const struct mc_task *t);
+
+/* NCCL's algorithm numbers (NCCL_ALGO_*), for logs; meshccl's own after them. */
+enum mc_coll_algo {
+  MC_ALGO_TREE = 0,
+  MC_ALGO_RING = 1,
+  MC_ALGO_ONESHOT = 7, /* meshccl's small single-host all-reduce */
+  MC_ALGO_P2P = 8      /* send/recv (NCCL runs them outside the algorithm choice) */
+};
+#define MC_PROTO_SIMPLE 2 /* NCCL_PROTO_SIMPLE: the only protocol here */
+
+/*
+ * An algorithm (libfabric's provider shape). plan and task_prim/task_next
+ * are mandatory unless task_progress is set; optional slots are NULL.
+ */
+struct mc_coll_algo_ops {
+  const char *name; /* NCCL's name ("Ring", "Tree"); NCCL_ALGO matches it */
+  enum mc_coll_algo id;
+  /* Can it run op (its kind, its communicator's channels)? Same answer on every rank. */
+  bool (*supports)(const struct mc_op *op);
+  /* Cuts op into tasks appended to pl (connections must exist). */
+  ncclResult_t (*plan)(struct mc_op *op, struct mc_coll_plan *pl);
+  /* The primitive at the task's current (off, j); false when its loops are over. */
+  bool (*task_prim)(const struct mc_task *t, struct mc_prim *p);
+  /* Advances past the current primitive. */
+  void (*task_next)(struct mc_task *t);
+  /* Optional: runs the task itself instead of the executor's primitive
+   * loop (1 moved, 0 waiting, -1 failed with *res). Such a task owns
+   * connections outside send[]/recv[]: tasks of the same algorithm and
+   * communicator run one after another. */
+  int (*task_progress)(struct mc_task *t, ncclResult_t *res);
+  /* Optional with task_progress: announces receives (NET), checks connections. */
+  void (*task_start)(struct mc_task *t);
+  ncclResult_t (*task_health)(const struct mc_task *t);
+};
+
+extern const struct mc_coll_algo_ops mc_coll_ring_ops;
+extern const struct mc_coll_algo_ops mc_coll_tree_ops;
+extern const struct mc_coll_algo_ops mc_coll_oneshot_ops;
+extern const struct mc_coll_algo_ops mc_coll_p2p_ops;
+
+/* The executor's view of a connection's health for t (coll_exec.c): a
+ * failure posted on it, or its peer's process gone (ncclRemoteError). */
+ncclResult_t mc_coll_conn_health(const struct mc_task *t, const struct mc_conn *c);
+
+/* Chooses op->algo (coll_algo.c). The same answer on every rank: it
+ * depends only on the call, the communicator and NCCL_ALGO / NCCL_PROTO.
+ * Logs the choice at INFO TUNING. */
+ncclResult_t mc_coll_algo_choose(struct mc_op *op);
+
+/* One-shot all-reduce (coll_oneshot.c): would op use it, are its
+ * connections made, what slot size do they take. */
+size_t mc_coll_oneshot_slot_bytes(void);
+bool mc_coll_oneshot_connected(const struct ncclComm *comm);
+
+/* Elements per step on comm's ring connections. */
+size_t mc_coll_chunk_elems(const struct ncclComm *comm, size_t esize);
+
+/* ---------------------------------------------------- NCCL_ALGO / NCCL_PROTO */
+
+/* Which algorithms each collective may use (coll_algo_env.c), NCCL's syntax:
+ * "Ring,Tree", "^Tree" (all but), case-insensitive, and the per-collective
+ * form "allreduce:tree;broadcast:ring" (collectives not named: all). */
+#define MC_ALGO_MASK_ALL 0xffffffffu
+struct mc_coll_algo_env {
+  uint32_t allowed[MC_COLL_RECV + 1]; /* bit (1 << enum mc_coll_algo) per collective */
+  uint32_t protos[MC_COLL_RECV + 1];  /* bit (1 << NCCL_PROTO_*) per collective */
+};
+
+/* Parses NCCL_ALGO (algo, NULL: unset) and NCCL_PROTO (proto) into *out.
+ * ncclInvalidUsage naming the variable and the token for an unknown name. */
+ncclResult_t mc_coll_algo_env_parse(const char *algo, const char *proto,
+                                    struct mc_coll_algo_env *out);
+
+/* Tree shapes (NCCL's ncclGetBtree / ncclGetDtree) come from the topology's
+ * connection stage: mc_topo_btree / mc_topo_dtree in topo/topo_graph.h. */
+enum mc_tree_role {
+  MC_TREE_ROLE_ROOT = 0, /* receives from the children, reduces, sends back down */
+  MC_TREE_ROLE_UP,       /* reduce: children (if any) -> parent */
+  MC_TREE_ROLE_DOWN      /* broadcast: parent -> children (if any) */
+};
 
 #endif /* MC_COLL_COLL_H */

@@ -1,11 +1,15 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
  * The executor: runs a batch of operations on the calling thread (the host
- * edition of NCCL's kernels). Each operation is cut into tasks, one per
- * channel (or per point-to-point direction); a task runs after the previous
- * task on the same connections; all runnable tasks advance round-robin, one
- * primitive at a time when its connections are ready, so grouped send/recv
- * patterns and several communicators driven by one thread never deadlock.
+ * edition of NCCL's kernels and of its enqueue/runtime-connect steps,
+ * src/enqueue.cc). Each operation gets an algorithm (mc_coll_algo_choose),
+ * the connections that algorithm needs are made at first use, and the
+ * algorithm cuts it into tasks (struct mc_coll_algo_ops.plan); a task runs
+ * after the previous task on any of the same connections; all runnable tasks
+ * advance round-robin, one primitive at a time when all its connections are
+ * ready (a primitive may receive from and send to several peers: a tree
+ * node's children), so grouped send/recv patterns and several communicators
+ * driven by one thread never deadlock.
  *
  * Waiting: spin, then yield, then short sleeps. Every few milliseconds of
  * waiting it checks the abort flag, errors posted on the connections (by the
@@ -124,12 +128,11 @@ static void reduce2(const struct mc_redop *op, char *dst1, char *dst2, const cha
   }
 }
 
-/* 1: done; 0: a connection is not ready; -1: failed (*res). */
-static int prim_run(struct mc_task *t, const struct mc_prim *p, ncclResult_t *res)
+static int prim_run_one(struct mc_task *t, const struct mc_prim *p, ncclResult_t *res)
 {
   const struct mc_op *op = t->op;
-  struct mc_conn *sc = t->send;
-  struct mc_conn *rc = t->recv;
+  struct mc_conn *sc = t->send[0];
+  struct mc_conn *rc = t->recv[0];
   size_t bytes = p->n * op->esize;
   const char *in = (op->in != NULL) ? op->in + p->in_off * op->esize : NULL;
   char *out = (op->out != NULL) ? op->out + p->out_off * op->esize : NULL;
@@ -205,98 +208,122 @@ static int prim_run(struct mc_task *t, const struct mc_prim *p, ncclResult_t *re
   return 1;
 }
 
-/*
- * One-shot all-reduce (small sizes, one host): every rank copies its input
- * to every other rank, then reduces the n inputs in rank order, so that all
- * ranks compute bitwise the same result with one hop of latency.
- */
-static int oneshot_progress(struct mc_task *t, ncclResult_t *res)
+/* Sends the out range [out, out + bytes) (final data, stable until the
+ * operation ends) to every send connection of t. */
+static void send_out_all(struct mc_task *t, const char *out, size_t bytes)
 {
-  struct mc_op *op = t->op;
-  struct ncclComm *comm = op->comm;
-  int n = t->n_ranks;
-  size_t bytes = op->count * op->esize;
-  uint64_t all = (n == 64) ? ~0ull : ((1ull << n) - 1) & ~(1ull << t->rank);
-  const void *srcs[64];
-  size_t bounce_off = 0;
-  int moved = 0;
-  unsigned flags = MC_REDUCE_POST; /* the inputs arrive multiplied (premulsum) */
-
-  if (t->j == 0) {
-    for (int p = 0; p < n; p++) {
-      struct mc_conn *sc = comm->os_send[p];
-      if ((p == t->rank) || (t->os_sent & (1ull << p)) || !mc_conn_send_ready(sc))
-        continue;
-      /* A copy, never a pointer: in place, the output overwrites the input.
-       * Premulsum: each rank's input is multiplied by its own scalar. */
-      if (op->redop.kind == MC_RED_PREMULSUM)
-        mc_reduce(&op->redop, mc_conn_send_slot(sc), NULL, op->in, op->count, MC_REDUCE_PRE_B);
-      else
-        memcpy(mc_conn_send_slot(sc), op->in, bytes);
+  for (int i = 0; i < t->n_send; i++) {
+    struct mc_conn *sc = t->send[i];
+    if (sc->can_send_ptr) {
+      mc_conn_send_commit(sc, out, bytes);
+    } else {
+      memcpy(mc_conn_send_slot(sc), out, bytes);
       mc_conn_send_commit(sc, NULL, bytes);
-      t->os_sent |= 1ull << p;
-      moved = 1;
     }
-    if (t->os_sent != all)
-      return moved;
-    for (int p = 0; p < n; p++)
-      if ((p != t->rank) && !mc_conn_recv_ready(comm->os_recv[p]))
-        return moved;
-    for (int p = 0; p < n; p++) {
-      struct mc_conn *rc = comm->os_recv[p];
-      size_t got = 0;
-      const char *data;
-      if (p == t->rank) {
-        srcs[p] = op->in;
-        if (op->redop.kind == MC_RED_PREMULSUM) {
-          char *own = t->bounce + bounce_off;
-          mc_reduce(&op->redop, own, NULL, op->in, op->count, MC_REDUCE_PRE_B);
-          bounce_off += (bytes + 63) & ~(size_t)63;
-          srcs[p] = own;
-        }
-        continue;
-      }
-      data = mc_conn_recv_data(rc, &got);
-      if (got != bytes) {
-        *res = MC_FAIL(ncclInvalidUsage,
-                       "AllReduce: rank %d received %zu bytes from rank %d where it expected %zu: "
-                       "the ranks called different operations, counts or types",
-                       t->rank, got, p, bytes);
-        return -1;
-      }
-      if (rc->remote_read) {
-        char *dst = t->bounce + bounce_off;
-        if ((*res = mc_conn_read(rc, dst, data, bytes)) != ncclSuccess)
-          return -1;
-        data = dst;
-        bounce_off += (bytes + 63) & ~(size_t)63;
-      }
-      srcs[p] = data;
-    }
-    mc_reduce_multi(&op->redop, op->out, srcs, n, op->count, flags);
-    for (int p = 0; p < n; p++)
-      if (p != t->rank)
-        mc_conn_recv_release(comm->os_recv[p]);
-    t->j = 1;
-    moved = 1;
   }
-  for (int p = 0; p < n; p++)
-    if ((p != t->rank) && !mc_conn_send_drained(comm->os_send[p]))
-      return moved;
-  t->done = true;
+}
+
+/* A primitive with several receive or send connections (a tree node): the
+ * received inputs are reduced one after another (each read across processes
+ * into the bounce buffer first), the result goes to every send connection. */
+static int prim_run_multi(struct mc_task *t, const struct mc_prim *p, ncclResult_t *res)
+{
+  const struct mc_op *op = t->op;
+  size_t bytes = p->n * op->esize;
+  const char *in = (op->in != NULL) ? op->in + p->in_off * op->esize : NULL;
+  char *out = (op->out != NULL) ? op->out + p->out_off * op->esize : NULL;
+  const char *srcs[MC_TASK_MAX_PEERS];
+  unsigned pre = (op->redop.kind == MC_RED_PREMULSUM) ? MC_REDUCE_PRE_B : 0;
+  int n_recv = prim_recvs(p->kind) ? t->n_recv : 0;
+  int n_send = prim_sends(p->kind) ? t->n_send : 0;
+  char *dst;
+
+  for (int i = 0; i < n_recv; i++)
+    if (!mc_conn_recv_ready(t->recv[i]))
+      return 0;
+  for (int i = 0; i < n_send; i++)
+    if (!mc_conn_send_ready(t->send[i]))
+      return 0;
+  for (int i = 0; i < n_recv; i++) {
+    size_t got = 0;
+    srcs[i] = mc_conn_recv_data(t->recv[i], &got);
+    if (got != bytes) {
+      *res = MC_FAIL(ncclInvalidUsage,
+                     "%s: rank %d received %zu bytes from rank %d where it expected %zu: the "
+                     "ranks called different operations, counts or types",
+                     mc_coll_name(op->kind), t->rank, got, t->recv[i]->peer, bytes);
+      return -1;
+    }
+  }
+  switch (p->kind) {
+  case MC_PRIM_SEND:
+  case MC_PRIM_COPY_SEND:
+    /* Data this rank owns: a copy (premulsum: multiplied) into every slot. */
+    if ((p->kind == MC_PRIM_COPY_SEND) && (out != in))
+      memcpy(out, in, bytes);
+    for (int i = 0; i < n_send; i++) {
+      mc_reduce(&op->redop, mc_conn_send_slot(t->send[i]), NULL, in, p->n,
+                (p->kind == MC_PRIM_SEND) ? pre : 0);
+      mc_conn_send_commit(t->send[i], NULL, bytes);
+    }
+    break;
+  case MC_PRIM_RECV:
+  case MC_PRIM_RECV_COPY_SEND:
+    if (t->recv[0]->remote_read && (bytes > 0)) {
+      if ((*res = mc_conn_read(t->recv[0], out, srcs[0], bytes)) != ncclSuccess)
+        return -1;
+    } else if (srcs[0] != out) {
+      memcpy(out, srcs[0], bytes);
+    }
+    if (p->kind == MC_PRIM_RECV_COPY_SEND)
+      send_out_all(t, out, bytes);
+    break;
+  default: /* the reductions */
+    dst = (p->kind == MC_PRIM_RECV_REDUCE_SEND) ? mc_conn_send_slot(t->send[0]) : out;
+    for (int i = 0; i < n_recv; i++) {
+      const char *src = srcs[i];
+      unsigned post =
+          ((i == n_recv - 1) && (p->kind != MC_PRIM_RECV_REDUCE_SEND)) ? MC_REDUCE_POST : 0;
+      if (t->recv[i]->remote_read && (bytes > 0)) {
+        if ((*res = mc_conn_read(t->recv[i], t->bounce, src, bytes)) != ncclSuccess)
+          return -1;
+        src = t->bounce;
+      }
+      if (i == 0)
+        mc_reduce(&op->redop, dst, src, in, p->n, pre | post);
+      else
+        mc_reduce(&op->redop, dst, src, dst, p->n, post);
+    }
+    if (p->kind == MC_PRIM_RECV_REDUCE_SEND)
+      mc_conn_send_commit(t->send[0], NULL, bytes);
+    else if (p->kind == MC_PRIM_RECV_REDUCE_COPY_SEND)
+      send_out_all(t, out, bytes);
+    break;
+  }
+  for (int i = 0; i < n_recv; i++)
+    mc_conn_recv_release(t->recv[i]);
   return 1;
 }
 
-/* How many steps t will receive (walks its primitives on a copy). */
+/* 1: done; 0: a connection is not ready; -1: failed (*res). */
+static int prim_run(struct mc_task *t, const struct mc_prim *p, ncclResult_t *res)
+{
+  if ((t->n_send <= 1) && (t->n_recv <= 1))
+    return prim_run_one(t, p, res);
+  return prim_run_multi(t, p, res);
+}
+
+/* How many steps t will receive from each of its receive connections
+ * (walks its primitives on a copy). */
 static uint64_t recv_steps(const struct mc_task *t)
 {
   struct mc_task copy = *t;
   struct mc_prim p;
   uint64_t n = 0;
 
-  while (mc_ring_task_prim(&copy, &p)) {
+  while (t->algo->task_prim(&copy, &p)) {
     n += prim_recvs(p.kind) ? 1 : 0;
-    mc_ring_task_next(&copy);
+    t->algo->task_next(&copy);
   }
   return n;
 }
@@ -304,17 +331,30 @@ static uint64_t recv_steps(const struct mc_task *t)
 /* Announces the task's receive steps to the proxy (NET connections). */
 static void task_start(struct mc_task *t)
 {
-  struct ncclComm *comm = t->op->comm;
+  uint64_t n = 0;
+  bool counted = false;
 
   t->started = true;
-  if (t->oneshot) {
-    for (int p = 0; p < comm->n_ranks; p++)
-      if ((p != t->rank) && (comm->os_recv[p]->kind == MC_TP_NET))
-        mc_conn_recv_expect(comm->os_recv[p], 1);
+  if (t->algo->task_start != NULL) {
+    t->algo->task_start(t);
     return;
   }
-  if ((t->recv != NULL) && (t->recv->kind == MC_TP_NET))
-    mc_conn_recv_expect(t->recv, recv_steps(t));
+  for (int i = 0; i < t->n_recv; i++) {
+    if (t->recv[i]->kind != MC_TP_NET)
+      continue;
+    if (!counted)
+      n = recv_steps(t);
+    counted = true;
+    mc_conn_recv_expect(t->recv[i], n);
+  }
+}
+
+static bool task_drained(const struct mc_task *t)
+{
+  for (int i = 0; i < t->n_send; i++)
+    if (!mc_conn_send_drained(t->send[i]))
+      return false;
+  return true;
 }
 
 /* Runs t's primitives while its connections are ready. 1 when something moved. */
@@ -324,16 +364,16 @@ static int task_progress(struct mc_task *t, ncclResult_t *res)
 
   if (!t->started)
     task_start(t);
-  if (t->oneshot)
-    return oneshot_progress(t, res);
+  if (t->algo->task_progress != NULL)
+    return t->algo->task_progress(t, res);
 
   for (int budget = 0; budget < 64; budget++) {
     struct mc_prim p;
     int r;
-    if (!mc_ring_task_prim(t, &p)) {
-      /* Pointers published to the peer must have been read before the
+    if (!t->algo->task_prim(t, &p)) {
+      /* Pointers published to the peers must have been read before the
        * user's buffers are handed back. */
-      if ((t->send != NULL) && !mc_conn_send_drained(t->send))
+      if (!task_drained(t))
         return moved;
       t->done = true;
       return 1;
@@ -343,7 +383,7 @@ static int task_progress(struct mc_task *t, ncclResult_t *res)
       return -1;
     if (r == 0)
       return moved;
-    mc_ring_task_next(t);
+    t->algo->task_next(t);
     moved = 1;
   }
   return moved;
@@ -351,15 +391,50 @@ static int task_progress(struct mc_task *t, ncclResult_t *res)
 
 /* ---------------------------------------------------------------- batch */
 
-#define BATCH_STACK_TASKS 16
-
 struct batch {
   struct mc_op *ops;
   int n_ops;
-  struct mc_task *tasks; /* stack_tasks until more are needed */
-  int n_tasks;
-  struct mc_task stack_tasks[BATCH_STACK_TASKS];
+  struct mc_coll_plan pl;
 };
+
+void mc_coll_plan_init(struct mc_coll_plan *pl)
+{
+  pl->tasks = pl->stack_tasks;
+  pl->n_tasks = 0;
+  pl->cap = MC_PLAN_STACK_TASKS;
+}
+
+void mc_coll_plan_fini(struct mc_coll_plan *pl)
+{
+  if (pl->tasks != pl->stack_tasks)
+    free(pl->tasks);
+  pl->tasks = pl->stack_tasks;
+  pl->n_tasks = 0;
+  pl->cap = MC_PLAN_STACK_TASKS;
+}
+
+ncclResult_t mc_coll_plan_add(struct mc_coll_plan *pl, const struct mc_task *t)
+{
+  if (pl->n_tasks == pl->cap) {
+    int ncap = 2 * pl->cap;
+    struct mc_task *n = malloc((size_t)ncap * sizeof(*n));
+    if (n == NULL)
+      return MC_FAIL(ncclSystemError, "collective: out of memory for %d tasks", ncap);
+    memcpy(n, pl->tasks, (size_t)pl->n_tasks * sizeof(*n));
+    if (pl->tasks != pl->stack_tasks)
+      free(pl->tasks);
+    pl->tasks = n;
+    pl->cap = ncap;
+  }
+  pl->tasks[pl->n_tasks++] = *t;
+  return ncclSuccess;
+}
+
+size_t mc_coll_chunk_elems(const struct ncclComm *comm, size_t esize)
+{
+  size_t c = comm->tp.slot_bytes / esize;
+  return (c == 0) ? 1 : c;
+}
 
 /* The operation on one rank alone, or a send to itself: plain copies. */
 static void run_local(struct mc_op *op)
@@ -380,78 +455,58 @@ static void run_local(struct mc_op *op)
   }
 }
 
-static ncclResult_t add_task(struct batch *b, int *cap, const struct mc_task *t)
+/* Operations that move data between ranks (the others run locally or not at all). */
+static bool op_runs(const struct mc_op *op)
 {
-  if (*cap == 0) {
-    b->tasks = b->stack_tasks;
-    *cap = BATCH_STACK_TASKS;
-  }
-  if (b->n_tasks == *cap) {
-    int ncap = 2 * *cap;
-    struct mc_task *n = malloc((size_t)ncap * sizeof(*n));
-    if (n == NULL)
-      return MC_FAIL(ncclSystemError, "collective: out of memory for %d tasks", ncap);
-    memcpy(n, b->tasks, (size_t)b->n_tasks * sizeof(*n));
-    if (b->tasks != b->stack_tasks)
-      free(b->tasks);
-    b->tasks = n;
-    *cap = ncap;
-  }
-  b->tasks[b->n_tasks++] = *t;
-  return ncclSuccess;
+  bool p2p = (op->kind == MC_COLL_SEND) || (op->kind == MC_COLL_RECV);
+  return (op->count > 0) && (op->comm->n_ranks > 1) && (!p2p || (op->peer != op->comm->rank));
 }
 
-/* The same answer on every rank: it depends only on the call and the comm. */
-static bool oneshot_ok(const struct mc_op *op)
-{
-  const struct ncclComm *comm = op->comm;
-  size_t limit = (size_t)mc_param_int(MC_P_ONESHOT_BYTES);
-  size_t bytes = op->count * op->esize;
+/* ------------------------------------------------------- runtime connect */
 
-  return (op->kind == MC_COLL_ALLREDUCE) && (comm->nodes.n_nodes == 1) && (comm->n_ranks > 1) &&
-         (comm->n_ranks <= 64) && (bytes <= limit) &&
-         ((size_t)comm->n_ranks * ((bytes + 63) & ~(size_t)63) <= comm->tp.slot_bytes);
+/* The connections an operation needs that are not made yet, on its comm. */
+static bool needs_oneshot(const struct mc_op *op)
+{
+  return op_runs(op) && (op->algo == &mc_coll_oneshot_ops) && !mc_coll_oneshot_connected(op->comm);
 }
 
-static bool os_connected(const struct ncclComm *comm)
+static bool needs_trees(const struct mc_op *op)
 {
-  return comm->os_send[(comm->rank + 1) % comm->n_ranks] != NULL;
+  return op_runs(op) && (op->algo == &mc_coll_tree_ops) && !op->comm->trees_connected;
 }
 
-static size_t oneshot_slot(void)
+static struct mc_conn **p2p_holder(const struct mc_op *op)
 {
-  size_t b = (size_t)mc_param_int(MC_P_ONESHOT_BYTES);
-  return (b < 4096) ? 4096 : (b + 63) & ~(size_t)63;
+  struct ncclComm *comm = op->comm;
+
+  if (!op_runs(op) || (op->algo != &mc_coll_p2p_ops))
+    return NULL;
+  return (op->kind == MC_COLL_SEND) ? &comm->p2p_send[op->peer] : &comm->p2p_recv[op->peer];
 }
 
-static size_t chunk_elems(const struct ncclComm *comm, size_t esize)
-{
-  size_t c = comm->tp.slot_bytes / esize;
-  return (c == 0) ? 1 : c;
-}
-
-/* Point-to-point connections this batch needs, made together for every
- * communicator of the batch (NCCL's runtime connect). */
-static ncclResult_t p2p_connect(struct batch *b)
+/* The connections this batch's algorithms need (one-shot, trees, and
+ * point-to-point), made together for every communicator of the batch
+ * (NCCL's runtime connect). On failure none of them is kept. */
+static ncclResult_t runtime_connect(struct batch *b)
 {
   struct mc_tp_set *sets = NULL;
   struct mc_conn_req *reqs = NULL;
+  struct mc_conn ***holders = NULL; /* heap connections to forget on failure */
+  struct ncclComm **tree_comms = NULL;
   int n_sets = 0;
   int n_reqs = 0;
-  ncclResult_t res;
-
-  struct mc_conn ***holders = NULL;
+  int n_tree_comms = 0;
   size_t cap = 0;
+  ncclResult_t res;
 
   for (int i = 0; i < b->n_ops; i++) {
     const struct mc_op *op = &b->ops[i];
-    const struct ncclComm *comm = op->comm;
-    if ((op->count > 0) && oneshot_ok(op) && !os_connected(comm))
-      cap += 2 * (size_t)comm->n_ranks;
-    if (((op->kind == MC_COLL_SEND) && (op->peer != comm->rank) &&
-         (comm->p2p_send[op->peer] == NULL)) ||
-        ((op->kind == MC_COLL_RECV) && (op->peer != comm->rank) &&
-         (comm->p2p_recv[op->peer] == NULL)))
+    struct mc_conn **h = p2p_holder(op);
+    if (needs_oneshot(op))
+      cap += 2 * (size_t)op->comm->n_ranks;
+    if (needs_trees(op))
+      cap += (size_t)mc_comm_tree_conn_reqs(op->comm, NULL);
+    if ((h != NULL) && (*h == NULL))
       cap++;
   }
   if (cap == 0)
@@ -459,66 +514,77 @@ static ncclResult_t p2p_connect(struct batch *b)
   MC_CHECK(mc_calloc(&sets, (size_t)b->n_ops));
   MC_CHECK_GOTO(mc_calloc(&reqs, cap), res, out);
   MC_CHECK_GOTO(mc_calloc(&holders, cap), res, out);
+  MC_CHECK_GOTO(mc_calloc(&tree_comms, (size_t)b->n_ops), res, out);
   for (int i = 0; i < b->n_ops; i++) {
     struct ncclComm *comm = b->ops[i].comm;
-    struct mc_tp_set *set = NULL;
+    struct mc_tp_set *set = &sets[n_sets];
     bool first = true;
+    bool os_done = false;
+    bool trees_done = false;
     for (int k = 0; k < i; k++)
       first = first && (b->ops[k].comm != comm);
     if (!first)
       continue;
+    *set = (struct mc_tp_set){.tc = &comm->tp, .reqs = &reqs[n_reqs], .n = 0};
     for (int k = i; k < b->n_ops; k++) {
       struct mc_op *op = &b->ops[k];
-      bool is_send = (op->kind == MC_COLL_SEND);
-      struct mc_conn **slot;
-      if ((op->comm == comm) && (op->count > 0) && oneshot_ok(op) && !os_connected(comm)) {
+      struct mc_conn **slot = p2p_holder(op);
+      if (op->comm != comm)
+        continue;
+      if (needs_oneshot(op) && !os_done) {
         /* One-shot: a send and a receive connection with every peer. */
+        os_done = true;
         for (int p = 0; p < comm->n_ranks; p++) {
           for (int dir = 0; (dir < 2) && (p != comm->rank); dir++) {
             struct mc_conn **os = dir ? &comm->os_send[p] : &comm->os_recv[p];
             MC_CHECK_GOTO(mc_calloc(os, 1), res, out);
-            if (set == NULL) {
-              set = &sets[n_sets++];
-              *set = (struct mc_tp_set){.tc = &comm->tp, .reqs = &reqs[n_reqs], .n = 0};
-            }
             holders[n_reqs] = os;
             reqs[n_reqs++] = (struct mc_conn_req){.peer = p,
                                                   .is_send = dir,
                                                   .channel = 0,
-                                                  .conn_index = 2,
-                                                  .slot_bytes = oneshot_slot(),
+                                                  .conn_index = MC_CONN_ONESHOT,
+                                                  .slot_bytes = mc_coll_oneshot_slot_bytes(),
                                                   .conn = *os};
             set->n++;
           }
         }
-        continue;
       }
-      if ((op->comm != comm) || ((op->kind != MC_COLL_SEND) && (op->kind != MC_COLL_RECV)) ||
-          (op->peer == comm->rank) || (op->count == 0))
-        continue;
-      slot = is_send ? &comm->p2p_send[op->peer] : &comm->p2p_recv[op->peer];
-      if (*slot != NULL)
+      if (needs_trees(op) && !trees_done) {
+        int m = mc_comm_tree_conn_reqs(comm, &reqs[n_reqs]);
+        trees_done = true;
+        tree_comms[n_tree_comms++] = comm;
+        n_reqs += m;
+        set->n += m;
+      }
+      if ((slot == NULL) || (*slot != NULL))
         continue;
       MC_CHECK_GOTO(mc_calloc(slot, 1), res, out);
-      if (set == NULL) {
-        set = &sets[n_sets++];
-        *set = (struct mc_tp_set){.tc = &comm->tp, .reqs = &reqs[n_reqs], .n = 0};
-      }
       holders[n_reqs] = slot;
-      reqs[n_reqs++] = (struct mc_conn_req){
-          .peer = op->peer, .is_send = is_send, .channel = 0, .conn_index = 1, .conn = *slot};
+      reqs[n_reqs++] = (struct mc_conn_req){.peer = op->peer,
+                                            .is_send = (op->kind == MC_COLL_SEND),
+                                            .channel = 0,
+                                            .conn_index = MC_CONN_P2P,
+                                            .conn = *slot};
       set->n++;
     }
+    if (set->n > 0)
+      n_sets++;
   }
   res = (n_sets > 0) ? mc_transport_connect_sets(sets, n_sets) : ncclSuccess;
+  if (res == ncclSuccess)
+    for (int c = 0; c < n_tree_comms; c++)
+      tree_comms[c]->trees_connected = true;
 out:
   if (res != ncclSuccess) {
     /* Connections not made are forgotten (the next call tries again). */
     for (int q = 0; q < n_reqs; q++) {
-      free(*holders[q]);
-      *holders[q] = NULL;
+      if (holders[q] != NULL) {
+        free(*holders[q]);
+        *holders[q] = NULL;
+      }
     }
   }
+  free(tree_comms);
   free(holders);
   free(reqs);
   free(sets);
@@ -565,76 +631,52 @@ static ncclResult_t p2p_self(struct batch *b)
   return ncclSuccess;
 }
 
+static bool share_conn(const struct mc_task *t, const struct mc_task *u)
+{
+  for (int i = 0; i < t->n_send; i++)
+    for (int k = 0; k < u->n_send; k++)
+      if (t->send[i] == u->send[k])
+        return true;
+  for (int i = 0; i < t->n_recv; i++)
+    for (int k = 0; k < u->n_recv; k++)
+      if (t->recv[i] == u->recv[k])
+        return true;
+  return false;
+}
+
 static ncclResult_t plan(struct batch *b)
 {
-  int cap = 0;
+  struct mc_coll_plan *pl = &b->pl;
 
   for (int i = 0; i < b->n_ops; i++) {
     struct mc_op *op = &b->ops[i];
-    struct ncclComm *comm = op->comm;
-    int n = comm->n_ranks;
-    bool p2p = (op->kind == MC_COLL_SEND) || (op->kind == MC_COLL_RECV);
-    int n_parts = p2p ? 1 : comm->n_channels;
-    size_t per = 0;
-
     if (op->count == 0)
       continue;
-    if ((n == 1) && !p2p) {
+    if ((op->comm->n_ranks == 1) && (op->algo != &mc_coll_p2p_ops)) {
       run_local(op);
       continue;
     }
-    if (oneshot_ok(op)) {
-      struct mc_task t;
-      memset(&t, 0, sizeof(t));
-      t.op = op;
-      t.n_ranks = n;
-      t.rank = comm->rank;
-      t.oneshot = true;
-      t.bounce = comm->scratch + (size_t)comm->n_channels * comm->tp.slot_bytes;
-      MC_CHECK(add_task(b, &cap, &t));
+    if (!op_runs(op))
       continue;
-    }
-    per = (op->count + (size_t)n_parts - 1) / (size_t)n_parts;
-    for (int c = 0; c < n_parts; c++) {
-      struct mc_task t;
-      size_t base = (size_t)c * per;
-      memset(&t, 0, sizeof(t));
-      if (base >= op->count)
-        break;
-      t.op = op;
-      t.n_ranks = n;
-      t.rank = comm->rank;
-      t.base = base;
-      t.len = (op->count - base < per) ? op->count - base : per;
-      t.chunk = chunk_elems(comm, op->esize);
-      if (p2p) {
-        t.send = (op->kind == MC_COLL_SEND) ? comm->p2p_send[op->peer] : NULL;
-        t.recv = (op->kind == MC_COLL_RECV) ? comm->p2p_recv[op->peer] : NULL;
-        t.bounce = comm->scratch + (size_t)comm->n_channels * comm->tp.slot_bytes;
-      } else {
-        t.send = &comm->channels[c].send;
-        t.recv = &comm->channels[c].recv;
-        t.bounce = comm->scratch + (size_t)c * comm->tp.slot_bytes;
-      }
-      mc_ring_task_init(&t);
-      MC_CHECK(add_task(b, &cap, &t));
-    }
+    MC_CHECK(op->algo->plan(op, pl));
   }
-  /* A task waits for the last earlier task on the same connections. */
-  for (int i = 0; i < b->n_tasks; i++) {
-    struct mc_task *t = &b->tasks[i];
+  /* A task waits for the last earlier task on any of the same connections;
+   * tasks that drive their own connections wait for the last earlier one of
+   * their algorithm on their communicator. */
+  for (int i = 0; i < pl->n_tasks; i++) {
+    struct mc_task *t = &pl->tasks[i];
     for (int k = i - 1; k >= 0; k--) {
-      struct mc_task *u = &b->tasks[k];
-      if (t->oneshot || u->oneshot) {
-        /* One-shot tasks share only their own connections. */
-        if (t->oneshot && u->oneshot && (t->op->comm == u->op->comm)) {
+      struct mc_task *u = &pl->tasks[k];
+      bool own_t = (t->algo->task_progress != NULL);
+      bool own_u = (u->algo->task_progress != NULL);
+      if (own_t || own_u) {
+        if ((t->algo == u->algo) && (t->op->comm == u->op->comm)) {
           t->after = u;
           break;
         }
         continue;
       }
-      if (((t->send != NULL) && (t->send == u->send)) ||
-          ((t->recv != NULL) && (t->recv == u->recv))) {
+      if (share_conn(t, u)) {
         t->after = u;
         break;
       }
@@ -650,7 +692,7 @@ static bool pid_gone(int pid)
   return (pid > 0) && (kill(pid, 0) != 0) && (errno == ESRCH);
 }
 
-static ncclResult_t conn_health(const struct mc_task *t, const struct mc_conn *c)
+ncclResult_t mc_coll_conn_health(const struct mc_task *t, const struct mc_conn *c)
 {
   struct ncclComm *comm = t->op->comm;
   const struct mc_peer_info *p;
@@ -681,15 +723,13 @@ static ncclResult_t task_health(const struct mc_task *t)
   if (__atomic_load_n(&comm->abort_flag, __ATOMIC_ACQUIRE))
     return MC_FAIL(ncclInvalidUsage, "%s: communicator %p was aborted", mc_coll_name(t->op->kind),
                    (void *)comm);
-  if (t->oneshot) {
-    for (int r = 0; r < comm->n_ranks; r++) {
-      MC_CHECK(conn_health(t, comm->os_send[r]));
-      MC_CHECK(conn_health(t, comm->os_recv[r]));
-    }
-    return ncclSuccess;
-  }
-  MC_CHECK(conn_health(t, t->send));
-  return conn_health(t, t->recv);
+  if (t->algo->task_health != NULL)
+    return t->algo->task_health(t);
+  for (int i = 0; i < t->n_send; i++)
+    MC_CHECK(mc_coll_conn_health(t, t->send[i]));
+  for (int i = 0; i < t->n_recv; i++)
+    MC_CHECK(mc_coll_conn_health(t, t->recv[i]));
+  return ncclSuccess;
 }
 
 static void poison_conn(struct mc_conn *c)
@@ -708,8 +748,15 @@ static void comm_fail(struct ncclComm *comm, ncclResult_t res)
                                    __ATOMIC_ACQUIRE))
     return;
   for (int c = 0; (comm->channels != NULL) && (c < comm->n_channels); c++) {
-    poison_conn(&comm->channels[c].send);
-    poison_conn(&comm->channels[c].recv);
+    struct mc_channel *ch = &comm->channels[c];
+    poison_conn(&ch->send);
+    poison_conn(&ch->recv);
+    poison_conn(&ch->tree_send_up);
+    poison_conn(&ch->tree_recv_up);
+    for (int i = 0; i < MC_TREE_MAX_ARITY; i++) {
+      poison_conn(&ch->tree_send_down[i]);
+      poison_conn(&ch->tree_recv_down[i]);
+    }
   }
   for (int r = 0; (comm->p2p_send != NULL) && (r < comm->n_ranks); r++) {
     poison_conn(comm->p2p_send[r]);
@@ -752,20 +799,23 @@ static ncclResult_t run_tasks(struct batch *b, struct mc_task **failed)
   /* Over the network the proxy thread does the work: the rank yields the
    * CPU to it, or does that work itself while it waits (mc_proxy_help: no
    * thread hand-off per step; 5-10% more bandwidth over a veth). */
-  for (int i = 0; i < b->n_tasks; i++)
-    if (((b->tasks[i].send != NULL) && (b->tasks[i].send->kind == MC_TP_NET)) ||
-        ((b->tasks[i].recv != NULL) && (b->tasks[i].recv->kind == MC_TP_NET)))
-      net = true;
+  for (int i = 0; i < b->pl.n_tasks; i++) {
+    const struct mc_task *t = &b->pl.tasks[i];
+    for (int k = 0; k < t->n_send; k++)
+      net = net || (t->send[k]->kind == MC_TP_NET);
+    for (int k = 0; k < t->n_recv; k++)
+      net = net || (t->recv[k]->kind == MC_TP_NET);
+  }
   if (net)
     spin = 8;
-  int left = b->n_tasks;
+  int left = b->pl.n_tasks;
   double last_check = 0; /* the clock is read only once waiting starts */
   ncclResult_t res = ncclSuccess;
 
   while (left > 0) {
     int moved = 0;
-    for (int i = 0; i < b->n_tasks; i++) {
-      struct mc_task *t = &b->tasks[i];
+    for (int i = 0; i < b->pl.n_tasks; i++) {
+      struct mc_task *t = &b->pl.tasks[i];
       int r;
       if (t->done || ((t->after != NULL) && !t->after->done))
         continue;
@@ -793,8 +843,8 @@ static ncclResult_t run_tasks(struct batch *b, struct mc_task **failed)
         last_check = now;
       if (now - last_check >= CHECK_MS * 1e-3) {
         last_check = now;
-        for (int i = 0; i < b->n_tasks; i++) {
-          struct mc_task *t = &b->tasks[i];
+        for (int i = 0; i < b->pl.n_tasks; i++) {
+          struct mc_task *t = &b->pl.tasks[i];
           if (!t->done && ((res = task_health(t)) != ncclSuccess)) {
             *failed = t;
             return res;
@@ -820,14 +870,15 @@ ncclResult_t mc_coll_run(struct mc_op *ops, int n)
 
   b.ops = ops;
   b.n_ops = n;
-  b.tasks = NULL;
-  b.n_tasks = 0;
+  mc_coll_plan_init(&b.pl);
   res = p2p_self(&b);
+  for (int i = 0; (i < n) && (res == ncclSuccess); i++)
+    res = mc_coll_algo_choose(&ops[i]);
   if (res == ncclSuccess)
-    res = p2p_connect(&b);
+    res = runtime_connect(&b);
   if (res == ncclSuccess)
     res = plan(&b);
-  if ((res == ncclSuccess) && (b.n_tasks > 0)) {
+  if ((res == ncclSuccess) && (b.pl.n_tasks > 0)) {
     proxies(&b, +1);
     res = run_tasks(&b, &failed);
     proxies(&b, -1);
@@ -843,7 +894,6 @@ ncclResult_t mc_coll_run(struct mc_op *ops, int n)
       comm_fail(comm, (res == ncclInvalidUsage) ? ncclInvalidUsage : res);
     }
   }
-  if (b.tasks != b.stack_tasks)
-    free(b.tasks);
+  mc_coll_plan_fini(&b.pl);
   return res;
 }

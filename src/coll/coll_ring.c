@@ -1,18 +1,26 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * NCCL's ring algorithms (device/all_reduce.h, all_gather.h,
- * reduce_scatter.h, broadcast.h, reduce.h of NCCL 2.30, rewritten as step
- * generators), and point-to-point transfers. A task is one operation's part
- * on one channel; its data is walked in loops, each loop a fixed sequence of
- * primitives that every rank derives identically, so that the streams of
- * both ends of each connection match step for step (zero-sized steps
- * included).
+ * The "Ring" algorithm: NCCL's ring algorithms (src/device/all_reduce.h
+ * runRing, all_gather.h, reduce_scatter.h, and the ring chains of
+ * broadcast.h and reduce.h of NCCL 2.30, rewritten as step generators). A
+ * task is one operation's part on one channel; its data is walked in loops,
+ * each loop a fixed sequence of primitives that every rank derives
+ * identically, so that the streams of both ends of each connection match
+ * step for step (zero-sized steps included).
  *
- * Ring positions: ring[i] is the rank i hops downstream; chunk c of a loop
- * belongs to the rank at ring position c relative to rank 0, i.e. to rank c
- * while the ring is rank order.
+ * Ring positions come from the channel's ring order, never from rank
+ * numbers (channels may order the ranks differently): ring[i] is the rank i
+ * hops downstream; ring_ix is this rank's position counted from rank 0
+ * (NCCL's ring->index); chunk c of an all-reduce loop belongs to the rank at
+ * position c; all-gather and reduce-scatter move the block of the rank
+ * ring[n - j] / ring[n - 1 - j] at step j (NCCL's ring->userRanks[]); the
+ * broadcast and reduce chains run along the ring from the root.
  */
 #include "coll/coll.h"
+
+#include <string.h>
+
+#include "check.h"
 
 static size_t divup(size_t a, size_t b)
 {
@@ -24,7 +32,7 @@ static size_t min_sz(size_t a, size_t b)
   return (a < b) ? a : b;
 }
 
-void mc_ring_task_init(struct mc_task *t)
+static void ring_task_init(struct mc_task *t)
 {
   int n = t->n_ranks;
 
@@ -57,7 +65,7 @@ static void ar_chunk(const struct mc_task *t, int c, size_t *off, size_t *nelem)
 static bool allreduce_prim(const struct mc_task *t, struct mc_prim *p)
 {
   int n = t->n_ranks;
-  int r = t->rank;
+  int r = t->ring_ix;
   int j = t->j;
   int c;
 
@@ -85,9 +93,8 @@ static bool allreduce_prim(const struct mc_task *t, struct mc_prim *p)
 static bool allgather_prim(const struct mc_task *t, struct mc_prim *p)
 {
   int n = t->n_ranks;
-  int r = t->rank;
   int j = t->j;
-  int block = (r - j + n) % n; /* whose data moves at step j */
+  int block = t->ring[(n - j) % n]; /* whose data moves at step j */
   size_t count = t->op->count;
 
   p->n = min_sz(t->chunk, t->len - t->off);
@@ -105,9 +112,8 @@ static bool allgather_prim(const struct mc_task *t, struct mc_prim *p)
 static bool reducescatter_prim(const struct mc_task *t, struct mc_prim *p)
 {
   int n = t->n_ranks;
-  int r = t->rank;
   int j = t->j;
-  int block = (r + n - 1 - j) % n;
+  int block = t->ring[n - 1 - j];
   size_t count = t->op->count;
 
   p->n = min_sz(t->chunk, t->len - t->off);
@@ -122,22 +128,22 @@ static bool reducescatter_prim(const struct mc_task *t, struct mc_prim *p)
   return true;
 }
 
+/* Chains: t->role is this rank's distance downstream from the root. */
 static bool chain_prim(const struct mc_task *t, struct mc_prim *p)
 {
   int n = t->n_ranks;
-  int root = t->op->root;
   int pos;
 
   p->n = min_sz(t->chunk, t->len - t->off);
   p->in_off = t->base + t->off;
   p->out_off = p->in_off;
   if (t->op->kind == MC_COLL_BROADCAST) {
-    pos = (t->rank - root + n) % n; /* 0: the root, n-1: the end of the chain */
+    pos = t->role; /* 0: the root, n-1: the end of the chain */
     p->kind = (pos == 0)       ? MC_PRIM_COPY_SEND
               : (pos == n - 1) ? MC_PRIM_RECV
                                : MC_PRIM_RECV_COPY_SEND;
   } else {
-    pos = (t->rank - root - 1 + 2 * n) % n; /* 0: after the root, n-1: the root */
+    pos = (t->role - 1 + n) % n; /* 0: after the root, n-1: the root */
     p->kind = (pos == 0)       ? MC_PRIM_SEND
               : (pos == n - 1) ? MC_PRIM_RECV_REDUCE_COPY
                                : MC_PRIM_RECV_REDUCE_SEND;
@@ -145,7 +151,7 @@ static bool chain_prim(const struct mc_task *t, struct mc_prim *p)
   return true;
 }
 
-bool mc_ring_task_prim(struct mc_task *t, struct mc_prim *p)
+static bool ring_task_prim(const struct mc_task *t, struct mc_prim *p)
 {
   if ((t->off >= t->len) || (t->len == 0))
     return false;
@@ -159,17 +165,12 @@ bool mc_ring_task_prim(struct mc_task *t, struct mc_prim *p)
   case MC_COLL_BROADCAST:
   case MC_COLL_REDUCE:
     return chain_prim(t, p);
-  case MC_COLL_SEND:
-  case MC_COLL_RECV:
-    p->kind = (t->op->kind == MC_COLL_SEND) ? MC_PRIM_SEND : MC_PRIM_RECV;
-    p->n = min_sz(t->chunk, t->len - t->off);
-    p->in_off = p->out_off = t->base + t->off;
-    return true;
+  default:
+    return false;
   }
-  return false;
 }
 
-void mc_ring_task_next(struct mc_task *t)
+static void ring_task_next(struct mc_task *t)
 {
   if (++t->j < t->n_steps)
     return;
@@ -182,3 +183,63 @@ void mc_ring_task_next(struct mc_task *t)
     t->off += t->chunk;
   }
 }
+
+/* Position of rank in the ring that starts at this rank: ring[i] == rank. */
+static int ring_find(const int *ring, int n, int rank)
+{
+  for (int i = 0; i < n; i++)
+    if (ring[i] == rank)
+      return i;
+  return 0;
+}
+
+static bool ring_supports(const struct mc_op *op)
+{
+  return (op->kind != MC_COLL_SEND) && (op->kind != MC_COLL_RECV);
+}
+
+/* One task per channel, each on a contiguous part of the data. */
+static ncclResult_t ring_plan(struct mc_op *op, struct mc_coll_plan *pl)
+{
+  struct ncclComm *comm = op->comm;
+  int n = comm->n_ranks;
+  int n_ch = ((op->n_channels > 0) && (op->n_channels < comm->n_channels)) ? op->n_channels
+                                                                           : comm->n_channels;
+  size_t per = divup(op->count, (size_t)n_ch);
+
+  for (int c = 0; c < n_ch; c++) {
+    struct mc_channel *ch = &comm->channels[c];
+    struct mc_task t;
+    size_t base = (size_t)c * per;
+    if (base >= op->count)
+      break;
+    memset(&t, 0, sizeof(t));
+    t.op = op;
+    t.algo = &mc_coll_ring_ops;
+    t.n_ranks = n;
+    t.rank = comm->rank;
+    t.base = base;
+    t.len = min_sz(op->count - base, per);
+    t.chunk = mc_coll_chunk_elems(comm, op->esize);
+    t.send[0] = &ch->send;
+    t.recv[0] = &ch->recv;
+    t.n_send = 1;
+    t.n_recv = 1;
+    t.bounce = comm->scratch + (size_t)c * comm->tp.slot_bytes;
+    t.ring = ch->ring;
+    t.ring_ix = (n - ring_find(ch->ring, n, 0)) % n;
+    t.role = (n - ring_find(ch->ring, n, op->root)) % n; /* chains: hops from the root */
+    ring_task_init(&t);
+    MC_CHECK(mc_coll_plan_add(pl, &t));
+  }
+  return ncclSuccess;
+}
+
+const struct mc_coll_algo_ops mc_coll_ring_ops = {
+    .name = "Ring",
+    .id = MC_ALGO_RING,
+    .supports = ring_supports,
+    .plan = ring_plan,
+    .task_prim = ring_task_prim,
+    .task_next = ring_task_next,
+};

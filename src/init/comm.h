@@ -15,6 +15,7 @@
 #include "nccl.h"
 #include "bootstrap/bootstrap.h"
 #include "topo/topo_graph.h"
+#include "topo/topo_tuning.h"
 #include "transport/transport.h"
 
 #define MC_COMM_LIVE_MAGIC   0x6d657368636f6d6dull /* "meshcomm" */
@@ -52,8 +53,14 @@ struct mc_comm_nodes {
   int *dev; /* [n_ranks] resolved device index */
 };
 
-/* One channel of the ring layout (NCCL's ncclChannel, ring part): the ring
- * order, this rank's place in it, and its two ring connections. */
+#define MC_TREE_MAX_ARITY 3 /* NCCL_MAX_TREE_ARITY */
+
+/* One channel (NCCL's ncclChannel): its ring (the order, this rank's place
+ * in it, two connections) and its tree (NCCL's ncclTree: parent and up to
+ * three children, -1 = none, and a connection each way with each). The
+ * ring and tree orders may differ from channel to channel; the collectives
+ * take positions from them, never from rank numbers. Tree connections are
+ * made at the first collective that runs on the tree (runtime connect). */
 struct mc_channel {
   int id;
   int prev;  /* rank this rank receives from */
@@ -61,9 +68,16 @@ struct mc_channel {
   int *ring; /* [n_ranks] ring order starting at this rank: ring[0] == rank */
   struct mc_conn send;
   struct mc_conn recv;
+  int tree_up;                                      /* parent, -1 at the root */
+  int tree_down[MC_TREE_MAX_ARITY];                 /* children, -1 = none */
+  struct mc_conn tree_send_up;                      /* to tree_up */
+  struct mc_conn tree_recv_up;                      /* from tree_up */
+  struct mc_conn tree_send_down[MC_TREE_MAX_ARITY]; /* to tree_down[i] */
+  struct mc_conn tree_recv_down[MC_TREE_MAX_ARITY]; /* from tree_down[i] */
 };
 
-#define MC_MAX_CHANNELS 32
+/* Most channels a communicator runs (NCCL's MAXCHANNELS). */
+#define MC_MAX_CHANNELS MC_TOPO_MAX_CHANNELS
 
 /* A reduction created by ncclRedOpCreatePreMulSum (kept opaque here). */
 struct mc_user_redop {
@@ -116,7 +130,15 @@ struct ncclComm {
   struct mc_conn **p2p_recv;
   struct mc_conn **os_send; /* [n_ranks] one-shot all-reduce, connected at first use */
   struct mc_conn **os_recv;
-  char *scratch; /* n_channels + 1 slot-sized bounce buffers */
+  const void **os_srcs; /* [n_ranks] one-shot: the inputs of one reduction */
+  char *scratch;        /* n_channels + 1 slot-sized bounce buffers */
+  bool trees_connected; /* every channel's tree connections are made */
+  /* NCCL_ALGO / NCCL_PROTO as src/coll parsed them (at the first collective). */
+  bool algo_env_ready;
+  bool tune_ready;
+  struct mc_tune tune;      /* the tuning model, built at the first collective */
+  uint32_t algo_allowed[8]; /* per enum mc_coll_kind: bit per algorithm */
+  uint32_t algo_protos[8];
   struct mc_user_redop *redops;
   int n_redops;
   pthread_mutex_t redop_lock;
@@ -140,6 +162,19 @@ ncclResult_t mc_comm_stage_graphs(struct ncclComm *comm);
 /* Stage "connect" (init_connect.c): transports for every peer, the ring
  * channels and their connections. Sets comm->tp, channels. */
 ncclResult_t mc_comm_stage_connect(struct ncclComm *comm);
+/* Connection indices (conn_index of struct mc_conn_req): which of a pair's
+ * connections on a channel a request is. */
+enum mc_conn_index {
+  MC_CONN_RING = 0,
+  MC_CONN_P2P = 1,
+  MC_CONN_ONESHOT = 2,
+  MC_CONN_TREE = 3 /* every tree connection: a pair is parent and child once per channel */
+};
+
+/* The requests for every channel's tree connections (send and receive with
+ * the parent and each child), for the runtime connect of the collectives.
+ * Fills reqs when it is not NULL; returns how many there are. */
+int mc_comm_tree_conn_reqs(struct ncclComm *comm, struct mc_conn_req *reqs);
 /* Frees what stage_connect and later collectives made. */
 void mc_comm_free_connections(struct ncclComm *comm);
 

@@ -252,6 +252,11 @@ void mc_comm_free(struct ncclComm *comm, int root_wait_ms)
     return;
   mc_group_forget(comm);
   mc_comm_free_connections(comm);
+  /* Reduction ops live as long as the communicator: a failed collective
+   * frees the connections, and ncclRedOpDestroy may still come after it. */
+  free(comm->redops);
+  comm->redops = NULL;
+  comm->n_redops = 0;
   pthread_mutex_destroy(&comm->redop_lock);
   mc_boot_destroy(comm->boot);
   mc_boot_root_release(comm->root, root_wait_ms);

@@ -1,11 +1,11 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * Init stage "connect": the transports' view of every rank, the ring
- * channels (NCCL's ring connect; until the graph search lands the ring is
- * rank order, which keeps the ranks of a host together when the launcher
- * numbers them by host), and one send and one receive connection per
- * channel, each over P2P, SHM or NET as the receiving rank chooses.
- * Point-to-point connections (ncclSend/ncclRecv) are made at first use.
+ * Init stage "connect": the transports' view of every rank, the channels of
+ * stage "graphs" (each channel's ring order from NCCL's connectRings and its
+ * tree from connectTrees, src/graph/connect.cc), and one send and one
+ * receive ring connection per channel, each over P2P, SHM or NET as the
+ * receiving rank chooses. Tree and point-to-point connections are made at
+ * first use (mc_comm_tree_conn_reqs gives the tree's).
  */
 #include "comm.h"
 
@@ -47,6 +47,7 @@ static ncclResult_t tp_init(struct ncclComm *comm)
   MC_CHECK(mc_calloc(&comm->p2p_recv, (size_t)comm->n_ranks));
   MC_CHECK(mc_calloc(&comm->os_send, (size_t)comm->n_ranks));
   MC_CHECK(mc_calloc(&comm->os_recv, (size_t)comm->n_ranks));
+  MC_CHECK(mc_calloc(&comm->os_srcs, (size_t)comm->n_ranks));
   return ncclSuccess;
 }
 
@@ -62,16 +63,28 @@ static int spin_passes(const struct ncclComm *comm)
   return ((cpus > 0) && (comm->nodes.local_ranks > cpus)) ? 8 : 2000;
 }
 
-static int channel_count(void)
+int mc_comm_tree_conn_reqs(struct ncclComm *comm, struct mc_conn_req *reqs)
 {
-  struct mc_topo_connect_opts o;
-  int lo;
-  int hi;
+  int n = 0;
 
-  mc_topo_connect_opts_from_params(&o);
-  lo = (o.min_channels > 0) ? o.min_channels : 1;
-  hi = (o.max_channels < MC_MAX_CHANNELS) ? o.max_channels : MC_MAX_CHANNELS;
-  return (lo > hi) ? hi : lo;
+  for (int c = 0; c < comm->n_channels; c++) {
+    struct mc_channel *ch = &comm->channels[c];
+    for (int i = -1; i < MC_TREE_MAX_ARITY; i++) {
+      int peer = (i < 0) ? ch->tree_up : ch->tree_down[i];
+      struct mc_conn *sc = (i < 0) ? &ch->tree_send_up : &ch->tree_send_down[i];
+      struct mc_conn *rc = (i < 0) ? &ch->tree_recv_up : &ch->tree_recv_down[i];
+      if (peer < 0)
+        continue;
+      if (reqs != NULL) {
+        reqs[n] = (struct mc_conn_req){
+            .peer = peer, .is_send = true, .channel = c, .conn_index = MC_CONN_TREE, .conn = sc};
+        reqs[n + 1] = (struct mc_conn_req){
+            .peer = peer, .is_send = false, .channel = c, .conn_index = MC_CONN_TREE, .conn = rc};
+      }
+      n += 2;
+    }
+  }
+  return n;
 }
 
 ncclResult_t mc_comm_stage_connect(struct ncclComm *comm)
@@ -85,16 +98,23 @@ ncclResult_t mc_comm_stage_connect(struct ncclComm *comm)
   if (comm->nodes.local_rank == 0)
     mc_tp_collect_orphans();
   comm->spin_passes = spin_passes(comm);
-  comm->n_channels = channel_count();
+  /* The channels of stage_graphs: ring orders and NCCL's double binary tree. */
+  comm->n_channels = comm->graph.n_channels;
+  if ((comm->n_channels < 1) || (comm->n_channels > MC_MAX_CHANNELS) || (comm->graph.n_ranks != n))
+    return MC_FAIL(ncclInternalError, "connect: %d channels over %d ranks from the graph stage",
+                   comm->n_channels, comm->graph.n_ranks);
   MC_CHECK(mc_calloc(&comm->channels, (size_t)comm->n_channels));
   for (int c = 0; c < comm->n_channels; c++) {
     struct mc_channel *ch = &comm->channels[c];
+    const struct mc_topo_channel *g = &comm->graph.channels[c];
     ch->id = c;
-    ch->prev = (comm->rank + n - 1) % n;
-    ch->next = (comm->rank + 1) % n;
+    ch->prev = g->ring_prev;
+    ch->next = g->ring_next;
     MC_CHECK(mc_calloc(&ch->ring, (size_t)n));
-    for (int i = 0; i < n; i++)
-      ch->ring[i] = (comm->rank + i) % n;
+    memcpy(ch->ring, comm->graph.rings + (size_t)c * (size_t)n, (size_t)n * sizeof(int));
+    ch->tree_up = g->tree_up;
+    for (int i = 0; i < MC_TREE_MAX_ARITY; i++)
+      ch->tree_down[i] = g->tree_down[i];
   }
   comm->scratch = aligned_alloc(4096, (size_t)(comm->n_channels + 1) * comm->tp.slot_bytes);
   if (comm->scratch == NULL)
@@ -105,10 +125,16 @@ ncclResult_t mc_comm_stage_connect(struct ncclComm *comm)
   MC_CHECK(mc_calloc(&reqs, (size_t)comm->n_channels * 2));
   for (int c = 0; c < comm->n_channels; c++) {
     struct mc_channel *ch = &comm->channels[c];
-    reqs[n_reqs++] = (struct mc_conn_req){
-        .peer = ch->next, .is_send = true, .channel = c, .conn_index = 0, .conn = &ch->send};
-    reqs[n_reqs++] = (struct mc_conn_req){
-        .peer = ch->prev, .is_send = false, .channel = c, .conn_index = 0, .conn = &ch->recv};
+    reqs[n_reqs++] = (struct mc_conn_req){.peer = ch->next,
+                                          .is_send = true,
+                                          .channel = c,
+                                          .conn_index = MC_CONN_RING,
+                                          .conn = &ch->send};
+    reqs[n_reqs++] = (struct mc_conn_req){.peer = ch->prev,
+                                          .is_send = false,
+                                          .channel = c,
+                                          .conn_index = MC_CONN_RING,
+                                          .conn = &ch->recv};
   }
   res = mc_transport_connect(&comm->tp, reqs, n_reqs);
   free(reqs);
@@ -123,10 +149,17 @@ void mc_comm_free_connections(struct ncclComm *comm)
   for (int c = 0; (comm->channels != NULL) && (c < comm->n_channels); c++) {
     mc_conn_free(&comm->channels[c].send);
     mc_conn_free(&comm->channels[c].recv);
+    mc_conn_free(&comm->channels[c].tree_send_up);
+    mc_conn_free(&comm->channels[c].tree_recv_up);
+    for (int i = 0; i < MC_TREE_MAX_ARITY; i++) {
+      mc_conn_free(&comm->channels[c].tree_send_down[i]);
+      mc_conn_free(&comm->channels[c].tree_recv_down[i]);
+    }
     free(comm->channels[c].ring);
   }
   free(comm->channels);
   comm->channels = NULL;
+  comm->trees_connected = false;
   for (int r = 0; r < comm->n_ranks; r++) {
     if (comm->p2p_send != NULL) {
       mc_conn_free(comm->p2p_send[r]);
@@ -149,11 +182,11 @@ void mc_comm_free_connections(struct ncclComm *comm)
   free(comm->os_send);
   free(comm->os_recv);
   comm->os_send = comm->os_recv = NULL;
+  free(comm->os_srcs);
+  comm->os_srcs = NULL;
   mc_tp_comm_free(&comm->tp);
   free(comm->tp_peers);
   comm->tp_peers = NULL;
   free(comm->scratch);
   comm->scratch = NULL;
-  free(comm->redops);
-  comm->redops = NULL;
 }

@@ -98,9 +98,9 @@ static void model_one(const struct mc_tune_in *in, const struct mc_tune_consts *
     if ((func == MC_TUNE_BROADCAST) || (func == MC_TUNE_REDUCE)) {
       lat += (float)nsteps * c->hw_lat[hw][MC_TUNE_RING];
     } else {
-      int inter_steps = (in->n_nodes == 1)                ? 0
+      int inter_steps = (in->n_nodes == 1)            ? 0
                         : (func == MC_TUNE_ALLREDUCE) ? 2 * (in->n_nodes - 1)
-                                                          : in->n_nodes - 1;
+                                                      : in->n_nodes - 1;
       lat += (float)(nsteps - inter_steps) * intra_lat + (float)inter_steps * inter_lat;
     }
   } else {
@@ -110,8 +110,7 @@ static void model_one(const struct mc_tune_in *in, const struct mc_tune_consts *
   out->lat[func][algo][MC_TUNE_SIMPLE] = lat;
 }
 
-void mc_tune_model(const struct mc_tune_in *in, const struct mc_tune_consts *c,
-                   struct mc_tune *out)
+void mc_tune_model(const struct mc_tune_in *in, const struct mc_tune_consts *c, struct mc_tune *out)
 {
   memset(out, 0, sizeof(*out));
   out->n_ranks = in->n_ranks;

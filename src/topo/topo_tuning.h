@@ -37,9 +37,9 @@ enum mc_tune_hw { MC_TUNE_HW_HOST = 0, MC_TUNE_HW_NET = 1, MC_TUNE_NHW = 2 };
 
 /* Host constants (µs, GB/s), defaults from the calibration benchmark. */
 struct mc_tune_consts {
-  float base_lat[MC_TUNE_NALGOS];                /* per collective call */
-  float hw_lat[MC_TUNE_NHW][MC_TUNE_NALGOS];     /* per hop */
-  float per_ch_bw[MC_TUNE_NHW][MC_TUNE_NALGOS];  /* most one channel moves */
+  float base_lat[MC_TUNE_NALGOS];               /* per collective call */
+  float hw_lat[MC_TUNE_NHW][MC_TUNE_NALGOS];    /* per hop */
+  float per_ch_bw[MC_TUNE_NHW][MC_TUNE_NALGOS]; /* most one channel moves */
 };
 
 /* What the model reads from the communicator after Postset. */

@@ -26,7 +26,8 @@
 #include "meshccl.h"
 #include "nccl.h"
 
-#define MAX_LIST 32
+#define MAX_LIST  32
+#define MAX_RANKS 128 /* --threads/--group: more than a 64-bit mask */
 
 static const char *const type_names[] = {"int8", "uint8", "int32",  "uint32",   "int64",  "uint64",
                                          "half", "float", "double", "bfloat16", "f8e4m3", "f8e5m2"};
@@ -499,7 +500,7 @@ static bool reduces(int coll)
 /* Runs every case on the ranks ctx[0..nr-1] this thread drives (nr > 1: in one group). */
 static int run_cases(struct rank_ctx *ctx, int nr)
 {
-  struct rank_state st[64];
+  struct rank_state st[MAX_RANKS];
   const struct cfg *g = &g_cfg;
   int seed = 0;
 
@@ -570,7 +571,7 @@ int main(int argc, char **argv)
 {
   struct cfg *g = &g_cfg;
   static const size_t default_sizes[] = {0, 1, 7, 1000, 4099, 262147};
-  struct rank_ctx ctx[64];
+  struct rank_ctx ctx[MAX_RANKS];
   int nr = 1;
   long checks = 0;
 
@@ -611,16 +612,16 @@ int main(int argc, char **argv)
   }
   memset(ctx, 0, sizeof(ctx));
   if ((g->threads > 0) || (g->group > 0)) {
-    ncclComm_t comms[64];
+    ncclComm_t comms[MAX_RANKS];
     nr = (g->threads > 0) ? g->threads : g->group;
-    if ((nr > 64) || (ncclCommInitAll(comms, nr, NULL) != ncclSuccess)) {
+    if ((nr > MAX_RANKS) || (ncclCommInitAll(comms, nr, NULL) != ncclSuccess)) {
       fprintf(stderr, "mp_coll: ncclCommInitAll(%d) failed: %s\n", nr, ncclGetLastError(NULL));
       return 1;
     }
     for (int i = 0; i < nr; i++)
       ctx[i] = (struct rank_ctx){.comm = comms[i], .rank = i, .n = nr};
     if (g->threads > 0) {
-      pthread_t th[64];
+      pthread_t th[MAX_RANKS];
       for (int i = 0; i < nr; i++)
         pthread_create(&th[i], NULL, thread_main, &ctx[i]);
       for (int i = 0; i < nr; i++)

@@ -4,10 +4,13 @@
  * (count floats); the victim rank SIGKILLs itself after kill_ms. Every
  * survivor must get ncclRemoteError or ncclSystemError from a collective
  * within seconds, the same code from ncclCommGetAsyncError, further calls
- * must fail at once, and ncclCommAbort must return promptly.
+ * must fail at once, ncclRedOpDestroy of a premulsum op created before the
+ * failure must return (success or an error, never a crash), and
+ * ncclCommAbort must return promptly.
  *
  *   mp_fault VICTIM KILL_MS COUNT
- * Survivors print "rank R: <error> after S s (abort A s): <last error>"
+ * Survivors print "rank R: <error> after S s, I iterations (async A, again
+ * A, redop destroy D) (abort A s): <last error>"
  * and exit 0 when all of that holds; SIGTERM from the launcher is ignored
  * so that each survivor finds out by itself.
  */
@@ -47,7 +50,9 @@ int main(int argc, char **argv)
   size_t count;
   float *buf;
   double t0, t_err, t_abort;
-  ncclResult_t res = ncclSuccess, async = ncclSuccess, again;
+  ncclResult_t res = ncclSuccess, async = ncclSuccess, again, destroyed;
+  ncclRedOp_t premul;
+  float scalar = 0.5f;
   long iters = 0;
 
   if (argc != 4) {
@@ -64,6 +69,11 @@ int main(int argc, char **argv)
   }
   ncclCommUserRank(comm, &rank);
   buf = calloc(count, sizeof(float));
+  if (ncclRedOpCreatePreMulSum(&premul, &scalar, ncclFloat, ncclScalarHostImmediate, comm) !=
+      ncclSuccess) {
+    fprintf(stderr, "ncclRedOpCreatePreMulSum failed: %s\n", ncclGetLastError(comm));
+    return 1;
+  }
   if (rank == victim) {
     pthread_t th;
     pthread_create(&th, NULL, killer, NULL);
@@ -76,8 +86,9 @@ int main(int argc, char **argv)
   t_err = now() - t0 - kill_ms * 1e-3;
   ncclCommGetAsyncError(comm, &async);
   again = ncclAllReduce(buf, buf, count, ncclFloat, ncclSum, comm, NULL);
-  printf("rank %d: %s after %.2f s, %ld iterations (async %d, again %d)", rank,
-         ncclGetErrorString(res), t_err, iters, (int)async, (int)again);
+  destroyed = ncclRedOpDestroy(premul, comm);
+  printf("rank %d: %s after %.2f s, %ld iterations (async %d, again %d, redop destroy %d)", rank,
+         ncclGetErrorString(res), t_err, iters, (int)async, (int)again, (int)destroyed);
   t_abort = now();
   ncclCommAbort(comm);
   printf(" (abort %.2f s): %s\n", now() - t_abort, ncclGetLastError(NULL));

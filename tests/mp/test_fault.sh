@@ -3,6 +3,7 @@
 # A rank SIGKILLed in the middle of back-to-back allreduces (mp_fault.c):
 # every survivor gets ncclRemoteError within seconds (never a hang), the same
 # code from ncclCommGetAsyncError and from the next call, and
+# ncclRedOpDestroy of an op made before the failure returns (no crash),
 # ncclCommAbort returns at once; over P2P (cross-memory attach), SHM, NET,
 # and across NCCL_HOSTID "hosts". Nothing is left in /dev/shm.
 # shellcheck source=mp_lib.sh
@@ -13,7 +14,7 @@ ls /dev/shm | grep '^meshccl-' | sort >"$TMP/shm.before"
 fault_case() { # NAME NRANKS VICTIM COUNT [env assignments via the caller]
   local name=$1 n=$2 victim=$3 count=$4 survivors
   timeout 90 "$RUN" --grace 60 -n "$n" "$T/mp_fault" "$victim" 300 "$count" >"$TMP/f.out" 2>&1
-  survivors=$(grep -c "^\[[0-9]*\] rank [0-9]*: remote process exited or there was a network error after [0-4]\.[0-9]* s.*async 6, again 6" "$TMP/f.out")
+  survivors=$(grep -c "^\[[0-9]*\] rank [0-9]*: remote process exited or there was a network error after [0-4]\.[0-9]* s.*async 6, again 6, redop destroy [0-9]*)" "$TMP/f.out")
   expect_eq "$name: all $((n - 1)) survivors get ncclRemoteError within 5 s" "$survivors" "$((n - 1))"
   if [ "$survivors" != "$((n - 1))" ]; then show "$TMP/f.out"; fi
   expect_eq "$name: no survivor failed otherwise" \
@@ -30,7 +31,7 @@ printf '#!/bin/sh\nNCCL_HOSTID=h$((RANK / 2)) exec "%s" "$@"\n' "$T/mp_fault" >"
 chmod +x "$HOSTS_WRAP"
 timeout 90 "$RUN" --grace 60 -n 4 "$HOSTS_WRAP" 3 300 262144 >"$TMP/h.out" 2>&1
 expect_eq "4 ranks on 2 hosts, rank 3 killed: all 3 survivors get ncclRemoteError within 5 s" \
-  "$(grep -c "^\[[0-9]*\] rank [0-9]*: remote process exited or there was a network error after [0-4]\.[0-9]* s.*async 6, again 6" "$TMP/h.out")" 3
+  "$(grep -c "^\[[0-9]*\] rank [0-9]*: remote process exited or there was a network error after [0-4]\.[0-9]* s.*async 6, again 6, redop destroy [0-9]*)" "$TMP/h.out")" 3
 # New segments whose creator is gone (other tests may hold one for the
 # milliseconds of a connect, their creators alive).
 orphans() {

@@ -1,0 +1,150 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * NCCL_ALGO and NCCL_PROTO: which algorithms and protocols each collective
+ * may use, in NCCL's syntax (src/graph/tuning.cc, parseList and the
+ * per-collective "func:list;func:list" form of NCCL 2.24+): a comma list of
+ * names, case-insensitive, a leading ^ allowing all but the names; sections
+ * separated by ';', each optionally prefixed by a collective ("allreduce:").
+ * A section without a prefix applies to every collective; later sections
+ * win. Pure: no environment access, no state (tested in
+ * tests/unit/test_coll_algos.c).
+ */
+#include "coll/coll.h"
+
+#include <stdio.h>
+#include <string.h>
+#include <strings.h>
+
+#include "check.h"
+#include "log.h"
+
+#define LIST_BYTES 512
+
+struct name_bit {
+  const char *name;
+  int bit;
+};
+
+/* NCCL's algorithm names and numbers (NCCL_ALGO_*), and meshccl's one-shot. */
+static const struct name_bit algo_names[] = {
+    {"Tree", MC_ALGO_TREE},
+    {"Ring", MC_ALGO_RING},
+    {"CollnetDirect", 2},
+    {"CollnetChain", 3},
+    {"NVLS", 4},
+    {"NVLSTree", 5},
+    {"PAT", 6},
+    {"OneShot", MC_ALGO_ONESHOT},
+};
+
+static const struct name_bit proto_names[] = {{"LL", 0}, {"LL128", 1}, {"Simple", 2}};
+
+/* Collective names of the per-collective form (enum mc_coll_kind). */
+static const struct name_bit coll_names[] = {
+    {"allreduce", MC_COLL_ALLREDUCE},
+    {"broadcast", MC_COLL_BROADCAST},
+    {"reduce", MC_COLL_REDUCE},
+    {"allgather", MC_COLL_ALLGATHER},
+    {"reducescatter", MC_COLL_REDUCESCATTER},
+};
+
+static char *trim(char *s)
+{
+  char *e;
+
+  while ((*s == ' ') || (*s == '\t'))
+    s++;
+  e = s + strlen(s);
+  while ((e > s) && ((e[-1] == ' ') || (e[-1] == '\t')))
+    *--e = '\0';
+  return s;
+}
+
+static int find(const struct name_bit *tab, size_t n, const char *name)
+{
+  for (size_t i = 0; i < n; i++)
+    if (strcasecmp(tab[i].name, name) == 0)
+      return tab[i].bit;
+  return -1;
+}
+
+/* One list ("Ring,Tree" or "^Tree") into a mask. */
+static ncclResult_t parse_list(const char *var, char *list, const struct name_bit *tab, size_t n,
+                               uint32_t *mask_out)
+{
+  bool exclude = false;
+  uint32_t mask = 0;
+  char *save = NULL;
+
+  list = trim(list);
+  if (list[0] == '^') {
+    exclude = true;
+    list++;
+  }
+  for (char *tok = strtok_r(list, ",", &save); tok != NULL; tok = strtok_r(NULL, ",", &save)) {
+    char *name = trim(tok);
+    int bit;
+    if (name[0] == '\0')
+      continue;
+    bit = find(tab, n, name);
+    if (bit < 0) {
+      char known[LIST_BYTES] = "";
+      for (size_t i = 0; i < n; i++)
+        snprintf(known + strlen(known), sizeof(known) - strlen(known), "%s%s", (i > 0) ? ", " : "",
+                 tab[i].name);
+      return MC_FAIL(ncclInvalidUsage, "%s: unknown name '%s' (known: %s)", var, name, known);
+    }
+    mask |= 1u << bit;
+  }
+  *mask_out = exclude ? ~mask : mask;
+  return ncclSuccess;
+}
+
+/* A whole variable into per-collective masks (all bits when value is NULL). */
+static ncclResult_t parse_var(const char *var, const char *value, const struct name_bit *tab,
+                              size_t n, uint32_t masks[MC_COLL_RECV + 1])
+{
+  char buf[LIST_BYTES];
+  char *save = NULL;
+
+  for (int k = 0; k <= MC_COLL_RECV; k++)
+    masks[k] = MC_ALGO_MASK_ALL;
+  if (value == NULL)
+    return ncclSuccess;
+  if (strlen(value) >= sizeof(buf))
+    return MC_FAIL(ncclInvalidUsage, "%s: value longer than %zu characters", var, sizeof(buf) - 1);
+  snprintf(buf, sizeof(buf), "%s", value);
+  for (char *sec = strtok_r(buf, ";", &save); sec != NULL; sec = strtok_r(NULL, ";", &save)) {
+    char *colon = strchr(sec, ':');
+    uint32_t mask = 0;
+    int coll = -1;
+    if (colon != NULL) {
+      *colon = '\0';
+      coll = find(coll_names, sizeof(coll_names) / sizeof(coll_names[0]), trim(sec));
+      if (coll < 0)
+        return MC_FAIL(ncclInvalidUsage,
+                       "%s: unknown collective '%s' (known: allreduce, broadcast, reduce, "
+                       "allgather, reducescatter)",
+                       var, trim(sec));
+      sec = colon + 1;
+    }
+    MC_CHECK(parse_list(var, sec, tab, n, &mask));
+    for (int k = 0; k <= MC_COLL_RECV; k++)
+      if ((coll < 0) || (coll == k))
+        masks[k] = mask;
+  }
+  return ncclSuccess;
+}
+
+ncclResult_t mc_coll_algo_env_parse(const char *algo, const char *proto,
+                                    struct mc_coll_algo_env *out)
+{
+  struct mc_coll_algo_env env;
+
+  MC_CHECK(parse_var("NCCL_ALGO", algo, algo_names, sizeof(algo_names) / sizeof(algo_names[0]),
+                     env.allowed));
+  MC_CHECK(parse_var("NCCL_PROTO", proto, proto_names, sizeof(proto_names) / sizeof(proto_names[0]),
+                     env.protos));
+  *out = env;
+  return ncclSuccess;
+}

@@ -1,0 +1,169 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * The one-shot all-reduce (meshccl's; NCCL has no host counterpart, its
+ * closest relative is the one-shot all-reduce of NVLS / symmetric memory
+ * kernels, src/device/symmetric/): for small sizes with every rank on one
+ * host, each rank copies its input to every other rank over a connection of
+ * its own per peer (made at first use), then reduces the n inputs in rank
+ * order, so that all ranks compute bitwise the same result with one hop of
+ * latency. It runs its task itself (task_progress) instead of a stream of
+ * primitives. Nothing here depends on a limit on the number of ranks.
+ */
+#include "coll/coll.h"
+
+#include <string.h>
+
+#include "check.h"
+#include "log.h"
+#include "params.h"
+
+/*
+ * One-shot all-reduce (small sizes, one host): every rank copies its input
+ * to every other rank, then reduces the n inputs in rank order, so that all
+ * ranks compute bitwise the same result with one hop of latency.
+ */
+static int oneshot_task_progress(struct mc_task *t, ncclResult_t *res)
+{
+  struct mc_op *op = t->op;
+  struct ncclComm *comm = op->comm;
+  int n = t->n_ranks;
+  size_t bytes = op->count * op->esize;
+  const void **srcs = comm->os_srcs; /* [n_ranks]: one-shot tasks of a comm run one at a time */
+  size_t bounce_off = 0;
+  int moved = 0;
+  unsigned flags = MC_REDUCE_POST; /* the inputs arrive multiplied (premulsum) */
+
+  if (t->j == 0) {
+    /* Peers in the order rank+1, rank+2, ...: os_sent counts those posted. */
+    while (t->os_sent < n - 1) {
+      int p = (t->rank + 1 + t->os_sent) % n;
+      struct mc_conn *sc = comm->os_send[p];
+      if (!mc_conn_send_ready(sc))
+        break;
+      /* A copy, never a pointer: in place, the output overwrites the input.
+       * Premulsum: each rank's input is multiplied by its own scalar. */
+      if (op->redop.kind == MC_RED_PREMULSUM)
+        mc_reduce(&op->redop, mc_conn_send_slot(sc), NULL, op->in, op->count, MC_REDUCE_PRE_B);
+      else
+        memcpy(mc_conn_send_slot(sc), op->in, bytes);
+      mc_conn_send_commit(sc, NULL, bytes);
+      t->os_sent++;
+      moved = 1;
+    }
+    if (t->os_sent < n - 1)
+      return moved;
+    for (int p = 0; p < n; p++)
+      if ((p != t->rank) && !mc_conn_recv_ready(comm->os_recv[p]))
+        return moved;
+    for (int p = 0; p < n; p++) {
+      struct mc_conn *rc = comm->os_recv[p];
+      size_t got = 0;
+      const char *data;
+      if (p == t->rank) {
+        srcs[p] = op->in;
+        if (op->redop.kind == MC_RED_PREMULSUM) {
+          char *own = t->bounce + bounce_off;
+          mc_reduce(&op->redop, own, NULL, op->in, op->count, MC_REDUCE_PRE_B);
+          bounce_off += (bytes + 63) & ~(size_t)63;
+          srcs[p] = own;
+        }
+        continue;
+      }
+      data = mc_conn_recv_data(rc, &got);
+      if (got != bytes) {
+        *res = MC_FAIL(ncclInvalidUsage,
+                       "AllReduce: rank %d received %zu bytes from rank %d where it expected %zu: "
+                       "the ranks called different operations, counts or types",
+                       t->rank, got, p, bytes);
+        return -1;
+      }
+      if (rc->remote_read) {
+        char *dst = t->bounce + bounce_off;
+        if ((*res = mc_conn_read(rc, dst, data, bytes)) != ncclSuccess)
+          return -1;
+        data = dst;
+        bounce_off += (bytes + 63) & ~(size_t)63;
+      }
+      srcs[p] = data;
+    }
+    mc_reduce_multi(&op->redop, op->out, srcs, n, op->count, flags);
+    for (int p = 0; p < n; p++)
+      if (p != t->rank)
+        mc_conn_recv_release(comm->os_recv[p]);
+    t->j = 1;
+    moved = 1;
+  }
+  for (int p = 0; p < n; p++)
+    if ((p != t->rank) && !mc_conn_send_drained(comm->os_send[p]))
+      return moved;
+  t->done = true;
+  return 1;
+}
+
+static bool oneshot_supports(const struct mc_op *op)
+{
+  const struct ncclComm *comm = op->comm;
+  size_t limit = (size_t)mc_param_int(MC_P_ONESHOT_BYTES);
+  size_t bytes = op->count * op->esize;
+
+  return (op->kind == MC_COLL_ALLREDUCE) && (comm->nodes.n_nodes == 1) && (comm->n_ranks > 1) &&
+         (bytes <= limit) &&
+         ((size_t)comm->n_ranks * ((bytes + 63) & ~(size_t)63) <= comm->tp.slot_bytes);
+}
+
+bool mc_coll_oneshot_connected(const struct ncclComm *comm)
+{
+  return comm->os_send[(comm->rank + 1) % comm->n_ranks] != NULL;
+}
+
+size_t mc_coll_oneshot_slot_bytes(void)
+{
+  size_t b = (size_t)mc_param_int(MC_P_ONESHOT_BYTES);
+  return (b < 4096) ? 4096 : (b + 63) & ~(size_t)63;
+}
+
+static ncclResult_t oneshot_plan(struct mc_op *op, struct mc_coll_plan *pl)
+{
+  struct ncclComm *comm = op->comm;
+  struct mc_task t;
+
+  memset(&t, 0, sizeof(t));
+  t.op = op;
+  t.algo = &mc_coll_oneshot_ops;
+  t.n_ranks = comm->n_ranks;
+  t.rank = comm->rank;
+  t.len = op->count;
+  t.bounce = comm->scratch + (size_t)comm->n_channels * comm->tp.slot_bytes;
+  return mc_coll_plan_add(pl, &t);
+}
+
+/* Announces one receive step per peer (NET connections). */
+static void oneshot_task_start(struct mc_task *t)
+{
+  struct ncclComm *comm = t->op->comm;
+
+  for (int p = 0; p < comm->n_ranks; p++)
+    if ((p != t->rank) && (comm->os_recv[p]->kind == MC_TP_NET))
+      mc_conn_recv_expect(comm->os_recv[p], 1);
+}
+
+static ncclResult_t oneshot_task_health(const struct mc_task *t)
+{
+  struct ncclComm *comm = t->op->comm;
+
+  for (int r = 0; r < comm->n_ranks; r++) {
+    MC_CHECK(mc_coll_conn_health(t, comm->os_send[r]));
+    MC_CHECK(mc_coll_conn_health(t, comm->os_recv[r]));
+  }
+  return ncclSuccess;
+}
+
+const struct mc_coll_algo_ops mc_coll_oneshot_ops = {
+    .name = "OneShot",
+    .id = MC_ALGO_ONESHOT,
+    .supports = oneshot_supports,
+    .plan = oneshot_plan,
+    .task_progress = oneshot_task_progress,
+    .task_start = oneshot_task_start,
+    .task_health = oneshot_task_health,
+};

@@ -1,0 +1,66 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * Point-to-point transfers (ncclSend / ncclRecv) as an algorithm: one task
+ * per call, on the pair's own connection (made at first use by the
+ * executor's runtime connect), moving the buffer in slot-sized steps in
+ * order. Mirrors NCCL's send/recv work (src/device/sendrecv.h, runSend /
+ * runRecv) with one channel per peer.
+ */
+#include "coll/coll.h"
+
+#include <string.h>
+
+#include "check.h"
+
+static bool p2p_supports(const struct mc_op *op)
+{
+  return (op->kind == MC_COLL_SEND) || (op->kind == MC_COLL_RECV);
+}
+
+static ncclResult_t p2p_plan(struct mc_op *op, struct mc_coll_plan *pl)
+{
+  struct ncclComm *comm = op->comm;
+  struct mc_task t;
+
+  memset(&t, 0, sizeof(t));
+  t.op = op;
+  t.algo = &mc_coll_p2p_ops;
+  t.n_ranks = comm->n_ranks;
+  t.rank = comm->rank;
+  t.len = op->count;
+  t.chunk = mc_coll_chunk_elems(comm, op->esize);
+  t.n_steps = 1;
+  if (op->kind == MC_COLL_SEND) {
+    t.send[0] = comm->p2p_send[op->peer];
+    t.n_send = 1;
+  } else {
+    t.recv[0] = comm->p2p_recv[op->peer];
+    t.n_recv = 1;
+  }
+  t.bounce = comm->scratch + (size_t)comm->n_channels * comm->tp.slot_bytes;
+  return mc_coll_plan_add(pl, &t);
+}
+
+static bool p2p_task_prim(const struct mc_task *t, struct mc_prim *p)
+{
+  if (t->off >= t->len)
+    return false;
+  p->kind = (t->op->kind == MC_COLL_SEND) ? MC_PRIM_SEND : MC_PRIM_RECV;
+  p->n = (t->len - t->off < t->chunk) ? t->len - t->off : t->chunk;
+  p->in_off = p->out_off = t->off;
+  return true;
+}
+
+static void p2p_task_next(struct mc_task *t)
+{
+  t->off += t->chunk;
+}
+
+const struct mc_coll_algo_ops mc_coll_p2p_ops = {
+    .name = "P2P",
+    .id = MC_ALGO_P2P,
+    .supports = p2p_supports,
+    .plan = p2p_plan,
+    .task_prim = p2p_task_prim,
+    .task_next = p2p_task_next,
+};

@@ -1,0 +1,136 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * The "Tree" algorithm: NCCL's tree all-reduce (src/device/all_reduce.h,
+ * runTreeSplit, SIMPLE protocol) as step generators. Each channel has a tree
+ * (struct mc_channel: tree_up, tree_down[]); the channels of a tree
+ * all-reduce split the buffer, so with NCCL's double binary tree (half of the
+ * channels on tree 0, half on tree 1) each tree carries half of the data.
+ *
+ * On a channel, a rank that is not the root runs two tasks at once, as
+ * NCCL's split thread groups do: "up" reduces chunk after chunk towards the
+ * root (receive from every child, add its own input, send to the parent; a
+ * leaf only sends), "down" takes the result from the parent and passes it on
+ * (receive, copy to the output, send to every child; a leaf only receives).
+ * The root runs one task: receive from its children, reduce with its input
+ * into the output, send the result back down. A chunk travels down while the
+ * next ones travel up: the pipeline is as deep as a connection's FIFO.
+ *
+ * Broadcast and reduce stay on ring chains, as in NCCL 2.30 (whose tree
+ * algorithm covers all-reduce only); asking for Tree gives them Ring.
+ */
+#include "coll/coll.h"
+
+#include <string.h>
+
+#include "check.h"
+
+static bool channel_has_tree(const struct mc_channel *ch)
+{
+  if (ch->tree_up >= 0)
+    return true;
+  for (int i = 0; i < MC_TREE_MAX_ARITY; i++)
+    if (ch->tree_down[i] >= 0)
+      return true;
+  return false;
+}
+
+static bool tree_supports(const struct mc_op *op)
+{
+  const struct ncclComm *comm = op->comm;
+
+  if ((op->kind != MC_COLL_ALLREDUCE) || (comm->n_ranks < 2) || (comm->channels == NULL))
+    return false;
+  for (int c = 0; c < comm->n_channels; c++)
+    if (!channel_has_tree(&comm->channels[c]))
+      return false;
+  return true;
+}
+
+static void add_children(struct mc_task *t, struct mc_channel *ch, bool recv, bool send)
+{
+  for (int i = 0; i < MC_TREE_MAX_ARITY; i++) {
+    if (ch->tree_down[i] < 0)
+      continue;
+    if (recv)
+      t->recv[t->n_recv++] = &ch->tree_recv_down[i];
+    if (send)
+      t->send[t->n_send++] = &ch->tree_send_down[i];
+  }
+}
+
+static ncclResult_t tree_plan(struct mc_op *op, struct mc_coll_plan *pl)
+{
+  struct ncclComm *comm = op->comm;
+  int n_ch = ((op->n_channels > 0) && (op->n_channels < comm->n_channels)) ? op->n_channels
+                                                                           : comm->n_channels;
+  size_t per = (op->count + (size_t)n_ch - 1) / (size_t)n_ch;
+
+  for (int c = 0; c < n_ch; c++) {
+    struct mc_channel *ch = &comm->channels[c];
+    struct mc_task t;
+    size_t base = (size_t)c * per;
+    if (base >= op->count)
+      break;
+    memset(&t, 0, sizeof(t));
+    t.op = op;
+    t.algo = &mc_coll_tree_ops;
+    t.n_ranks = comm->n_ranks;
+    t.rank = comm->rank;
+    t.base = base;
+    t.len = (op->count - base < per) ? op->count - base : per;
+    t.chunk = mc_coll_chunk_elems(comm, op->esize);
+    t.n_steps = 1;
+    t.bounce = comm->scratch + (size_t)c * comm->tp.slot_bytes;
+    if (ch->tree_up < 0) {
+      t.role = MC_TREE_ROLE_ROOT;
+      add_children(&t, ch, true, true);
+      MC_CHECK(mc_coll_plan_add(pl, &t));
+      continue;
+    }
+    t.role = MC_TREE_ROLE_UP;
+    add_children(&t, ch, true, false);
+    t.send[t.n_send++] = &ch->tree_send_up;
+    MC_CHECK(mc_coll_plan_add(pl, &t));
+    t.role = MC_TREE_ROLE_DOWN;
+    t.n_send = 0;
+    t.n_recv = 0;
+    t.recv[t.n_recv++] = &ch->tree_recv_up;
+    add_children(&t, ch, false, true);
+    MC_CHECK(mc_coll_plan_add(pl, &t));
+  }
+  return ncclSuccess;
+}
+
+static bool tree_task_prim(const struct mc_task *t, struct mc_prim *p)
+{
+  if (t->off >= t->len)
+    return false;
+  p->n = (t->len - t->off < t->chunk) ? t->len - t->off : t->chunk;
+  p->in_off = p->out_off = t->base + t->off;
+  switch (t->role) {
+  case MC_TREE_ROLE_ROOT:
+    p->kind = MC_PRIM_RECV_REDUCE_COPY_SEND;
+    break;
+  case MC_TREE_ROLE_UP:
+    p->kind = (t->n_recv > 0) ? MC_PRIM_RECV_REDUCE_SEND : MC_PRIM_SEND;
+    break;
+  default:
+    p->kind = (t->n_send > 0) ? MC_PRIM_RECV_COPY_SEND : MC_PRIM_RECV;
+    break;
+  }
+  return true;
+}
+
+static void tree_task_next(struct mc_task *t)
+{
+  t->off += t->chunk;
+}
+
+const struct mc_coll_algo_ops mc_coll_tree_ops = {
+    .name = "Tree",
+    .id = MC_ALGO_TREE,
+    .supports = tree_supports,
+    .plan = tree_plan,
+    .task_prim = tree_task_prim,
+    .task_next = tree_task_next,
+};
