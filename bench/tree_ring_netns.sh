@@ -30,7 +30,7 @@ cleanup() {
     ip netns pids "$n" 2>/dev/null | xargs -r kill -KILL 2>/dev/null || true
     ip netns del "$n" 2>/dev/null || true
   done
-  rm -rf "$tmp"
+  [ -n "${KEEP_TMP:-}" ] && echo "kept $tmp" >&2 || rm -rf "$tmp"
 }
 trap cleanup EXIT
 max_hosts=0
@@ -59,7 +59,7 @@ run() {
     [ "$algo" != auto ] && env_algo=(NCCL_ALGO="$algo")
     ip netns exec "${tag}h$((r + 1))" env RANK=$r WORLD_SIZE="$n" LOCAL_RANK=0 LOCAL_WORLD_SIZE=1 \
       NCCL_HOSTID="h$r" NCCL_COMM_ID="$sub.1:$port" NCCL_SOCKET_IFNAME=mcv0 "${env_algo[@]}" \
-      NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=TUNING \
+      NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=TUNING NCCL_DEBUG_FILE="$out.log.$r" \
       "$perf" all_reduce -b 8 -e 64M -f 4 -w 3 -n 10 -c 0 >"$out.$r" 2>&1 &
     pids+=($!)
   done
@@ -68,7 +68,7 @@ run() {
 }
 
 # out-of-place time (us) per size of a meshccl-perf output
-times() { awk '!/^#/ && !/NCCL/ && NF >= 13 && $1 ~ /^[0-9]+$/ {print $1, $6}' "$1"; }
+times() { awk '!/^#/ && NF >= 13 && $1 ~ /^[0-9]+$/ {print $1, $6}' "$1"; }
 
 echo "# all_reduce float sum, 1 rank per namespace host, out-of-place time in us"
 echo "# hosts      size      ring      tree  model's  choice/fastest"
@@ -81,7 +81,7 @@ for n in $hosts_list; do
   times "$tmp/ring.$n" >"$tmp/r"
   times "$tmp/tree.$n" >"$tmp/t"
   # the model's choice per size: "AllReduce: <bytes> Bytes -> Algo <a>"
-  grep -o 'AllReduce: [0-9]* Bytes -> Algo [0-9]' "$tmp/auto.$n" | awk '{print $2, $6}' | sort -u -n >"$tmp/c"
+  grep -o 'AllReduce: [0-9]* Bytes -> Algo [0-9]' "$tmp/auto.$n.log.0" | awk '{print $2, $6}' | sort -u -n >"$tmp/c"
   join "$tmp/r" "$tmp/t" | join - "$tmp/c" | awk -v n="$n" '{
     ring = $2; tree = $3; pick = ($4 == 0) ? tree : ring; best = (ring < tree) ? ring : tree
     printf "%7d %9d %9.1f %9.1f %8s %15.2f%s\n", n, $1, ring, tree, ($4 == 0) ? "Tree" : "Ring",

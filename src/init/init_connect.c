@@ -76,10 +76,23 @@ int mc_comm_tree_conn_reqs(struct ncclComm *comm, struct mc_conn_req *reqs)
       if (peer < 0)
         continue;
       if (reqs != NULL) {
-        reqs[n] = (struct mc_conn_req){
-            .peer = peer, .is_send = true, .channel = c, .conn_index = MC_CONN_TREE, .conn = sc};
-        reqs[n + 1] = (struct mc_conn_req){
-            .peer = peer, .is_send = false, .channel = c, .conn_index = MC_CONN_TREE, .conn = rc};
+        int dev = -1;
+        /* Between nodes, the NIC the tree search chose for this channel. */
+        mc_topo_graph_net_dev(comm->topo, &comm->tree_graph, comm->rank, c, &dev);
+        reqs[n] = (struct mc_conn_req){.peer = peer,
+                                       .is_send = true,
+                                       .channel = c,
+                                       .conn_index = MC_CONN_TREE,
+                                       .conn = sc,
+                                       .has_net_dev = (dev >= 0),
+                                       .net_dev = dev};
+        reqs[n + 1] = (struct mc_conn_req){.peer = peer,
+                                           .is_send = false,
+                                           .channel = c,
+                                           .conn_index = MC_CONN_TREE,
+                                           .conn = rc,
+                                           .has_net_dev = (dev >= 0),
+                                           .net_dev = dev};
       }
       n += 2;
     }
@@ -125,16 +138,23 @@ ncclResult_t mc_comm_stage_connect(struct ncclComm *comm)
   MC_CHECK(mc_calloc(&reqs, (size_t)comm->n_channels * 2));
   for (int c = 0; c < comm->n_channels; c++) {
     struct mc_channel *ch = &comm->channels[c];
+    int dev = -1;
+    /* Between nodes, the NIC the ring search chose for this channel. */
+    mc_topo_graph_net_dev(comm->topo, &comm->ring_graph, comm->rank, c, &dev);
     reqs[n_reqs++] = (struct mc_conn_req){.peer = ch->next,
                                           .is_send = true,
                                           .channel = c,
                                           .conn_index = MC_CONN_RING,
-                                          .conn = &ch->send};
+                                          .conn = &ch->send,
+                                          .has_net_dev = (dev >= 0),
+                                          .net_dev = dev};
     reqs[n_reqs++] = (struct mc_conn_req){.peer = ch->prev,
                                           .is_send = false,
                                           .channel = c,
                                           .conn_index = MC_CONN_RING,
-                                          .conn = &ch->recv};
+                                          .conn = &ch->recv,
+                                          .has_net_dev = (dev >= 0),
+                                          .net_dev = dev};
   }
   res = mc_transport_connect(&comm->tp, reqs, n_reqs);
   free(reqs);

@@ -118,6 +118,15 @@ ncclResult_t mc_topo_graphs_dump(const struct mc_topo_system *sys,
                                  const struct mc_topo_graph *const *graphs, int n_graphs,
                                  FILE *out);
 
+/*
+ * ncclTopoGetNetDev with a graph: the NET a rank's channel enters (the rank
+ * heads the channel's order in its node) or leaves by, as the search chose
+ * it. *dev_out is that NET's device index (its XML dev), -1 when the graph
+ * has no NET (one node) or no channel.
+ */
+void mc_topo_graph_net_dev(const struct mc_topo_system *sys, const struct mc_topo_graph *graph,
+                           int rank, int channel, int *dev_out);
+
 /* ncclTopoGetCompCap: smallest and largest sm of the system's GPUs. */
 ncclResult_t mc_topo_comp_cap(const struct mc_topo_system *sys, int *cc_min_out, int *cc_max_out);
 

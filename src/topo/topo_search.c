@@ -1322,6 +1322,24 @@ ncclResult_t mc_topo_compute(struct mc_topo_system *sys, struct mc_topo_graph *g
   return res;
 }
 
+void mc_topo_graph_net_dev(const struct mc_topo_system *sys, const struct mc_topo_graph *graph,
+                           int rank, int channel, int *dev_out)
+{
+  int ngpus = n_of(sys, MC_TOPO_GPU);
+  int c;
+  int n;
+
+  *dev_out = -1;
+  if (!sys->inter || (graph->n_channels <= 0) || (ngpus <= 0)) {
+    return;
+  }
+  c = channel % graph->n_channels;
+  n = net_index_of(sys, graph->inter[c * 2 + ((graph->intra[c * ngpus] == rank) ? 0 : 1)]);
+  if (n >= 0) {
+    *dev_out = node_at(sys, MC_TOPO_NET, n)->net.dev;
+  }
+}
+
 void mc_topo_graph_print(const struct mc_topo_system *sys, const struct mc_topo_graph *graph,
                          FILE *out)
 {

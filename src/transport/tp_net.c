@@ -76,6 +76,14 @@ static bool net_can_connect(struct mc_tp_comm *tc, const struct mc_tp_select *se
   return true; /* the last resort, as in NCCL */
 }
 
+/* The device of the topology's choice when the net has it, else by channel. */
+static int net_dev_of(const struct mc_tp_comm *tc, const struct mc_conn_req *q)
+{
+  if (q->has_net_dev && (q->net_dev >= 0) && (q->net_dev < tc->net_ndev))
+    return q->net_dev;
+  return q->channel % tc->net_ndev;
+}
+
 static ncclResult_t net_recv_setup(struct mc_tp_comm *tc, struct mc_conn_req *q,
                                    struct mc_blob_r1 *r1)
 {
@@ -86,7 +94,7 @@ static ncclResult_t net_recv_setup(struct mc_tp_comm *tc, struct mc_conn_req *q,
   MC_CHECK(mc_calloc(&nc, 1));
   c->net = nc;
   nc->net = tc->net;
-  nc->dev = c->channel % tc->net_ndev;
+  nc->dev = net_dev_of(tc, q);
   MC_CHECK(mc_calloc((struct mc_conn_ctrl **)&c->own_ctrl, 1));
   c->ctrl = c->own_ctrl;
   c->own_slots = aligned_alloc(4096, MC_STEPS * c->slot_bytes);
@@ -110,7 +118,7 @@ static ncclResult_t net_send_setup(struct mc_tp_comm *tc, struct mc_conn_req *q,
   MC_CHECK(mc_calloc(&nc, 1));
   c->net = nc;
   nc->net = tc->net;
-  nc->dev = c->channel % tc->net_ndev;
+  nc->dev = net_dev_of(tc, q);
   memcpy(nc->handle, r1->handle, sizeof(nc->handle));
   c->slot_bytes = (size_t)r1->bytes;
   MC_CHECK(mc_calloc((struct mc_conn_ctrl **)&c->own_ctrl, 1));

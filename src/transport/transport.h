@@ -198,6 +198,8 @@ struct mc_conn_req {
   int conn_index;
   size_t slot_bytes;    /* 0: the communicator's (NCCL_BUFFSIZE / MC_STEPS) */
   struct mc_conn *conn; /* in: zeroed storage; out: connected */
+  bool has_net_dev;     /* NET: the topology chose the device (ncclTopoGetNetDev) */
+  int net_dev;          /* that device; without it, channel % devices */
 };
 
 /* Connects every request (a collective call: each request's peer must make

@@ -162,6 +162,17 @@ static void p4d_two_nodes(void)
   }
   MC_T_EQ_INT(ring.inter[0], 0);
   MC_T_EQ_INT(ring.inter[1], 0);
+  /* The NIC of each channel (ncclTopoGetNetDev): rank 0 heads channel 0 and
+   * enters by NET 0; channel 1 starts at rank 2, rank 0 leaves it by NET 1. */
+  {
+    int dev = -2;
+    mc_topo_graph_net_dev(sys, &ring, 0, 0, &dev);
+    MC_T_EQ_INT(dev, 0);
+    mc_topo_graph_net_dev(sys, &ring, 0, 1, &dev);
+    MC_T_EQ_INT(dev, 1);
+    mc_topo_graph_net_dev(sys, &ring, 2, 5, &dev); /* channel 5 is search channel 1 */
+    MC_T_EQ_INT(dev, 1);
+  }
   /* Every GB/s the search charged was given back. */
   MC_T_TRUE(total_link_bw(sys) == before);
 
