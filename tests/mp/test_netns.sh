@@ -3,7 +3,9 @@
 # Several hosts: network namespaces joined by veth pairs to a bridge in a
 # "switch" namespace (10.201.<job>.0/24), each namespace its own host
 # (NCCL_HOSTID), two ranks per host (P2P/SHM inside, NET between):
-#   - every collective (mp_coll) across 2 and 3 hosts,
+#   - every collective (mp_coll) across 2 and 3 hosts, and across 4 hosts x 2
+#     ranks with NCCL_ALGO=Ring and NCCL_ALGO=Tree forced (double binary trees
+#     over 4 nodes; exact integers),
 #   - the same across 2 hosts with impaired links: tc netem delay 1ms and 1%
 #     loss, or where the kernel lacks netem 1% loss (nftables) and a shaper,
 #   - a rank killed mid-collective on one host: the others, on every host,
@@ -85,11 +87,11 @@ job() {
 
 show_job() { for f in "$TMP/$1".*.out; do show "$f"; done; }
 
-if ! make_hosts 3; then
+if ! make_hosts 4; then
   not_ok "creating 3 namespaces, veth pairs and a bridge"
   mp_finish
 fi
-ok "3 hosts: namespaces with veth pairs to a bridge ($SUB.0/24)"
+ok "4 hosts: namespaces with veth pairs to a bridge ($SUB.0/24)"
 
 if job two 2 2 "$T/mp_coll" --types int8,int32,float,bfloat16 --sizes 0,1,7,4099,262147; then
   ok "2 hosts x 2 ranks: every collective over NET between hosts ($JOB_MS ms)"
@@ -125,6 +127,15 @@ fi
 # Impaired links: tc netem (1 ms delay, 1% loss) when the kernel has it;
 # kernels without CONFIG_NET_SCH_NETEM get 1% loss from nftables and a
 # 2 Gbit/s tbf shaper instead (no way to add delay without netem).
+for algo in Ring Tree; do
+  if NCCL_ALGO=$algo job "algo$algo" 4 2 "$T/mp_coll" --types int8,uint8,int32,int64,float \
+    --ops sum,prod,max,min --sizes 0,1,7,4099,65537; then
+    ok "4 hosts x 2 ranks, NCCL_ALGO=$algo: every collective, type and op ($JOB_MS ms)"
+  else
+    not_ok "4 hosts x 2 ranks, NCCL_ALGO=$algo (exit codes ${JOB_RCS[*]})"
+    show_job "algo$algo"
+  fi
+done
 impair() { # HOST
   local h="${TAG}h$1"
   if ip netns exec "$h" tc qdisc add dev mcv0 root netem delay 1ms loss 1% 2>/dev/null; then
