@@ -9,68 +9,34 @@
  * reason. --json prints the same facts for scripts (docs/TOOLS.md), --dot /
  * --svg draw the system, --dump writes the XML used, --env the parameters.
  *
+ * This file parses the command line, loads or detects the XML, numbers the
+ * local ranks, builds each rank's system and decides each pair's transport
+ * (struct topo_ctx, tools/topo/topo_tool.h); each output form is a file of
+ * tools/topo/: topo_text.c, topo_json.c, topo_dot.c, topo_graphs.c (--graphs).
+ *
  * Init order as initTransportsRank: load -> mc_topo_system_from_xml ->
  * mc_topo_compute_paths -> mc_topo_trim_system -> mc_topo_compute_paths ->
  * mc_topo_search_init, each local rank on its own system.
  *
  * Exit codes: 0 success, 2 bad input or usage, 3 internal failure.
  */
-#include "core/check.h"
+#include "topo_tool.h"
 #include "topo_graphs.h"
+
+#include "core/check.h"
 #include "core/log.h"
 #include "core/params.h"
+#include "core/utils.h"
 #include "topo/topo.h"
 #include "topo/topo_detect.h"
-#include "core/utils.h"
 #include "topo/topo_xml.h"
 
 #include <errno.h>
-#include <math.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
-#include <sys/wait.h>
-#include <unistd.h>
-
-#define EXIT_BAD_INPUT 2
-#define EXIT_INTERNAL  3
-
-struct cli {
-  const char *xml_path;
-  int n_ranks; /* --ranks, -1 = every GPU of the file */
-  int n_nodes; /* --nodes */
-  bool json;
-  bool graphs;
-  bool env;
-  bool markdown;
-  const char *dump_path;
-  const char *dot_path;
-  const char *svg_path;
-};
-
-/* What one rank decides about a peer (NCCL's selectTransport order). */
-struct pair_decision {
-  int p2p;
-  int read;
-  int inter;
-  int net;
-  bool in_topo;
-  const char *transport;
-  char reason[256];
-};
-
-struct topo_ctx {
-  struct cli cli;
-  struct mc_xml *xml;
-  uint64_t host_hash;
-  int n_local;         /* local ranks (GPUs with a rank after --ranks) */
-  bool ranks_by_busid; /* the tool numbered the GPUs in PCI bus-id order */
-  struct mc_topo_paths_opts opts;
-  struct mc_topo_system **systems; /* [max(n_local, 1)]: local rank i's final system */
-  struct pair_decision *pairs;     /* [n_local * n_local] */
-};
 
 static void usage(FILE *out, const char *prog)
 {
@@ -108,8 +74,8 @@ static void usage(FILE *out, const char *prog)
 
 static int exit_code_of(ncclResult_t res)
 {
-  return ((res == ncclInvalidUsage) || (res == ncclInvalidArgument)) ? EXIT_BAD_INPUT
-                                                                     : EXIT_INTERNAL;
+  return ((res == ncclInvalidUsage) || (res == ncclInvalidArgument)) ? MC_TOPO_TOOL_EXIT_BAD_INPUT
+                                                                     : MC_TOPO_TOOL_EXIT_INTERNAL;
 }
 
 /* Prints the recorded error, prefixed with the file when it does not name it. */
@@ -136,14 +102,14 @@ static int parse_count(const char *prog, const char *opt, const char *val, int *
   if (val == NULL) {
     fprintf(stderr, "meshccl-topo: %s needs a value\n", opt);
     usage(stderr, prog);
-    return EXIT_BAD_INPUT;
+    return MC_TOPO_TOOL_EXIT_BAD_INPUT;
   }
   errno = 0;
   v = strtol(val, &end, 10);
   if ((errno != 0) || (end == val) || (*end != '\0') || (v < 1) || (v > 65536)) {
     fprintf(stderr, "meshccl-topo: %s %s: expected a count from 1 to 65536\n", opt, val);
     usage(stderr, prog);
-    return EXIT_BAD_INPUT;
+    return MC_TOPO_TOOL_EXIT_BAD_INPUT;
   }
   *out = (int)v;
   return 0;
@@ -191,13 +157,13 @@ static int parse_args(int argc, char **argv, struct cli *cli)
     } else {
       fprintf(stderr, "meshccl-topo: unknown argument '%s'\n", a);
       usage(stderr, argv[0]);
-      return EXIT_BAD_INPUT;
+      return MC_TOPO_TOOL_EXIT_BAD_INPUT;
     }
     if (str_opt != NULL) {
       if ((val == NULL) || (val[0] == '\0')) {
         fprintf(stderr, "meshccl-topo: %s needs a file name\n", a);
         usage(stderr, argv[0]);
-        return EXIT_BAD_INPUT;
+        return MC_TOPO_TOOL_EXIT_BAD_INPUT;
       }
       *str_opt = val;
       i++;
@@ -206,12 +172,12 @@ static int parse_args(int argc, char **argv, struct cli *cli)
   if (cli->markdown && !cli->env) {
     fprintf(stderr, "meshccl-topo: --markdown goes with --env\n");
     usage(stderr, argv[0]);
-    return EXIT_BAD_INPUT;
+    return MC_TOPO_TOOL_EXIT_BAD_INPUT;
   }
   if (cli->env && cli->json) {
     fprintf(stderr, "meshccl-topo: --env prints text; use it without --json\n");
     usage(stderr, argv[0]);
-    return EXIT_BAD_INPUT;
+    return MC_TOPO_TOOL_EXIT_BAD_INPUT;
   }
   return 0;
 }
@@ -339,14 +305,6 @@ fail:
   return res;
 }
 
-/* The P2P level mc_topo_check_p2p applies, and where it comes from. */
-static int p2p_level(const struct topo_ctx *ctx, const struct mc_topo_system *sys,
-                     const char **why_out)
-{
-  return mc_topo_p2p_level(sys, &ctx->opts, why_out);
-}
-
-/* Rank i's decision about rank j on rank i's own system (one file: same host, same /dev/shm). */
 static ncclResult_t decide(const struct topo_ctx *ctx, int i, int j, struct pair_decision *d)
 {
   struct mc_topo_transport_choice c;
@@ -401,458 +359,6 @@ static void free_all(struct topo_ctx *ctx)
   mc_xml_destroy(ctx->xml);
 }
 
-/* ------------------------------------------------------------- helpers */
-
-/* NCCL's int64ToBusId. */
-static void busid_str(int64_t id, char *buf, size_t bytes)
-{
-  uint64_t v = (uint64_t)MC_TOPO_ID_LOCAL(id);
-  snprintf(buf, bytes, "%04lx:%02lx:%02lx.%01lx", (unsigned long)(v >> 20),
-           (unsigned long)((v & 0xff000) >> 12), (unsigned long)((v & 0xff0) >> 4),
-           (unsigned long)(v & 0xf));
-}
-
-/* Name of a NET node: the net element with its dev under a cpu of its host. */
-static const char *net_name(const struct topo_ctx *ctx, const struct mc_topo_system *sys,
-                            const struct mc_topo_node *net)
-{
-  uint64_t hash = sys->host_hashes[MC_TOPO_ID_SYSTEM(net->id)];
-
-  for (int i = 0; i < ctx->xml->n_nodes; i++) {
-    const struct mc_xml_node *x = &ctx->xml->nodes[i];
-    const struct mc_xml_node *cpu = x;
-    const char *dev;
-    const char *name;
-    const char *h;
-    if ((x->type == MC_XML_NODE_NONE) || (strcmp(x->name, "net") != 0)) {
-      continue;
-    }
-    dev = mc_xml_get_attr(x, "dev");
-    name = mc_xml_get_attr(x, "name");
-    if ((dev == NULL) || (name == NULL) || (strtol(dev, NULL, 0) != net->net.dev)) {
-      continue;
-    }
-    while ((cpu != NULL) && (strcmp(cpu->name, "cpu") != 0)) {
-      cpu = cpu->parent;
-    }
-    h = (cpu != NULL) ? mc_xml_get_attr(cpu, "host_hash") : NULL;
-    if (((h != NULL) ? strtoull(h, NULL, 16) : 0) == hash) {
-      return name;
-    }
-  }
-  return "";
-}
-
-static void cell_str(const struct mc_topo_system *sys, int ft, int fi, int tt, int ti, char *buf,
-                     size_t bytes)
-{
-  snprintf(buf, bytes, "%s/%g", mc_topo_path_type_str(mc_topo_path_type(sys, ft, fi, tt, ti)),
-           mc_topo_path_bw(sys, ft, fi, tt, ti));
-}
-
-/* ---------------------------------------------------------------- text */
-
-static void print_matrix(const struct mc_topo_system *sys, FILE *out)
-{
-  static const enum mc_topo_node_type types[2] = {MC_TOPO_GPU, MC_TOPO_NET};
-  char cell[64];
-  int width = 5;
-  int n_cols = sys->nodes[MC_TOPO_GPU].count + sys->nodes[MC_TOPO_NET].count;
-  int col = 0;
-
-  for (int a = 0; a < 2; a++) {
-    for (int i = 0; i < sys->nodes[types[a]].count; i++) {
-      for (int b = 0; b < 2; b++) {
-        for (int j = 0; j < sys->nodes[types[b]].count; j++) {
-          cell_str(sys, types[a], i, types[b], j, cell, sizeof(cell));
-          if ((int)strlen(cell) > width) {
-            width = (int)strlen(cell);
-          }
-        }
-      }
-    }
-  }
-  fprintf(out, "%s", (n_cols > 0) ? "      " : "(no GPU or NET)");
-  for (int b = 0; b < 2; b++) {
-    for (int j = 0; j < sys->nodes[types[b]].count; j++) {
-      char name[32];
-      snprintf(name, sizeof(name), "%s%d", mc_topo_node_type_str(types[b]), j);
-      fprintf(out, " %-*s", (col++ == n_cols - 1) ? 0 : width, name);
-    }
-  }
-  fprintf(out, "\n");
-  for (int a = 0; a < 2; a++) {
-    for (int i = 0; i < sys->nodes[types[a]].count; i++) {
-      char name[32];
-      snprintf(name, sizeof(name), "%s%d", mc_topo_node_type_str(types[a]), i);
-      fprintf(out, "%-6s", name);
-      col = 0;
-      for (int b = 0; b < 2; b++) {
-        for (int j = 0; j < sys->nodes[types[b]].count; j++) {
-          cell_str(sys, types[a], i, types[b], j, cell, sizeof(cell));
-          fprintf(out, " %-*s", (col++ == n_cols - 1) ? 0 : width, cell);
-        }
-      }
-      fprintf(out, "\n");
-    }
-  }
-}
-
-static ncclResult_t print_text(const struct topo_ctx *ctx, FILE *out)
-{
-  const struct mc_topo_system *sys = ctx->systems[0];
-  int n_gpus = sys->nodes[MC_TOPO_GPU].count;
-  int n = ctx->n_local;
-  const char *why = NULL;
-  int level = p2p_level(ctx, sys, &why);
-
-  fprintf(out, "# %s: %d local rank(s), %d NET(s); NCCL 2.30 rules; local rank 0's system%s\n",
-          ctx->cli.xml_path, n, sys->nodes[MC_TOPO_NET].count,
-          ctx->ranks_by_busid ? "; ranks numbered in PCI bus-id order" : "");
-  if (ctx->cli.n_nodes > 1) {
-    fprintf(out,
-            "# %d hosts x %d ranks = %d ranks, rank = node*%d + local; every host as below; "
-            "ranks on different hosts use NET\n",
-            ctx->cli.n_nodes, n, ctx->cli.n_nodes * n, n);
-  }
-  MC_CHECK(mc_topo_print(sys, out));
-  fprintf(out, "\nPaths (NCCL path type/bandwidth GB/s):\n");
-  print_matrix(sys, out);
-  fprintf(out, "\nP2P (ncclTopoCheckP2p; P2P level %s, %s):\n", mc_topo_path_type_str(level), why);
-  if (n_gpus < 2) {
-    fprintf(out, "  (fewer than 2 GPUs)\n");
-  }
-  for (int a = 0; a < n_gpus; a++) {
-    for (int b = 0; b < n_gpus; b++) {
-      int ra = sys->nodes[MC_TOPO_GPU].nodes[a]->gpu.rank;
-      int rb = sys->nodes[MC_TOPO_GPU].nodes[b]->gpu.rank;
-      int p2p = 0;
-      int read = 0;
-      int inter = -1;
-      if (a == b) {
-        continue;
-      }
-      MC_CHECK(mc_topo_check_p2p(sys, &ctx->opts, ra, rb, &p2p, &read, &inter));
-      fprintf(out, "  GPU%d->GPU%d  p2p %d read %d intermediate_rank %d\n", a, b, p2p, read, inter);
-    }
-  }
-  fprintf(out, "\nTransports (rank i decides on its own system: P2P, else SHM, else NET):\n");
-  if (n < 2) {
-    fprintf(out, "  (fewer than 2 local ranks)\n");
-  }
-  for (int i = 0; i < n; i++) {
-    for (int j = 0; j < n; j++) {
-      if (i != j) {
-        fprintf(out, "  %d->%d  %s\n", i, j, ctx->pairs[i * n + j].reason);
-      }
-    }
-  }
-  return ncclSuccess;
-}
-
-/* ---------------------------------------------------------------- json */
-
-static void json_str(FILE *out, const char *s)
-{
-  fputc('"', out);
-  for (const unsigned char *p = (const unsigned char *)s; *p != '\0'; p++) {
-    if ((*p == '"') || (*p == '\\')) {
-      fprintf(out, "\\%c", *p);
-    } else if (*p < 0x20) {
-      fprintf(out, "\\u%04x", *p);
-    } else {
-      fputc(*p, out);
-    }
-  }
-  fputc('"', out);
-}
-
-static void json_float(FILE *out, float v)
-{
-  char buf[64];
-
-  if (!isfinite(v)) {
-    fputs("null", out);
-    return;
-  }
-  snprintf(buf, sizeof(buf), "%g", (double)v);
-  if (strpbrk(buf, ".e") == NULL) {
-    strcat(buf, ".0");
-  }
-  fputs(buf, out);
-}
-
-static void json_paths(FILE *out, const struct mc_topo_system *sys, enum mc_topo_node_type ft,
-                       enum mc_topo_node_type tt)
-{
-  fputc('[', out);
-  for (int i = 0; i < sys->nodes[ft].count; i++) {
-    fprintf(out, "%s[", (i == 0) ? "" : ", ");
-    for (int j = 0; j < sys->nodes[tt].count; j++) {
-      fprintf(out, "%s{\"type\": \"%s\", \"bw\": ", (j == 0) ? "" : ", ",
-              mc_topo_path_type_str(mc_topo_path_type(sys, ft, i, tt, j)));
-      json_float(out, mc_topo_path_bw(sys, ft, i, tt, j));
-      fputc('}', out);
-    }
-    fputc(']', out);
-  }
-  fputc(']', out);
-}
-
-/* n x n matrix of the pair decisions' transport (or reason) strings, null on the diagonal. */
-static void json_pair_strings(FILE *out, const struct topo_ctx *ctx, int n, bool reason)
-{
-  for (int i = 0; i < n; i++) {
-    fprintf(out, "%s\n    [", (i == 0) ? "" : ",");
-    for (int j = 0; j < n; j++) {
-      const struct pair_decision *d = &ctx->pairs[i * n + j];
-      fprintf(out, "%s", (j == 0) ? "" : ", ");
-      if (i == j)
-        fputs("null", out);
-      else
-        json_str(out, reason ? d->reason : d->transport);
-    }
-    fputc(']', out);
-  }
-}
-
-static ncclResult_t print_json(const struct topo_ctx *ctx, FILE *out)
-{
-  const struct mc_topo_system *sys = ctx->systems[0];
-  const struct mc_topo_node_set *gpus = &sys->nodes[MC_TOPO_GPU];
-  const struct mc_topo_node_set *nets = &sys->nodes[MC_TOPO_NET];
-  int n = ctx->n_local;
-  const char *why = NULL;
-  int level = p2p_level(ctx, sys, &why);
-
-  fprintf(out, "{\n  \"file\": ");
-  json_str(out, ctx->cli.xml_path);
-  fprintf(out, ",\n  \"nodes\": %d,\n  \"local_ranks\": %d,\n  \"ranks\": %d,\n", ctx->cli.n_nodes,
-          n, ctx->cli.n_nodes * n);
-  fprintf(out, "  \"ranks_by_busid\": %s,\n  \"p2p_level\": \"%s\",\n  \"max_bw\": ",
-          ctx->ranks_by_busid ? "true" : "false", mc_topo_path_type_str(level));
-  json_float(out, sys->max_bw);
-  fprintf(out, ",\n  \"total_bw\": ");
-  json_float(out, sys->total_bw);
-  fprintf(out, ",\n  \"gpus\": [");
-  for (int g = 0; g < gpus->count; g++) {
-    char busid[32];
-    busid_str(gpus->nodes[g]->id, busid, sizeof(busid));
-    fprintf(out, "%s\n    {\"dev\": %d, \"rank\": %d, \"busid\": \"%s\", \"sm\": %d}",
-            (g == 0) ? "" : ",", gpus->nodes[g]->gpu.dev, gpus->nodes[g]->gpu.rank, busid,
-            gpus->nodes[g]->gpu.sm);
-  }
-  fprintf(out, "%s],\n  \"nets\": [", (gpus->count > 0) ? "\n  " : "");
-  for (int i = 0; i < nets->count; i++) {
-    fprintf(out, "%s\n    {\"dev\": %d, \"name\": ", (i == 0) ? "" : ",", nets->nodes[i]->net.dev);
-    json_str(out, net_name(ctx, sys, nets->nodes[i]));
-    fprintf(out, ", \"bw\": ");
-    json_float(out, nets->nodes[i]->net.bw);
-    fprintf(out, ", \"local_gpu\": %d}", nets->nodes[i]->net.local_gpu);
-  }
-  fprintf(out, "%s],\n  \"paths\": {\n    \"gpu_gpu\": ", (nets->count > 0) ? "\n  " : "");
-  json_paths(out, sys, MC_TOPO_GPU, MC_TOPO_GPU);
-  fprintf(out, ",\n    \"gpu_net\": ");
-  json_paths(out, sys, MC_TOPO_GPU, MC_TOPO_NET);
-  fprintf(out, ",\n    \"net_gpu\": ");
-  json_paths(out, sys, MC_TOPO_NET, MC_TOPO_GPU);
-  fprintf(out, "\n  },\n  \"p2p\": [");
-  for (int a = 0; a < gpus->count; a++) {
-    fprintf(out, "%s\n    [", (a == 0) ? "" : ",");
-    for (int b = 0; b < gpus->count; b++) {
-      int p2p = 0;
-      int read = 0;
-      int inter = -1;
-      MC_CHECK(mc_topo_check_p2p(sys, &ctx->opts, gpus->nodes[a]->gpu.rank,
-                                 gpus->nodes[b]->gpu.rank, &p2p, &read, &inter));
-      fprintf(out, "%s{\"p2p\": %d, \"read\": %d, \"intermediate_rank\": %d}", (b == 0) ? "" : ", ",
-              p2p, read, inter);
-    }
-    fputc(']', out);
-  }
-  fprintf(out, "%s],\n  \"transport\": [", (gpus->count > 0) ? "\n  " : "");
-  json_pair_strings(out, ctx, n, false);
-  fprintf(out, "%s],\n  \"transport_reason\": [", (n > 0) ? "\n  " : "");
-  json_pair_strings(out, ctx, n, true);
-  fprintf(out, "%s]\n}\n", (n > 0) ? "\n  " : "");
-  return ncclSuccess;
-}
-
-/* ----------------------------------------------------------------- dot */
-
-static int node_index(const struct mc_topo_system *sys, const struct mc_topo_node *node)
-{
-  const struct mc_topo_node_set *set = &sys->nodes[node->type];
-
-  for (int i = 0; i < set->count; i++) {
-    if (set->nodes[i] == node) {
-      return i;
-    }
-  }
-  return -1;
-}
-
-static bool has_link_to(const struct mc_topo_node *from, const struct mc_topo_node *to)
-{
-  for (int l = 0; l < from->n_links; l++) {
-    if (from->links[l].rem == to) {
-      return true;
-    }
-  }
-  return false;
-}
-
-static void dot_node(const struct topo_ctx *ctx, const struct mc_topo_system *sys,
-                     const struct mc_topo_node *node, int idx, FILE *out)
-{
-  static const char *const shapes[MC_TOPO_NODE_TYPES] = {
-      "box3d", "box", "octagon", "house", "component", "ellipse", "box", "box", "box", "box"};
-  const char *type = mc_topo_node_type_str(node->type);
-  char busid[32];
-
-  busid_str(node->id, busid, sizeof(busid));
-  fprintf(out, "  \"%s%d\" [shape=%s, label=\"%s%d", type, idx, shapes[node->type], type, idx);
-  switch (node->type) {
-  case MC_TOPO_GPU:
-    fprintf(out, "\\nrank %d dev %d sm %d\\n%s", node->gpu.rank, node->gpu.dev, node->gpu.sm,
-            busid);
-    break;
-  case MC_TOPO_DEV:
-  case MC_TOPO_PCI:
-  case MC_TOPO_NIC:
-    fprintf(out, "\\n%s", busid);
-    break;
-  case MC_TOPO_CPU:
-    fprintf(out, "\\nnuma %ld arch %d vendor %d model %d", (long)MC_TOPO_ID_LOCAL(node->id),
-            node->cpu.arch, node->cpu.vendor, node->cpu.model);
-    break;
-  case MC_TOPO_NET: {
-    const char *name = net_name(ctx, sys, node);
-    fprintf(out, "\\n");
-    for (const char *p = name; *p != '\0'; p++) {
-      if ((*p == '"') || (*p == '\\')) {
-        fputc('\\', out);
-      }
-      fputc(*p, out);
-    }
-    fprintf(out, " dev %d\\n%g GB/s", node->net.dev, node->net.bw);
-    break;
-  }
-  default:
-    break;
-  }
-  fprintf(out, "\"];\n");
-}
-
-static void write_dot(const struct topo_ctx *ctx, FILE *out)
-{
-  const struct mc_topo_system *sys = ctx->systems[0];
-
-  fprintf(out, "graph meshccl_topo {\n  node [fontname=\"Helvetica\", fontsize=10];\n"
-               "  edge [fontname=\"Helvetica\", fontsize=9];\n");
-  for (int t = 0; t < MC_TOPO_NODE_TYPES; t++) {
-    for (int i = 0; i < sys->nodes[t].count; i++) {
-      dot_node(ctx, sys, sys->nodes[t].nodes[i], i, out);
-    }
-  }
-  for (int t = 0; t < MC_TOPO_NODE_TYPES; t++) {
-    for (int i = 0; i < sys->nodes[t].count; i++) {
-      const struct mc_topo_node *a = sys->nodes[t].nodes[i];
-      for (int l = 0; l < a->n_links; l++) {
-        const struct mc_topo_link *link = &a->links[l];
-        const struct mc_topo_node *b = link->rem;
-        int j = node_index(sys, b);
-        bool a_first = ((int)a->type < (int)b->type) || ((a->type == b->type) && (i < j));
-        if ((j < 0) || (!a_first && has_link_to(b, a))) {
-          continue; /* drawn from the other end */
-        }
-        fprintf(out, "  \"%s%d\" -- \"%s%d\" [label=\"%s %g\"%s];\n",
-                mc_topo_node_type_str(a->type), i, mc_topo_node_type_str(b->type), j,
-                mc_topo_link_type_str(link->type), link->bw,
-                (link->type == MC_TOPO_LINK_NVL) ? ", color=green4" : "");
-      }
-    }
-  }
-  fprintf(out, "}\n");
-}
-
-static int write_dot_file(const struct topo_ctx *ctx, const char *path)
-{
-  FILE *f = fopen(path, "w");
-
-  if (f == NULL) {
-    fprintf(stderr, "meshccl-topo: cannot write %s: %s\n", path, strerror(errno));
-    return EXIT_BAD_INPUT;
-  }
-  write_dot(ctx, f);
-  if (fclose(f) != 0) {
-    fprintf(stderr, "meshccl-topo: cannot write %s: %s\n", path, strerror(errno));
-    return EXIT_INTERNAL;
-  }
-  return 0;
-}
-
-static bool have_dot(void)
-{
-  const char *path = getenv("PATH");
-  char buf[4096];
-
-  if (path == NULL) {
-    return false;
-  }
-  while (*path != '\0') {
-    size_t len = strcspn(path, ":");
-    snprintf(buf, sizeof(buf), "%.*s/dot", (int)((len == 0) ? 1 : len), (len == 0) ? "." : path);
-    if (access(buf, X_OK) == 0) {
-      return true;
-    }
-    path += len + ((path[len] == ':') ? 1 : 0);
-  }
-  return false;
-}
-
-static int render_svg(const struct topo_ctx *ctx)
-{
-  char tmp[] = "/tmp/meshccl-topo.XXXXXX";
-  const char *dot_file = ctx->cli.dot_path;
-  int rc = 0;
-  int status = 0;
-  pid_t pid;
-
-  if (dot_file == NULL) {
-    int fd = mkstemp(tmp);
-    if (fd < 0) {
-      fprintf(stderr, "meshccl-topo: cannot create a temporary file: %s\n", strerror(errno));
-      return EXIT_INTERNAL;
-    }
-    close(fd);
-    dot_file = tmp;
-    if ((rc = write_dot_file(ctx, dot_file)) != 0) {
-      unlink(tmp);
-      return EXIT_INTERNAL;
-    }
-  }
-  fflush(stdout);
-  pid = fork();
-  if (pid == 0) {
-    execlp("dot", "dot", "-Tsvg", "-o", ctx->cli.svg_path, dot_file, (char *)NULL);
-    fprintf(stderr, "meshccl-topo: cannot run dot: %s\n", strerror(errno));
-    _exit(127);
-  }
-  if ((pid < 0) || (waitpid(pid, &status, 0) < 0)) {
-    fprintf(stderr, "meshccl-topo: cannot run dot: %s\n", strerror(errno));
-    rc = EXIT_INTERNAL;
-  } else if (!WIFEXITED(status) || (WEXITSTATUS(status) != 0)) {
-    fprintf(stderr, "meshccl-topo: dot -Tsvg -o %s %s failed (status %d)\n", ctx->cli.svg_path,
-            dot_file, WIFEXITED(status) ? WEXITSTATUS(status) : -1);
-    rc = EXIT_INTERNAL;
-  }
-  if (dot_file == tmp) {
-    unlink(tmp);
-  }
-  return rc;
-}
-
 static const char *source_name(const struct topo_ctx *ctx)
 {
   return (ctx->cli.xml_path != NULL) ? ctx->cli.xml_path : "this host";
@@ -865,12 +371,12 @@ static int write_dump(const struct topo_ctx *ctx)
 
   if (f == NULL) {
     fprintf(stderr, "meshccl-topo: cannot write %s: %s\n", ctx->cli.dump_path, strerror(errno));
-    return EXIT_BAD_INPUT;
+    return MC_TOPO_TOOL_EXIT_BAD_INPUT;
   }
   res = mc_xml_dump(ctx->xml, f);
   if ((fclose(f) != 0) && (res == ncclSuccess)) {
     fprintf(stderr, "meshccl-topo: cannot write %s: %s\n", ctx->cli.dump_path, strerror(errno));
-    return EXIT_INTERNAL;
+    return MC_TOPO_TOOL_EXIT_INTERNAL;
   }
   return (res == ncclSuccess) ? 0 : report(source_name(ctx), res, "dump");
 }
@@ -959,7 +465,7 @@ static int run(struct topo_ctx *ctx)
   }
   res = assign_ranks(ctx);
   if (res != ncclSuccess) {
-    return (res == ncclInvalidUsage) ? EXIT_BAD_INPUT
+    return (res == ncclInvalidUsage) ? MC_TOPO_TOOL_EXIT_BAD_INPUT
                                      : report(source_name(ctx), res, "rank assignment");
   }
   /* A <gpu> without gdr gets gdrSupport 1, as on the GPU servers the files describe. */
@@ -989,7 +495,7 @@ static int run(struct topo_ctx *ctx)
                                                  ctx->cli.json, stdout)
                              : MC_FAIL(ncclInvalidUsage, "no GPU to search graphs over");
   } else {
-    res = ctx->cli.json ? print_json(ctx, stdout) : print_text(ctx, stdout);
+    res = ctx->cli.json ? topo_json_print(ctx, stdout) : topo_text_print(ctx, stdout);
   }
   if (res != ncclSuccess) {
     return report(source_name(ctx), res, "print");
@@ -998,14 +504,14 @@ static int run(struct topo_ctx *ctx)
     fprintf(stdout, "\nParameters:\n");
     mc_param_dump(stdout, ctx->cli.markdown, false);
   }
-  if ((ctx->cli.dot_path != NULL) && ((rc = write_dot_file(ctx, ctx->cli.dot_path)) != 0)) {
+  if ((ctx->cli.dot_path != NULL) && ((rc = topo_dot_write_file(ctx, ctx->cli.dot_path)) != 0)) {
     return rc;
   }
-  if ((ctx->cli.svg_path != NULL) && ((rc = render_svg(ctx)) != 0)) {
+  if ((ctx->cli.svg_path != NULL) && ((rc = topo_dot_render_svg(ctx)) != 0)) {
     return rc;
   }
   if (fflush(stdout) != 0) {
-    return EXIT_INTERNAL;
+    return MC_TOPO_TOOL_EXIT_INTERNAL;
   }
   return 0;
 }
@@ -1026,10 +532,10 @@ int main(int argc, char **argv)
       return 0;
     }
   }
-  if ((ctx.cli.svg_path != NULL) && !have_dot()) {
+  if ((ctx.cli.svg_path != NULL) && !topo_dot_available()) {
     fprintf(stderr, "meshccl-topo: --svg needs Graphviz's dot, which is not in PATH "
                     "(apt-get install graphviz); --dot FILE writes the graph without it\n");
-    return EXIT_INTERNAL;
+    return MC_TOPO_TOOL_EXIT_INTERNAL;
   }
   rc = run(&ctx);
   free_all(&ctx);

@@ -340,7 +340,7 @@ static void task_start(struct mc_task *t)
     return;
   }
   for (int i = 0; i < t->n_recv; i++) {
-    if (t->recv[i]->kind != MC_TP_NET)
+    if (t->recv[i]->kind != MC_TOPO_TRANSPORT_NET)
       continue;
     if (!counted)
       n = recv_steps(t);
@@ -705,11 +705,11 @@ ncclResult_t mc_coll_conn_health(const struct mc_task *t, const struct mc_conn *
   if ((e != 0) && !c->is_send && mc_conn_recv_ready(c))
     e = 0; /* what arrived is consumed first; the failure counts when it is needed */
   if (e != 0)
-    return MC_FAIL((c->kind == MC_TP_NET) ? (ncclResult_t)e : ncclRemoteError,
+    return MC_FAIL((c->kind == MC_TOPO_TRANSPORT_NET) ? (ncclResult_t)e : ncclRemoteError,
                    "%s: rank %d: the %s connection %s rank %d (%s, pid %d) failed",
-                   mc_coll_name(t->op->kind), comm->rank, mc_tp_name(c->kind),
+                   mc_coll_name(t->op->kind), comm->rank, mc_topo_transport_str(c->kind),
                    c->is_send ? "to" : "from", c->peer, p->host, p->pid);
-  if ((c->kind != MC_TP_NET) && pid_gone(p->pid))
+  if ((c->kind != MC_TOPO_TRANSPORT_NET) && pid_gone(p->pid))
     return MC_FAIL(ncclRemoteError, "%s: rank %d: peer rank %d (pid %d on %s) exited",
                    mc_coll_name(t->op->kind), comm->rank, c->peer, p->pid, p->host);
   return ncclSuccess;
@@ -802,9 +802,9 @@ static ncclResult_t run_tasks(struct batch *b, struct mc_task **failed)
   for (int i = 0; i < b->pl.n_tasks; i++) {
     const struct mc_task *t = &b->pl.tasks[i];
     for (int k = 0; k < t->n_send; k++)
-      net = net || (t->send[k]->kind == MC_TP_NET);
+      net = net || (t->send[k]->kind == MC_TOPO_TRANSPORT_NET);
     for (int k = 0; k < t->n_recv; k++)
-      net = net || (t->recv[k]->kind == MC_TP_NET);
+      net = net || (t->recv[k]->kind == MC_TOPO_TRANSPORT_NET);
   }
   if (net)
     spin = 8;

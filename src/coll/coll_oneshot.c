@@ -143,7 +143,7 @@ static void oneshot_task_start(struct mc_task *t)
   struct ncclComm *comm = t->op->comm;
 
   for (int p = 0; p < comm->n_ranks; p++)
-    if ((p != t->rank) && (comm->os_recv[p]->kind == MC_TP_NET))
+    if ((p != t->rank) && (comm->os_recv[p]->kind == MC_TOPO_TRANSPORT_NET))
       mc_conn_recv_expect(comm->os_recv[p], 1);
 }
 

@@ -421,6 +421,9 @@ ncclResult_t mc_topo_gpus_from_file(struct mc_xml *xml, int *n_added);
 
 /* ---------- transport choice (topo_transport.c) ---------- */
 
+/* The transport of a connection (NCCL's P2P, SHM, NET transports), here
+ * because topo decides it; transport/ and coll/ use the same enum for the
+ * connections they set up (struct mc_conn's kind). */
 enum mc_topo_transport {
   MC_TOPO_TRANSPORT_P2P = 0,
   MC_TOPO_TRANSPORT_SHM = 1,
@@ -451,6 +454,7 @@ ncclResult_t mc_topo_transport_select(const struct mc_topo_system *sys,
                                       const struct mc_topo_paths_opts *opts, int rank, int peer,
                                       bool same_host, bool same_shm_dev,
                                       struct mc_topo_transport_choice *out);
+/* Name of a transport: "P2P", "SHM", "NET" ("?" for no enumerator). */
 const char *mc_topo_transport_str(enum mc_topo_transport t);
 
 #endif /* MC_TOPO_H */

@@ -45,9 +45,10 @@ const char *mc_topo_transport_str(enum mc_topo_transport t)
     return "P2P";
   case MC_TOPO_TRANSPORT_SHM:
     return "SHM";
-  default:
+  case MC_TOPO_TRANSPORT_NET:
     return "NET";
   }
+  return "?";
 }
 
 ncclResult_t mc_topo_transport_select(const struct mc_topo_system *sys,

@@ -32,7 +32,7 @@ struct mc_tp_select {
   int peer;
   bool same_host;
   bool same_process;
-  int topo_choice; /* enum mc_topo_transport: topo's P2P ▸ SHM ▸ NET for the pair */
+  enum mc_topo_transport topo_choice; /* topo's P2P ▸ SHM ▸ NET for the pair */
 };
 
 /*
@@ -48,7 +48,7 @@ struct mc_tp_select {
  *   how           text for the "Channel ... via" line (after the name)
  */
 struct mc_transport {
-  enum mc_tp_kind kind;
+  enum mc_topo_transport kind;
   const char *name;
   bool (*can_connect)(struct mc_tp_comm *tc, const struct mc_tp_select *sel);
   ncclResult_t (*recv_setup)(struct mc_tp_comm *tc, struct mc_conn_req *q, struct mc_blob_r1 *r1);

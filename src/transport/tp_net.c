@@ -427,7 +427,7 @@ static const char *net_how(const struct mc_tp_comm *tc, const struct mc_conn *c)
 }
 
 const struct mc_transport mc_tp_net = {
-    .kind = MC_TP_NET,
+    .kind = MC_TOPO_TRANSPORT_NET,
     .name = "NET",
     .can_connect = net_can_connect,
     .recv_setup = net_recv_setup,

@@ -124,7 +124,7 @@ static const char *p2p_how(const struct mc_tp_comm *tc, const struct mc_conn *c)
 }
 
 const struct mc_transport mc_tp_p2p = {
-    .kind = MC_TP_P2P,
+    .kind = MC_TOPO_TRANSPORT_P2P,
     .name = "P2P",
     .can_connect = p2p_can_connect,
     .recv_setup = p2p_recv_setup,

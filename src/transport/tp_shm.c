@@ -187,7 +187,7 @@ static const char *shm_how(const struct mc_tp_comm *tc, const struct mc_conn *c)
 }
 
 const struct mc_transport mc_tp_shm = {
-    .kind = MC_TP_SHM,
+    .kind = MC_TOPO_TRANSPORT_SHM,
     .name = "SHM",
     .can_connect = shm_can_connect,
     .recv_setup = shm_recv_setup,

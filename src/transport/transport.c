@@ -41,19 +41,6 @@
 
 _Static_assert(sizeof(struct mc_blob_r1) <= MC_CONN_INFO_BYTES, "connect blob too large");
 
-const char *mc_tp_name(enum mc_tp_kind kind)
-{
-  switch (kind) {
-  case MC_TP_P2P:
-    return "P2P";
-  case MC_TP_SHM:
-    return "SHM";
-  case MC_TP_NET:
-    return "NET";
-  }
-  return "?";
-}
-
 ncclResult_t mc_conn_read(const struct mc_conn *c, void *dst, const char *src, size_t bytes)
 {
   if (!c->remote_read) {
@@ -110,7 +97,7 @@ static const struct mc_transport *choose(struct mc_tp_comm *tc, int peer)
     mc_topo_paths_opts_from_params(&opts);
     if (mc_topo_transport_select(tc->topo, &opts, tc->rank, peer, true, p->shm_dev == me->shm_dev,
                                  &ch) == ncclSuccess)
-      sel.topo_choice = (int)ch.transport;
+      sel.topo_choice = ch.transport;
   }
   for (size_t i = 0; i < sizeof(transports) / sizeof(transports[0]); i++)
     if (transports[i]->can_connect(tc, &sel))
@@ -167,7 +154,7 @@ static ncclResult_t recv_finish(struct mc_conn_req *q, const struct mc_blob_r2 *
 
   if ((r2->kind != (uint32_t)c->kind) || (r2->ok != 1))
     return MC_FAIL(ncclRemoteError, "transport: rank %d did not accept the %s connection", q->peer,
-                   mc_tp_name(c->kind));
+                   mc_topo_transport_str(c->kind));
   MC_CHECK(c->tp->recv_connect(q, r2));
   /* Both sides have it mapped: nothing is left in /dev/shm from here on. */
   mc_shm_unlink(c->shm_name);
@@ -184,7 +171,7 @@ static void log_conn(const struct mc_tp_comm *tc, const struct mc_conn_req *q)
     return;
   MC_INFO(MC_SUB_INIT | MC_SUB_P2P, "Channel %02d/%d : %d[%d] -> %d[%d] via %s%s%s", q->channel,
           q->conn_index, tc->rank, tc->rank, q->peer, q->peer, c->tp->name,
-          ((c->kind == MC_TP_NET) && (how[0] != '\0')) ? "/" : "", how);
+          ((c->kind == MC_TOPO_TRANSPORT_NET) && (how[0] != '\0')) ? "/" : "", how);
 }
 
 /*

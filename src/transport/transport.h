@@ -32,11 +32,10 @@
 #include <string.h>
 
 #include "nccl.h"
+#include "topo/topo.h"
 
 #define MC_STEPS           8   /* NCCL_STEPS */
 #define MC_CONN_INFO_BYTES 256 /* one connect blob */
-
-enum mc_tp_kind { MC_TP_P2P = 0, MC_TP_SHM = 1, MC_TP_NET = 2 };
 
 /* Shared by both ends (heap in one process, /dev/shm across processes, the
  * proxy's heap for NET). */
@@ -56,7 +55,7 @@ struct mc_net_conn;
 struct mc_transport;
 
 struct mc_conn {
-  enum mc_tp_kind kind;
+  enum mc_topo_transport kind;
   const struct mc_transport *tp; /* the table that set it up */
   bool is_send;
   int peer; /* rank at the other end */
@@ -120,7 +119,7 @@ static inline void mc_conn_send_commit(struct mc_conn *c, const void *ptr, size_
  * proxy still sending) every step has been taken. */
 static inline bool mc_conn_send_drained(const struct mc_conn *c)
 {
-  uint64_t need = (c->kind == MC_TP_SHM) ? c->ptr_step : c->step;
+  uint64_t need = (c->kind == MC_TOPO_TRANSPORT_SHM) ? c->ptr_step : c->step;
   return __atomic_load_n(&c->ctrl->head, __ATOMIC_ACQUIRE) >= need;
 }
 
@@ -235,8 +234,5 @@ void mc_proxy_activity(struct mc_proxy *p, int delta);
 /* Removes /dev/shm segments left by processes that were killed between
  * creating a segment and their peer mapping it (once per communicator init). */
 void mc_tp_collect_orphans(void);
-
-/* Name of a transport kind ("P2P", "SHM", "NET"). */
-const char *mc_tp_name(enum mc_tp_kind kind);
 
 #endif /* MC_TRANSPORT_H */

@@ -71,7 +71,7 @@ static void link_conns(struct world *w, struct mc_conn *s, int s_rank, struct mc
   l->slots = malloc((size_t)MC_STEPS * SLOT_BYTES);
   memset(l->ctrl, 0, sizeof(*l->ctrl));
   w->links[w->n_links++] = l;
-  *s = (struct mc_conn){.kind = MC_TP_P2P,
+  *s = (struct mc_conn){.kind = MC_TOPO_TRANSPORT_P2P,
                         .is_send = true,
                         .peer = r_rank,
                         .channel = channel,
@@ -79,7 +79,7 @@ static void link_conns(struct world *w, struct mc_conn *s, int s_rank, struct mc
                         .ctrl = l->ctrl,
                         .slots = l->slots,
                         .slot_bytes = SLOT_BYTES};
-  *r = (struct mc_conn){.kind = MC_TP_P2P,
+  *r = (struct mc_conn){.kind = MC_TOPO_TRANSPORT_P2P,
                         .is_send = false,
                         .peer = s_rank,
                         .channel = channel,
