@@ -48,7 +48,7 @@ fail=$((fail | bad))
 
 # 4. References to documents outside the repository. Test data READMEs may
 # name where their files come from, but not send the reader outside either.
-outside='notes §|seed 0[0-9]|issue [0-9]+ §|\(issue [0-9]|\.\./shared|shared/(golden|notes|seeds|topologies)|golden README|README §|DESIGN\.md|STYLE\.md'
+outside='notes/|notes §|seed 0[0-9]|issue [0-9]+ §|\(issue [0-9]|\.\./shared|shared/(golden|notes|seeds|topologies)|golden README|README §|DESIGN\.md|STYLE\.md'
 bad=0
 while IFS= read -r f; do
   rel=${f#"$src"/}

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
  * Connections between ranks, NCCL's SIMPLE protocol on host memory
- * (notes/nccl-bootstrap-init-transport.md §3): one direction, one peer, one
+ * (NCCL src/transport/p2p.cc, shm.cc, net.cc and src/device/prims_simple.h): one direction, one peer, one
  * channel; a FIFO of MC_STEPS slots with monotonically increasing counters.
  *
  *   sender:   wait head + MC_STEPS > step, write slot step % MC_STEPS (or
