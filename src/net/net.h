@@ -5,7 +5,7 @@
  * memory registration, isend / irecv / test, close), so that the NET
  * transport drives the built-in socket net, the mesh net and external NCCL
  * net plugins (through an adapter) the same way. Semantics are NCCL's
- * (notes/nccl-bootstrap-init-transport.md §4.5):
+ * (NCCL src/include/net.h, ncclNet_t and its calls in src/transport/net.cc):
  *   - nothing blocks: connect/accept return ncclSuccess with *comm == NULL
  *     until the connection is ready; isend/irecv return ncclSuccess with
  *     *request == NULL when the request cannot be posted yet;

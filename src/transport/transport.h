@@ -1,8 +1,8 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
  * Connections between ranks, NCCL's SIMPLE protocol on host memory
- * (NCCL src/transport/p2p.cc, shm.cc, net.cc and src/device/prims_simple.h): one direction, one peer, one
- * channel; a FIFO of MC_STEPS slots with monotonically increasing counters.
+ * (NCCL src/transport/p2p.cc, shm.cc, net.cc and src/device/prims_simple.h): one direction, one
+ * peer, one channel; a FIFO of MC_STEPS slots with monotonically increasing counters.
  *
  *   sender:   wait head + MC_STEPS > step, write slot step % MC_STEPS (or
  *             publish a pointer to its own memory, P2P only), then
