@@ -5,6 +5,8 @@
 # and the tuner's choice at each size: the algorithm the model picks (read
 # from its NCCL_DEBUG_SUBSYS=TUNING line) is timed in the same run as the
 # other, and its time is compared with the faster of the two.
+# Times are the median of REPS runs (default 5) of each algorithm, taken in
+# turns: on a 2-core VM single runs differ by 3x at small sizes.
 # Then the host constants of the model are fitted from the same runs
 # (latency per NET hop from the 8 B times, bandwidth per channel from the
 # largest size): the values src/topo/topo_tuning.c carries.
@@ -70,24 +72,48 @@ run() {
 # out-of-place time (us) per size of a meshccl-perf output
 times() { awk '!/^#/ && NF >= 13 && $1 ~ /^[0-9]+$/ {print $1, $6}' "$1"; }
 
-echo "# all_reduce float sum, 1 rank per namespace host, out-of-place time in us"
+echo "# all_reduce float sum, 1 rank per namespace host, out-of-place time in us (median of ${REPS:-5})"
 echo "# hosts      size      ring      tree  model's  choice/fastest"
 fit_in="$tmp/fit.txt"
 : >"$fit_in"
+reps=${REPS:-5}
+# median TIMES...: per size, the median time over the files
+median() {
+  awk '{v[$1] = v[$1] " " $2; if (!($1 in seen)) {seen[$1] = 1; order[++k] = $1}}
+    END {
+      for (i = 1; i <= k; i++) {
+        n = split(substr(v[order[i]], 2), a, " ")
+        for (x = 1; x <= n; x++) for (y = x + 1; y <= n; y++) if (a[y] + 0 < a[x] + 0) {t = a[x]; a[x] = a[y]; a[y] = t}
+        print order[i], (n % 2) ? a[(n + 1) / 2] : (a[n / 2] + a[n / 2 + 1]) / 2
+      }
+    }' "$@"
+}
 for n in $hosts_list; do
-  run "$n" Ring "$tmp/ring.$n"
-  run "$n" Tree "$tmp/tree.$n"
+  for i in $(seq 1 "$reps"); do
+    run "$n" Ring "$tmp/ring.$n.$i"
+    times "$tmp/ring.$n.$i" >"$tmp/r.$i"
+    run "$n" Tree "$tmp/tree.$n.$i"
+    times "$tmp/tree.$n.$i" >"$tmp/t.$i"
+  done
   run "$n" auto "$tmp/auto.$n"
-  times "$tmp/ring.$n" >"$tmp/r"
-  times "$tmp/tree.$n" >"$tmp/t"
+  median $(for i in $(seq 1 "$reps"); do echo "$tmp/r.$i"; done) >"$tmp/r"
+  median $(for i in $(seq 1 "$reps"); do echo "$tmp/t.$i"; done) >"$tmp/t"
   # the model's choice per size: "AllReduce: <bytes> Bytes -> Algo <a>"
-  grep -o 'AllReduce: [0-9]* Bytes -> Algo [0-9]' "$tmp/auto.$n.log.0" | awk '{print $2, $6}' | sort -u -n >"$tmp/c"
-  join "$tmp/r" "$tmp/t" | join - "$tmp/c" | awk -v n="$n" '{
-    ring = $2; tree = $3; pick = ($4 == 0) ? tree : ring; best = (ring < tree) ? ring : tree
-    printf "%7d %9d %9.1f %9.1f %8s %15.2f%s\n", n, $1, ring, tree, ($4 == 0) ? "Tree" : "Ring",
-      pick / best, (pick / best > 1.10) ? "  > 1.10" : ""
-  }'
-  join "$tmp/r" "$tmp/t" | awk -v n="$n" '{print n, $0}' >>"$fit_in"
+  grep -o 'AllReduce: [0-9]* Bytes -> Algo [0-9]' "$tmp/auto.$n.log.0" | awk '{print $2, $6}' >"$tmp/c"
+  awk -v n="$n" -v fit="$fit_in" '
+    FILENAME == ARGV[1] {ring[$1] = $2; order[++k] = $1; next}
+    FILENAME == ARGV[2] {tree[$1] = $2; next}
+    {choice[$1] = $2}
+    END {
+      for (i = 1; i <= k; i++) {
+        s = order[i]
+        if (!(s in tree) || !(s in choice)) continue
+        r = ring[s]; t = tree[s]; pick = (choice[s] == 0) ? t : r; best = (r < t) ? r : t
+        printf "%7d %9d %9.1f %9.1f %8s %15.2f%s\n", n, s, r, t, (choice[s] == 0) ? "Tree" : "Ring",
+          pick / best, (pick / best > 1.10) ? "  > 1.10" : ""
+        print n, s, r, t >> fit
+      }
+    }' "$tmp/r" "$tmp/t" "$tmp/c"
 done
 
 # The model's NET constants: ring 8 B = base + 2(n-1) L, tree 8 B = base + 2 log2(n) L;

@@ -1,0 +1,99 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * The tuning model (src/topo/topo_tuning.c) on its own: NCCL's formulas for
+ * latency (steps x hop latency) and bandwidth (channels x per-channel
+ * bandwidth, ring x nRanks/steps, tree x0.5) with meshccl's host constants,
+ * which combinations exist (Simple only; Tree for all-reduce only), and the
+ * choices they lead to between namespace hosts.
+ */
+#include "mc_test.h"
+
+#include "topo/topo_tuning.h"
+
+#include <math.h>
+
+static struct mc_tune_in hosts(int n_nodes, int ppn)
+{
+  return (struct mc_tune_in){.n_ranks = n_nodes * ppn,
+                             .n_nodes = n_nodes,
+                             .ppn = ppn,
+                             .n_channels = 2,
+                             .max_tree_pattern = 1,
+                             .ring_bw_intra = 1.2f,
+                             .ring_bw_inter = 1.2f,
+                             .tree_bw_intra = 1.2f,
+                             .tree_bw_inter = 1.2f,
+                             .latency_inter = 0,
+                             .ring_same_channels = 1};
+}
+
+static void close_to(float got, float want)
+{
+  if (fabsf(got - want) > 1e-3f * fabsf(want) + 1e-6f)
+    MC_T_FAIL("got %g, want %g", (double)got, (double)want);
+}
+
+static void formulas(void)
+{
+  struct mc_tune_consts c;
+  struct mc_tune t;
+  struct mc_tune_in in = hosts(8, 1);
+
+  mc_tune_consts_default(&c);
+  mc_tune_model(&in, &c, &t);
+  /* Ring all-reduce: 2(n-1) NET hops; tree: 2 log2(n). */
+  close_to(t.lat[MC_TUNE_ALLREDUCE][MC_TUNE_RING][MC_TUNE_SIMPLE],
+           c.base_lat[MC_TUNE_RING] + 14 * c.hw_lat[MC_TUNE_HW_NET][MC_TUNE_TREE]);
+  close_to(t.lat[MC_TUNE_ALLREDUCE][MC_TUNE_TREE][MC_TUNE_SIMPLE],
+           c.base_lat[MC_TUNE_TREE] + 6 * c.hw_lat[MC_TUNE_HW_NET][MC_TUNE_TREE]);
+  /* Ring bus bandwidth: channels x min(graph, per-channel) x n / 2(n-1). */
+  close_to(t.bw[MC_TUNE_ALLREDUCE][MC_TUNE_RING][MC_TUNE_SIMPLE],
+           2 * fminf(1.2f, c.per_ch_bw[MC_TUNE_HW_NET][MC_TUNE_RING]) * 8.0f / 14.0f);
+  close_to(t.bw[MC_TUNE_ALLREDUCE][MC_TUNE_TREE][MC_TUNE_SIMPLE],
+           fminf(2 * fminf(1.2f, c.per_ch_bw[MC_TUNE_HW_NET][MC_TUNE_TREE]) * 0.92f,
+                 2 * c.per_ch_bw[MC_TUNE_HW_NET][MC_TUNE_TREE]) *
+               0.5f);
+  /* Only Simple; Tree only for all-reduce. */
+  MC_T_TRUE(mc_tune_time(&t, MC_TUNE_ALLREDUCE, MC_TUNE_RING, MC_TUNE_LL, 8) < 0);
+  MC_T_TRUE(mc_tune_time(&t, MC_TUNE_ALLREDUCE, MC_TUNE_RING, MC_TUNE_LL128, 8) < 0);
+  MC_T_TRUE(mc_tune_time(&t, MC_TUNE_BROADCAST, MC_TUNE_TREE, MC_TUNE_SIMPLE, 8) < 0);
+  MC_T_TRUE(mc_tune_time(&t, MC_TUNE_BROADCAST, MC_TUNE_RING, MC_TUNE_SIMPLE, 8) > 0);
+  /* time = latency + bytes / (1000 x bandwidth) (no tree correction for rings). */
+  close_to(mc_tune_time(&t, MC_TUNE_ALLREDUCE, MC_TUNE_RING, MC_TUNE_SIMPLE, 1 << 20),
+           t.lat[MC_TUNE_ALLREDUCE][MC_TUNE_RING][MC_TUNE_SIMPLE] +
+               (float)(1 << 20) / (1000.0f * t.bw[MC_TUNE_ALLREDUCE][MC_TUNE_RING][MC_TUNE_SIMPLE]));
+
+  in.n_ranks = 1;
+  mc_tune_model(&in, &c, &t);
+  MC_T_TRUE(mc_tune_time(&t, MC_TUNE_ALLREDUCE, MC_TUNE_RING, MC_TUNE_SIMPLE, 8) < 0);
+}
+
+static int faster(const struct mc_tune *t, size_t bytes)
+{
+  float tree = mc_tune_time(t, MC_TUNE_ALLREDUCE, MC_TUNE_TREE, MC_TUNE_SIMPLE, bytes);
+  float ring = mc_tune_time(t, MC_TUNE_ALLREDUCE, MC_TUNE_RING, MC_TUNE_SIMPLE, bytes);
+  return (tree >= 0) && (tree <= ring) ? MC_TUNE_TREE : MC_TUNE_RING;
+}
+
+/* The choices the measurements call for between namespace hosts: 2 hosts
+ * ring at every size, 4 and 8 hosts tree (fewer hops, larger pieces). */
+static void choices_between_hosts(void)
+{
+  struct mc_tune_consts c;
+  struct mc_tune t;
+  struct mc_tune_in in;
+
+  mc_tune_consts_default(&c);
+  in = hosts(2, 1);
+  mc_tune_model(&in, &c, &t);
+  for (size_t b = 8; b <= (64u << 20); b *= 4)
+    MC_T_EQ_INT(faster(&t, b), MC_TUNE_RING);
+  for (int n = 4; n <= 8; n *= 2) {
+    in = hosts(n, 1);
+    mc_tune_model(&in, &c, &t);
+    MC_T_EQ_INT(faster(&t, 8), MC_TUNE_TREE);
+    MC_T_EQ_INT(faster(&t, 64u << 20), MC_TUNE_TREE);
+  }
+}
+
+MC_T_MAIN(formulas, choices_between_hosts)
