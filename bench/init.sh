@@ -13,7 +13,7 @@ hello=$build/bin/meshccl-hello
 
 median() { sort -g | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}'; }
 
-printf '%-7s %10s %10s %10s %10s %10s %10s %10s %10s\n' nranks total alloc bootstrap allgathers topo connect rest wall
+printf '%-7s %10s %10s %10s %10s %10s %10s %10s %10s %10s\n' nranks total alloc bootstrap allgathers topo graphs connect rest wall
 n=2
 while [ "$n" -le "$max" ]; do
   tmp=$(mktemp)
@@ -23,7 +23,8 @@ while [ "$n" -le "$max" ]; do
     t1=$(date +%s.%N)
     echo "$line $(awk -v a="$t0" -v b="$t1" 'BEGIN {print b - a}')" >> "$tmp"
   done
-  # line: init nranks N total T alloc A bootstrap B allgathers G topo P rest R connections C WALL
+  # line: init nranks N total T alloc A bootstrap B allgathers G topo P rest R connections C
+  # graphs S WALL
   tot=$(awk '{print $5}' "$tmp" | median)
   alloc=$(awk '{print $7}' "$tmp" | median)
   boot=$(awk '{print $9}' "$tmp" | median)
@@ -31,8 +32,9 @@ while [ "$n" -le "$max" ]; do
   topo=$(awk '{print $13}' "$tmp" | median)
   rest=$(awk '{print $15}' "$tmp" | median)
   conn=$(awk '{print $17}' "$tmp" | median)
-  wall=$(awk '{print $18}' "$tmp" | median)
-  printf '%-7d %10.4f %10.4f %10.4f %10.4f %10.4f %10.4f %10.4f %10.3f\n' "$n" "$tot" "$alloc" "$boot" "$ag" "$topo" "$conn" "$rest" "$wall"
+  graphs=$(awk '{print $19}' "$tmp" | median)
+  wall=$(awk '{print $20}' "$tmp" | median)
+  printf '%-7d %10.4f %10.4f %10.4f %10.4f %10.4f %10.4f %10.4f %10.4f %10.3f\n' "$n" "$tot" "$alloc" "$boot" "$ag" "$topo" "$graphs" "$conn" "$rest" "$wall"
   rm -f "$tmp"
   n=$((n * 2))
 done

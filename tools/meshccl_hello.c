@@ -73,10 +73,10 @@ int main(int argc, char **argv)
   if (quiet) {
     if (info.rank == 0)
       printf("init nranks %d total %.6f alloc %.6f bootstrap %.6f allgathers %.6f topo %.6f "
-             "rest %.6f connections %.6f\n",
+             "rest %.6f connections %.6f graphs %.6f\n",
              info.nranks, info.timings.total, info.timings.alloc, info.timings.bootstrap,
              info.timings.allgathers, info.timings.topo, info.timings.rest,
-             info.timings.connections);
+             info.timings.connections, info.timings.graphs);
   } else if (info.rank == 0) {
     print_report(comm, &env, &info, version);
   }

@@ -23,6 +23,16 @@ NCCL_TOPO_FILE="$P4D" NCCL_TOPO_DUMP_FILE="$TMP/dump.xml" timeout 60 "$RUN" -n 8
 expect_success "p4d file, 8 ranks: exit 0" "$?" "$TMP/p4d.out"
 expect_eq "p4d: rank 0 uses P2P over NVLink to its 7 peers" \
   "$(grep -c '^\[0\] .*Transport: rank 0 -> rank [1-7] .* via P2P: path NVL within NCCL_P2P_LEVEL PXB' "$TMP/p4d.out")" 7
+# The graph stage on every rank: NCCL 2.30's ring for p4d on one node (12 x 20 GB/s
+# over NVLink, doubled to 24 channels by Postset), logged as NCCL logs it.
+expect_grep "p4d: the ring search's result, as NCCL's" "$TMP/p4d.out" \
+  '^\[0\] .*NCCL INFO Pattern 4, crossNic 0, nChannels 12, bw 20.000000/20.000000, type NVL/PIX, sameChannels 1$'
+expect_grep "p4d: rank 0's channel 0 ring" "$TMP/p4d.out" \
+  '^\[0\] .*NCCL INFO Channel 00/24 : 0 1 2 3 4 5 6 7$'
+expect_grep "p4d: rank 3's rings and trees" "$TMP/p4d.out" \
+  '^\[3\] .*NCCL INFO Trees \[0\] 4/-1/-1->3->2 \[1\] 4/-1/-1->3->2'
+expect_grep "p4d: channel counts" "$TMP/p4d.out" \
+  '^\[0\] .*NCCL INFO 24 coll channels, 0 collnet channels, 0 nvls channels'
 timeout 20 "$MC_BUILD/bin/meshccl-topo" --xml "$TMP/dump.xml" >"$TMP/dump.out" 2>&1
 expect_success "NCCL_TOPO_DUMP_FILE: the fused XML loads in meshccl-topo" "$?" "$TMP/dump.out"
 expect_eq "NCCL_TOPO_DUMP_FILE: 8 GPUs with ranks" "$(grep -c '<gpu .*rank=' "$TMP/dump.xml")" 8

@@ -61,7 +61,8 @@ static void formulas(void)
   /* time = latency + bytes / (1000 x bandwidth) (no tree correction for rings). */
   close_to(mc_tune_time(&t, MC_TUNE_ALLREDUCE, MC_TUNE_RING, MC_TUNE_SIMPLE, 1 << 20),
            t.lat[MC_TUNE_ALLREDUCE][MC_TUNE_RING][MC_TUNE_SIMPLE] +
-               (float)(1 << 20) / (1000.0f * t.bw[MC_TUNE_ALLREDUCE][MC_TUNE_RING][MC_TUNE_SIMPLE]));
+               (float)(1 << 20) /
+                   (1000.0f * t.bw[MC_TUNE_ALLREDUCE][MC_TUNE_RING][MC_TUNE_SIMPLE]));
 
   in.n_ranks = 1;
   mc_tune_model(&in, &c, &t);
