@@ -35,7 +35,7 @@
 #define MAX_CONFS 16
 #define MAX_SIZES 16
 
-static const struct mc_net *const net = &mc_net_socket;
+static const struct mc_net_ops *const net = &mc_net_socket_ops;
 /* Between two tests of an unfinished request: 1 sched_yield (NCCL's proxy
  * progress thread yields when a round moved nothing; the default), 0 spin,
  * 2 usleep(20). */
@@ -179,7 +179,7 @@ static void run_sender(const struct opts *o, int fd)
     void *ctx = NULL;
     void *send = NULL;
 
-    CHECK(net->init(&ctx, NULL));
+    CHECK(net->init(&(struct mc_net_init_args){.abort_flag = NULL}, &ctx));
     get_handle(o, fd, c, handle);
     while (send == NULL)
       CHECK(net->connect(ctx, 0, handle, &send));
@@ -228,7 +228,7 @@ static void run_receiver(const struct opts *o, int fd)
 
     set_int(MC_P_SOCKET_NTHREADS, o->threads[c]);
     set_int(MC_P_NSOCKS_PERTHREAD, o->socks[c]);
-    CHECK(net->init(&ctx, NULL));
+    CHECK(net->init(&(struct mc_net_init_args){.abort_flag = NULL}, &ctx));
     CHECK(net->listen(ctx, 0, handle, &listen));
     put_handle(o, fd, c, handle);
     while (recv == NULL)

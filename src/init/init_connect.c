@@ -42,7 +42,7 @@ static ncclResult_t tp_init(struct ncclComm *comm)
   tc->abort_flag = &comm->abort_flag;
   tc->slot_bytes = (size_t)mc_param_int(MC_P_BUFFSIZE) / MC_STEPS;
   tc->slot_bytes &= ~(size_t)63;
-  tc->net = mc_net_default();
+  MC_CHECK(mc_net_select(&tc->net));
   MC_CHECK(mc_calloc(&comm->p2p_send, (size_t)comm->n_ranks));
   MC_CHECK(mc_calloc(&comm->p2p_recv, (size_t)comm->n_ranks));
   MC_CHECK(mc_calloc(&comm->os_send, (size_t)comm->n_ranks));

@@ -1,11 +1,12 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * The internal net interface: the shape of NCCL's ncclNet_t (v11/v12:
- * per-communicator context, devices, properties, listen / connect / accept,
- * memory registration, isend / irecv / test, close), so that the NET
- * transport drives the built-in socket net, the mesh net and external NCCL
- * net plugins (through an adapter) the same way. Semantics are NCCL's
- * (NCCL src/include/net.h, ncclNet_t and its calls in src/transport/net.cc):
+ * The internal net interface: one const table of functions per net, in the
+ * shape of NCCL's ncclNet_t (v11/v12: per-communicator context, devices,
+ * properties, listen / connect / accept, memory registration, isend / irecv /
+ * test, close, finalize), so that the NET transport drives the built-in
+ * socket net, the mesh net and external NCCL net plugins (through one adapter
+ * per plugin ABI version, src/net/plugin/) the same way. Semantics are NCCL's
+ * (NCCL src/include/net.h, ncclNet_t, and its calls in src/transport/net.cc):
  *   - nothing blocks: connect/accept return ncclSuccess with *comm == NULL
  *     until the connection is ready; isend/irecv return ncclSuccess with
  *     *request == NULL when the request cannot be posted yet;
@@ -13,48 +14,84 @@
  *     receive may be posted larger than the matching send (test reports the
  *     sent size), a smaller one is an error ("message truncated");
  *   - every comm supports MC_NET_MAX_REQUESTS outstanding requests;
- *   - after test() reports done the request is never touched again.
+ *   - after test() reports done the request is never touched again;
+ *   - data passed to isend/irecv lies inside a region registered with
+ *     reg_mr on that comm, and the mhandle passed is that registration's.
  * Errors: ncclSystemError (local failure) or ncclRemoteError (the peer
  * closed or broke the connection), each with a message naming the peer's
  * address, through the logging of src/core (MC_FAIL).
+ *
+ * Registry (net_registry.c): which nets exist and which one a communicator
+ * uses (NCCL_NET by name, NCCL_NET_PLUGIN, the built-in order).
  */
 #ifndef MC_NET_NET_H
 #define MC_NET_NET_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
 #include "nccl.h"
 
+#define MC_NET_OPS_ABI      1   /* bump when a member of struct mc_net_ops changes */
 #define MC_NET_HANDLE_BYTES 128 /* NCCL_NET_HANDLE_MAXSIZE */
 #define MC_NET_MAX_REQUESTS 32  /* NCCL_NET_MAX_REQUESTS */
 #define MC_NET_PTR_HOST     0x1 /* NCCL_PTR_HOST */
+#define MC_NET_MAX_VDEVS    8   /* NCCL_NET_MAX_DEVS_PER_NIC (v12) */
+#define MC_NET_SECRET_BYTES 32
+
+/* A virtual device made of several physical ones (NCCL's ncclNetVDeviceProps). */
+struct mc_net_vprops {
+  int n_devs;
+  int devs[MC_NET_MAX_VDEVS];
+};
 
 struct mc_net_props {
   char name[64];      /* interface or device name ("eth0") */
   char pci_path[256]; /* sysfs PCI path; "" for virtual devices */
   uint64_t guid;
-  int ptr_support; /* MC_NET_PTR_HOST */
-  int speed;       /* Mb/s */
+  int ptr_support;    /* MC_NET_PTR_HOST */
+  bool reg_is_global; /* a registration is valid on every comm of the context */
+  bool force_flush;
+  int speed; /* Mb/s */
   int port;
   float latency; /* us */
   int max_comms;
-  int max_recvs;        /* largest n of irecv */
-  size_t max_p2p_bytes; /* largest single isend/irecv */
+  int max_recvs;                  /* largest n of irecv */
+  struct mc_net_vprops vprops;    /* the physical devices this one is made of */
+  size_t max_p2p_bytes;           /* largest single isend/irecv */
+  size_t max_coll_bytes;          /* 0: not a CollNet device */
+  size_t max_multi_request_bytes; /* v11+; 0 when the net does not say */
+  int rail_id;                    /* v12; -1 when undefined */
+  int plane_id;                   /* v12; -1 when undefined */
 };
 
-struct mc_net {
+/* What a communicator tells the net at init. */
+struct mc_net_init_args {
+  /* NCCL's commId (v11+ plugins receive it): a hash of the unique id. */
+  uint64_t comm_id;
+  /* MC_NET_SECRET_BYTES bytes every rank of the communicator knows and
+   * nobody else does (derived from the unique id), so that a net can refuse
+   * connections from strangers; NULL when there is none. */
+  const uint8_t *secret;
+  /* The communicator's abort flag: once non-zero, every call may fail fast. */
+  const volatile uint32_t *abort_flag;
+};
+
+struct mc_net_ops {
+  uint32_t abi;     /* MC_NET_OPS_ABI */
   const char *name; /* "Socket", "Mesh", or the plugin's */
-  /* Per communicator: *ctx receives the net's state for it. abort_flag is
-   * the communicator's (non-zero: every later call may fail fast). */
-  ncclResult_t (*init)(void **ctx, const volatile uint32_t *abort_flag);
-  ncclResult_t (*devices)(void *ctx, int *ndev);
-  ncclResult_t (*get_properties)(void *ctx, int dev, struct mc_net_props *props);
+  /* Per communicator: *ctx_out receives the net's state for it. */
+  ncclResult_t (*init)(const struct mc_net_init_args *args, void **ctx_out);
+  ncclResult_t (*devices)(void *ctx, int *n_devs_out);
+  ncclResult_t (*get_properties)(void *ctx, int dev, struct mc_net_props *props_out);
+  /* Optional (mc_net_no_make_vdevice): fuse physical devices into one. */
+  ncclResult_t (*make_vdevice)(void *ctx, const struct mc_net_vprops *vprops, int *dev_out);
   /* Writes at most MC_NET_HANDLE_BYTES into handle, for the peer's connect. */
   ncclResult_t (*listen)(void *ctx, int dev, void *handle, void **listen_comm);
   ncclResult_t (*connect)(void *ctx, int dev, const void *handle, void **send_comm);
   ncclResult_t (*accept)(void *listen_comm, void **recv_comm);
-  /* type is MC_NET_PTR_HOST. */
+  /* type is MC_NET_PTR_HOST; comm is a send or a receive comm. */
   ncclResult_t (*reg_mr)(void *comm, void *data, size_t size, int type, void **mhandle);
   ncclResult_t (*dereg_mr)(void *comm, void *mhandle);
   ncclResult_t (*isend)(void *send_comm, void *data, size_t size, int tag, void *mhandle,
@@ -69,10 +106,26 @@ struct mc_net {
   ncclResult_t (*finalize)(void *ctx);
 };
 
-/* The built-in socket net (net_socket.c). */
-extern const struct mc_net mc_net_socket;
+/* The "not supported" stub for make_vdevice: WARNs once naming the call,
+ * returns ncclInvalidUsage. */
+ncclResult_t mc_net_no_make_vdevice(void *ctx, const struct mc_net_vprops *vprops, int *dev_out);
 
-/* The net the NET transport uses (net_default.c); the built-in socket net. */
-const struct mc_net *mc_net_default(void);
+/* The built-in socket net (net_socket.c). */
+extern const struct mc_net_ops mc_net_socket_ops;
+
+/* Checks a table before use: the ABI number and every mandatory member.
+ * origin names where the table came from (a plugin's file) for the message.
+ * Returns ncclInvalidUsage naming the first missing member. Pure. */
+ncclResult_t mc_net_ops_validate(const struct mc_net_ops *ops, const char *origin);
+
+/* The net a communicator's NET transport uses, chosen as NCCL 2.30 does
+ * (src/plugin/net.cc, ncclNetInit): the external plugins NCCL_NET_PLUGIN
+ * names (default libnccl-net.so; "none" disables them) first, then the
+ * built-in nets; NCCL_NET, when set, must name one of them (case-insensitive)
+ * and no other is considered. One INFO line says which net was chosen and
+ * why. Thread-safe. The table stays valid until the process exits.
+ * Returns ncclInvalidUsage, naming NCCL_NET's value and the nets that
+ * exist, when NCCL_NET names none of them. */
+ncclResult_t mc_net_select(const struct mc_net_ops **ops_out);
 
 #endif /* MC_NET_NET_H */

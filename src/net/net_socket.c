@@ -129,7 +129,7 @@ static void resolve_threads(struct mc_net_sock_ctx *ctx)
   ctx->n_socks = (nt > 0) ? nt * ns : ns;
 }
 
-static ncclResult_t sock_init(void **ctx_out, const volatile uint32_t *abort_flag)
+static ncclResult_t sock_init(const struct mc_net_init_args *args, void **ctx_out)
 {
   struct mc_net_sock_ctx *ctx = NULL;
   ncclResult_t res;
@@ -137,7 +137,7 @@ static ncclResult_t sock_init(void **ctx_out, const volatile uint32_t *abort_fla
   size_t used = 0;
 
   MC_CHECK(mc_calloc(&ctx, 1));
-  ctx->abort_flag = abort_flag;
+  ctx->abort_flag = (args != NULL) ? args->abort_flag : NULL;
   res = find_devs(ctx);
   if (res != ncclSuccess) {
     free(ctx);
@@ -224,7 +224,11 @@ static ncclResult_t sock_get_properties(void *vctx, int dev, struct mc_net_props
   props->latency = 0;
   props->max_comms = MAX_COMMS;
   props->max_recvs = 1;
+  props->vprops.n_devs = 1;
+  props->vprops.devs[0] = dev;
   props->max_p2p_bytes = MC_NET_SOCK_MAX_BYTES;
+  props->rail_id = -1;
+  props->plane_id = -1;
   return ncclSuccess;
 }
 
@@ -672,11 +676,13 @@ static ncclResult_t sock_finalize(void *vctx)
   return ncclSuccess;
 }
 
-const struct mc_net mc_net_socket = {
+const struct mc_net_ops mc_net_socket_ops = {
+    .abi = MC_NET_OPS_ABI,
     .name = "Socket",
     .init = sock_init,
     .devices = sock_devices,
     .get_properties = sock_get_properties,
+    .make_vdevice = mc_net_no_make_vdevice,
     .listen = sock_listen,
     .connect = sock_connect,
     .accept = sock_accept,

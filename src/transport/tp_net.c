@@ -30,7 +30,7 @@
 #define PROXY_SPINS 64 /* empty rounds before yielding the CPU (to the net's threads) */
 
 struct mc_net_conn {
-  const struct mc_net *net;
+  const struct mc_net_ops *net;
   void *listen_comm;
   void *comm; /* send or recv comm */
   void *mhandle;
@@ -61,7 +61,9 @@ static ncclResult_t net_ready(struct mc_tp_comm *tc)
   if (tc->net == NULL)
     return MC_FAIL(ncclInvalidUsage, "NET: no network is available for ranks on other hosts");
   if (tc->net_ctx == NULL) {
-    MC_CHECK(tc->net->init(&tc->net_ctx, tc->abort_flag));
+    struct mc_net_init_args args = {
+        .comm_id = tc->comm_hash, .secret = tc->net_secret, .abort_flag = tc->abort_flag};
+    MC_CHECK(tc->net->init(&args, &tc->net_ctx));
     MC_CHECK(tc->net->devices(tc->net_ctx, &tc->net_ndev));
     if (tc->net_ndev <= 0)
       return MC_FAIL(ncclSystemError, "NET/%s: no network device", tc->net->name);

@@ -19,7 +19,7 @@
  *   SHM  same host: counters and slots in a /dev/shm segment created by the
  *        receiver and unlinked as soon as the sender has mapped it.
  *   NET  other hosts: local slots on both sides, moved by the rank's proxy
- *        thread through a net (struct mc_net).
+ *        thread through a net (struct mc_net_ops).
  * The data-path functions below are what the collectives call; they never
  * block. Waiting, backoff, abort and peer liveness belong to the caller.
  */
@@ -169,7 +169,7 @@ struct mc_tp_peer {
 
 struct mc_boot;
 struct mc_topo_system;
-struct mc_net;
+struct mc_net_ops;
 
 /* One rank's transport state (owned by its communicator). */
 struct mc_tp_comm {
@@ -181,7 +181,8 @@ struct mc_tp_comm {
   uint64_t comm_hash;
   const volatile uint32_t *abort_flag;
   size_t slot_bytes; /* NCCL_BUFFSIZE / MC_STEPS */
-  const struct mc_net *net;
+  const struct mc_net_ops *net;
+  const uint8_t *net_secret; /* MC_NET_SECRET_BYTES, or NULL (struct mc_net_init_args) */
   void *net_ctx;
   int net_ndev;
   struct mc_proxy *proxy; /* started with the first NET connection */

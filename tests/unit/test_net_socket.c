@@ -26,7 +26,7 @@
 #define LONG_WAIT 30000 /* ms: only reached when the code under test is broken */
 #define MIB       (1024 * 1024)
 
-static const struct mc_net *const net = &mc_net_socket;
+static const struct mc_net_ops *const net = &mc_net_socket_ops;
 
 struct pair {
   void *ctx;
@@ -62,7 +62,7 @@ static void ctx_open(struct pair *p, const volatile uint32_t *abort_flag)
   int ndev = 0;
 
   memset(p, 0, sizeof(*p));
-  MC_T_OK(net->init(&p->ctx, abort_flag));
+  MC_T_OK(net->init(&(struct mc_net_init_args){.abort_flag = abort_flag}, &p->ctx));
   MC_T_OK(net->devices(p->ctx, &ndev));
   MC_T_EQ_INT(ndev, 1);
   MC_T_OK(net->listen(p->ctx, 0, p->handle, &p->listen));
@@ -216,7 +216,7 @@ static void devices_and_properties(void)
   int ndev = 0;
 
   use_loopback(-2, -2);
-  MC_T_OK(net->init(&ctx, NULL));
+  MC_T_OK(net->init(&(struct mc_net_init_args){.abort_flag = NULL}, &ctx));
   MC_T_EQ_STR(net->name, "Socket");
   MC_T_OK(net->devices(ctx, &ndev));
   MC_T_EQ_INT(ndev, 1);
@@ -235,7 +235,7 @@ static void devices_and_properties(void)
 
   /* A pattern that matches nothing names the variable and what exists. */
   mc_param_set_for_tests(MC_P_SOCKET_IFNAME, "=nosuchif0");
-  MC_T_EQ_INT(net->init(&ctx, NULL), ncclInvalidUsage);
+  MC_T_EQ_INT(net->init(&(struct mc_net_init_args){.abort_flag = NULL}, &ctx), ncclInvalidUsage);
   MC_T_CONTAINS(mc_t_last_error(), "NCCL_SOCKET_IFNAME=");
   MC_T_CONTAINS(mc_t_last_error(), "lo");
   mc_param_reset_for_tests();
