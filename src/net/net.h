@@ -112,6 +112,8 @@ ncclResult_t mc_net_no_make_vdevice(void *ctx, const struct mc_net_vprops *vprop
 
 /* The built-in socket net (net_socket.c). */
 extern const struct mc_net_ops mc_net_socket_ops;
+/* The built-in mesh net (mesh/mesh_net.c). */
+extern const struct mc_net_ops mc_net_mesh_ops;
 
 /* Checks a table before use: the ABI number and every mandatory member.
  * origin names where the table came from (a plugin's file) for the message.

@@ -20,6 +20,7 @@
 /* The built-in nets, in the order they are considered. */
 static const struct mc_net_ops *const builtin_nets[] = {
     &mc_net_socket_ops,
+    &mc_net_mesh_ops,
 };
 
 #define N_BUILTIN ((int)(sizeof(builtin_nets) / sizeof(builtin_nets[0])))

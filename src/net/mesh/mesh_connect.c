@@ -1,0 +1,462 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * The Mesh net's connect: which local NIC reaches the listener (the one on a
+ * subnet the listener's handle also lists), and the non-blocking set-up of
+ * the connection's sockets (control + n_socks data), each bound to that
+ * NIC's address, connected to the listener's address on that subnet and
+ * taken through the connector's half of the handshake (mesh_int.h). Like
+ * NCCL's socket net (transport/net_socket.cc), connect returns NULL until
+ * every socket is ready and keeps its state between calls, keyed by the
+ * handle's address and contents; then it builds the socket net's comm.
+ */
+#include "mesh_int.h"
+
+#include "check.h"
+#include "log.h"
+#include "net/net_socket_int.h"
+#include "params.h"
+
+#include <errno.h>
+#include <poll.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#define FIRST_RETRY_MS 5
+#define MAX_RETRY_MS   1000
+
+enum cs_state { CS_CONNECT, CS_CHALLENGE, CS_RESPONSE, CS_CONFIRM, CS_DONE };
+
+struct csock {
+  struct mc_sock sock; /* addr: the listener's */
+  enum cs_state state;
+  bool is_connecting;
+  int attempt;
+  uint64_t retry_at_ns;
+  uint64_t up_ns; /* TCP connected: the handshake window starts */
+  uint8_t nonce_a[MC_NET_MESH_NONCE_BYTES];
+  uint8_t buf[MC_NET_MESH_RESPONSE_BYTES];
+  size_t done;
+  struct mc_net_mesh_response resp;
+};
+
+struct mc_net_mesh_connect {
+  struct mc_net_mesh_connect *next;
+  const void *handle_ptr;
+  uint8_t handle_bytes[MC_NET_HANDLE_BYTES];
+  struct mc_net_mesh_handle h;
+  int nic;                /* local NIC */
+  union mc_sockaddr to;   /* the listener's address on that NIC's subnet */
+  union mc_sockaddr from; /* the NIC's address, port 0 */
+  uint64_t conn_id;
+  int n; /* 1 + n_socks */
+  struct csock *socks;
+};
+
+static bool is_aborted(const struct mc_net_mesh_ctx *ctx)
+{
+  return (ctx->abort_flag != NULL) && (__atomic_load_n(ctx->abort_flag, __ATOMIC_ACQUIRE) != 0);
+}
+
+static void connect_free(struct mc_net_mesh_connect *c)
+{
+  if (c == NULL)
+    return;
+  for (int i = 0; (c->socks != NULL) && (i < c->n); i++)
+    mc_sock_close(&c->socks[i].sock);
+  free(c->socks);
+  free(c);
+}
+
+void mc_net_mesh_connects_free(struct mc_net_mesh_ctx *ctx)
+{
+  while (ctx->connects != NULL) {
+    struct mc_net_mesh_connect *c = ctx->connects;
+    ctx->connects = c->next;
+    connect_free(c);
+  }
+}
+
+/* ---------- choosing the NIC ---------- */
+
+static void addrs_str(const struct mc_net_mesh_addr *addrs, int n, char *buf, size_t bytes)
+{
+  size_t used = 0;
+
+  buf[0] = '\0';
+  for (int i = 0; i < n; i++) {
+    char s[MC_SOCKADDR_STRLEN];
+    mc_str_appendf(buf, bytes, &used, "%s%s", (i > 0) ? " " : "",
+                   mc_net_mesh_subnet_str(&addrs[i].addr, addrs[i].prefix_len, s, sizeof(s)));
+  }
+}
+
+/*
+ * No local NIC shares a subnet with the listener. Reaching it would need a
+ * relay through another host, which does not exist yet: the one place to
+ * plug it in. ncclInvalidUsage: nothing failed at run time; the cabling or
+ * MESHCCL_MESH_IFNAME leaves these two hosts without a direct link, and
+ * retrying cannot help.
+ */
+static ncclResult_t connect_without_link(struct mc_net_mesh_ctx *ctx,
+                                         const struct mc_net_mesh_handle *h)
+{
+  struct mc_net_mesh_addr mine[MC_NET_MESH_MAX_NICS];
+  char peer[512];
+  char local[512];
+
+  for (int i = 0; i < ctx->n_nics; i++) {
+    mine[i].addr = ctx->nics[i].addr;
+    mine[i].prefix_len = ctx->nics[i].prefix_len;
+  }
+  addrs_str(h->addrs, h->n_addrs, peer, sizeof(peer));
+  addrs_str(mine, ctx->n_nics, local, sizeof(local));
+  return MC_FAIL(ncclInvalidUsage,
+                 "NET/Mesh: host %016llx (subnets %s) shares no subnet with host %016llx (subnets "
+                 "%s) and relay through other hosts is not available yet; cable the two hosts "
+                 "directly or widen MESHCCL_MESH_IFNAME",
+                 (unsigned long long)ctx->host_hash, local, (unsigned long long)h->host_hash, peer);
+}
+
+/* The (local NIC, peer address) pair of the connection: pairs on one subnet,
+ * a NIC that carries data before one that does not, a fast-lane peer
+ * address before a management one, round-robin among the best. */
+static ncclResult_t pick_link(struct mc_net_mesh_ctx *ctx, const struct mc_net_mesh_handle *h,
+                              int *nic_out, union mc_sockaddr *to_out)
+{
+  int best_score = 4;
+  int n_best = 0;
+  int pick;
+  int nics[MC_NET_MESH_MAX_NICS * MC_NET_MESH_MAX_ADDRS];
+  int peers[MC_NET_MESH_MAX_NICS * MC_NET_MESH_MAX_ADDRS];
+
+  for (int i = 0; i < ctx->n_nics; i++) {
+    for (int j = 0; j < h->n_addrs; j++) {
+      int score;
+
+      if (!mc_net_mesh_same_subnet(&ctx->nics[i].addr, ctx->nics[i].prefix_len, &h->addrs[j].addr,
+                                   h->addrs[j].prefix_len))
+        continue;
+      score = (ctx->nics[i].carries_data ? 0 : 2) +
+              ((h->addrs[j].lane == MC_NET_MESH_LANE_FAST) ? 0 : 1);
+      if (score < best_score) {
+        best_score = score;
+        n_best = 0;
+      }
+      if (score == best_score) {
+        nics[n_best] = i;
+        peers[n_best] = j;
+        n_best++;
+      }
+    }
+  }
+  if (n_best == 0)
+    return connect_without_link(ctx, h);
+  pick = (int)(ctx->rr++ % (unsigned)n_best);
+  *nic_out = nics[pick];
+  *to_out = h->addrs[peers[pick]].addr;
+  if ((to_out->sa.sa_family == AF_INET6) && IN6_IS_ADDR_LINKLOCAL(&to_out->sin6.sin6_addr))
+    to_out->sin6.sin6_scope_id = (uint32_t)ctx->nics[nics[pick]].if_index;
+  return ncclSuccess;
+}
+
+static ncclResult_t connect_new(struct mc_net_mesh_ctx *ctx, const void *handle,
+                                struct mc_net_mesh_connect **c_out)
+{
+  ncclResult_t res = ncclSuccess;
+  struct mc_net_mesh_connect *c = NULL;
+  struct mc_net_mesh_nic *nic;
+  char a[MC_SOCKADDR_STRLEN];
+  char b[MC_SOCKADDR_STRLEN];
+  char s[MC_SOCKADDR_STRLEN];
+
+  MC_CHECK(mc_calloc(&c, 1));
+  c->handle_ptr = handle;
+  memcpy(c->handle_bytes, handle, MC_NET_HANDLE_BYTES);
+  MC_CHECK_GOTO(mc_net_mesh_handle_decode(handle, &c->h), res, err);
+  if (c->h.n_socks > MC_NET_SOCK_MAX_SOCKS || (c->h.n_threads > MC_NET_SOCK_MAX_THREADS)) {
+    res = MC_FAIL(ncclInvalidArgument,
+                  "NET/Mesh: connect: the handle asks for %d data sockets and %d threads (at most "
+                  "%d and %d)",
+                  c->h.n_socks, c->h.n_threads, MC_NET_SOCK_MAX_SOCKS, MC_NET_SOCK_MAX_THREADS);
+    goto err;
+  }
+  MC_CHECK_GOTO(pick_link(ctx, &c->h, &c->nic, &c->to), res, err);
+  MC_CHECK_GOTO(mc_random_bytes(&c->conn_id, sizeof(c->conn_id)), res, err);
+  nic = &ctx->nics[c->nic];
+  c->from = nic->addr;
+  mc_sockaddr_set_port(&c->from, 0);
+  if ((c->from.sa.sa_family == AF_INET6) && IN6_IS_ADDR_LINKLOCAL(&c->from.sin6.sin6_addr))
+    c->from.sin6.sin6_scope_id = (uint32_t)nic->if_index;
+  c->n = c->h.n_socks + 1;
+  MC_CHECK_GOTO(mc_calloc(&c->socks, (size_t)c->n), res, err);
+  for (int i = 0; i < c->n; i++) {
+    mc_sock_init(&c->socks[i].sock);
+    c->socks[i].sock.addr = c->to;
+  }
+  MC_INFO(MC_SUB_NET,
+          "NET/Mesh: connection %016llx to host %016llx via %s %s -> %s (subnet %s, %s lane)",
+          (unsigned long long)c->conn_id, (unsigned long long)c->h.host_hash, nic->name,
+          mc_sockaddr_str(&nic->addr, a, sizeof(a)), mc_sockaddr_str(&c->to, b, sizeof(b)),
+          mc_net_mesh_subnet_str(&nic->addr, nic->prefix_len, s, sizeof(s)),
+          mc_net_mesh_lane_str(nic->lane));
+  *c_out = c;
+  return ncclSuccess;
+
+err:
+  connect_free(c);
+  return res;
+}
+
+/* ---------- one socket ---------- */
+
+static bool retryable(int e)
+{
+  return (e == ECONNREFUSED) || (e == ETIMEDOUT) || (e == EHOSTUNREACH) || (e == ENETUNREACH) ||
+         (e == EAGAIN) || (e == EINTR) || (e == ECONNRESET) || (e == ECONNABORTED);
+}
+
+/* A failed TCP attempt: schedule the next one or give up (NCCL_SOCKET_RETRY_CNT). */
+static ncclResult_t tcp_retry(struct mc_net_mesh_connect *c, struct csock *s, int e)
+{
+  char a[MC_SOCKADDR_STRLEN];
+  char b[MC_SOCKADDR_STRLEN];
+  int pause;
+
+  mc_sock_close(&s->sock);
+  s->is_connecting = false;
+  if (!retryable(e) || (s->attempt > (int)mc_param_int(MC_P_SOCKET_RETRY_CNT)))
+    return MC_FAIL(retryable(e) ? ncclRemoteError : ncclSystemError,
+                   "NET/Mesh: cannot connect from %s to %s (%d attempts): %s",
+                   mc_sockaddr_str(&c->from, a, sizeof(a)), mc_sockaddr_str(&c->to, b, sizeof(b)),
+                   s->attempt, strerror(e));
+  pause = s->attempt * (int)mc_param_int(MC_P_SOCKET_RETRY_SLEEP_MSEC);
+  if ((s->attempt < 16) && ((FIRST_RETRY_MS << (s->attempt - 1)) < pause))
+    pause = FIRST_RETRY_MS << (s->attempt - 1);
+  if (pause > MAX_RETRY_MS)
+    pause = MAX_RETRY_MS;
+  s->retry_at_ns = mc_time_ns() + (uint64_t)pause * 1000000ull;
+  return ncclSuccess;
+}
+
+/* TCP connect from c->from to c->to without waiting; CS_CHALLENGE once up. */
+static ncclResult_t tcp_progress(struct mc_net_mesh_connect *c, struct csock *s)
+{
+  char a[MC_SOCKADDR_STRLEN];
+  char b[MC_SOCKADDR_STRLEN];
+
+  if ((s->sock.fd < 0) && !s->is_connecting) {
+    int fd;
+
+    if (mc_time_ns() < s->retry_at_ns)
+      return ncclSuccess;
+    fd = socket(c->to.sa.sa_family, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+    if (fd < 0)
+      return MC_FAIL(ncclSystemError, "NET/Mesh: socket() to connect to %s failed: %s",
+                     mc_sockaddr_str(&c->to, a, sizeof(a)), strerror(errno));
+    s->sock.fd = fd;
+    s->attempt++;
+    if (bind(fd, &c->from.sa, mc_sockaddr_len(&c->from)) != 0) {
+      int e = errno;
+      mc_sock_close(&s->sock);
+      return MC_FAIL(ncclSystemError, "NET/Mesh: cannot bind a socket to %s to reach %s: %s",
+                     mc_sockaddr_str(&c->from, a, sizeof(a)), mc_sockaddr_str(&c->to, b, sizeof(b)),
+                     strerror(e));
+    }
+    if (connect(fd, &c->to.sa, mc_sockaddr_len(&c->to)) != 0) {
+      if (errno != EINPROGRESS)
+        return tcp_retry(c, s, errno);
+      s->is_connecting = true;
+    } else {
+      s->is_connecting = true; /* immediate: SO_ERROR below says 0 */
+    }
+  }
+  if (s->is_connecting) {
+    struct pollfd p = {.fd = s->sock.fd, .events = POLLOUT, .revents = 0};
+    int err = 0;
+    socklen_t len = sizeof(err);
+
+    if (poll(&p, 1, 0) <= 0)
+      return ncclSuccess;
+    if (getsockopt(s->sock.fd, SOL_SOCKET, SO_ERROR, &err, &len) != 0)
+      err = errno;
+    if (err != 0)
+      return tcp_retry(c, s, err);
+    s->is_connecting = false;
+    mc_net_mesh_sock_opts(s->sock.fd);
+    s->up_ns = mc_time_ns();
+    s->state = CS_CHALLENGE;
+    s->done = 0;
+  }
+  return ncclSuccess;
+}
+
+/* Moves bytes between s->buf[s->done..bytes) and the socket. 1: complete,
+ * 0: would block, -1: closed or failed (errno, 0 for a close). */
+static int io(struct csock *s, bool is_send, size_t bytes)
+{
+  while (s->done < bytes) {
+    ssize_t n =
+        is_send ? send(s->sock.fd, s->buf + s->done, bytes - s->done, MSG_DONTWAIT | MSG_NOSIGNAL)
+                : recv(s->sock.fd, s->buf + s->done, bytes - s->done, MSG_DONTWAIT);
+    if (n > 0) {
+      s->done += (size_t)n;
+      continue;
+    }
+    if ((n < 0) && ((errno == EAGAIN) || (errno == EWOULDBLOCK) || (errno == EINTR)))
+      return 0;
+    if (n == 0)
+      errno = 0;
+    return -1;
+  }
+  return 1;
+}
+
+static ncclResult_t hs_fail(struct mc_net_mesh_connect *c, int index, ncclResult_t res,
+                            const char *what)
+{
+  char a[MC_SOCKADDR_STRLEN];
+  char b[MC_SOCKADDR_STRLEN];
+
+  return MC_FAIL(res, "NET/Mesh: connection from %s to %s (host %016llx), socket %d: %s",
+                 mc_sockaddr_str(&c->from, a, sizeof(a)), mc_sockaddr_str(&c->to, b, sizeof(b)),
+                 (unsigned long long)c->h.host_hash, index, what);
+}
+
+/* The connector's half of the handshake on socket i. */
+static ncclResult_t sock_progress(struct mc_net_mesh_ctx *ctx, struct mc_net_mesh_connect *c, int i)
+{
+  struct csock *s = &c->socks[i];
+  uint8_t mac[MC_SHA256_BYTES];
+  char why[160];
+  int r;
+
+  if (s->state == CS_CONNECT)
+    MC_CHECK(tcp_progress(c, s));
+  if (s->state == CS_CHALLENGE) {
+    r = io(s, false, MC_NET_MESH_CHALLENGE_BYTES);
+    if (r < 0)
+      return hs_fail(c, i, ncclRemoteError,
+                     (errno != 0) ? strerror(errno) : "closed before sending its challenge");
+    if (r > 0) {
+      if (!mc_net_mesh_challenge_decode(s->buf, s->nonce_a))
+        return hs_fail(c, i, ncclRemoteError,
+                       "the listener is not a Mesh net of this version (bad challenge)");
+      memset(&s->resp, 0, sizeof(s->resp));
+      s->resp.listen_id = c->h.listen_id;
+      s->resp.conn_id = c->conn_id;
+      s->resp.host_hash = ctx->host_hash;
+      s->resp.index = (uint32_t)i;
+      s->resp.n_socks = (uint32_t)c->h.n_socks;
+      MC_CHECK(mc_random_bytes(s->resp.nonce_c, sizeof(s->resp.nonce_c)));
+      mc_net_mesh_mac(ctx->key, 'C', s->nonce_a, &s->resp, s->resp.mac);
+      mc_net_mesh_response_encode(&s->resp, s->buf);
+      s->done = 0;
+      s->state = CS_RESPONSE;
+    }
+  }
+  if (s->state == CS_RESPONSE) {
+    r = io(s, true, MC_NET_MESH_RESPONSE_BYTES);
+    if (r < 0)
+      return hs_fail(c, i, ncclRemoteError, (errno != 0) ? strerror(errno) : "closed");
+    if (r > 0) {
+      s->done = 0;
+      s->state = CS_CONFIRM;
+    }
+  }
+  if (s->state == CS_CONFIRM) {
+    r = io(s, false, MC_NET_MESH_CONFIRM_BYTES);
+    if (r < 0)
+      return hs_fail(c, i, ncclRemoteError,
+                     (errno != 0) ? strerror(errno)
+                                  : "the listener closed the connection instead of confirming: "
+                                    "it refused our MAC (ranks with different secrets or "
+                                    "communicators?) or its listen comm is closed");
+    if (r > 0) {
+      if (!mc_net_mesh_confirm_decode(s->buf, mac))
+        return hs_fail(c, i, ncclRemoteError, "bad confirmation (wrong magic)");
+      mc_net_mesh_mac(ctx->key, 'A', s->nonce_a, &s->resp, s->resp.mac);
+      if (!mc_crypto_equal(mac, s->resp.mac, sizeof(mac)))
+        return hs_fail(c, i, ncclRemoteError,
+                       "the listener failed authentication (its MAC does not verify: a host "
+                       "with another secret answers at this address)");
+      s->state = CS_DONE;
+    }
+  }
+  if ((s->state != CS_DONE) && (s->state != CS_CONNECT) &&
+      (mc_time_ns() - s->up_ns > (uint64_t)ctx->handshake_ms * 1000000ull)) {
+    snprintf(why, sizeof(why), "no complete handshake within %d ms of the TCP connection",
+             ctx->handshake_ms);
+    return hs_fail(c, i, ncclTimeout, why);
+  }
+  return ncclSuccess;
+}
+
+/* ---------- the op ---------- */
+
+ncclResult_t mc_net_mesh_connect(void *vctx, int dev, const void *handle, void **send_comm)
+{
+  struct mc_net_mesh_ctx *ctx = vctx;
+  struct mc_net_mesh_connect **link;
+  struct mc_net_mesh_connect *c = NULL;
+  struct mc_net_sock_comm *comm = NULL;
+  ncclResult_t res = ncclSuccess;
+  int n_done = 0;
+
+  *send_comm = NULL;
+  if ((dev != 0) || (handle == NULL))
+    return MC_FAIL(ncclInvalidArgument, "NET/Mesh: connect on device %d (1 device), handle %p", dev,
+                   handle);
+  pthread_mutex_lock(&ctx->connect_mu);
+  for (link = &ctx->connects; *link != NULL; link = &(*link)->next) {
+    if (((*link)->handle_ptr == handle) &&
+        (memcmp((*link)->handle_bytes, handle, MC_NET_HANDLE_BYTES) == 0))
+      break;
+  }
+  if (is_aborted(ctx)) {
+    res = ncclInternalError; /* aborted by the user: no WARN */
+    goto drop;
+  }
+  if (*link == NULL) {
+    MC_CHECK_GOTO(connect_new(ctx, handle, &c), res, out);
+    c->next = ctx->connects;
+    ctx->connects = c;
+    link = &ctx->connects;
+  }
+  c = *link;
+  for (int i = 0; i < c->n; i++) {
+    MC_CHECK_GOTO(sock_progress(ctx, c, i), res, drop);
+    n_done += (c->socks[i].state == CS_DONE);
+  }
+  if (n_done < c->n)
+    goto out;
+  *link = c->next;
+  {
+    struct mc_sock socks[MC_NET_SOCK_MAX_SOCKS + 1];
+
+    for (int i = 0; i < c->n; i++) {
+      socks[i] = c->socks[i].sock;
+      c->socks[i].sock.fd = -1;
+    }
+    res = mc_net_sock_comm_create(true, ctx->abort_flag, socks, c->h.n_socks, c->h.n_threads,
+                                  c->h.inline_bytes, c->h.min_task_bytes, &comm);
+    for (int i = 0; i < c->n; i++)
+      mc_sock_close(&socks[i]); /* only those comm_create did not take */
+  }
+  connect_free(c);
+  if (res == ncclSuccess)
+    *send_comm = comm;
+  goto out;
+
+drop:
+  if (*link != NULL) {
+    c = *link;
+    *link = c->next;
+    connect_free(c);
+  }
+out:
+  pthread_mutex_unlock(&ctx->connect_mu);
+  return res;
+}

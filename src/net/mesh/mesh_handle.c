@@ -1,0 +1,259 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * The Mesh net's wire formats, written byte by byte in network order so that
+ * hosts of any endianness and compilers of any padding agree:
+ *
+ * Handle (MC_NET_HANDLE_BYTES = 128, NCCL_NET_HANDLE_MAXSIZE):
+ *   0  magic "MESH" (4)      4  version (1)      5  n_addrs (1)
+ *   6  n_socks (1)           7  n_threads (1)    8  listener host hash (8)
+ *   16 listen comm id (8)    24 inline bytes (4) 28 min task bytes (4)
+ *   32 address entries, packed: family 4|6 (1), prefix length (1), lane (1),
+ *      handshake port (2), address (4 or 16) -- 9 bytes for IPv4, 21 for
+ *      IPv6: at most 10 IPv4 or 4 IPv6 addresses in the 96 bytes.
+ * Challenge (24): magic "MSHC", version, 3 zero bytes, nonce_a (16).
+ * Response (88):  magic "MSHR", version, 3 zero bytes, listen id, conn id,
+ *                 connector host (8 each), index, n_socks (4 each),
+ *                 nonce_c (16), MAC_c (32).
+ * Confirm (40):   magic "MSHA", 4 zero bytes, MAC_a (32).
+ */
+#include "mesh_int.h"
+
+#include "check.h"
+#include "log.h"
+
+#include <arpa/inet.h>
+#include <stdio.h>
+#include <string.h>
+
+#define MAGIC_CHALLENGE 0x4d534843u /* "MSHC" */
+#define MAGIC_RESPONSE  0x4d534852u /* "MSHR" */
+#define MAGIC_CONFIRM   0x4d534841u /* "MSHA" */
+
+_Static_assert(MC_NET_MESH_HDR_BYTES + MC_NET_MESH_MAX_ADDRS * MC_NET_MESH_ENTRY4_BYTES <=
+                   MC_NET_HANDLE_BYTES,
+               "the mesh handle must fit NCCL's 128 bytes");
+_Static_assert(MC_NET_MESH_MAX_ADDRS <= 255, "n_addrs is one byte");
+
+static void put32(uint8_t *p, uint32_t v)
+{
+  for (int i = 0; i < 4; i++)
+    p[i] = (uint8_t)(v >> (24 - 8 * i));
+}
+
+static void put64(uint8_t *p, uint64_t v)
+{
+  put32(p, (uint32_t)(v >> 32));
+  put32(p + 4, (uint32_t)v);
+}
+
+static uint32_t get32(const uint8_t *p)
+{
+  return ((uint32_t)p[0] << 24) | ((uint32_t)p[1] << 16) | ((uint32_t)p[2] << 8) | p[3];
+}
+
+static uint64_t get64(const uint8_t *p)
+{
+  return ((uint64_t)get32(p) << 32) | get32(p + 4);
+}
+
+static size_t entry_bytes(const union mc_sockaddr *a)
+{
+  return (a->sa.sa_family == AF_INET) ? MC_NET_MESH_ENTRY4_BYTES : MC_NET_MESH_ENTRY6_BYTES;
+}
+
+size_t mc_net_mesh_handle_addr_bytes(const struct mc_net_mesh_addr *addrs, int n_addrs)
+{
+  size_t bytes = 0;
+
+  for (int i = 0; i < n_addrs; i++)
+    bytes += entry_bytes(&addrs[i].addr);
+  return bytes;
+}
+
+ncclResult_t mc_net_mesh_handle_encode(const struct mc_net_mesh_handle *h, void *buf)
+{
+  uint8_t *p = buf;
+  size_t off = MC_NET_MESH_HDR_BYTES;
+  size_t need;
+  int n4 = 0;
+
+  if ((h->n_addrs < 1) || (h->n_addrs > MC_NET_MESH_MAX_NICS))
+    return MC_FAIL(ncclInternalError, "NET/Mesh: %d addresses for a handle (1 to %d)", h->n_addrs,
+                   MC_NET_MESH_MAX_NICS);
+  need = mc_net_mesh_handle_addr_bytes(h->addrs, h->n_addrs);
+
+  for (int i = 0; i < h->n_addrs; i++)
+    n4 += (h->addrs[i].addr.sa.sa_family == AF_INET);
+  if ((h->n_addrs > MC_NET_MESH_MAX_ADDRS) || (need > MC_NET_MESH_ADDR_BYTES))
+    return MC_FAIL(ncclInvalidUsage,
+                   "NET/Mesh: this host has %d mesh addresses (%d IPv4, %d IPv6) taking %zu "
+                   "bytes; a handle holds %d bytes of addresses (%d IPv4 or %d IPv6): choose "
+                   "fewer interfaces with MESHCCL_MESH_IFNAME",
+                   h->n_addrs, n4, h->n_addrs - n4, need, MC_NET_MESH_ADDR_BYTES,
+                   MC_NET_MESH_ADDR_BYTES / MC_NET_MESH_ENTRY4_BYTES,
+                   MC_NET_MESH_ADDR_BYTES / MC_NET_MESH_ENTRY6_BYTES);
+  if ((h->n_socks < 0) || (h->n_socks > 255) || (h->n_threads < 0) || (h->n_threads > 255))
+    return MC_FAIL(ncclInternalError, "NET/Mesh: %d sockets and %d threads do not fit the handle",
+                   h->n_socks, h->n_threads);
+  memset(p, 0, MC_NET_HANDLE_BYTES);
+  put32(p, MC_NET_MESH_MAGIC);
+  p[4] = MC_NET_MESH_VERSION;
+  p[5] = (uint8_t)h->n_addrs;
+  p[6] = (uint8_t)h->n_socks;
+  p[7] = (uint8_t)h->n_threads;
+  put64(p + 8, h->host_hash);
+  put64(p + 16, h->listen_id);
+  put32(p + 24, h->inline_bytes);
+  put32(p + 28, h->min_task_bytes);
+  for (int i = 0; i < h->n_addrs; i++) {
+    const struct mc_net_mesh_addr *a = &h->addrs[i];
+    int port = mc_sockaddr_port(&a->addr);
+
+    p[off] = (a->addr.sa.sa_family == AF_INET) ? 4 : 6;
+    p[off + 1] = (uint8_t)a->prefix_len;
+    p[off + 2] = (uint8_t)a->lane;
+    p[off + 3] = (uint8_t)(port >> 8);
+    p[off + 4] = (uint8_t)port;
+    if (a->addr.sa.sa_family == AF_INET)
+      memcpy(p + off + 5, &a->addr.sin.sin_addr, 4);
+    else
+      memcpy(p + off + 5, a->addr.sin6.sin6_addr.s6_addr, 16);
+    off += entry_bytes(&a->addr);
+  }
+  return ncclSuccess;
+}
+
+ncclResult_t mc_net_mesh_handle_decode(const void *buf, struct mc_net_mesh_handle *h_out)
+{
+  const uint8_t *p = buf;
+  struct mc_net_mesh_handle h;
+  size_t off = MC_NET_MESH_HDR_BYTES;
+
+  if (get32(p) != MC_NET_MESH_MAGIC)
+    return MC_FAIL(ncclInvalidArgument,
+                   "NET/Mesh: connect: the handle is not a Mesh handle (magic 0x%08x, expected "
+                   "0x%08x); do all ranks use NCCL_NET=Mesh?",
+                   get32(p), MC_NET_MESH_MAGIC);
+  if (p[4] != MC_NET_MESH_VERSION)
+    return MC_FAIL(ncclInvalidArgument,
+                   "NET/Mesh: connect: the handle has version %u, this library speaks %u (mixed "
+                   "meshccl versions?)",
+                   p[4], MC_NET_MESH_VERSION);
+  memset(&h, 0, sizeof(h));
+  h.n_addrs = p[5];
+  h.n_socks = p[6];
+  h.n_threads = p[7];
+  h.host_hash = get64(p + 8);
+  h.listen_id = get64(p + 16);
+  h.inline_bytes = get32(p + 24);
+  h.min_task_bytes = get32(p + 28);
+  if ((h.n_addrs == 0) || (h.n_addrs > MC_NET_MESH_MAX_ADDRS) || (h.min_task_bytes == 0))
+    return MC_FAIL(ncclInvalidArgument,
+                   "NET/Mesh: connect: corrupt handle (%d addresses, min task %u bytes)", h.n_addrs,
+                   h.min_task_bytes);
+  for (int i = 0; i < h.n_addrs; i++) {
+    struct mc_net_mesh_addr *a = &h.addrs[i];
+    uint8_t fam = p[off];
+    size_t len = (fam == 4) ? MC_NET_MESH_ENTRY4_BYTES : MC_NET_MESH_ENTRY6_BYTES;
+
+    if (((fam != 4) && (fam != 6)) || (off + len > MC_NET_HANDLE_BYTES) ||
+        (p[off + 1] > ((fam == 4) ? 32 : 128)) || (p[off + 2] > MC_NET_MESH_LANE_FAST))
+      return MC_FAIL(ncclInvalidArgument,
+                     "NET/Mesh: connect: corrupt handle (address entry %d: family %u, prefix %u, "
+                     "lane %u)",
+                     i, fam, p[off + 1], p[off + 2]);
+    a->prefix_len = p[off + 1];
+    a->lane = (enum mc_net_mesh_lane)p[off + 2];
+    if (fam == 4) {
+      a->addr.sin.sin_family = AF_INET;
+      memcpy(&a->addr.sin.sin_addr, p + off + 5, 4);
+    } else {
+      a->addr.sin6.sin6_family = AF_INET6;
+      memcpy(a->addr.sin6.sin6_addr.s6_addr, p + off + 5, 16);
+    }
+    mc_sockaddr_set_port(&a->addr, ((int)p[off + 3] << 8) | p[off + 4]);
+    off += len;
+  }
+  *h_out = h;
+  return ncclSuccess;
+}
+
+void mc_net_mesh_challenge_encode(const uint8_t nonce_a[MC_NET_MESH_NONCE_BYTES], uint8_t *buf)
+{
+  memset(buf, 0, MC_NET_MESH_CHALLENGE_BYTES);
+  put32(buf, MAGIC_CHALLENGE);
+  buf[4] = MC_NET_MESH_VERSION;
+  memcpy(buf + 8, nonce_a, MC_NET_MESH_NONCE_BYTES);
+}
+
+bool mc_net_mesh_challenge_decode(const uint8_t *buf, uint8_t nonce_a_out[MC_NET_MESH_NONCE_BYTES])
+{
+  if ((get32(buf) != MAGIC_CHALLENGE) || (buf[4] != MC_NET_MESH_VERSION))
+    return false;
+  memcpy(nonce_a_out, buf + 8, MC_NET_MESH_NONCE_BYTES);
+  return true;
+}
+
+void mc_net_mesh_response_encode(const struct mc_net_mesh_response *r, uint8_t *buf)
+{
+  memset(buf, 0, MC_NET_MESH_RESPONSE_BYTES);
+  put32(buf, MAGIC_RESPONSE);
+  buf[4] = MC_NET_MESH_VERSION;
+  put64(buf + 8, r->listen_id);
+  put64(buf + 16, r->conn_id);
+  put64(buf + 24, r->host_hash);
+  put32(buf + 32, r->index);
+  put32(buf + 36, r->n_socks);
+  memcpy(buf + 40, r->nonce_c, MC_NET_MESH_NONCE_BYTES);
+  memcpy(buf + 56, r->mac, MC_SHA256_BYTES);
+}
+
+bool mc_net_mesh_response_decode(const uint8_t *buf, struct mc_net_mesh_response *r_out)
+{
+  if ((get32(buf) != MAGIC_RESPONSE) || (buf[4] != MC_NET_MESH_VERSION))
+    return false;
+  r_out->listen_id = get64(buf + 8);
+  r_out->conn_id = get64(buf + 16);
+  r_out->host_hash = get64(buf + 24);
+  r_out->index = get32(buf + 32);
+  r_out->n_socks = get32(buf + 36);
+  memcpy(r_out->nonce_c, buf + 40, MC_NET_MESH_NONCE_BYTES);
+  memcpy(r_out->mac, buf + 56, MC_SHA256_BYTES);
+  return true;
+}
+
+void mc_net_mesh_confirm_encode(const uint8_t mac[MC_SHA256_BYTES], uint8_t *buf)
+{
+  memset(buf, 0, MC_NET_MESH_CONFIRM_BYTES);
+  put32(buf, MAGIC_CONFIRM);
+  memcpy(buf + 8, mac, MC_SHA256_BYTES);
+}
+
+bool mc_net_mesh_confirm_decode(const uint8_t *buf, uint8_t mac_out[MC_SHA256_BYTES])
+{
+  if (get32(buf) != MAGIC_CONFIRM)
+    return false;
+  memcpy(mac_out, buf + 8, MC_SHA256_BYTES);
+  return true;
+}
+
+void mc_net_mesh_mac(const uint8_t key[MC_SHA256_BYTES], char role,
+                     const uint8_t nonce_a[MC_NET_MESH_NONCE_BYTES],
+                     const struct mc_net_mesh_response *r, uint8_t mac_out[MC_SHA256_BYTES])
+{
+  struct mc_hmac_sha256 h;
+  uint8_t fields[32];
+
+  put64(fields, r->listen_id);
+  put64(fields + 8, r->conn_id);
+  put64(fields + 16, r->host_hash);
+  put32(fields + 24, r->index);
+  put32(fields + 28, r->n_socks);
+  mc_hmac_sha256_init(&h, key, MC_SHA256_BYTES);
+  mc_hmac_sha256_update(&h, "mesh", 4);
+  mc_hmac_sha256_update(&h, &role, 1);
+  mc_hmac_sha256_update(&h, nonce_a, MC_NET_MESH_NONCE_BYTES);
+  mc_hmac_sha256_update(&h, r->nonce_c, MC_NET_MESH_NONCE_BYTES);
+  mc_hmac_sha256_update(&h, fields, sizeof(fields));
+  mc_hmac_sha256_final(&h, mac_out);
+}

@@ -1,0 +1,352 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * The Mesh net ("Mesh", NCCL_NET=Mesh): NCCL's net interface (NCCL
+ * src/include/net.h, ncclNet_t) over hosts cabled directly to each other,
+ * every link its own subnet. Each peer is reached through the local NIC on
+ * the subnet it shares with us, so the NIC is chosen per connection, from
+ * the listener's handle, not per device:
+ *
+ *   - one device ("mesh0") stands for all mesh NICs: on a triangle every
+ *     channel sends on one link and receives on another, so a device tied
+ *     to one NIC would be wrong for half of its connections; its speed is
+ *     the fastest data NIC's, its PCI path empty (no single NIC to place);
+ *   - listen registers a listen comm id and writes every mesh address of
+ *     the host (with the handshake port of each) into the handle; the
+ *     handshake thread (mesh_handshake.c) accepts and authenticates, accept
+ *     only collects finished connections;
+ *   - connect picks the local NIC on the peer's subnet (fast lane first,
+ *     round-robin among equals), binds its sockets to that address and
+ *     connects to the peer's address on that subnet; without a common
+ *     subnet it fails (relay through other hosts is not implemented);
+ *   - the data path is the socket net's (net_socket_io.c), built from the
+ *     authenticated sockets with mc_net_sock_comm_create, with its helper
+ *     threads and data sockets set by NCCL_SOCKET_NTHREADS and
+ *     NCCL_NSOCKS_PERTHREAD (same meaning, same automatic values: the data
+ *     path and its measured defaults are the same, so are its knobs).
+ *
+ * connect and accept never block, like NCCL's socket net: connect keeps its
+ * state in the context, keyed by the handle's address and contents.
+ */
+#include "mesh_int.h"
+
+#include "check.h"
+#include "log.h"
+#include "net/net_socket_int.h"
+#include "params.h"
+
+#include <errno.h>
+#include <poll.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#define AUTO_NTHREADS 0 /* the socket net's automatic values (net_socket.c) */
+#define AUTO_NSOCKS   1
+#define MAX_COMMS     65536
+#define MAX_RETRY_MS  1000
+
+_Static_assert(MC_NET_MESH_HDR_BYTES + MC_NET_MESH_ADDR_BYTES == MC_NET_HANDLE_BYTES,
+               "the mesh handle is exactly NCCL's 128 bytes");
+
+static bool is_aborted(const struct mc_net_mesh_ctx *ctx)
+{
+  return (ctx->abort_flag != NULL) && (__atomic_load_n(ctx->abort_flag, __ATOMIC_ACQUIRE) != 0);
+}
+
+/* ---------- init, devices ---------- */
+
+static void resolve_threads(struct mc_net_mesh_ctx *ctx)
+{
+  int nt = (int)mc_param_int(MC_P_SOCKET_NTHREADS);
+  int ns = (int)mc_param_int(MC_P_NSOCKS_PERTHREAD);
+
+  if (nt < 0)
+    nt = AUTO_NTHREADS;
+  if (ns < 0)
+    ns = AUTO_NSOCKS;
+  if ((nt > 0) && (nt * ns > MC_NET_SOCK_MAX_SOCKS))
+    ns = MC_NET_SOCK_MAX_SOCKS / nt;
+  if (ns == 0)
+    nt = 0;
+  ctx->n_threads = nt;
+  ctx->n_socks = (nt > 0) ? nt * ns : ns;
+}
+
+/* key = HMAC(secret, "meshccl mesh key" | comm id): the communicator's
+ * secret, else MESHCCL_SECRET, else none (integrity only). */
+static void derive_key(struct mc_net_mesh_ctx *ctx, const struct mc_net_init_args *args)
+{
+  const char *env = mc_param_str(MC_P_SECRET);
+  uint8_t comm_id[8];
+  struct mc_hmac_sha256 h;
+  uint64_t id = (args != NULL) ? args->comm_id : 0;
+
+  for (int i = 0; i < 8; i++)
+    comm_id[i] = (uint8_t)(id >> (56 - 8 * i));
+  if ((args != NULL) && (args->secret != NULL)) {
+    mc_hmac_sha256_init(&h, args->secret, MC_NET_SECRET_BYTES);
+    ctx->is_authenticated = true;
+  } else if ((env != NULL) && (env[0] != '\0')) {
+    mc_hmac_sha256_init(&h, env, strlen(env));
+    ctx->is_authenticated = true;
+  } else {
+    mc_hmac_sha256_init(&h, "", 0);
+    ctx->is_authenticated = false;
+    MC_INFO(MC_SUB_INIT | MC_SUB_NET,
+            "NET/Mesh: no secret from the communicator and MESHCCL_SECRET unset: connections "
+            "are checked for integrity but not authenticated");
+  }
+  mc_hmac_sha256_update(&h, "meshccl mesh key", 16);
+  mc_hmac_sha256_update(&h, comm_id, sizeof(comm_id));
+  mc_hmac_sha256_final(&h, ctx->key);
+}
+
+static ncclResult_t mesh_init(const struct mc_net_init_args *args, void **ctx_out)
+{
+  struct mc_net_mesh_ctx *ctx = NULL;
+  ncclResult_t res;
+
+  MC_CHECK(mc_calloc(&ctx, 1));
+  pthread_mutex_init(&ctx->mu, NULL);
+  pthread_mutex_init(&ctx->connect_mu, NULL);
+  ctx->abort_flag = (args != NULL) ? args->abort_flag : NULL;
+  ctx->host_hash = mc_host_hash();
+  MC_CHECK_GOTO(mc_net_mesh_nics_find(ctx->nics, MC_NET_MESH_MAX_NICS, &ctx->n_nics), res, err);
+  derive_key(ctx, args);
+  resolve_threads(ctx);
+  ctx->inline_bytes = (uint32_t)mc_param_int(MC_P_SOCKET_INLINE);
+  ctx->min_task_bytes = (uint32_t)mc_param_int(MC_P_SOCKET_MIN_TASKSIZE);
+  ctx->handshake_ms = (int)mc_param_int(MC_P_MESH_HANDSHAKE_TIMEOUT_MS);
+  MC_CHECK_GOTO(mc_net_mesh_hs_start(ctx), res, err);
+  MC_INFO(MC_SUB_INIT | MC_SUB_NET,
+          "NET/Mesh: host %016llx, %d helper threads and %d data sockets per connection%s, %s",
+          (unsigned long long)ctx->host_hash, ctx->n_threads, ctx->n_socks,
+          (mc_param_int(MC_P_SOCKET_NTHREADS) < 0) ? " (automatic)" : "",
+          ctx->is_authenticated ? "authenticated" : "unauthenticated");
+  *ctx_out = ctx;
+  return ncclSuccess;
+
+err:
+  pthread_mutex_destroy(&ctx->mu);
+  pthread_mutex_destroy(&ctx->connect_mu);
+  free(ctx);
+  return res;
+}
+
+static ncclResult_t mesh_devices(void *vctx, int *n_devs_out)
+{
+  (void)vctx;
+  *n_devs_out = 1;
+  return ncclSuccess;
+}
+
+static ncclResult_t mesh_get_properties(void *vctx, int dev, struct mc_net_props *props)
+{
+  struct mc_net_mesh_ctx *ctx = vctx;
+  int speed = 0;
+
+  if (dev != 0)
+    return MC_FAIL(ncclInvalidArgument, "NET/Mesh: device %d does not exist (1 device)", dev);
+  for (int i = 0; i < ctx->n_nics; i++) {
+    if (ctx->nics[i].carries_data && (ctx->nics[i].speed_mbps > speed))
+      speed = ctx->nics[i].speed_mbps;
+  }
+  memset(props, 0, sizeof(*props));
+  snprintf(props->name, sizeof(props->name), "mesh0");
+  props->pci_path[0] = '\0'; /* the NIC is chosen per connection: no single PCI place */
+  props->guid = ctx->host_hash;
+  props->ptr_support = MC_NET_PTR_HOST;
+  props->speed = speed;
+  props->max_comms = MAX_COMMS;
+  props->max_recvs = 1;
+  props->vprops.n_devs = 1;
+  props->vprops.devs[0] = 0;
+  props->max_p2p_bytes = MC_NET_SOCK_MAX_BYTES;
+  props->rail_id = -1;
+  props->plane_id = -1;
+  return ncclSuccess;
+}
+
+static ncclResult_t mesh_reg_mr(void *comm, void *data, size_t size, int type, void **mhandle)
+{
+  (void)comm;
+  (void)data;
+  (void)size;
+  if (type != MC_NET_PTR_HOST)
+    return MC_FAIL(ncclInvalidArgument,
+                   "NET/Mesh: cannot register memory of type %d (host memory only)", type);
+  *mhandle = NULL;
+  return ncclSuccess;
+}
+
+static ncclResult_t mesh_dereg_mr(void *comm, void *mhandle)
+{
+  (void)comm;
+  (void)mhandle;
+  return ncclSuccess;
+}
+
+void mc_net_mesh_stats_get(void *vctx, struct mc_net_mesh_stats *stats_out)
+{
+  struct mc_net_mesh_ctx *ctx = vctx;
+
+  stats_out->n_accepted_socks = __atomic_load_n(&ctx->stats.n_accepted_socks, __ATOMIC_RELAXED);
+  stats_out->n_refused = __atomic_load_n(&ctx->stats.n_refused, __ATOMIC_RELAXED);
+  stats_out->n_bad_mac = __atomic_load_n(&ctx->stats.n_bad_mac, __ATOMIC_RELAXED);
+  stats_out->n_timeouts = __atomic_load_n(&ctx->stats.n_timeouts, __ATOMIC_RELAXED);
+}
+
+/* ---------- listen / accept ---------- */
+
+static ncclResult_t mesh_listen(void *vctx, int dev, void *handle, void **listen_out)
+{
+  struct mc_net_mesh_ctx *ctx = vctx;
+  struct mc_net_mesh_listen *l = NULL;
+  struct mc_net_mesh_handle h;
+  ncclResult_t res;
+
+  if (dev != 0)
+    return MC_FAIL(ncclInvalidArgument, "NET/Mesh: listen on device %d (1 device)", dev);
+  if (is_aborted(ctx))
+    return ncclInternalError; /* aborted by the user: no WARN */
+  memset(&h, 0, sizeof(h));
+  h.host_hash = ctx->host_hash;
+  h.n_socks = ctx->n_socks;
+  h.n_threads = ctx->n_threads;
+  h.inline_bytes = ctx->inline_bytes;
+  h.min_task_bytes = ctx->min_task_bytes;
+  h.n_addrs = ctx->n_nics; /* more than fit: encode explains */
+  for (int i = 0; i < h.n_addrs; i++) {
+    h.addrs[i].addr = ctx->nics[i].addr;
+    mc_sockaddr_set_port(&h.addrs[i].addr, ctx->listen_ports[i]);
+    h.addrs[i].prefix_len = ctx->nics[i].prefix_len;
+    h.addrs[i].lane = ctx->nics[i].lane;
+  }
+  MC_CHECK(mc_calloc(&l, 1));
+  l->ctx = ctx;
+  MC_CHECK_GOTO(mc_random_bytes(&l->id, sizeof(l->id)), res, err);
+  h.listen_id = l->id;
+  MC_CHECK_GOTO(mc_net_mesh_handle_encode(&h, handle), res, err);
+  pthread_mutex_lock(&ctx->mu);
+  l->next = ctx->listens;
+  ctx->listens = l;
+  pthread_mutex_unlock(&ctx->mu);
+  *listen_out = l;
+  return ncclSuccess;
+
+err:
+  free(l);
+  return res;
+}
+
+static ncclResult_t mesh_accept(void *listen_comm, void **recv_out)
+{
+  struct mc_net_mesh_listen *l = listen_comm;
+  struct mc_net_mesh_ctx *ctx = l->ctx;
+  struct mc_net_mesh_group *g;
+  struct mc_net_sock_comm *comm = NULL;
+  char a[MC_SOCKADDR_STRLEN];
+  char sub[MC_SOCKADDR_STRLEN];
+  ncclResult_t res;
+
+  *recv_out = NULL;
+  if (is_aborted(ctx))
+    return ncclInternalError; /* aborted by the user: no WARN */
+  if (__atomic_load_n(&l->n_ready, __ATOMIC_ACQUIRE) == 0)
+    return ncclSuccess;
+  pthread_mutex_lock(&ctx->mu);
+  g = l->ready;
+  if (g != NULL) {
+    l->ready = g->next;
+    __atomic_sub_fetch(&l->n_ready, 1, __ATOMIC_RELEASE);
+  }
+  pthread_mutex_unlock(&ctx->mu);
+  if (g == NULL)
+    return ncclSuccess;
+  MC_INFO(MC_SUB_NET, "NET/Mesh: accepted connection %016llx from host %016llx at %s on %s %s",
+          (unsigned long long)g->conn_id, (unsigned long long)g->peer_host,
+          mc_sockaddr_str(&g->socks[0].addr, a, sizeof(a)), ctx->nics[g->nic].name,
+          mc_net_mesh_subnet_str(&ctx->nics[g->nic].addr, ctx->nics[g->nic].prefix_len, sub,
+                                 sizeof(sub)));
+  res = mc_net_sock_comm_create(false, ctx->abort_flag, g->socks, g->n_socks, ctx->n_threads,
+                                ctx->inline_bytes, ctx->min_task_bytes, &comm);
+  mc_net_mesh_group_free(g); /* closes only the sockets comm_create did not take */
+  if (res != ncclSuccess)
+    return res;
+  *recv_out = comm;
+  return ncclSuccess;
+}
+
+static ncclResult_t mesh_close_listen(void *listen_comm)
+{
+  struct mc_net_mesh_listen *l = listen_comm;
+  struct mc_net_mesh_ctx *ctx;
+  struct mc_net_mesh_listen **link;
+
+  if (l == NULL)
+    return ncclSuccess;
+  ctx = l->ctx;
+  pthread_mutex_lock(&ctx->mu);
+  for (link = &ctx->listens; (*link != NULL) && (*link != l); link = &(*link)->next)
+    ;
+  if (*link != NULL)
+    *link = l->next;
+  pthread_mutex_unlock(&ctx->mu);
+  while (l->groups != NULL) {
+    struct mc_net_mesh_group *g = l->groups;
+    l->groups = g->next;
+    mc_net_mesh_group_free(g);
+  }
+  while (l->ready != NULL) {
+    struct mc_net_mesh_group *g = l->ready;
+    l->ready = g->next;
+    mc_net_mesh_group_free(g);
+  }
+  free(l);
+  return ncclSuccess;
+}
+
+static ncclResult_t mesh_close_comm(void *comm)
+{
+  mc_net_sock_comm_destroy(comm);
+  return ncclSuccess;
+}
+
+static ncclResult_t mesh_finalize(void *vctx)
+{
+  struct mc_net_mesh_ctx *ctx = vctx;
+
+  if (ctx == NULL)
+    return ncclSuccess;
+  mc_net_mesh_hs_stop(ctx);
+  mc_net_mesh_connects_free(ctx);
+  /* Listen comms still open are the caller's to close; they only hold memory. */
+  mc_crypto_wipe(ctx->key, sizeof(ctx->key));
+  pthread_mutex_destroy(&ctx->mu);
+  pthread_mutex_destroy(&ctx->connect_mu);
+  free(ctx);
+  return ncclSuccess;
+}
+
+const struct mc_net_ops mc_net_mesh_ops = {
+    .abi = MC_NET_OPS_ABI,
+    .name = "Mesh",
+    .init = mesh_init,
+    .devices = mesh_devices,
+    .get_properties = mesh_get_properties,
+    .make_vdevice = mc_net_no_make_vdevice,
+    .listen = mesh_listen,
+    .connect = mc_net_mesh_connect,
+    .accept = mesh_accept,
+    .reg_mr = mesh_reg_mr,
+    .dereg_mr = mesh_dereg_mr,
+    .isend = mc_net_sock_isend,
+    .irecv = mc_net_sock_irecv,
+    .test = mc_net_sock_test,
+    .close_send = mesh_close_comm,
+    .close_recv = mesh_close_comm,
+    .close_listen = mesh_close_listen,
+    .finalize = mesh_finalize,
+};
