@@ -7,6 +7,7 @@
  * exact bytes for 0 B .. 1 MiB with receives larger than the send, 32
  * outstanding requests, strangers on the handshake port (garbage, silence,
  * another secret) refused and logged while the real connection completes,
+ * more strangers than the pending set holds (the oldest evicted),
  * no common subnet, the abort flag, and fds/threads back to their counts
  * after finalize.
  */
@@ -554,6 +555,43 @@ static void abort_flag_fails_fast(void)
   counts_back(before);
 }
 
+/* More silent strangers than the pending set holds: the oldest are evicted,
+ * the real connection (two of them: round-robin over 127.0.0.1 and ::1 when
+ * loopback has both) still completes. */
+static void many_strangers_evicted(void)
+{
+  struct counts before = counts_now();
+  struct mc_net_mesh_stats st;
+  struct pair p;
+  struct pair q;
+  int fds[MC_NET_MESH_MAX_PENDING + 8];
+  int n = (int)(sizeof(fds) / sizeof(fds[0]));
+
+  use_loopback();
+  ctx_open(&p, &(struct mc_net_init_args){0});
+  for (int i = 0; i < n; i++)
+    fds[i] = stranger(p.handle, NULL, 0);
+  pair_connect(&p);
+  check_xfer(&p, 5000, 3, 4);
+  /* A second listen comm and connection on the same context. */
+  q = p;
+  q.send = q.recv = NULL;
+  MC_T_OK(net->listen(q.ctx, 0, q.handle, &q.listen));
+  pair_connect(&q);
+  check_xfer(&q, 70000, 0, 5);
+  mc_net_mesh_stats_get(p.ctx, &st);
+  /* the strangers beyond the set, then one per socket of the first connection */
+  MC_T_EQ_INT(st.n_refused, n + 2 - MC_NET_MESH_MAX_PENDING);
+  MC_T_EQ_INT(st.n_accepted_socks, 4);
+  for (int i = 0; i < n; i++)
+    close(fds[i]);
+  MC_T_OK(net->close_send(q.send));
+  MC_T_OK(net->close_recv(q.recv));
+  MC_T_OK(net->close_listen(q.listen));
+  pair_close(&p);
+  counts_back(before);
+}
+
 static void no_leaks_many_cycles(void)
 {
   struct counts before = counts_now();
@@ -572,4 +610,4 @@ static void no_leaks_many_cycles(void)
 
 MC_T_MAIN(nic_rules, handle_round_trip, loopback_sizes, data_sockets_and_threads, outstanding_32,
           strangers_refused, same_secret_from_env, no_common_subnet, abort_flag_fails_fast,
-          no_leaks_many_cycles)
+          many_strangers_evicted, no_leaks_many_cycles)
