@@ -22,13 +22,15 @@ level() {
   case "$1" in core) echo 0 ;; socket) echo 1 ;; bootstrap | net) echo 2 ;; topo | transport) echo 3 ;; init) echo 4 ;; coll) echo 5 ;; *) echo 9 ;; esac
 }
 bad=0
-for f in "$src"/src/*/*.c "$src"/src/*/*.h; do
-  mod=$(basename "$(dirname "$f")")
+shopt -s nullglob
+for f in "$src"/src/*/*.c "$src"/src/*/*.h "$src"/src/*/*/*.c "$src"/src/*/*/*.h; do
+  rel=${f#"$src"/src/}
+  mod=${rel%%/*} # src/net/mesh/ belongs to net
   ml=$(level "$mod")
   while IFS= read -r inc; do
     if [[ "$inc" == */* ]]; then
       dep=${inc%%/*}
-    elif [ -f "$src/src/$mod/$inc" ]; then
+    elif [ -f "$src/src/$mod/$inc" ] || [ -f "$(dirname "$f")/$inc" ]; then
       dep=$mod
     elif [ -f "$src/src/core/$inc" ]; then
       dep=core
