@@ -303,11 +303,10 @@ static ncclResult_t load_locked(const char *spec, bool asked, const struct mc_ne
   }
   if (!asked)
     return ncclSuccess;
-  return MC_FAIL(
-      ncclInvalidUsage,
-      "NET/Plugin: NCCL_NET_PLUGIN=%s: no plugin could be loaded: %s (set "
-      "NCCL_NET_PLUGIN=none for the built-in nets; docs/TROUBLESHOOTING.md, net plugins)",
-      spec, ((why != NULL) && (why[0] != '\0')) ? why : "empty list");
+  return MC_FAIL(ncclInvalidUsage,
+                 "NET/Plugin: NCCL_NET_PLUGIN=%s: no plugin could be loaded: %s (set "
+                 "NCCL_NET_PLUGIN=none for the built-in nets; docs/TROUBLESHOOTING.md#net-plugin)",
+                 spec, ((why != NULL) && (why[0] != '\0')) ? why : "empty list");
 }
 
 ncclResult_t mc_net_plugin_load(const char *spec, bool asked, const struct mc_net_ops **ops_out,
