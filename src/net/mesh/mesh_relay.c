@@ -708,9 +708,11 @@ err:
 void mc_mesh_relay_destroy(struct mc_mesh_relay *relay)
 {
   struct mc_mesh_relay_stats st;
+  bool was_started;
 
   if (relay == NULL)
     return;
+  was_started = relay->has_thread;
   if (relay->has_thread) {
     uint64_t one = 1;
 
@@ -727,14 +729,15 @@ void mc_mesh_relay_destroy(struct mc_mesh_relay *relay)
   close_fd(&relay->wake_fd);
   close_fd(&relay->epoll_fd);
   mc_mesh_relay_stats(relay, &st);
-  MC_INFO(MC_SUB_NET,
-          "NET/Mesh: %s: relay stopped: %llu pipes finished, %llu failed, %llu closed at stop; "
-          "%llu bytes a->b, %llu b->a; at most %zu bytes held per direction (bound %zu); %llu "
-          "directions by read/write",
-          relay->name, (unsigned long long)st.n_finished, (unsigned long long)st.n_failed,
-          (unsigned long long)st.n_closed, (unsigned long long)st.bytes_a_to_b,
-          (unsigned long long)st.bytes_b_to_a, st.peak_dir_bytes, st.dir_limit_bytes,
-          (unsigned long long)st.n_copy_dirs);
+  if (was_started)
+    MC_INFO(MC_SUB_NET,
+            "NET/Mesh: %s: relay stopped: %llu pipes finished, %llu failed, %llu closed at stop; "
+            "%llu bytes a->b, %llu b->a; at most %zu bytes held per direction (bound %zu); %llu "
+            "directions by read/write",
+            relay->name, (unsigned long long)st.n_finished, (unsigned long long)st.n_failed,
+            (unsigned long long)st.n_closed, (unsigned long long)st.bytes_a_to_b,
+            (unsigned long long)st.bytes_b_to_a, st.peak_dir_bytes, st.dir_limit_bytes,
+            (unsigned long long)st.n_copy_dirs);
   pthread_mutex_destroy(&relay->mu);
   free(relay);
 }
@@ -840,6 +843,10 @@ void mc_mesh_relay_stats(struct mc_mesh_relay *relay, struct mc_mesh_relay_stats
   struct mc_mesh_relay_stats st;
 
   memset(&st, 0, sizeof(st));
+  if (relay == NULL) {
+    *stats_out = st;
+    return;
+  }
   pthread_mutex_lock(&relay->mu);
   st.n_active = relay->stats.n_active;
   st.n_finished = relay->stats.n_finished;

@@ -104,7 +104,7 @@ void mc_mesh_relay_destroy(struct mc_mesh_relay *relay);
  */
 ncclResult_t mc_mesh_relay_add(struct mc_mesh_relay *relay, int fd_a, int fd_b, const char *label);
 
-/* Copies the counters (thread-safe). */
+/* Copies the counters (thread-safe; all zero for a NULL relay). */
 void mc_mesh_relay_stats(struct mc_mesh_relay *relay, struct mc_mesh_relay_stats *stats_out);
 
 #endif /* MC_NET_MESH_RELAY_H */
