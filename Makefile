@@ -4,9 +4,9 @@ SHELL := /bin/bash
 BUILD ?= build
 ASAN_BUILD ?= build-asan
 JOBS ?= $(shell nproc)
-DEB_PKGS := gcc g++ clang clang-format libclang-rt-14-dev make cmake libc6-dev iproute2 procps git python3 openmpi-bin libopenmpi-dev graphviz nftables iperf3
+DEB_PKGS := pkg-config gcc g++ clang clang-format libclang-rt-14-dev make cmake libc6-dev iproute2 procps git python3 openmpi-bin libopenmpi-dev graphviz nftables iperf3
 
-.PHONY: all deps build build-asan run test test-fast bench bench-mpi fuzz format envdoc clean
+.PHONY: all deps build build-asan install run test test-fast bench bench-mpi fuzz format envdoc clean
 
 all: build
 
@@ -35,6 +35,17 @@ $(ASAN_BUILD)/CMakeCache.txt:
 
 build-asan: deps $(ASAN_BUILD)/CMakeCache.txt
 	cmake --build $(ASAN_BUILD) -j $(JOBS)
+
+# Installs headers, libraries, tools, meshccl.pc and the CMake package under
+# $(DESTDIR)$(PREFIX); NCCL_COMPAT=1 adds NCCL's names (libnccl.so.2, nccl.pc,
+# find_package(NCCL)), which would shadow a real NCCL installed there.
+PREFIX ?= /usr/local
+install: build
+	DESTDIR="$(DESTDIR)" cmake --install $(BUILD) --prefix "$(PREFIX)"
+	@if [ "$(NCCL_COMPAT)" = 1 ]; then \
+	  echo "DESTDIR=\"$(DESTDIR)\" cmake --install $(BUILD) --prefix \"$(PREFIX)\" --component nccl_compat"; \
+	  DESTDIR="$(DESTDIR)" cmake --install $(BUILD) --prefix "$(PREFIX)" --component nccl_compat; \
+	fi
 
 # The main job: a 4-rank communicator on this host, and what init found.
 run: build

@@ -1,12 +1,13 @@
 #!/bin/bash
-# Every header in include/ and src/*/ compiles alone as C11 (strict prototypes)
+# Every header in include/, src/*/ and src/*/*/ compiles alone as C11 (strict prototypes)
 # and as C++.
 set -u
 src=${1:?source dir}
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 fail=0
-for h in "$src"/include/*.h "$src"/src/*/*.h; do
+shopt -s nullglob
+for h in "$src"/include/*.h "$src"/src/*/*.h "$src"/src/*/*/*.h; do
   case "$h" in *_int.h) ;; esac
   printf '#include "%s"\n#include "%s"\n' "$h" "$h" > "$tmp/t.c"
   if ! gcc -std=c11 -D_GNU_SOURCE -Wall -Wextra -Werror -Werror=strict-prototypes \

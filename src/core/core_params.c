@@ -49,7 +49,6 @@ static const char *const nccl_ignored[] = {
     "NCCL_COLLNET_",
     "NCCL_RAS_",
     "NCCL_MNNVL_",
-    "NCCL_NET_PLUGIN",
     "NCCL_TUNER_PLUGIN",
     "NCCL_PROFILER_PLUGIN",
     "NCCL_NTHREADS",

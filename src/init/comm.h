@@ -102,6 +102,9 @@ struct ncclComm {
   enum mc_comm_init_kind init_kind;
   ncclUniqueId id;
   uint64_t comm_hash;
+  /* Known to the communicator's ranks only: HMAC-SHA256 keyed by the unique
+   * id, handed to the nets to authenticate their connections. */
+  uint8_t net_secret[32];
   ncclConfig_t config; /* resolved: blocking is 0 or 1 */
   uint32_t abort_flag; /* set by ncclCommAbort or a failed sibling of a group */
   int async_result;    /* ncclResult_t, read/written atomically */

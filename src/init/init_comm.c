@@ -17,6 +17,7 @@
 #include <unistd.h>
 
 #include "check.h"
+#include "crypto.h"
 #include "topo/topo.h"
 #include "log.h"
 #include "params.h"
@@ -266,6 +267,7 @@ void mc_comm_free(struct ncclComm *comm, int root_wait_ms)
   mc_topo_graph_fini(&comm->tree_graph);
   mc_topo_channels_fini(&comm->graph);
   free(comm->peers);
+  mc_crypto_wipe(comm->net_secret, sizeof(comm->net_secret));
   comm->live_magic = 0;
   free(comm);
 }

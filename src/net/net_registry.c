@@ -3,10 +3,12 @@
  * Which nets exist and which one a communicator uses. Mirrors the choice of
  * NCCL 2.30's src/plugin/net.cc (ncclNetInit): the nets are tried in a
  * fixed order and NCCL_NET, when set, keeps only the one of that name
- * (case-insensitive). The order is an explicit array, visible and
- * replaceable, not constructor registration.
+ * (case-insensitive). The external plugin NCCL_NET_PLUGIN loads (plugin/)
+ * comes first, then the built-in nets; the built-in order is an explicit
+ * array, visible and replaceable, not constructor registration.
  */
 #include "net.h"
+#include "net/plugin/plugin.h"
 
 #include "check.h"
 #include "log.h"
@@ -72,23 +74,42 @@ ncclResult_t mc_net_ops_validate(const struct mc_net_ops *ops, const char *origi
 ncclResult_t mc_net_select(const struct mc_net_ops **ops_out)
 {
   const char *want = mc_param_str(MC_P_NET);
+  const struct mc_net_ops *plugin = NULL;
+  const struct mc_net_ops *nets[1 + N_BUILTIN];
+  const char *plugin_why = NULL;
   char names[256];
   size_t used = 0;
+  int n = 0;
 
-  names[0] = '\0';
+  MC_CHECK(mc_net_plugin_get(&plugin, &plugin_why));
+  if (plugin != NULL)
+    nets[n++] = plugin;
   for (int i = 0; i < N_BUILTIN; i++) {
-    const struct mc_net_ops *ops = builtin_nets[i];
-    MC_CHECK(mc_net_ops_validate(ops, "the built-in net"));
+    MC_CHECK(mc_net_ops_validate(builtin_nets[i], "the built-in net"));
+    nets[n++] = builtin_nets[i];
+  }
+  names[0] = '\0';
+  for (int i = 0; i < n; i++) {
+    const struct mc_net_ops *ops = nets[i];
     mc_str_appendf(names, sizeof(names), &used, "%s%s", (i > 0) ? ", " : "", ops->name);
     if ((want != NULL) && (strcasecmp(want, ops->name) != 0))
       continue;
-    if (want != NULL)
+    if (ops == plugin)
+      MC_INFO(MC_SUB_INIT | MC_SUB_NET, "Using network %s (net plugin v%d, %s)%s%s", ops->name,
+              mc_net_plugin_version(ops), mc_net_plugin_path(ops),
+              (want != NULL) ? " NCCL_NET=" : "", (want != NULL) ? want : "");
+    else if (want != NULL)
       MC_INFO(MC_SUB_INIT | MC_SUB_NET, "Using network %s (NCCL_NET=%s)", ops->name, want);
     else
       MC_INFO(MC_SUB_INIT | MC_SUB_NET, "Using network %s", ops->name);
     *ops_out = ops;
     return ncclSuccess;
   }
-  return MC_FAIL(ncclInvalidUsage, "NET: NCCL_NET=%s names no network; the networks are: %s",
-                 (want != NULL) ? want : "(unset)", names);
+  return MC_FAIL(ncclInvalidUsage, "NET: NCCL_NET=%s names no network; the networks are: %s%s%s%s",
+                 (want != NULL) ? want : "(unset)", names,
+                 ((plugin == NULL) && (plugin_why != NULL) && (plugin_why[0] != '\0'))
+                     ? " (no net plugin loaded: "
+                     : "",
+                 ((plugin == NULL) && (plugin_why != NULL)) ? plugin_why : "",
+                 ((plugin == NULL) && (plugin_why != NULL) && (plugin_why[0] != '\0')) ? ")" : "");
 }

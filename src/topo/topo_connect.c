@@ -161,6 +161,8 @@ void mc_topo_connect_opts_from_params(struct mc_topo_connect_opts *opts)
   opts->max_channels = MC_TOPO_MAX_CHANNELS;
   opts->min_ctas = 1;
   opts->max_ctas = MC_TOPO_MAX_CHANNELS;
+  opts->n_node_orders = 0;
+  opts->node_orders = NULL;
   /* The legacy names first, the new ones win (connect.cc ncclMin/MaxNchannels). */
   if ((v = mc_param_int(MC_P_MIN_NRINGS)) != -2)
     opts->min_channels = (int)v;
@@ -413,6 +415,33 @@ static ncclResult_t find_nodes(struct mc_topo_channels *out, const struct mc_top
   return ncclSuccess;
 }
 
+/* Each node order must be a permutation of 0..n_nodes-1. */
+static ncclResult_t check_node_orders(const struct mc_topo_connect_opts *opts, int n_nodes)
+{
+  if (opts->n_node_orders <= 0)
+    return ncclSuccess;
+  if (opts->node_orders == NULL)
+    return MC_FAIL(ncclInvalidArgument, "Topo postset: %d node orders but no array",
+                   opts->n_node_orders);
+  for (int o = 0; o < opts->n_node_orders; o++) {
+    const int *order = opts->node_orders + o * n_nodes;
+    uint64_t seen[(MC_TOPO_MAX_NODES_ORDERED + 63) / 64] = {0};
+    if (n_nodes > MC_TOPO_MAX_NODES_ORDERED)
+      return MC_FAIL(ncclInvalidArgument, "Topo postset: node orders for %d nodes (at most %d)",
+                     n_nodes, MC_TOPO_MAX_NODES_ORDERED);
+    for (int k = 0; k < n_nodes; k++) {
+      int v = order[k];
+      if ((v < 0) || (v >= n_nodes) || ((seen[v / 64] >> (v % 64)) & 1))
+        return MC_FAIL(ncclInvalidArgument,
+                       "Topo postset: node order %d is not a permutation of the %d nodes "
+                       "(position %d holds %d)",
+                       o, n_nodes, k, v);
+      seen[v / 64] |= 1ull << (v % 64);
+    }
+  }
+  return ncclSuccess;
+}
+
 ncclResult_t mc_topo_postset(int rank, int n_ranks, const struct mc_topo_ranks *all_in,
                              const struct mc_topo_channel preset[MC_TOPO_MAX_CHANNELS],
                              const struct mc_topo_connect_opts *opts, FILE *log,
@@ -497,19 +526,28 @@ ncclResult_t mc_topo_postset(int rank, int n_ranks, const struct mc_topo_ranks *
     }
   }
 
-  /* connectRings: node k's ring head receives from node k-1's tail. */
-  for (int c = 0; c < n; c++) {
-    const int *recv = ring_recv + c * nn;
-    const int *send = ring_send + c * nn;
+  MC_CHECK_GOTO(check_node_orders(opts, nn), res, fail);
+  /* The doubled channels c + n start as copies of channel c (NCCL copies
+   * them after connectRings; with node orders each needs its own). */
+  memcpy(ring_prev + n * n_ranks, ring_prev, (size_t)n * (size_t)n_ranks * sizeof(*ring_prev));
+  memcpy(ring_next + n * n_ranks, ring_next, (size_t)n * (size_t)n_ranks * sizeof(*ring_next));
+  /* connectRings: node k's ring head receives from node k-1's tail, k
+   * running over the nodes in the channel's order. */
+  for (int cc = 0; cc < 2 * n; cc++) {
+    const int *recv = ring_recv + (cc % n) * nn;
+    const int *send = ring_send + (cc % n) * nn;
+    const int *order =
+        (opts->n_node_orders > 0) ? opts->node_orders + (cc % opts->n_node_orders) * nn : NULL;
     for (int k = 0; k < nn; k++) {
-      ring_prev[c * n_ranks + recv[k]] = send[(k - 1 + nn) % nn];
-      ring_next[c * n_ranks + send[k]] = recv[(k + 1) % nn];
+      int cur = (order != NULL) ? order[k] : k;
+      int before = (order != NULL) ? order[(k - 1 + nn) % nn] : (k - 1 + nn) % nn;
+      int after = (order != NULL) ? order[(k + 1) % nn] : (k + 1) % nn;
+      ring_prev[cc * n_ranks + recv[cur]] = send[before];
+      ring_next[cc * n_ranks + send[cur]] = recv[after];
     }
   }
   MC_CHECK_GOTO(connect_trees(out, n, ttp, ttc0, ttc1, log), res, fail);
 
-  memcpy(ring_prev + n * n_ranks, ring_prev, (size_t)n * (size_t)n_ranks * sizeof(*ring_prev));
-  memcpy(ring_next + n * n_ranks, ring_next, (size_t)n * (size_t)n_ranks * sizeof(*ring_next));
   for (int c = 0; c < n; c++) {
     out->channels[c].ring_prev = out->channels[c + n].ring_prev = ring_prev[c * n_ranks + rank];
     out->channels[c].ring_next = out->channels[c + n].ring_next = ring_next[c * n_ranks + rank];

@@ -203,11 +203,20 @@ ncclResult_t mc_topo_preset(const struct mc_topo_system *sys, int rank,
 
 /* Channel-count limits of the final step (NCCL_MIN/MAX_NCHANNELS and the
  * config's minCTAs/maxCTAs). */
+#define MC_TOPO_MAX_NODES_ORDERED 1024 /* nodes a node order may hold */
+
 struct mc_topo_connect_opts {
   int min_channels; /* ncclMinNchannels(): 0..64 */
   int max_channels; /* ncclMaxNchannels(): 1..64 */
   int min_ctas;
   int max_ctas;
+  /* meshccl's extension for hosts cabled directly to each other: the order
+   * in which each channel's ring crosses the nodes, so that every hop between
+   * nodes is a cable. node_orders holds n_node_orders permutations of the node
+   * indices (n_nodes each, not owned); channel c of the 2x doubled channels
+   * uses order c % n_node_orders. 0 orders: NCCL's (node index order). */
+  int n_node_orders;
+  const int *node_orders;
 };
 
 /* Defaults (0, 64, 1, 64), then NCCL_MIN_NCHANNELS/NCCL_MIN_NRINGS and
@@ -224,7 +233,8 @@ void mc_topo_connect_opts_from_params(struct mc_topo_connect_opts *opts);
  * out receives everything (free with mc_topo_channels_fini). `log` (may be
  * NULL) receives NCCL's "Tree %d : ..." lines, without prefix.
  * Errors: ncclInternalError when a ring does not close or misses a rank
- * (NCCL's ncclBuildRings checks), naming the ring and the rank.
+ * (NCCL's ncclBuildRings checks), naming the ring and the rank;
+ * ncclInvalidArgument when a node order is not a permutation of the nodes.
  */
 ncclResult_t mc_topo_postset(int rank, int n_ranks, const struct mc_topo_ranks *all,
                              const struct mc_topo_channel preset[MC_TOPO_MAX_CHANNELS],

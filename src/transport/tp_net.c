@@ -29,6 +29,12 @@
 
 #define PROXY_SPINS 64 /* empty rounds before yielding the CPU (to the net's threads) */
 
+/* What every net promises (net.h, NCCL's NCCL_NET_MAX_REQUESTS; v6 plugins
+ * only 8): one connection is one comm with at most MC_STEPS requests
+ * outstanding, and every irecv has n = 1 (<= any max_recvs). */
+_Static_assert(MC_STEPS <= 8, "a comm may have at most 8 outstanding requests (v6 plugins)");
+_Static_assert(MC_STEPS <= MC_NET_MAX_REQUESTS, "a comm may have at most 32 outstanding requests");
+
 struct mc_net_conn {
   const struct mc_net_ops *net;
   void *listen_comm;
@@ -130,10 +136,15 @@ static ncclResult_t net_send_setup(struct mc_tp_comm *tc, struct mc_conn_req *q,
     return MC_FAIL(ncclSystemError, "NET: allocating %zu bytes of send slots",
                    MC_STEPS * c->slot_bytes);
   c->slots = c->own_slots;
-  /* The rank may publish its own buffers instead of copying into a slot:
-   * host memory needs no registration with a net that supports host
-   * pointers (the socket net); the step completes once the net sent it. */
-  c->can_send_ptr = true;
+  /* The rank may publish its own buffers instead of copying into a slot
+   * only where registration is a no-op (the socket net); the step completes
+   * once the net sent it. Any other net (a plugin) sees only the slots,
+   * registered once per connection: as NCCL, which copies user buffers into
+   * its registered FIFO unless the user registered them. A cache of user
+   * registrations keyed by address could not see free() and a new malloc()
+   * at the same address, and a pinned RDMA registration would then send
+   * stale pages. */
+  c->can_send_ptr = (tc->net == &mc_net_socket_ops);
   return ncclSuccess;
 }
 

@@ -318,6 +318,59 @@ static void postset_two_nodes(void)
   mc_topo_channels_fini(&ch);
 }
 
+/* Four nodes of two ranks; node orders make the rings cross nodes in the
+ * cables' order (0 2 1 3 and its reverse) instead of the node index order,
+ * channel c taking order c % 2, for the doubled channels too. */
+static void postset_node_orders(void)
+{
+  struct mc_topo_ranks all[8];
+  struct mc_topo_channel preset[8][64];
+  const int orders[2][4] = {{0, 2, 1, 3}, {0, 3, 1, 2}};
+  struct mc_topo_connect_opts opts = {.min_channels = 0,
+                                      .max_channels = 64,
+                                      .min_ctas = 1,
+                                      .max_ctas = 64,
+                                      .n_node_orders = 2,
+                                      .node_orders = &orders[0][0]};
+  struct mc_topo_channels ch;
+  char line[128];
+  const int bad[2][4] = {{0, 2, 2, 3}, {0, 1, 2, 3}};
+
+  memset(all, 0, sizeof(all));
+  for (int r = 0; r < 8; r++) {
+    int first = (r / 2) * 2;
+    all[r].ring = (struct mc_topo_graph_info){
+        .pattern = MC_TOPO_PATTERN_RING, .n_channels = 1, .bw_intra = 12, .bw_inter = 12};
+    all[r].tree = all[r].ring;
+    all[r].tree.pattern = MC_TOPO_PATTERN_BALANCED_TREE;
+    all[r].ring_recv[0] = first;
+    all[r].ring_send[0] = first + 1;
+    all[r].ring_prev[0] = (r == first) ? -1 : first;
+    all[r].ring_next[0] = (r == first) ? first + 1 : -1;
+    all[r].tree_to_parent[0] = first;
+    all[r].tree_to_child0[0] = first + 1;
+    all[r].tree_to_child1[0] = first;
+    all[r].min_comp_cap = 80;
+    for (int c = 0; c < 64; c++) {
+      preset[r][c] = (struct mc_topo_channel){
+          .ring_prev = -1, .ring_next = -1, .tree_up = -1, .tree_down = {-1, -1, -1}};
+    }
+  }
+  MC_T_OK(mc_topo_postset(0, 8, all, preset[0], &opts, NULL, &ch));
+  MC_T_EQ_INT(ch.n_nodes, 4);
+  MC_T_EQ_INT(ch.n_channels, 2);
+  mc_topo_ring_line(&ch, 0, line, sizeof(line));
+  MC_T_EQ_STR(line, "Channel 00/02 : 0 1 4 5 2 3 6 7");
+  mc_topo_ring_line(&ch, 1, line, sizeof(line));
+  MC_T_EQ_STR(line, "Channel 01/02 : 0 1 6 7 2 3 4 5");
+  mc_topo_channels_fini(&ch);
+
+  opts.node_orders = &bad[0][0];
+  MC_T_EQ_INT(mc_topo_postset(0, 8, all, preset[0], &opts, NULL, &ch), ncclInvalidArgument);
+  MC_T_CONTAINS(mc_t_last_error(), "node order 0 is not a permutation of the 4 nodes "
+                                   "(position 2 holds 2)");
+}
+
 /* A rank number from the wire that is out of range fails naming the sender. */
 static void postset_rejects_bad_ranks(void)
 {
@@ -358,4 +411,4 @@ static void ring_line_truncated(void)
 }
 
 MC_T_MAIN(dtree_as_nccl, p4d_two_nodes, graph_file_round_trip, postset_two_nodes,
-          postset_rejects_bad_ranks, ring_line_truncated)
+          postset_node_orders, postset_rejects_bad_ranks, ring_line_truncated)

@@ -1,0 +1,138 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
+# Installing and consuming meshccl as users do:
+#  - `make install`'s step (cmake --install, DESTDIR staging, a prefix) with the
+#    NCCL compatibility component;
+#  - a consumer built with find_package(meshccl), one with pkg-config, one
+#    through add_subdirectory of the source tree;
+#  - a program built as against NVIDIA's NCCL (own declarations, -lnccl,
+#    NEEDED libnccl.so.2) that runs on meshccl's libnccl.so.2, found with
+#    pkg-config's nccl.pc and with find_package(NCCL);
+#  - the Debian package (cpack -G DEB), unpacked, used through pkg-config.
+# Needs cmake, pkg-config and a C compiler (make test installs them).
+set -u
+# shellcheck source=mp_lib.sh
+. "$(dirname "$0")/mp_lib.sh"
+SRC="${MC_SRC:?MC_SRC must name the source directory}"
+APP="$SRC/tests/mp/install"
+CC=${CC:-cc}
+for tool in cmake pkg-config "$CC"; do
+  if ! command -v "$tool" >/dev/null; then
+    if [ "${CI:-}" = true ]; then
+      not_ok "$tool is installed"
+      exit 1
+    fi
+    echo "# SKIP: $tool not found (Debian: apt-get install cmake pkg-config gcc)"
+    exit 77
+  fi
+done
+STAGE="$TMP/stage"
+PFX=/opt/meshccl-test
+ROOT="$STAGE$PFX"
+
+# --- install -----------------------------------------------------------------
+DESTDIR="$STAGE" cmake --install "$MC_BUILD" --prefix "$PFX" >"$TMP/install.log" 2>&1
+expect_success "cmake --install into a staged prefix" "$?" "$TMP/install.log"
+DESTDIR="$STAGE" cmake --install "$MC_BUILD" --prefix "$PFX" --component nccl_compat \
+  >>"$TMP/install.log" 2>&1
+expect_success "the nccl_compat component installs" "$?" "$TMP/install.log"
+for f in include/nccl.h include/meshccl.h lib/libmeshccl.so lib/libmeshccl.so.2 lib/libmeshccl.a \
+  bin/meshccl-run bin/meshccl-perf bin/meshccl-topo lib/pkgconfig/meshccl.pc \
+  lib/cmake/meshccl/meshcclConfig.cmake lib/libnccl.so lib/libnccl.so.2 lib/pkgconfig/nccl.pc \
+  lib/cmake/NCCL/NCCLConfig.cmake; do
+  [ -e "$ROOT/$f" ]
+  check "installed $f"
+done
+soname=$(readelf -d "$ROOT/lib/libnccl.so.2" | sed -n 's/.*SONAME.*\[\(.*\)\]/\1/p')
+expect_eq "libnccl.so.2 carries NCCL's SONAME" "$soname" "libnccl.so.2"
+exports=$(nm -D --defined-only "$ROOT/lib/libmeshccl.so" | awk '{print $3}' | grep -cvE '^(nccl|pnccl|meshccl)')
+expect_eq "libmeshccl.so exports only nccl*, pnccl*, meshccl*" "$exports" 0
+
+# run NAME BINARY LIBDIR: the binary runs and prints its "ok" line.
+run_ok() {
+  LD_LIBRARY_PATH="$3" "$2" >"$TMP/run.out" 2>&1
+  expect_success "$1" "$?" "$TMP/run.out"
+}
+
+# --- find_package(meshccl) ------------------------------------------------------
+mkdir -p "$TMP/cm"
+cat >"$TMP/cm/CMakeLists.txt" <<CM
+cmake_minimum_required(VERSION 3.20)
+project(consumer C)
+find_package(meshccl 2 REQUIRED)
+add_executable(consumer $APP/consumer.c)
+target_link_libraries(consumer PRIVATE meshccl::meshccl)
+add_executable(consumer_static $APP/consumer.c)
+target_link_libraries(consumer_static PRIVATE meshccl::meshccl_static)
+CM
+(cmake -S "$TMP/cm" -B "$TMP/cm/b" -DCMAKE_PREFIX_PATH="$ROOT" && cmake --build "$TMP/cm/b") \
+  >"$TMP/cm.log" 2>&1
+expect_success "find_package(meshccl) consumer builds" "$?" "$TMP/cm.log"
+run_ok "find_package(meshccl) consumer runs" "$TMP/cm/b/consumer" "$ROOT/lib"
+run_ok "the static library links alone" "$TMP/cm/b/consumer_static" ""
+
+# --- pkg-config -------------------------------------------------------------------
+export PKG_CONFIG_PATH="$ROOT/lib/pkgconfig"
+# shellcheck disable=SC2046 # word splitting of pkg-config's flags is intended
+"$CC" -o "$TMP/pc_consumer" "$APP/consumer.c" $(pkg-config --cflags --libs meshccl) >"$TMP/pc.log" 2>&1
+expect_success "pkg-config meshccl consumer builds" "$?" "$TMP/pc.log"
+run_ok "pkg-config meshccl consumer runs" "$TMP/pc_consumer" "$ROOT/lib"
+
+# --- a binary built as against NCCL ---------------------------------------------------
+# shellcheck disable=SC2046
+"$CC" -o "$TMP/nccl_binary" "$APP/nccl_binary.c" $(pkg-config --libs nccl) >"$TMP/nb.log" 2>&1
+expect_success "-lnccl program builds with nccl.pc" "$?" "$TMP/nb.log"
+needed=$(readelf -d "$TMP/nccl_binary" | grep -c 'NEEDED.*\[libnccl.so.2\]')
+expect_eq "it needs libnccl.so.2" "$needed" 1
+run_ok "it runs on meshccl's libnccl.so.2" "$TMP/nccl_binary" "$ROOT/lib"
+mkdir -p "$TMP/cn"
+cat >"$TMP/cn/CMakeLists.txt" <<CM
+cmake_minimum_required(VERSION 3.20)
+project(nccl_consumer C)
+find_package(NCCL REQUIRED)
+add_executable(nccl_binary $APP/nccl_binary.c)
+target_link_libraries(nccl_binary PRIVATE NCCL::nccl)
+CM
+(cmake -S "$TMP/cn" -B "$TMP/cn/b" -DCMAKE_PREFIX_PATH="$ROOT" && cmake --build "$TMP/cn/b") \
+  >"$TMP/cn.log" 2>&1
+expect_success "find_package(NCCL) gives NCCL::nccl" "$?" "$TMP/cn.log"
+run_ok "the NCCL::nccl binary runs" "$TMP/cn/b/nccl_binary" "$ROOT/lib"
+run_ok "the build tree's compat folder serves -lnccl binaries" "$TMP/nccl_binary" "$MC_BUILD/compat/lib"
+
+# --- add_subdirectory ---------------------------------------------------------------
+mkdir -p "$TMP/sub"
+cat >"$TMP/sub/CMakeLists.txt" <<CM
+cmake_minimum_required(VERSION 3.20)
+project(parent C)
+add_subdirectory($SRC meshccl)
+add_executable(consumer $APP/consumer.c)
+target_link_libraries(consumer PRIVATE meshccl::meshccl)
+CM
+(cmake -S "$TMP/sub" -B "$TMP/sub/b" && cmake --build "$TMP/sub/b" -j 2 --target consumer) \
+  >"$TMP/sub.log" 2>&1
+expect_success "add_subdirectory(meshccl) builds a consumer" "$?" "$TMP/sub.log"
+[ ! -e "$TMP/sub/b/meshccl/tests" ]
+check "add_subdirectory does not build meshccl's tests"
+run_ok "the add_subdirectory consumer runs" "$TMP/sub/b/consumer" ""
+
+# --- Debian package --------------------------------------------------------------------
+(cd "$TMP" && cpack -G DEB --config "$MC_BUILD/CPackConfig.cmake" -B "$TMP/deb") >"$TMP/deb.log" 2>&1
+expect_success "cpack -G DEB builds a package" "$?" "$TMP/deb.log"
+deb=$(ls "$TMP"/deb/meshccl_*.deb 2>/dev/null | head -1)
+if [ -n "$deb" ]; then
+  expect_eq "the package is named meshccl" "$(dpkg-deb -f "$deb" Package)" meshccl
+  dpkg-deb -x "$deb" "$TMP/debroot"
+  check "the package unpacks"
+  PKG_CONFIG_PATH="$TMP/debroot/usr/lib/pkgconfig" pkg-config --libs meshccl >"$TMP/deb.flags" 2>&1
+  expect_success "the package's meshccl.pc is usable" "$?" "$TMP/deb.flags"
+  # shellcheck disable=SC2046
+  "$CC" -o "$TMP/deb_consumer" "$APP/consumer.c" \
+    $(PKG_CONFIG_PATH="$TMP/debroot/usr/lib/pkgconfig" pkg-config --cflags --libs meshccl) \
+    >"$TMP/debc.log" 2>&1
+  expect_success "a pkg-config consumer builds against the package" "$?" "$TMP/debc.log"
+  run_ok "and runs" "$TMP/deb_consumer" "$TMP/debroot/usr/lib"
+else
+  not_ok "cpack wrote a .deb"
+  show "$TMP/deb.log"
+fi
+exit "$FAILED"

@@ -1,0 +1,48 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
+# External net plugins end to end: 3 ranks, each its own NCCL_HOSTID "host"
+# (so every connection is NET), with NCCL_NET_PLUGIN naming the fake
+# third-party plugin of each ABI version in turn (tests/plugins/fake_net.c:
+# TCP over loopback): all-reduce, all-gather, broadcast, reduce-scatter and
+# send/recv give exact integer results (mp_coll), and every rank's log says
+# which plugin, version and file it used. Also: a plugin by name through
+# LD_LIBRARY_PATH, and NCCL_NET_PLUGIN naming nothing loadable failing init
+# with the reason instead of falling back to sockets.
+# shellcheck source=mp_lib.sh
+. "$(dirname "$0")/mp_lib.sh"
+need_progs mp_coll
+PLUGINS="$MC_BUILD/tests/plugins"
+export NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=INIT,NET
+
+three_hosts() { # LOG ENV... -- runs mp_coll on 3 "hosts"
+  local log=$1
+  shift
+  env "$@" timeout 120 "$RUN" -n 3 bash -c 'NCCL_HOSTID=h$RANK exec "$0" "$@"' "$T/mp_coll" \
+    --colls allreduce,allgather,broadcast,reducescatter,sendrecv --types int32,uint8 \
+    --ops sum,max --sizes 0,1,7,4099,262147 >"$log" 2>&1
+}
+
+for v in 6 7 8 9 10 11 12; do
+  lib="$PLUGINS/libnccl-net-fake$v.so"
+  three_hosts "$TMP/v$v.out" NCCL_NET_PLUGIN="$lib"
+  expect_success "v$v plugin by path: every collective exact on 3 hosts" "$?" "$TMP/v$v.out"
+  expect_eq "v$v: each rank logs the plugin it loaded" \
+    "$(grep -c "NET/Plugin: Loaded net plugin Fake (v$v) from $lib, symbol ncclNetPlugin_v$v" "$TMP/v$v.out")" 3
+  expect_eq "v$v: each rank uses it" \
+    "$(grep -c "Using network Fake (net plugin v$v, $lib)" "$TMP/v$v.out")" 3
+  expect_grep "v$v: connections go through the plugin" "$TMP/v$v.out" 'via NET/Fake$'
+  expect_eq "v$v: every NET connection does" "$(grep -c 'via NET/Fake' "$TMP/v$v.out")" \
+    "$(grep -c 'via NET' "$TMP/v$v.out")"
+done
+
+three_hosts "$TMP/name.out" NCCL_NET_PLUGIN=fake9 LD_LIBRARY_PATH="$PLUGINS${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+expect_success "plugin by name through LD_LIBRARY_PATH" "$?" "$TMP/name.out"
+expect_eq "by name: libnccl-net-fake9.so loaded on every rank" \
+  "$(grep -c "Loaded net plugin Fake (v9) from .*/libnccl-net-fake9.so" "$TMP/name.out")" 3
+
+timeout 60 env NCCL_NET_PLUGIN=nosuch "$RUN" -n 3 bash -c 'NCCL_HOSTID=h$RANK exec "$0" "$@"' \
+  "$T/mp_coll" --colls allreduce --types int32 --sizes 1 >"$TMP/nosuch.out" 2>&1
+expect_eq "a plugin that cannot be loaded fails init" "$?" 1
+expect_grep "... naming what was asked and why" "$TMP/nosuch.out" \
+  'NCCL_NET_PLUGIN=nosuch: no plugin could be loaded: nosuch: cannot open shared object file'
+mp_finish
