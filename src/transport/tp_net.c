@@ -137,14 +137,15 @@ static ncclResult_t net_send_setup(struct mc_tp_comm *tc, struct mc_conn_req *q,
                    MC_STEPS * c->slot_bytes);
   c->slots = c->own_slots;
   /* The rank may publish its own buffers instead of copying into a slot
-   * only where registration is a no-op (the socket net); the step completes
+   * only where registration is a no-op (the socket and mesh nets, whose
+   * data path is the socket net's); the step completes
    * once the net sent it. Any other net (a plugin) sees only the slots,
    * registered once per connection: as NCCL, which copies user buffers into
    * its registered FIFO unless the user registered them. A cache of user
    * registrations keyed by address could not see free() and a new malloc()
    * at the same address, and a pinned RDMA registration would then send
    * stale pages. */
-  c->can_send_ptr = (tc->net == &mc_net_socket_ops);
+  c->can_send_ptr = (tc->net == &mc_net_socket_ops) || (tc->net == &mc_net_mesh_ops);
   return ncclSuccess;
 }
 
