@@ -306,6 +306,37 @@ ncclResult_t pncclReduceScatter(const void *sendbuff, void *recvbuff, size_t rec
                                 ncclDataType_t datatype, ncclRedOp_t op, ncclComm_t comm,
                                 cudaStream_t stream);
 
+/**
+ * Sends count elements to every rank and receives count from every rank:
+ * block j of sendbuff goes to rank j, block i of recvbuff comes from rank i
+ * (blocks of count elements). sendbuff == recvbuff is ncclInvalidArgument
+ * (no in-place variant).
+ */
+ncclResult_t ncclAlltoAll(const void *sendbuff, void *recvbuff, size_t count,
+                          ncclDataType_t datatype, ncclComm_t comm, cudaStream_t stream);
+ncclResult_t pncclAlltoAll(const void *sendbuff, void *recvbuff, size_t count,
+                           ncclDataType_t datatype, ncclComm_t comm, cudaStream_t stream);
+
+/**
+ * Every rank sends count elements to root, which places rank i's at
+ * recvbuff + i * count (recvbuff is not used elsewhere). In place when
+ * sendbuff == recvbuff + root * count at the root.
+ */
+ncclResult_t ncclGather(const void *sendbuff, void *recvbuff, size_t count, ncclDataType_t datatype,
+                        int root, ncclComm_t comm, cudaStream_t stream);
+ncclResult_t pncclGather(const void *sendbuff, void *recvbuff, size_t count,
+                         ncclDataType_t datatype, int root, ncclComm_t comm, cudaStream_t stream);
+
+/**
+ * root sends sendbuff + i * count (count elements) to rank i (sendbuff is
+ * not used elsewhere); every rank receives into recvbuff. In place when
+ * recvbuff == sendbuff + root * count at the root.
+ */
+ncclResult_t ncclScatter(const void *sendbuff, void *recvbuff, size_t count,
+                         ncclDataType_t datatype, int root, ncclComm_t comm, cudaStream_t stream);
+ncclResult_t pncclScatter(const void *sendbuff, void *recvbuff, size_t count,
+                          ncclDataType_t datatype, int root, ncclComm_t comm, cudaStream_t stream);
+
 /** Sends count elements to peer (matched by the peer's ncclRecv, in call order). */
 ncclResult_t ncclSend(const void *sendbuff, size_t count, ncclDataType_t datatype, int peer,
                       ncclComm_t comm, cudaStream_t stream);
