@@ -164,6 +164,7 @@ static ncclResult_t check(struct mc_op *op, ncclComm_t comm, ncclDataType_t type
   ncclResult_t res;
 
   MC_CHECK(mc_comm_ready(comm, call));
+  MC_CHECK(mc_comm_usable(comm, call));
   res = (ncclResult_t)__atomic_load_n(&comm->coll_result, __ATOMIC_ACQUIRE);
   if (res != ncclSuccess)
     return MC_FAIL(res, "%s : communicator %p failed earlier: %s", call, (void *)comm,
@@ -450,6 +451,65 @@ ncclResult_t ncclGroupStart(void)
 {
   mc_api_enter();
   return mc_group_start();
+}
+
+/* NCCL's estimate of a group (ncclGroupSimulateEnd): per communicator the
+ * sum of its operations' model times, the group's time the slowest one's. */
+static float group_estimate_us(struct mc_op *ops, int n, ncclResult_t *res_out)
+{
+  float worst = 0.0f;
+
+  for (int i = 0; i < n; i++) {
+    float sum = 0.0f;
+    bool first = true;
+
+    for (int j = 0; j < i; j++)
+      first = first && (ops[j].comm != ops[i].comm);
+    if (!first)
+      continue;
+    for (int j = i; j < n; j++) {
+      if (ops[j].comm != ops[i].comm)
+        continue;
+      *res_out = mc_coll_algo_choose(&ops[j]);
+      if (*res_out != ncclSuccess)
+        return 0.0f;
+      sum += ops[j].est_us;
+    }
+    worst = (sum > worst) ? sum : worst;
+  }
+  return worst;
+}
+
+NCCL_API(ncclResult_t, ncclGroupSimulateEnd, ncclSimInfo_t *simInfo);
+ncclResult_t ncclGroupSimulateEnd(ncclSimInfo_t *simInfo)
+{
+  bool outer = (mc_group_depth() == 1);
+  ncclResult_t res;
+  float est = 0.0f;
+
+  mc_api_enter();
+  if (simInfo == NULL)
+    return MC_FAIL(ncclInvalidArgument, "ncclGroupSimulateEnd : simInfo argument is NULL");
+  if ((simInfo->magic != NCCL_SIM_INFO_MAGIC) || (simInfo->size < sizeof(*simInfo)))
+    return MC_FAIL(ncclInvalidArgument,
+                   "ncclGroupSimulateEnd : simInfo was not initialized with "
+                   "NCCL_SIM_INFO_INITIALIZER (magic 0x%x, size %zu)",
+                   simInfo->magic, simInfo->size);
+  res = mc_group_end();
+  if (!outer)
+    return res;
+  if ((res == ncclSuccess) && (group_coll_error != ncclSuccess))
+    res = group_coll_error;
+  if ((res == ncclSuccess) && (group_n_ops > 0))
+    est = group_estimate_us(group_ops, group_n_ops, &res);
+  /* Nothing of the group runs: its operations are dropped. */
+  free(group_ops);
+  group_ops = NULL;
+  group_n_ops = group_cap_ops = 0;
+  group_coll_error = ncclSuccess;
+  if (res == ncclSuccess)
+    simInfo->estimatedTime = est;
+  return res;
 }
 
 NCCL_API(ncclResult_t, ncclGroupEnd, void);

@@ -373,3 +373,77 @@ const char *ncclGetLastError(ncclComm_t comm)
     return comm->last_error;
   return mc_error_last();
 }
+
+/* ---------- suspend, resume, grow ids, logging ---------- */
+
+ncclResult_t mc_comm_usable(const struct ncclComm *comm, const char *call)
+{
+  if (__atomic_load_n(&comm->is_revoked, __ATOMIC_ACQUIRE) != 0)
+    return MC_FAIL(ncclInvalidUsage,
+                   "%s : communicator %p (rank %d) was revoked by ncclCommRevoke; only "
+                   "ncclCommDestroy, ncclCommAbort, ncclCommSplit and ncclCommShrink remain",
+                   call, (const void *)comm, comm->rank);
+  if (__atomic_load_n(&comm->is_suspended, __ATOMIC_ACQUIRE) != 0)
+    return MC_FAIL(ncclInvalidUsage,
+                   "%s : communicator %p (rank %d) is suspended (ncclCommSuspend); call "
+                   "ncclCommResume first",
+                   call, (const void *)comm, comm->rank);
+  return ncclSuccess;
+}
+
+NCCL_API(ncclResult_t, ncclCommSuspend, ncclComm_t comm, int flags);
+ncclResult_t ncclCommSuspend(ncclComm_t comm, int flags)
+{
+  mc_api_enter();
+  MC_CHECK(mc_comm_ready(comm, "ncclCommSuspend"));
+  if ((flags & ~NCCL_SUSPEND_MEM) != 0)
+    return MC_FAIL(ncclInvalidArgument,
+                   "ncclCommSuspend : flags 0x%x has unknown bits (known: NCCL_SUSPEND_MEM)",
+                   (unsigned)flags);
+  if (__atomic_exchange_n(&comm->is_suspended, 1, __ATOMIC_ACQ_REL) != 0)
+    return MC_FAIL(ncclInvalidUsage, "ncclCommSuspend : communicator %p is already suspended",
+                   (void *)comm);
+  /* Host buffers stay where they are: there is no GPU memory to release. */
+  MC_INFO(MC_SUB_INIT, "comm %p rank %d suspended (flags 0x%x)", (void *)comm, comm->rank,
+          (unsigned)flags);
+  return ncclSuccess;
+}
+
+NCCL_API(ncclResult_t, ncclCommResume, ncclComm_t comm);
+ncclResult_t ncclCommResume(ncclComm_t comm)
+{
+  mc_api_enter();
+  MC_CHECK(mc_comm_ready(comm, "ncclCommResume"));
+  if (__atomic_exchange_n(&comm->is_suspended, 0, __ATOMIC_ACQ_REL) == 0)
+    return MC_FAIL(ncclInvalidUsage, "ncclCommResume : communicator %p is not suspended",
+                   (void *)comm);
+  MC_INFO(MC_SUB_INIT, "comm %p rank %d resumed", (void *)comm, comm->rank);
+  return ncclSuccess;
+}
+
+NCCL_API(ncclResult_t, ncclCommGetUniqueId, ncclComm_t comm, ncclUniqueId *uniqueId);
+ncclResult_t ncclCommGetUniqueId(ncclComm_t comm, ncclUniqueId *uniqueId)
+{
+  ncclUniqueId id;
+
+  mc_api_enter();
+  MC_CHECK(mc_comm_ready(comm, "ncclCommGetUniqueId"));
+  PTR_CHECK(uniqueId, "ncclCommGetUniqueId", "uniqueId");
+  /* NCCL's rule: one id at a time, consumed by the grow it was made for. */
+  if (comm->has_grow_id)
+    return MC_FAIL(ncclInvalidUsage,
+                   "ncclCommGetUniqueId : comm %p already has an id not consumed by "
+                   "ncclCommGrow; grow with it before asking for another",
+                   (void *)comm);
+  /* A root listening in this process, as ncclGetUniqueId starts one. */
+  MC_CHECK(mc_boot_unique_id(false, &id));
+  comm->has_grow_id = true;
+  *uniqueId = id;
+  return ncclSuccess;
+}
+
+NCCL_API(void, ncclResetDebugInit, void);
+void ncclResetDebugInit(void)
+{
+  mc_log_reload_env();
+}
