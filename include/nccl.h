@@ -579,6 +579,64 @@ ncclResult_t pncclParamGetAllParameterKeys(const char ***table, int *tableLen);
 void ncclParamDumpAll(void);
 void pncclParamDumpAll(void);
 
+/*
+ * Host side of the device API (NCCL 2.28+, nccl_device/core.h): device
+ * communicators, windows' device pointers and teams for GPU kernels. The
+ * structures are opaque here: every call that needs a GPU returns
+ * ncclInvalidUsage naming itself. Teams have a host meaning: the world is
+ * every rank; LSA (load/store-accessible peers) is the rank alone, since
+ * host ranks share no GPU memory; a rail is the world.
+ */
+typedef struct ncclDevComm ncclDevComm_t;
+typedef struct ncclDevCommRequirements ncclDevCommRequirements_t;
+typedef struct ncclCommProperties ncclCommProperties_t;
+/** A multicast (NVLink SHARP) mapping of a team (NCCL's layout). */
+typedef struct ncclMultimemHandle {
+  void *mcBasePtr;
+} ncclMultimemHandle_t;
+
+/** A set of ranks: nRanks of them, this one at index rank, world ranks stride apart. */
+typedef struct ncclTeam {
+  int nRanks, rank, stride;
+} ncclTeam_t;
+
+ncclResult_t ncclCommQueryProperties(ncclComm_t comm, ncclCommProperties_t *props);
+ncclResult_t pncclCommQueryProperties(ncclComm_t comm, ncclCommProperties_t *props);
+ncclResult_t ncclDevCommCreate(ncclComm_t comm, ncclDevCommRequirements_t const *reqs,
+                               ncclDevComm_t *outDevComm);
+ncclResult_t pncclDevCommCreate(ncclComm_t comm, ncclDevCommRequirements_t const *reqs,
+                                ncclDevComm_t *outDevComm);
+ncclResult_t ncclDevCommDestroy(ncclComm_t comm, ncclDevComm_t const *devComm);
+ncclResult_t pncclDevCommDestroy(ncclComm_t comm, ncclDevComm_t const *devComm);
+ncclResult_t ncclGetLsaMultimemDevicePointer(ncclWindow_t window, size_t offset, void **outPtr);
+ncclResult_t pncclGetLsaMultimemDevicePointer(ncclWindow_t window, size_t offset, void **outPtr);
+ncclResult_t ncclGetMultimemDevicePointer(ncclWindow_t window, size_t offset,
+                                          ncclMultimemHandle_t multimem, void **outPtr);
+ncclResult_t pncclGetMultimemDevicePointer(ncclWindow_t window, size_t offset,
+                                           ncclMultimemHandle_t multimem, void **outPtr);
+ncclResult_t ncclGetLsaDevicePointer(ncclWindow_t window, size_t offset, int lsaRank,
+                                     void **outPtr);
+ncclResult_t pncclGetLsaDevicePointer(ncclWindow_t window, size_t offset, int lsaRank,
+                                      void **outPtr);
+ncclResult_t ncclGetPeerDevicePointer(ncclWindow_t window, size_t offset, int peer, void **outPtr);
+ncclResult_t pncclGetPeerDevicePointer(ncclWindow_t window, size_t offset, int peer, void **outPtr);
+
+/** Every rank of comm: {nRanks, rank, 1}. */
+ncclTeam_t ncclTeamWorld(ncclComm_t comm);
+ncclTeam_t pncclTeamWorld(ncclComm_t comm);
+/** The ranks this one can load/store into: itself alone on hosts, {1, 0, 1}. */
+ncclTeam_t ncclTeamLsa(ncclComm_t comm);
+ncclTeam_t pncclTeamLsa(ncclComm_t comm);
+/** The same LSA index across LSA teams: the world on hosts. */
+ncclTeam_t ncclTeamRail(ncclComm_t comm);
+ncclTeam_t pncclTeamRail(ncclComm_t comm);
+/** World rank of index rank of team (-1 when out of range). */
+int ncclTeamRankToWorld(ncclComm_t comm, ncclTeam_t team, int rank);
+int pncclTeamRankToWorld(ncclComm_t comm, ncclTeam_t team, int rank);
+/** LSA index of index rank of team (-1 when that rank is not load/store accessible). */
+int ncclTeamRankToLsa(ncclComm_t comm, ncclTeam_t team, int rank);
+int pncclTeamRankToLsa(ncclComm_t comm, ncclTeam_t team, int rank);
+
 #ifdef __cplusplus
 }
 #endif
