@@ -155,6 +155,7 @@ struct ncclComm {
   int is_suspended;                  /* ncclCommSuspend .. ncclCommResume; atomic */
   int is_revoked;                    /* ncclCommRevoke: collectives fail; atomic */
   bool has_grow_id;                  /* an id from ncclCommGetUniqueId not consumed yet */
+  struct mc_boot_root *grow_root;    /* its root (in this process), stopped at destroy */
 };
 
 /* Frees every registration and window of comm (destroy). */

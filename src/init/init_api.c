@@ -437,6 +437,8 @@ ncclResult_t ncclCommGetUniqueId(ncclComm_t comm, ncclUniqueId *uniqueId)
                    (void *)comm);
   /* A root listening in this process, as ncclGetUniqueId starts one. */
   MC_CHECK(mc_boot_unique_id(false, &id));
+  /* The communicator holds the root, so that destroying it stops the root. */
+  comm->grow_root = mc_boot_root_claim(&id);
   comm->has_grow_id = true;
   *uniqueId = id;
   return ncclSuccess;

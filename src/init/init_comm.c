@@ -264,6 +264,7 @@ void mc_comm_free(struct ncclComm *comm, int root_wait_ms)
   pthread_mutex_destroy(&comm->reg_lock);
   mc_boot_destroy(comm->boot);
   mc_boot_root_release(comm->root, root_wait_ms);
+  mc_boot_root_release(comm->grow_root, 0); /* nobody grew with it: stop it now */
   mc_comm_nodes_free(&comm->nodes);
   mc_topo_system_destroy(comm->topo);
   mc_topo_graph_fini(&comm->ring_graph);
