@@ -33,6 +33,7 @@ struct mc_boot_handle {
 
 /* Reserved tags of mc_boot_send/recv (NCCL's values). */
 #define MC_BOOT_TAG_COMMSPLIT (1 << 29)
+#define MC_BOOT_TAG_SHRINK    (1 << 27)
 #define MC_BOOT_TAG_INTRANODE (1 << 28)
 
 /* Largest payload accepted from a peer by send/recv and allgather. */

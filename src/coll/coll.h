@@ -50,6 +50,7 @@ struct mc_op {
   int root;       /* broadcast, reduce */
   int peer;       /* send, recv */
   int n_channels; /* channels the algorithm runs on, chosen with it (0: all) */
+  float est_us;   /* the model's time for it (µs), set with algo; 0 for send/recv */
 };
 
 /* NCCL's name of an operation ("AllReduce", "Send", ...). */
@@ -167,7 +168,7 @@ extern const struct mc_coll_algo_ops mc_coll_p2p_ops;
  * failure posted on it, or its peer's process gone (ncclRemoteError). */
 ncclResult_t mc_coll_conn_health(const struct mc_task *t, const struct mc_conn *c);
 
-/* Chooses op->algo (coll_algo.c). The same answer on every rank: it
+/* Chooses op->algo and sets op->est_us (coll_algo.c). The same answer on every rank: it
  * depends only on the call, the communicator and NCCL_ALGO / NCCL_PROTO.
  * Logs the choice at INFO TUNING. */
 ncclResult_t mc_coll_algo_choose(struct mc_op *op);

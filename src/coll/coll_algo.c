@@ -139,6 +139,7 @@ ncclResult_t mc_coll_algo_choose(struct mc_op *op)
 
   if ((op->kind == MC_COLL_SEND) || (op->kind == MC_COLL_RECV)) {
     op->algo = &mc_coll_p2p_ops;
+    op->est_us = 0.0f; /* NCCL's model has no point-to-point entry either */
     return ncclSuccess;
   }
   MC_CHECK(env_ready(comm));
@@ -177,6 +178,12 @@ ncclResult_t mc_coll_algo_choose(struct mc_op *op)
   if (((comm->algo_protos[op->kind] >> MC_PROTO_SIMPLE) & 1u) == 0)
     MC_WARN_ONCE("NCCL_PROTO excludes Simple, the only protocol meshccl implements: using Simple");
   op->algo = algo;
+  /* Algorithms outside the model (one-shot) are estimated as the ring. */
+  op->est_us = (time >= 0) ? time
+                           : mc_tune_time(&comm->tune, tune_func(op->kind), (int)MC_ALGO_RING,
+                                          MC_TUNE_SIMPLE, bytes);
+  if (op->est_us < 0)
+    op->est_us = 0.0f;
   op->n_channels =
       ((algo == &mc_coll_ring_ops) || (algo == &mc_coll_tree_ops)) ? channels_for(comm, bytes) : 0;
   if ((op->count > 0) && (comm->n_ranks > 1))

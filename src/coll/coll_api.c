@@ -164,6 +164,7 @@ static ncclResult_t check(struct mc_op *op, ncclComm_t comm, ncclDataType_t type
   ncclResult_t res;
 
   MC_CHECK(mc_comm_ready(comm, call));
+  MC_CHECK(mc_comm_usable(comm, call));
   res = (ncclResult_t)__atomic_load_n(&comm->coll_result, __ATOMIC_ACQUIRE);
   if (res != ncclSuccess)
     return MC_FAIL(res, "%s : communicator %p failed earlier: %s", call, (void *)comm,
@@ -317,6 +318,132 @@ ncclResult_t ncclRecv(void *recvbuff, size_t count, ncclDataType_t datatype, int
   return enqueue(&o);
 }
 
+/* ------------------------------------------- alltoall, gather, scatter */
+
+/*
+ * NCCL 2.28's AlltoAll, Gather and Scatter are lowered to point-to-point
+ * tasks (enqueue.cc, taskAppend: one send and one receive per peer for
+ * AlltoAll; for Gather a send to the root and, at the root, a receive from
+ * every rank; Scatter the other way round). The same here: the checked call
+ * becomes grouped sends and receives, run at once as one batch, or queued
+ * with the open group like any collective.
+ */
+
+static ncclResult_t enqueue_batch(struct mc_op *ops, int n)
+{
+  if (n == 0)
+    return ncclSuccess;
+  if (mc_group_depth() == 0)
+    return run_now(ops, n);
+  for (int i = 0; i < n; i++)
+    MC_CHECK(enqueue(&ops[i]));
+  return ncclSuccess;
+}
+
+/* Sends from `in` or receives into `out` (block `blk` of count elements) with peer. */
+static struct mc_op p2p_op(const struct mc_op *tmpl, enum mc_coll_kind kind, int peer, size_t blk)
+{
+  struct mc_op o = *tmpl;
+  size_t off = blk * tmpl->count * tmpl->esize;
+
+  o.kind = kind;
+  o.peer = peer;
+  o.root = 0;
+  o.in = (kind == MC_COLL_SEND) ? tmpl->in + off : NULL;
+  o.out = (kind == MC_COLL_RECV) ? tmpl->out + off : NULL;
+  return o;
+}
+
+enum lowered { LOWER_ALLTOALL, LOWER_GATHER, LOWER_SCATTER };
+
+/* Runs (or queues) the 1 + n_ranks (gather, scatter) or 2 * n_ranks (alltoall) transfers. */
+static ncclResult_t lower_to_p2p(const struct mc_op *tmpl, enum lowered what, int root,
+                                 const char *call)
+{
+  struct ncclComm *comm = tmpl->comm;
+  int n = comm->n_ranks;
+  struct mc_op *ops = NULL;
+  int n_ops = 0;
+  ncclResult_t res;
+
+  if (tmpl->count == 0)
+    return ncclSuccess;
+  ops = calloc((size_t)(2 * n), sizeof(*ops));
+  if (ops == NULL) {
+    res = MC_FAIL(ncclSystemError, "%s : out of memory planning %d transfers", call, 2 * n);
+    if (mc_group_depth() > 0)
+      group_coll_error = res;
+    return res;
+  }
+  for (int p = 0; p < n; p++) {
+    bool gather = (what == LOWER_GATHER);
+    bool scatter = (what == LOWER_SCATTER);
+    bool is_root = (comm->rank == root);
+
+    if (!gather || (p == 0)) /* gather: one send, to the root, of the whole input */
+      if (!scatter || is_root)
+        ops[n_ops++] = p2p_op(tmpl, MC_COLL_SEND, gather ? root : p, gather ? 0 : (size_t)p);
+    if (!scatter || (p == 0)) /* scatter: one receive, from the root, into the output */
+      if (!gather || is_root)
+        ops[n_ops++] = p2p_op(tmpl, MC_COLL_RECV, scatter ? root : p, scatter ? 0 : (size_t)p);
+  }
+  res = enqueue_batch(ops, n_ops);
+  free(ops);
+  return res;
+}
+
+NCCL_API(ncclResult_t, ncclAlltoAll, const void *sendbuff, void *recvbuff, size_t count,
+         ncclDataType_t datatype, ncclComm_t comm, cudaStream_t stream);
+ncclResult_t ncclAlltoAll(const void *sendbuff, void *recvbuff, size_t count,
+                          ncclDataType_t datatype, ncclComm_t comm, cudaStream_t stream)
+{
+  struct mc_op o = {.kind = MC_COLL_SEND, .in = sendbuff, .out = recvbuff, .count = count};
+
+  (void)stream;
+  mc_api_enter();
+  COLL_CHECK(check(&o, comm, datatype, "AlltoAll", true, true));
+  /* Block p goes out to rank p while block p from rank p lands on it: the
+   * point-to-point lowering (NCCL's too) has no in-place variant. */
+  if ((count > 0) && (comm->n_ranks > 1) && (sendbuff == (const void *)recvbuff))
+    COLL_CHECK(MC_FAIL(ncclInvalidArgument,
+                       "AlltoAll : sendbuff and recvbuff are both %p: in-place AlltoAll is not "
+                       "supported, use a separate recvbuff",
+                       recvbuff));
+  return lower_to_p2p(&o, LOWER_ALLTOALL, 0, "AlltoAll");
+}
+
+NCCL_API(ncclResult_t, ncclGather, const void *sendbuff, void *recvbuff, size_t count,
+         ncclDataType_t datatype, int root, ncclComm_t comm, cudaStream_t stream);
+ncclResult_t ncclGather(const void *sendbuff, void *recvbuff, size_t count, ncclDataType_t datatype,
+                        int root, ncclComm_t comm, cudaStream_t stream)
+{
+  struct mc_op o = {.kind = MC_COLL_SEND, .in = sendbuff, .out = recvbuff, .count = count};
+
+  (void)stream;
+  mc_api_enter();
+  COLL_CHECK(mc_comm_check(comm, "Gather"));
+  COLL_CHECK(check_root(root, comm, "Gather"));
+  /* recvbuff is only used at the root; in place: sendbuff == recvbuff + root * count. */
+  COLL_CHECK(check(&o, comm, datatype, "Gather", true, comm->rank == root));
+  return lower_to_p2p(&o, LOWER_GATHER, root, "Gather");
+}
+
+NCCL_API(ncclResult_t, ncclScatter, const void *sendbuff, void *recvbuff, size_t count,
+         ncclDataType_t datatype, int root, ncclComm_t comm, cudaStream_t stream);
+ncclResult_t ncclScatter(const void *sendbuff, void *recvbuff, size_t count,
+                         ncclDataType_t datatype, int root, ncclComm_t comm, cudaStream_t stream)
+{
+  struct mc_op o = {.kind = MC_COLL_SEND, .in = sendbuff, .out = recvbuff, .count = count};
+
+  (void)stream;
+  mc_api_enter();
+  COLL_CHECK(mc_comm_check(comm, "Scatter"));
+  COLL_CHECK(check_root(root, comm, "Scatter"));
+  /* sendbuff is only used at the root; in place: recvbuff == sendbuff + root * count. */
+  COLL_CHECK(check(&o, comm, datatype, "Scatter", comm->rank == root, true));
+  return lower_to_p2p(&o, LOWER_SCATTER, root, "Scatter");
+}
+
 /* ------------------------------------------------------------------ groups */
 
 NCCL_API(ncclResult_t, ncclGroupStart, void);
@@ -324,6 +451,65 @@ ncclResult_t ncclGroupStart(void)
 {
   mc_api_enter();
   return mc_group_start();
+}
+
+/* NCCL's estimate of a group (ncclGroupSimulateEnd): per communicator the
+ * sum of its operations' model times, the group's time the slowest one's. */
+static float group_estimate_us(struct mc_op *ops, int n, ncclResult_t *res_out)
+{
+  float worst = 0.0f;
+
+  for (int i = 0; i < n; i++) {
+    float sum = 0.0f;
+    bool first = true;
+
+    for (int j = 0; j < i; j++)
+      first = first && (ops[j].comm != ops[i].comm);
+    if (!first)
+      continue;
+    for (int j = i; j < n; j++) {
+      if (ops[j].comm != ops[i].comm)
+        continue;
+      *res_out = mc_coll_algo_choose(&ops[j]);
+      if (*res_out != ncclSuccess)
+        return 0.0f;
+      sum += ops[j].est_us;
+    }
+    worst = (sum > worst) ? sum : worst;
+  }
+  return worst;
+}
+
+NCCL_API(ncclResult_t, ncclGroupSimulateEnd, ncclSimInfo_t *simInfo);
+ncclResult_t ncclGroupSimulateEnd(ncclSimInfo_t *simInfo)
+{
+  bool outer = (mc_group_depth() == 1);
+  ncclResult_t res;
+  float est = 0.0f;
+
+  mc_api_enter();
+  if (simInfo == NULL)
+    return MC_FAIL(ncclInvalidArgument, "ncclGroupSimulateEnd : simInfo argument is NULL");
+  if ((simInfo->magic != NCCL_SIM_INFO_MAGIC) || (simInfo->size < sizeof(*simInfo)))
+    return MC_FAIL(ncclInvalidArgument,
+                   "ncclGroupSimulateEnd : simInfo was not initialized with "
+                   "NCCL_SIM_INFO_INITIALIZER (magic 0x%x, size %zu)",
+                   simInfo->magic, simInfo->size);
+  res = mc_group_end();
+  if (!outer)
+    return res;
+  if ((res == ncclSuccess) && (group_coll_error != ncclSuccess))
+    res = group_coll_error;
+  if ((res == ncclSuccess) && (group_n_ops > 0))
+    est = group_estimate_us(group_ops, group_n_ops, &res);
+  /* Nothing of the group runs: its operations are dropped. */
+  free(group_ops);
+  group_ops = NULL;
+  group_n_ops = group_cap_ops = 0;
+  group_coll_error = ncclSuccess;
+  if (res == ncclSuccess)
+    simInfo->estimatedTime = est;
+  return res;
 }
 
 NCCL_API(ncclResult_t, ncclGroupEnd, void);

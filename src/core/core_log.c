@@ -195,6 +195,16 @@ static void ensure_config(void)
   pthread_mutex_unlock(&log_lock);
 }
 
+void mc_log_reload_env(void)
+{
+  pthread_mutex_lock(&log_lock);
+  mc_param_reload_env(MC_P_DEBUG);
+  mc_param_reload_env(MC_P_DEBUG_SUBSYS);
+  mc_param_reload_env(MC_P_DEBUG_FILE);
+  load_config();
+  pthread_mutex_unlock(&log_lock);
+}
+
 void mc_log_reset_for_tests(void)
 {
   pthread_mutex_lock(&log_lock);

@@ -444,6 +444,52 @@ const char *mc_param_closest(const char *name)
   return best;
 }
 
+int mc_param_lookup(const char *name)
+{
+  return (name == NULL) ? -1 : find_param(name, strlen(name));
+}
+
+bool mc_param_is_int(enum mc_param_id id)
+{
+  return descs[id].is_int;
+}
+
+int mc_param_count(void)
+{
+  return MC_P_COUNT;
+}
+
+/* Strings replaced by mc_param_reload_env: readers may still hold them. */
+static pthread_mutex_t retired_lock = PTHREAD_MUTEX_INITIALIZER;
+static char **retired;
+static size_t n_retired;
+
+void mc_param_reload_env(enum mc_param_id id)
+{
+  const char *e;
+  char **grown;
+
+  ensure_loaded();
+  pthread_mutex_lock(&retired_lock);
+  grown = realloc(retired, (n_retired + 1) * sizeof(*retired));
+  if (grown == NULL) {
+    /* Keeping the old value is safer than freeing a string a reader may hold. */
+    pthread_mutex_unlock(&retired_lock);
+    return;
+  }
+  retired = grown;
+  retired[n_retired++] = vals[id].s;
+  vals[id].s = (descs[id].def_str != NULL) ? strdup(descs[id].def_str) : NULL;
+  vals[id].i = descs[id].def_int;
+  vals[id].src = MC_PARAM_SRC_DEFAULT;
+  vals[id].claimed = false;
+  snprintf(vals[id].origin, sizeof(vals[id].origin), "default");
+  e = getenv(descs[id].env);
+  if ((e != NULL) && (e[0] != '\0'))
+    set_value(id, e, MC_PARAM_SRC_ENV, "environment");
+  pthread_mutex_unlock(&retired_lock);
+}
+
 void mc_param_set_for_tests(enum mc_param_id id, const char *value)
 {
   ensure_loaded();

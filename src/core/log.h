@@ -95,6 +95,11 @@ void mc_error_clear_thread(void);
 /* The "[dev]" printed in every line of this thread (NCCL prints the CUDA device). */
 void mc_log_set_thread_dev(int dev);
 
+/* Reads NCCL_DEBUG, NCCL_DEBUG_SUBSYS and NCCL_DEBUG_FILE from the
+ * environment again and applies them (ncclResetDebugInit). Thread-safe:
+ * lines being written finish with the old configuration. */
+void mc_log_reload_env(void);
+
 /* Re-reads the log configuration (tests). */
 void mc_log_reset_for_tests(void);
 

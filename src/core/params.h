@@ -37,6 +37,19 @@ enum mc_param_source mc_param_source(enum mc_param_id id);
 /* Environment name of the parameter ("NCCL_SOCKET_IFNAME"). */
 const char *mc_param_name(enum mc_param_id id);
 
+/* Id of the parameter whose environment name is name, or -1 (exact, case-sensitive). */
+int mc_param_lookup(const char *name);
+/* True for MC_PARAM_INT parameters, false for MC_PARAM_STR ones. */
+bool mc_param_is_int(enum mc_param_id id);
+/* Number of parameters (MC_P_COUNT), for tables indexed by id. */
+int mc_param_count(void);
+
+/* Reads parameter id from the environment again (unset: the default; the
+ * configuration files are not read again). Thread-safe with the readers of
+ * other parameters; the previous string value stays allocated (retired)
+ * so that pointers returned earlier by mc_param_str stay valid. */
+void mc_param_reload_env(enum mc_param_id id);
+
 /* Logs, once per process, the warnings gathered while loading (unknown or
  * invalid variables) and one INFO(ENV) line per parameter not at its default. */
 void mc_param_report_once(void);

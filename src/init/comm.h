@@ -148,7 +148,20 @@ struct ncclComm {
   int coll_result;   /* ncclResult_t of a failed collective: the comm is then unusable */
   int colls_running; /* threads inside a collective on this comm (abort waits for them) */
   int spin_passes;   /* idle polls before yielding: few when the host's ranks outnumber its CPUs */
+  /* Host meaning of NCCL's registration and lifecycle calls (init_mem.c, init_api.c). */
+  pthread_mutex_t reg_lock;          /* guards regs and windows */
+  struct mc_comm_reg *regs;          /* ncclCommRegister handles, freed at destroy */
+  struct ncclWindow_vidmem *windows; /* ncclCommWindowRegister windows, freed at destroy */
+  int is_suspended;                  /* ncclCommSuspend .. ncclCommResume; atomic */
+  int is_revoked;                    /* ncclCommRevoke: collectives fail; atomic */
+  bool has_grow_id;                  /* an id from ncclCommGetUniqueId not consumed yet */
+  struct mc_boot_root *grow_root;    /* its root (in this process), stopped at destroy */
 };
+
+/* Frees every registration and window of comm (destroy). */
+void mc_comm_regs_free(struct ncclComm *comm);
+/* ncclInvalidUsage naming call when comm is suspended or revoked. */
+ncclResult_t mc_comm_usable(const struct ncclComm *comm, const char *call);
 
 struct mc_topo_system;
 

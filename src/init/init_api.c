@@ -373,3 +373,243 @@ const char *ncclGetLastError(ncclComm_t comm)
     return comm->last_error;
   return mc_error_last();
 }
+
+/* ---------- suspend, resume, grow ids, logging ---------- */
+
+ncclResult_t mc_comm_usable(const struct ncclComm *comm, const char *call)
+{
+  if (__atomic_load_n(&comm->is_revoked, __ATOMIC_ACQUIRE) != 0)
+    return MC_FAIL(ncclInvalidUsage,
+                   "%s : communicator %p (rank %d) was revoked by ncclCommRevoke; only "
+                   "ncclCommDestroy, ncclCommAbort, ncclCommSplit and ncclCommShrink remain",
+                   call, (const void *)comm, comm->rank);
+  if (__atomic_load_n(&comm->is_suspended, __ATOMIC_ACQUIRE) != 0)
+    return MC_FAIL(ncclInvalidUsage,
+                   "%s : communicator %p (rank %d) is suspended (ncclCommSuspend); call "
+                   "ncclCommResume first",
+                   call, (const void *)comm, comm->rank);
+  return ncclSuccess;
+}
+
+NCCL_API(ncclResult_t, ncclCommSuspend, ncclComm_t comm, int flags);
+ncclResult_t ncclCommSuspend(ncclComm_t comm, int flags)
+{
+  mc_api_enter();
+  MC_CHECK(mc_comm_ready(comm, "ncclCommSuspend"));
+  if ((flags & ~NCCL_SUSPEND_MEM) != 0)
+    return MC_FAIL(ncclInvalidArgument,
+                   "ncclCommSuspend : flags 0x%x has unknown bits (known: NCCL_SUSPEND_MEM)",
+                   (unsigned)flags);
+  if (__atomic_exchange_n(&comm->is_suspended, 1, __ATOMIC_ACQ_REL) != 0)
+    return MC_FAIL(ncclInvalidUsage, "ncclCommSuspend : communicator %p is already suspended",
+                   (void *)comm);
+  /* Host buffers stay where they are: there is no GPU memory to release. */
+  MC_INFO(MC_SUB_INIT, "comm %p rank %d suspended (flags 0x%x)", (void *)comm, comm->rank,
+          (unsigned)flags);
+  return ncclSuccess;
+}
+
+NCCL_API(ncclResult_t, ncclCommResume, ncclComm_t comm);
+ncclResult_t ncclCommResume(ncclComm_t comm)
+{
+  mc_api_enter();
+  MC_CHECK(mc_comm_ready(comm, "ncclCommResume"));
+  if (__atomic_exchange_n(&comm->is_suspended, 0, __ATOMIC_ACQ_REL) == 0)
+    return MC_FAIL(ncclInvalidUsage, "ncclCommResume : communicator %p is not suspended",
+                   (void *)comm);
+  MC_INFO(MC_SUB_INIT, "comm %p rank %d resumed", (void *)comm, comm->rank);
+  return ncclSuccess;
+}
+
+NCCL_API(ncclResult_t, ncclCommGetUniqueId, ncclComm_t comm, ncclUniqueId *uniqueId);
+ncclResult_t ncclCommGetUniqueId(ncclComm_t comm, ncclUniqueId *uniqueId)
+{
+  ncclUniqueId id;
+
+  mc_api_enter();
+  MC_CHECK(mc_comm_ready(comm, "ncclCommGetUniqueId"));
+  PTR_CHECK(uniqueId, "ncclCommGetUniqueId", "uniqueId");
+  /* NCCL's rule: one id at a time, consumed by the grow it was made for. */
+  if (comm->has_grow_id)
+    return MC_FAIL(ncclInvalidUsage,
+                   "ncclCommGetUniqueId : comm %p already has an id not consumed by "
+                   "ncclCommGrow; grow with it before asking for another",
+                   (void *)comm);
+  /* A root listening in this process, as ncclGetUniqueId starts one. */
+  MC_CHECK(mc_boot_unique_id(false, &id));
+  /* The communicator holds the root, so that destroying it stops the root. */
+  comm->grow_root = mc_boot_root_claim(&id);
+  comm->has_grow_id = true;
+  *uniqueId = id;
+  return ncclSuccess;
+}
+
+NCCL_API(void, ncclResetDebugInit, void);
+void ncclResetDebugInit(void)
+{
+  mc_log_reload_env();
+}
+
+/* ---------- revoke, shrink, grow, scalable init ---------- */
+
+/* Refuses new collectives on comm, then stops those in flight on other
+ * threads (they see the abort flag within a poll tick and fail) and waits
+ * for them. The flag is cleared afterwards so that the bootstrap still
+ * serves ncclCommSplit / ncclCommShrink and destroy. */
+static void comm_revoke(struct ncclComm *comm)
+{
+  __atomic_store_n(&comm->is_revoked, 1, __ATOMIC_RELEASE);
+  if (__atomic_load_n(&comm->colls_running, __ATOMIC_ACQUIRE) == 0)
+    return;
+  __atomic_store_n(&comm->abort_flag, 1, __ATOMIC_RELEASE);
+  while (__atomic_load_n(&comm->colls_running, __ATOMIC_ACQUIRE) > 0)
+    usleep(1000);
+  __atomic_store_n(&comm->abort_flag, 0, __ATOMIC_RELEASE);
+}
+
+NCCL_API(ncclResult_t, ncclCommRevoke, ncclComm_t comm, int revokeFlags);
+ncclResult_t ncclCommRevoke(ncclComm_t comm, int revokeFlags)
+{
+  mc_api_enter();
+  MC_CHECK(mc_comm_ready(comm, "ncclCommRevoke"));
+  if (revokeFlags != NCCL_REVOKE_DEFAULT)
+    return MC_FAIL(ncclInvalidArgument,
+                   "ncclCommRevoke : revokeFlags %d must be NCCL_REVOKE_DEFAULT (0)", revokeFlags);
+  comm_revoke(comm);
+  MC_INFO(MC_SUB_INIT, "comm %p rank %d nranks %d - Revoke COMPLETE", (void *)comm, comm->rank,
+          comm->n_ranks);
+  return ncclSuccess;
+}
+
+/* The ranks that stay, in parent order; my index among them. */
+static ncclResult_t shrink_members(const struct ncclComm *comm, const int *exclude, int n_exclude,
+                                   int **members_out, int *n_out, int *idx_out)
+{
+  bool *gone = NULL;
+  int *m = NULL;
+  int k = 0;
+  ncclResult_t res = ncclSuccess;
+
+  MC_CHECK(mc_calloc(&gone, (size_t)comm->n_ranks));
+  for (int i = 0; i < n_exclude; i++) {
+    int r = exclude[i];
+    if ((r < 0) || (r >= comm->n_ranks)) {
+      res = MC_FAIL(ncclInvalidArgument,
+                    "ncclCommShrink : excludeRanksList[%d] = %d is not a rank of comm (0..%d)", i,
+                    r, comm->n_ranks - 1);
+      goto out;
+    }
+    if (gone[r]) {
+      res = MC_FAIL(ncclInvalidArgument,
+                    "ncclCommShrink : rank %d appears twice in excludeRanksList", r);
+      goto out;
+    }
+    if (r == comm->rank) {
+      res = MC_FAIL(ncclInvalidArgument,
+                    "ncclCommShrink : rank %d is in excludeRanksList; excluded ranks do not call "
+                    "ncclCommShrink",
+                    r);
+      goto out;
+    }
+    gone[r] = true;
+  }
+  MC_CHECK_GOTO(mc_calloc(&m, (size_t)comm->n_ranks), res, out);
+  for (int r = 0; r < comm->n_ranks; r++) {
+    if (gone[r])
+      continue;
+    if (r == comm->rank)
+      *idx_out = k;
+    m[k++] = r;
+  }
+  *members_out = m;
+  *n_out = k;
+out:
+  free(gone);
+  return res;
+}
+
+NCCL_API(ncclResult_t, ncclCommShrink, ncclComm_t comm, int *excludeRanksList,
+         int excludeRanksCount, ncclComm_t *newcomm, ncclConfig_t *config, int shrinkFlags);
+ncclResult_t ncclCommShrink(ncclComm_t comm, int *excludeRanksList, int excludeRanksCount,
+                            ncclComm_t *newcomm, ncclConfig_t *config, int shrinkFlags)
+{
+  int *members = NULL;
+  int n_members = 0;
+  int idx = 0;
+  ncclUniqueId id;
+  ncclResult_t res;
+
+  mc_api_enter();
+  PTR_CHECK(newcomm, "ncclCommShrink", "newcomm");
+  MC_CHECK(mc_comm_ready(comm, "ncclCommShrink"));
+  if ((shrinkFlags != NCCL_SHRINK_DEFAULT) && (shrinkFlags != NCCL_SHRINK_ABORT))
+    return MC_FAIL(ncclInvalidArgument,
+                   "ncclCommShrink : shrinkFlags %d is neither NCCL_SHRINK_DEFAULT nor "
+                   "NCCL_SHRINK_ABORT",
+                   shrinkFlags);
+  if ((excludeRanksCount < 0) || (excludeRanksCount >= comm->n_ranks))
+    return MC_FAIL(ncclInvalidArgument,
+                   "ncclCommShrink : excludeRanksCount %d is not in 0..%d (comm has %d ranks)",
+                   excludeRanksCount, comm->n_ranks - 1, comm->n_ranks);
+  if ((excludeRanksCount > 0) && (excludeRanksList == NULL))
+    return MC_FAIL(ncclInvalidArgument, "ncclCommShrink : excludeRanksList argument is NULL");
+  MC_CHECK(shrink_members(comm, excludeRanksList, excludeRanksCount, &members, &n_members, &idx));
+  *newcomm = NULL;
+  /* A parent with failed ranks may have collectives stuck on them: stop those first. */
+  if (shrinkFlags == NCCL_SHRINK_ABORT)
+    comm_revoke(comm);
+  /* As ncclCommSplit, but point to point among the survivors only: the
+   * excluded ranks do not call, so no allgather over the parent. */
+  if (idx == 0) {
+    MC_CHECK_GOTO(mc_boot_unique_id(false, &id), res, out);
+    for (int i = 1; i < n_members; i++)
+      MC_CHECK_GOTO(mc_boot_send(comm->boot, members[i], MC_BOOT_TAG_SHRINK, &id, sizeof(id)), res,
+                    out);
+  } else {
+    MC_CHECK_GOTO(mc_boot_recv(comm->boot, members[0], MC_BOOT_TAG_SHRINK, &id, sizeof(id)), res,
+                  out);
+  }
+  res = init_rank(newcomm, n_members, &id, idx, comm->dev,
+                  (config != NULL) ? config : &comm->config, MC_INIT_SPLIT, "ncclCommShrink");
+  if (res == ncclSuccess)
+    MC_INFO(MC_SUB_INIT,
+            "ncclCommShrink comm %p rank %d excluding %d ranks -> comm %p rank %d of %d",
+            (void *)comm, comm->rank, excludeRanksCount, (void *)*newcomm, idx, n_members);
+out:
+  free(members);
+  return res;
+}
+
+NCCL_API(ncclResult_t, ncclCommGrow, ncclComm_t comm, int nRanks, const ncclUniqueId *uniqueId,
+         int rank, ncclComm_t *newcomm, ncclConfig_t *config);
+ncclResult_t ncclCommGrow(ncclComm_t comm, int nRanks, const ncclUniqueId *uniqueId, int rank,
+                          ncclComm_t *newcomm, ncclConfig_t *config)
+{
+  (void)comm, (void)nRanks, (void)uniqueId, (void)rank, (void)config;
+  mc_api_enter();
+  PTR_CHECK(newcomm, "ncclCommGrow", "newcomm");
+  return MC_FAIL(ncclInvalidUsage, "ncclCommGrow : not supported yet by meshccl");
+}
+
+NCCL_API(ncclResult_t, ncclCommInitRankScalable, ncclComm_t *newcomm, int nranks, int myrank,
+         int nId, ncclUniqueId *commIds, ncclConfig_t *config);
+ncclResult_t ncclCommInitRankScalable(ncclComm_t *newcomm, int nranks, int myrank, int nId,
+                                      ncclUniqueId *commIds, ncclConfig_t *config)
+{
+  mc_api_enter();
+  PTR_CHECK(newcomm, "ncclCommInitRankScalable", "newcomm");
+  PTR_CHECK(commIds, "ncclCommInitRankScalable", "commIds");
+  if ((nId < 1) || (nId > nranks))
+    return MC_FAIL(ncclInvalidArgument,
+                   "ncclCommInitRankScalable : invalid nId %d (must be in 1..nranks = %d)", nId,
+                   nranks);
+  /* One id is ncclCommInitRankConfig; several roots (NCCL's bootstrap.cc
+   * spreading ranks over them) are not implemented. */
+  if (nId > 1)
+    return MC_FAIL(ncclInvalidUsage,
+                   "ncclCommInitRankScalable : nId %d > 1 (several bootstrap roots) is not "
+                   "supported yet by meshccl; pass one id",
+                   nId);
+  return init_rank(newcomm, nranks, &commIds[0], myrank, default_device(), config, MC_INIT_RANK,
+                   "ncclCommInitRankScalable");
+}

@@ -63,6 +63,7 @@ ncclResult_t mc_comm_alloc(int n_ranks, const ncclUniqueId *id, int rank, int de
   MC_CHECK(mc_calloc(&comm, 1));
   comm->live_magic = MC_COMM_LIVE_MAGIC;
   pthread_mutex_init(&comm->redop_lock, NULL);
+  pthread_mutex_init(&comm->reg_lock, NULL);
   comm->rank = rank;
   comm->n_ranks = n_ranks;
   comm->dev = (dev_requested >= 0) ? dev_requested : 0;
@@ -259,8 +260,11 @@ void mc_comm_free(struct ncclComm *comm, int root_wait_ms)
   comm->redops = NULL;
   comm->n_redops = 0;
   pthread_mutex_destroy(&comm->redop_lock);
+  mc_comm_regs_free(comm);
+  pthread_mutex_destroy(&comm->reg_lock);
   mc_boot_destroy(comm->boot);
   mc_boot_root_release(comm->root, root_wait_ms);
+  mc_boot_root_release(comm->grow_root, 0); /* nobody grew with it: stop it now */
   mc_comm_nodes_free(&comm->nodes);
   mc_topo_system_destroy(comm->topo);
   mc_topo_graph_fini(&comm->ring_graph);

@@ -32,10 +32,27 @@
 static const char *const type_names[] = {"int8", "uint8", "int32",  "uint32",   "int64",  "uint64",
                                          "half", "float", "double", "bfloat16", "f8e4m3", "f8e5m2"};
 static const char *const op_names[] = {"sum", "prod", "max", "min", "avg", "premulsum"};
-static const char *const coll_names[] = {"allreduce", "broadcast",     "reduce",
-                                         "allgather", "reducescatter", "sendrecv",
-                                         "alltoall",  "gather",        "scatter"};
-enum { C_AR, C_BC, C_RED, C_AG, C_RS, C_SR, C_A2A, C_GATHER, C_SCATTER, N_COLLS };
+static const char *const coll_names[] = {
+    "allreduce", "broadcast", "reduce",  "allgather",    "reducescatter", "sendrecv",
+    "alltoall",  "gather",    "scatter", "ncclalltoall", "ncclgather",    "ncclscatter"};
+/* C_A2A, C_GATHER, C_SCATTER are written with grouped ncclSend/ncclRecv;
+ * C_API_A2A, C_API_GATHER, C_API_SCATTER call ncclAlltoAll, ncclGather,
+ * ncclScatter (not in the default list: --colls names them). */
+enum {
+  C_AR,
+  C_BC,
+  C_RED,
+  C_AG,
+  C_RS,
+  C_SR,
+  C_A2A,
+  C_GATHER,
+  C_SCATTER,
+  C_API_A2A,
+  C_API_GATHER,
+  C_API_SCATTER,
+  N_COLLS
+};
 #define OP_PREMUL 5
 
 struct cfg {
@@ -334,14 +351,26 @@ struct rank_state {
                   ncclGetErrorString(_r), ncclGetLastError((_c)->comm));                           \
   } while (0)
 
-static int prepare(struct rank_state *s, const struct tcase *k)
+/* The grouped send/recv form of an API collective: same buffers and results. */
+static int base_coll(int coll)
 {
+  return (coll == C_API_A2A)       ? C_A2A
+         : (coll == C_API_GATHER)  ? C_GATHER
+         : (coll == C_API_SCATTER) ? C_SCATTER
+                                   : coll;
+}
+
+static int prepare(struct rank_state *s, const struct tcase *k0)
+{
+  struct tcase kb = *k0;
+  const struct tcase *k = &kb;
   struct rank_ctx *c = s->c;
   int n = c->n, r = c->rank, t = k->type;
   size_t cnt = k->count, es = tsize(t);
   double sc = premul_scalar(t, r);
   char scal[8];
 
+  kb.coll = base_coll(k0->coll);
   s->in_elems =
       (k->coll == C_RS || k->coll == C_A2A || k->coll == C_SCATTER) ? cnt * (size_t)n : cnt;
   s->out_elems =
@@ -355,8 +384,10 @@ static int prepare(struct rank_state *s, const struct tcase *k)
     store(t, s->in, i, value(t, k->op, r, i, k->seed));
   if (k->inplace) {
     /* The input sits where NCCL's in-place variant expects it. */
-    size_t at = (k->coll == C_AG) ? (size_t)r * cnt : 0;
-    if (k->coll == C_RS) {
+    size_t at = ((k->coll == C_AG) || (k->coll == C_GATHER)) ? (size_t)r * cnt : 0;
+    if (k->coll == C_SCATTER) {
+      /* in place at the root: recvbuff is block root of sendbuff (nothing to copy) */
+    } else if (k->coll == C_RS) {
       free(s->out);
       s->out = NULL;
     } else {
@@ -385,8 +416,12 @@ static int issue(struct rank_state *s, const struct tcase *k)
       in = out + (size_t)r * cnt * es;
     else if (k->coll == C_RS)
       out = in + (size_t)r * cnt * es;
+    else if (k->coll == C_API_GATHER)
+      in = out + (size_t)r * cnt * es; /* at the root (others: their own block of out) */
+    else if ((k->coll == C_API_SCATTER) && (r == k->root))
+      out = in + (size_t)r * cnt * es;
     else if ((k->coll != C_SR) && (k->coll != C_A2A) && (k->coll != C_GATHER) &&
-             (k->coll != C_SCATTER))
+             (k->coll != C_SCATTER) && (k->coll != C_API_SCATTER))
       in = out;
   }
   switch (k->coll) {
@@ -427,6 +462,15 @@ static int issue(struct rank_state *s, const struct tcase *k)
     CHECK_NCCL(c, ncclRecv(out, cnt, t, k->root, c->comm, NULL));
     CHECK_NCCL(c, ncclGroupEnd());
     break;
+  case C_API_A2A:
+    CHECK_NCCL(c, ncclAlltoAll(in, out, cnt, t, c->comm, NULL));
+    break;
+  case C_API_GATHER:
+    CHECK_NCCL(c, ncclGather(in, (r == k->root) ? out : NULL, cnt, t, k->root, c->comm, NULL));
+    break;
+  case C_API_SCATTER:
+    CHECK_NCCL(c, ncclScatter((r == k->root) ? in : NULL, out, cnt, t, k->root, c->comm, NULL));
+    break;
   case C_A2A:
     CHECK_NCCL(c, ncclGroupStart());
     for (int p = 0; p < n; p++) {
@@ -439,12 +483,19 @@ static int issue(struct rank_state *s, const struct tcase *k)
   return 0;
 }
 
-static int verify(struct rank_state *s, const struct tcase *k)
+static int verify(struct rank_state *s, const struct tcase *k0)
 {
+  struct tcase kb = *k0;
+  const struct tcase *k = &kb;
   struct rank_ctx *c = s->c;
   int n = c->n, r = c->rank, t = k->type;
   size_t cnt = k->count, es = tsize(t);
-  const char *res = (k->coll == C_RS && k->inplace) ? s->in + (size_t)r * cnt * es : s->out;
+  const char *res;
+
+  kb.coll = base_coll(k0->coll);
+  res = (k->coll == C_RS && k->inplace)                            ? s->in + (size_t)r * cnt * es
+        : ((k->coll == C_SCATTER) && k->inplace && (r == k->root)) ? s->in + (size_t)r * cnt * es
+                                                                   : s->out;
   size_t m = (k->coll == C_AG || k->coll == C_A2A || k->coll == C_GATHER) ? cnt * (size_t)n : cnt;
 
   if (((k->coll == C_RED) || (k->coll == C_GATHER)) && (r != k->root))
@@ -480,7 +531,7 @@ static int verify(struct rank_state *s, const struct tcase *k)
     }
     if (!close_enough(t, got, want))
       return fail(c, "rank %d: %s %s %s count %zu %s root %d: element %zu is %.17g, expected %.17g",
-                  r, coll_names[k->coll], type_names[t], op_names[k->op], cnt,
+                  r, coll_names[k0->coll], type_names[t], op_names[k->op], cnt,
                   k->inplace ? "in-place" : "out-of-place", k->root, i, got, want);
     c->checks++;
   }
@@ -519,8 +570,9 @@ static int run_cases(struct rank_ctx *ctx, int nr)
                                 .root = (my_seed % n),
                                 .seed = my_seed,
                                 .count = g->sizes[si]};
+              /* In place: NCCL's variants of the API collectives (not AlltoAll). */
               if (ip && ((k.coll == C_SR) || (k.coll == C_A2A) || (k.coll == C_GATHER) ||
-                         (k.coll == C_SCATTER)))
+                         (k.coll == C_SCATTER) || (k.coll == C_API_A2A)))
                 continue;
               for (int i = 0; i < nr; i++) {
                 st[i].c = &ctx[i];

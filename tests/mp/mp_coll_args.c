@@ -64,6 +64,26 @@ int main(void)
          "recvbuff argument is NULL");
   expect("AllGather(NULL sendbuff)", ncclAllGather(NULL, buf, 4, ncclFloat, c, NULL),
          ncclInvalidArgument, "sendbuff argument is NULL");
+  expect("AlltoAll(NULL recvbuff)", ncclAlltoAll(buf, NULL, 4, ncclFloat, c, NULL),
+         ncclInvalidArgument, "AlltoAll : recvbuff argument is NULL");
+  expect("AlltoAll(in place)", ncclAlltoAll(buf, buf, 4, ncclFloat, c, NULL), ncclInvalidArgument,
+         "in-place AlltoAll is not supported");
+  expect("AlltoAll(type 99)", ncclAlltoAll(buf, buf + 8, 4, (ncclDataType_t)99, c, NULL),
+         ncclInvalidArgument, "invalid type 99");
+  expect("Gather(root 2)", ncclGather(buf, buf, 4, ncclFloat, 2, c, NULL), ncclInvalidArgument,
+         "Gather : invalid root 2");
+  expect("Gather(NULL recvbuff at the root)", ncclGather(buf, NULL, 4, ncclFloat, 0, c, NULL),
+         ncclInvalidArgument, "Gather : recvbuff argument is NULL");
+  expect("Gather(NULL sendbuff)", ncclGather(NULL, buf, 4, ncclFloat, 1, c, NULL),
+         ncclInvalidArgument, "Gather : sendbuff argument is NULL");
+  expect("Scatter(root -1)", ncclScatter(buf, buf, 4, ncclFloat, -1, c, NULL), ncclInvalidArgument,
+         "Scatter : invalid root -1");
+  expect("Scatter(NULL sendbuff at the root)", ncclScatter(NULL, buf, 4, ncclFloat, 0, c, NULL),
+         ncclInvalidArgument, "Scatter : sendbuff argument is NULL");
+  expect("Scatter(NULL recvbuff)", ncclScatter(buf, NULL, 4, ncclFloat, 1, c, NULL),
+         ncclInvalidArgument, "Scatter : recvbuff argument is NULL");
+  expect("AlltoAll(count 0, NULL buffers)", ncclAlltoAll(NULL, NULL, 0, ncclFloat, c, NULL),
+         ncclSuccess, NULL);
   expect("ReduceScatter(op 7)", ncclReduceScatter(buf, buf, 4, ncclFloat, (ncclRedOp_t)7, c, NULL),
          ncclInvalidArgument, "invalid reduction operation 7");
   expect("RedOpCreatePreMulSum(NULL scalar)",

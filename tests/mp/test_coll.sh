@@ -2,7 +2,7 @@
 # SPDX-License-Identifier: Apache-2.0
 # Correctness of every collective (mp_coll.c: allreduce, broadcast, reduce,
 # allgather, reducescatter, and grouped send/recv: ring, alltoall with self,
-# gather, scatter) × every NCCL
+# gather, scatter; and ncclAlltoAll, ncclGather, ncclScatter) × every NCCL
 # type × every op × in/out of place × sizes 0, 1, 7, 1000, 4099 (and
 # 262147 and 1048579 elements for a few types),
 # over each transport: P2P in one process (ncclCommInitAll, a thread per
@@ -76,6 +76,20 @@ NCCL_BUFFSIZE=65536 run_case "NCCL_BUFFSIZE=64K (many steps per op)" 300 "$RUN" 
   "$T/mp_coll" --types float,int64 --ops sum --sizes 1,262147
 NCCL_MIN_NCHANNELS=3 run_case "3 channels" 300 "$RUN" -n 3 "$T/mp_coll" --types float,int8 \
   --ops sum,max --sizes 0,1,2,7,4099,262147
+
+# ncclAlltoAll, ncclGather, ncclScatter (lowered to grouped send/recv), a
+# few sizes over each transport, in place where NCCL defines it.
+API_COLLS=ncclalltoall,ncclgather,ncclscatter
+for n in 1 2 3 5; do
+  run_case "AlltoAll/Gather/Scatter API, P2P, $n threads" 120 "$T/mp_coll" --threads $n \
+    --colls $API_COLLS --types int8,int32,uint64,float --sizes 0,1,7,4099
+done
+run_case "AlltoAll/Gather/Scatter API, one thread drives 3 ranks in groups" 120 "$T/mp_coll" \
+  --group 3 --colls $API_COLLS --types int32,bfloat16 --sizes 0,1,4099
+NCCL_P2P_DISABLE=1 run_case "AlltoAll/Gather/Scatter API, SHM, 4 processes" 120 "$RUN" -n 4 \
+  "$T/mp_coll" --colls $API_COLLS --types int32,uint8 --sizes 0,1,4099,262147
+NCCL_P2P_DISABLE=1 NCCL_SHM_DISABLE=1 run_case "AlltoAll/Gather/Scatter API, NET, 3 processes" \
+  120 "$RUN" -n 3 "$T/mp_coll" --colls $API_COLLS --types int64,int8 --sizes 0,1,4099
 
 # Forced algorithms: every collective x type x op, 1-8 ranks, integers exact.
 for algo in Ring Tree; do
