@@ -10,10 +10,11 @@
 # connection ("via NET/Fake/<dev>") is the one the ring search chose for its
 # channel (NCCL_GRAPH_DUMP_FILE); with NCCL_NET_MERGE_LEVEL=PXB the two NICs
 # are fused by the plugin's makeVDevice (v10, v12) into its device 2, which
-# every connection uses; a plugin without makeVDevice (v11) keeps both.
+# every connection uses, and the communicators of one process share it
+# (made once); a plugin without makeVDevice (v11) keeps both.
 # shellcheck source=mp_lib.sh
 . "$(dirname "$0")/mp_lib.sh"
-need_progs mp_coll
+need_progs mp_coll mp_init_all
 PLUGINS="$MC_BUILD/tests/plugins"
 SYSFS="$MC_SRC/tests/data/sysfs/2socket-switch"
 SW=/sys/devices/pci0000:00/0000:00:01.0/0000:01:00.0
@@ -95,6 +96,15 @@ for v in 12 10; do
   expect_eq "v$v: every connection uses the fused device" \
     "$(conn_devs "$TMP/b$v.out" | awk '{print $2}' | sort -u | tr '\n' ' ')" "2 "
 done
+
+# 8 communicators of one process (ncclCommInitAll): the plugin's devices are
+# process-wide, so the first fuses and the others find the fused device.
+NCCL_NET_PLUGIN="$PLUGINS/libnccl-net-fake12.so" FAKE_NET_PCI="$P0,$P1" NCCL_NET_MERGE_LEVEL=PXB \
+  timeout 60 "$T/mp_init_all" null >"$TMP/all.out" 2>&1
+expect_success "ncclCommInitAll over the plugin, fused NICs: exit 0" "$?" "$TMP/all.out"
+expect_eq "ncclCommInitAll: makeVDevice called once" "$(grep -c 'made virtual device' "$TMP/all.out")" 1
+expect_eq "ncclCommInitAll: every rank's system has the fused NIC only" \
+  "$(grep -c -- '- NET/0-2 ' "$TMP/all.out") $(grep -c -- '- NET/0-[01] ' "$TMP/all.out")" "8 0"
 
 # A plugin without makeVDevice (v11): no fusion, both NICs stay.
 two_hosts "$TMP/c.out" 11 FAKE_NET_PCI="$P0,$P1" NCCL_NET_MERGE_LEVEL=PXB \
