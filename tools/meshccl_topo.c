@@ -29,6 +29,7 @@
 #include "core/utils.h"
 #include "topo/topo.h"
 #include "topo/topo_detect.h"
+#include "net/net.h"
 #include "topo/topo_xml.h"
 
 #include <errno.h>
@@ -42,7 +43,7 @@ static void usage(FILE *out, const char *prog)
 {
   fprintf(out,
           "usage: %s --xml FILE [--ranks N] [--nodes N] [--graphs] [--json] [--dump OUT.xml]\n"
-          "          [--dot OUT.dot] [--svg OUT.svg] [--env [--markdown]]\n"
+          "          [--dot OUT.dot] [--svg OUT.svg] [--env [--markdown]] [--nics net|sysfs]\n"
           "       %s --env [--markdown]\n"
           "\n"
           "Treats an NCCL topology file (NCCL_TOPO_FILE / NCCL_TOPO_DUMP_FILE format) as the\n"
@@ -62,10 +63,13 @@ static void usage(FILE *out, const char *prog)
           "  --dump FILE    write the XML the system was built from\n"
           "  --dot FILE     write a Graphviz picture of the system\n"
           "  --svg FILE     render it with Graphviz's dot (must be installed)\n"
+          "  --nics net|sysfs  without --xml: the NICs are the devices of the net init would\n"
+          "                 use (net, the default: NCCL_NET, NCCL_NET_PLUGIN apply) or the\n"
+          "                 running interfaces of /sys/class/net (sysfs)\n"
           "  --env          list the parameters in effect (--markdown: docs/ENV.md format)\n"
           "\n"
           "Without --xml: this host, detected from sysfs (MESHCCL_SYSFS_ROOT), as --ranks N\n"
-          "local ranks (default 1).\n"
+          "local ranks (default 1), its NICs as --nics says.\n"
           "Exit status: 0 success, 2 bad input or usage, 3 internal failure.\n",
           prog, prog);
 }
@@ -145,6 +149,14 @@ static int parse_args(int argc, char **argv, struct cli *cli)
       if ((rc = parse_count(argv[0], a, val, &cli->n_nodes)) != 0) {
         return rc;
       }
+      i++;
+    } else if (strcmp(a, "--nics") == 0) {
+      if ((val == NULL) || ((strcmp(val, "net") != 0) && (strcmp(val, "sysfs") != 0))) {
+        fprintf(stderr, "meshccl-topo: --nics takes 'net' or 'sysfs'\n");
+        usage(stderr, argv[0]);
+        return MC_TOPO_TOOL_EXIT_BAD_INPUT;
+      }
+      cli->nics_sysfs = (strcmp(val, "sysfs") == 0);
       i++;
     } else if (strcmp(a, "--xml") == 0) {
       str_opt = &cli->xml_path;
@@ -384,23 +396,43 @@ static int write_dump(const struct topo_ctx *ctx)
 /* ---------------------------------------------------------------- main */
 
 /* This host as N local ranks (--ranks, default 1) would see it: each rank's
- * detection (MESHCCL_SYSFS_ROOT applies), fused in rank order as init does. */
+ * detection (MESHCCL_SYSFS_ROOT applies) with the devices of the net init
+ * would choose as its NICs (NCCL_NET, NCCL_NET_PLUGIN; --nics sysfs: the
+ * running interfaces of /sys/class/net instead), fused in rank order as init
+ * does. */
 static ncclResult_t detect_host(struct topo_ctx *ctx)
 {
   int n = (ctx->cli.n_ranks > 0) ? ctx->cli.n_ranks : 1;
   uint64_t host_hash = mc_host_hash();
+  struct mc_net_init_args args = {.comm_id = 0, .secret = NULL, .abort_flag = NULL};
+  const struct mc_net_ops *net = NULL;
+  void *net_ctx = NULL;
   struct mc_xml *one = NULL;
   ncclResult_t res = ncclSuccess;
 
-  MC_CHECK(mc_xml_create(256, &one));
+  if (!ctx->cli.nics_sysfs) {
+    MC_CHECK(mc_net_select(&net));
+    MC_CHECK(net->init(&args, &net_ctx));
+  }
+  MC_CHECK_GOTO(mc_xml_create(256, &one), res, out);
   for (int r = 0; r < n; r++) {
-    struct mc_topo_detect_rank me = {.rank = r, .dev = r, .numa_node = -1, .host_hash = host_hash};
+    struct mc_topo_detect_rank me = {.rank = r,
+                                     .dev = r,
+                                     .numa_node = -1,
+                                     .host_hash = host_hash,
+                                     .skip_nics = !ctx->cli.nics_sysfs};
     mc_xml_clear(one);
     MC_CHECK_GOTO(mc_topo_detect(NULL, &me, one), res, out);
+    if (net != NULL) {
+      MC_CHECK_GOTO(mc_topo_nets_from_net(one, NULL, host_hash, net, net_ctx, false), res, out);
+    }
     MC_CHECK_GOTO(mc_xml_fuse(ctx->xml, one), res, out);
   }
 out:
   mc_xml_destroy(one);
+  if (net_ctx != NULL) {
+    (void)net->finalize(net_ctx);
+  }
   return res;
 }
 

@@ -105,6 +105,11 @@ struct ncclComm {
   /* Known to the communicator's ranks only: HMAC-SHA256 keyed by the unique
    * id, handed to the nets to authenticate their connections. */
   uint8_t net_secret[32];
+  /* Stage "net" (init_net.c): the net this communicator uses and its
+   * context, finalized when the communicator is freed. */
+  const struct mc_net_ops *net;
+  void *net_ctx;
+  int net_ndev;        /* devices the net had at init (physical) */
   ncclConfig_t config; /* resolved: blocking is 0 or 1 */
   uint32_t abort_flag; /* set by ncclCommAbort or a failed sibling of a group */
   int async_result;    /* ncclResult_t, read/written atomically */
@@ -165,7 +170,14 @@ ncclResult_t mc_comm_usable(const struct ncclComm *comm, const char *call);
 
 struct mc_topo_system;
 
-/* Stage "topo" (init_topo.c): NCCL_TOPO_FILE or detection, intra-host
+/* Stage "net" (init_net.c): the net secret, the net (mc_net_select) and its
+ * per-communicator context (NCCL's ncclNetInit). Sets comm->net, net_ctx. */
+ncclResult_t mc_comm_stage_net(struct ncclComm *comm);
+/* Finalizes the net context (once; nothing when there is none). */
+void mc_comm_net_fini(struct ncclComm *comm);
+
+/* Stage "topo" (init_topo.c): NCCL_TOPO_FILE or detection (NICs: the
+ * devices of comm->net), intra-host
  * allgather and fusion of the XML, system, paths, trim; logs the transport
  * each local peer would use. Sets comm->topo. */
 ncclResult_t mc_comm_stage_topo(struct ncclComm *comm);

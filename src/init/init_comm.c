@@ -3,7 +3,8 @@
  * Communicator init. Mirrors NCCL's ncclCommInitRankFunc and the first part
  * of initTransportsRank (init.cc):
  *   alloc -> bootstrap -> allgather of peer infos -> checks -> nodes and
- *   local ranks -> intra-node barrier -> "Init COMPLETE" with the timings.
+ *   local ranks -> net -> topo -> graphs -> connect -> intra-node barrier ->
+ *   "Init COMPLETE" with the timings.
  * Topology, channel search and transport connection plug in between the
  * peer-info stage and the final barrier (later stages keep the timers
  * topo, graphs and connections that NCCL reports).
@@ -183,6 +184,7 @@ static ncclResult_t init_stages(struct ncclComm *comm)
           (void *)comm, comm->rank, comm->peers[comm->rank].host, comm->dev,
           mc_boot_ifc(comm->boot)->name);
   t0 = mc_time_sec();
+  MC_CHECK(mc_comm_stage_net(comm));
   MC_CHECK(mc_comm_stage_topo(comm));
   comm->t.topo = mc_time_sec() - t0;
   t0 = mc_time_sec();
@@ -254,6 +256,8 @@ void mc_comm_free(struct ncclComm *comm, int root_wait_ms)
     return;
   mc_group_forget(comm);
   mc_comm_free_connections(comm);
+  /* After every connection: they are the net context's. */
+  mc_comm_net_fini(comm);
   /* Reduction ops live as long as the communicator: a failed collective
    * frees the connections, and ncclRedOpDestroy may still come after it. */
   free(comm->redops);

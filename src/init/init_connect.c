@@ -14,17 +14,10 @@
 #include <string.h>
 
 #include "check.h"
-#include "crypto.h"
 #include "log.h"
 #include "net/net.h"
 #include "params.h"
 #include "topo/topo_graph.h"
-
-#define NET_SECRET_LABEL "meshccl net secret v1"
-
-_Static_assert(sizeof(((struct ncclComm *)0)->net_secret) == MC_NET_SECRET_BYTES,
-               "the net secret is MC_NET_SECRET_BYTES long");
-_Static_assert(MC_NET_SECRET_BYTES == MC_SHA256_BYTES, "the net secret is one HMAC-SHA256");
 
 static ncclResult_t tp_init(struct ncclComm *comm)
 {
@@ -49,13 +42,11 @@ static ncclResult_t tp_init(struct ncclComm *comm)
   tc->abort_flag = &comm->abort_flag;
   tc->slot_bytes = (size_t)mc_param_int(MC_P_BUFFSIZE) / MC_STEPS;
   tc->slot_bytes &= ~(size_t)63;
-  MC_CHECK(mc_net_select(&tc->net));
-  /* The nets authenticate connections with a secret only the ranks know:
-   * derived from the unique id, which travels only among them. (With
-   * NCCL_COMM_ID the id is computed from the address and NCCL's fixed
-   * magic, so anyone who knows the address can derive it too.) */
-  mc_hmac_sha256(&comm->id, sizeof(comm->id), NET_SECRET_LABEL, sizeof(NET_SECRET_LABEL) - 1,
-                 comm->net_secret);
+  /* The net and context of stage "net": the topology's NET devices are its own. */
+  tc->net = comm->net;
+  tc->net_ctx = comm->net_ctx;
+  /* Now with the virtual devices the topology stage fused, if any. */
+  MC_CHECK(comm->net->devices(comm->net_ctx, &tc->net_ndev));
   tc->net_secret = comm->net_secret;
   MC_CHECK(mc_calloc(&comm->p2p_send, (size_t)comm->n_ranks));
   MC_CHECK(mc_calloc(&comm->p2p_recv, (size_t)comm->n_ranks));

@@ -3,11 +3,11 @@
  * Init stage "topo". Mirrors the topology part of NCCL's initTransportsRank
  * (ncclTopoGetSystem, ComputePaths, TrimSystem, ComputePaths, SearchInit):
  *   NCCL_TOPO_FILE (this rank takes the dev-th GPU of the file) or detection
- *   of this host -> allgather of the XML among the ranks of the host -> fusion
- *   in local-rank order -> NCCL_TOPO_DUMP_FILE -> system graph -> paths ->
- *   trim -> paths; then one INFO line per local peer with the transport this
- *   rank would use and why.
- * Input: comm with bootstrap, peers and nodes. Output: comm->topo.
+ *   of this host with the devices of the communicator's net as its NICs
+ *   (stage "net" chose and initialised it) -> allgather of the XML among the ranks of the host ->
+ * fusion in local-rank order -> NCCL_TOPO_DUMP_FILE -> system graph -> paths -> trim -> paths; then
+ * one INFO line per local peer with the transport this rank would use and why. Input: comm with
+ * bootstrap, peers and nodes. Output: comm->topo.
  */
 #include "comm.h"
 
@@ -123,7 +123,13 @@ static ncclResult_t rank_xml(struct ncclComm *comm, struct mc_xml *xml, bool *fr
       return ncclSuccess;
     }
   }
-  return mc_topo_detect(NULL, &me, xml);
+  /* This host: its CPUs and the rank's device from detection, its NICs the
+   * devices of the communicator's net (NCCL's ncclTopoProcessNet; with
+   * NCCL_TOPO_DUMP_FILE NCCL imports physical devices only, and so here). */
+  me.skip_nics = true;
+  MC_CHECK(mc_topo_detect(NULL, &me, xml));
+  return mc_topo_nets_from_net(xml, NULL, host_hash, comm->net, comm->net_ctx,
+                               mc_param_str(MC_P_TOPO_DUMP_FILE) != NULL);
 }
 
 static ncclResult_t xml_to_text(const struct mc_xml *xml, char **buf_out, size_t *bytes_out)

@@ -333,14 +333,33 @@ struct mc_topo_net_props {
   int vdevs[MC_TOPO_NET_MAX_DEVS_PER_NIC];
 };
 
+/*
+ * A net's own fusion (NCCL's makeVDevice, then getProperties of the new
+ * device): fuses devs[0..n_devs) into one virtual device, writes its index
+ * and its properties (n_vdevs/vdevs: the physical devices it is made of).
+ * The index must be the next one (the net's devices are physical first,
+ * then virtual in the order they were made).
+ */
+typedef ncclResult_t (*mc_topo_make_vdevice_fn)(void *arg, const int *devs, int n_devs,
+                                                struct mc_topo_net_props *props_out,
+                                                int *index_out);
+
 /* One net plugin family (NET; GIN/RMA/CollNet are not imported yet) as seen
- * by the topology: its devices in plugin order, physical first. */
+ * by the topology: its devices in plugin order, physical first; the index
+ * of a device here is its index in the net and its NET node's dev. */
 struct mc_topo_net_plugin {
   char name[32];        /* "IB", "Socket", "OFI": NCCL's "NET/<name>" log prefix */
   bool can_merge;       /* the plugin implements makeVDevice */
   int max_devs_per_nic; /* <= MC_TOPO_NET_MAX_DEVS_PER_NIC */
   int n_phys;           /* physical devices */
   int n_devs;           /* physical + virtual devices */
+  /* devs[n_phys..n_devs) were made by an earlier import (NCCL makes a net's
+   * virtual devices once per process): they are filled, not made again. */
+  bool has_vdevs;
+  /* NULL: the IB plugin's makeVDevice as the golden harness emulates it
+   * (topology files); else the net's own, called with make_vdevice_arg. */
+  mc_topo_make_vdevice_fn make_vdevice;
+  void *make_vdevice_arg;
   struct mc_topo_net_props devs[MC_TOPO_NET_MAX_DEVS];
 };
 
@@ -409,6 +428,24 @@ ncclResult_t mc_topo_xml_trim(struct mc_xml *xml);
  * are kept, then the XML is trimmed.
  */
 ncclResult_t mc_topo_nets_from_file(struct mc_xml *xml);
+
+/*
+ * ncclTopoProcessNet for this host's net (NCCL's ncclTopoGetSystem on a
+ * host without NCCL_TOPO_FILE): the NICs of xml (one rank's detected XML,
+ * mc_topo_detect with skip_nics) are the net's devices. Each device's
+ * properties (get_properties) are placed by its pci_path
+ * (mc_topo_detect_net_nics; sysfs_root as there) and imported as
+ * mc_topo_net_import does, fusion knobs from the parameters; when the net
+ * implements make_vdevice (not mc_net_no_make_vdevice) and not dumping, the
+ * fused NICs are made by the net's make_vdevice, once per process and net
+ * (NCCL's setVirtDevCount): later calls fill the virtual devices the net
+ * already has. Every NET node's dev is the net's device index. Then the XML
+ * is trimmed (fused physical NICs leave it). Serialized process-wide (NCCL's
+ * netMutex). Errors name the net and the device.
+ */
+struct mc_net_ops;
+ncclResult_t mc_topo_nets_from_net(struct mc_xml *xml, const char *sysfs_root, uint64_t host_hash,
+                                   const struct mc_net_ops *net, void *net_ctx, bool dumping);
 
 /*
  * A static file whose GPUs are bare PCI leaves (class 0x03xxxx, no <gpu>

@@ -715,35 +715,30 @@ static ncclResult_t list_ifaces(struct detect_ctx *c, struct iface *ifs, int *n_
   return ncclSuccess;
 }
 
-/* The <nic> of an interface: under its PCI function, else under a CPU. */
-static ncclResult_t nic_parent(struct detect_ctx *c, const char *ifname,
-                               struct mc_xml_node **nic_out)
+/* The <nic> under the closest PCI function at or above sysfs path sys (a
+ * virtio-net device sits below its function), else (sys NULL, or no PCI
+ * function on it) under the CPU of the host's first NUMA node. */
+static ncclResult_t nic_under(struct detect_ctx *c, char *sys, struct mc_xml_node **nic_out)
 {
-  char rel[REL_MAX];
-  char sys[PATH_MAX];
   struct mc_xml_node *parent = NULL;
   struct mc_xml_node *nic;
 
-  snprintf(rel, sizeof(rel), "/sys/class/net/%s/device", ifname);
-  if (mc_sysfs_realpath(c->root, rel, sys, sizeof(sys))) {
-    /* Closest PCI function at or above the device (virtio-net sits below). */
-    for (;;) {
-      char *slash = strrchr(sys, '/');
-      if ((slash == NULL) || (slash == sys)) {
-        break;
-      }
-      if (is_bdf(slash + 1)) {
-        char busid[16];
-        snprintf(busid, sizeof(busid), "%s", slash + 1);
-        for (char *p = busid; *p != '\0'; p++) {
-          *p = (char)tolower((unsigned char)*p);
-        }
-        MC_CHECK(pci_get(c, busid, &parent));
-        MC_CHECK(mc_xml_init_attr(parent, "class", "0x02"));
-        break;
-      }
-      *slash = '\0';
+  while (sys != NULL) {
+    char *slash = strrchr(sys, '/');
+    if ((slash == NULL) || (slash == sys)) {
+      break;
     }
+    if (is_bdf(slash + 1)) {
+      char busid[16];
+      snprintf(busid, sizeof(busid), "%s", slash + 1);
+      for (char *p = busid; *p != '\0'; p++) {
+        *p = (char)tolower((unsigned char)*p);
+      }
+      MC_CHECK(pci_get(c, busid, &parent));
+      MC_CHECK(mc_xml_init_attr(parent, "class", "0x02"));
+      break;
+    }
+    *slash = '\0';
   }
   if (parent == NULL) {
     MC_CHECK(cpu_get(c, first_numa(c), &parent));
@@ -754,6 +749,17 @@ static ncclResult_t nic_parent(struct detect_ctx *c, const char *ifname,
   }
   *nic_out = nic;
   return ncclSuccess;
+}
+
+/* The <nic> of an interface: under its PCI function, else under a CPU. */
+static ncclResult_t nic_parent(struct detect_ctx *c, const char *ifname,
+                               struct mc_xml_node **nic_out)
+{
+  char rel[REL_MAX];
+  char sys[PATH_MAX];
+
+  snprintf(rel, sizeof(rel), "/sys/class/net/%s/device", ifname);
+  return nic_under(c, mc_sysfs_realpath(c->root, rel, sys, sizeof(sys)) ? sys : NULL, nic_out);
 }
 
 static ncclResult_t add_nics(struct detect_ctx *c)
@@ -797,7 +803,85 @@ out:
   return res;
 }
 
+/* A net device at its PCI path: the path as the host's sysfs shows it
+ * ("/sys/devices/pci0000:00/0000:00:03.0"), or already below the root (the
+ * socket net resolves /sys/class/net/<if>/device under MESHCCL_SYSFS_ROOT);
+ * false when it does not resolve under the root. */
+static bool net_sys_path(const struct detect_ctx *c, const char *pci_path, char *sys,
+                         size_t sys_bytes)
+{
+  char root_real[PATH_MAX];
+  size_t len;
+
+  if ((pci_path == NULL) || (pci_path[0] != '/')) {
+    return false;
+  }
+  if (mc_sysfs_realpath(c->root, pci_path, sys, sys_bytes)) {
+    return true;
+  }
+  if ((strcmp(c->root, "/") == 0) || (realpath(c->root, root_real) == NULL)) {
+    return false;
+  }
+  len = strlen(root_real);
+  return (strncmp(pci_path, root_real, len) == 0) && (pci_path[len] == '/') &&
+         mc_sysfs_realpath(c->root, pci_path + len, sys, sys_bytes);
+}
+
 /* ----------------------------------------------------------------- entry */
+
+static ncclResult_t ctx_open(const char *sysfs_root, struct mc_xml *xml, uint64_t host_hash,
+                             struct detect_ctx **c_out)
+{
+  struct detect_ctx *c = NULL;
+
+  MC_CHECK(mc_calloc(&c, 1));
+  c->root = sysfs_root;
+  if ((c->root == NULL) || (c->root[0] == '\0')) {
+    c->root = mc_param_str(MC_P_SYSFS_ROOT);
+  }
+  if ((c->root == NULL) || (c->root[0] == '\0')) {
+    c->root = "/";
+  }
+  c->xml = xml;
+  c->host_hash = host_hash;
+  c->n_numa = list_numa_nodes(c->root, c->numa_ids, MAX_NUMA);
+  c->system = (xml->n_nodes > 0) ? &xml->nodes[0] : NULL;
+  *c_out = c;
+  return ncclSuccess;
+}
+
+ncclResult_t mc_topo_detect_net_nics(const char *sysfs_root, uint64_t host_hash,
+                                     const struct mc_topo_detect_nic *nics, int n_nics,
+                                     struct mc_xml *xml)
+{
+  struct detect_ctx *c = NULL;
+  ncclResult_t res = ncclSuccess;
+
+  MC_CHECK(ctx_open(sysfs_root, xml, host_hash, &c));
+  if ((c->system == NULL) || (strcmp(c->system->name, "system") != 0)) {
+    res = MC_FAIL(ncclInvalidUsage, "Topo: placing %d net device(s) in an XML without <system>",
+                  n_nics);
+    goto out;
+  }
+  MC_CHECK_GOTO(read_cpuinfo(c), res, out);
+  for (int i = 0; i < n_nics; i++) {
+    struct mc_xml_node *nic = NULL;
+    struct mc_xml_node *net = NULL;
+    if (mc_xml_find_tag_kv(xml, "net", "name", nics[i].name) != NULL) {
+      continue; /* already placed (a completed file, or a second rank's pass) */
+    }
+    {
+      char sys[PATH_MAX];
+      bool found = net_sys_path(c, nics[i].pci_path, sys, sizeof(sys));
+      MC_CHECK_GOTO(nic_under(c, found ? sys : NULL, &nic), res, out);
+    }
+    MC_CHECK_GOTO(mc_xml_add_node(xml, nic, "net", &net), res, out);
+    MC_CHECK_GOTO(mc_xml_set_attr(net, "name", nics[i].name), res, out);
+  }
+out:
+  free(c);
+  return res;
+}
 
 ncclResult_t mc_topo_detect(const char *sysfs_root, const struct mc_topo_detect_rank *me,
                             struct mc_xml *xml)
@@ -810,19 +894,7 @@ ncclResult_t mc_topo_detect(const char *sysfs_root, const struct mc_topo_detect_
   if ((me == NULL) || (xml == NULL)) {
     return MC_FAIL(ncclInvalidArgument, "Topo: mc_topo_detect needs a rank and an XML tree");
   }
-  MC_CHECK(mc_calloc(&c, 1));
-  c->root = sysfs_root;
-  if ((c->root == NULL) || (c->root[0] == '\0')) {
-    c->root = mc_param_str(MC_P_SYSFS_ROOT);
-  }
-  if ((c->root == NULL) || (c->root[0] == '\0')) {
-    c->root = "/";
-  }
-  c->xml = xml;
-  c->host_hash = me->host_hash;
-  c->n_numa = list_numa_nodes(c->root, c->numa_ids, MAX_NUMA);
-
-  c->system = (xml->n_nodes > 0) ? &xml->nodes[0] : NULL;
+  MC_CHECK(ctx_open(sysfs_root, xml, me->host_hash, &c));
   if ((c->system != NULL) && (strcmp(c->system->name, "system") != 0)) {
     res = MC_FAIL(ncclInvalidUsage, "Topo: XML to complete starts with <%s>, not <system>",
                   c->system->name);

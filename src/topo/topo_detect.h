@@ -25,7 +25,7 @@ struct mc_topo_detect_rank {
   int dev;       /* device index (ncclCommCuDevice) */
   int numa_node; /* NUMA node the rank runs on; -1: detect from its CPU affinity */
   uint64_t host_hash;
-  bool skip_nics; /* completing an NCCL_TOPO_FILE: its NICs are the net devices */
+  bool skip_nics; /* no NICs from sysfs: a file's or the net's devices are the NICs */
 };
 
 /*
@@ -40,6 +40,25 @@ struct mc_topo_detect_rank {
  */
 ncclResult_t mc_topo_detect(const char *sysfs_root, const struct mc_topo_detect_rank *me,
                             struct mc_xml *xml);
+
+/* A net device to place in the topology (struct mc_net_props' name and pci_path). */
+struct mc_topo_detect_nic {
+  const char *name;
+  const char *pci_path; /* sysfs path of its PCI device, "" or NULL for a virtual device */
+};
+
+/*
+ * Places each net device of a net (NCCL's ncclTopoFillNet, called by
+ * ncclTopoPopulateNics with the device's pciPath) as <nic><net name=...>
+ * under its PCI function when pci_path resolves under the sysfs root (the
+ * PCI ancestors detected as for any device), else under the CPU of the
+ * host's first NUMA node. Attributes (dev, speed, ...) are the net import's
+ * (mc_topo_net_import). A name already in xml is left where it is. xml must
+ * start with <system> (mc_topo_detect made it). sysfs_root as mc_topo_detect.
+ */
+ncclResult_t mc_topo_detect_net_nics(const char *sysfs_root, uint64_t host_hash,
+                                     const struct mc_topo_detect_nic *nics, int n_nics,
+                                     struct mc_xml *xml);
 
 /* NUMA node of the CPUs this thread may run on (lowest when several); -1 when
  * the host has no NUMA information. */

@@ -50,4 +50,10 @@ struct mc_topo_search_opts;
 ncclResult_t mc_topo_graph_load(struct mc_topo_system *sys, struct mc_topo_graph *graph,
                                 const struct mc_topo_search_opts *opts, int *n_loaded_out);
 
+/* keep="1" on every <gpu> that carries a rank (what NCCL's FillGpu marks),
+ * so that mc_topo_xml_trim keeps the local ranks' devices. Walks the tree
+ * from node. */
+struct mc_xml_node;
+ncclResult_t mc_topo_xml_keep_ranked_gpus(struct mc_xml_node *node);
+
 #endif /* MC_TOPO_INT_H */

@@ -170,6 +170,34 @@ ncclResult_t mc_topo_net_plugin_from_xml(const struct mc_xml *xml,
   return ncclSuccess;
 }
 
+/* The net's own makeVDevice (NCCL's ncclTopoMakeVnic: makeVDevice, then the
+ * new device's properties): its index must be the next device's. */
+static ncclResult_t net_make_vdevice(struct mc_topo_net_plugin *plugin, const int *devs, int n_devs,
+                                     int *index_out)
+{
+  struct mc_topo_net_props props;
+  int index = -1;
+
+  memset(&props, 0, sizeof(props));
+  MC_CHECK(plugin->make_vdevice(plugin->make_vdevice_arg, devs, n_devs, &props, &index));
+  if (index != plugin->n_devs) {
+    return MC_FAIL(ncclInternalError,
+                   "NET/%s : makeVDevice of %d devices (first %s) returned device %d, expected "
+                   "%d (the next index: physical devices first, then virtual ones in order)",
+                   plugin->name, n_devs, plugin->devs[devs[0]].name, index, plugin->n_devs);
+  }
+  if ((props.n_vdevs != n_devs) || (props.n_vdevs > MC_TOPO_NET_MAX_DEVS_PER_NIC)) {
+    return MC_FAIL(ncclInternalError,
+                   "NET/%s : virtual device %d (%s) reports %d physical devices, %d were fused",
+                   plugin->name, index, props.name, props.n_vdevs, n_devs);
+  }
+  plugin->devs[index] = props;
+  *index_out = plugin->n_devs++;
+  MC_INFO(MC_SUB_NET, "NET/%s : Made virtual device [%d] name=%s ndevs=%d", plugin->name,
+          *index_out, props.name, n_devs);
+  return ncclSuccess;
+}
+
 /* The IB plugin's makeVDevice as the harness emulated it. */
 static ncclResult_t make_vdevice(struct mc_topo_net_plugin *plugin, const int *devs, int n_devs,
                                  int *index_out)
@@ -182,6 +210,9 @@ static ncclResult_t make_vdevice(struct mc_topo_net_plugin *plugin, const int *d
   if (plugin->n_devs == MC_TOPO_NET_MAX_DEVS) {
     return MC_FAIL(ncclInternalError, "NET/%s : cannot make a virtual device: %d devices already",
                    plugin->name, plugin->n_devs);
+  }
+  if (plugin->make_vdevice != NULL) {
+    return net_make_vdevice(plugin, devs, n_devs, index_out);
   }
   v = &plugin->devs[plugin->n_devs];
   *v = *first;
@@ -815,13 +846,16 @@ ncclResult_t mc_topo_net_import(struct mc_xml *xml, struct mc_topo_net_plugin *p
                    plugin->name, plugin->max_devs_per_nic, MC_TOPO_NET_MAX_DEVS_PER_NIC);
   }
   MC_INFO(MC_SUB_GRAPH, "TOPO/NET : Importing network plugins to topology");
-  /* Virtual devices of an earlier import are made again. */
-  plugin->n_devs = plugin->n_phys;
+  /* Virtual devices of an earlier import are made again, unless the net
+   * already has them (has_vdevs). */
+  if (!plugin->has_vdevs) {
+    plugin->n_devs = plugin->n_phys;
+  }
   MC_CHECK(populate(xml, plugin, 0, plugin->n_phys, false));
   if (dumping || !plugin->can_merge) {
     return ncclSuccess;
   }
-  if (plugin->n_phys > 0) {
+  if ((plugin->n_phys > 0) && !plugin->has_vdevs) {
     MC_CHECK(make_vnics(xml, plugin, opts));
   }
   if (plugin->n_devs > plugin->n_phys) {
@@ -882,14 +916,12 @@ ncclResult_t mc_topo_xml_trim(struct mc_xml *xml)
   return trim_rec(&xml->nodes[0], 0, &keep);
 }
 
-/* The GPUs of local ranks are what the trim keeps (NCCL's FillGpu marks them).
- * Walks the tree from its root: removed subtrees are not reached. */
-static ncclResult_t keep_ranked_gpus(struct mc_xml_node *node)
+ncclResult_t mc_topo_xml_keep_ranked_gpus(struct mc_xml_node *node)
 {
   if ((strcmp(node->name, "gpu") == 0) && (mc_xml_get_attr(node, "rank") != NULL))
     MC_CHECK(mc_xml_set_attr_int(node, "keep", 1));
   for (int s = 0; s < node->n_subs; s++)
-    MC_CHECK(keep_ranked_gpus(node->subs[s]));
+    MC_CHECK(mc_topo_xml_keep_ranked_gpus(node->subs[s]));
   return ncclSuccess;
 }
 
@@ -900,7 +932,7 @@ ncclResult_t mc_topo_nets_from_file(struct mc_xml *xml)
   ncclResult_t res;
 
   if (xml->n_nodes > 0)
-    MC_CHECK(keep_ranked_gpus(&xml->nodes[0]));
+    MC_CHECK(mc_topo_xml_keep_ranked_gpus(&xml->nodes[0]));
   MC_CHECK(mc_calloc(&plugin, 1));
   mc_topo_net_opts_from_params(&opts);
   MC_CHECK_GOTO(mc_topo_net_plugin_from_xml(xml, plugin), res, out);

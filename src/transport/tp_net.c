@@ -45,6 +45,7 @@ struct mc_net_conn {
   uint64_t done;   /* steps the net completed */
   bool failed;
   int dev;
+  char how[80]; /* "<net>/<dev>", what the connection's log line shows */
   char handle[MC_NET_HANDLE_BYTES];
 };
 
@@ -64,16 +65,10 @@ struct mc_proxy {
 
 static ncclResult_t net_ready(struct mc_tp_comm *tc)
 {
-  if (tc->net == NULL)
-    return MC_FAIL(ncclInvalidUsage, "NET: no network is available for ranks on other hosts");
-  if (tc->net_ctx == NULL) {
-    struct mc_net_init_args args = {
-        .comm_id = tc->comm_hash, .secret = tc->net_secret, .abort_flag = tc->abort_flag};
-    MC_CHECK(tc->net->init(&args, &tc->net_ctx));
-    MC_CHECK(tc->net->devices(tc->net_ctx, &tc->net_ndev));
-    if (tc->net_ndev <= 0)
-      return MC_FAIL(ncclSystemError, "NET/%s: no network device", tc->net->name);
-  }
+  if ((tc->net == NULL) || (tc->net_ctx == NULL) || (tc->net_ndev <= 0))
+    return MC_FAIL(
+        ncclInternalError, "NET%s%s: no initialised network for ranks on other hosts (%d devices)",
+        (tc->net != NULL) ? "/" : "", (tc->net != NULL) ? tc->net->name : "", tc->net_ndev);
   return ncclSuccess;
 }
 
@@ -103,6 +98,7 @@ static ncclResult_t net_recv_setup(struct mc_tp_comm *tc, struct mc_conn_req *q,
   c->net = nc;
   nc->net = tc->net;
   nc->dev = net_dev_of(tc, q);
+  snprintf(nc->how, sizeof(nc->how), "%s/%d", tc->net->name, nc->dev);
   MC_CHECK(mc_calloc((struct mc_conn_ctrl **)&c->own_ctrl, 1));
   c->ctrl = c->own_ctrl;
   c->own_slots = aligned_alloc(4096, MC_STEPS * c->slot_bytes);
@@ -127,6 +123,7 @@ static ncclResult_t net_send_setup(struct mc_tp_comm *tc, struct mc_conn_req *q,
   c->net = nc;
   nc->net = tc->net;
   nc->dev = net_dev_of(tc, q);
+  snprintf(nc->how, sizeof(nc->how), "%s/%d", tc->net->name, nc->dev);
   memcpy(nc->handle, r1->handle, sizeof(nc->handle));
   c->slot_bytes = (size_t)r1->bytes;
   MC_CHECK(mc_calloc((struct mc_conn_ctrl **)&c->own_ctrl, 1));
@@ -434,9 +431,13 @@ void mc_proxy_stop(struct mc_proxy *p)
   free(p);
 }
 
+/* NCCL's "via NET/<net>/<dev>": the device is the one the topology chose. */
 static const char *net_how(const struct mc_tp_comm *tc, const struct mc_conn *c)
 {
-  (void)c;
+  const struct mc_net_conn *nc = c->net;
+
+  if ((nc != NULL) && (nc->how[0] != '\0'))
+    return nc->how;
   return (tc->net != NULL) ? tc->net->name : "";
 }
 

@@ -360,7 +360,6 @@ void mc_tp_comm_free(struct mc_tp_comm *tc)
 {
   if (tc == NULL)
     return;
-  if ((tc->net != NULL) && (tc->net_ctx != NULL))
-    (void)tc->net->finalize(tc->net_ctx);
+  /* The net context is the communicator's (finalized when it is freed). */
   tc->net_ctx = NULL;
 }

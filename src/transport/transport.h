@@ -183,9 +183,9 @@ struct mc_tp_comm {
   size_t slot_bytes; /* NCCL_BUFFSIZE / MC_STEPS */
   const struct mc_net_ops *net;
   const uint8_t *net_secret; /* MC_NET_SECRET_BYTES, or NULL (struct mc_net_init_args) */
-  void *net_ctx;
-  int net_ndev;
-  struct mc_proxy *proxy; /* started with the first NET connection */
+  void *net_ctx;             /* net's context, initialised and owned by the caller */
+  int net_ndev;              /* devices of net (physical and virtual) */
+  struct mc_proxy *proxy;    /* started with the first NET connection */
   bool cma_warned;
 };
 

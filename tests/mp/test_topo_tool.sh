@@ -185,13 +185,25 @@ NCCL_P2P_LEVEL=LOC NCCL_SHM_DISABLE=1 run noshm --xml "$SYN"
 expect_grep "NCCL_SHM_DISABLE=1: NET" "$TMP/noshm.out" "^  0->1  NET: .*NCCL_SHM_DISABLE=1"
 
 # ------------------------------------------------------- this host (detection)
-MESHCCL_SYSFS_ROOT="$MC_SRC/tests/data/sysfs/vm-1numa-virtio" run host --ranks 2
+MESHCCL_SYSFS_ROOT="$MC_SRC/tests/data/sysfs/vm-1numa-virtio" run host --ranks 2 --nics sysfs
 expect_eq "no --xml (recorded VM): exit 0" "$RC_host" 0
 expect_grep "no --xml: two compute devices under one switch: P2P" "$TMP/host.out" \
   "^  0->1  P2P: path PIX within NCCL_P2P_LEVEL PXB"
 expect_grep "no --xml: the VM's NIC is a net device" "$TMP/host.out" "^NET0 "
 run realhost
 expect_eq "no --xml (this machine): exit 0" "$RC_realhost" 0
+# Without --nics sysfs the NICs are the devices of the net init would use
+# (here the fake plugin's two, at PCI paths of the recorded 2-socket tree).
+SW=/sys/devices/pci0000:00/0000:00:01.0/0000:01:00.0
+MESHCCL_SYSFS_ROOT="$MC_SRC/tests/data/sysfs/2socket-switch" FAKE_NET_NDEVS=2 \
+  FAKE_NET_PCI="$SW/0000:02:01.0/0000:03:00.0,$SW/0000:02:02.0/0000:04:00.0" \
+  NCCL_NET_PLUGIN="$MC_BUILD/tests/plugins/libnccl-net-fake12.so" run netnics --dump "$TMP/netnics.xml"
+expect_eq "no --xml, a net plugin: exit 0" "$RC_netnics" 0
+expect_eq "no --xml: the NICs are the plugin's devices, none from sysfs" \
+  "$(grep -o '<net name="[^"]*" dev="[0-9]*"' "$TMP/netnics.xml" | tr '\n' ' ')" \
+  '<net name="fake0" dev="0" <net name="fake1" dev="1" '
+run badnics --nics bogus
+expect_eq "--nics bogus: exit 2" "$RC_badnics" 2
 
 # ----------------------------------------------------------------- errors
 run badarg --frobnicate

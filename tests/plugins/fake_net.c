@@ -14,7 +14,13 @@
  * bytes and reports the real sizes. Environment knobs (read at init):
  *   FAKE_NET_NO_SIZES=1   test() never writes sizes (some plugins do not)
  *   FAKE_NET_INIT_FAIL=N  the version-N build's init() fails with ncclSystemError
- * Its logger lines start with "FAKE/Plugin".
+ *   FAKE_NET_NDEVS=N      N physical devices (1..4, default 1) fake0..fake<N-1>,
+ *                         all on the same address; device d's speed is
+ *                         12345 + 1000 * d
+ *   FAKE_NET_PCI=P0,P1..  device d's pciPath is Pd ("" for none; default
+ *                         /sys/devices/pci0000:00/0000:00:0f.0 for every one)
+ * makeVDevice (v10, v12) appends a device named "<a>+<b>..." whose speed is
+ * the sum of its devices'. Its logger lines start with "FAKE/Plugin".
  */
 #include "nccl_net.h"
 
@@ -24,6 +30,7 @@
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <poll.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
@@ -37,6 +44,9 @@
 #define FAKE_MAGIC    0xfa4e4e7du
 #define FAKE_MAX_REQS NCCL_NET_MAX_REQUESTS
 #define FAKE_MAX_VDEV 4
+#define FAKE_MAX_PHYS 4
+#define FAKE_MAX_DEVS (FAKE_MAX_PHYS + FAKE_MAX_VDEV)
+#define FAKE_STR      256
 
 typedef FAKE_CAT(ncclNet_v, FAKE_NET_VERSION, _t) fake_net_t;
 typedef FAKE_CAT(ncclNetProperties_v, FAKE_NET_VERSION, _t) fake_props_t;
@@ -90,6 +100,13 @@ static ncclDebugLogger_t logger;
 static int no_sizes;
 static struct in_addr dev_addr;
 static int n_vdevs;
+static int n_phys = 1;
+/* Per device: name, pciPath, speed, and for virtual ones the fused devices. */
+static char dev_names[FAKE_MAX_DEVS][FAKE_STR];
+static char dev_pci[FAKE_MAX_DEVS][FAKE_STR];
+static int dev_speed[FAKE_MAX_DEVS];
+static int dev_nfused[FAKE_MAX_DEVS];
+static int dev_fused[FAKE_MAX_DEVS][FAKE_MAX_PHYS];
 
 #define FAKE_LOG(_lvl, ...)                                                                        \
   do {                                                                                             \
@@ -101,6 +118,32 @@ static int env_is(const char *name)
 {
   const char *v = getenv(name);
   return (v != NULL) && (strcmp(v, "1") == 0);
+}
+
+/* The physical devices, from FAKE_NET_NDEVS and FAKE_NET_PCI. */
+static void fake_devs_init(void)
+{
+  const char *nd = getenv("FAKE_NET_NDEVS");
+  const char *pci = getenv("FAKE_NET_PCI");
+
+  n_phys = (nd != NULL) ? atoi(nd) : 1;
+  if ((n_phys < 1) || (n_phys > FAKE_MAX_PHYS))
+    n_phys = 1;
+  for (int d = 0; d < n_phys; d++) {
+    snprintf(dev_names[d], FAKE_STR, "fake%d", d);
+    snprintf(dev_pci[d], FAKE_STR, "/sys/devices/pci0000:00/0000:00:0f.0");
+    dev_speed[d] = 12345 + 1000 * d;
+    dev_nfused[d] = 1;
+    dev_fused[d][0] = d;
+  }
+  for (int d = 0; (pci != NULL) && (d < n_phys); d++) {
+    size_t len = strcspn(pci, ",");
+    if (len >= FAKE_STR)
+      len = FAKE_STR - 1;
+    memcpy(dev_pci[d], pci, len);
+    dev_pci[d][len] = '\0';
+    pci = (pci[len] == ',') ? pci + len + 1 : NULL;
+  }
 }
 
 static ncclResult_t fake_init_common(ncclDebugLogger_t log_fn)
@@ -116,6 +159,8 @@ static ncclResult_t fake_init_common(ncclDebugLogger_t log_fn)
   }
   if (inet_pton(AF_INET, (addr != NULL) ? addr : "127.0.0.1", &dev_addr) != 1)
     return ncclInvalidUsage;
+  if (n_vdevs == 0) /* the devices stay as they are once fused */
+    fake_devs_init();
   FAKE_LOG(NCCL_LOG_INFO, "FAKE/Plugin: v%d initialised%s", FAKE_NET_VERSION,
            no_sizes ? " (sizes not reported)" : "");
   return ncclSuccess;
@@ -162,24 +207,20 @@ static ncclResult_t fake_init(ncclDebugLogger_t log_fn)
 
 static ncclResult_t fake_devices(int *ndev)
 {
-  *ndev = 1 + n_vdevs;
+  *ndev = n_phys + n_vdevs;
   return ncclSuccess;
 }
 
 static ncclResult_t fake_get_properties(int dev, fake_props_t *props)
 {
-  static char name0[] = "fake0";
-  static char vname[] = "fake0+v";
-  static char pci[] = "/sys/devices/pci0000:00/0000:00:0f.0";
-
-  if ((dev < 0) || (dev > n_vdevs))
+  if ((dev < 0) || (dev >= n_phys + n_vdevs))
     return ncclInvalidArgument;
   memset(props, 0, sizeof(*props));
-  props->name = (dev == 0) ? name0 : vname;
-  props->pciPath = pci;
+  props->name = dev_names[dev];
+  props->pciPath = dev_pci[dev];
   props->guid = 0xfa4e0000ull + (uint64_t)dev;
   props->ptrSupport = NCCL_PTR_HOST;
-  props->speed = 12345;
+  props->speed = dev_speed[dev];
   props->port = 1;
   props->latency = 1.5f;
   props->maxComms = 4096;
@@ -189,8 +230,9 @@ static ncclResult_t fake_get_properties(int dev, fake_props_t *props)
 #endif
 #if FAKE_NET_VERSION >= 9
   props->forceFlush = 0;
-  props->vProps.ndevs = 1;
-  props->vProps.devs[0] = 0;
+  props->vProps.ndevs = dev_nfused[dev];
+  for (int i = 0; i < dev_nfused[dev]; i++)
+    props->vProps.devs[i] = dev_fused[dev][i];
   props->maxP2pBytes = (size_t)3 << 28;
   props->maxCollBytes = 0;
 #endif
@@ -209,9 +251,33 @@ static ncclResult_t fake_get_properties(int dev, fake_props_t *props)
 static ncclResult_t fake_make_vdevice(int *d,
                                       FAKE_CAT(ncclNetVDeviceProps_v, FAKE_NET_VERSION, _t) * props)
 {
-  if ((props->ndevs < 1) || (n_vdevs == FAKE_MAX_VDEV))
+  int v = n_phys + n_vdevs;
+  char name[FAKE_STR];
+  size_t len = 0;
+
+  if ((props->ndevs < 1) || (props->ndevs > FAKE_MAX_PHYS) || (n_vdevs == FAKE_MAX_VDEV))
     return ncclInvalidUsage;
-  *d = 1 + n_vdevs++;
+  name[0] = '\0';
+  dev_pci[v][0] = '\0';
+  dev_speed[v] = 0;
+  for (int i = 0; i < props->ndevs; i++) {
+    int p = props->devs[i];
+    if ((p < 0) || (p >= n_phys))
+      return ncclInvalidArgument;
+    len += (size_t)snprintf(name + len, FAKE_STR - len, "%s%s", (i > 0) ? "+" : "", dev_names[p]);
+    if (len >= FAKE_STR)
+      return ncclInvalidUsage;
+    dev_speed[v] += dev_speed[p];
+    dev_fused[v][i] = p;
+  }
+  if (props->ndevs == 1)
+    snprintf(name, FAKE_STR, "%s+v", dev_names[props->devs[0]]);
+  memcpy(dev_names[v], name, FAKE_STR);
+  dev_nfused[v] = props->ndevs;
+  *d = v;
+  n_vdevs++;
+  FAKE_LOG(NCCL_LOG_INFO, "FAKE/Plugin: made virtual device %d %s of %d devices", v, dev_names[v],
+           props->ndevs);
   return ncclSuccess;
 }
 #endif
@@ -233,7 +299,7 @@ static ncclResult_t fake_listen_common(int dev, void *opaque, void **listen_comm
   socklen_t len = sizeof(sa);
   int fd;
 
-  if ((dev < 0) || (dev > n_vdevs))
+  if ((dev < 0) || (dev >= n_phys + n_vdevs))
     return ncclInvalidArgument;
   fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
   if (fd < 0)

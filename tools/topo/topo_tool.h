@@ -34,6 +34,7 @@ struct cli {
   const char *dump_path;
   const char *dot_path;
   const char *svg_path;
+  bool nics_sysfs; /* --nics sysfs: this host's NICs from /sys/class/net, not from the net */
 };
 
 /* What one rank decides about a peer (NCCL's selectTransport order). */
