@@ -19,6 +19,7 @@
 
 #include "check.h"
 #include "log.h"
+#include "net/net.h"
 #include "params.h"
 #include "topo/topo.h"
 #include "topo/topo_graph.h"
@@ -137,6 +138,7 @@ ncclResult_t mc_comm_stage_graphs(struct ncclComm *comm)
   char *tree_log = NULL;
   size_t tree_log_bytes = 0;
   FILE *lf = NULL;
+  int *node_orders = NULL;
   ncclResult_t res;
 
   MC_CHECK(search(comm));
@@ -148,6 +150,12 @@ ncclResult_t mc_comm_stage_graphs(struct ncclComm *comm)
   /* AllGather3: every rank's place in its node's rings and trees. */
   MC_CHECK_GOTO(mc_boot_allgather(comm->boot, all, sizeof(*all)), res, out);
   mc_topo_connect_opts_from_params(&copts);
+  /* On a direct-connect mesh the rings cross the hosts along the cables. */
+  if (comm->net == &mc_net_mesh_ops) {
+    MC_CHECK_GOTO(mc_comm_mesh_node_orders(comm, all, &copts.n_node_orders, &node_orders), res,
+                  out);
+    copts.node_orders = node_orders;
+  }
   lf = open_memstream(&tree_log, &tree_log_bytes);
   if (lf == NULL) {
     res = MC_FAIL(ncclSystemError, "out of memory");
@@ -159,6 +167,7 @@ ncclResult_t mc_comm_stage_graphs(struct ncclComm *comm)
     goto out;
   log_channels(comm, (tree_log != NULL) ? tree_log : "");
 out:
+  free(node_orders);
   free(tree_log);
   free(all);
   return res;

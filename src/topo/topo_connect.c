@@ -548,9 +548,9 @@ ncclResult_t mc_topo_postset(int rank, int n_ranks, const struct mc_topo_ranks *
   }
   MC_CHECK_GOTO(connect_trees(out, n, ttp, ttc0, ttc1, log), res, fail);
 
-  for (int c = 0; c < n; c++) {
-    out->channels[c].ring_prev = out->channels[c + n].ring_prev = ring_prev[c * n_ranks + rank];
-    out->channels[c].ring_next = out->channels[c + n].ring_next = ring_next[c * n_ranks + rank];
+  for (int c = 0; c < 2 * n; c++) {
+    out->channels[c].ring_prev = ring_prev[c * n_ranks + rank];
+    out->channels[c].ring_next = ring_next[c * n_ranks + rank];
   }
   out->n_channels = (2 * n < MC_TOPO_MAX_CHANNELS) ? 2 * n : MC_TOPO_MAX_CHANNELS;
 

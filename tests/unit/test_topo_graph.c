@@ -363,6 +363,13 @@ static void postset_node_orders(void)
   MC_T_EQ_STR(line, "Channel 00/02 : 0 1 4 5 2 3 6 7");
   mc_topo_ring_line(&ch, 1, line, sizeof(line));
   MC_T_EQ_STR(line, "Channel 01/02 : 0 1 6 7 2 3 4 5");
+  /* The rank's own neighbours follow each channel's order too. */
+  MC_T_EQ_INT(ch.channels[0].ring_prev, 7);
+  MC_T_EQ_INT(ch.channels[1].ring_prev, 5);
+  mc_topo_channels_fini(&ch);
+  MC_T_OK(mc_topo_postset(1, 8, all, preset[1], &opts, NULL, &ch));
+  MC_T_EQ_INT(ch.channels[0].ring_next, 4);
+  MC_T_EQ_INT(ch.channels[1].ring_next, 6);
   mc_topo_channels_fini(&ch);
 
   opts.node_orders = &bad[0][0];

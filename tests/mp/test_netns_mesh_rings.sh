@@ -1,0 +1,136 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
+# Rings that follow the cables: four hosts cabled as a ring A-B-C-D-A (one
+# /24 per cable, IP forwarding off, a management bridge for the bootstrap),
+# with the ranks numbered against the cables: rank 0 on A, rank 1 on C,
+# rank 2 on B, rank 3 on D. NCCL's rank-order ring (0 1 2 3) would join A-C
+# and B-D, which have no cable. With NCCL_NET=Mesh the graph stage must give
+# rings over the cables (0 2 1 3 and its reverse) with no relayed hop, so
+# every ring collective runs over direct links only:
+#   - rank 0's log has the mesh (shape ring) and "Mesh ring 0 (cycle, 0
+#     relayed hops)", and the channels are "0 2 1 3" and "0 3 1 2";
+#   - every collective with NCCL_ALGO=Ring is bit-exact (mp_coll, no
+#     send/recv: pairs without a cable need the relay);
+#   - every connection made is between hosts that share a cable.
+# Needs root and iproute2: skipped otherwise, failed under CI.
+# Only addresses inside the namespaces made here are used; all are removed.
+# shellcheck source=mp_lib.sh
+. "$(dirname "$0")/mp_lib.sh"
+need_progs mp_coll
+
+if [ "$(id -u)" != 0 ] || ! command -v ip >/dev/null; then
+  skip_or_fail "the mesh rings netns test needs root and ip"
+fi
+
+TAG="mr$$"
+X=$(($$ % 50 + 100))
+MGMT="10.$X.100"
+NS=()
+SW="${TAG}sw"
+
+ns_cleanup() {
+  local n
+  for n in "${NS[@]}" "$SW"; do
+    ip netns pids "$n" 2>/dev/null | xargs -r kill -KILL 2>/dev/null
+    ip netns del "$n" 2>/dev/null
+  done
+}
+trap 'ns_cleanup; mp_cleanup' EXIT
+
+# link I J (I < J): a cable between hosts I and J, mcl<J> in I, mcl<I> in J,
+# subnet 10.X.IJ.0/24.
+link() {
+  local i=$1 j=$2
+  ip link add "${TAG}l$i$j" type veth peer name "${TAG}l$j$i" || return 1
+  ip link set "${TAG}l$i$j" netns "${TAG}h$i" name "mcl$j" || return 1
+  ip link set "${TAG}l$j$i" netns "${TAG}h$j" name "mcl$i" || return 1
+  ip -n "${TAG}h$i" addr add "10.$X.$i$j.$i/24" dev "mcl$j" || return 1
+  ip -n "${TAG}h$j" addr add "10.$X.$i$j.$j/24" dev "mcl$i" || return 1
+  ip -n "${TAG}h$i" link set "mcl$j" up || return 1
+  ip -n "${TAG}h$j" link set "mcl$i" up || return 1
+}
+
+make_hosts() {
+  ip netns add "$SW" || return 1
+  ip -n "$SW" link add br0 type bridge || return 1
+  ip -n "$SW" link set br0 up || return 1
+  for i in 1 2 3 4; do
+    local h="${TAG}h$i"
+    NS+=("$h")
+    ip netns add "$h" || return 1
+    ip netns exec "$h" sysctl -qw net.ipv4.ip_forward=0 || return 1
+    ip link add "${TAG}m$i" type veth peer name "${TAG}s$i" || return 1
+    ip link set "${TAG}m$i" netns "$h" name mcm0 || return 1
+    ip link set "${TAG}s$i" netns "$SW" || return 1
+    ip -n "$SW" link set "${TAG}s$i" master br0 up || return 1
+    ip -n "$h" addr add "$MGMT.$i/24" dev mcm0 || return 1
+    ip -n "$h" link set mcm0 up || return 1
+    ip -n "$h" link set lo up || return 1
+  done
+  # The cable ring A(1)-B(2)-C(3)-D(4)-A(1).
+  link 1 2 && link 2 3 && link 3 4 && link 1 4
+}
+
+# Rank r runs on host HOST_OF[r]: 0 on A, 1 on C, 2 on B, 3 on D.
+HOST_OF=(1 3 2 4)
+
+job() {
+  local name=$1
+  shift
+  local port pids=() rc=0 r
+  port=$(free_port)
+  for r in 0 1 2 3; do
+    local h=${HOST_OF[$r]}
+    ip netns exec "${TAG}h$h" env RANK=$r WORLD_SIZE=4 LOCAL_RANK=0 LOCAL_WORLD_SIZE=1 \
+      NCCL_HOSTID="host$h" NCCL_COMM_ID="$MGMT.${HOST_OF[0]}:$port" NCCL_SOCKET_IFNAME=mcm0 \
+      NCCL_NET=Mesh NCCL_ALGO=Ring NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=INIT,NET,GRAPH \
+      timeout 240 "$T/mp_coll" "$@" >"$TMP/$name.$r.out" 2>&1 &
+    pids+=($!)
+  done
+  JOB_RCS=()
+  for p in "${pids[@]}"; do
+    wait "$p"
+    JOB_RCS+=($?)
+  done
+  for x in "${JOB_RCS[@]}"; do [ "$x" = 0 ] || rc=1; done
+  return $rc
+}
+
+if ! make_hosts; then
+  not_ok "creating 4 namespaces cabled as a ring, and a management bridge"
+  mp_finish
+fi
+ok "cable ring A-B-C-D-A (10.$X.{12,23,34,14}.0/24), management $MGMT.0/24, ip_forward off"
+
+if job rings --colls allreduce,broadcast,reduce,allgather,reducescatter \
+  --types int32,uint8 --ops sum,max --sizes 1,4099,1048579; then
+  ok "NCCL_NET=Mesh, NCCL_ALGO=Ring, ranks against the cables: every ring collective exact"
+else
+  not_ok "ring collectives over the mesh (exit codes ${JOB_RCS[*]})"
+  for f in "$TMP"/rings.*.out; do show "$f"; done
+fi
+f0="$TMP/rings.0.out"
+expect_grep "rank 0 logs the mesh as a ring of cables" "$f0" 'Mesh: .*shape ring'
+expect_grep "the rings are cycles over the cables, nothing relayed" "$f0" \
+  'Mesh ring 0 \(cycle, 0 relayed hops\)'
+expect_grep "channel 0 crosses the hosts in cable order" "$f0" 'Channel 00/0[0-9] : 0 2 1 3$'
+expect_grep "channel 1 is its reverse" "$f0" 'Channel 01/0[0-9] : 0 3 1 2$'
+# Every connection joins hosts that share a cable: "connection ... to host hostJ
+# ... via mclJ": the local NIC is named after the peer host it is cabled to.
+bad=0
+for r in 0 1 2 3; do
+  h=${HOST_OF[$r]}
+  while IFS= read -r line; do
+    if ! [[ "$line" =~ via\ mcl([1-4])\  ]]; then
+      echo "#   rank $r: $line"
+      bad=1
+    fi
+  done < <(grep -E 'NET/Mesh: connection [0-9a-f]+ to host' "$TMP/rings.$r.out")
+  n=$(grep -cE 'NET/Mesh: connection [0-9a-f]+ to host' "$TMP/rings.$r.out")
+  [ "$n" -ge 2 ] || {
+    echo "#   rank $r made $n connections"
+    bad=1
+  }
+done
+expect_eq "every ring connection leaves on a cable's NIC" "$bad" 0
+mp_finish
