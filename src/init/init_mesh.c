@@ -113,7 +113,8 @@ ncclResult_t mc_comm_mesh_node_orders(struct ncclComm *comm, const struct mc_top
     goto out;
   MC_CHECK_GOTO(mc_calloc(&hosts, (size_t)comm->n_ranks), res, out);
   MC_CHECK_GOTO(mc_net_mesh_local_host(comm->peers[comm->rank].host_hash,
-                                       comm->peers[comm->rank].host, &hosts[comm->rank]),
+                                       comm->peers[comm->rank].host,
+                                       comm->peers[comm->rank].if_name, &hosts[comm->rank]),
                 res, out);
   MC_CHECK_GOTO(mc_boot_allgather(comm->boot, hosts, sizeof(*hosts)), res, out);
   /* One description per host: its first rank's. */

@@ -23,7 +23,12 @@
 #include "check.h"
 #include "crypto.h"
 #include "log.h"
+#include "net/mesh/mesh.h"
 #include "net/net.h"
+#include "params.h"
+#include "utils.h"
+
+#include <stdlib.h>
 
 #define NET_SECRET_LABEL "meshccl net secret v1"
 
@@ -31,14 +36,61 @@ _Static_assert(sizeof(((struct ncclComm *)0)->net_secret) == MC_NET_SECRET_BYTES
                "the net secret is MC_NET_SECRET_BYTES long");
 _Static_assert(MC_NET_SECRET_BYTES == MC_SHA256_BYTES, "the net secret is one HMAC-SHA256");
 
+/* meshccl's automatic choice of the Mesh net (MESHCCL_MESH_AUTO): when the
+ * default choice is the socket net and the hosts are cabled as a
+ * direct-connect mesh, the socket net cannot reach every peer through one
+ * interface, so the Mesh net takes over. Collective over the bootstrap:
+ * every rank takes part and reaches the same answer from the same data. */
+static ncclResult_t auto_mesh(struct ncclComm *comm, const struct mc_net_ops **net)
+{
+  struct mc_mesh_host *hosts = NULL;
+  struct mc_mesh_host *uniq = NULL;
+  int n_uniq = 0;
+  char why[256];
+  ncclResult_t res;
+
+  if ((*net != &mc_net_socket_ops) || (mc_param_str(MC_P_NET) != NULL) ||
+      (mc_param_int(MC_P_MESH_AUTO) == 0) || (comm->nodes.n_nodes < 3))
+    return ncclSuccess;
+  MC_CHECK(mc_calloc(&hosts, (size_t)comm->n_ranks));
+  MC_CHECK_GOTO(mc_calloc(&uniq, (size_t)comm->n_ranks), res, out);
+  /* A host whose NICs cannot be listed offers none: the others decide. */
+  if (mc_net_mesh_local_host(comm->peers[comm->rank].host_hash, comm->peers[comm->rank].host,
+                             comm->peers[comm->rank].if_name, &hosts[comm->rank]) != ncclSuccess)
+    hosts[comm->rank] = (struct mc_mesh_host){.host_hash = comm->peers[comm->rank].host_hash};
+  MC_CHECK_GOTO(mc_boot_allgather(comm->boot, hosts, sizeof(*hosts)), res, out);
+  for (int r = 0; r < comm->n_ranks; r++) {
+    int u = 0;
+    while ((u < n_uniq) && (uniq[u].host_hash != hosts[r].host_hash))
+      u++;
+    if (u == n_uniq)
+      uniq[n_uniq++] = hosts[r];
+  }
+  if (mc_net_mesh_is_direct(uniq, n_uniq, why, sizeof(why))) {
+    MC_CHECK_GOTO(mc_net_find_builtin("Mesh", net), res, out);
+    MC_INFO(MC_SUB_INIT | MC_SUB_NET,
+            "NET: %s: using network Mesh (MESHCCL_MESH_AUTO=0 or NCCL_NET=Socket to override)",
+            why);
+  } else {
+    MC_INFO(MC_SUB_NET, "NET: not a direct-connect mesh (%s): network Socket", why);
+  }
+  res = ncclSuccess;
+out:
+  free(uniq);
+  free(hosts);
+  return res;
+}
+
 ncclResult_t mc_comm_stage_net(struct ncclComm *comm)
 {
   const struct mc_net_ops *net = NULL;
   void *ctx = NULL;
   int n_devs = 0;
   ncclResult_t res;
-  struct mc_net_init_args args = {
-      .comm_id = comm->comm_hash, .secret = comm->net_secret, .abort_flag = &comm->abort_flag};
+  struct mc_net_init_args args = {.comm_id = comm->comm_hash,
+                                  .secret = comm->net_secret,
+                                  .abort_flag = &comm->abort_flag,
+                                  .mgmt_ifname = comm->peers[comm->rank].if_name};
 
   /* The nets authenticate connections with a secret only the ranks know:
    * derived from the unique id, which travels only among them. (With
@@ -47,6 +99,7 @@ ncclResult_t mc_comm_stage_net(struct ncclComm *comm)
   mc_hmac_sha256(&comm->id, sizeof(comm->id), NET_SECRET_LABEL, sizeof(NET_SECRET_LABEL) - 1,
                  comm->net_secret);
   MC_CHECK(mc_net_select(&net));
+  MC_CHECK(auto_mesh(comm, &net));
   /* The net says what failed (the adapters name the plugin and its file). */
   MC_CHECK(net->init(&args, &ctx));
   res = net->devices(ctx, &n_devs);

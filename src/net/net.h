@@ -76,6 +76,9 @@ struct mc_net_init_args {
   const uint8_t *secret;
   /* The communicator's abort flag: once non-zero, every call may fail fast. */
   const volatile uint32_t *abort_flag;
+  /* The interface the bootstrap uses (the management lane), or NULL: a net
+   * that chooses among several interfaces keeps collective data off it. */
+  const char *mgmt_ifname;
 };
 
 struct mc_net_ops {
@@ -129,5 +132,9 @@ ncclResult_t mc_net_ops_validate(const struct mc_net_ops *ops, const char *origi
  * Returns ncclInvalidUsage, naming NCCL_NET's value and the nets that
  * exist, when NCCL_NET names none of them. */
 ncclResult_t mc_net_select(const struct mc_net_ops **ops_out);
+
+/* The built-in net named `name` (case-insensitive), without NCCL_NET's
+ * rules or logging; ncclInvalidArgument when there is none. */
+ncclResult_t mc_net_find_builtin(const char *name, const struct mc_net_ops **ops_out);
 
 #endif /* MC_NET_NET_H */

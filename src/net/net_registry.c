@@ -71,6 +71,18 @@ ncclResult_t mc_net_ops_validate(const struct mc_net_ops *ops, const char *origi
   return ncclSuccess;
 }
 
+ncclResult_t mc_net_find_builtin(const char *name, const struct mc_net_ops **ops_out)
+{
+  for (int i = 0; i < N_BUILTIN; i++) {
+    if ((name != NULL) && (strcasecmp(name, builtin_nets[i]->name) == 0)) {
+      *ops_out = builtin_nets[i];
+      return ncclSuccess;
+    }
+  }
+  return MC_FAIL(ncclInvalidArgument, "NET: no built-in net is called %s",
+                 (name != NULL) ? name : "(null)");
+}
+
 ncclResult_t mc_net_select(const struct mc_net_ops **ops_out)
 {
   const char *want = mc_param_str(MC_P_NET);

@@ -11,7 +11,10 @@
 #     relayed hops)", and the channels are "0 2 1 3" and "0 3 1 2";
 #   - every collective with NCCL_ALGO=Ring is bit-exact (mp_coll, no
 #     send/recv: pairs without a cable need the relay);
-#   - every connection made is between hosts that share a cable.
+#   - every connection made is between hosts that share a cable;
+#   - without NCCL_NET, the hosts' addresses show a direct-connect mesh (no
+#     subnet reaches all four once the bootstrap's interface is left out)
+#     and init chooses the Mesh net by itself (MESHCCL_MESH_AUTO).
 # Needs root and iproute2: skipped otherwise, failed under CI.
 # Only addresses inside the namespaces made here are used; all are removed.
 # shellcheck source=mp_lib.sh
@@ -81,9 +84,13 @@ job() {
   port=$(free_port)
   for r in 0 1 2 3; do
     local h=${HOST_OF[$r]}
-    ip netns exec "${TAG}h$h" env RANK=$r WORLD_SIZE=4 LOCAL_RANK=0 LOCAL_WORLD_SIZE=1 \
-      NCCL_HOSTID="host$h" NCCL_COMM_ID="$MGMT.${HOST_OF[0]}:$port" NCCL_SOCKET_IFNAME=mcm0 \
-      NCCL_NET=Mesh NCCL_ALGO=Ring NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=INIT,NET,GRAPH \
+    local net_env=(NCCL_NET="${NET_CHOICE-Mesh}")
+    [ -n "${NET_CHOICE-Mesh}" ] || net_env=()
+    local sock_env=(NCCL_SOCKET_IFNAME=mcm0)
+    [ -z "${NO_SOCKET_IFNAME:-}" ] || sock_env=()
+    ip netns exec "${TAG}h$h" env -u NCCL_NET -u NCCL_SOCKET_IFNAME "${net_env[@]}" RANK=$r WORLD_SIZE=4 LOCAL_RANK=0 LOCAL_WORLD_SIZE=1 \
+      NCCL_HOSTID="host$h" NCCL_COMM_ID="$MGMT.${HOST_OF[0]}:$port" "${sock_env[@]}" \
+      NCCL_ALGO=Ring NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=INIT,NET,GRAPH \
       timeout 240 "$T/mp_coll" "$@" >"$TMP/$name.$r.out" 2>&1 &
     pids+=($!)
   done
@@ -115,22 +122,39 @@ expect_grep "the rings are cycles over the cables, nothing relayed" "$f0" \
   'Mesh ring 0 \(cycle, 0 relayed hops\)'
 expect_grep "channel 0 crosses the hosts in cable order" "$f0" 'Channel 00/0[0-9] : 0 2 1 3$'
 expect_grep "channel 1 is its reverse" "$f0" 'Channel 01/0[0-9] : 0 3 1 2$'
-# Every connection joins hosts that share a cable: "connection ... to host hostJ
-# ... via mclJ": the local NIC is named after the peer host it is cabled to.
-bad=0
-for r in 0 1 2 3; do
-  h=${HOST_OF[$r]}
-  while IFS= read -r line; do
-    if ! [[ "$line" =~ via\ mcl([1-4])\  ]]; then
-      echo "#   rank $r: $line"
+# cables NAME: every connection of job NAME joins hosts that share a cable
+# ("connection ... to host ... via mclJ": the local NIC is named after the
+# peer host it is cabled to; the management NIC is mcm0).
+cables() {
+  local bad=0 r line n
+  for r in 0 1 2 3; do
+    while IFS= read -r line; do
+      if ! [[ "$line" =~ via\ mcl([1-4])\  ]]; then
+        echo "#   rank $r: $line"
+        bad=1
+      fi
+    done < <(grep -E 'NET/Mesh: connection [0-9a-f]+ to host' "$TMP/$1.$r.out")
+    n=$(grep -cE 'NET/Mesh: connection [0-9a-f]+ to host' "$TMP/$1.$r.out")
+    [ "$n" -ge 2 ] || {
+      echo "#   rank $r made $n connections"
       bad=1
-    fi
-  done < <(grep -E 'NET/Mesh: connection [0-9a-f]+ to host' "$TMP/rings.$r.out")
-  n=$(grep -cE 'NET/Mesh: connection [0-9a-f]+ to host' "$TMP/rings.$r.out")
-  [ "$n" -ge 2 ] || {
-    echo "#   rank $r made $n connections"
-    bad=1
-  }
-done
-expect_eq "every ring connection leaves on a cable's NIC" "$bad" 0
+    }
+  done
+  return $bad
+}
+cables rings
+check "every ring connection leaves on a cable's NIC"
+
+# Automatic choice: NCCL_NET unset, and no NCCL_SOCKET_IFNAME either: the
+# bootstrap's interface (the one reaching NCCL_COMM_ID) is the management lane.
+if NET_CHOICE= NO_SOCKET_IFNAME=1 job auto --colls allreduce,allgather --types int32 --ops sum --sizes 1,65537; then
+  ok "NCCL_NET unset on the cable ring: ring collectives exact"
+else
+  not_ok "NCCL_NET unset on the cable ring (exit codes ${JOB_RCS[*]})"
+  for f in "$TMP"/auto.*.out; do show "$f"; done
+fi
+expect_grep "init chose the Mesh net by itself" "$TMP/auto.0.out" \
+  'NET: 4 hosts cabled as a ring mesh, 4 links, no common subnet: using network Mesh'
+cables auto
+check "the bootstrap's interface carries no collective data (every connection on a cable)"
 mp_finish

@@ -8,6 +8,8 @@
 #ifndef MC_NET_MESH_MESH_H
 #define MC_NET_MESH_MESH_H
 
+#include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 
 #include "nccl.h"
@@ -17,12 +19,25 @@
  * This host as the mesh sees it: its mesh NICs that carry collective data
  * (MESHCCL_MESH_IFNAME, lanes, the management interface excluded, as the
  * Mesh net chooses them), with host_hash and name as given (name may be
- * NULL). Logs the NICs at INFO (NET). Blocks only on getifaddrs and sysfs
- * reads; thread-safe. *host_out is written on success only.
+ * NULL). mgmt_ifname (may be NULL): the bootstrap's interface, excluded as
+ * the management lane when NCCL_SOCKET_IFNAME is unset. Logs nothing.
+ * Blocks only on getifaddrs and sysfs reads; thread-safe. *host_out is
+ * written on success only.
  * Errors: those of the NIC choice (ncclInvalidUsage naming the variables
  * when no interface is left, ncclSystemError when getifaddrs fails).
  */
-ncclResult_t mc_net_mesh_local_host(uint64_t host_hash, const char *name,
+ncclResult_t mc_net_mesh_local_host(uint64_t host_hash, const char *name, const char *mgmt_ifname,
                                     struct mc_mesh_host *host_out);
+
+/*
+ * Whether hosts (as allgathered, one entry per host) are cabled as a
+ * direct-connect mesh that the Mesh net should carry: at least 3 hosts, no
+ * subnet that every host has an address on (that would be a switched
+ * network, the socket net's case), and every host reachable from every
+ * other over the links. why_out receives one line saying why or why not.
+ * Pure.
+ */
+bool mc_net_mesh_is_direct(const struct mc_mesh_host *hosts, int n_hosts, char *why_out,
+                           size_t why_bytes);
 
 #endif /* MC_NET_MESH_MESH_H */

@@ -83,9 +83,18 @@ ncclResult_t mc_net_mesh_nics_select(const struct mc_net_mesh_nic *cands, int n_
                                      struct mc_net_mesh_nic *nics, int max_nics, int *n_nics_out,
                                      char *why_out, size_t why_bytes);
 
+/* The same choice without logging, with mgmt_ifname (may be NULL) taken as
+ * the management interface when NCCL_SOCKET_IFNAME is unset: what a host
+ * would offer the mesh, for the communicator's decisions. */
+ncclResult_t mc_net_mesh_nics_probe(const char *mgmt_ifname, struct mc_net_mesh_nic *nics,
+                                    int max_nics, int *n_nics_out);
+
 /* The host's mesh NICs (getifaddrs, /sys/class/net/<if>/speed below
- * MESHCCL_SYSFS_ROOT, the parameters), logged in one INFO line. */
-ncclResult_t mc_net_mesh_nics_find(struct mc_net_mesh_nic *nics, int max_nics, int *n_nics_out);
+ * MESHCCL_SYSFS_ROOT, the parameters), logged in one INFO line; mgmt_ifname
+ * (may be NULL) is the management interface when NCCL_SOCKET_IFNAME is
+ * unset (the bootstrap's). */
+ncclResult_t mc_net_mesh_nics_find(const char *mgmt_ifname, struct mc_net_mesh_nic *nics,
+                                   int max_nics, int *n_nics_out);
 
 const char *mc_net_mesh_lane_str(enum mc_net_mesh_lane lane);
 /* "10.1.12.0/24" (the network of addr under prefix_len). Returns buf. */

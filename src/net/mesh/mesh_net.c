@@ -113,7 +113,9 @@ static ncclResult_t mesh_init(const struct mc_net_init_args *args, void **ctx_ou
   pthread_mutex_init(&ctx->connect_mu, NULL);
   ctx->abort_flag = (args != NULL) ? args->abort_flag : NULL;
   ctx->host_hash = mc_host_hash();
-  MC_CHECK_GOTO(mc_net_mesh_nics_find(ctx->nics, MC_NET_MESH_MAX_NICS, &ctx->n_nics), res, err);
+  MC_CHECK_GOTO(mc_net_mesh_nics_find((args != NULL) ? args->mgmt_ifname : NULL, ctx->nics,
+                                      MC_NET_MESH_MAX_NICS, &ctx->n_nics),
+                res, err);
   derive_key(ctx, args);
   resolve_threads(ctx);
   ctx->inline_bytes = (uint32_t)mc_param_int(MC_P_SOCKET_INLINE);
