@@ -164,8 +164,8 @@ check_logs() {
       n_relayed=$((n_relayed + 1))
       local hops path prev="" hn
       hops=$(sed -E 's/.* over ([0-9]+) hops.*/\1/' <<<"$line")
-      path=$(sed -E 's/.* hops \(([^;]*);.*/\1/' <<<"$line" | grep -oE '/host[0-9]+' | tr -d '/host')
-      read -r -a hn <<<"$(echo $path)"
+      path=$(sed -E 's/.* hops \(([^;]*);.*/\1/' <<<"$line" | grep -oE '/host[0-9]+' | sed 's|/host||')
+      read -r -a hn <<<"$(tr '\n' ' ' <<<"$path")"
       if [ "${hn[0]}" != "$i" ] || [ $((${#hn[@]} - 1)) != "$hops" ] ||
         [ "$(dist "${hn[0]}" "${hn[-1]}")" != "$hops" ] || [ "$hops" -lt 2 ]; then
         echo "#   host $i: not a shortest relayed route: $line"
@@ -209,15 +209,15 @@ COLL_ARGS=(--types int32,uint8 --ops sum --sizes 1,65537,1048579)
 
 # shape NAME N "EDGES" "RANKS" SHAPE N_LINKS
 shape() {
-  local name=$1 n=$2 edges=$3 ranks=$4 want=$5 n_links=$6
+  local name=$1 n=$2 edges=$3 rank_list=$4 want=$5 n_links=$6
   if ! build "$n" "$edges"; then
     not_ok "$name: building $n namespaces cabled $edges"
     ns_cleanup
     return
   fi
-  if job "$name" "$ranks" "$T/mp_coll" "${COLL_ARGS[@]}"; then
-    ok "$name ($edges; ranks $ranks): every collective and all-pairs send/recv exact ($JOB_MS ms)"
-    if check_logs "$name" "$want" "$n_links" "$ranks"; then
+  if job "$name" "$rank_list" "$T/mp_coll" "${COLL_ARGS[@]}"; then
+    ok "$name ($edges; ranks $rank_list): every collective and all-pairs send/recv exact ($JOB_MS ms)"
+    if check_logs "$name" "$want" "$n_links" "$rank_list"; then
       ok "$name: mesh logged as $want ($n_links links) by every host; $RELAYED relayed connections on shortest routes over cables, $RELAYING relayed by hosts on the route"
     else
       not_ok "$name: the logs"

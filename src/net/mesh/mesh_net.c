@@ -17,7 +17,8 @@
  *   - connect picks the local NIC on the peer's subnet (fast lane first,
  *     round-robin among equals), binds its sockets to that address and
  *     connects to the peer's address on that subnet; without a common
- *     subnet it fails (relay through other hosts is not implemented);
+ *     subnet the connection is relayed by the hosts on the route, which
+ *     discovery (mesh_discover.c) learns over the links;
  *   - the data path is the socket net's (net_socket_io.c), built from the
  *     authenticated sockets with mc_net_sock_comm_create, with its helper
  *     threads and data sockets set by NCCL_SOCKET_NTHREADS and
