@@ -8,6 +8,16 @@
  * NCCL's socket net (transport/net_socket.cc), connect returns NULL until
  * every socket is ready and keeps its state between calls, keyed by the
  * handle's address and contents; then it builds the socket net's comm.
+ *
+ * Without a common subnet, the connection is relayed: discovery's routing
+ * table (mesh_discover.c) gives the route (mc_mesh_route_pick with the
+ * connection id, so that all sockets of a connection take one path and
+ * connections spread over equal paths); every socket connects to the next
+ * host's handshake port, reads its challenge, sends a relay request
+ * (mesh_int.h) and then runs the ordinary handshake, which the relays pass
+ * through untouched to the listener: authentication stays end to end.
+ * While no route is known, connect keeps returning NULL, for at most
+ * MESHCCL_MESH_ROUTE_TIMEOUT_MS.
  */
 #include "mesh_int.h"
 
@@ -27,7 +37,15 @@
 #define FIRST_RETRY_MS 5
 #define MAX_RETRY_MS   1000
 
-enum cs_state { CS_CONNECT, CS_CHALLENGE, CS_RESPONSE, CS_CONFIRM, CS_DONE };
+enum cs_state {
+  CS_CONNECT,
+  CS_RELAY_CHALLENGE, /* relayed: the first relay's challenge */
+  CS_RELAY_REQ,       /* relayed: our relay request */
+  CS_CHALLENGE,
+  CS_RESPONSE,
+  CS_CONFIRM,
+  CS_DONE
+};
 
 struct csock {
   struct mc_sock sock; /* addr: the listener's */
@@ -37,7 +55,7 @@ struct csock {
   uint64_t retry_at_ns;
   uint64_t up_ns; /* TCP connected: the handshake window starts */
   uint8_t nonce_a[MC_NET_MESH_NONCE_BYTES];
-  uint8_t buf[MC_NET_MESH_RESPONSE_BYTES];
+  uint8_t buf[MC_NET_MESH_RELAY_REQ_BYTES];
   size_t done;
   struct mc_net_mesh_response resp;
 };
@@ -53,6 +71,11 @@ struct mc_net_mesh_connect {
   uint64_t conn_id;
   int n; /* 1 + n_socks */
   struct csock *socks;
+  /* Relayed: no common subnet with the listener. */
+  bool is_relayed;
+  bool has_route;
+  int hops; /* links of the route */
+  uint64_t route_deadline_ns;
 };
 
 static bool is_aborted(const struct mc_net_mesh_ctx *ctx)
@@ -94,37 +117,101 @@ static void addrs_str(const struct mc_net_mesh_addr *addrs, int n, char *buf, si
 }
 
 /*
- * No local NIC shares a subnet with the listener. Reaching it would need a
- * relay through another host, which does not exist yet: the one place to
- * plug it in. ncclInvalidUsage: nothing failed at run time; the cabling or
- * MESHCCL_MESH_IFNAME leaves these two hosts without a direct link, and
- * retrying cannot help.
+ * No route to the listener's host within MESHCCL_MESH_ROUTE_TIMEOUT_MS:
+ * discovery never heard of it, or heard of it but no chain of links leads
+ * there. ncclRemoteError naming both hosts, their subnets and the mesh as
+ * known here.
  */
-static ncclResult_t connect_without_link(struct mc_net_mesh_ctx *ctx,
-                                         const struct mc_net_mesh_handle *h)
+static ncclResult_t route_fail(struct mc_net_mesh_ctx *ctx, const struct mc_net_mesh_connect *c,
+                               const struct mc_net_mesh_view *v)
 {
   struct mc_net_mesh_addr mine[MC_NET_MESH_MAX_NICS];
   char peer[512];
   char local[512];
+  char mesh[1024];
+  char why[512] = "";
 
   for (int i = 0; i < ctx->n_nics; i++) {
     mine[i].addr = ctx->nics[i].addr;
     mine[i].prefix_len = ctx->nics[i].prefix_len;
   }
-  addrs_str(h->addrs, h->n_addrs, peer, sizeof(peer));
+  addrs_str(c->h.addrs, c->h.n_addrs, peer, sizeof(peer));
   addrs_str(mine, ctx->n_nics, local, sizeof(local));
-  return MC_FAIL(ncclInvalidUsage,
+  mc_net_mesh_view_str(v, mesh, sizeof(mesh));
+  if (v != NULL) {
+    for (int i = 0; i < v->graph->n_hosts; i++) {
+      if (v->graph->hosts[i].host_hash == c->h.host_hash)
+        mc_mesh_route_unreachable_str(v->graph, v->self, i, why, sizeof(why));
+    }
+  }
+  return MC_FAIL(ncclRemoteError,
                  "NET/Mesh: host %016llx (subnets %s) shares no subnet with host %016llx (subnets "
-                 "%s) and relay through other hosts is not available yet; cable the two hosts "
-                 "directly or widen MESHCCL_MESH_IFNAME",
-                 (unsigned long long)ctx->host_hash, local, (unsigned long long)h->host_hash, peer);
+                 "%s) and found no route to it within MESHCCL_MESH_ROUTE_TIMEOUT_MS=%d ms%s%s; "
+                 "the mesh known here: %s. Check the cabling between them, that every host runs "
+                 "NCCL_NET=Mesh with one MESHCCL_MESH_PORT, and MESHCCL_MESH_IFNAME",
+                 (unsigned long long)ctx->host_hash, local, (unsigned long long)c->h.host_hash,
+                 peer, ctx->route_timeout_ms, (why[0] != '\0') ? ": " : "", why, mesh);
+}
+
+/* Looks the route up in the current view. Sets has_route, the local NIC and
+ * the first relay's address, or leaves has_route false (try again later). */
+static ncclResult_t route_find(struct mc_net_mesh_ctx *ctx, struct mc_net_mesh_connect *c)
+{
+  struct mc_net_mesh_view *v = mc_net_mesh_view_get(ctx);
+  struct mc_mesh_path path;
+  ncclResult_t res = ncclSuccess;
+  int dst = -1;
+  char route[512];
+  char a[MC_SOCKADDR_STRLEN];
+  char b[MC_SOCKADDR_STRLEN];
+  char sub[MC_SOCKADDR_STRLEN];
+  size_t used = 0;
+
+  if (v != NULL) {
+    for (int i = 0; i < v->graph->n_hosts; i++) {
+      if (v->graph->hosts[i].host_hash == c->h.host_hash)
+        dst = i;
+    }
+  }
+  if ((dst < 0) || (mc_mesh_route_hops(v->routes, v->self, dst) < 2) ||
+      (mc_mesh_route_pick(v->routes, v->self, dst, c->conn_id, &path) != ncclSuccess) ||
+      !mc_net_mesh_view_addr(ctx, v, v->graph->hosts[path.hosts[1]].host_hash, &c->to, &c->nic)) {
+    if (mc_time_ns() > c->route_deadline_ns)
+      res = route_fail(ctx, c, v);
+    mc_net_mesh_view_put(v);
+    return res;
+  }
+  c->hops = path.n_hops;
+  c->from = ctx->nics[c->nic].addr;
+  mc_sockaddr_set_port(&c->from, 0);
+  if ((c->from.sa.sa_family == AF_INET6) && IN6_IS_ADDR_LINKLOCAL(&c->from.sin6.sin6_addr))
+    c->from.sin6.sin6_scope_id = (uint32_t)ctx->nics[c->nic].if_index;
+  for (int i = 0; i < c->n; i++)
+    c->socks[i].sock.addr = c->to;
+  route[0] = '\0';
+  for (int i = 0; i <= path.n_hops; i++)
+    mc_str_appendf(route, sizeof(route), &used, "%s%016llx/%s", (i > 0) ? " > " : "",
+                   (unsigned long long)v->graph->hosts[path.hosts[i]].host_hash,
+                   v->graph->hosts[path.hosts[i]].name);
+  MC_INFO(MC_SUB_NET,
+          "NET/Mesh: relayed connection %016llx to host %016llx over %d hops (%s; %d equal "
+          "routes) via %s %s -> %s (subnet %s)",
+          (unsigned long long)c->conn_id, (unsigned long long)c->h.host_hash, path.n_hops, route,
+          path.n_choices, ctx->nics[c->nic].name,
+          mc_sockaddr_str(&ctx->nics[c->nic].addr, a, sizeof(a)),
+          mc_sockaddr_str(&c->to, b, sizeof(b)),
+          mc_net_mesh_subnet_str(&ctx->nics[c->nic].addr, ctx->nics[c->nic].prefix_len, sub,
+                                 sizeof(sub)));
+  c->has_route = true;
+  mc_net_mesh_view_put(v);
+  return ncclSuccess;
 }
 
 /* The (local NIC, peer address) pair of the connection: pairs on one subnet,
  * a NIC that carries data before one that does not, a fast-lane peer
  * address before a management one, round-robin among the best. */
-static ncclResult_t pick_link(struct mc_net_mesh_ctx *ctx, const struct mc_net_mesh_handle *h,
-                              int *nic_out, union mc_sockaddr *to_out)
+static bool pick_link(struct mc_net_mesh_ctx *ctx, const struct mc_net_mesh_handle *h, int *nic_out,
+                      union mc_sockaddr *to_out)
 {
   int best_score = 4;
   int n_best = 0;
@@ -153,13 +240,13 @@ static ncclResult_t pick_link(struct mc_net_mesh_ctx *ctx, const struct mc_net_m
     }
   }
   if (n_best == 0)
-    return connect_without_link(ctx, h);
+    return false;
   pick = (int)(ctx->rr++ % (unsigned)n_best);
   *nic_out = nics[pick];
   *to_out = h->addrs[peers[pick]].addr;
   if ((to_out->sa.sa_family == AF_INET6) && IN6_IS_ADDR_LINKLOCAL(&to_out->sin6.sin6_addr))
     to_out->sin6.sin6_scope_id = (uint32_t)ctx->nics[nics[pick]].if_index;
-  return ncclSuccess;
+  return true;
 }
 
 static ncclResult_t connect_new(struct mc_net_mesh_ctx *ctx, const void *handle,
@@ -183,19 +270,25 @@ static ncclResult_t connect_new(struct mc_net_mesh_ctx *ctx, const void *handle,
                   c->h.n_socks, c->h.n_threads, MC_NET_SOCK_MAX_SOCKS, MC_NET_SOCK_MAX_THREADS);
     goto err;
   }
-  MC_CHECK_GOTO(pick_link(ctx, &c->h, &c->nic, &c->to), res, err);
   MC_CHECK_GOTO(mc_random_bytes(&c->conn_id, sizeof(c->conn_id)), res, err);
+  c->n = c->h.n_socks + 1;
+  MC_CHECK_GOTO(mc_calloc(&c->socks, (size_t)c->n), res, err);
+  for (int i = 0; i < c->n; i++)
+    mc_sock_init(&c->socks[i].sock);
+  if (!pick_link(ctx, &c->h, &c->nic, &c->to)) {
+    /* No common subnet: relayed, once discovery knows a route. */
+    c->is_relayed = true;
+    c->route_deadline_ns = mc_time_ns() + (uint64_t)ctx->route_timeout_ms * 1000000ull;
+    *c_out = c;
+    return ncclSuccess;
+  }
   nic = &ctx->nics[c->nic];
   c->from = nic->addr;
   mc_sockaddr_set_port(&c->from, 0);
   if ((c->from.sa.sa_family == AF_INET6) && IN6_IS_ADDR_LINKLOCAL(&c->from.sin6.sin6_addr))
     c->from.sin6.sin6_scope_id = (uint32_t)nic->if_index;
-  c->n = c->h.n_socks + 1;
-  MC_CHECK_GOTO(mc_calloc(&c->socks, (size_t)c->n), res, err);
-  for (int i = 0; i < c->n; i++) {
-    mc_sock_init(&c->socks[i].sock);
+  for (int i = 0; i < c->n; i++)
     c->socks[i].sock.addr = c->to;
-  }
   MC_INFO(MC_SUB_NET,
           "NET/Mesh: connection %016llx to host %016llx via %s %s -> %s (subnet %s, %s lane)",
           (unsigned long long)c->conn_id, (unsigned long long)c->h.host_hash, nic->name,
@@ -287,7 +380,7 @@ static ncclResult_t tcp_progress(struct mc_net_mesh_connect *c, struct csock *s)
     s->is_connecting = false;
     mc_net_mesh_sock_opts(s->sock.fd);
     s->up_ns = mc_time_ns();
-    s->state = CS_CHALLENGE;
+    s->state = c->is_relayed ? CS_RELAY_CHALLENGE : CS_CHALLENGE;
     s->done = 0;
   }
   return ncclSuccess;
@@ -330,17 +423,61 @@ static ncclResult_t sock_progress(struct mc_net_mesh_ctx *ctx, struct mc_net_mes
 {
   struct csock *s = &c->socks[i];
   uint8_t mac[MC_SHA256_BYTES];
-  char why[160];
+  char why[256];
   int r;
 
   if (s->state == CS_CONNECT)
     MC_CHECK(tcp_progress(c, s));
+  if (s->state == CS_RELAY_CHALLENGE) {
+    r = io(s, false, MC_NET_MESH_CHALLENGE_BYTES);
+    if (r < 0)
+      return hs_fail(c, i, ncclRemoteError,
+                     (errno != 0) ? strerror(errno) : "the relay closed before its challenge");
+    if (r > 0) {
+      struct mc_net_mesh_relay_req req;
+
+      if (!mc_net_mesh_challenge_decode(s->buf, s->nonce_a))
+        return hs_fail(c, i, ncclRemoteError, "the relay is not a Mesh net of this version");
+      req.hops_left = c->hops - 1;
+      req.conn_id = c->conn_id;
+      req.origin_host = ctx->host_hash;
+      memcpy(req.handle, c->handle_bytes, MC_NET_HANDLE_BYTES);
+      mc_net_mesh_relay_req_encode(&req, ctx->disc_key, s->nonce_a, s->buf);
+      s->done = 0;
+      s->state = CS_RELAY_REQ;
+    }
+  }
+  if (s->state == CS_RELAY_REQ) {
+    r = io(s, true, MC_NET_MESH_RELAY_REQ_BYTES);
+    if (r < 0)
+      return hs_fail(c, i, ncclRemoteError, (errno != 0) ? strerror(errno) : "relay closed");
+    if (r > 0) {
+      s->done = 0;
+      s->state = CS_CHALLENGE;
+    }
+  }
   if (s->state == CS_CHALLENGE) {
     r = io(s, false, MC_NET_MESH_CHALLENGE_BYTES);
     if (r < 0)
       return hs_fail(c, i, ncclRemoteError,
                      (errno != 0) ? strerror(errno) : "closed before sending its challenge");
     if (r > 0) {
+      int reason;
+      uint64_t relay_host;
+
+      if (c->is_relayed && mc_net_mesh_refusal_decode(s->buf, &reason, &relay_host)) {
+        if (mc_net_mesh_refusal_is_transient(reason) && (mc_time_ns() < c->route_deadline_ns)) {
+          /* The relays have not learnt the route yet: again, a bit later. */
+          mc_sock_close(&s->sock);
+          s->state = CS_CONNECT;
+          s->attempt = 0;
+          s->retry_at_ns = mc_time_ns() + 200000000ull;
+          return ncclSuccess;
+        }
+        snprintf(why, sizeof(why), "relay host %016llx refused: %s", (unsigned long long)relay_host,
+                 mc_net_mesh_refusal_str(reason));
+        return hs_fail(c, i, ncclRemoteError, why);
+      }
       if (!mc_net_mesh_challenge_decode(s->buf, s->nonce_a))
         return hs_fail(c, i, ncclRemoteError,
                        "the listener is not a Mesh net of this version (bad challenge)");
@@ -426,6 +563,11 @@ ncclResult_t mc_net_mesh_connect(void *vctx, int dev, const void *handle, void *
     link = &ctx->connects;
   }
   c = *link;
+  if (c->is_relayed && !c->has_route) {
+    MC_CHECK_GOTO(route_find(ctx, c), res, drop);
+    if (!c->has_route)
+      goto out;
+  }
   for (int i = 0; i < c->n; i++) {
     MC_CHECK_GOTO(sock_progress(ctx, c, i), res, drop);
     n_done += (c->socks[i].state == CS_DONE);

@@ -257,3 +257,102 @@ void mc_net_mesh_mac(const uint8_t key[MC_SHA256_BYTES], char role,
   mc_hmac_sha256_update(&h, fields, sizeof(fields));
   mc_hmac_sha256_final(&h, mac_out);
 }
+
+/* ---------- relay request and refusal (mesh_int.h) ---------- */
+
+static const char *const refusal_names[MC_NET_MESH_REFUSE_COUNT] = {
+    [MC_NET_MESH_REFUSE_NONE] = "no refusal",
+    [MC_NET_MESH_REFUSE_BAD_MAC] = "the request's MAC does not verify (another secret?)",
+    [MC_NET_MESH_REFUSE_MALFORMED] = "malformed request",
+    [MC_NET_MESH_REFUSE_UNKNOWN_DEST] = "the destination host is not in the relay's mesh table",
+    [MC_NET_MESH_REFUSE_HOP_LIMIT] = "hop limit reached (a loop, or routes not agreed yet)",
+    [MC_NET_MESH_REFUSE_NO_ADDR] = "no announced handshake address to go on to",
+    [MC_NET_MESH_REFUSE_SELF] = "the destination is the relay host itself",
+    [MC_NET_MESH_REFUSE_ONWARD] = "the relay could not connect onward",
+    [MC_NET_MESH_REFUSE_BUSY] = "the relay service is full or stopped",
+};
+
+const char *mc_net_mesh_refusal_str(int reason)
+{
+  if ((reason < 0) || (reason >= MC_NET_MESH_REFUSE_COUNT))
+    return "unknown reason";
+  return refusal_names[reason];
+}
+
+bool mc_net_mesh_refusal_is_transient(int reason)
+{
+  return (reason == MC_NET_MESH_REFUSE_UNKNOWN_DEST) || (reason == MC_NET_MESH_REFUSE_HOP_LIMIT) ||
+         (reason == MC_NET_MESH_REFUSE_NO_ADDR) || (reason == MC_NET_MESH_REFUSE_ONWARD);
+}
+
+static void relay_mac(const uint8_t key[MC_SHA256_BYTES],
+                      const uint8_t nonce[MC_NET_MESH_NONCE_BYTES], const uint8_t *buf,
+                      uint8_t mac_out[MC_SHA256_BYTES])
+{
+  struct mc_hmac_sha256 h;
+
+  mc_hmac_sha256_init(&h, key, MC_SHA256_BYTES);
+  mc_hmac_sha256_update(&h, "mrly", 4);
+  mc_hmac_sha256_update(&h, nonce, MC_NET_MESH_NONCE_BYTES);
+  mc_hmac_sha256_update(&h, buf, MC_NET_MESH_RELAY_REQ_BYTES - MC_SHA256_BYTES);
+  mc_hmac_sha256_final(&h, mac_out);
+}
+
+void mc_net_mesh_relay_req_encode(const struct mc_net_mesh_relay_req *r,
+                                  const uint8_t key[MC_SHA256_BYTES],
+                                  const uint8_t nonce[MC_NET_MESH_NONCE_BYTES], uint8_t *buf)
+{
+  memset(buf, 0, MC_NET_MESH_RELAY_REQ_BYTES);
+  put32(buf, MC_NET_MESH_RELAY_MAGIC);
+  buf[4] = MC_NET_MESH_VERSION;
+  buf[5] = (uint8_t)r->hops_left;
+  put64(buf + 8, r->conn_id);
+  put64(buf + 16, r->origin_host);
+  memcpy(buf + MC_NET_MESH_RELAY_HDR_BYTES, r->handle, MC_NET_HANDLE_BYTES);
+  relay_mac(key, nonce, buf, buf + MC_NET_MESH_RELAY_REQ_BYTES - MC_SHA256_BYTES);
+}
+
+bool mc_net_mesh_relay_req_is_one(const uint8_t *buf, size_t bytes)
+{
+  return (bytes >= 4) && (get32(buf) == MC_NET_MESH_RELAY_MAGIC);
+}
+
+enum mc_net_mesh_refusal mc_net_mesh_relay_req_decode(const uint8_t *buf,
+                                                      const uint8_t key[MC_SHA256_BYTES],
+                                                      const uint8_t nonce[MC_NET_MESH_NONCE_BYTES],
+                                                      struct mc_net_mesh_relay_req *r_out)
+{
+  uint8_t mac[MC_SHA256_BYTES];
+
+  if ((get32(buf) != MC_NET_MESH_RELAY_MAGIC) || (buf[4] != MC_NET_MESH_VERSION) ||
+      (buf[5] > MC_NET_MESH_MAX_HOPS))
+    return MC_NET_MESH_REFUSE_MALFORMED;
+  relay_mac(key, nonce, buf, mac);
+  if (!mc_crypto_equal(mac, buf + MC_NET_MESH_RELAY_REQ_BYTES - MC_SHA256_BYTES, sizeof(mac)))
+    return MC_NET_MESH_REFUSE_BAD_MAC;
+  if (get32(buf + MC_NET_MESH_RELAY_HDR_BYTES) != MC_NET_MESH_MAGIC)
+    return MC_NET_MESH_REFUSE_MALFORMED;
+  r_out->hops_left = buf[5];
+  r_out->conn_id = get64(buf + 8);
+  r_out->origin_host = get64(buf + 16);
+  memcpy(r_out->handle, buf + MC_NET_MESH_RELAY_HDR_BYTES, MC_NET_HANDLE_BYTES);
+  return MC_NET_MESH_REFUSE_NONE;
+}
+
+void mc_net_mesh_refusal_encode(enum mc_net_mesh_refusal reason, uint64_t relay_host, uint8_t *buf)
+{
+  memset(buf, 0, MC_NET_MESH_REFUSAL_BYTES);
+  put32(buf, MC_NET_MESH_REFUSAL_MAGIC);
+  buf[4] = MC_NET_MESH_VERSION;
+  buf[5] = (uint8_t)reason;
+  put64(buf + 8, relay_host);
+}
+
+bool mc_net_mesh_refusal_decode(const uint8_t *buf, int *reason_out, uint64_t *relay_host_out)
+{
+  if ((get32(buf) != MC_NET_MESH_REFUSAL_MAGIC) || (buf[4] != MC_NET_MESH_VERSION))
+    return false;
+  *reason_out = buf[5];
+  *relay_host_out = get64(buf + 8);
+  return true;
+}

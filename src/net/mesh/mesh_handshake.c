@@ -41,7 +41,15 @@
 #define GROUP_WINDOW_MS 30000 /* an incomplete connection is dropped after this */
 #define ACCEPT_BURST    64    /* accepts per listening socket per tick */
 
-enum hs_state { HS_CHALLENGE, HS_RESPONSE, HS_CONFIRM };
+enum hs_state {
+  HS_CHALLENGE,
+  HS_RESPONSE,
+  HS_CONFIRM,
+  HS_RELAY_REQ,        /* the rest of a relay request */
+  HS_ONWARD_CONNECT,   /* relaying: TCP connect to the next host */
+  HS_ONWARD_CHALLENGE, /* relaying through another relay: its challenge */
+  HS_ONWARD_REQ        /* relaying through another relay: our request to it */
+};
 
 struct hs_pending {
   int fd;
@@ -53,9 +61,20 @@ struct hs_pending {
   uint8_t out[MC_NET_MESH_CHALLENGE_BYTES + MC_NET_MESH_CONFIRM_BYTES];
   size_t out_bytes;
   size_t out_done;
-  uint8_t in[MC_NET_MESH_RESPONSE_BYTES];
+  uint8_t in[MC_NET_MESH_RELAY_REQ_BYTES]; /* a response, or a relay request */
   size_t in_got;
+  size_t in_want;
   struct mc_net_mesh_response resp;
+  /* Relaying: the socket to the next host and what is said on it. */
+  int fd2;
+  bool is_via_relay; /* the next host relays further */
+  union mc_sockaddr onward;
+  struct mc_net_mesh_relay_req req;
+  uint64_t dest_host;
+  uint8_t out2[MC_NET_MESH_RELAY_REQ_BYTES];
+  size_t out2_done;
+  uint8_t in2[MC_NET_MESH_CHALLENGE_BYTES];
+  size_t in2_got;
 };
 
 struct mc_net_mesh_hs_thread {
@@ -126,6 +145,9 @@ static void refuse(struct mc_net_mesh_ctx *ctx, struct hs_pending *p, enum refus
     MC_INFO(MC_SUB_NET, "NET/Mesh: refused connection from %s on %s %s: %s", a, nic->name, b, why);
   close(p->fd);
   p->fd = -1;
+  if (p->fd2 >= 0)
+    close(p->fd2);
+  p->fd2 = -1;
 }
 
 static void pend_remove(struct mc_net_mesh_hs_thread *t, int i)
@@ -167,6 +189,8 @@ static void accept_new(struct mc_net_mesh_ctx *ctx, struct mc_net_mesh_hs_thread
     p = &t->pend[t->n_pend];
     memset(p, 0, sizeof(*p));
     p->fd = fd;
+    p->fd2 = -1;
+    p->in_want = MC_NET_MESH_RESPONSE_BYTES;
     p->peer = peer;
     p->nic = nic;
     p->since_ns = mc_time_ns();
@@ -292,10 +316,258 @@ static bool verify(struct mc_net_mesh_ctx *ctx, struct hs_pending *p)
   return true;
 }
 
+/* ---------- relaying (this host is on the route of someone's connection) ---------- */
+
+/* Answers a relay request with a refusal (best effort: 24 bytes into a
+ * fresh socket's buffer) and closes it. */
+static void relay_refuse(struct mc_net_mesh_ctx *ctx, struct hs_pending *p,
+                         enum mc_net_mesh_refusal reason)
+{
+  uint8_t buf[MC_NET_MESH_REFUSAL_BYTES];
+  char why[200];
+
+  mc_net_mesh_refusal_encode(reason, ctx->host_hash, buf);
+  if (send(p->fd, buf, sizeof(buf), MSG_DONTWAIT | MSG_NOSIGNAL) < 0) {
+    /* the connector learns from the close */
+  }
+  __atomic_add_fetch(&ctx->stats.n_relay_refused, 1, __ATOMIC_RELAXED);
+  snprintf(why, sizeof(why), "relay request for connection %016llx to host %016llx refused: %s",
+           (unsigned long long)p->req.conn_id, (unsigned long long)p->dest_host,
+           mc_net_mesh_refusal_str(reason));
+  refuse(ctx, p, (reason == MC_NET_MESH_REFUSE_BAD_MAC) ? REFUSE_MAC : REFUSE_PROTOCOL, why);
+}
+
+static int graph_host(const struct mc_mesh_graph *g, uint64_t host_hash)
+{
+  for (int i = 0; i < g->n_hosts; i++) {
+    if (g->hosts[i].host_hash == host_hash)
+      return i;
+  }
+  return -1;
+}
+
+/* True when addr (with its port) is a handshake address host_hash announced. */
+static bool is_announced(const struct mc_net_mesh_view *v, uint64_t host_hash,
+                         const union mc_sockaddr *addr)
+{
+  for (int i = 0; i < v->table.n; i++) {
+    const struct mc_net_mesh_rec *r = &v->table.e[i].rec;
+
+    if (r->host_hash != host_hash)
+      continue;
+    for (int k = 0; k < r->n_addrs; k++) {
+      if (mc_sockaddr_equal(&r->addrs[k].addr, addr) &&
+          (mc_sockaddr_port(&r->addrs[k].addr) == mc_sockaddr_port(addr)))
+        return true;
+    }
+  }
+  return false;
+}
+
+/* Where a checked request goes on: the listener itself, when this host
+ * shares a subnet with one of its announced handshake addresses, else the
+ * next host of this host's route to it. Only hosts in the table, only their
+ * announced handshake addresses. */
+static enum mc_net_mesh_refusal relay_route(struct mc_net_mesh_ctx *ctx, struct hs_pending *p,
+                                            const struct mc_net_mesh_handle *h, int *nic_out)
+{
+  struct mc_net_mesh_view *v = mc_net_mesh_view_get(ctx);
+  enum mc_net_mesh_refusal res = MC_NET_MESH_REFUSE_NONE;
+  struct mc_mesh_path path;
+  int dst;
+
+  if (v == NULL)
+    return MC_NET_MESH_REFUSE_BUSY;
+  dst = graph_host(v->graph, h->host_hash);
+  if (dst < 0) {
+    res = MC_NET_MESH_REFUSE_UNKNOWN_DEST;
+    goto out;
+  }
+  for (int j = 0; j < h->n_addrs; j++) {
+    for (int m = 0; m < ctx->n_nics; m++) {
+      if (!mc_net_mesh_same_subnet(&ctx->nics[m].addr, ctx->nics[m].prefix_len, &h->addrs[j].addr,
+                                   h->addrs[j].prefix_len) ||
+          !is_announced(v, h->host_hash, &h->addrs[j].addr))
+        continue;
+      if (p->req.hops_left < 1) {
+        res = MC_NET_MESH_REFUSE_HOP_LIMIT;
+        goto out;
+      }
+      p->onward = h->addrs[j].addr;
+      if ((p->onward.sa.sa_family == AF_INET6) && IN6_IS_ADDR_LINKLOCAL(&p->onward.sin6.sin6_addr))
+        p->onward.sin6.sin6_scope_id = (uint32_t)ctx->nics[m].if_index;
+      p->is_via_relay = false;
+      *nic_out = m;
+      goto out;
+    }
+  }
+  {
+    int hops = mc_mesh_route_hops(v->routes, v->self, dst);
+
+    if (hops < 0) {
+      res = MC_NET_MESH_REFUSE_UNKNOWN_DEST;
+      goto out;
+    }
+    if (hops > p->req.hops_left) {
+      res = MC_NET_MESH_REFUSE_HOP_LIMIT;
+      goto out;
+    }
+  }
+  if ((mc_mesh_route_pick(v->routes, v->self, dst, p->req.conn_id, &path) != ncclSuccess) ||
+      (path.n_hops < 2) ||
+      !mc_net_mesh_view_addr(ctx, v, v->graph->hosts[path.hosts[1]].host_hash, &p->onward,
+                             nic_out)) {
+    res = MC_NET_MESH_REFUSE_NO_ADDR;
+    goto out;
+  }
+  p->is_via_relay = true;
+out:
+  mc_net_mesh_view_put(v);
+  return res;
+}
+
+/* A whole relay request is in: check it, choose where it goes on, start
+ * connecting there. Returns false when the socket was refused. */
+static bool relay_start(struct mc_net_mesh_ctx *ctx, struct hs_pending *p)
+{
+  struct mc_net_mesh_handle h;
+  enum mc_net_mesh_refusal r;
+  union mc_sockaddr from;
+  int nic = -1;
+  int fd;
+
+  r = mc_net_mesh_relay_req_decode(p->in, ctx->disc_key, p->nonce_a, &p->req);
+  if (r != MC_NET_MESH_REFUSE_NONE) {
+    relay_refuse(ctx, p, r);
+    return false;
+  }
+  if (mc_net_mesh_handle_decode(p->req.handle, &h) != ncclSuccess) {
+    relay_refuse(ctx, p, MC_NET_MESH_REFUSE_MALFORMED);
+    return false;
+  }
+  p->dest_host = h.host_hash;
+  if (h.host_hash == ctx->host_hash) {
+    relay_refuse(ctx, p, MC_NET_MESH_REFUSE_SELF);
+    return false;
+  }
+  r = relay_route(ctx, p, &h, &nic);
+  if (r != MC_NET_MESH_REFUSE_NONE) {
+    relay_refuse(ctx, p, r);
+    return false;
+  }
+  from = ctx->nics[nic].addr;
+  mc_sockaddr_set_port(&from, 0);
+  if ((from.sa.sa_family == AF_INET6) && IN6_IS_ADDR_LINKLOCAL(&from.sin6.sin6_addr))
+    from.sin6.sin6_scope_id = (uint32_t)ctx->nics[nic].if_index;
+  fd = socket(p->onward.sa.sa_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+  if ((fd < 0) || (bind(fd, &from.sa, mc_sockaddr_len(&from)) != 0) ||
+      ((connect(fd, &p->onward.sa, mc_sockaddr_len(&p->onward)) != 0) && (errno != EINPROGRESS))) {
+    if (fd >= 0)
+      close(fd);
+    relay_refuse(ctx, p, MC_NET_MESH_REFUSE_ONWARD);
+    return false;
+  }
+  p->fd2 = fd;
+  p->state = HS_ONWARD_CONNECT;
+  return true;
+}
+
+/* Both sockets are ready: the relay service forwards from now on. */
+static void relay_hand_over(struct mc_net_mesh_ctx *ctx, struct hs_pending *p)
+{
+  char label[MC_MESH_RELAY_LABEL_BYTES];
+  char a[MC_SOCKADDR_STRLEN];
+  char b[MC_SOCKADDR_STRLEN];
+
+  snprintf(label, sizeof(label), "conn %016llx -> host %016llx", (unsigned long long)p->req.conn_id,
+           (unsigned long long)p->dest_host);
+  if (mc_mesh_relay_add(ctx->relay, p->fd, p->fd2, label) != ncclSuccess) {
+    relay_refuse(ctx, p, MC_NET_MESH_REFUSE_BUSY);
+    return;
+  }
+  __atomic_add_fetch(&ctx->stats.n_relayed, 1, __ATOMIC_RELAXED);
+  MC_INFO(MC_SUB_NET,
+          "NET/Mesh: relaying connection %016llx from host %016llx (%s) to host %016llx via %s "
+          "(%s, %d hops left)",
+          (unsigned long long)p->req.conn_id, (unsigned long long)p->req.origin_host,
+          mc_sockaddr_str(&p->peer, a, sizeof(a)), (unsigned long long)p->dest_host,
+          mc_sockaddr_str(&p->onward, b, sizeof(b)),
+          p->is_via_relay ? "next relay" : "the listener", p->req.hops_left);
+  p->fd = -1;
+  p->fd2 = -1;
+}
+
+/* Moves a relay set-up on (the onward socket). Returns false when the
+ * pending entry is done (handed over or refused). */
+static bool relay_progress(struct mc_net_mesh_ctx *ctx, struct hs_pending *p)
+{
+  if (p->state == HS_ONWARD_CONNECT) {
+    struct pollfd q = {.fd = p->fd2, .events = POLLOUT, .revents = 0};
+    int err = 0;
+    socklen_t len = sizeof(err);
+
+    if (poll(&q, 1, 0) <= 0)
+      return true;
+    if ((getsockopt(p->fd2, SOL_SOCKET, SO_ERROR, &err, &len) != 0) || (err != 0)) {
+      relay_refuse(ctx, p, MC_NET_MESH_REFUSE_ONWARD);
+      return false;
+    }
+    mc_net_mesh_sock_opts(p->fd2);
+    if (!p->is_via_relay) {
+      relay_hand_over(ctx, p);
+      return false;
+    }
+    p->state = HS_ONWARD_CHALLENGE;
+    p->in2_got = 0;
+  }
+  if (p->state == HS_ONWARD_CHALLENGE) {
+    uint8_t nonce[MC_NET_MESH_NONCE_BYTES];
+    struct mc_net_mesh_relay_req next = p->req;
+    ssize_t n = recv(p->fd2, p->in2 + p->in2_got, sizeof(p->in2) - p->in2_got, MSG_DONTWAIT);
+
+    if ((n < 0) && ((errno == EAGAIN) || (errno == EWOULDBLOCK) || (errno == EINTR)))
+      return true;
+    if (n <= 0) {
+      relay_refuse(ctx, p, MC_NET_MESH_REFUSE_ONWARD);
+      return false;
+    }
+    p->in2_got += (size_t)n;
+    if (p->in2_got < sizeof(p->in2))
+      return true;
+    if (!mc_net_mesh_challenge_decode(p->in2, nonce)) {
+      relay_refuse(ctx, p, MC_NET_MESH_REFUSE_ONWARD);
+      return false;
+    }
+    next.hops_left = p->req.hops_left - 1;
+    mc_net_mesh_relay_req_encode(&next, ctx->disc_key, nonce, p->out2);
+    p->out2_done = 0;
+    p->state = HS_ONWARD_REQ;
+  }
+  if (p->state == HS_ONWARD_REQ) {
+    ssize_t n = send(p->fd2, p->out2 + p->out2_done, sizeof(p->out2) - p->out2_done,
+                     MSG_DONTWAIT | MSG_NOSIGNAL);
+
+    if ((n < 0) && ((errno == EAGAIN) || (errno == EWOULDBLOCK) || (errno == EINTR)))
+      return true;
+    if (n <= 0) {
+      relay_refuse(ctx, p, MC_NET_MESH_REFUSE_ONWARD);
+      return false;
+    }
+    p->out2_done += (size_t)n;
+    if (p->out2_done < sizeof(p->out2))
+      return true;
+    relay_hand_over(ctx, p);
+    return false;
+  }
+  return true;
+}
+
 /* Moves one handshake on. Returns false when the socket left the pending
- * set (refused, or filed under its listen comm). */
+ * set (refused, filed under its listen comm, or handed to the relay). */
 static bool progress(struct mc_net_mesh_ctx *ctx, struct hs_pending *p)
 {
+  if (p->state >= HS_ONWARD_CONNECT)
+    return relay_progress(ctx, p);
   for (;;) {
     ssize_t n;
 
@@ -328,11 +600,20 @@ static bool progress(struct mc_net_mesh_ctx *ctx, struct hs_pending *p)
       __atomic_add_fetch(&ctx->stats.n_accepted_socks, 1, __ATOMIC_RELAXED);
       return false;
     }
-    /* HS_RESPONSE: read exactly the response, nothing of what may follow. */
-    n = recv(p->fd, p->in + p->in_got, sizeof(p->in) - p->in_got, MSG_DONTWAIT);
+    /* HS_RESPONSE / HS_RELAY_REQ: read exactly the response (or relay
+     * request), nothing of what may follow. */
+    n = recv(p->fd, p->in + p->in_got, p->in_want - p->in_got, MSG_DONTWAIT);
     if (n > 0) {
       p->in_got += (size_t)n;
-      if ((p->in_got == sizeof(p->in)) && !verify(ctx, p))
+      if ((p->state == HS_RESPONSE) && mc_net_mesh_relay_req_is_one(p->in, p->in_got)) {
+        p->state = HS_RELAY_REQ;
+        p->in_want = MC_NET_MESH_RELAY_REQ_BYTES;
+      }
+      if (p->in_got < p->in_want)
+        continue;
+      if (p->state == HS_RELAY_REQ)
+        return relay_start(ctx, p) && relay_progress(ctx, p);
+      if (!verify(ctx, p))
         return false;
       continue;
     }
@@ -372,18 +653,30 @@ static void expire_groups(struct mc_net_mesh_ctx *ctx, uint64_t now)
 
 static void tick(struct mc_net_mesh_ctx *ctx, struct mc_net_mesh_hs_thread *t)
 {
-  struct pollfd pfd[1 + MC_NET_MESH_MAX_NICS + MC_NET_MESH_MAX_PENDING];
+  struct pollfd pfd[1 + MC_NET_MESH_MAX_NICS + MC_NET_MESH_MAX_PENDING + 2];
   uint64_t window_ns = (uint64_t)ctx->handshake_ms * 1000000ull;
   uint64_t now;
   int n = 0;
+  int disc0;
+  int n_disc;
 
   pfd[n++] = (struct pollfd){.fd = t->wake[0], .events = POLLIN, .revents = 0};
   for (int i = 0; i < ctx->n_nics; i++)
     pfd[n++] = (struct pollfd){.fd = ctx->listen_fds[i], .events = POLLIN, .revents = 0};
   for (int i = 0; i < t->n_pend; i++) {
-    short ev = (t->pend[i].out_done < t->pend[i].out_bytes) ? POLLOUT : POLLIN;
-    pfd[n++] = (struct pollfd){.fd = t->pend[i].fd, .events = ev, .revents = 0};
+    const struct hs_pending *p = &t->pend[i];
+    short ev = (p->out_done < p->out_bytes) ? POLLOUT : POLLIN;
+
+    if ((p->state == HS_ONWARD_CONNECT) || (p->state == HS_ONWARD_REQ))
+      pfd[n++] = (struct pollfd){.fd = p->fd2, .events = POLLOUT, .revents = 0};
+    else if (p->state == HS_ONWARD_CHALLENGE)
+      pfd[n++] = (struct pollfd){.fd = p->fd2, .events = POLLIN, .revents = 0};
+    else
+      pfd[n++] = (struct pollfd){.fd = p->fd, .events = ev, .revents = 0};
   }
+  disc0 = n;
+  n_disc = mc_net_mesh_disc_pollfds(ctx, pfd + n);
+  n += n_disc;
   if ((poll(pfd, (nfds_t)n, TICK_MS) < 0) && (errno != EINTR))
     MC_WARN_ONCE("NET/Mesh: handshake thread: poll failed: %s", strerror(errno));
   if (pfd[0].revents != 0) {
@@ -416,6 +709,7 @@ static void tick(struct mc_net_mesh_ctx *ctx, struct mc_net_mesh_hs_thread *t)
   pthread_mutex_lock(&ctx->mu);
   expire_groups(ctx, mc_time_ns());
   pthread_mutex_unlock(&ctx->mu);
+  mc_net_mesh_disc_tick(ctx, pfd + disc0, n_disc);
 }
 
 static void *hs_main(void *arg)
@@ -426,8 +720,12 @@ static void *hs_main(void *arg)
   mc_thread_set_name("NCCL MeshHs");
   while ((__atomic_load_n(&t->stop, __ATOMIC_ACQUIRE) == 0) && !is_aborted(ctx))
     tick(ctx, t);
-  for (int i = 0; i < t->n_pend; i++)
-    close(t->pend[i].fd);
+  for (int i = 0; i < t->n_pend; i++) {
+    if (t->pend[i].fd >= 0)
+      close(t->pend[i].fd);
+    if (t->pend[i].fd2 >= 0)
+      close(t->pend[i].fd2);
+  }
   t->n_pend = 0;
   return NULL;
 }
@@ -477,6 +775,7 @@ ncclResult_t mc_net_mesh_hs_start(struct mc_net_mesh_ctx *ctx)
   ctx->hs = t;
   for (int i = 0; i < ctx->n_nics; i++)
     MC_CHECK_GOTO(listen_on(ctx, i), res, err);
+  MC_CHECK_GOTO(mc_net_mesh_disc_open(ctx), res, err);
   if (pipe2(t->wake, O_NONBLOCK | O_CLOEXEC) != 0) {
     res = MC_FAIL(ncclSystemError, "NET/Mesh: pipe2 for the handshake thread failed: %s",
                   strerror(errno));
@@ -517,6 +816,7 @@ void mc_net_mesh_hs_stop(struct mc_net_mesh_ctx *ctx)
       close(ctx->listen_fds[i]);
     ctx->listen_fds[i] = -1;
   }
+  mc_net_mesh_disc_close(ctx);
   free(t);
   ctx->hs = NULL;
 }

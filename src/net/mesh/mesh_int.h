@@ -14,8 +14,19 @@
  *                     their listen comm;
  *   mesh_connect.c    connect: the local NIC on the peer's subnet, the
  *                     non-blocking connect and the connector's handshake;
+ *   mesh_discover.c   discovery: announcements over the links themselves
+ *                     (UDP, MESHCCL_MESH_PORT), the table of hosts, the
+ *                     graph and routing table rebuilt from it (a snapshot
+ *                     readers share), the mesh logged once stable;
  *   mesh_net.c        the ops table: devices, listen / accept; the data
  *                     path is the socket net's (net_socket_int.h).
+ *
+ * Relay: a connector without a common subnet with the listener sends a
+ * relay request to the next host of its route (on that host's handshake
+ * port, after reading its challenge); that host checks it, connects onward
+ * (to the listener, or with a relay request to its own next hop) and hands
+ * both sockets to its relay service (mesh_relay.h). The connector's
+ * handshake then runs end to end through the relays, untouched.
  *
  * Authentication: every socket of a connection (control and data) proves,
  * in both directions, that its end knows the communicator's key:
@@ -39,6 +50,8 @@
 #include <stdint.h>
 
 #include "core/crypto.h"
+#include "mesh_graph.h"
+#include "mesh_relay.h"
 #include "net/net.h"
 #include "socket/socket.h"
 
@@ -171,6 +184,186 @@ void mc_net_mesh_mac(const uint8_t key[MC_SHA256_BYTES], char role,
                      const uint8_t nonce_a[MC_NET_MESH_NONCE_BYTES],
                      const struct mc_net_mesh_response *r, uint8_t mac_out[MC_SHA256_BYTES]);
 
+/* ---------- relay request (mesh_handle.c) ---------- */
+
+/*
+ * RELAY REQUEST, connector (or relay) -> next hop, after reading the next
+ * hop's challenge (whose nonce it binds), 192 bytes:
+ *   magic "MRLY" (4), version (1), hops left (1), 0 (2), conn id (8),
+ *   origin host (8), 0 (8), the listener's 128-byte handle, MAC (32)
+ * MAC = HMAC-SHA256(discovery key, "mrly" | nonce of the next hop's
+ * challenge | the 160 bytes before the MAC).
+ * REFUSAL, relay -> connector instead of the final challenge, 24 bytes:
+ *   magic "MRNO" (4), version (1), reason (1), 0 (2), relay host (8), 0 (8)
+ */
+#define MC_NET_MESH_RELAY_MAGIC     0x4d524c59u /* "MRLY" */
+#define MC_NET_MESH_REFUSAL_MAGIC   0x4d524e4fu /* "MRNO" */
+#define MC_NET_MESH_RELAY_HDR_BYTES 32
+#define MC_NET_MESH_RELAY_REQ_BYTES                                                                \
+  (MC_NET_MESH_RELAY_HDR_BYTES + MC_NET_HANDLE_BYTES + MC_SHA256_BYTES)
+#define MC_NET_MESH_REFUSAL_BYTES MC_NET_MESH_CHALLENGE_BYTES
+#define MC_NET_MESH_MAX_HOPS      16
+
+struct mc_net_mesh_relay_req {
+  int hops_left; /* links the request may still cross after the host receiving it */
+  uint64_t conn_id;
+  uint64_t origin_host;
+  uint8_t handle[MC_NET_HANDLE_BYTES]; /* the listener's, verbatim */
+};
+
+enum mc_net_mesh_refusal {
+  MC_NET_MESH_REFUSE_NONE = 0,
+  MC_NET_MESH_REFUSE_BAD_MAC,      /* not of this mesh (secret) */
+  MC_NET_MESH_REFUSE_MALFORMED,    /* bad handle or fields */
+  MC_NET_MESH_REFUSE_UNKNOWN_DEST, /* destination not in the relay's table (yet) */
+  MC_NET_MESH_REFUSE_HOP_LIMIT,    /* more hops needed than left: a loop or stale routes */
+  MC_NET_MESH_REFUSE_NO_ADDR,      /* no announced handshake address to go on to */
+  MC_NET_MESH_REFUSE_SELF,         /* the destination is the relay host itself */
+  MC_NET_MESH_REFUSE_ONWARD,       /* connecting onward failed */
+  MC_NET_MESH_REFUSE_BUSY,         /* the relay service is full or stopped */
+  MC_NET_MESH_REFUSE_COUNT
+};
+
+const char *mc_net_mesh_refusal_str(int reason);
+/* True for reasons that may go away once discovery has converged. */
+bool mc_net_mesh_refusal_is_transient(int reason);
+void mc_net_mesh_relay_req_encode(const struct mc_net_mesh_relay_req *r,
+                                  const uint8_t key[MC_SHA256_BYTES],
+                                  const uint8_t nonce[MC_NET_MESH_NONCE_BYTES], uint8_t *buf);
+/* MC_NET_MESH_REFUSE_NONE when valid; MALFORMED for a wrong magic, version
+ * or hop count, BAD_MAC when the MAC does not verify. Pure, never logs. */
+enum mc_net_mesh_refusal mc_net_mesh_relay_req_decode(const uint8_t *buf,
+                                                      const uint8_t key[MC_SHA256_BYTES],
+                                                      const uint8_t nonce[MC_NET_MESH_NONCE_BYTES],
+                                                      struct mc_net_mesh_relay_req *r_out);
+bool mc_net_mesh_relay_req_is_one(const uint8_t *buf, size_t bytes);
+void mc_net_mesh_refusal_encode(enum mc_net_mesh_refusal reason, uint64_t relay_host, uint8_t *buf);
+bool mc_net_mesh_refusal_decode(const uint8_t *buf, int *reason_out, uint64_t *relay_host_out);
+
+/* ---------- discovery (mesh_discover.c) ---------- */
+
+/*
+ * DATAGRAM (UDP to MESHCCL_MESH_PORT, at most MC_NET_MESH_DISC_MAX_BYTES):
+ *   magic "MDSC" (4), version (1), number of records (1), 0 (2),
+ *   sender host (8), sender context (8), records..., MAC (32)
+ * RECORD (one context of one host, as it announced itself):
+ *   host (8), context (8), version (8), name length (1), number of
+ *   addresses (1), name, then per address: family 4|6 (1), prefix (1),
+ *   lane (1), handshake port (2), speed Mb/s (4), interface name length
+ *   (1), interface name, address (4 or 16)
+ * MAC = HMAC-SHA256(discovery key, every byte before it). Integers are big
+ * endian. A record's version grows with every announcement of its context;
+ * a receiver keeps the newest version of each (host, context).
+ */
+#define MC_NET_MESH_DISC_MAGIC     0x4d445343u /* "MDSC" */
+#define MC_NET_MESH_DISC_VERSION   1
+#define MC_NET_MESH_DISC_HDR_BYTES 24
+#define MC_NET_MESH_DISC_MAX_BYTES 1400 /* one Ethernet frame, no fragments */
+#define MC_NET_MESH_MAX_ENTRIES    128  /* contexts a table holds */
+#define MC_NET_MESH_MAX_RECS       16   /* records one datagram may carry */
+
+struct mc_net_mesh_rec_addr {
+  union mc_sockaddr addr; /* with the context's handshake port */
+  int prefix_len;
+  enum mc_net_mesh_lane lane;
+  int speed_mbps;
+  char if_name[MC_IF_NAME_BYTES];
+};
+
+struct mc_net_mesh_rec {
+  uint64_t host_hash;
+  uint64_t ctx_id;
+  uint64_t version;
+  char name[MC_MESH_HOST_NAME_BYTES];
+  int n_addrs; /* 0..MC_MESH_MAX_ADDRS */
+  struct mc_net_mesh_rec_addr addrs[MC_MESH_MAX_ADDRS];
+};
+
+enum mc_net_mesh_disc_err {
+  MC_NET_MESH_DISC_OK = 0,
+  MC_NET_MESH_DISC_SHORT,     /* truncated */
+  MC_NET_MESH_DISC_MAGIC_BAD, /* not a discovery datagram */
+  MC_NET_MESH_DISC_VERSION_BAD,
+  MC_NET_MESH_DISC_MAC_BAD, /* another secret, or tampered */
+  MC_NET_MESH_DISC_MALFORMED,
+  MC_NET_MESH_DISC_OVERSIZED
+};
+
+/* Encodes as many of recs (from the first) as fit buf_bytes (at most
+ * MC_NET_MESH_DISC_MAX_BYTES) into one datagram; *n_taken_out receives how
+ * many. Returns the datagram's bytes (0 when not even one record fits). */
+size_t mc_net_mesh_disc_encode(const uint8_t key[MC_SHA256_BYTES], uint64_t sender_host,
+                               uint64_t sender_ctx, const struct mc_net_mesh_rec *recs, int n_recs,
+                               int *n_taken_out, uint8_t *buf, size_t buf_bytes);
+/* Checks and decodes a datagram. Pure, never logs; outputs written only on
+ * MC_NET_MESH_DISC_OK. recs has room for MC_NET_MESH_MAX_RECS. */
+enum mc_net_mesh_disc_err mc_net_mesh_disc_decode(const uint8_t *buf, size_t bytes,
+                                                  const uint8_t key[MC_SHA256_BYTES],
+                                                  uint64_t *sender_ctx_out,
+                                                  struct mc_net_mesh_rec *recs, int *n_recs_out);
+const char *mc_net_mesh_disc_err_str(enum mc_net_mesh_disc_err e);
+
+struct mc_net_mesh_entry {
+  struct mc_net_mesh_rec rec;
+  uint64_t heard_ns; /* when a newer version last arrived */
+};
+
+/* Every (host, context) known, the context's own first. */
+struct mc_net_mesh_table {
+  int n;
+  struct mc_net_mesh_entry e[MC_NET_MESH_MAX_ENTRIES];
+};
+
+enum mc_net_mesh_update {
+  MC_NET_MESH_UPD_STALE = 0, /* same or older version: ignored */
+  MC_NET_MESH_UPD_REFRESH,   /* newer version, same contents */
+  MC_NET_MESH_UPD_CHANGED,   /* newer version, other contents */
+  MC_NET_MESH_UPD_NEW,       /* a context not known before */
+  MC_NET_MESH_UPD_FULL       /* new, but the table is full: dropped */
+};
+
+/* Merges one record: a newer version of a known (host, context) replaces
+ * it, a new one is appended while there is room. Pure. */
+enum mc_net_mesh_update mc_net_mesh_table_update(struct mc_net_mesh_table *t,
+                                                 const struct mc_net_mesh_rec *r, uint64_t now_ns);
+/* Drops entries (never the first, the context's own) not heard of for
+ * max_age_ns; returns how many. */
+int mc_net_mesh_table_expire(struct mc_net_mesh_table *t, uint64_t now_ns, uint64_t max_age_ns);
+
+/* What the context knows of the mesh at one moment: immutable, shared by
+ * reference count (mc_net_mesh_view_get / _put). */
+struct mc_net_mesh_view {
+  int refs;        /* atomic */
+  uint64_t serial; /* grows with every rebuild */
+  int self;        /* this host's canonical index in graph */
+  struct mc_net_mesh_table table;
+  struct mc_mesh_graph *graph;
+  struct mc_mesh_route_table *routes;
+};
+
+struct mc_net_mesh_ctx;
+/* The current view, referenced (NULL before discovery started). */
+struct mc_net_mesh_view *mc_net_mesh_view_get(struct mc_net_mesh_ctx *ctx);
+void mc_net_mesh_view_put(struct mc_net_mesh_view *v);
+/* The freshest table entry of host_hash with an address on the subnet of
+ * one of the context's NICs, preferring data NICs: its address (with the
+ * handshake port) and the local NIC. false when none. */
+bool mc_net_mesh_view_addr(const struct mc_net_mesh_ctx *ctx, const struct mc_net_mesh_view *v,
+                           uint64_t host_hash, union mc_sockaddr *to_out, int *nic_out);
+/* "3 hosts (a/00..01, b/..), ring" for messages. */
+void mc_net_mesh_view_str(const struct mc_net_mesh_view *v, char *buf, size_t bytes);
+
+struct mc_net_mesh_disc;
+struct pollfd;
+/* Opens the discovery sockets and the first view (the host alone); close
+ * frees them. Called by the handshake thread's start / stop. */
+ncclResult_t mc_net_mesh_disc_open(struct mc_net_mesh_ctx *ctx);
+void mc_net_mesh_disc_close(struct mc_net_mesh_ctx *ctx);
+/* Adds the discovery sockets to a poll set; returns how many. */
+int mc_net_mesh_disc_pollfds(struct mc_net_mesh_ctx *ctx, struct pollfd *pfd);
+/* Receives, merges, announces when due, rebuilds and logs (handshake thread). */
+void mc_net_mesh_disc_tick(struct mc_net_mesh_ctx *ctx, const struct pollfd *pfd, int n_pfd);
+
 /* ---------- the context (mesh_net.c, mesh_handshake.c) ---------- */
 
 #define MC_NET_MESH_MAX_PENDING 64 /* handshakes in flight; the oldest is evicted */
@@ -206,6 +399,10 @@ struct mc_net_mesh_stats {
   int n_refused;        /* sockets closed: bad magic, MAC, silence, garbage, eviction */
   int n_bad_mac;        /* of which a MAC that did not verify */
   int n_timeouts;       /* of which silence past the handshake window */
+  int n_relayed;        /* connection sockets this host relays (as a relay host) */
+  int n_relay_refused;  /* relay requests refused */
+  int n_disc_received;  /* discovery datagrams accepted */
+  int n_disc_dropped;   /* discovery datagrams dropped: garbage, bad MAC, wrong interface */
 };
 
 struct mc_net_mesh_hs_thread;
@@ -236,6 +433,14 @@ struct mc_net_mesh_ctx {
   unsigned rr;                          /* round-robin among equal NIC choices (connect_mu) */
   struct mc_net_mesh_stats stats;
   struct mc_net_mesh_hs_thread *hs; /* the handshake thread */
+  /* Discovery and relay. */
+  uint64_t ctx_id;                   /* random: this context among the host's */
+  uint8_t disc_key[MC_SHA256_BYTES]; /* discovery and relay requests */
+  int route_timeout_ms;              /* MESHCCL_MESH_ROUTE_TIMEOUT_MS */
+  struct mc_net_mesh_disc *disc;     /* the handshake thread's */
+  pthread_mutex_t view_mu;           /* guards view (the pointer only) */
+  struct mc_net_mesh_view *view;     /* current snapshot (view_mu) */
+  struct mc_mesh_relay *relay;       /* forwards relayed sockets */
 };
 
 /* mesh_handshake.c: binds a listening socket to every NIC's address and

@@ -17,7 +17,8 @@
  *   - connect picks the local NIC on the peer's subnet (fast lane first,
  *     round-robin among equals), binds its sockets to that address and
  *     connects to the peer's address on that subnet; without a common
- *     subnet it fails (relay through other hosts is not implemented);
+ *     subnet the connection is relayed by the hosts on the route, which
+ *     discovery (mesh_discover.c) learns over the links;
  *   - the data path is the socket net's (net_socket_io.c), built from the
  *     authenticated sockets with mc_net_sock_comm_create, with its helper
  *     threads and data sockets set by NCCL_SOCKET_NTHREADS and
@@ -46,6 +47,7 @@
 #define AUTO_NSOCKS   1
 #define MAX_COMMS     65536
 #define MAX_RETRY_MS  1000
+#define DISC_LABEL    "meshccl mesh discovery"
 
 _Static_assert(MC_NET_MESH_HDR_BYTES + MC_NET_MESH_ADDR_BYTES == MC_NET_HANDLE_BYTES,
                "the mesh handle is exactly NCCL's 128 bytes");
@@ -87,16 +89,22 @@ static void derive_key(struct mc_net_mesh_ctx *ctx, const struct mc_net_init_arg
     comm_id[i] = (uint8_t)(id >> (56 - 8 * i));
   if ((args != NULL) && (args->secret != NULL)) {
     mc_hmac_sha256_init(&h, args->secret, MC_NET_SECRET_BYTES);
+    mc_hmac_sha256(args->secret, MC_NET_SECRET_BYTES, DISC_LABEL, strlen(DISC_LABEL),
+                   ctx->disc_key);
     ctx->is_authenticated = true;
   } else if ((env != NULL) && (env[0] != '\0')) {
     mc_hmac_sha256_init(&h, env, strlen(env));
+    mc_hmac_sha256(env, strlen(env), DISC_LABEL, strlen(DISC_LABEL), ctx->disc_key);
     ctx->is_authenticated = true;
   } else {
+    /* No secret: discovery and relay requests are checked under a fixed
+     * label key, which any meshccl knows (integrity, not authentication). */
+    mc_hmac_sha256(DISC_LABEL, strlen(DISC_LABEL), DISC_LABEL, strlen(DISC_LABEL), ctx->disc_key);
     mc_hmac_sha256_init(&h, "", 0);
     ctx->is_authenticated = false;
     MC_INFO(MC_SUB_INIT | MC_SUB_NET,
-            "NET/Mesh: no secret from the communicator and MESHCCL_SECRET unset: connections "
-            "are checked for integrity but not authenticated");
+            "NET/Mesh: no secret from the communicator and MESHCCL_SECRET unset: connections, "
+            "discovery and relay requests are checked for integrity but not authenticated");
   }
   mc_hmac_sha256_update(&h, "meshccl mesh key", 16);
   mc_hmac_sha256_update(&h, comm_id, sizeof(comm_id));
@@ -108,11 +116,15 @@ static ncclResult_t mesh_init(const struct mc_net_init_args *args, void **ctx_ou
   struct mc_net_mesh_ctx *ctx = NULL;
   ncclResult_t res;
 
+  struct mc_mesh_relay_opts relay_opts = {.name = "NET/Mesh relay"};
+
   MC_CHECK(mc_calloc(&ctx, 1));
   pthread_mutex_init(&ctx->mu, NULL);
   pthread_mutex_init(&ctx->connect_mu, NULL);
+  pthread_mutex_init(&ctx->view_mu, NULL);
   ctx->abort_flag = (args != NULL) ? args->abort_flag : NULL;
   ctx->host_hash = mc_host_hash();
+  MC_CHECK_GOTO(mc_random_bytes(&ctx->ctx_id, sizeof(ctx->ctx_id)), res, err);
   MC_CHECK_GOTO(mc_net_mesh_nics_find((args != NULL) ? args->mgmt_ifname : NULL, ctx->nics,
                                       MC_NET_MESH_MAX_NICS, &ctx->n_nics),
                 res, err);
@@ -121,6 +133,8 @@ static ncclResult_t mesh_init(const struct mc_net_init_args *args, void **ctx_ou
   ctx->inline_bytes = (uint32_t)mc_param_int(MC_P_SOCKET_INLINE);
   ctx->min_task_bytes = (uint32_t)mc_param_int(MC_P_SOCKET_MIN_TASKSIZE);
   ctx->handshake_ms = (int)mc_param_int(MC_P_MESH_HANDSHAKE_TIMEOUT_MS);
+  ctx->route_timeout_ms = (int)mc_param_int(MC_P_MESH_ROUTE_TIMEOUT_MS);
+  MC_CHECK_GOTO(mc_mesh_relay_create(&relay_opts, ctx->abort_flag, &ctx->relay), res, err);
   MC_CHECK_GOTO(mc_net_mesh_hs_start(ctx), res, err);
   MC_INFO(MC_SUB_INIT | MC_SUB_NET,
           "NET/Mesh: host %016llx, %d helper threads and %d data sockets per connection%s, %s",
@@ -131,8 +145,12 @@ static ncclResult_t mesh_init(const struct mc_net_init_args *args, void **ctx_ou
   return ncclSuccess;
 
 err:
+  mc_mesh_relay_destroy(ctx->relay);
+  mc_crypto_wipe(ctx->key, sizeof(ctx->key));
+  mc_crypto_wipe(ctx->disc_key, sizeof(ctx->disc_key));
   pthread_mutex_destroy(&ctx->mu);
   pthread_mutex_destroy(&ctx->connect_mu);
+  pthread_mutex_destroy(&ctx->view_mu);
   free(ctx);
   return res;
 }
@@ -198,6 +216,10 @@ void mc_net_mesh_stats_get(void *vctx, struct mc_net_mesh_stats *stats_out)
   stats_out->n_refused = __atomic_load_n(&ctx->stats.n_refused, __ATOMIC_RELAXED);
   stats_out->n_bad_mac = __atomic_load_n(&ctx->stats.n_bad_mac, __ATOMIC_RELAXED);
   stats_out->n_timeouts = __atomic_load_n(&ctx->stats.n_timeouts, __ATOMIC_RELAXED);
+  stats_out->n_relayed = __atomic_load_n(&ctx->stats.n_relayed, __ATOMIC_RELAXED);
+  stats_out->n_relay_refused = __atomic_load_n(&ctx->stats.n_relay_refused, __ATOMIC_RELAXED);
+  stats_out->n_disc_received = __atomic_load_n(&ctx->stats.n_disc_received, __ATOMIC_RELAXED);
+  stats_out->n_disc_dropped = __atomic_load_n(&ctx->stats.n_disc_dropped, __ATOMIC_RELAXED);
 }
 
 /* ---------- listen / accept ---------- */
@@ -322,12 +344,15 @@ static ncclResult_t mesh_finalize(void *vctx)
 
   if (ctx == NULL)
     return ncclSuccess;
-  mc_net_mesh_hs_stop(ctx);
+  mc_net_mesh_hs_stop(ctx); /* also closes discovery and drops the view */
+  mc_mesh_relay_destroy(ctx->relay);
   mc_net_mesh_connects_free(ctx);
   /* Listen comms still open are the caller's to close; they only hold memory. */
   mc_crypto_wipe(ctx->key, sizeof(ctx->key));
+  mc_crypto_wipe(ctx->disc_key, sizeof(ctx->disc_key));
   pthread_mutex_destroy(&ctx->mu);
   pthread_mutex_destroy(&ctx->connect_mu);
+  pthread_mutex_destroy(&ctx->view_mu);
   free(ctx);
   return ncclSuccess;
 }
