@@ -21,6 +21,7 @@
  * Exit codes: 0 success, 2 bad input or usage, 3 internal failure.
  */
 #include "topo_tool.h"
+#include "net/mesh/mesh.h"
 #include "topo_graphs.h"
 
 #include "core/check.h"
@@ -45,6 +46,7 @@ static void usage(FILE *out, const char *prog)
           "usage: %s --xml FILE [--ranks N] [--nodes N] [--graphs] [--json] [--dump OUT.xml]\n"
           "          [--dot OUT.dot] [--svg OUT.svg] [--env [--markdown]] [--nics net|sysfs]\n"
           "       %s --env [--markdown]\n"
+          "       %s --mesh [--mesh-wait MS]\n"
           "\n"
           "Treats an NCCL topology file (NCCL_TOPO_FILE / NCCL_TOPO_DUMP_FILE format) as the\n"
           "host NCCL 2.30 would run on, and prints local rank 0's final system (ncclTopoPrint),\n"
@@ -67,11 +69,13 @@ static void usage(FILE *out, const char *prog)
           "                 use (net, the default: NCCL_NET, NCCL_NET_PLUGIN apply) or the\n"
           "                 running interfaces of /sys/class/net (sysfs)\n"
           "  --env          list the parameters in effect (--markdown: docs/ENV.md format)\n"
+          "  --mesh         the Mesh net on this host: its NICs and lanes, then the hosts, links,\n"
+          "                 shape and routes its discovery learns in --mesh-wait MS (2000)\n"
           "\n"
           "Without --xml: this host, detected from sysfs (MESHCCL_SYSFS_ROOT), as --ranks N\n"
           "local ranks (default 1), its NICs as --nics says.\n"
           "Exit status: 0 success, 2 bad input or usage, 3 internal failure.\n",
-          prog, prog);
+          prog, prog, prog);
 }
 
 /* --------------------------------------------------------------- errors */
@@ -136,6 +140,13 @@ static int parse_args(int argc, char **argv, struct cli *cli)
       cli->json = true;
     } else if (strcmp(a, "--graphs") == 0) {
       cli->graphs = true;
+    } else if (strcmp(a, "--mesh") == 0) {
+      cli->mesh = true;
+    } else if (strcmp(a, "--mesh-wait") == 0) {
+      if ((rc = parse_count(argv[0], a, val, &cli->mesh_wait_ms)) != 0) {
+        return rc;
+      }
+      i++;
     } else if (strcmp(a, "--env") == 0) {
       cli->env = true;
     } else if (strcmp(a, "--markdown") == 0) {
@@ -563,6 +574,15 @@ int main(int argc, char **argv)
       mc_param_dump(stdout, ctx.cli.markdown, false);
       return 0;
     }
+  }
+  if (ctx.cli.mesh) {
+    ncclResult_t res;
+    if ((ctx.cli.xml_path != NULL) || ctx.cli.json || ctx.cli.graphs) {
+      fprintf(stderr, "meshccl-topo: --mesh describes this host's mesh; use it alone\n");
+      return MC_TOPO_TOOL_EXIT_BAD_INPUT;
+    }
+    res = mc_net_mesh_explain(stdout, (ctx.cli.mesh_wait_ms > 0) ? ctx.cli.mesh_wait_ms : 2000);
+    return (res == ncclSuccess) ? 0 : report("mesh", res, "--mesh");
   }
   if ((ctx.cli.svg_path != NULL) && !topo_dot_available()) {
     fprintf(stderr, "meshccl-topo: --svg needs Graphviz's dot, which is not in PATH "

@@ -145,6 +145,17 @@ cables() {
 cables rings
 check "every ring connection leaves on a cable's NIC"
 
+# meshccl-topo --mesh in every host at once: each lists its two cable NICs and
+# learns the ring of four through discovery.
+for h in 1 2 3 4; do
+  ip netns exec "${TAG}h$h" env -u NCCL_SOCKET_IFNAME NCCL_HOSTID="host$h" MESHCCL_MESH_IFNAME=mcl \
+    timeout 30 "$MC_BUILD/bin/meshccl-topo" --mesh --mesh-wait 3000 >"$TMP/topo.$h.out" 2>&1 &
+done
+wait
+expect_grep "meshccl-topo --mesh lists host A's cable NICs" "$TMP/topo.1.out" '^  mcl2 .*subnet 10\.'"$X"'\.12\.0/24'
+expect_grep "and its other cable" "$TMP/topo.1.out" '^  mcl4 .*subnet 10\.'"$X"'\.14\.0/24'
+expect_grep "and learns the ring of four hosts" "$TMP/topo.1.out" '^mesh: 4 hosts, 4 links \(4 up\), shape ring'
+
 # Automatic choice: NCCL_NET unset, and no NCCL_SOCKET_IFNAME either: the
 # bootstrap's interface (the one reaching NCCL_COMM_ID) is the management lane.
 if NET_CHOICE= NO_SOCKET_IFNAME=1 job auto --colls allreduce,allgather --types int32 --ops sum --sizes 1,65537; then

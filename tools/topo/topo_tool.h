@@ -34,7 +34,9 @@ struct cli {
   const char *dump_path;
   const char *dot_path;
   const char *svg_path;
-  bool nics_sysfs; /* --nics sysfs: this host's NICs from /sys/class/net, not from the net */
+  bool nics_sysfs;  /* --nics sysfs: this host's NICs from /sys/class/net, not from the net */
+  bool mesh;        /* --mesh: the Mesh net's view of this host and its neighbours */
+  int mesh_wait_ms; /* --mesh-wait MS: how long discovery runs (default 2000) */
 };
 
 /* What one rank decides about a peer (NCCL's selectTransport order). */

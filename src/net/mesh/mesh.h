@@ -11,6 +11,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 
 #include "nccl.h"
 #include "net/mesh/mesh_graph.h"
@@ -39,5 +40,14 @@ ncclResult_t mc_net_mesh_local_host(uint64_t host_hash, const char *name, const 
  */
 bool mc_net_mesh_is_direct(const struct mc_mesh_host *hosts, int n_hosts, char *why_out,
                            size_t why_bytes);
+
+/*
+ * meshccl-topo --mesh: starts the Mesh net on this host (secret from
+ * MESHCCL_SECRET, if set), lets discovery run for wait_ms, and prints to out
+ * the mesh NICs (address, subnet, speed, lane) and what discovery learned
+ * (hosts, links, shape, routes), then stops the net. Blocks for wait_ms.
+ * Errors: those of the net's init (no mesh NIC, sockets).
+ */
+ncclResult_t mc_net_mesh_explain(FILE *out, int wait_ms);
 
 #endif /* MC_NET_MESH_MESH_H */
