@@ -11,7 +11,9 @@
 #          ring (NCCL_ALGO=Ring) crosses non-adjacent hosts;
 #   line4  a chain of 4 hosts (up to 3 hops);
 #   star5  a hub and 4 leaves (every leaf-to-leaf connection relayed by it);
-#   chord5 a ring of 5 with a chord.
+#   chord5 a ring of 5 with a chord;
+#   ladder6 a partial mesh of 6: two rows of three (1-2-3, 4-5-6) and three
+#          rungs (1-4, 2-5, 3-6), ranks shuffled against the cables.
 # For each: every collective and all-pairs send/recv exact on integers
 # (mp_coll, sizes up to 4 MiB), and from the NCCL_DEBUG=INFO logs: every
 # rank logged the mesh with the right hosts, links and shape; a relayed
@@ -234,4 +236,5 @@ shape ring4 4 "1-2 2-3 3-4 1-4" "0 2 1 3" ring 4
 shape line4 4 "1-2 2-3 3-4" "0 1 2 3" line 3
 shape star5 5 "1-2 1-3 1-4 1-5" "0 1 2 3 4" star 4
 shape chord5 5 "1-2 2-3 3-4 4-5 1-5 2-4" "0 3 1 4 2" partial 6
+shape ladder6 6 "1-2 2-3 4-5 5-6 1-4 2-5 3-6" "0 4 2 5 1 3" partial 7
 mp_finish
