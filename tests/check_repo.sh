@@ -3,7 +3,7 @@
 #  1. docs/ENV.md is what `meshccl-env --markdown` prints (generated from params.def);
 #  2. includes go down the layers only: core <- socket <- bootstrap <- topo <- init,
 #     and no module includes another module's _int.h;
-#  3. every C file is clang-format clean (when clang-format is installed);
+#  3. every C file (.c, .h, .inc) is clang-format clean (when clang-format is installed);
 #  4. comments and docs cite NCCL's sources or the repository's own docs, never
 #     documents outside the repository (notes, seeds, issue texts, ../shared).
 set -u
@@ -22,7 +22,7 @@ level() {
   case "$1" in core) echo 0 ;; socket) echo 1 ;; bootstrap | net) echo 2 ;; topo | transport) echo 3 ;; init) echo 4 ;; coll) echo 5 ;; *) echo 9 ;; esac
 }
 bad=0
-for f in "$src"/src/*/*.[ch] "$src"/src/*/*/*.[ch]; do
+for f in "$src"/src/*/*.[ch] "$src"/src/*/*/*.[ch] "$src"/src/*/*.inc "$src"/src/*/*/*.inc; do
   [ -f "$f" ] || continue
   rel=${f#"$src"/src/}
   mod=${rel%%/*} # a module's subfolders (src/net/mesh/) belong to it
@@ -62,14 +62,15 @@ while IFS= read -r f; do
     bad=1
   fi
 done < <(find "$src/src" "$src/tools" "$src/tests" "$src/include" "$src/docs" -type f \
-  \( -name '*.[ch]' -o -name '*.sh' -o -name '*.md' -o -name '*.txt' -o -name '*.def' \
+  \( -name '*.[ch]' -o -name '*.inc' -o -name '*.sh' -o -name '*.md' -o -name '*.txt' -o -name '*.def' \
   -o -name CMakeLists.txt -o -name Makefile \) | sort)
 rm -f /tmp/mc_outside.$$
 [ $bad = 0 ] && echo "ok - no references to documents outside the repository"
 fail=$((fail | bad))
 
 if command -v clang-format > /dev/null; then
-  files=$(cd "$src" && git ls-files '*.c' '*.h' 2>/dev/null || find src include tools tests -name '*.[ch]')
+  files=$(cd "$src" && git ls-files '*.c' '*.h' '*.inc' 2>/dev/null ||
+    find src include tools tests -name '*.[ch]' -o -name '*.inc')
   if (cd "$src" && clang-format --dry-run -Werror $files > /tmp/mc_fmt.$$ 2>&1); then
     echo "ok - clang-format clean"
   else
