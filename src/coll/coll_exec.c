@@ -144,7 +144,8 @@ static int prim_run_one(struct mc_task *t, const struct mc_prim *p, ncclResult_t
     if (!mc_conn_recv_ready(rc))
       return 0;
     src = mc_conn_recv_data(rc, &got);
-    if (got != bytes) {
+    /* (size_t)-1: the net cannot tell sizes (a plugin): go by ours. */
+    if ((got != bytes) && (got != (size_t)-1)) {
       *res = MC_FAIL(ncclInvalidUsage,
                      "%s: rank %d received %zu bytes from rank %d where it expected %zu: the "
                      "ranks called different operations, counts or types",
@@ -247,7 +248,7 @@ static int prim_run_multi(struct mc_task *t, const struct mc_prim *p, ncclResult
   for (int i = 0; i < n_recv; i++) {
     size_t got = 0;
     srcs[i] = mc_conn_recv_data(t->recv[i], &got);
-    if (got != bytes) {
+    if ((got != bytes) && (got != (size_t)-1)) {
       *res = MC_FAIL(ncclInvalidUsage,
                      "%s: rank %d received %zu bytes from rank %d where it expected %zu: the "
                      "ranks called different operations, counts or types",

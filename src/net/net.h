@@ -39,6 +39,10 @@
 #define MC_NET_PTR_HOST     0x1 /* NCCL_PTR_HOST */
 #define MC_NET_MAX_VDEVS    8   /* NCCL_NET_MAX_DEVS_PER_NIC (v12) */
 #define MC_NET_SECRET_BYTES 32
+/* What test() reports for a transfer whose size the net cannot tell (a
+ * plugin that never fills test's sizes): the receiver then goes by the size
+ * it expects, as NCCL's proxy does with such plugins. */
+#define MC_NET_SIZE_UNKNOWN ((size_t)-1)
 
 /* A virtual device made of several physical ones (NCCL's ncclNetVDeviceProps). */
 struct mc_net_vprops {
@@ -101,7 +105,8 @@ struct mc_net_ops {
                         void **request);
   ncclResult_t (*irecv)(void *recv_comm, int n, void **data, size_t *sizes, int *tags,
                         void **mhandles, void **request);
-  /* sizes may be NULL; else receives the n sizes actually transferred. */
+  /* sizes may be NULL; else receives the n sizes actually transferred
+   * (MC_NET_SIZE_UNKNOWN for a receive when the net cannot tell). */
   ncclResult_t (*test)(void *request, int *done, size_t *sizes);
   ncclResult_t (*close_send)(void *send_comm);
   ncclResult_t (*close_recv)(void *recv_comm);

@@ -287,7 +287,7 @@ static bool progress_recv(struct mc_conn *c)
       break;
     nc->reqs[s] = NULL;
     c->ctrl->fifo[s].ptr = 0;
-    c->ctrl->fifo[s].bytes = size;
+    c->ctrl->fifo[s].bytes = (size == MC_NET_SIZE_UNKNOWN) ? UINT64_MAX : size;
     nc->done++;
     __atomic_store_n(&c->ctrl->tail, nc->done, __ATOMIC_RELEASE);
     moved = true;

@@ -134,7 +134,8 @@ static inline const char *mc_conn_recv_data(const struct mc_conn *c, size_t *byt
 {
   unsigned s = (unsigned)(c->step % MC_STEPS);
   uint64_t p = c->ctrl->fifo[s].ptr;
-  *bytes = (size_t)c->ctrl->fifo[s].bytes;
+  /* UINT64_MAX: the net could not tell (MC_NET_SIZE_UNKNOWN). */
+  *bytes = (c->ctrl->fifo[s].bytes == UINT64_MAX) ? (size_t)-1 : (size_t)c->ctrl->fifo[s].bytes;
   return (p != 0) ? (const char *)(uintptr_t)p : c->slots + (size_t)s * c->slot_bytes;
 }
 

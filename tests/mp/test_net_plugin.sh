@@ -6,7 +6,8 @@
 # TCP over loopback): all-reduce, all-gather, broadcast, reduce-scatter and
 # send/recv give exact integer results (mp_coll), and every rank's log says
 # which plugin, version and file it used. Also: a plugin by name through
-# LD_LIBRARY_PATH, and NCCL_NET_PLUGIN naming nothing loadable failing init
+# LD_LIBRARY_PATH, a plugin whose test() never reports sizes, and
+# NCCL_NET_PLUGIN naming nothing loadable failing init
 # with the reason instead of falling back to sockets.
 # shellcheck source=mp_lib.sh
 . "$(dirname "$0")/mp_lib.sh"
@@ -34,6 +35,12 @@ for v in 6 7 8 9 10 11 12; do
   expect_eq "v$v: every NET connection does" "$(grep -c 'via NET/Fake' "$TMP/v$v.out")" \
     "$(grep -c 'via NET' "$TMP/v$v.out")"
 done
+
+# A plugin that never fills test()'s sizes (NCCL copes; so must the receivers).
+three_hosts "$TMP/nosizes.out" NCCL_NET_PLUGIN="$PLUGINS/libnccl-net-fake12.so" FAKE_NET_NO_SIZES=1
+expect_success "a plugin that reports no sizes: every collective exact" "$?" "$TMP/nosizes.out"
+expect_grep "... and it is said once" "$TMP/nosizes.out" \
+  'test\(\) does not report sizes; receivers go by the sizes they expect'
 
 three_hosts "$TMP/name.out" NCCL_NET_PLUGIN=fake9 LD_LIBRARY_PATH="$PLUGINS${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 expect_success "plugin by name through LD_LIBRARY_PATH" "$?" "$TMP/name.out"

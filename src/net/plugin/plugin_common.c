@@ -172,9 +172,11 @@ ncclResult_t mc_plugin_req_claim(struct mc_plugin_comm *c, struct mc_plugin_req 
                  c->plugin->name, c->plugin->version, MC_NET_MAX_REQUESTS);
 }
 
-void mc_plugin_req_post(struct mc_plugin_req *r, void *preq, int n, const size_t *sizes)
+void mc_plugin_req_post(struct mc_plugin_req *r, void *preq, bool is_recv, int n,
+                        const size_t *sizes)
 {
   r->req = preq;
+  r->is_recv = is_recv;
   r->n = n;
   for (int i = 0; i < n; i++)
     r->posted[i] = sizes[i];
@@ -199,9 +201,11 @@ ncclResult_t mc_plugin_test(struct mc_net_plugin *p, ncclResult_t (*test_fn)(voi
     if (got[i] == MC_PLUGIN_SIZE_UNSET) {
       if (__atomic_exchange_n(&p->sizes_unreported, 1, __ATOMIC_RELAXED) == 0)
         MC_INFO(MC_SUB_NET | MC_SUB_INIT,
-                "NET/Plugin: %s (v%d) test() does not report sizes; using the posted sizes",
+                "NET/Plugin: %s (v%d) test() does not report sizes; receivers go by the sizes "
+                "they expect",
                 p->name, p->version);
-      sizes[i] = r->posted[i];
+      /* A send's size is what was posted; a receive's is not known. */
+      sizes[i] = r->is_recv ? MC_NET_SIZE_UNKNOWN : r->posted[i];
     } else {
       sizes[i] = (size_t)got[i];
     }

@@ -68,6 +68,7 @@ struct mc_plugin_ctx {
 
 struct mc_plugin_req {
   void *req; /* the plugin's request; NULL: slot free */
+  bool is_recv;
   int n;
   size_t posted[MC_PLUGIN_MAX_RECVS];
 };
@@ -142,7 +143,8 @@ ncclResult_t mc_plugin_comm_wrap(struct mc_net_plugin *p, void *comm, struct mc_
  * are outstanding (the NET transport keeps fewer). */
 ncclResult_t mc_plugin_req_claim(struct mc_plugin_comm *c, struct mc_plugin_req **out);
 /* Records a posted request (preq != NULL) with its n sizes. */
-void mc_plugin_req_post(struct mc_plugin_req *r, void *preq, int n, const size_t *sizes);
+void mc_plugin_req_post(struct mc_plugin_req *r, void *preq, bool is_recv, int n,
+                        const size_t *sizes);
 
 /* test() for every version (their test has the same signature). Sizes left
  * at the sentinel are reported as posted: the posted size of a send is what
