@@ -62,7 +62,7 @@ run() {
     ip netns exec "${tag}h$((r + 1))" env RANK=$r WORLD_SIZE="$n" LOCAL_RANK=0 LOCAL_WORLD_SIZE=1 \
       NCCL_HOSTID="h$r" NCCL_COMM_ID="$sub.1:$port" NCCL_SOCKET_IFNAME=mcv0 "${env_algo[@]}" \
       NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=TUNING NCCL_DEBUG_FILE="$out.log.$r" \
-      "$perf" all_reduce -b 8 -e 64M -f 4 -w 3 -n 10 -c 0 >"$out.$r" 2>&1 &
+      "$perf" all_reduce -b 8 -e 64M -f 2 -w 2 -n 6 -c 0 >"$out.$r" 2>&1 &
     pids+=($!)
   done
   for p in "${pids[@]}"; do wait "$p"; done
