@@ -650,18 +650,18 @@ static int try_port(int port)
 }
 
 /*
- * A free port for the root, below Linux's ephemeral range (32768-60999):
+ * A free port (not `other`) below Linux's ephemeral range (32768-60999):
  * ports the kernel hands out for port 0 can be taken by any listener of the
  * job (the ranks' own bootstrap sockets) between two communicators that reuse
  * NCCL_COMM_ID, and a rank would then register with the wrong socket.
  */
-static int find_free_port(void)
+static int find_free_port(int other)
 {
-  unsigned int seed = (unsigned int)getpid() ^ (unsigned int)time(NULL);
+  unsigned int seed = (unsigned int)getpid() ^ (unsigned int)time(NULL) ^ (unsigned int)other;
 
   for (int i = 0; i < 200; i++) {
     int port = ROOT_PORT_MIN + (int)(rand_r(&seed) % (ROOT_PORT_MAX - ROOT_PORT_MIN));
-    if (try_port(port) == port) {
+    if ((port != other) && (try_port(port) == port)) {
       return port;
     }
   }
@@ -673,19 +673,22 @@ static int setup_env(const struct options *opt)
 {
   char buf[64];
   int port = -1;
+  int store_port = -1;
 
   snprintf(buf, sizeof(buf), "%d", opt->np);
   if (setenv("WORLD_SIZE", buf, 1) != 0 || setenv("LOCAL_WORLD_SIZE", buf, 1) != 0 ||
       setenv("NODE_RANK", "0", 1) != 0 || setenv("MESHCCL_RUN", "1", 1) != 0) {
     return -1;
   }
-  if (getenv("NCCL_COMM_ID") == NULL || getenv("MASTER_PORT") == NULL) {
-    port = find_free_port();
-    if (port < 0) {
-      fprintf(stderr, PROG_NAME ": cannot find a free TCP port on 127.0.0.1: %s\n",
-              strerror(errno));
-      return -1;
-    }
+  /* Two different ports: NCCL_COMM_ID's for meshccl's bootstrap root, and
+   * MASTER_PORT for the store a torch.distributed job opens there; one port
+   * for both makes the second listener fail (or join the wrong socket). */
+  port = find_free_port(-1);
+  store_port = (port >= 0) ? find_free_port(port) : -1;
+  if ((port < 0) || (store_port < 0) || (store_port == port)) {
+    fprintf(stderr, PROG_NAME ": cannot find two free TCP ports on 127.0.0.1: %s\n",
+            strerror(errno));
+    return -1;
   }
   if (getenv("NCCL_COMM_ID") == NULL) {
     snprintf(buf, sizeof(buf), "127.0.0.1:%d", port);
@@ -695,7 +698,7 @@ static int setup_env(const struct options *opt)
     setenv("MASTER_ADDR", "127.0.0.1", 1);
   }
   if (getenv("MASTER_PORT") == NULL) {
-    snprintf(buf, sizeof(buf), "%d", port);
+    snprintf(buf, sizeof(buf), "%d", store_port);
     setenv("MASTER_PORT", buf, 1);
   }
   return 0;

@@ -81,8 +81,10 @@ echo "$ids" | grep -Eq '^127\.0\.0\.1:[0-9]+ 127\.0\.0\.1:[0-9]+$'
 check "NCCL_COMM_ID is 127.0.0.1:<port>, MASTER_ADDR:MASTER_PORT too (got '$ids')"
 port=${ids%% *}
 port=${port#127.0.0.1:}
-[ "$port" -gt 0 ] && [ "$port" -lt 65536 ] && [ "$ids" = "127.0.0.1:$port 127.0.0.1:$port" ]
-check "NCCL_COMM_ID and MASTER_PORT name the same valid port"
+mport=${ids##*:}
+[ "$port" -gt 0 ] && [ "$port" -lt 65536 ] && [ "$mport" -gt 0 ] && [ "$mport" -lt 65536 ] &&
+  [ "$port" != "$mport" ]
+check "NCCL_COMM_ID and MASTER_PORT name two different valid ports (bootstrap root, torch store)"
 
 NCCL_COMM_ID=10.1.2.3:4567 MASTER_PORT=999 "$RUN" -n 2 bash -c 'echo $NCCL_COMM_ID $MASTER_PORT' \
   >"$TMP/out"
