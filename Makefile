@@ -68,6 +68,7 @@ bench: build
 	RANKS="2 4" PERF_FLAGS="-w 5 -n 20" ./bench/allreduce_compare.sh $(BUILD) all_reduce 256M
 	./bench/netns_compare.sh $(BUILD) 256M || [ $$? = 77 ]
 	./bench/tree_ring_netns.sh $(BUILD) 2 4 8 || [ $$? = 77 ]
+	./bench/mesh_netns.sh $(BUILD) || [ $$? = 77 ]
 
 # The MPI baseline (bench/mpi_perf.c, with tools/perf/ for identical tables) and the
 # memcpy probe; used by bench/allreduce_compare.sh. Skipped without Open MPI's mpicc.
