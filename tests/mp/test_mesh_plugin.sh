@@ -232,6 +232,28 @@ for v in 10 12; do
   expect_grep "v$v: the listener's refusal reached the logger as a WARN" "$TMP/$name.0.out" \
     '^LOG WARN flags=0x[f]+ .*NET/Mesh: refused connection from 10\.'"$X"'\.12\.2'
 done
+# Without a logger (NULL), the plugin logs as meshccl does, under NCCL_DEBUG.
+name="nolog"
+mkdir -p "$TMP/$name"
+for i in 1 2; do
+  ip netns exec "${TAG}h$i" env MESHCCL_SECRET=s MESH_DRIVER_LOGGER=none NCCL_DEBUG=INFO \
+    NCCL_DEBUG_SUBSYS=NET NCCL_SOCKET_IFNAME=mcm0 timeout 60 "$DRIVER" "$PLUGIN" 12 $((i - 1)) 2 \
+    "$TMP/$name" >"$TMP/$name.$((i - 1)).out" 2>&1 &
+  eval "pn$i=\$!"
+done
+wait "$pn1"
+rc0=$?
+wait "$pn2"
+rc1=$?
+if [ "$rc0" = 0 ] && [ "$rc1" = 0 ] && ! grep -q '^LOG ' "$TMP/$name.0.out"; then
+  ok "v12 with a NULL logger: exchange done, no line through a logger"
+else
+  not_ok "v12 with a NULL logger (exit codes $rc0 $rc1)"
+  show_run "$name"
+fi
+expect_grep "v12 with a NULL logger: meshccl's own NCCL INFO lines name the link NIC" \
+  "$TMP/$name.0.out" 'NCCL INFO NET/Mesh: connection [0-9a-f]+ to host [0-9a-f]+ via mcl2 10\.'"$X"'\.12\.1'
+
 grep -hE 'ok - v12 rank 0: (getProperties|[0-9]+ sizes)|NET/Mesh: connection' "$TMP/v12.0.out" |
   head -4 | sed 's/^/#   /'
 mp_finish

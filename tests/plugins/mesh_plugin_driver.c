@@ -24,6 +24,8 @@
  *                   for REFUSE_MS (rank 1 has another secret);
  *   refuse-connect  rank 1 only connects to rank 0 and must not get a
  *                   send comm that carries a message to it.
+ * MESH_DRIVER_LOGGER=none passes a NULL logger (the plugin then logs as
+ * meshccl does, under NCCL_DEBUG).
  * Exit status: 0 when every check passed, 1 otherwise, 2 on bad usage.
  */
 #include "nccl_net.h"
@@ -57,7 +59,8 @@ static int n_ranks;
 static const char *dir;
 static int failed;
 static const void *table;
-static void *ctx; /* v11+ */
+static ncclDebugLogger_t log_fn; /* what init passes: logger, or NULL */
+static void *ctx;                /* v11+ */
 
 /* ---------- reporting and the logger ---------- */
 
@@ -148,15 +151,15 @@ static ncclResult_t net_init(void)
 
   switch (version) {
   case 8:
-    return T(8)->init(logger);
+    return T(8)->init(log_fn);
   case 9:
-    return T(9)->init(logger);
+    return T(9)->init(log_fn);
   case 10:
-    return T(10)->init(logger, NULL);
+    return T(10)->init(log_fn, NULL);
   case 11:
-    return T(11)->init(&ctx, COMM_ID, &config11, logger, NULL);
+    return T(11)->init(&ctx, COMM_ID, &config11, log_fn, NULL);
   default:
-    return T(12)->init(&ctx, COMM_ID, &config12, logger, NULL);
+    return T(12)->init(&ctx, COMM_ID, &config12, log_fn, NULL);
   }
 }
 
@@ -764,6 +767,10 @@ int main(int argc, char **argv)
     return 2;
   }
   setvbuf(stdout, NULL, _IOLBF, 0);
+  log_fn = ((getenv("MESH_DRIVER_LOGGER") != NULL) &&
+            (strcmp(getenv("MESH_DRIVER_LOGGER"), "none") == 0))
+               ? NULL
+               : logger;
   fds0 = count_entries("/proc/self/fd");
   threads0 = count_entries("/proc/self/task");
   lib = dlopen(argv[1], RTLD_NOW | RTLD_LOCAL);
