@@ -264,6 +264,7 @@ __attribute__((destructor)) static void mesh_plugin_unload(void)
     free(list);
     list = next;
   }
+  mc_param_unload(); /* its strings would outlive the unmapped library */
 }
 
 /* ---------- devices and properties ---------- */
