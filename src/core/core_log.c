@@ -32,6 +32,12 @@ static char log_host[256];
 static int log_pid;
 static uint64_t log_epoch_ns;
 
+/* The sink (mc_log_set_sink): fn and arg change together under log_lock;
+ * has_sink lets the common case (no sink) skip the lock. */
+static mc_log_sink_fn sink_fn;
+static void *sink_arg;
+static int has_sink;
+
 static char last_error_global[LAST_ERROR_BYTES];
 static __thread char last_error_thread[LAST_ERROR_BYTES];
 static __thread int thread_dev;
@@ -212,8 +218,31 @@ void mc_log_reset_for_tests(void)
   pthread_mutex_unlock(&log_lock);
 }
 
+void mc_log_set_sink(mc_log_sink_fn fn, void *arg)
+{
+  pthread_mutex_lock(&log_lock);
+  sink_fn = fn;
+  sink_arg = arg;
+  __atomic_store_n(&has_sink, (fn != NULL) ? 1 : 0, __ATOMIC_RELEASE);
+  pthread_mutex_unlock(&log_lock);
+}
+
+/* Copies the sink under the lock; false when there is none. */
+static bool sink_get(mc_log_sink_fn *fn_out, void **arg_out)
+{
+  if (__atomic_load_n(&has_sink, __ATOMIC_ACQUIRE) == 0)
+    return false;
+  pthread_mutex_lock(&log_lock);
+  *fn_out = sink_fn;
+  *arg_out = sink_arg;
+  pthread_mutex_unlock(&log_lock);
+  return *fn_out != NULL;
+}
+
 bool mc_log_enabled(enum mc_log_level level, unsigned long sub)
 {
+  if (__atomic_load_n(&has_sink, __ATOMIC_ACQUIRE) != 0)
+    return level != MC_LOG_NONE; /* the sink's owner filters */
   ensure_config();
   if (level == MC_LOG_WARN)
     return log_level >= MC_LOG_WARN;
@@ -233,7 +262,17 @@ void mc_log_v(enum mc_log_level level, unsigned long sub, const char *file, int 
   int saved_errno = errno;
   char msg[2048];
   char line_buf[2600];
+  mc_log_sink_fn fn;
+  void *arg;
 
+  if (sink_get(&fn, &arg)) {
+    if (level != MC_LOG_NONE) {
+      vsnprintf(msg, sizeof(msg), fmt, ap);
+      fn(arg, level, sub, file, line, func, msg);
+    }
+    errno = saved_errno;
+    return;
+  }
   if (!mc_log_enabled(level, sub)) {
     errno = saved_errno;
     return;

@@ -490,6 +490,21 @@ void mc_param_reload_env(enum mc_param_id id)
   pthread_mutex_unlock(&retired_lock);
 }
 
+void mc_param_unload(void)
+{
+  pthread_mutex_lock(&retired_lock);
+  for (int id = 0; id < MC_P_COUNT; id++) {
+    free(vals[id].s);
+    vals[id].s = NULL;
+  }
+  for (size_t i = 0; i < n_retired; i++)
+    free(retired[i]);
+  free(retired);
+  retired = NULL;
+  n_retired = 0;
+  pthread_mutex_unlock(&retired_lock);
+}
+
 void mc_param_set_for_tests(enum mc_param_id id, const char *value)
 {
   ensure_loaded();

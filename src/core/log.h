@@ -92,6 +92,27 @@ void mc_error_last_copy(char *buf, size_t buf_bytes);
 /* Forgets the calling thread's last error (start of an API call). */
 void mc_error_clear_thread(void);
 
+/*
+ * A sink takes the place of meshccl's own printing: once installed, every
+ * line (WARN, INFO, TRACE, VERSION, propagation lines) is formatted and handed
+ * to fn instead of being filtered by NCCL_DEBUG / NCCL_DEBUG_SUBSYS and
+ * printed, because the sink's owner filters (the mesh plugin hands lines to
+ * the logger NCCL gave it, which applies NCCL's own NCCL_DEBUG). file is the
+ * basename, func the function, msg the formatted text without a newline.
+ * mc_error_record still keeps the text for mc_error_last. fn runs on the
+ * logging thread, without meshccl's log lock held, so it may log again only
+ * through its own means.
+ */
+typedef void (*mc_log_sink_fn)(void *arg, enum mc_log_level level, unsigned long sub,
+                               const char *file, int line, const char *func, const char *msg);
+
+/* Installs fn (with arg) as the process-wide sink; fn == NULL goes back to
+ * meshccl's own printing. Thread-safe: a line being written when the sink
+ * changes goes to the old or to the new one, so fn and arg must stay
+ * callable until the process exits (or the library holding them is
+ * unloaded). */
+void mc_log_set_sink(mc_log_sink_fn fn, void *arg);
+
 /* The "[dev]" printed in every line of this thread (NCCL prints the CUDA device). */
 void mc_log_set_thread_dev(int dev);
 

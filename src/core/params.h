@@ -50,6 +50,11 @@ int mc_param_count(void);
  * so that pointers returned earlier by mc_param_str stay valid. */
 void mc_param_reload_env(enum mc_param_id id);
 
+/* Frees every string value (and those mc_param_reload_env retired). Only
+ * for a library being unloaded (the mesh plugin's destructor, at dlclose):
+ * no reader may remain, and the values are not loaded again. */
+void mc_param_unload(void);
+
 /* Logs, once per process, the warnings gathered while loading (unknown or
  * invalid variables) and one INFO(ENV) line per parameter not at its default. */
 void mc_param_report_once(void);

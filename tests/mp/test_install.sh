@@ -39,7 +39,7 @@ expect_success "the nccl_compat component installs" "$?" "$TMP/install.log"
 for f in include/nccl.h include/meshccl.h lib/libmeshccl.so lib/libmeshccl.so.2 lib/libmeshccl.a \
   bin/meshccl-run bin/meshccl-perf bin/meshccl-topo lib/pkgconfig/meshccl.pc \
   lib/cmake/meshccl/meshcclConfig.cmake lib/libnccl.so lib/libnccl.so.2 lib/pkgconfig/nccl.pc \
-  lib/cmake/NCCL/NCCLConfig.cmake; do
+  lib/cmake/NCCL/NCCLConfig.cmake lib/libnccl-net-mesh.so; do
   [ -e "$ROOT/$f" ]
   check "installed $f"
 done

@@ -428,6 +428,76 @@ static void set_for_tests_resets_log(void)
   unlink(path);
 }
 
+/* A sink receives every line, whatever NCCL_DEBUG says, with level, subsystems,
+ * file, line and function; removing it goes back to meshccl's own printing. */
+struct sink_seen {
+  int n;
+  enum mc_log_level level[4];
+  unsigned long sub[4];
+  char file[4][64];
+  int line[4];
+  char func[4][64];
+  char msg[4][128];
+};
+
+static void sink_record(void *arg, enum mc_log_level level, unsigned long sub, const char *file,
+                        int line, const char *func, const char *msg)
+{
+  struct sink_seen *s = arg;
+
+  if (s->n >= 4)
+    return;
+  s->level[s->n] = level;
+  s->sub[s->n] = sub;
+  snprintf(s->file[s->n], sizeof(s->file[0]), "%s", file);
+  s->line[s->n] = line;
+  snprintf(s->func[s->n], sizeof(s->func[0]), "%s", func);
+  snprintf(s->msg[s->n], sizeof(s->msg[0]), "%s", msg);
+  s->n++;
+}
+
+static void child_sink_gets_lines(void)
+{
+  char path[512];
+  struct sink_seen seen;
+  const char *text;
+  int line;
+
+  memset(&seen, 0, sizeof(seen));
+  log_to_file("WARN", "INIT", "sink.log", path, sizeof(path));
+  mc_log_set_sink(sink_record, &seen);
+  MC_T_TRUE(mc_log_enabled(MC_LOG_INFO, MC_SUB_NET)); /* the sink filters, not NCCL_DEBUG */
+  line = __LINE__ + 1;
+  MC_INFO(MC_SUB_NET, "net %d", 1);
+  errno = EPIPE;
+  (void)MC_FAIL(ncclRemoteError, "peer %s gone", "x");
+  MC_T_EQ_INT(errno, EPIPE);
+  MC_T_EQ_STR(mc_error_last(), "peer x gone");
+  mc_log_set_sink(NULL, NULL);
+  MC_INFO(MC_SUB_INIT, "not for the sink");
+  MC_WARN("printed again");
+  MC_T_EQ_INT(seen.n, 2);
+  MC_T_EQ_INT(seen.level[0], MC_LOG_INFO);
+  MC_T_EQ_INT((long)seen.sub[0], (long)MC_SUB_NET);
+  MC_T_EQ_STR(seen.file[0], "test_log.c");
+  MC_T_EQ_INT(seen.line[0], line);
+  MC_T_EQ_STR(seen.func[0], "child_sink_gets_lines");
+  MC_T_EQ_STR(seen.msg[0], "net 1");
+  MC_T_EQ_INT(seen.level[1], MC_LOG_WARN);
+  MC_T_EQ_STR(seen.msg[1], "peer x gone");
+  text = mc_t_read_file(path);
+  MC_T_TRUE(strstr(text, "net 1") == NULL);
+  MC_T_TRUE(strstr(text, "peer x gone") == NULL);
+  MC_T_TRUE(strstr(text, "not for the sink") == NULL); /* INFO is off in the file's config */
+  MC_T_CONTAINS(text, "NCCL WARN printed again\n");
+  unlink(path);
+}
+
+static void sink_gets_lines(void)
+{
+  mc_t_run_in_child(child_sink_gets_lines);
+}
+
 MC_T_MAIN(parse_subsys, expand_filename, line_format, warn_hides_info, subsys_filter,
           bad_subsys_reported, abort_level, propagation_line, version_once, fail_records_last_error,
-          set_for_tests_resets_log)
+          set_for_tests_resets_log, sink_gets_lines)
