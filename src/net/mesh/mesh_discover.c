@@ -45,6 +45,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/ioctl.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -458,6 +459,8 @@ bool mc_net_mesh_view_addr(const struct mc_net_mesh_ctx *ctx, const struct mc_ne
         const struct mc_net_mesh_nic *nic = &ctx->nics[m];
         int score;
 
+        if (__atomic_load_n(&ctx->nic_down[m], __ATOMIC_ACQUIRE) != 0)
+          continue;
         if (!mc_net_mesh_same_subnet(&nic->addr, nic->prefix_len, &e->rec.addrs[k].addr,
                                      e->rec.addrs[k].prefix_len))
           continue;
@@ -545,7 +548,13 @@ static void self_record(struct mc_net_mesh_ctx *ctx, struct mc_net_mesh_rec *r)
   else
     mc_host_name(r->name, sizeof(r->name));
   for (int i = 0; (i < ctx->n_nics) && (r->n_addrs < MC_MESH_MAX_ADDRS); i++) {
-    struct mc_net_mesh_rec_addr *a = &r->addrs[r->n_addrs++];
+    struct mc_net_mesh_rec_addr *a;
+
+    /* A link whose interface is down is withdrawn: every host's graph
+     * loses it once this record floods, and routes go around it. */
+    if (__atomic_load_n(&ctx->nic_down[i], __ATOMIC_ACQUIRE) != 0)
+      continue;
+    a = &r->addrs[r->n_addrs++];
 
     a->addr = ctx->nics[i].addr;
     a->addr.sin6.sin6_scope_id =
@@ -820,8 +829,10 @@ static void announce(struct mc_net_mesh_ctx *ctx, uint64_t now)
       i++; /* cannot happen with bounded records; never loop */
       continue;
     }
-    for (int k = 0; k < ctx->n_nics; k++)
-      send_on(ctx, k, buf, bytes);
+    for (int k = 0; k < ctx->n_nics; k++) {
+      if (__atomic_load_n(&ctx->nic_down[k], __ATOMIC_ACQUIRE) == 0)
+        send_on(ctx, k, buf, bytes);
+    }
     i += n_taken;
   }
 }
@@ -866,6 +877,15 @@ void mc_net_mesh_disc_tick(struct mc_net_mesh_ctx *ctx, const struct pollfd *pfd
 
   if (d == NULL)
     return;
+  if (mc_net_mesh_nics_watch(ctx)) {
+    uint64_t version = d->table.e[0].rec.version;
+
+    self_record(ctx, &d->table.e[0].rec);
+    d->table.e[0].rec.version = version;
+    d->is_changed = true;
+    d->changed_ns = now;
+    d->next_announce_ns = now; /* tell the mesh at once */
+  }
   for (int i = 0; i < n_pfd; i++) {
     bool again = (pfd[i].revents != 0);
 
@@ -895,4 +915,65 @@ void mc_net_mesh_disc_tick(struct mc_net_mesh_ctx *ctx, const struct pollfd *pfd
       log_mesh(ctx, v);
     mc_net_mesh_view_put(v);
   }
+}
+
+/* ---------- link state ---------- */
+
+bool mc_net_mesh_nics_watch(struct mc_net_mesh_ctx *ctx)
+{
+  struct mc_net_mesh_disc *d = ctx->disc;
+  int fd = (d->fd4 >= 0) ? d->fd4 : d->fd6;
+  bool is_changed = false;
+
+  for (int i = 0; (fd >= 0) && (i < ctx->n_nics); i++) {
+    struct ifreq ifr;
+    int was_down = __atomic_load_n(&ctx->nic_down[i], __ATOMIC_ACQUIRE);
+    int is_down;
+    char s[MC_SOCKADDR_STRLEN];
+
+    memset(&ifr, 0, sizeof(ifr));
+    snprintf(ifr.ifr_name, sizeof(ifr.ifr_name), "%s", ctx->nics[i].name);
+    if (ioctl(fd, SIOCGIFFLAGS, &ifr) != 0)
+      is_down = (errno == ENODEV) || (errno == ENXIO);
+    else
+      is_down = ((ifr.ifr_flags & IFF_UP) == 0) || ((ifr.ifr_flags & IFF_RUNNING) == 0);
+    if (is_down == was_down)
+      continue;
+    __atomic_store_n(&ctx->nic_down[i], is_down, __ATOMIC_RELEASE);
+    is_changed = true;
+    MC_INFO(MC_SUB_NET, "NET/Mesh: link %s on host %016llx: interface %s %s (subnet %s)%s",
+            is_down ? "down" : "up", (unsigned long long)ctx->host_hash, ctx->nics[i].name,
+            is_down ? "lost its carrier or was set down" : "is up again",
+            mc_net_mesh_subnet_str(&ctx->nics[i].addr, ctx->nics[i].prefix_len, s, sizeof(s)),
+            is_down ? "; its connections move to other routes" : "");
+  }
+  return is_changed;
+}
+
+void mc_net_mesh_nic_str(const struct mc_net_mesh_ctx *ctx, int nic, char *buf, size_t bytes)
+{
+  char a[MC_SOCKADDR_STRLEN];
+  char s[MC_SOCKADDR_STRLEN];
+
+  if ((nic < 0) || (nic >= ctx->n_nics)) {
+    snprintf(buf, bytes, "?");
+    return;
+  }
+  snprintf(buf, bytes, "%s %s (subnet %s)", ctx->nics[nic].name,
+           mc_sockaddr_str(&ctx->nics[nic].addr, a, sizeof(a)),
+           mc_net_mesh_subnet_str(&ctx->nics[nic].addr, ctx->nics[nic].prefix_len, s, sizeof(s)));
+}
+
+void mc_net_mesh_host_str(struct mc_net_mesh_ctx *ctx, uint64_t host_hash, char *buf, size_t bytes)
+{
+  struct mc_net_mesh_view *v = mc_net_mesh_view_get(ctx);
+  const char *name = NULL;
+
+  for (int i = 0; (v != NULL) && (i < v->graph->n_hosts); i++) {
+    if (v->graph->hosts[i].host_hash == host_hash)
+      name = v->graph->hosts[i].name;
+  }
+  snprintf(buf, bytes, "%016llx%s%s", (unsigned long long)host_hash, (name != NULL) ? "/" : "",
+           (name != NULL) ? name : "");
+  mc_net_mesh_view_put(v);
 }

@@ -19,7 +19,9 @@
  *     connects to the peer's address on that subnet; without a common
  *     subnet the connection is relayed by the hosts on the route, which
  *     discovery (mesh_discover.c) learns over the links;
- *   - the data path is the socket net's (net_socket_io.c), built from the
+ *   - the data path is the socket net's (net_socket_io.c) under the
+ *     reliability layer (mesh_reliable.c: acknowledgements, and a new route
+ *     when a link goes down), built from the
  *     authenticated sockets with mc_net_sock_comm_create, with its helper
  *     threads and data sockets set by NCCL_SOCKET_NTHREADS and
  *     NCCL_NSOCKS_PERTHREAD (same meaning, same automatic values: the data
@@ -220,6 +222,9 @@ void mc_net_mesh_stats_get(void *vctx, struct mc_net_mesh_stats *stats_out)
   stats_out->n_relay_refused = __atomic_load_n(&ctx->stats.n_relay_refused, __ATOMIC_RELAXED);
   stats_out->n_disc_received = __atomic_load_n(&ctx->stats.n_disc_received, __ATOMIC_RELAXED);
   stats_out->n_disc_dropped = __atomic_load_n(&ctx->stats.n_disc_dropped, __ATOMIC_RELAXED);
+  stats_out->n_breaks = __atomic_load_n(&ctx->stats.n_breaks, __ATOMIC_RELAXED);
+  stats_out->n_resumed = __atomic_load_n(&ctx->stats.n_resumed, __ATOMIC_RELAXED);
+  stats_out->n_lost = __atomic_load_n(&ctx->stats.n_lost, __ATOMIC_RELAXED);
 }
 
 /* ---------- listen / accept ---------- */
@@ -271,6 +276,7 @@ static ncclResult_t mesh_accept(void *listen_comm, void **recv_out)
   struct mc_net_mesh_ctx *ctx = l->ctx;
   struct mc_net_mesh_group *g;
   struct mc_net_sock_comm *comm = NULL;
+  struct mc_net_mesh_comm *mc = NULL;
   char a[MC_SOCKADDR_STRLEN];
   char sub[MC_SOCKADDR_STRLEN];
   ncclResult_t res;
@@ -296,10 +302,20 @@ static ncclResult_t mesh_accept(void *listen_comm, void **recv_out)
                                  sizeof(sub)));
   res = mc_net_sock_comm_create(false, ctx->abort_flag, g->socks, g->n_socks, ctx->n_threads,
                                 ctx->inline_bytes, ctx->min_task_bytes, &comm);
+  if (res == ncclSuccess) {
+    char link[MC_SOCKADDR_STRLEN * 2 + 160];
+
+    mc_net_mesh_nic_str(ctx, g->nic, link, sizeof(link));
+    snprintf(link + strlen(link), sizeof(link) - strlen(link), " from %s", a);
+    res = mc_net_mesh_comm_create(ctx, false, comm, g->conn_id, g->peer_host, NULL, g->nic, link,
+                                  &mc);
+    if (res != ncclSuccess)
+      mc_net_sock_comm_destroy(comm);
+  }
   mc_net_mesh_group_free(g); /* closes only the sockets comm_create did not take */
   if (res != ncclSuccess)
     return res;
-  *recv_out = comm;
+  *recv_out = mc;
   return ncclSuccess;
 }
 
@@ -329,12 +345,6 @@ static ncclResult_t mesh_close_listen(void *listen_comm)
     mc_net_mesh_group_free(g);
   }
   free(l);
-  return ncclSuccess;
-}
-
-static ncclResult_t mesh_close_comm(void *comm)
-{
-  mc_net_sock_comm_destroy(comm);
   return ncclSuccess;
 }
 
@@ -369,11 +379,11 @@ const struct mc_net_ops mc_net_mesh_ops = {
     .accept = mesh_accept,
     .reg_mr = mesh_reg_mr,
     .dereg_mr = mesh_dereg_mr,
-    .isend = mc_net_sock_isend,
-    .irecv = mc_net_sock_irecv,
-    .test = mc_net_sock_test,
-    .close_send = mesh_close_comm,
-    .close_recv = mesh_close_comm,
+    .isend = mc_net_mesh_isend,
+    .irecv = mc_net_mesh_irecv,
+    .test = mc_net_mesh_test,
+    .close_send = mc_net_mesh_comm_close,
+    .close_recv = mc_net_mesh_comm_close,
     .close_listen = mesh_close_listen,
     .finalize = mesh_finalize,
 };
