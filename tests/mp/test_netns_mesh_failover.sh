@@ -10,18 +10,23 @@
 #          side: every rank completes every all-reduce exact, the logs show
 #          the interface going down, connections breaking and moving to
 #          routes relayed through C and D, and none lost;
-#   isolate the A-B cable still down, the same loop; a second into it the
+#   silent the A-B cable up again, the same loop; a second into it the B-C
+#          cable drops every packet (nftables at both ends, carrier up): TCP's
+#          user timeout and discovery's silence find it, every rank completes
+#          every all-reduce exact, connections move around it;
+#   isolate the A-B cable down again, the same loop; a second into it the
 #          D-A cable goes down too, leaving A without a cable: no rank hangs,
 #          every rank ends within a bound with ncclRemoteError, and the
 #          message names the link (interface, subnet) and the hosts.
-# Needs root, iproute2 and tc: skipped otherwise, failed under CI. Only
+# Needs root, iproute2, tc and nft: skipped otherwise, failed under CI. Only
 # addresses inside the namespaces made here are used; all are removed.
 # shellcheck source=mp_lib.sh
 . "$(dirname "$0")/mp_lib.sh"
 need_progs mp_failover
 
-if [ "$(id -u)" != 0 ] || ! command -v ip >/dev/null || ! command -v tc >/dev/null; then
-  skip_or_fail "the mesh failover netns test needs root, ip and tc"
+if [ "$(id -u)" != 0 ] || ! command -v ip >/dev/null || ! command -v tc >/dev/null ||
+  ! command -v nft >/dev/null; then
+  skip_or_fail "the mesh failover netns test needs root, ip, tc and nft"
 fi
 
 TAG="mf$$"
@@ -81,6 +86,14 @@ build() {
   for e in 1-2 2-3 3-4 1-4; do
     cable "${e%-*}" "${e#*-}" || return 1
   done
+}
+
+# drop_in I IF: host I drops every packet that arrives on IF (nftables), its
+# carrier up: a cable gone silent.
+drop_in() {
+  ip netns exec "${TAG}h$1" nft add table inet "$TAG" &&
+    ip netns exec "${TAG}h$1" nft add chain inet "$TAG" in '{ type filter hook input priority 0; }' &&
+    ip netns exec "${TAG}h$1" nft add rule inet "$TAG" in iifname "$2" drop
 }
 
 # start NAME ITERS: rank i-1 on host i, in the background.
@@ -164,7 +177,54 @@ else
   for ((i = 1; i <= N_HOSTS; i++)); do show "$TMP/cut$i.out"; done
 fi
 
+# ---------- silent: a cable that drops everything, carrier up ----------
+ip -n "${TAG}h1" link set mcl2 up
+ip -n "${TAG}h2" link set mcl1 up
+sleep 3 # the A-B cable announced again
+start sil 4
+if wait_ready sil; then
+  sleep 1
+  drop_in 2 mcl3
+  drop_in 3 mcl2
+  for ((i = 1; i <= N_HOSTS; i++)); do wait_bg "sil$i" $JOB_LIMIT; done
+  rcs=""
+  for ((i = 1; i <= N_HOSTS; i++)); do v="RC_sil$i" && rcs+="${!v} "; done
+  expect_eq "silent: every rank ends with status 0 (B-C drops everything)" "$rcs" "0 0 0 0 "
+  bad=0
+  for ((i = 1; i <= N_HOSTS; i++)); do
+    n=$(grep -cE "^rank $((i - 1)): iteration [0-9]+ exact" "$TMP/sil$i.out")
+    [ "$n" = 4 ] || {
+      echo "#   host $i: $n of 4 iterations exact"
+      show "$TMP/sil$i.out"
+      bad=1
+    }
+  done
+  [ $bad = 0 ]
+  check "silent: every rank checked every element of 4 x $MIB MiB all-reduces exact"
+  cat "$TMP"/sil?.out >"$TMP/sil.all"
+  expect_grep "silent: B or C found the cable silent (its carrier up)" "$TMP/sil.all" \
+    "NET/Mesh: link down on host [0-9a-f]+: interface mcl[23] hears its neighbour no more.*subnet 10\.$X\.23\.0/24"
+  expect_grep "silent: a connection over it broke and moved" "$TMP/sil.all" \
+    "NET/Mesh: connection [0-9a-f]+ (to|from) host .* moved from .*10\.$X\.23\."
+  if grep -qE "lost: the link|WARN" "$TMP/sil.all"; then
+    not_ok "silent: no connection lost, no WARN"
+    grep -E "lost: the link|WARN" "$TMP/sil.all" | head -5 | sed 's/^/#   | /'
+  else
+    ok "silent: no connection lost, no WARN"
+  fi
+  grep -hE "link down under connection|moved from" "$TMP/sil.all" | head -4 | cut -c1-300 |
+    sed 's/^/# silent: /'
+  grep -hE "^rank 0: iteration" "$TMP/sil1.out" | sed 's/^/# silent: /'
+else
+  not_ok "silent: the ranks did not start their first all-reduce"
+  for ((i = 1; i <= N_HOSTS; i++)); do show "$TMP/sil$i.out"; done
+fi
+ip netns exec "${TAG}h2" nft delete table inet "$TAG" 2>/dev/null
+ip netns exec "${TAG}h3" nft delete table inet "$TAG" 2>/dev/null
+ip -n "${TAG}h1" link set mcl2 down
+
 # ---------- isolate: A loses its last cable, every rank fails, none hangs ----------
+sleep 3 # B-C heard again, A-B withdrawn
 start iso 40
 if wait_ready iso; then
   sleep 1

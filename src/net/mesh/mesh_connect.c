@@ -82,7 +82,8 @@ struct mc_net_mesh_connect {
   bool is_quiet;
   char why[512];
   uint32_t index_flags;
-  char link[384]; /* the route, for messages */
+  char link[384];           /* the route, for messages */
+  uint64_t tcp_deadline_ns; /* a resume's TCP connections (0: none yet) */
 };
 
 static ncclResult_t cfail(struct mc_net_mesh_connect *c, ncclResult_t res, const char *fmt, ...)
@@ -460,6 +461,17 @@ static ncclResult_t sock_progress(struct mc_net_mesh_ctx *ctx, struct mc_net_mes
 
   if (s->state == CS_CONNECT)
     MC_CHECK(tcp_progress(c, s));
+  if ((s->state == CS_CONNECT) && (c->tcp_deadline_ns != 0) &&
+      (mc_time_ns() > c->tcp_deadline_ns)) {
+    /* A resume over a link that drops everything silently: try the next
+     * view rather than wait for the kernel's SYN retries. */
+    char a[MC_SOCKADDR_STRLEN];
+    char b[MC_SOCKADDR_STRLEN];
+
+    return cfail(c, ncclRemoteError, "NET/Mesh: no TCP connection from %s to %s within %d ms",
+                 mc_sockaddr_str(&c->from, a, sizeof(a)), mc_sockaddr_str(&c->to, b, sizeof(b)),
+                 (int)mc_param_int(MC_P_MESH_LINK_TIMEOUT_MS));
+  }
   if (s->state == CS_RELAY_CHALLENGE) {
     r = io(s, false, MC_NET_MESH_CHALLENGE_BYTES);
     if (r < 0)
@@ -721,6 +733,9 @@ ncclResult_t mc_net_mesh_resume_progress(struct mc_net_mesh_ctx *ctx, struct mc_
     if (!c->has_route)
       return ncclSuccess;
   }
+  if (c->tcp_deadline_ns == 0)
+    c->tcp_deadline_ns =
+        mc_time_ns() + (uint64_t)mc_param_int(MC_P_MESH_LINK_TIMEOUT_MS) * 1000000ull;
   for (int i = 0; i < c->n; i++) {
     MC_CHECK_GOTO(sock_progress(ctx, c, i), res, fail);
     n_done += (c->socks[i].state == CS_DONE);

@@ -739,6 +739,7 @@ static void tick(struct mc_net_mesh_ctx *ctx, struct mc_net_mesh_hs_thread *t)
   }
   pthread_mutex_lock(&ctx->mu);
   expire_groups(ctx, mc_time_ns());
+  mc_net_mesh_comms_tick(ctx);
   pthread_mutex_unlock(&ctx->mu);
   mc_net_mesh_disc_tick(ctx, pfd + disc0, n_disc);
 }

@@ -457,6 +457,10 @@ ncclResult_t mc_net_mesh_comm_close(void *comm);
  * connection from that host? / file one authenticated socket of a resume
  * (NULL when filed, else why not). */
 bool mc_net_mesh_resume_known(struct mc_net_mesh_ctx *ctx, uint64_t conn_id, uint64_t peer_host);
+/* Handshake thread, ctx->mu held, every tick: a receive comm whose caller
+ * is idle (no receive posted, so no call) takes a resume that arrived and
+ * sends its first acknowledgement, so that a sender waiting for it goes on. */
+void mc_net_mesh_comms_tick(struct mc_net_mesh_ctx *ctx);
 const char *mc_net_mesh_resume_file(struct mc_net_mesh_ctx *ctx, uint64_t conn_id,
                                     uint64_t peer_host, unsigned attempt, int index, int n_socks,
                                     int fd, const union mc_sockaddr *peer, int nic);

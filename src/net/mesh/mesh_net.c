@@ -49,6 +49,7 @@
 #define AUTO_NSOCKS   1
 #define MAX_COMMS     65536
 #define MAX_RETRY_MS  1000
+#define LINGER_MS     10000 /* finalize waits this long at most for relayed pipes */
 #define DISC_LABEL    "meshccl mesh discovery"
 
 _Static_assert(MC_NET_MESH_HDR_BYTES + MC_NET_MESH_ADDR_BYTES == MC_NET_HANDLE_BYTES,
@@ -348,12 +349,36 @@ static ncclResult_t mesh_close_listen(void *listen_comm)
   return ncclSuccess;
 }
 
+/* A host that relays other hosts' connections does not cut them because its
+ * own communicator ends first (ranks finish at different times): finalize
+ * waits until those pipes end, for at most LINGER_MS, not when aborted. */
+static void linger_for_relayed(struct mc_net_mesh_ctx *ctx)
+{
+  struct mc_mesh_relay_stats st;
+  uint64_t end_ns = mc_time_ns() + (uint64_t)LINGER_MS * 1000000ull;
+  bool is_said = false;
+
+  for (;;) {
+    mc_mesh_relay_stats(ctx->relay, &st);
+    if ((st.n_active == 0) || is_aborted(ctx) || (mc_time_ns() > end_ns))
+      break;
+    if (!is_said)
+      MC_INFO(MC_SUB_NET,
+              "NET/Mesh: finalize: waiting up to %d ms for %d relayed connections of other hosts "
+              "to end",
+              LINGER_MS, st.n_active);
+    is_said = true;
+    (void)poll(NULL, 0, 10);
+  }
+}
+
 static ncclResult_t mesh_finalize(void *vctx)
 {
   struct mc_net_mesh_ctx *ctx = vctx;
 
   if (ctx == NULL)
     return ncclSuccess;
+  linger_for_relayed(ctx);
   mc_net_mesh_hs_stop(ctx); /* also closes discovery and drops the view */
   mc_mesh_relay_destroy(ctx->relay);
   mc_net_mesh_connects_free(ctx);

@@ -161,6 +161,9 @@ struct mesh_req {
 
 struct mc_net_mesh_comm {
   struct mc_net_mesh_ctx *ctx;
+  /* Held by the caller's calls and, for a receive comm whose caller is idle
+   * while a resume waits, by the handshake thread (which only tries it). */
+  pthread_mutex_t mu;
   struct mc_net_mesh_comm *next; /* ctx->recv_comms */
   bool is_send;
   uint64_t conn_id;
@@ -206,10 +209,15 @@ static const char *role(const struct mc_net_mesh_comm *mc)
 
 static void drop_sc(struct mc_net_mesh_comm *mc)
 {
+  if (mc->sc == NULL)
+    return;
   mc_net_sock_comm_destroy(mc->sc);
   mc->sc = NULL;
   for (int i = 0; i < NREQ; i++)
     mc->reqs[i].sreq = NULL;
+  /* The old sockets are gone: what was acknowledged is done (its socket
+   * request may not have said so yet), the rest is posted again. */
+  (void)mc_net_mesh_rel_resume(&mc->rel, mc->rel.acked);
   mc->ack_in_got = 0;
   mc->ack_out_done = MC_NET_MESH_ACK_BYTES;
 }
@@ -429,7 +437,7 @@ static void log_resumed(struct mc_net_mesh_comm *mc)
 }
 
 /* Receiver: takes a resumed connection the handshake thread filed. */
-static ncclResult_t take_resume(struct mc_net_mesh_comm *mc)
+static ncclResult_t take_resume(struct mc_net_mesh_comm *mc, bool has_ctx_mu)
 {
   struct mc_net_mesh_ctx *ctx = mc->ctx;
   struct mc_net_mesh_group *g;
@@ -437,11 +445,13 @@ static ncclResult_t take_resume(struct mc_net_mesh_comm *mc)
   char nic[160];
   ncclResult_t res;
 
-  pthread_mutex_lock(&ctx->mu);
+  if (!has_ctx_mu)
+    pthread_mutex_lock(&ctx->mu);
   g = mc->resume_ready;
   mc->resume_ready = NULL;
   __atomic_store_n(&mc->has_resume, 0, __ATOMIC_RELEASE);
-  pthread_mutex_unlock(&ctx->mu);
+  if (!has_ctx_mu)
+    pthread_mutex_unlock(&ctx->mu);
   if (g == NULL)
     return ncclSuccess;
   if (mc->state == ST_UP)
@@ -515,9 +525,10 @@ static ncclResult_t comm_progress(struct mc_net_mesh_comm *mc)
   if (mc->state == ST_LOST)
     return mc->lost_res;
   if (!mc->is_send && (__atomic_load_n(&mc->has_resume, __ATOMIC_ACQUIRE) != 0))
-    MC_CHECK(take_resume(mc));
+    MC_CHECK(take_resume(mc, false));
   if ((mc->state == ST_UP) && (__atomic_load_n(&mc->ctx->nic_down[mc->nic], __ATOMIC_ACQUIRE) != 0))
-    comm_break(mc, "interface %s is down", mc->ctx->nics[mc->nic].name);
+    comm_break(mc, "interface %s is down: no carrier, or its neighbour silent",
+               mc->ctx->nics[mc->nic].name);
   if (mc->state == ST_UP) {
     if (mc->is_send)
       MC_CHECK(read_acks(mc, &got));
@@ -538,6 +549,10 @@ static ncclResult_t comm_progress(struct mc_net_mesh_comm *mc)
       MC_CHECK(post_pending(mc));
     }
   }
+  if ((mc->state != ST_UP) && (mc->rel.tail == mc->rel.next_seq))
+    /* Nothing waits on the connection: the time to find a route runs from
+     * the first request that does. */
+    mc->deadline_ns = mc_time_ns() + (uint64_t)mc->ctx->route_timeout_ms * 1000000ull;
   if ((mc->state != ST_UP) && (mc_time_ns() > mc->deadline_ns))
     return comm_lose(mc, mc->is_send ? "no other route to the peer could be set up"
                                      : "the sender did not come back over another route");
@@ -553,6 +568,7 @@ ncclResult_t mc_net_mesh_comm_create(struct mc_net_mesh_ctx *ctx, bool is_send,
 
   MC_CHECK(mc_calloc(&mc, 1));
   mc->ctx = ctx;
+  pthread_mutex_init(&mc->mu, NULL);
   mc->is_send = is_send;
   mc->conn_id = conn_id;
   mc->peer_host = peer_host;
@@ -599,12 +615,13 @@ ncclResult_t mc_net_mesh_comm_close(void *comm)
   }
   mc_net_mesh_resume_free(mc->rc);
   drop_sc(mc);
+  pthread_mutex_destroy(&mc->mu);
   free(mc);
   return ncclSuccess;
 }
 
-ncclResult_t mc_net_mesh_isend(void *send_comm, void *data, size_t size, int tag, void *mhandle,
-                               void **request)
+static ncclResult_t isend_locked(void *send_comm, void *data, size_t size, int tag, void *mhandle,
+                                 void **request)
 {
   struct mc_net_mesh_comm *mc = send_comm;
   struct mesh_req *r;
@@ -636,8 +653,8 @@ ncclResult_t mc_net_mesh_isend(void *send_comm, void *data, size_t size, int tag
   return ncclSuccess;
 }
 
-ncclResult_t mc_net_mesh_irecv(void *recv_comm, int n, void **data, size_t *sizes, int *tags,
-                               void **mhandles, void **request)
+static ncclResult_t irecv_locked(void *recv_comm, int n, void **data, size_t *sizes, int *tags,
+                                 void **mhandles, void **request)
 {
   struct mc_net_mesh_comm *mc = recv_comm;
   struct mesh_req *r;
@@ -672,7 +689,7 @@ ncclResult_t mc_net_mesh_irecv(void *recv_comm, int n, void **data, size_t *size
   return ncclSuccess;
 }
 
-ncclResult_t mc_net_mesh_test(void *request, int *done, size_t *sizes)
+static ncclResult_t test_locked(void *request, int *done, size_t *sizes)
 {
   struct mesh_req *r = request;
   struct mc_net_mesh_comm *mc;
@@ -690,6 +707,60 @@ ncclResult_t mc_net_mesh_test(void *request, int *done, size_t *sizes)
     *done = 1;
   }
   return ncclSuccess;
+}
+
+ncclResult_t mc_net_mesh_isend(void *send_comm, void *data, size_t size, int tag, void *mhandle,
+                               void **request)
+{
+  struct mc_net_mesh_comm *mc = send_comm;
+  ncclResult_t res;
+
+  if (mc == NULL)
+    return isend_locked(send_comm, data, size, tag, mhandle, request);
+  pthread_mutex_lock(&mc->mu);
+  res = isend_locked(send_comm, data, size, tag, mhandle, request);
+  pthread_mutex_unlock(&mc->mu);
+  return res;
+}
+
+ncclResult_t mc_net_mesh_irecv(void *recv_comm, int n, void **data, size_t *sizes, int *tags,
+                               void **mhandles, void **request)
+{
+  struct mc_net_mesh_comm *mc = recv_comm;
+  ncclResult_t res;
+
+  if (mc == NULL)
+    return irecv_locked(recv_comm, n, data, sizes, tags, mhandles, request);
+  pthread_mutex_lock(&mc->mu);
+  res = irecv_locked(recv_comm, n, data, sizes, tags, mhandles, request);
+  pthread_mutex_unlock(&mc->mu);
+  return res;
+}
+
+ncclResult_t mc_net_mesh_test(void *request, int *done, size_t *sizes)
+{
+  struct mesh_req *r = request;
+  ncclResult_t res;
+
+  if ((r == NULL) || (r->comm == NULL))
+    return test_locked(request, done, sizes);
+  pthread_mutex_lock(&r->comm->mu);
+  res = test_locked(request, done, sizes);
+  pthread_mutex_unlock(&r->comm->mu);
+  return res;
+}
+
+void mc_net_mesh_comms_tick(struct mc_net_mesh_ctx *ctx)
+{
+  for (struct mc_net_mesh_comm *mc = ctx->recv_comms; mc != NULL; mc = mc->next) {
+    if ((__atomic_load_n(&mc->has_resume, __ATOMIC_ACQUIRE) == 0) ||
+        (pthread_mutex_trylock(&mc->mu) != 0))
+      continue; /* nothing waits, or the caller is there and takes it */
+    if ((mc->state != ST_LOST) && !is_aborted(mc) && (take_resume(mc, true) == ncclSuccess) &&
+        (mc->state == ST_UP))
+      write_ack(mc);
+    pthread_mutex_unlock(&mc->mu);
+  }
 }
 
 /* ---------- resumes, filed by the handshake thread (ctx->mu held) ---------- */
