@@ -707,9 +707,10 @@ ncclResult_t mc_coll_conn_health(const struct mc_task *t, const struct mc_conn *
     e = 0; /* what arrived is consumed first; the failure counts when it is needed */
   if (e != 0)
     return MC_FAIL((c->kind == MC_TOPO_TRANSPORT_NET) ? (ncclResult_t)e : ncclRemoteError,
-                   "%s: rank %d: the %s connection %s rank %d (%s, pid %d) failed",
+                   "%s: rank %d: the %s connection %s rank %d (%s, pid %d) failed%s%s",
                    mc_coll_name(t->op->kind), comm->rank, mc_topo_transport_str(c->kind),
-                   c->is_send ? "to" : "from", c->peer, p->host, p->pid);
+                   c->is_send ? "to" : "from", c->peer, p->host, p->pid,
+                   (c->error_text[0] != '\0') ? ": " : "", c->error_text);
   if ((c->kind != MC_TOPO_TRANSPORT_NET) && pid_gone(p->pid))
     return MC_FAIL(ncclRemoteError, "%s: rank %d: peer rank %d (pid %d on %s) exited",
                    mc_coll_name(t->op->kind), comm->rank, c->peer, p->pid, p->host);

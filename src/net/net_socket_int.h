@@ -135,7 +135,10 @@ struct mc_net_sock_comm {
   struct mc_net_sock_req *fifo[MC_NET_MAX_REQUESTS];
   unsigned fifo_head;
   unsigned fifo_tail;
-  /* The first error, from any thread; reported (MC_FAIL) once by the caller. */
+  /* The first error, from any thread; reported (MC_FAIL) once by the caller,
+   * or only returned when is_quiet (a user that recovers from it, the Mesh
+   * net's reliability layer, reads err_text and decides what to say). */
+  bool is_quiet;
   pthread_mutex_t err_mu;
   int has_err; /* atomic */
   ncclResult_t err;

@@ -67,7 +67,9 @@ static ncclResult_t comm_report_err(struct mc_net_sock_comm *comm)
   first = !comm->err_reported;
   comm->err_reported = true;
   pthread_mutex_unlock(&comm->err_mu);
-  if (first)
+  if (first && comm->is_quiet)
+    MC_INFO(MC_SUB_NET, "NET/Socket: %s", comm->err_text);
+  else if (first)
     return MC_FAIL(res, "NET/Socket: %s", comm->err_text);
   return res;
 }

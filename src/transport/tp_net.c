@@ -196,12 +196,11 @@ static void net_free(struct mc_conn *c)
 static void conn_fail(struct mc_conn *c, ncclResult_t res, const char *what)
 {
   struct mc_net_conn *nc = c->net;
-  char why[256];
 
   nc->failed = true;
-  mc_error_last_copy(why, sizeof(why));
+  mc_error_last_copy(c->error_text, sizeof(c->error_text));
   MC_WARN("NET/%s: %s %s rank %d failed: %s", nc->net->name, what, c->is_send ? "to" : "from",
-          c->peer, why);
+          c->peer, c->error_text);
   mc_conn_set_error(c, res);
 }
 

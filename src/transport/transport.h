@@ -36,6 +36,7 @@
 
 #define MC_STEPS           8   /* NCCL_STEPS */
 #define MC_CONN_INFO_BYTES 256 /* one connect blob */
+#define MC_CONN_ERR_BYTES  768 /* a failure's text kept with the connection */
 
 /* Shared by both ends (heap in one process, /dev/shm across processes, the
  * proxy's heap for NET). */
@@ -76,6 +77,10 @@ struct mc_conn {
   void *own_slots;   /* heap slots (P2P sender, NET) */
   struct mc_net_conn *net;
   struct mc_proxy *proxy;
+  /* Why the connection failed, as the side that saw it said it (the NET
+   * proxy: the net's message), for the collective's own error; written
+   * before ctrl->error, read after it. */
+  char error_text[MC_CONN_ERR_BYTES];
 };
 
 /* ---------------------------------------------------------------- data path */

@@ -27,6 +27,7 @@
 #include "params.h"
 
 #include <errno.h>
+#include <stdarg.h>
 #include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -76,7 +77,28 @@ struct mc_net_mesh_connect {
   bool has_route;
   int hops; /* links of the route */
   uint64_t route_deadline_ns;
+  /* A resume (mesh_reliable.c): failures are said at INFO into why, the
+   * attempt is retried by the caller; index_flags go into every RESPONSE. */
+  bool is_quiet;
+  char why[512];
+  uint32_t index_flags;
+  char link[384];           /* the route, for messages */
+  uint64_t tcp_deadline_ns; /* a resume's TCP connections (0: none yet) */
 };
+
+static ncclResult_t cfail(struct mc_net_mesh_connect *c, ncclResult_t res, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+static ncclResult_t cfail(struct mc_net_mesh_connect *c, ncclResult_t res, const char *fmt, ...)
+{
+  va_list ap;
+
+  va_start(ap, fmt);
+  vsnprintf(c->why, sizeof(c->why), fmt, ap);
+  va_end(ap);
+  if (c->is_quiet)
+    return res;
+  return MC_FAIL(res, "%s", c->why);
+}
 
 static bool is_aborted(const struct mc_net_mesh_ctx *ctx)
 {
@@ -122,7 +144,7 @@ static void addrs_str(const struct mc_net_mesh_addr *addrs, int n, char *buf, si
  * there. ncclRemoteError naming both hosts, their subnets and the mesh as
  * known here.
  */
-static ncclResult_t route_fail(struct mc_net_mesh_ctx *ctx, const struct mc_net_mesh_connect *c,
+static ncclResult_t route_fail(struct mc_net_mesh_ctx *ctx, struct mc_net_mesh_connect *c,
                                const struct mc_net_mesh_view *v)
 {
   struct mc_net_mesh_addr mine[MC_NET_MESH_MAX_NICS];
@@ -144,13 +166,13 @@ static ncclResult_t route_fail(struct mc_net_mesh_ctx *ctx, const struct mc_net_
         mc_mesh_route_unreachable_str(v->graph, v->self, i, why, sizeof(why));
     }
   }
-  return MC_FAIL(ncclRemoteError,
-                 "NET/Mesh: host %016llx (subnets %s) shares no subnet with host %016llx (subnets "
-                 "%s) and found no route to it within MESHCCL_MESH_ROUTE_TIMEOUT_MS=%d ms%s%s; "
-                 "the mesh known here: %s. Check the cabling between them, that every host runs "
-                 "NCCL_NET=Mesh with one MESHCCL_MESH_PORT, and MESHCCL_MESH_IFNAME",
-                 (unsigned long long)ctx->host_hash, local, (unsigned long long)c->h.host_hash,
-                 peer, ctx->route_timeout_ms, (why[0] != '\0') ? ": " : "", why, mesh);
+  return cfail(c, ncclRemoteError,
+               "NET/Mesh: host %016llx (subnets %s) shares no subnet with host %016llx (subnets "
+               "%s) and found no route to it within MESHCCL_MESH_ROUTE_TIMEOUT_MS=%d ms%s%s; "
+               "the mesh known here: %s. Check the cabling between them, that every host runs "
+               "NCCL_NET=Mesh with one MESHCCL_MESH_PORT, and MESHCCL_MESH_IFNAME",
+               (unsigned long long)ctx->host_hash, local, (unsigned long long)c->h.host_hash, peer,
+               ctx->route_timeout_ms, (why[0] != '\0') ? ": " : "", why, mesh);
 }
 
 /* Looks the route up in the current view. Sets has_route, the local NIC and
@@ -202,6 +224,12 @@ static ncclResult_t route_find(struct mc_net_mesh_ctx *ctx, struct mc_net_mesh_c
           mc_sockaddr_str(&c->to, b, sizeof(b)),
           mc_net_mesh_subnet_str(&ctx->nics[c->nic].addr, ctx->nics[c->nic].prefix_len, sub,
                                  sizeof(sub)));
+  snprintf(c->link, sizeof(c->link), "%s %s -> %s (subnet %s), relayed %s", ctx->nics[c->nic].name,
+           mc_sockaddr_str(&ctx->nics[c->nic].addr, a, sizeof(a)),
+           mc_sockaddr_str(&c->to, b, sizeof(b)),
+           mc_net_mesh_subnet_str(&ctx->nics[c->nic].addr, ctx->nics[c->nic].prefix_len, sub,
+                                  sizeof(sub)),
+           route);
   c->has_route = true;
   mc_net_mesh_view_put(v);
   return ncclSuccess;
@@ -220,6 +248,8 @@ static bool pick_link(struct mc_net_mesh_ctx *ctx, const struct mc_net_mesh_hand
   int peers[MC_NET_MESH_MAX_NICS * MC_NET_MESH_MAX_ADDRS];
 
   for (int i = 0; i < ctx->n_nics; i++) {
+    if (__atomic_load_n(&ctx->nic_down[i], __ATOMIC_ACQUIRE) != 0)
+      continue; /* its link is down: relayed around it instead */
     for (int j = 0; j < h->n_addrs; j++) {
       int score;
 
@@ -295,6 +325,9 @@ static ncclResult_t connect_new(struct mc_net_mesh_ctx *ctx, const void *handle,
           mc_sockaddr_str(&nic->addr, a, sizeof(a)), mc_sockaddr_str(&c->to, b, sizeof(b)),
           mc_net_mesh_subnet_str(&nic->addr, nic->prefix_len, s, sizeof(s)),
           mc_net_mesh_lane_str(nic->lane));
+  snprintf(c->link, sizeof(c->link), "%s %s -> %s (subnet %s)", nic->name,
+           mc_sockaddr_str(&nic->addr, a, sizeof(a)), mc_sockaddr_str(&c->to, b, sizeof(b)),
+           mc_net_mesh_subnet_str(&nic->addr, nic->prefix_len, s, sizeof(s)));
   *c_out = c;
   return ncclSuccess;
 
@@ -321,10 +354,10 @@ static ncclResult_t tcp_retry(struct mc_net_mesh_connect *c, struct csock *s, in
   mc_sock_close(&s->sock);
   s->is_connecting = false;
   if (!retryable(e) || (s->attempt > (int)mc_param_int(MC_P_SOCKET_RETRY_CNT)))
-    return MC_FAIL(retryable(e) ? ncclRemoteError : ncclSystemError,
-                   "NET/Mesh: cannot connect from %s to %s (%d attempts): %s",
-                   mc_sockaddr_str(&c->from, a, sizeof(a)), mc_sockaddr_str(&c->to, b, sizeof(b)),
-                   s->attempt, strerror(e));
+    return cfail(c, retryable(e) ? ncclRemoteError : ncclSystemError,
+                 "NET/Mesh: cannot connect from %s to %s (%d attempts): %s",
+                 mc_sockaddr_str(&c->from, a, sizeof(a)), mc_sockaddr_str(&c->to, b, sizeof(b)),
+                 s->attempt, strerror(e));
   pause = s->attempt * (int)mc_param_int(MC_P_SOCKET_RETRY_SLEEP_MSEC);
   if ((s->attempt < 16) && ((FIRST_RETRY_MS << (s->attempt - 1)) < pause))
     pause = FIRST_RETRY_MS << (s->attempt - 1);
@@ -347,16 +380,16 @@ static ncclResult_t tcp_progress(struct mc_net_mesh_connect *c, struct csock *s)
       return ncclSuccess;
     fd = socket(c->to.sa.sa_family, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
     if (fd < 0)
-      return MC_FAIL(ncclSystemError, "NET/Mesh: socket() to connect to %s failed: %s",
-                     mc_sockaddr_str(&c->to, a, sizeof(a)), strerror(errno));
+      return cfail(c, ncclSystemError, "NET/Mesh: socket() to connect to %s failed: %s",
+                   mc_sockaddr_str(&c->to, a, sizeof(a)), strerror(errno));
     s->sock.fd = fd;
     s->attempt++;
     if (bind(fd, &c->from.sa, mc_sockaddr_len(&c->from)) != 0) {
       int e = errno;
       mc_sock_close(&s->sock);
-      return MC_FAIL(ncclSystemError, "NET/Mesh: cannot bind a socket to %s to reach %s: %s",
-                     mc_sockaddr_str(&c->from, a, sizeof(a)), mc_sockaddr_str(&c->to, b, sizeof(b)),
-                     strerror(e));
+      return cfail(c, ncclSystemError, "NET/Mesh: cannot bind a socket to %s to reach %s: %s",
+                   mc_sockaddr_str(&c->from, a, sizeof(a)), mc_sockaddr_str(&c->to, b, sizeof(b)),
+                   strerror(e));
     }
     if (connect(fd, &c->to.sa, mc_sockaddr_len(&c->to)) != 0) {
       if (errno != EINPROGRESS)
@@ -413,9 +446,9 @@ static ncclResult_t hs_fail(struct mc_net_mesh_connect *c, int index, ncclResult
   char a[MC_SOCKADDR_STRLEN];
   char b[MC_SOCKADDR_STRLEN];
 
-  return MC_FAIL(res, "NET/Mesh: connection from %s to %s (host %016llx), socket %d: %s",
-                 mc_sockaddr_str(&c->from, a, sizeof(a)), mc_sockaddr_str(&c->to, b, sizeof(b)),
-                 (unsigned long long)c->h.host_hash, index, what);
+  return cfail(c, res, "NET/Mesh: connection from %s to %s (host %016llx), socket %d: %s",
+               mc_sockaddr_str(&c->from, a, sizeof(a)), mc_sockaddr_str(&c->to, b, sizeof(b)),
+               (unsigned long long)c->h.host_hash, index, what);
 }
 
 /* The connector's half of the handshake on socket i. */
@@ -428,6 +461,17 @@ static ncclResult_t sock_progress(struct mc_net_mesh_ctx *ctx, struct mc_net_mes
 
   if (s->state == CS_CONNECT)
     MC_CHECK(tcp_progress(c, s));
+  if ((s->state == CS_CONNECT) && (c->tcp_deadline_ns != 0) &&
+      (mc_time_ns() > c->tcp_deadline_ns)) {
+    /* A resume over a link that drops everything silently: try the next
+     * view rather than wait for the kernel's SYN retries. */
+    char a[MC_SOCKADDR_STRLEN];
+    char b[MC_SOCKADDR_STRLEN];
+
+    return cfail(c, ncclRemoteError, "NET/Mesh: no TCP connection from %s to %s within %d ms",
+                 mc_sockaddr_str(&c->from, a, sizeof(a)), mc_sockaddr_str(&c->to, b, sizeof(b)),
+                 (int)mc_param_int(MC_P_MESH_LINK_TIMEOUT_MS));
+  }
   if (s->state == CS_RELAY_CHALLENGE) {
     r = io(s, false, MC_NET_MESH_CHALLENGE_BYTES);
     if (r < 0)
@@ -485,7 +529,7 @@ static ncclResult_t sock_progress(struct mc_net_mesh_ctx *ctx, struct mc_net_mes
       s->resp.listen_id = c->h.listen_id;
       s->resp.conn_id = c->conn_id;
       s->resp.host_hash = ctx->host_hash;
-      s->resp.index = (uint32_t)i;
+      s->resp.index = (uint32_t)i | c->index_flags;
       s->resp.n_socks = (uint32_t)c->h.n_socks;
       MC_CHECK(mc_random_bytes(s->resp.nonce_c, sizeof(s->resp.nonce_c)));
       mc_net_mesh_mac(ctx->key, 'C', s->nonce_a, &s->resp, s->resp.mac);
@@ -539,6 +583,7 @@ ncclResult_t mc_net_mesh_connect(void *vctx, int dev, const void *handle, void *
   struct mc_net_mesh_connect **link;
   struct mc_net_mesh_connect *c = NULL;
   struct mc_net_sock_comm *comm = NULL;
+  struct mc_net_mesh_comm *mc = NULL;
   ncclResult_t res = ncclSuccess;
   int n_done = 0;
 
@@ -587,9 +632,15 @@ ncclResult_t mc_net_mesh_connect(void *vctx, int dev, const void *handle, void *
     for (int i = 0; i < c->n; i++)
       mc_sock_close(&socks[i]); /* only those comm_create did not take */
   }
+  if (res == ncclSuccess) {
+    res = mc_net_mesh_comm_create(ctx, true, comm, c->conn_id, c->h.host_hash, c->handle_bytes,
+                                  c->nic, c->link, &mc);
+    if (res != ncclSuccess)
+      mc_net_sock_comm_destroy(comm);
+  }
   connect_free(c);
   if (res == ncclSuccess)
-    *send_comm = comm;
+    *send_comm = mc;
   goto out;
 
 drop:
@@ -601,4 +652,111 @@ drop:
 out:
   pthread_mutex_unlock(&ctx->connect_mu);
   return res;
+}
+
+/* ---------- resuming a broken connection (mesh_reliable.c) ---------- */
+
+ncclResult_t mc_net_mesh_resume_start(struct mc_net_mesh_ctx *ctx, const uint8_t *handle,
+                                      uint64_t conn_id, unsigned attempt, uint64_t deadline_ns,
+                                      struct mc_net_mesh_connect **c_out)
+{
+  ncclResult_t res = ncclSuccess;
+  struct mc_net_mesh_connect *c = NULL;
+  struct mc_net_mesh_view *v = NULL;
+  char a[MC_SOCKADDR_STRLEN];
+  char b[MC_SOCKADDR_STRLEN];
+  char s[MC_SOCKADDR_STRLEN];
+  int dst = -1;
+  int hops = -1;
+
+  MC_CHECK(mc_calloc(&c, 1));
+  c->is_quiet = true;
+  c->handle_ptr = NULL;
+  memcpy(c->handle_bytes, handle, MC_NET_HANDLE_BYTES);
+  MC_CHECK_GOTO(mc_net_mesh_handle_decode(handle, &c->h), res, err);
+  c->conn_id = conn_id;
+  c->index_flags =
+      MC_NET_MESH_RESUME_FLAG | ((attempt & MC_NET_MESH_ATTEMPT_MASK) << MC_NET_MESH_ATTEMPT_SHIFT);
+  c->route_deadline_ns = deadline_ns;
+  c->n = c->h.n_socks + 1;
+  MC_CHECK_GOTO(mc_calloc(&c->socks, (size_t)c->n), res, err);
+  for (int i = 0; i < c->n; i++)
+    mc_sock_init(&c->socks[i].sock);
+  /* The current view decides: a link still up to the listener's host is
+   * used directly, else the shortest route around the broken one. */
+  v = mc_net_mesh_view_get(ctx);
+  if (v != NULL) {
+    for (int i = 0; i < v->graph->n_hosts; i++) {
+      if (v->graph->hosts[i].host_hash == c->h.host_hash)
+        dst = i;
+    }
+    if (dst >= 0)
+      hops = mc_mesh_route_hops(v->routes, v->self, dst);
+  }
+  mc_net_mesh_view_put(v);
+  if ((hops <= 1) && pick_link(ctx, &c->h, &c->nic, &c->to)) {
+    struct mc_net_mesh_nic *nic = &ctx->nics[c->nic];
+
+    c->from = nic->addr;
+    mc_sockaddr_set_port(&c->from, 0);
+    if ((c->from.sa.sa_family == AF_INET6) && IN6_IS_ADDR_LINKLOCAL(&c->from.sin6.sin6_addr))
+      c->from.sin6.sin6_scope_id = (uint32_t)nic->if_index;
+    for (int i = 0; i < c->n; i++)
+      c->socks[i].sock.addr = c->to;
+    snprintf(c->link, sizeof(c->link), "%s %s -> %s (subnet %s)", nic->name,
+             mc_sockaddr_str(&nic->addr, a, sizeof(a)), mc_sockaddr_str(&c->to, b, sizeof(b)),
+             mc_net_mesh_subnet_str(&nic->addr, nic->prefix_len, s, sizeof(s)));
+  } else {
+    c->is_relayed = true;
+  }
+  *c_out = c;
+  return ncclSuccess;
+
+err:
+  connect_free(c);
+  return res;
+}
+
+ncclResult_t mc_net_mesh_resume_progress(struct mc_net_mesh_ctx *ctx, struct mc_net_mesh_connect *c,
+                                         struct mc_sock *socks, bool *done_out, int *nic_out,
+                                         char *link_out, size_t link_bytes, char *why_out,
+                                         size_t why_bytes)
+{
+  ncclResult_t res = ncclSuccess;
+  int n_done = 0;
+
+  *done_out = false;
+  if (is_aborted(ctx))
+    return ncclInternalError;
+  if (c->is_relayed && !c->has_route) {
+    MC_CHECK_GOTO(route_find(ctx, c), res, fail);
+    if (!c->has_route)
+      return ncclSuccess;
+  }
+  if (c->tcp_deadline_ns == 0)
+    c->tcp_deadline_ns =
+        mc_time_ns() + (uint64_t)mc_param_int(MC_P_MESH_LINK_TIMEOUT_MS) * 1000000ull;
+  for (int i = 0; i < c->n; i++) {
+    MC_CHECK_GOTO(sock_progress(ctx, c, i), res, fail);
+    n_done += (c->socks[i].state == CS_DONE);
+  }
+  if (n_done < c->n)
+    return ncclSuccess;
+  for (int i = 0; i < c->n; i++) {
+    socks[i] = c->socks[i].sock;
+    c->socks[i].sock.fd = -1;
+  }
+  *nic_out = c->nic;
+  snprintf(link_out, link_bytes, "%s", c->link);
+  *done_out = true;
+  return ncclSuccess;
+
+fail:
+  snprintf(why_out, why_bytes, "%s", c->why);
+  return res;
+}
+
+void mc_net_mesh_resume_free(struct mc_net_mesh_connect *c)
+{
+  connect_free(c);
 }

@@ -45,6 +45,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/ioctl.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -53,6 +54,10 @@
 #define STABLE_MS        1500  /* no change for this long: stable, logged */
 #define EXPIRE_MS        15000 /* a record not refreshed for this long is dropped */
 #define RECV_BURST       64    /* datagrams read per socket per tick */
+/* A link whose neighbour was heard and then is not for this long (at least;
+ * MESHCCL_MESH_LINK_TIMEOUT_MS if longer) while its records still come over
+ * other links is down: three slow announcements lost in a row. */
+#define SILENT_MIN_MS 3000
 
 struct mc_net_mesh_disc {
   int fd4; /* -1 when the host has no IPv4 mesh NIC */
@@ -65,6 +70,11 @@ struct mc_net_mesh_disc {
   uint64_t logged_serial; /* view last logged */
   uint64_t serial;
   int n_logged_drops;
+  /* Per NIC: the last datagram from another host, and that host. */
+  uint64_t nic_heard_ns[MC_NET_MESH_MAX_NICS];
+  uint64_t nic_peer_host[MC_NET_MESH_MAX_NICS];
+  bool nic_is_silent[MC_NET_MESH_MAX_NICS];
+  bool nic_no_carrier[MC_NET_MESH_MAX_NICS];
 };
 
 /* ---------- byte order ---------- */
@@ -458,6 +468,8 @@ bool mc_net_mesh_view_addr(const struct mc_net_mesh_ctx *ctx, const struct mc_ne
         const struct mc_net_mesh_nic *nic = &ctx->nics[m];
         int score;
 
+        if (__atomic_load_n(&ctx->nic_down[m], __ATOMIC_ACQUIRE) != 0)
+          continue;
         if (!mc_net_mesh_same_subnet(&nic->addr, nic->prefix_len, &e->rec.addrs[k].addr,
                                      e->rec.addrs[k].prefix_len))
           continue;
@@ -545,7 +557,13 @@ static void self_record(struct mc_net_mesh_ctx *ctx, struct mc_net_mesh_rec *r)
   else
     mc_host_name(r->name, sizeof(r->name));
   for (int i = 0; (i < ctx->n_nics) && (r->n_addrs < MC_MESH_MAX_ADDRS); i++) {
-    struct mc_net_mesh_rec_addr *a = &r->addrs[r->n_addrs++];
+    struct mc_net_mesh_rec_addr *a;
+
+    /* A link whose interface is down is withdrawn: every host's graph
+     * loses it once this record floods, and routes go around it. */
+    if (__atomic_load_n(&ctx->nic_down[i], __ATOMIC_ACQUIRE) != 0)
+      continue;
+    a = &r->addrs[r->n_addrs++];
 
     a->addr = ctx->nics[i].addr;
     a->addr.sin6.sin6_scope_id =
@@ -715,6 +733,12 @@ static void recv_one(struct mc_net_mesh_ctx *ctx, int fd, uint64_t now, bool *ag
   if (sender == ctx->ctx_id)
     return; /* our own broadcast, looped back */
   __atomic_add_fetch(&ctx->stats.n_disc_received, 1, __ATOMIC_RELAXED);
+  if (get64(buf + 8) != ctx->host_hash) {
+    int nic = nic_of_ifindex(ctx, if_index);
+
+    d->nic_heard_ns[nic] = now;
+    d->nic_peer_host[nic] = get64(buf + 8);
+  }
   for (int i = 0; i < n_recs; i++) {
     enum mc_net_mesh_update u;
 
@@ -820,8 +844,11 @@ static void announce(struct mc_net_mesh_ctx *ctx, uint64_t now)
       i++; /* cannot happen with bounded records; never loop */
       continue;
     }
-    for (int k = 0; k < ctx->n_nics; k++)
-      send_on(ctx, k, buf, bytes);
+    for (int k = 0; k < ctx->n_nics; k++) {
+      /* A silent link is still announced on: that is how it comes back. */
+      if (!d->nic_no_carrier[k])
+        send_on(ctx, k, buf, bytes);
+    }
     i += n_taken;
   }
 }
@@ -866,6 +893,15 @@ void mc_net_mesh_disc_tick(struct mc_net_mesh_ctx *ctx, const struct pollfd *pfd
 
   if (d == NULL)
     return;
+  if (mc_net_mesh_nics_watch(ctx)) {
+    uint64_t version = d->table.e[0].rec.version;
+
+    self_record(ctx, &d->table.e[0].rec);
+    d->table.e[0].rec.version = version;
+    d->is_changed = true;
+    d->changed_ns = now;
+    d->next_announce_ns = now; /* tell the mesh at once */
+  }
   for (int i = 0; i < n_pfd; i++) {
     bool again = (pfd[i].revents != 0);
 
@@ -895,4 +931,94 @@ void mc_net_mesh_disc_tick(struct mc_net_mesh_ctx *ctx, const struct pollfd *pfd
       log_mesh(ctx, v);
     mc_net_mesh_view_put(v);
   }
+}
+
+/* ---------- link state ---------- */
+
+/* Is the neighbour last heard on nic still alive, as records of it that
+ * reach us over other links say? Then its silence on nic is the link's. */
+static bool peer_alive_elsewhere(const struct mc_net_mesh_disc *d, uint64_t host, uint64_t now,
+                                 uint64_t window_ns)
+{
+  for (int i = 1; i < d->table.n; i++) {
+    if ((d->table.e[i].rec.host_hash == host) && (now - d->table.e[i].heard_ns < window_ns))
+      return true;
+  }
+  return false;
+}
+
+bool mc_net_mesh_nics_watch(struct mc_net_mesh_ctx *ctx)
+{
+  struct mc_net_mesh_disc *d = ctx->disc;
+  int fd = (d->fd4 >= 0) ? d->fd4 : d->fd6;
+  bool is_changed = false;
+  uint64_t now = mc_time_ns();
+  uint64_t silent_ns = (uint64_t)mc_param_int(MC_P_MESH_LINK_TIMEOUT_MS) * 1000000ull;
+
+  if (silent_ns < (uint64_t)SILENT_MIN_MS * 1000000ull)
+    silent_ns = (uint64_t)SILENT_MIN_MS * 1000000ull;
+  for (int i = 0; (fd >= 0) && (i < ctx->n_nics); i++) {
+    struct ifreq ifr;
+    int was_down = __atomic_load_n(&ctx->nic_down[i], __ATOMIC_ACQUIRE);
+    bool no_carrier;
+    bool is_silent = d->nic_is_silent[i];
+    int is_down;
+    char s[MC_SOCKADDR_STRLEN];
+
+    memset(&ifr, 0, sizeof(ifr));
+    snprintf(ifr.ifr_name, sizeof(ifr.ifr_name), "%s", ctx->nics[i].name);
+    if (ioctl(fd, SIOCGIFFLAGS, &ifr) != 0)
+      no_carrier = (errno == ENODEV) || (errno == ENXIO);
+    else
+      no_carrier = ((ifr.ifr_flags & IFF_UP) == 0) || ((ifr.ifr_flags & IFF_RUNNING) == 0);
+    /* Silent: a neighbour host was heard on this NIC, has not been for
+     * silent_ns, yet its records still arrive over other links. */
+    if ((d->nic_peer_host[i] != 0) && (now - d->nic_heard_ns[i] > silent_ns))
+      is_silent = peer_alive_elsewhere(d, d->nic_peer_host[i], now, silent_ns);
+    else if (now - d->nic_heard_ns[i] <= silent_ns)
+      is_silent = false;
+    d->nic_no_carrier[i] = no_carrier;
+    d->nic_is_silent[i] = is_silent;
+    is_down = (no_carrier || is_silent) ? 1 : 0;
+    if (is_down == was_down)
+      continue;
+    __atomic_store_n(&ctx->nic_down[i], is_down, __ATOMIC_RELEASE);
+    is_changed = true;
+    MC_INFO(MC_SUB_NET, "NET/Mesh: link %s on host %016llx: interface %s %s (subnet %s)%s",
+            is_down ? "down" : "up", (unsigned long long)ctx->host_hash, ctx->nics[i].name,
+            !is_down     ? "is up again"
+            : no_carrier ? "lost its carrier or was set down"
+                         : "hears its neighbour no more, though the neighbour is alive",
+            mc_net_mesh_subnet_str(&ctx->nics[i].addr, ctx->nics[i].prefix_len, s, sizeof(s)),
+            is_down ? "; its connections move to other routes" : "");
+  }
+  return is_changed;
+}
+
+void mc_net_mesh_nic_str(const struct mc_net_mesh_ctx *ctx, int nic, char *buf, size_t bytes)
+{
+  char a[MC_SOCKADDR_STRLEN];
+  char s[MC_SOCKADDR_STRLEN];
+
+  if ((nic < 0) || (nic >= ctx->n_nics)) {
+    snprintf(buf, bytes, "?");
+    return;
+  }
+  snprintf(buf, bytes, "%s %s (subnet %s)", ctx->nics[nic].name,
+           mc_sockaddr_str(&ctx->nics[nic].addr, a, sizeof(a)),
+           mc_net_mesh_subnet_str(&ctx->nics[nic].addr, ctx->nics[nic].prefix_len, s, sizeof(s)));
+}
+
+void mc_net_mesh_host_str(struct mc_net_mesh_ctx *ctx, uint64_t host_hash, char *buf, size_t bytes)
+{
+  struct mc_net_mesh_view *v = mc_net_mesh_view_get(ctx);
+  const char *name = NULL;
+
+  for (int i = 0; (v != NULL) && (i < v->graph->n_hosts); i++) {
+    if (v->graph->hosts[i].host_hash == host_hash)
+      name = v->graph->hosts[i].name;
+  }
+  snprintf(buf, bytes, "%016llx%s%s", (unsigned long long)host_hash, (name != NULL) ? "/" : "",
+           (name != NULL) ? name : "");
+  mc_net_mesh_view_put(v);
 }

@@ -91,8 +91,19 @@ void mc_net_mesh_sock_opts(int fd)
   int one = 1;
   int64_t sndbuf = mc_param_int(MC_P_SOCKET_SNDBUF);
   int64_t rcvbuf = mc_param_int(MC_P_SOCKET_RCVBUF);
+  int timeout_ms = (int)mc_param_int(MC_P_MESH_LINK_TIMEOUT_MS);
+  /* Idle sockets (a receiver waiting, a relay between messages) probe the
+   * peer after a third of the timeout, every third: at most the timeout
+   * passes before a dead link shows as an error on the socket. */
+  int idle_s = (timeout_ms / 3000 > 0) ? timeout_ms / 3000 : 1;
+  int cnt = 3;
 
   (void)setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+  (void)setsockopt(fd, SOL_SOCKET, SO_KEEPALIVE, &one, sizeof(one));
+  (void)setsockopt(fd, IPPROTO_TCP, TCP_KEEPIDLE, &idle_s, sizeof(idle_s));
+  (void)setsockopt(fd, IPPROTO_TCP, TCP_KEEPINTVL, &idle_s, sizeof(idle_s));
+  (void)setsockopt(fd, IPPROTO_TCP, TCP_KEEPCNT, &cnt, sizeof(cnt));
+  (void)setsockopt(fd, IPPROTO_TCP, TCP_USER_TIMEOUT, &timeout_ms, sizeof(timeout_ms));
   if (sndbuf > 0) {
     int v = (int)sndbuf;
     (void)setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &v, sizeof(v));
@@ -293,18 +304,28 @@ static bool verify(struct mc_net_mesh_ctx *ctx, struct hs_pending *p)
     refuse(ctx, p, REFUSE_MAC, "authentication failed (the connector's MAC does not verify)");
     return false;
   }
-  if ((p->resp.n_socks > MC_NET_SOCK_MAX_SOCKS) || (p->resp.index > p->resp.n_socks)) {
-    snprintf(why, sizeof(why), "socket %u of %u data sockets (at most %d)", p->resp.index,
-             p->resp.n_socks, MC_NET_SOCK_MAX_SOCKS);
+  if ((p->resp.n_socks > MC_NET_SOCK_MAX_SOCKS) ||
+      ((p->resp.index & MC_NET_MESH_INDEX_MASK) > p->resp.n_socks) ||
+      (((p->resp.index & MC_NET_MESH_RESUME_FLAG) == 0) &&
+       (p->resp.index > MC_NET_MESH_INDEX_MASK))) {
+    snprintf(why, sizeof(why), "socket %u of %u data sockets (at most %d)",
+             p->resp.index & MC_NET_MESH_INDEX_MASK, p->resp.n_socks, MC_NET_SOCK_MAX_SOCKS);
     refuse(ctx, p, REFUSE_PROTOCOL, why);
     return false;
   }
   pthread_mutex_lock(&ctx->mu);
-  has_listen = (find_listen(ctx, p->resp.listen_id) != NULL);
+  if ((p->resp.index & MC_NET_MESH_RESUME_FLAG) != 0)
+    has_listen = mc_net_mesh_resume_known(ctx, p->resp.conn_id, p->resp.host_hash);
+  else
+    has_listen = (find_listen(ctx, p->resp.listen_id) != NULL);
   pthread_mutex_unlock(&ctx->mu);
   if (!has_listen) {
-    snprintf(why, sizeof(why), "listen comm %016llx is not open here (closed already?)",
-             (unsigned long long)p->resp.listen_id);
+    if ((p->resp.index & MC_NET_MESH_RESUME_FLAG) != 0)
+      snprintf(why, sizeof(why), "resume of connection %016llx: no such receive comm here",
+               (unsigned long long)p->resp.conn_id);
+    else
+      snprintf(why, sizeof(why), "listen comm %016llx is not open here (closed already?)",
+               (unsigned long long)p->resp.listen_id);
     refuse(ctx, p, REFUSE_PROTOCOL, why);
     return false;
   }
@@ -591,7 +612,17 @@ static bool progress(struct mc_net_mesh_ctx *ctx, struct hs_pending *p)
       const char *why;
 
       pthread_mutex_lock(&ctx->mu);
-      why = file_sock(ctx, p);
+      if ((p->resp.index & MC_NET_MESH_RESUME_FLAG) != 0) {
+        why = mc_net_mesh_resume_file(ctx, p->resp.conn_id, p->resp.host_hash,
+                                      (p->resp.index >> MC_NET_MESH_ATTEMPT_SHIFT) &
+                                          MC_NET_MESH_ATTEMPT_MASK,
+                                      (int)(p->resp.index & MC_NET_MESH_INDEX_MASK),
+                                      (int)p->resp.n_socks, p->fd, &p->peer, p->nic);
+        if (why == NULL)
+          p->fd = -1;
+      } else {
+        why = file_sock(ctx, p);
+      }
       pthread_mutex_unlock(&ctx->mu);
       if (why != NULL) {
         refuse(ctx, p, REFUSE_PROTOCOL, why);
@@ -708,6 +739,7 @@ static void tick(struct mc_net_mesh_ctx *ctx, struct mc_net_mesh_hs_thread *t)
   }
   pthread_mutex_lock(&ctx->mu);
   expire_groups(ctx, mc_time_ns());
+  mc_net_mesh_comms_tick(ctx);
   pthread_mutex_unlock(&ctx->mu);
   mc_net_mesh_disc_tick(ctx, pfd + disc0, n_disc);
 }

@@ -18,8 +18,11 @@
  *                     (UDP, MESHCCL_MESH_PORT), the table of hosts, the
  *                     graph and routing table rebuilt from it (a snapshot
  *                     readers share), the mesh logged once stable;
- *   mesh_net.c        the ops table: devices, listen / accept; the data
- *                     path is the socket net's (net_socket_int.h).
+ *   mesh_reliable.c   the comm NCCL drives: sequence numbers and
+ *                     acknowledgements over the socket net's comm
+ *                     (net_socket_int.h), replaced by a new route when a
+ *                     link goes down, without losing or repeating a byte;
+ *   mesh_net.c        the ops table: devices, listen / accept.
  *
  * Relay: a connector without a common subnet with the listener sends a
  * relay request to the next host of its route (on that host's handshake
@@ -364,6 +367,126 @@ int mc_net_mesh_disc_pollfds(struct mc_net_mesh_ctx *ctx, struct pollfd *pfd);
 /* Receives, merges, announces when due, rebuilds and logs (handshake thread). */
 void mc_net_mesh_disc_tick(struct mc_net_mesh_ctx *ctx, const struct pollfd *pfd, int n_pfd);
 
+/* ---------- the reliability layer (mesh_reliable.c) ---------- */
+
+/*
+ * Messages of a connection are numbered from 0 in posting order at both
+ * ends (the n-th isend matches the n-th irecv), so a sequence number never
+ * travels with a message: within one set of TCP sockets nothing is lost or
+ * reordered, and across a break both ends agree on where to restart through
+ * the receiver's cumulative acknowledgement:
+ *   ACK, receiver -> sender on the control socket's unused reverse
+ *   direction, 8 bytes: the number of messages completely received (the
+ *   next sequence number expected), big endian.
+ * The first ACK on a resumed connection is sent at once, even if unchanged:
+ * the sender waits for it and resends from there.
+ * A resumed connection's handshake is the first one's, with the RESPONSE's
+ * index field carrying MC_NET_MESH_RESUME_FLAG and the attempt number (under
+ * the MAC like every field): the acceptor files its sockets under the
+ * receive comm of that connection id instead of a listen comm.
+ */
+#define MC_NET_MESH_ACK_BYTES     8
+#define MC_NET_MESH_RESUME_FLAG   0x80000000u
+#define MC_NET_MESH_ATTEMPT_SHIFT 16
+#define MC_NET_MESH_ATTEMPT_MASK  0x7fffu
+#define MC_NET_MESH_INDEX_MASK    0xffffu
+
+/* Per-slot flags of the bookkeeping (slot = seq % MC_NET_MAX_REQUESTS). */
+#define MC_NET_MESH_SLOT_USED   0x1 /* posted by the caller, not yet released */
+#define MC_NET_MESH_SLOT_POSTED 0x2 /* handed to the current socket comm */
+#define MC_NET_MESH_SLOT_MOVED  0x4 /* the socket comm finished with it */
+
+/* Sequence and acknowledgement bookkeeping of one connection end. Pure:
+ * no sockets, no logging; the unit tests drive it alone. */
+struct mc_net_mesh_rel {
+  bool is_send;
+  uint64_t next_seq; /* of the next message posted */
+  uint64_t tail;     /* oldest message not yet released */
+  /* The receiver's next expected message: every message below it is
+   * completely received (send: as acknowledged; recv: as completed). */
+  uint64_t acked;
+  uint8_t slot[MC_NET_MAX_REQUESTS];
+};
+
+void mc_net_mesh_rel_init(struct mc_net_mesh_rel *r, bool is_send);
+/* A new message: false when MC_NET_MAX_REQUESTS are held (try later). */
+bool mc_net_mesh_rel_post(struct mc_net_mesh_rel *r, uint64_t *seq_out);
+void mc_net_mesh_rel_posted(struct mc_net_mesh_rel *r, uint64_t seq);
+/* The socket comm finished with seq (recv: received whole; the expected
+ * number advances over every message finished in order). */
+void mc_net_mesh_rel_moved(struct mc_net_mesh_rel *r, uint64_t seq);
+/* An acknowledgement (send): false when it acknowledges a message never
+ * sent (a protocol error); one not above the last is a duplicate, ignored. */
+bool mc_net_mesh_rel_ack(struct mc_net_mesh_rel *r, uint64_t ack);
+/* May the caller be told seq is done? send: acknowledged and out of the
+ * socket comm's hands; recv: it and every earlier message received. */
+bool mc_net_mesh_rel_is_done(const struct mc_net_mesh_rel *r, uint64_t seq);
+void mc_net_mesh_rel_release(struct mc_net_mesh_rel *r, uint64_t seq);
+/* A new connection replaces a broken one; expected is the receiver's next
+ * expected message (its first ACK; a receiver passes its own). Messages
+ * below it are complete; every message from it on is to be posted again
+ * (send: resent from the caller's buffer; recv: received again, what came
+ * of it before is overwritten). false when expected is impossible
+ * (before an earlier acknowledgement or after the last message sent). */
+bool mc_net_mesh_rel_resume(struct mc_net_mesh_rel *r, uint64_t expected);
+/* The messages to hand to the socket comm, in order (at most max). */
+int mc_net_mesh_rel_to_post(const struct mc_net_mesh_rel *r, uint64_t *seqs, int max);
+void mc_net_mesh_ack_encode(uint64_t ack, uint8_t buf[MC_NET_MESH_ACK_BYTES]);
+uint64_t mc_net_mesh_ack_decode(const uint8_t buf[MC_NET_MESH_ACK_BYTES]);
+
+struct mc_net_mesh_comm;
+struct mc_net_mesh_connect;
+struct mc_net_sock_comm;
+struct mc_net_mesh_ctx;
+struct mc_net_mesh_group;
+
+/* Wraps a connected socket comm (ownership moves) into a Mesh comm; a
+ * receive comm registers under its connection id for resumes. link says
+ * which link the connection uses, for messages. */
+ncclResult_t mc_net_mesh_comm_create(struct mc_net_mesh_ctx *ctx, bool is_send,
+                                     struct mc_net_sock_comm *sc, uint64_t conn_id,
+                                     uint64_t peer_host, const uint8_t *handle, int nic,
+                                     const char *link, struct mc_net_mesh_comm **comm_out);
+ncclResult_t mc_net_mesh_isend(void *send_comm, void *data, size_t size, int tag, void *mhandle,
+                               void **request);
+ncclResult_t mc_net_mesh_irecv(void *recv_comm, int n, void **data, size_t *sizes, int *tags,
+                               void **mhandles, void **request);
+ncclResult_t mc_net_mesh_test(void *request, int *done, size_t *sizes);
+ncclResult_t mc_net_mesh_comm_close(void *comm);
+/* Handshake thread, ctx->mu held: is there a receive comm for this
+ * connection from that host? / file one authenticated socket of a resume
+ * (NULL when filed, else why not). */
+bool mc_net_mesh_resume_known(struct mc_net_mesh_ctx *ctx, uint64_t conn_id, uint64_t peer_host);
+/* Handshake thread, ctx->mu held, every tick: a receive comm whose caller
+ * is idle (no receive posted, so no call) takes a resume that arrived and
+ * sends its first acknowledgement, so that a sender waiting for it goes on. */
+void mc_net_mesh_comms_tick(struct mc_net_mesh_ctx *ctx);
+const char *mc_net_mesh_resume_file(struct mc_net_mesh_ctx *ctx, uint64_t conn_id,
+                                    uint64_t peer_host, unsigned attempt, int index, int n_socks,
+                                    int fd, const union mc_sockaddr *peer, int nic);
+
+/* mesh_connect.c: a new route for a broken connection, without waiting:
+ * resume_start prepares it, resume_progress moves it (ncclSuccess with
+ * *done_out false: again later; an error: this attempt failed, said at
+ * INFO only, the text in why_out), on success the 1 + n_socks sockets go
+ * to socks (ownership moves) and link_out says which route. */
+ncclResult_t mc_net_mesh_resume_start(struct mc_net_mesh_ctx *ctx, const uint8_t *handle,
+                                      uint64_t conn_id, unsigned attempt, uint64_t deadline_ns,
+                                      struct mc_net_mesh_connect **c_out);
+ncclResult_t mc_net_mesh_resume_progress(struct mc_net_mesh_ctx *ctx, struct mc_net_mesh_connect *c,
+                                         struct mc_sock *socks, bool *done_out, int *nic_out,
+                                         char *link_out, size_t link_bytes, char *why_out,
+                                         size_t why_bytes);
+void mc_net_mesh_resume_free(struct mc_net_mesh_connect *c);
+
+/* mesh_discover.c: the interfaces whose carrier is down (hs thread);
+ * true when anything changed. */
+bool mc_net_mesh_nics_watch(struct mc_net_mesh_ctx *ctx);
+/* "mcl2 10.1.12.1 (subnet 10.1.12.0/24)" for messages. */
+void mc_net_mesh_nic_str(const struct mc_net_mesh_ctx *ctx, int nic, char *buf, size_t bytes);
+/* The host name discovery knows for host_hash, else its hash. */
+void mc_net_mesh_host_str(struct mc_net_mesh_ctx *ctx, uint64_t host_hash, char *buf, size_t bytes);
+
 /* ---------- the context (mesh_net.c, mesh_handshake.c) ---------- */
 
 #define MC_NET_MESH_MAX_PENDING 64 /* handshakes in flight; the oldest is evicted */
@@ -403,6 +526,9 @@ struct mc_net_mesh_stats {
   int n_relay_refused;  /* relay requests refused */
   int n_disc_received;  /* discovery datagrams accepted */
   int n_disc_dropped;   /* discovery datagrams dropped: garbage, bad MAC, wrong interface */
+  int n_breaks;         /* connection ends whose link went down */
+  int n_resumed;        /* of which moved to a new route */
+  int n_lost;           /* of which lost for good (no route in time) */
 };
 
 struct mc_net_mesh_hs_thread;
@@ -441,6 +567,9 @@ struct mc_net_mesh_ctx {
   pthread_mutex_t view_mu;           /* guards view (the pointer only) */
   struct mc_net_mesh_view *view;     /* current snapshot (view_mu) */
   struct mc_mesh_relay *relay;       /* forwards relayed sockets */
+  /* Failover. */
+  int nic_down[MC_NET_MESH_MAX_NICS];  /* atomic: carrier or admin state down */
+  struct mc_net_mesh_comm *recv_comms; /* open receive comms, for resumes (mu) */
 };
 
 /* mesh_handshake.c: binds a listening socket to every NIC's address and

@@ -19,7 +19,9 @@
  *     connects to the peer's address on that subnet; without a common
  *     subnet the connection is relayed by the hosts on the route, which
  *     discovery (mesh_discover.c) learns over the links;
- *   - the data path is the socket net's (net_socket_io.c), built from the
+ *   - the data path is the socket net's (net_socket_io.c) under the
+ *     reliability layer (mesh_reliable.c: acknowledgements, and a new route
+ *     when a link goes down), built from the
  *     authenticated sockets with mc_net_sock_comm_create, with its helper
  *     threads and data sockets set by NCCL_SOCKET_NTHREADS and
  *     NCCL_NSOCKS_PERTHREAD (same meaning, same automatic values: the data
@@ -47,6 +49,7 @@
 #define AUTO_NSOCKS   1
 #define MAX_COMMS     65536
 #define MAX_RETRY_MS  1000
+#define LINGER_MS     10000 /* finalize waits this long at most for relayed pipes */
 #define DISC_LABEL    "meshccl mesh discovery"
 
 _Static_assert(MC_NET_MESH_HDR_BYTES + MC_NET_MESH_ADDR_BYTES == MC_NET_HANDLE_BYTES,
@@ -220,6 +223,9 @@ void mc_net_mesh_stats_get(void *vctx, struct mc_net_mesh_stats *stats_out)
   stats_out->n_relay_refused = __atomic_load_n(&ctx->stats.n_relay_refused, __ATOMIC_RELAXED);
   stats_out->n_disc_received = __atomic_load_n(&ctx->stats.n_disc_received, __ATOMIC_RELAXED);
   stats_out->n_disc_dropped = __atomic_load_n(&ctx->stats.n_disc_dropped, __ATOMIC_RELAXED);
+  stats_out->n_breaks = __atomic_load_n(&ctx->stats.n_breaks, __ATOMIC_RELAXED);
+  stats_out->n_resumed = __atomic_load_n(&ctx->stats.n_resumed, __ATOMIC_RELAXED);
+  stats_out->n_lost = __atomic_load_n(&ctx->stats.n_lost, __ATOMIC_RELAXED);
 }
 
 /* ---------- listen / accept ---------- */
@@ -271,6 +277,7 @@ static ncclResult_t mesh_accept(void *listen_comm, void **recv_out)
   struct mc_net_mesh_ctx *ctx = l->ctx;
   struct mc_net_mesh_group *g;
   struct mc_net_sock_comm *comm = NULL;
+  struct mc_net_mesh_comm *mc = NULL;
   char a[MC_SOCKADDR_STRLEN];
   char sub[MC_SOCKADDR_STRLEN];
   ncclResult_t res;
@@ -296,10 +303,20 @@ static ncclResult_t mesh_accept(void *listen_comm, void **recv_out)
                                  sizeof(sub)));
   res = mc_net_sock_comm_create(false, ctx->abort_flag, g->socks, g->n_socks, ctx->n_threads,
                                 ctx->inline_bytes, ctx->min_task_bytes, &comm);
+  if (res == ncclSuccess) {
+    char link[MC_SOCKADDR_STRLEN * 2 + 160];
+
+    mc_net_mesh_nic_str(ctx, g->nic, link, sizeof(link));
+    snprintf(link + strlen(link), sizeof(link) - strlen(link), " from %s", a);
+    res = mc_net_mesh_comm_create(ctx, false, comm, g->conn_id, g->peer_host, NULL, g->nic, link,
+                                  &mc);
+    if (res != ncclSuccess)
+      mc_net_sock_comm_destroy(comm);
+  }
   mc_net_mesh_group_free(g); /* closes only the sockets comm_create did not take */
   if (res != ncclSuccess)
     return res;
-  *recv_out = comm;
+  *recv_out = mc;
   return ncclSuccess;
 }
 
@@ -332,10 +349,27 @@ static ncclResult_t mesh_close_listen(void *listen_comm)
   return ncclSuccess;
 }
 
-static ncclResult_t mesh_close_comm(void *comm)
+/* A host that relays other hosts' connections does not cut them because its
+ * own communicator ends first (ranks finish at different times): finalize
+ * waits until those pipes end, for at most LINGER_MS, not when aborted. */
+static void linger_for_relayed(struct mc_net_mesh_ctx *ctx)
 {
-  mc_net_sock_comm_destroy(comm);
-  return ncclSuccess;
+  struct mc_mesh_relay_stats st;
+  uint64_t end_ns = mc_time_ns() + (uint64_t)LINGER_MS * 1000000ull;
+  bool is_said = false;
+
+  for (;;) {
+    mc_mesh_relay_stats(ctx->relay, &st);
+    if ((st.n_active == 0) || is_aborted(ctx) || (mc_time_ns() > end_ns))
+      break;
+    if (!is_said)
+      MC_INFO(MC_SUB_NET,
+              "NET/Mesh: finalize: waiting up to %d ms for %d relayed connections of other hosts "
+              "to end",
+              LINGER_MS, st.n_active);
+    is_said = true;
+    (void)poll(NULL, 0, 10);
+  }
 }
 
 static ncclResult_t mesh_finalize(void *vctx)
@@ -344,6 +378,7 @@ static ncclResult_t mesh_finalize(void *vctx)
 
   if (ctx == NULL)
     return ncclSuccess;
+  linger_for_relayed(ctx);
   mc_net_mesh_hs_stop(ctx); /* also closes discovery and drops the view */
   mc_mesh_relay_destroy(ctx->relay);
   mc_net_mesh_connects_free(ctx);
@@ -369,11 +404,11 @@ const struct mc_net_ops mc_net_mesh_ops = {
     .accept = mesh_accept,
     .reg_mr = mesh_reg_mr,
     .dereg_mr = mesh_dereg_mr,
-    .isend = mc_net_sock_isend,
-    .irecv = mc_net_sock_irecv,
-    .test = mc_net_sock_test,
-    .close_send = mesh_close_comm,
-    .close_recv = mesh_close_comm,
+    .isend = mc_net_mesh_isend,
+    .irecv = mc_net_mesh_irecv,
+    .test = mc_net_mesh_test,
+    .close_send = mc_net_mesh_comm_close,
+    .close_recv = mc_net_mesh_comm_close,
     .close_listen = mesh_close_listen,
     .finalize = mesh_finalize,
 };
