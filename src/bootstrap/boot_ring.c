@@ -102,6 +102,21 @@ static ncclResult_t ctl_check(void *arg)
   return MC_FAIL((ncclResult_t)m.code, "Bootstrap: rank %d: %s", b->rank, m.text);
 }
 
+ncclResult_t mc_boot_root_reason(struct mc_boot *b, int64_t wait_ms)
+{
+  struct mc_deadline dl = mc_deadline_in_ms(wait_ms);
+
+  while ((b != NULL) && (b->ctl.fd >= 0)) {
+    ncclResult_t r = ctl_check(b);
+    if (r != ncclSuccess)
+      return r;
+    if (mc_deadline_passed(dl))
+      break;
+    mc_sleep_ms_abortable(10, b->abort_flag);
+  }
+  return ncclSuccess;
+}
+
 static struct mc_wait boot_wait(struct mc_boot *b)
 {
   struct mc_wait w;

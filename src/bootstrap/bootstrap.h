@@ -99,6 +99,13 @@ ncclResult_t mc_boot_init(const struct mc_boot_config *cfg, struct mc_boot **boo
 
 /* Tells the root this rank's init completed and closes the control connection. */
 void mc_boot_init_done(struct mc_boot *boot);
+/* After a local failure during init: waits up to wait_ms for the root's
+ * notice that another rank failed first (a failure elsewhere is often the
+ * cause of this one: a peer that gave up removed what this rank was
+ * opening). Returns that notice as an error (recorded with MC_FAIL, naming
+ * the rank that failed), else ncclSuccess. boot may be NULL. */
+ncclResult_t mc_boot_root_reason(struct mc_boot *boot, int64_t wait_ms);
+
 /* Tells the root this rank's init failed, so that every other rank learns it now. */
 void mc_boot_init_failed(struct mc_boot *boot, ncclResult_t res, const char *why);
 

@@ -202,6 +202,10 @@ static ncclResult_t init_stages(struct ncclComm *comm)
   return ncclSuccess;
 }
 
+/* After a local init failure, how long the root may take to say that another
+ * rank failed first (its notice goes to every rank at once). */
+#define ROOT_REASON_WAIT_MS 200
+
 ncclResult_t mc_comm_init_run(struct ncclComm *comm)
 {
   ncclResult_t res;
@@ -213,6 +217,10 @@ ncclResult_t mc_comm_init_run(struct ncclComm *comm)
   res = init_stages(comm);
   if (res != ncclSuccess) {
     char why[MC_LAST_ERROR_BYTES];
+    /* When another rank failed first, the root's notice is the cause. */
+    ncclResult_t first = mc_boot_root_reason(comm->boot, ROOT_REASON_WAIT_MS);
+    if (first != ncclSuccess)
+      res = first;
     mc_error_last_copy(why, sizeof(why));
     if (why[0] == '\0')
       snprintf(why, sizeof(why), "%s (%d)", ncclGetErrorString(res), (int)res);
