@@ -43,7 +43,6 @@
 #define AUTO_NTHREADS 0
 #define AUTO_NSOCKS   1
 
-#define DEFAULT_SPEED_MBPS 10000 /* NCCL's when /sys/class/net/<if>/speed is unreadable */
 #define MAX_COMMS          65536
 #define HELLO_WINDOW_MS    5000  /* a socket that does not say who it is is dropped */
 #define GROUP_WINDOW_MS    30000 /* an incomplete connection is dropped */
@@ -151,8 +150,13 @@ static ncclResult_t sock_init(const struct mc_net_init_args *args, void **ctx_ou
   line[0] = '\0';
   for (int i = 0; i < ctx->n_devs; i++) {
     char a[MC_SOCKADDR_STRLEN];
+
+    mc_if_speed(ctx->devs[i].name, &ctx->speeds[i]);
     mc_str_appendf(line, sizeof(line), &used, " [%d]%s:%s", i, ctx->devs[i].name,
                    mc_sockaddr_str(&ctx->devs[i].addr, a, sizeof(a)));
+    if (ctx->speeds[i].shaped_mbps > 0)
+      mc_str_appendf(line, sizeof(line), &used, "(tbf %dMb/s, link %dMb/s)",
+                     ctx->speeds[i].shaped_mbps, ctx->speeds[i].link_mbps);
   }
   MC_INFO(MC_SUB_INIT | MC_SUB_NET,
           "NET/Socket: using%s; %d helper threads, %d data sockets per connection%s", line,
@@ -168,31 +172,6 @@ static ncclResult_t sock_devices(void *vctx, int *ndev)
 
   *ndev = ctx->n_devs;
   return ncclSuccess;
-}
-
-/* /sys/class/net/<if>/speed below MESHCCL_SYSFS_ROOT; NCCL's default when
- * unreadable or not positive (virtual interfaces report -1 or nothing). */
-static int if_speed(const char *if_name)
-{
-  const char *root = mc_param_str(MC_P_SYSFS_ROOT);
-  char path[PATH_MAX];
-  char buf[32];
-  int speed = DEFAULT_SPEED_MBPS;
-  ssize_t n;
-  int fd;
-
-  snprintf(path, sizeof(path), "%s/sys/class/net/%s/speed", (root != NULL) ? root : "", if_name);
-  fd = open(path, O_RDONLY | O_CLOEXEC);
-  if (fd < 0)
-    return speed;
-  n = read(fd, buf, sizeof(buf) - 1);
-  close(fd);
-  if (n > 0) {
-    buf[n] = '\0';
-    if (atoi(buf) > 0)
-      speed = atoi(buf);
-  }
-  return speed;
 }
 
 static void if_pci_path(const char *if_name, char *out, size_t out_bytes)
@@ -219,7 +198,7 @@ static ncclResult_t sock_get_properties(void *vctx, int dev, struct mc_net_props
   if_pci_path(ctx->devs[dev].name, props->pci_path, sizeof(props->pci_path));
   props->guid = (uint64_t)dev;
   props->ptr_support = MC_NET_PTR_HOST;
-  props->speed = if_speed(ctx->devs[dev].name);
+  props->speed = ctx->speeds[dev].mbps;
   props->port = 0;
   props->latency = 0;
   props->max_comms = MAX_COMMS;

@@ -58,6 +58,7 @@ struct mc_net_sock_ctx {
   const volatile uint32_t *abort_flag;
   int n_devs;
   struct mc_ifc devs[MC_NET_SOCK_MAX_DEVS];
+  struct mc_if_speed speeds[MC_NET_SOCK_MAX_DEVS]; /* read once at init */
   int n_threads; /* resolved NCCL_SOCKET_NTHREADS */
   int n_socks;   /* data sockets per connection */
   uint32_t inline_bytes;

@@ -119,6 +119,20 @@ ncclResult_t mc_if_choose(const struct mc_ifc *ifs, int n_ifs, const char *ifnam
  */
 ncclResult_t mc_if_find_bootstrap(const union mc_sockaddr *comm_id, struct mc_ifc *chosen_out);
 
+/* ---------- interface speed (sock_ifspeed.c) ---------- */
+
+/* What a net reports as an interface's speed, and where it came from. */
+struct mc_if_speed {
+  int mbps;        /* the lesser of the two below: the speed the nets report */
+  int link_mbps;   /* /sys/class/net/<if>/speed, 10000 when unreadable (NCCL's default) */
+  int shaped_mbps; /* rate of a root tbf qdisc on the interface, 0 when none */
+};
+
+/* The speed of if_name. Never fails: what cannot be read is left at the
+ * link speed (or NCCL's default); the qdisc is not read under
+ * MESHCCL_SYSFS_ROOT (a fake machine). One bounded rtnetlink request. */
+void mc_if_speed(const char *if_name, struct mc_if_speed *out);
+
 /* ---------- sockets (sock_io.c) ---------- */
 
 /* Socket types carried in the handshake (NCCL's numbers; meshccl's own from 0x100). */

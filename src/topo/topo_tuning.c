@@ -13,17 +13,25 @@
  */
 #include "topo/topo_tuning.h"
 
+#include <stdint.h>
 #include <string.h>
 
 /*
- * Measured by bench/tree_ring_netns.sh on a 2-core VM (medians of 5 runs; the
- * figures are in docs/ARCHITECTURE.md, "Tuning"):
- *  - a NET hop (socket net between network namespaces) costs 60-110 us at
- *    small sizes, a hop through a host FIFO about 1 us; a call about 5 us;
- *  - between namespace hosts (2 channels), a ring reaches 0.7-0.9 GB/s of
- *    bus bandwidth at 2 hosts (0.45 per channel) and a tree 0.66-0.8 GB/s of
- *    algorithm bandwidth (0.9 per channel before NCCL's x0.92 and x0.5);
- *    at 4 and 8 hosts, which share the VM's two cores, trees stay ahead of
+ * Measured by bench/tree_ring_netns.sh on a quiet 2-core VM (medians of 5
+ * runs; the figures are in docs/ARCHITECTURE.md, "Tuning"):
+ *  - a call costs about 5 us; a hop through a host FIFO about 1 us;
+ *  - a NET hop (socket net between network namespaces) about 20 us for a
+ *    tree, whose hop is one message while the other end waits; a ring step
+ *    about 30 us, every rank sending and receiving at once (at 2 hosts, with
+ *    the same number of hops, rings take 20-30 us more from 512 B to
+ *    16 KiB). meshccl keeps the ring's own NET latency at one rank per node,
+ *    where NCCL 2.30 (tuning.cc) uses the tree's;
+ *  - between namespace hosts (2 channels), a ring reaches 0.8-0.9 GB/s of
+ *    bus bandwidth at 2 hosts (0.45 per channel) and a tree 0.8 GB/s of
+ *    algorithm bandwidth (0.9 per channel before NCCL's x0.92 and x0.5); a
+ *    tree's pipeline runs short of chunks at 64-128 KiB (the correction
+ *    factors below, where 2 hosts' rings are 1.4x faster);
+ *  - at 4 and 8 hosts, which share the VM's two cores, trees stay ahead of
  *    rings at every size, as the model then says;
  *  - on one host both are bound by memory bandwidth, 5 GB/s per channel.
  */
@@ -34,12 +42,16 @@ void mc_tune_consts_default(struct mc_tune_consts *c)
   c->base_lat[MC_TUNE_RING] = 5.0f;
   c->hw_lat[MC_TUNE_HW_HOST][MC_TUNE_TREE] = 1.0f;
   c->hw_lat[MC_TUNE_HW_HOST][MC_TUNE_RING] = 1.0f;
-  c->hw_lat[MC_TUNE_HW_NET][MC_TUNE_TREE] = 60.0f;
-  c->hw_lat[MC_TUNE_HW_NET][MC_TUNE_RING] = 60.0f;
+  c->hw_lat[MC_TUNE_HW_NET][MC_TUNE_TREE] = 20.0f;
+  c->hw_lat[MC_TUNE_HW_NET][MC_TUNE_RING] = 30.0f;
   c->per_ch_bw[MC_TUNE_HW_HOST][MC_TUNE_TREE] = 5.0f;
   c->per_ch_bw[MC_TUNE_HW_HOST][MC_TUNE_RING] = 5.0f;
   c->per_ch_bw[MC_TUNE_HW_NET][MC_TUNE_TREE] = 0.9f;
   c->per_ch_bw[MC_TUNE_HW_NET][MC_TUNE_RING] = 0.45f;
+  for (int i = 0; i < MC_TUNE_TREE_CORR_SIZES; i++)
+    c->tree_corr[i] = 1.0f;
+  c->tree_corr[10] = 0.8f; /* 64 KiB */
+  c->tree_corr[11] = 0.9f; /* 128 KiB */
 }
 
 static int log2i(int n)
@@ -82,7 +94,7 @@ static void model_one(const struct mc_tune_in *in, const struct mc_tune_consts *
   float bus;
   float lat;
   float intra_lat = c->hw_lat[MC_TUNE_HW_HOST][algo];
-  float inter_lat = c->hw_lat[MC_TUNE_HW_NET][(in->ppn == 1) ? MC_TUNE_TREE : algo] +
+  float inter_lat = c->hw_lat[MC_TUNE_HW_NET][algo] +
                     2.0f * in->latency_inter; /* Simple pays the NET's latency twice */
 
   if (algo == MC_TUNE_RING) {
@@ -123,6 +135,7 @@ void mc_tune_model(const struct mc_tune_in *in, const struct mc_tune_consts *c, 
 {
   memset(out, 0, sizeof(*out));
   out->n_ranks = in->n_ranks;
+  memcpy(out->tree_corr, c->tree_corr, sizeof(out->tree_corr));
   if ((in->n_ranks <= 1) || (in->n_channels <= 0) || (in->n_nodes <= 0)) {
     return;
   }
@@ -148,9 +161,13 @@ float mc_tune_time(const struct mc_tune *t, int func, int algo, int proto, size_
   if (bw == 0) {
     return -1.0f;
   }
-  /* NCCL's treeCorrectionFactor table is a GPU measurement (LL/LL128/Simple
-   * pipelines on SMs); the host constants above already are measured
-   * end to end, so it is not applied. */
+  /* NCCL's treeCorrectionFactor (a GPU measurement) replaced by the host's. */
+  if ((algo == MC_TUNE_TREE) && (func == MC_TUNE_ALLREDUCE)) {
+    int log_size = log2i((int)((bytes >> 6) > (size_t)INT32_MAX ? INT32_MAX : (bytes >> 6)));
+
+    if (((bytes >> 6) > 0) && (log_size < MC_TUNE_TREE_CORR_SIZES) && (t->tree_corr[log_size] > 0))
+      bw *= t->tree_corr[log_size];
+  }
   return lat + (float)((double)bytes / (1000.0 * (double)bw));
 }
 

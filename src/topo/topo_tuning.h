@@ -35,11 +35,16 @@ enum mc_tune_proto { MC_TUNE_LL = 0, MC_TUNE_LL128 = 1, MC_TUNE_SIMPLE = 2, MC_T
 /* Where a hop goes. */
 enum mc_tune_hw { MC_TUNE_HW_HOST = 0, MC_TUNE_HW_NET = 1, MC_TUNE_NHW = 2 };
 
+#define MC_TUNE_TREE_CORR_SIZES 23
+
 /* Host constants (µs, GB/s), defaults from the calibration benchmark. */
 struct mc_tune_consts {
   float base_lat[MC_TUNE_NALGOS];               /* per collective call */
   float hw_lat[MC_TUNE_NHW][MC_TUNE_NALGOS];    /* per hop */
   float per_ch_bw[MC_TUNE_NHW][MC_TUNE_NALGOS]; /* most one channel moves */
+  /* NCCL's treeCorrectionFactor for Simple: the tree all-reduce's bandwidth
+   * x this factor at log2(bytes / 64) (0 .. MC_TUNE_TREE_CORR_SIZES-1). */
+  float tree_corr[MC_TUNE_TREE_CORR_SIZES];
 };
 
 /* What the model reads from the communicator after Postset. */
@@ -57,6 +62,7 @@ struct mc_tune_in {
 
 struct mc_tune {
   float bw[MC_TUNE_NFUNCS][MC_TUNE_NALGOS][MC_TUNE_NPROTOS];  /* GB/s of algorithm bandwidth */
+  float tree_corr[MC_TUNE_TREE_CORR_SIZES];                   /* from the constants */
   float lat[MC_TUNE_NFUNCS][MC_TUNE_NALGOS][MC_TUNE_NPROTOS]; /* µs */
   int n_ranks;
 };

@@ -165,10 +165,21 @@ for algo in Ring Tree; do
     show_job "mesh$algo"
   fi
 done
+# A root tbf qdisc on one link NIC of host 1 is the speed its Mesh NIC reports.
+if ! ip netns exec "${TAG}h1" tc qdisc add dev mcl2 root tbf rate 3gbit burst 512kb latency 20ms; then
+  not_ok "tc qdisc add dev mcl2 root tbf (host 1)"
+fi
 if MESHCCL_MESH_IFNAME=mcl job meshIfname "$T/mp_coll" --types int32 --ops sum --sizes 1,65537; then
   ok "MESHCCL_MESH_IFNAME=mcl: collectives ($JOB_MS ms)"
   check_links meshIfname
   check "MESHCCL_MESH_IFNAME=mcl: connections on the link NICs"
+  line=$(grep -E 'NET/Mesh : Using' "$TMP/meshIfname.0.out" | head -1)
+  if [[ "$line" == *"]mcl2:10.$X.12.1<0>(mgmt,3000Mb/s tbf,"* ]] &&
+    [[ "$line" == *"]mcl3:10.$X.13.1<0>(mgmt,10000Mb/s,"* ]]; then
+    ok "host 1: mcl2 shaped by tbf reports 3000 Mb/s, mcl3 its link speed"
+  else
+    not_ok "host 1: tbf rate as the NIC's speed: ${line:-no Using line}"
+  fi
 else
   not_ok "MESHCCL_MESH_IFNAME=mcl (exit codes ${JOB_RCS[*]})"
   show_job meshIfname

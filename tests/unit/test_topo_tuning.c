@@ -43,7 +43,7 @@ static void formulas(void)
   mc_tune_model(&in, &c, &t);
   /* Ring all-reduce: 2(n-1) NET hops; tree: 2 log2(n). */
   close_to(t.lat[MC_TUNE_ALLREDUCE][MC_TUNE_RING][MC_TUNE_SIMPLE],
-           c.base_lat[MC_TUNE_RING] + 14 * c.hw_lat[MC_TUNE_HW_NET][MC_TUNE_TREE]);
+           c.base_lat[MC_TUNE_RING] + 14 * c.hw_lat[MC_TUNE_HW_NET][MC_TUNE_RING]);
   close_to(t.lat[MC_TUNE_ALLREDUCE][MC_TUNE_TREE][MC_TUNE_SIMPLE],
            c.base_lat[MC_TUNE_TREE] + 6 * c.hw_lat[MC_TUNE_HW_NET][MC_TUNE_TREE]);
   /* Ring bus bandwidth: channels x min(graph, per-channel) x n / 2(n-1). */
@@ -64,6 +64,13 @@ static void formulas(void)
                (float)(1 << 20) /
                    (1000.0f * t.bw[MC_TUNE_ALLREDUCE][MC_TUNE_RING][MC_TUNE_SIMPLE]));
 
+  /* The tree all-reduce's bandwidth x the correction at log2(bytes / 64). */
+  close_to(mc_tune_time(&t, MC_TUNE_ALLREDUCE, MC_TUNE_TREE, MC_TUNE_SIMPLE, 64 << 10),
+           t.lat[MC_TUNE_ALLREDUCE][MC_TUNE_TREE][MC_TUNE_SIMPLE] +
+               (float)(64 << 10) / (1000.0f * c.tree_corr[10] *
+                                    t.bw[MC_TUNE_ALLREDUCE][MC_TUNE_TREE][MC_TUNE_SIMPLE]));
+  MC_T_TRUE(c.tree_corr[10] < 1.0f);
+
   in.n_ranks = 1;
   mc_tune_model(&in, &c, &t);
   MC_T_TRUE(mc_tune_time(&t, MC_TUNE_ALLREDUCE, MC_TUNE_RING, MC_TUNE_SIMPLE, 8) < 0);
@@ -76,8 +83,9 @@ static int faster(const struct mc_tune *t, size_t bytes)
   return (tree >= 0) && (tree <= ring) ? MC_TUNE_TREE : MC_TUNE_RING;
 }
 
-/* The choices the measurements call for between namespace hosts: 2 hosts
- * ring at every size, 4 and 8 hosts tree (fewer hops, larger pieces). */
+/* The choices the measurements call for between namespace hosts: at 2
+ * hosts tree up to 16 KiB (a ring step costs more than a tree hop), ring from
+ * 64 KiB; 4 and 8 hosts tree (fewer hops, larger pieces). */
 static void choices_between_hosts(void)
 {
   struct mc_tune_consts c;
@@ -87,7 +95,9 @@ static void choices_between_hosts(void)
   mc_tune_consts_default(&c);
   in = hosts(2, 1);
   mc_tune_model(&in, &c, &t);
-  for (size_t b = 8; b <= (64u << 20); b *= 4)
+  for (size_t b = 8; b <= (16u << 10); b *= 2)
+    MC_T_EQ_INT(faster(&t, b), MC_TUNE_TREE);
+  for (size_t b = 64u << 10; b <= (64u << 20); b *= 2)
     MC_T_EQ_INT(faster(&t, b), MC_TUNE_RING);
   for (int n = 4; n <= 8; n *= 2) {
     in = hosts(n, 1);

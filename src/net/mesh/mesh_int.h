@@ -68,7 +68,8 @@ struct mc_net_mesh_nic {
   union mc_sockaddr addr; /* port 0 */
   int prefix_len;
   int if_index;
-  int speed_mbps;
+  int speed_mbps;  /* the speed reported: link speed, or a lower tbf rate */
+  int shaped_mbps; /* rate of the interface's root tbf qdisc; 0 when none */
   enum mc_net_mesh_lane lane;
   bool carries_data; /* fast lane, or management lane on a host without fast NICs */
 };

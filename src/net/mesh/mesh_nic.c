@@ -28,7 +28,6 @@
 #include <string.h>
 #include <unistd.h>
 
-#define DEFAULT_SPEED_MBPS 10000 /* NCCL's when /sys/class/net/<if>/speed says nothing */
 #define MAX_CANDS          128
 
 const char *mc_net_mesh_lane_str(enum mc_net_mesh_lane lane)
@@ -268,31 +267,6 @@ ncclResult_t mc_net_mesh_nics_select(const struct mc_net_mesh_nic *cands, int n_
   return ncclSuccess;
 }
 
-/* /sys/class/net/<if>/speed below MESHCCL_SYSFS_ROOT; NCCL's default when
- * unreadable or not positive (veth reports 10000, some virtual NICs -1). */
-static int if_speed(const char *if_name)
-{
-  const char *root = mc_param_str(MC_P_SYSFS_ROOT);
-  char path[PATH_MAX];
-  char buf[32];
-  int speed = DEFAULT_SPEED_MBPS;
-  ssize_t n;
-  int fd;
-
-  snprintf(path, sizeof(path), "%s/sys/class/net/%s/speed", (root != NULL) ? root : "", if_name);
-  fd = open(path, O_RDONLY | O_CLOEXEC);
-  if (fd < 0)
-    return speed;
-  n = read(fd, buf, sizeof(buf) - 1);
-  close(fd);
-  if (n > 0) {
-    buf[n] = '\0';
-    if (atoi(buf) > 0)
-      speed = atoi(buf);
-  }
-  return speed;
-}
-
 /* Every IPv4/IPv6 address of every interface that is up and running. */
 static ncclResult_t list_cands(struct mc_net_mesh_nic *cands, int max_cands, int *n_out)
 {
@@ -304,6 +278,7 @@ static ncclResult_t list_cands(struct mc_net_mesh_nic *cands, int max_cands, int
                    strerror(errno));
   for (struct ifaddrs *ifa = all; (ifa != NULL) && (n < max_cands); ifa = ifa->ifa_next) {
     struct mc_net_mesh_nic *c = &cands[n];
+    struct mc_if_speed speed;
     int fam;
 
     if ((ifa->ifa_addr == NULL) || (ifa->ifa_name == NULL))
@@ -320,7 +295,9 @@ static ncclResult_t list_cands(struct mc_net_mesh_nic *cands, int max_cands, int
     c->prefix_len = prefix_of_mask(ifa->ifa_netmask, fam);
     snprintf(c->name, sizeof(c->name), "%s", ifa->ifa_name);
     c->if_index = (int)if_nametoindex(ifa->ifa_name);
-    c->speed_mbps = if_speed(c->name);
+    mc_if_speed(c->name, &speed);
+    c->speed_mbps = speed.mbps;
+    c->shaped_mbps = speed.shaped_mbps;
     n++;
   }
   freeifaddrs(all);
@@ -386,9 +363,9 @@ ncclResult_t mc_net_mesh_nics_find(const char *mgmt_ifname, struct mc_net_mesh_n
     char a[MC_SOCKADDR_STRLEN];
     char s[MC_SOCKADDR_STRLEN];
 
-    mc_str_appendf(line, sizeof(line), &used, " [%d]%s:%s(%s,%dMb/s,%s%s)", i, nics[i].name,
+    mc_str_appendf(line, sizeof(line), &used, " [%d]%s:%s(%s,%dMb/s%s,%s%s)", i, nics[i].name,
                    mc_sockaddr_str(&nics[i].addr, a, sizeof(a)), mc_net_mesh_lane_str(nics[i].lane),
-                   nics[i].speed_mbps,
+                   nics[i].speed_mbps, (nics[i].shaped_mbps > 0) ? " tbf" : "",
                    mc_net_mesh_subnet_str(&nics[i].addr, nics[i].prefix_len, s, sizeof(s)),
                    nics[i].carries_data ? "" : ",no data");
   }
