@@ -309,8 +309,14 @@ const char *mc_param_name(enum mc_param_id id)
 
 static void report_all(void)
 {
+  /* A misspelt variable is never silent: without NCCL_DEBUG the warning
+   * goes to stderr once per process all the same. */
+  bool quiet = !mc_log_enabled(MC_LOG_WARN, MC_SUB_ENV);
+
   for (int i = 0; i < n_msgs; i++) {
-    if (msgs[i].is_warn)
+    if (msgs[i].is_warn && quiet)
+      fprintf(stderr, "meshccl WARN ENV: %s\n", msgs[i].text);
+    else if (msgs[i].is_warn)
       mc_log(MC_LOG_WARN, MC_SUB_ENV, MC_FILE_BASENAME, __LINE__, __func__, "ENV: %s",
              msgs[i].text);
     else
@@ -354,7 +360,9 @@ void mc_param_dump(FILE *out, bool markdown, bool changed_only)
         "Values come from the environment, then `NCCL_CONF_FILE` (or `~/.nccl.conf`), then\n"
         "`/etc/nccl.conf`; the first source that sets a variable wins. An invalid value is\n"
         "reported with a warning and the default is used. An `NCCL_*` or `MESHCCL_*` variable\n"
-        "that is not listed here gets one warning naming the closest known one.\n\n"
+        "that is not listed here gets one warning naming the closest known one. These warnings\n"
+        "go to stderr once per process even when `NCCL_DEBUG` is unset, and `meshccl-env`\n"
+        "lists them after its table.\n\n"
         "| Variable | Default | Meaning |\n| --- | --- | --- |\n",
         out);
   }
@@ -395,6 +403,10 @@ void mc_param_dump(FILE *out, bool markdown, bool changed_only)
       fprintf(out, "%s`%s%s`", (i == 0) ? "" : ", ", nccl_ignored[i],
               (nccl_ignored[i][strlen(nccl_ignored[i]) - 1] == '_') ? "*" : "");
     fputs("\n", out);
+  } else {
+    for (int i = 0; i < n_msgs; i++)
+      if (msgs[i].is_warn)
+        fprintf(out, "# warning: %s\n", msgs[i].text);
   }
 }
 

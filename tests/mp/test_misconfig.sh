@@ -1,0 +1,53 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
+# Misconfiguration is never silent: without NCCL_DEBUG, a misspelt or
+# invalid NCCL_*/MESHCCL_* variable still gets one line on stderr per
+# process; meshccl-env lists the same warnings; NCCL_NET naming no network
+# fails init naming the networks there are; a lone rank gives up at
+# MESHCCL_INIT_TIMEOUT (to within a second) naming the rank that never came.
+# shellcheck source=mp_lib.sh disable=SC2154 # bg and wait_bg set PID_*, RC_*, MS_*
+. "$(dirname "$0")/mp_lib.sh"
+need_progs
+HELLO="$MC_BUILD/bin/meshccl-hello"
+ENVTOOL="$MC_BUILD/bin/meshccl-env"
+
+# A misspelt variable, NCCL_DEBUG unset: one stderr line per rank.
+env -u NCCL_DEBUG NCCL_SOCKT_IFNAME=lo "$RUN" -n 2 "$HELLO" >"$TMP/typo.out" 2>&1
+expect_eq "misspelt variable: job still runs" "$?" 0
+expect_eq "misspelt variable: one warning per rank on stderr, naming the closest variable" \
+  "$(grep -c '^\[[01]\] meshccl WARN ENV: unknown variable NCCL_SOCKT_IFNAME (environment); did you mean NCCL_SOCKET_IFNAME? (docs/ENV.md lists them all)$' "$TMP/typo.out")" 2
+
+# An invalid value, NCCL_DEBUG unset.
+env -u NCCL_DEBUG NCCL_SOCKET_NTHREADS=abc "$RUN" -n 1 "$HELLO" >"$TMP/bad.out" 2>&1
+expect_grep "invalid value: warned on stderr with the range and the default used" "$TMP/bad.out" \
+  "meshccl WARN ENV: NCCL_SOCKET_NTHREADS='abc' \(environment\) is not an integer in \[-2, 16\]; using the default -2"
+
+# With NCCL_DEBUG=WARN the warning is a normal NCCL WARN line, not printed twice.
+NCCL_DEBUG=WARN NCCL_SOCKT_IFNAME=lo "$RUN" -n 1 "$HELLO" >"$TMP/warn.out" 2>&1
+expect_eq "NCCL_DEBUG=WARN: one NCCL WARN line, no plain one" \
+  "$(grep -c 'NCCL WARN ENV: unknown variable NCCL_SOCKT_IFNAME' "$TMP/warn.out") $(grep -c 'meshccl WARN ENV' "$TMP/warn.out")" "1 0"
+
+# meshccl-env lists the same warnings after the table.
+NCCL_SOCKT_IFNAME=lo MESHCCL_INIT_TIMEOUT=abc "$ENVTOOL" >"$TMP/env.out" 2>&1
+expect_grep "meshccl-env: lists the unknown variable" "$TMP/env.out" \
+  '^# warning: unknown variable NCCL_SOCKT_IFNAME \(environment\); did you mean NCCL_SOCKET_IFNAME\?'
+expect_grep "meshccl-env: lists the invalid value" "$TMP/env.out" \
+  "^# warning: MESHCCL_INIT_TIMEOUT='abc' \(environment\) is not an integer in \[1, 86400\]; using the default 300$"
+
+# NCCL_NET naming no network: init fails on every rank, as NCCL's does.
+NCCL_NET=Foo NCCL_NET_PLUGIN=none "$RUN" -n 2 "$HELLO" >"$TMP/net.out" 2>&1
+expect_eq "NCCL_NET=Foo: the job fails" "$?" 1
+expect_grep "NCCL_NET=Foo: the error names the networks that exist" "$TMP/net.out" \
+  'init failed: invalid usage .*NCCL_NET=Foo names no network; the networks are: Socket, Mesh'
+
+# A lone rank: MESHCCL_INIT_TIMEOUT=2 is kept to within a second.
+PORT=$(free_port)
+T0_MS=$(now_ms)
+bg lone env RANK=0 WORLD_SIZE=2 NCCL_COMM_ID="127.0.0.1:$PORT" MESHCCL_INIT_TIMEOUT=2 "$HELLO"
+wait_bg lone 20
+expect_eq "lone rank: exit 1" "$RC_lone" 1
+expect_le "lone rank: gave up within 3 s of MESHCCL_INIT_TIMEOUT=2" "$MS_lone" 3000
+expect_grep "lone rank: names the rank that never joined" "$TMP/lone.out" \
+  'timeout: Bootstrap: rank 0: rank 1 of 2 never joined the bootstrap root at 127\.0\.0\.1<[0-9]+> within 2 s \(MESHCCL_INIT_TIMEOUT\)'
+
+mp_finish
