@@ -273,7 +273,7 @@ static ncclResult_t assign_ranks(struct topo_ctx *ctx)
   }
   if (ctx->cli.n_ranks > n) {
     fprintf(stderr, "meshccl-topo: --ranks %d: %s has only %d GPU(s)\n", ctx->cli.n_ranks,
-            ctx->cli.xml_path, n);
+            (ctx->cli.xml_path != NULL) ? ctx->cli.xml_path : "this host", n);
     res = ncclInvalidUsage;
     goto out;
   }

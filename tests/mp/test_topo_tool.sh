@@ -192,6 +192,12 @@ expect_grep "no --xml: two compute devices under one switch: P2P" "$TMP/host.out
 expect_grep "no --xml: the VM's NIC is a net device" "$TMP/host.out" "^NET0 "
 run realhost
 expect_eq "no --xml (this machine): exit 0" "$RC_realhost" 0
+expect_eq "no --xml: the header names this host" "$(head -n 1 "$TMP/realhost.out" | cut -d: -f1)" \
+  "# this host"
+run realjson --json
+expect_eq "no --xml --json: exit 0" "$RC_realjson" 0
+expect_eq "no --xml --json: valid, \"file\": null" \
+  "$(python3 -c 'import json, sys; print(json.load(open(sys.argv[1]))["file"])' "$TMP/realjson.out")" None
 # Without --nics sysfs the NICs are the devices of the net init would use
 # (here the fake plugin's two, at PCI paths of the recorded 2-socket tree).
 SW=/sys/devices/pci0000:00/0000:00:01.0/0000:01:00.0

@@ -88,7 +88,10 @@ ncclResult_t topo_json_print(const struct topo_ctx *ctx, FILE *out)
   int level = mc_topo_p2p_level(sys, &ctx->opts, &why);
 
   fprintf(out, "{\n  \"file\": ");
-  json_str(out, ctx->cli.xml_path);
+  if (ctx->cli.xml_path != NULL)
+    json_str(out, ctx->cli.xml_path);
+  else
+    fputs("null", out); /* this host, detected */
   fprintf(out, ",\n  \"nodes\": %d,\n  \"local_ranks\": %d,\n  \"ranks\": %d,\n", ctx->cli.n_nodes,
           n, ctx->cli.n_nodes * n);
   fprintf(out, "  \"ranks_by_busid\": %s,\n  \"p2p_level\": \"%s\",\n  \"max_bw\": ",
