@@ -63,11 +63,15 @@ struct rank {
   struct line_buf line[N_STREAMS];
 };
 
+#define MAX_EXPORTS 64
+
 struct options {
   int np;
   double grace;
   bool tag;
-  char **argv; /* program and its arguments, NULL-terminated */
+  int n_exports;
+  const char *exports[MAX_EXPORTS]; /* mpirun's -x: "VAR" (inherited anyway) or "VAR=value" */
+  char **argv;                      /* program and its arguments, NULL-terminated */
 };
 
 struct launcher {
@@ -109,17 +113,28 @@ static double now_sec(void)
 static void usage(FILE *f)
 {
   fprintf(f,
-          "usage: " PROG_NAME " [-n N | --np N] [--grace SECONDS] [--tag-output | --no-tag]\n"
-          "                   [--] prog [args...]\n"
+          "usage: " PROG_NAME " [-n N] [-x VAR[=value]]... [--grace SECONDS]\n"
+          "                   [--tag-output | --label | --no-tag] [--] prog [args...]\n"
           "Starts N ranks of prog on this host, with RANK, WORLD_SIZE, LOCAL_RANK,\n"
-          "LOCAL_WORLD_SIZE, NODE_RANK, MESHCCL_RUN and NCCL_COMM_ID set.\n"
+          "LOCAL_WORLD_SIZE, NODE_RANK, MESHCCL_RUN, NCCL_COMM_ID, MASTER_ADDR and\n"
+          "MASTER_PORT set (NCCL_COMM_ID and MASTER_PORT are two different free ports).\n"
           "\n"
-          "  -n, --np N         number of ranks, 1 to %d (default 1)\n"
+          "  -n, -np, --np N    number of ranks, 1 to %d (default 1); also torchrun's\n"
+          "                     --nproc_per_node / --nproc-per-node N\n"
+          "  -x VAR[=value]     mpirun's export: VAR=value is set for every rank (the\n"
+          "                     ranks inherit the launcher's environment anyway)\n"
           "  --grace SECONDS    time between SIGTERM and SIGKILL when stopping ranks\n"
           "                     (default %g)\n"
-          "  --tag-output       prefix every output line with \"[rank] \" (default)\n"
-          "  --no-tag           forward output lines unchanged\n"
+          "  --tag-output, --label, -l\n"
+          "                     prefix every output line with \"[rank] \" (mpirun's,\n"
+          "                     srun's spellings; also MESHCCL_RUN_TAG_OUTPUT=1)\n"
+          "  --no-tag           forward output lines unchanged (the default)\n"
+          "  --nnodes 1, --standalone, --oversubscribe, --allow-run-as-root\n"
+          "                     accepted for torchrun and mpirun command lines\n"
           "  -h, --help         print this help and exit\n"
+          "\n"
+          "One host only: across hosts, start ranks with mpirun, srun or torchrun\n"
+          "(meshcclCommInitFromEnv reads their variables).\n"
           "\n"
           "Exit status: 0 if every rank exited 0; else the status of the first rank\n"
           "that failed (128+signal if it was killed); 128+signal if the launcher got\n"
@@ -164,6 +179,27 @@ static double parse_grace(const char *s)
   return v;
 }
 
+/* mpirun's -x VAR or -x VAR=value: VAR must be a shell variable name. */
+static void parse_export(const char *v, struct options *opt)
+{
+  size_t n = strcspn(v, "=");
+
+  if (n == 0 || !((v[0] == '_') || ((v[0] | 0x20) >= 'a' && (v[0] | 0x20) <= 'z'))) {
+    usage_error("-x needs VAR or VAR=value, got", v);
+  }
+  for (size_t k = 1; k < n; k++) {
+    char c = v[k];
+
+    if (!((c == '_') || ((c | 0x20) >= 'a' && (c | 0x20) <= 'z') || (c >= '0' && c <= '9'))) {
+      usage_error("-x needs VAR or VAR=value, got", v);
+    }
+  }
+  if (opt->n_exports >= MAX_EXPORTS) {
+    usage_error("too many -x options (at most 64), at", v);
+  }
+  opt->exports[opt->n_exports++] = v;
+}
+
 /*
  * Returns the value of option `name` (short form `short_name` or NULL) at
  * argv[*i], accepting "--name V", "--name=V", "-n V" and "-nV"; NULL if
@@ -198,7 +234,8 @@ static void parse_args(int argc, char **argv, struct options *opt)
 
   opt->np = 1;
   opt->grace = DEFAULT_GRACE;
-  opt->tag = true;
+  opt->tag = (getenv("MESHCCL_RUN_TAG_OUTPUT") != NULL) &&
+             (strcmp(getenv("MESHCCL_RUN_TAG_OUTPUT"), "1") == 0);
   for (; i < argc; i++) {
     const char *a = argv[i];
 
@@ -212,12 +249,27 @@ static void parse_args(int argc, char **argv, struct options *opt)
     if (strcmp(a, "-h") == 0 || strcmp(a, "--help") == 0) {
       usage(stdout);
       exit(0);
-    } else if (strcmp(a, "--tag-output") == 0) {
+    } else if ((strcmp(a, "--tag-output") == 0) || (strcmp(a, "--label") == 0) ||
+               (strcmp(a, "-l") == 0)) {
       opt->tag = true;
     } else if (strcmp(a, "--no-tag") == 0) {
       opt->tag = false;
-    } else if ((v = option_value(argv, argc, &i, "--np", "-n")) != NULL) {
+    } else if ((strcmp(a, "--oversubscribe") == 0) || (strcmp(a, "--allow-run-as-root") == 0) ||
+               (strcmp(a, "--standalone") == 0)) {
+      /* mpirun's and torchrun's: nothing to do on one host */
+    } else if (((v = option_value(argv, argc, &i, "-np", NULL)) != NULL) ||
+               ((v = option_value(argv, argc, &i, "--np", "-n")) != NULL) ||
+               ((v = option_value(argv, argc, &i, "--nproc_per_node", NULL)) != NULL) ||
+               ((v = option_value(argv, argc, &i, "--nproc-per-node", NULL)) != NULL)) {
       opt->np = parse_np(v);
+    } else if ((v = option_value(argv, argc, &i, "--nnodes", NULL)) != NULL) {
+      if (strcmp(v, "1") != 0 && strcmp(v, "1:1") != 0) {
+        usage_error("starts ranks on this host only (use mpirun, srun or torchrun across "
+                    "hosts); got --nnodes",
+                    v);
+      }
+    } else if ((v = option_value(argv, argc, &i, "-x", NULL)) != NULL) {
+      parse_export(v, opt);
     } else if ((v = option_value(argv, argc, &i, "--grace", NULL)) != NULL) {
       opt->grace = parse_grace(v);
     } else {
@@ -675,6 +727,18 @@ static int setup_env(const struct options *opt)
   int port = -1;
   int store_port = -1;
 
+  for (int i = 0; i < opt->n_exports; i++) {
+    const char *eq = strchr(opt->exports[i], '=');
+    char name[256];
+
+    if (eq == NULL) {
+      continue; /* -x VAR: the ranks inherit it */
+    }
+    snprintf(name, sizeof(name), "%.*s", (int)(eq - opt->exports[i]), opt->exports[i]);
+    if (setenv(name, eq + 1, 1) != 0) {
+      return -1;
+    }
+  }
   snprintf(buf, sizeof(buf), "%d", opt->np);
   if (setenv("WORLD_SIZE", buf, 1) != 0 || setenv("LOCAL_WORLD_SIZE", buf, 1) != 0 ||
       setenv("NODE_RANK", "0", 1) != 0 || setenv("MESHCCL_RUN", "1", 1) != 0) {
@@ -945,6 +1009,67 @@ static void launcher_fini(struct launcher *l)
   free(l->pfd_stream);
 }
 
+/* The file execvp() would run for `prog` (a name without '/' is looked up
+ * in PATH); false when none is found. */
+static bool resolve_prog(const char *prog, char *out, size_t size)
+{
+  const char *path = getenv("PATH");
+
+  if (strchr(prog, '/') != NULL) {
+    snprintf(out, size, "%s", prog);
+    return access(out, X_OK) == 0;
+  }
+  for (const char *p = (path != NULL) ? path : "/usr/bin:/bin"; *p != '\0';) {
+    size_t n = strcspn(p, ":");
+
+    snprintf(out, size, "%.*s%s%s", (int)n, p, (n > 0) ? "/" : "", prog);
+    if (access(out, X_OK) == 0) {
+      return true;
+    }
+    p += n + ((p[n] == ':') ? 1 : 0);
+  }
+  return false;
+}
+
+/*
+ * An MPI program started by this launcher runs as N singletons (each one's
+ * MPI_COMM_WORLD holds only itself): say so. The sign is an ELF executable
+ * naming libmpi.so (its DT_NEEDED string) in its first MiB, where the
+ * dynamic string table lies.
+ */
+static void warn_if_mpi(const struct options *opt)
+{
+  static const char needle[] = "libmpi.so";
+  char path[4096];
+  char *buf;
+  ssize_t n;
+  int fd;
+
+  if ((opt->np < 2) || !resolve_prog(opt->argv[0], path, sizeof(path))) {
+    return;
+  }
+  fd = open(path, O_RDONLY | O_CLOEXEC);
+  if (fd < 0) {
+    return;
+  }
+  buf = malloc(1 << 20);
+  n = (buf != NULL) ? read(fd, buf, 1 << 20) : -1;
+  close(fd);
+  if ((n > 4) && (memcmp(buf, "\177ELF", 4) == 0)) {
+    const char *hit = memmem(buf, (size_t)n, needle, sizeof(needle) - 1);
+
+    if (hit != NULL) {
+      fprintf(stderr,
+              PROG_NAME
+              ": warning: %s links %.*s (an MPI program): started by " PROG_NAME
+              " each of the %d ranks is an MPI singleton (MPI_COMM_WORLD of size 1); start "
+              "MPI programs with mpirun\n",
+              opt->argv[0], (int)strnlen(hit, (size_t)(buf + n - hit)), hit, opt->np);
+    }
+  }
+  free(buf);
+}
+
 int main(int argc, char **argv)
 {
   struct launcher l;
@@ -954,6 +1079,7 @@ int main(int argc, char **argv)
     launcher_fini(&l);
     return 1;
   }
+  warn_if_mpi(&l.opt);
   spawn_all(&l);
   if (event_loop(&l) != 0) {
     signal_ranks(&l, SIGKILL, false);

@@ -43,11 +43,11 @@
 #define AUTO_NTHREADS 0
 #define AUTO_NSOCKS   1
 
-#define MAX_COMMS          65536
-#define HELLO_WINDOW_MS    5000  /* a socket that does not say who it is is dropped */
-#define GROUP_WINDOW_MS    30000 /* an incomplete connection is dropped */
-#define MAX_HELLO_PENDING  128
-#define MAX_GROUPS         32
+#define MAX_COMMS         65536
+#define HELLO_WINDOW_MS   5000  /* a socket that does not say who it is is dropped */
+#define GROUP_WINDOW_MS   30000 /* an incomplete connection is dropped */
+#define MAX_HELLO_PENDING 128
+#define MAX_GROUPS        32
 
 _Static_assert(sizeof(struct mc_net_sock_handle) <= MC_NET_HANDLE_BYTES,
                "the socket net's handle must fit NCCL's 128 bytes");

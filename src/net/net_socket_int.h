@@ -59,8 +59,8 @@ struct mc_net_sock_ctx {
   int n_devs;
   struct mc_ifc devs[MC_NET_SOCK_MAX_DEVS];
   struct mc_if_speed speeds[MC_NET_SOCK_MAX_DEVS]; /* read once at init */
-  int n_threads; /* resolved NCCL_SOCKET_NTHREADS */
-  int n_socks;   /* data sockets per connection */
+  int n_threads;                                   /* resolved NCCL_SOCKET_NTHREADS */
+  int n_socks;                                     /* data sockets per connection */
   uint32_t inline_bytes;
   uint32_t min_task_bytes;
   uint64_t magic;
