@@ -83,12 +83,18 @@ bench-mpi:
 	  echo "bench-mpi: mpicc not found (Debian: apt-get install openmpi-bin libopenmpi-dev): mpi_perf skipped"; \
 	fi
 
-# The topology XML fuzzer (clang, ASan+UBSan) for a minute over the real files;
-# new inputs are kept in $(ASAN_BUILD)/fuzz-corpus/topo_xml.
+# The fuzzers (clang, ASan+UBSan) for a minute each: the topology XML over the
+# real files, the transports' connect messages and the nets' handles over their
+# seeds (tests/data/fuzz/); new inputs are kept in $(ASAN_BUILD)/fuzz-corpus/<name>.
 fuzz: build-asan
 	mkdir -p $(ASAN_BUILD)/fuzz-corpus/topo_xml
 	./$(ASAN_BUILD)/tests/fuzz_topo_xml -max_total_time=60 -rss_limit_mb=2048 -print_final_stats=1 \
 	  $(ASAN_BUILD)/fuzz-corpus/topo_xml tests/data/topo
+	for t in tp_blob net_handle; do \
+	  mkdir -p $(ASAN_BUILD)/fuzz-corpus/$$t && \
+	  ./$(ASAN_BUILD)/tests/fuzz_$$t -max_total_time=60 -rss_limit_mb=2048 -print_final_stats=1 \
+	    $(ASAN_BUILD)/fuzz-corpus/$$t tests/data/fuzz/$$t || exit 1; \
+	done
 
 envdoc: build
 	./$(BUILD)/bin/meshccl-env --markdown > docs/ENV.md

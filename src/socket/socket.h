@@ -288,4 +288,14 @@ ncclResult_t mc_sock_poll_readable(struct mc_sock *s, int timeout_ms, bool *read
 void mc_sock_close(struct mc_sock *s);
 void mc_listener_close(struct mc_listener *l);
 
+/* ---------- liveness options (sock_opts.c) ---------- */
+
+/* Sets TCP keepalive (probes after timeout_ms / 3, every timeout_ms / 3,
+ * at least 1 s) and TCP_USER_TIMEOUT = timeout_ms on a connected TCP socket,
+ * so that a dead link or peer host fails the socket's next send or recv with
+ * ETIMEDOUT within about timeout_ms, whether the connection is idle or
+ * waiting for acknowledgements. Non-IP sockets are left alone. Describes a
+ * failure in s->err (nothing is logged); ncclSystemError then. */
+ncclResult_t mc_sock_set_liveness(struct mc_sock *s, int64_t timeout_ms);
+
 #endif /* MC_SOCKET_H */

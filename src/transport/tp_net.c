@@ -10,6 +10,11 @@
  *         when one completes its size is recorded and tail advances.
  * A net error marks the connection failed (ctrl->error), which the rank's
  * collective reports; the proxy then leaves that connection alone.
+ * The progress watchdog (NCCL has none; docs/ARCHITECTURE.md, "Waits on the
+ * wire") fails a connection in the same way when a collective waits on it
+ * (a committed step the net has not taken, a posted receive not yet
+ * filled) and nothing moved on it for MESHCCL_NET_TIMEOUT: no request
+ * completed and, when the net can tell (get_progress), no byte moved.
  * The proxy sleeps on a condition variable while no collective runs
  * (mc_proxy_activity), so an idle communicator costs no CPU.
  */
@@ -25,9 +30,11 @@
 
 #include "check.h"
 #include "log.h"
+#include "params.h"
 #include "utils.h"
 
-#define PROXY_SPINS 64 /* empty rounds before yielding the CPU (to the net's threads) */
+#define PROXY_SPINS     64  /* empty rounds before yielding the CPU (to the net's threads) */
+#define LINK_TEXT_BYTES 168 /* a link as get_progress names it: two addresses and " -> " */
 
 /* What every net promises (net.h, NCCL's NCCL_NET_MAX_REQUESTS; v6 plugins
  * only 8): one connection is one comm with at most MC_STEPS requests
@@ -47,6 +54,12 @@ struct mc_net_conn {
   int dev;
   char how[80]; /* "<net>/<dev>", what the connection's log line shows */
   char handle[MC_NET_HANDLE_BYTES];
+  /* The watchdog: since when nothing moved while waited on (0: not waited
+   * on), the net's byte count then, whether a request completed since. */
+  uint64_t wd_since_ns;
+  uint64_t wd_bytes;
+  bool wd_moved;
+  uint64_t wd_timeout_ns;
 };
 
 struct mc_proxy {
@@ -79,6 +92,23 @@ static bool net_can_connect(struct mc_tp_comm *tc, const struct mc_tp_select *se
   return true; /* the last resort, as in NCCL */
 }
 
+/* How long a waited-on connection may move nothing: MESHCCL_NET_TIMEOUT;
+ * the Mesh net's own failover (a new route after a link broke) may take
+ * MESHCCL_MESH_LINK_TIMEOUT_MS + MESHCCL_MESH_ROUTE_TIMEOUT_MS, which the
+ * watchdog always leaves it. */
+static uint64_t watchdog_timeout_ns(const struct mc_tp_comm *tc)
+{
+  int64_t ms = mc_param_int(MC_P_NET_TIMEOUT) * 1000;
+
+  if (tc->net == &mc_net_mesh_ops) {
+    int64_t failover_ms =
+        mc_param_int(MC_P_MESH_LINK_TIMEOUT_MS) + mc_param_int(MC_P_MESH_ROUTE_TIMEOUT_MS);
+    if (ms < failover_ms)
+      ms = failover_ms;
+  }
+  return (uint64_t)ms * 1000000ull;
+}
+
 /* The device of the topology's choice when the net has it, else by channel. */
 static int net_dev_of(const struct mc_tp_comm *tc, const struct mc_conn_req *q)
 {
@@ -98,9 +128,9 @@ static ncclResult_t net_recv_setup(struct mc_tp_comm *tc, struct mc_conn_req *q,
   c->net = nc;
   nc->net = tc->net;
   nc->dev = net_dev_of(tc, q);
+  nc->wd_timeout_ns = watchdog_timeout_ns(tc);
   snprintf(nc->how, sizeof(nc->how), "%s/%d", tc->net->name, nc->dev);
-  MC_CHECK(mc_calloc((struct mc_conn_ctrl **)&c->own_ctrl, 1));
-  c->ctrl = c->own_ctrl;
+  MC_CHECK(mc_tp_ctrl_alloc(c));
   c->own_slots = aligned_alloc(4096, MC_STEPS * c->slot_bytes);
   if (c->own_slots == NULL)
     return MC_FAIL(ncclSystemError, "NET: allocating %zu bytes of receive slots",
@@ -123,11 +153,11 @@ static ncclResult_t net_send_setup(struct mc_tp_comm *tc, struct mc_conn_req *q,
   c->net = nc;
   nc->net = tc->net;
   nc->dev = net_dev_of(tc, q);
+  nc->wd_timeout_ns = watchdog_timeout_ns(tc);
   snprintf(nc->how, sizeof(nc->how), "%s/%d", tc->net->name, nc->dev);
   memcpy(nc->handle, r1->handle, sizeof(nc->handle));
   c->slot_bytes = (size_t)r1->bytes;
-  MC_CHECK(mc_calloc((struct mc_conn_ctrl **)&c->own_ctrl, 1));
-  c->ctrl = c->own_ctrl;
+  MC_CHECK(mc_tp_ctrl_alloc(c));
   c->own_slots = aligned_alloc(4096, MC_STEPS * c->slot_bytes);
   if (c->own_slots == NULL)
     return MC_FAIL(ncclSystemError, "NET: allocating %zu bytes of send slots",
@@ -204,6 +234,54 @@ static void conn_fail(struct mc_conn *c, ncclResult_t res, const char *what)
   mc_conn_set_error(c, res);
 }
 
+/* The watchdog's check after a pass over c that moved (moved) or not, with
+ * the collective waiting on c (waiting). The clock is read only on passes
+ * that moved nothing. Returns true when it failed the connection. */
+static bool watchdog(struct mc_conn *c, bool moved, bool waiting)
+{
+  struct mc_net_conn *nc = c->net;
+  uint64_t bytes = nc->wd_bytes;
+  uint64_t now;
+  char link[LINK_TEXT_BYTES];
+
+  if (!waiting) {
+    nc->wd_since_ns = 0;
+    return false;
+  }
+  if (moved) {
+    nc->wd_moved = true;
+    return false;
+  }
+  now = mc_time_ns();
+  if ((nc->net->get_progress != NULL) &&
+      (nc->net->get_progress(nc->comm, &bytes, NULL, 0) != ncclSuccess))
+    bytes = nc->wd_bytes;
+  if ((nc->wd_since_ns == 0) || nc->wd_moved || (bytes != nc->wd_bytes)) {
+    /* Waiting starts now, or something moved since the last look. */
+    nc->wd_since_ns = now;
+    nc->wd_bytes = bytes;
+    nc->wd_moved = false;
+    return false;
+  }
+  if (now - nc->wd_since_ns < nc->wd_timeout_ns)
+    return false;
+  link[0] = '\0';
+  if (nc->net->get_progress != NULL)
+    (void)nc->net->get_progress(nc->comm, &bytes, link, sizeof(link));
+  nc->failed = true;
+  snprintf(c->error_text, sizeof(c->error_text),
+           "NET/%s: nothing moved %s rank %d%s%s%s for %.1f s while a collective waited on it "
+           "(MESHCCL_NET_TIMEOUT=%lld s): the link or the host of rank %d is down, or rank %d "
+           "stopped (it crashed, hangs, or has not called the collective); "
+           "docs/TROUBLESHOOTING.md#net-timeout",
+           nc->net->name, c->is_send ? "to" : "from", c->peer, (link[0] != '\0') ? " (link " : "",
+           link, (link[0] != '\0') ? ")" : "", (double)(now - nc->wd_since_ns) * 1e-9,
+           (long long)mc_param_int(MC_P_NET_TIMEOUT), c->peer, c->peer);
+  MC_WARN("%s", c->error_text);
+  mc_conn_set_error(c, ncclRemoteError);
+  return true;
+}
+
 /* One pass over a connection; returns whether anything moved. */
 static bool progress_send(struct mc_conn *c)
 {
@@ -245,7 +323,7 @@ static bool progress_send(struct mc_conn *c)
     __atomic_store_n(&c->ctrl->head, nc->done, __ATOMIC_RELEASE);
     moved = true;
   }
-  return moved;
+  return watchdog(c, moved, tail > nc->done) || moved;
 }
 
 static bool progress_recv(struct mc_conn *c)
@@ -291,7 +369,7 @@ static bool progress_recv(struct mc_conn *c)
     __atomic_store_n(&c->ctrl->tail, nc->done, __ATOMIC_RELEASE);
     moved = true;
   }
-  return moved;
+  return watchdog(c, moved, nc->posted > nc->done) || moved;
 }
 
 /* One pass over every connection; the caller holds the lock. */

@@ -33,6 +33,7 @@
 
 #include "nccl.h"
 #include "topo/topo.h"
+#include "utils.h"
 
 #define MC_STEPS           8   /* NCCL_STEPS */
 #define MC_CONN_INFO_BYTES 256 /* one connect blob */
@@ -62,6 +63,9 @@ struct mc_conn {
   int peer; /* rank at the other end */
   int channel;
   bool remote_read;  /* receiver: the slots / pointers are in another process */
+  bool ignores_ptr;  /* receiver: the counters are shared with another process
+                      * that publishes no pointers (SHM): one found in the FIFO
+                      * is never followed, the data is the slot's */
   int peer_pid;      /* for process_vm_readv */
   bool can_send_ptr; /* sender: may publish pointers to its own memory (P2P) */
   struct mc_conn_ctrl *ctrl;
@@ -141,7 +145,8 @@ static inline const char *mc_conn_recv_data(const struct mc_conn *c, size_t *byt
   uint64_t p = c->ctrl->fifo[s].ptr;
   /* UINT64_MAX: the net could not tell (MC_NET_SIZE_UNKNOWN). */
   *bytes = (c->ctrl->fifo[s].bytes == UINT64_MAX) ? (size_t)-1 : (size_t)c->ctrl->fifo[s].bytes;
-  return (p != 0) ? (const char *)(uintptr_t)p : c->slots + (size_t)s * c->slot_bytes;
+  return ((p != 0) && !c->ignores_ptr) ? (const char *)(uintptr_t)p
+                                       : c->slots + (size_t)s * c->slot_bytes;
 }
 
 /* Receiver: the operation starting now takes n more steps from c. The proxy
@@ -193,6 +198,10 @@ struct mc_tp_comm {
   int net_ndev;              /* devices of net (physical and virtual) */
   struct mc_proxy *proxy;    /* started with the first NET connection */
   bool cma_warned;
+  /* NET connections must be established by setup_dl (the owner sets it
+   * around init's connect; without it, mc_boot_op_timeout_ms from the call). */
+  bool has_setup_dl;
+  struct mc_deadline setup_dl;
 };
 
 /* A connection to make: this rank's send end towards peer, or its receive
@@ -209,7 +218,11 @@ struct mc_conn_req {
 };
 
 /* Connects every request (a collective call: each request's peer must make
- * the matching one). On failure every connection made is freed. */
+ * the matching one). Blocks until every connection is up, the set-up
+ * deadline (tc->setup_dl) passes (ncclTimeout naming a pending connection),
+ * the bootstrap root reports another rank's failure (that report, naming
+ * the rank), or the abort flag is set. On failure every connection made is
+ * freed. */
 ncclResult_t mc_transport_connect(struct mc_tp_comm *tc, struct mc_conn_req *reqs, int n);
 
 /* Several communicators' requests at once (one thread driving several
