@@ -224,7 +224,9 @@ ns_show_job() {
 # address on that cable (never the management NIC mcm0); every direct
 # connection ("NET/Mesh: connection C to host ... via mclJ A<0> -> B<port>
 # (subnet S") left from the NIC cabled to the peer, from this host's address
-# on that cable to the peer's, on the cable's subnet; as many accepted on
+# on that cable to the peer's, on the cable's subnet (a connection that broke
+# and resumed logs "connection C to host H/name moved from ...": not a new
+# connection, and a starved receiver can cause one); as many accepted on
 # cable NICs; at least MIN connections in all (-MIN: exactly MIN). Lines
 # count only after PREFIX_ERE (a logger's prefix) when given. Sets
 # LINKS_SEEN; fails with a line per fault.
@@ -258,7 +260,7 @@ ns_check_links() {
         echo "#   rank $r (host $h): wrong link: $line"
         bad=1
       fi
-    done < <(grep -E "${prefix}NET/Mesh: connection [0-9a-f]+ to host" "$f")
+    done < <(grep -E "${prefix}NET/Mesh: connection [0-9a-f]+ to host [0-9a-f]+ via " "$f")
     n_acc=$((n_acc + $(grep -cE "${prefix}NET/Mesh: accepted connection .* on mcl[1-9] ($(ns_addr_ere))" "$f")))
   done
   if { [ "$min" -lt 0 ] && [ "$n_conn" != $((-min)) ]; } || [ "$n_conn" -lt "${min#-}" ] ||

@@ -98,7 +98,8 @@ check_logs() {
       done
     done < <(grep -E 'NET/Mesh: relayed connection' "$f")
     n_relaying=$((n_relaying + $(grep -cE 'NET/Mesh: relaying connection' "$f")))
-    # direct connections: "connection C to host H via mclJ": J must be cabled to i.
+    # direct connections: "connection C to host H via mclJ": J must be cabled to i
+    # ("connection C to host H/name moved from ...", a resume, is not a new one).
     while IFS= read -r line; do
       local j
       j=$(sed -E 's/.* via mcl([0-9]+) .*/\1/' <<<"$line")
@@ -106,7 +107,7 @@ check_logs() {
         echo "#   host $i: direct connection over a missing cable: $line"
         bad=1
       }
-    done < <(grep -E 'NET/Mesh: connection [0-9a-f]+ to host' "$f")
+    done < <(grep -E 'NET/Mesh: connection [0-9a-f]+ to host [0-9a-f]+ via ' "$f")
     # The rank ring's next host: relayed when it is not a neighbour.
     local r=${ranks[$((i - 1))]} nr k
     nr=$(((r + 1) % NS_N_HOSTS))
