@@ -720,10 +720,62 @@ static int find_free_port(int other)
   return try_port(0);
 }
 
-/* Sets the variables every rank shares in our own environment; children inherit them. */
+/* Which port is which ("NCCL_COMM_ID=... (meshccl's bootstrap root), ..."), for failures. */
+static char ports_desc[600];
+
+/* The port of "host:port" or "[v6]:port", or -1. */
+static int port_of(const char *hostport)
+{
+  const char *colon = (hostport != NULL) ? strrchr(hostport, ':') : NULL;
+  char *end = NULL;
+  long v;
+
+  if ((colon == NULL) || (colon[1] == '\0')) {
+    return -1;
+  }
+  errno = 0;
+  v = strtol(colon + 1, &end, 10);
+  if ((errno != 0) || (*end != '\0') || (v < 1) || (v > 65535)) {
+    return -1;
+  }
+  return (int)v;
+}
+
+static bool is_loopback_name(const char *h, size_t n)
+{
+  return ((n == 9) && (strncmp(h, "localhost", n) == 0)) ||
+         ((n >= 4) && (strncmp(h, "127.", 4) == 0)) || ((n == 3) && (strncmp(h, "::1", n) == 0)) ||
+         ((n == 5) && (strncmp(h, "[::1]", n) == 0));
+}
+
+/* Whether NCCL_COMM_ID's host and MASTER_ADDR may be one host (equal, or both loopback). */
+static bool same_host(const char *comm_id, const char *master_addr)
+{
+  size_t n = (size_t)(strrchr(comm_id, ':') - comm_id);
+  size_t m = strlen(master_addr);
+
+  if ((n == m) && (strncmp(comm_id, master_addr, n) == 0)) {
+    return true;
+  }
+  return is_loopback_name(comm_id, n) && is_loopback_name(master_addr, m);
+}
+
+/*
+ * Sets the variables every rank shares in our own environment; children
+ * inherit them. Two different ports: NCCL_COMM_ID's for meshccl's bootstrap
+ * root, and MASTER_PORT for the store a torch.distributed job opens at
+ * MASTER_ADDR (torch's env:// init); one port for both makes the second
+ * listener fail, or a rank join the wrong one. A port the user set is kept,
+ * and the one we pick avoids it.
+ */
 static int setup_env(const struct options *opt)
 {
   char buf[64];
+  const char *user_id = getenv("NCCL_COMM_ID");
+  const char *user_mport = getenv("MASTER_PORT");
+  const char *maddr = getenv("MASTER_ADDR");
+  int id_port = (user_id != NULL) ? port_of(user_id) : -1;
+  int mport = -1;
   int port = -1;
   int store_port = -1;
 
@@ -744,27 +796,48 @@ static int setup_env(const struct options *opt)
       setenv("NODE_RANK", "0", 1) != 0 || setenv("MESHCCL_RUN", "1", 1) != 0) {
     return -1;
   }
-  /* Two different ports: NCCL_COMM_ID's for meshccl's bootstrap root, and
-   * MASTER_PORT for the store a torch.distributed job opens there; one port
-   * for both makes the second listener fail (or join the wrong socket). */
-  port = find_free_port(-1);
-  store_port = (port >= 0) ? find_free_port(port) : -1;
-  if ((port < 0) || (store_port < 0) || (store_port == port)) {
-    fprintf(stderr, PROG_NAME ": cannot find two free TCP ports on 127.0.0.1: %s\n",
+  if (user_mport != NULL) {
+    snprintf(buf, sizeof(buf), ":%s", user_mport);
+    mport = port_of(buf);
+  }
+  if ((id_port > 0) && (id_port == mport) &&
+      same_host(user_id, (maddr != NULL) ? maddr : "127.0.0.1")) {
+    fprintf(
+        stderr,
+        PROG_NAME
+        ": NCCL_COMM_ID=%s (meshccl's bootstrap root) and MASTER_ADDR:MASTER_PORT=%s:%s "
+        "(the store torch.distributed opens) name the same port; unset one of them and " PROG_NAME
+        " picks a free port for it\n",
+        user_id, (maddr != NULL) ? maddr : "127.0.0.1", user_mport);
+    return -1;
+  }
+  port = (user_id == NULL) ? find_free_port(mport) : id_port;
+  store_port = (user_mport == NULL) ? find_free_port(port) : mport;
+  if ((user_id == NULL) && ((port < 0) || (port == mport))) {
+    fprintf(stderr, PROG_NAME ": cannot find a free TCP port on 127.0.0.1 for NCCL_COMM_ID: %s\n",
             strerror(errno));
     return -1;
   }
-  if (getenv("NCCL_COMM_ID") == NULL) {
+  if ((user_mport == NULL) && ((store_port < 0) || (store_port == port))) {
+    fprintf(stderr, PROG_NAME ": cannot find a free TCP port on 127.0.0.1 for MASTER_PORT: %s\n",
+            strerror(errno));
+    return -1;
+  }
+  if (user_id == NULL) {
     snprintf(buf, sizeof(buf), "127.0.0.1:%d", port);
     setenv("NCCL_COMM_ID", buf, 1);
   }
-  if (getenv("MASTER_ADDR") == NULL) {
+  if (maddr == NULL) {
     setenv("MASTER_ADDR", "127.0.0.1", 1);
   }
-  if (getenv("MASTER_PORT") == NULL) {
+  if (user_mport == NULL) {
     snprintf(buf, sizeof(buf), "%d", store_port);
     setenv("MASTER_PORT", buf, 1);
   }
+  snprintf(ports_desc, sizeof(ports_desc),
+           "NCCL_COMM_ID=%s (meshccl's bootstrap root), MASTER_ADDR:MASTER_PORT=%s:%s (the store "
+           "torch.distributed opens with env://)",
+           getenv("NCCL_COMM_ID"), getenv("MASTER_ADDR"), getenv("MASTER_PORT"));
   return 0;
 }
 
@@ -943,6 +1016,10 @@ static int exit_code(const struct launcher *l)
     int status = l->ranks[l->first_failed].status;
 
     describe_status(status, desc, sizeof(desc));
+    /* Which port is which, for a failure that is a clash (the last line names the rank). */
+    if (ports_desc[0] != '\0') {
+      fprintf(stderr, PROG_NAME ": ports of this job: %s\n", ports_desc);
+    }
     fprintf(stderr, PROG_NAME ": job failed: rank %d %s\n", l->first_failed, desc);
     return status_exit_code(status);
   }
