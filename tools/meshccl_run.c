@@ -771,10 +771,10 @@ static bool same_host(const char *comm_id, const char *master_addr)
 static int setup_env(const struct options *opt)
 {
   char buf[64];
-  const char *user_id = getenv("NCCL_COMM_ID");
-  const char *user_mport = getenv("MASTER_PORT");
-  const char *maddr = getenv("MASTER_ADDR");
-  int id_port = (user_id != NULL) ? port_of(user_id) : -1;
+  const char *user_id = NULL;
+  const char *user_mport = NULL;
+  const char *maddr = NULL;
+  int id_port = -1;
   int mport = -1;
   int port = -1;
   int store_port = -1;
@@ -796,6 +796,11 @@ static int setup_env(const struct options *opt)
       setenv("NODE_RANK", "0", 1) != 0 || setenv("MESHCCL_RUN", "1", 1) != 0) {
     return -1;
   }
+  /* After the -x exports: a port given there is the user's too. */
+  user_id = getenv("NCCL_COMM_ID");
+  user_mport = getenv("MASTER_PORT");
+  maddr = getenv("MASTER_ADDR");
+  id_port = (user_id != NULL) ? port_of(user_id) : -1;
   if (user_mport != NULL) {
     snprintf(buf, sizeof(buf), ":%s", user_mport);
     mport = port_of(buf);

@@ -131,6 +131,18 @@ def check_group(pg, label):
     t = bits[me].clone()
     dist.all_reduce(t, op=dist.ReduceOp.PRODUCT, group=pg)
     same(t, torch.stack(bits).all(0), "%s bool all_reduce PRODUCT" % label)
+    # PREMUL_SUM (a double factor, a tensor factor): inputs scaled, then summed
+    for factor in (2.0, [torch.tensor([3.0])]):
+        scale = 2.0 if isinstance(factor, float) else 3.0
+        t = value(me, 5, torch.float32)
+        dist.all_reduce(t, op=dist._make_nccl_premul_sum(factor), group=pg)
+        same(t, scale * sum(value(r, 5, torch.float32) for r in range(n)), "%s PREMUL_SUM x%g" % (label, scale))
+        t = torch.zeros(2, dtype=torch.float64)
+        src = torch.cat([value(me, 2, torch.float64, base=b) for b in range(n)])
+        dist.reduce_scatter_tensor(t, src, op=dist._make_nccl_premul_sum(factor), group=pg)
+        same(t, scale * sum(value(r, 2, torch.float64, base=me) for r in range(n)),
+             "%s reduce_scatter_tensor PREMUL_SUM x%g" % (label, scale))
+        same(src, torch.cat([value(me, 2, torch.float64, base=b) for b in range(n)]), "%s PREMUL_SUM input kept" % label)
     # complex sum: pairs of reals
     t = torch.complex(value(me, 3, torch.float32), value(me, 3, torch.float32, base=1))
     dist.all_reduce(t, group=pg)
