@@ -14,6 +14,7 @@ import argparse
 import os
 import subprocess
 import sys
+import tempfile
 
 import numpy as np
 
@@ -127,9 +128,18 @@ def spawn_main(args):
     assert len(uid) == meshccl.UNIQUE_ID_BYTES
     env = dict(os.environ)
     env.pop("NCCL_COMM_ID", None)
+    # One output file each: the ranks' lines never interleave, and no rank
+    # blocks on a full pipe while another waits for it in a collective.
+    outs = [tempfile.TemporaryFile() for _ in range(args.spawn)]
     procs = [subprocess.Popen([sys.executable, __file__, "--uid", uid.hex(), "--rank", str(r),
-                               "--nranks", str(args.spawn)], env=env) for r in range(args.spawn)]
+                               "--nranks", str(args.spawn)], env=env, stdout=outs[r],
+                              stderr=subprocess.STDOUT) for r in range(args.spawn)]
     codes = [p.wait(timeout=120) for p in procs]
+    for r, f in enumerate(outs):
+        f.seek(0)
+        for line in f.read().decode(errors="replace").splitlines():
+            print("[%d] %s" % (r, line))
+        f.close()
     if any(codes):
         print("numpy_api: rank exit codes %s" % codes, file=sys.stderr)
         return 1
