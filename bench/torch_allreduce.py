@@ -4,7 +4,7 @@
 Run by every rank (bench/torch_allreduce.sh starts it under meshccl-run).
 One job holds three process groups over the same ranks: meshccl with its
 worker thread (the default), meshccl on the calling thread
-(MESHCCL_TORCH_ASYNC=0) and gloo. For each size, each group runs warm-up
+(meshccl_torch.Options(async_ops=False)) and gloo. For each size, each group runs warm-up
 iterations, then timed ones; the time is the slowest rank's mean per
 all_reduce. busbw = size / time x 2(n-1)/n, as nccl-tests reports it.
 Rank 0 prints the table.
@@ -12,14 +12,13 @@ Rank 0 prints the table.
     torch_allreduce.py [--min-bytes 1024] [--max-bytes 268435456] [--factor 4]
 """
 import argparse
-import os
 import sys
 import time
 
 import torch
 import torch.distributed as dist
 
-import meshccl_torch  # noqa: F401
+import meshccl_torch
 
 
 def fmt_size(b):
@@ -56,9 +55,7 @@ def main():
     dist.init_process_group("meshccl")
     n = dist.get_world_size()
     rank = dist.get_rank()
-    os.environ["MESHCCL_TORCH_ASYNC"] = "0"
-    sync_mc = dist.new_group(backend="meshccl")
-    os.environ.pop("MESHCCL_TORCH_ASYNC")
+    sync_mc = dist.new_group(backend="meshccl", pg_options=meshccl_torch.Options(async_ops=False))
     gloo = dist.new_group(backend="gloo")
     groups = (("meshccl", None), ("meshccl-sync", sync_mc), ("gloo", gloo))
     factor = 2 * (n - 1) / n if n > 1 else 1.0
@@ -66,7 +63,7 @@ def main():
         print("# torch.distributed all_reduce (sum) of float32 tensors, %d processes on this host, torch %s"
               % (n, torch.__version__))
         print("# time: the slowest rank's mean per call; busbw = size / time x 2(n-1)/n (GB/s = 1e9 B/s)")
-        print("# meshccl: default (worker thread); meshccl-sync: MESHCCL_TORCH_ASYNC=0 (calling thread)")
+        print("# meshccl: default (worker thread); meshccl-sync: Options(async_ops=False) (calling thread)")
         print("# ratio: gloo time / meshccl time (above 1: meshccl faster)")
         print("%10s %12s %8s %12s %8s %12s %8s %7s" % ("size", "meshccl us", "busbw", "mc-sync us", "busbw",
                                                      "gloo us", "busbw", "ratio"))

@@ -5,7 +5,7 @@ Run by every rank of a job (meshccl-run, tests/py/launch_env.py or torchrun):
 init_process_group("meshccl") with env://, then each collective on integer
 tensors of every dtype NCCL handles (and floats holding small integers, whose
 sums are exact), on the default group (worker thread), on a group whose
-operations run on the calling thread (MESHCCL_TORCH_ASYNC=0), and on a
+operations run on the calling thread (Options(async_ops=False)), and on a
 subgroup. Expected values are computed locally from what each rank sent.
 Then the errors users meet (bad reduce op, non-contiguous tensor, wrong list
 length), an operation only one rank calls (the group's timeout revokes it),
@@ -22,7 +22,7 @@ import warnings
 import torch
 import torch.distributed as dist
 
-import meshccl_torch  # noqa: F401  registers "meshccl"
+import meshccl_torch  # registers "meshccl"
 
 INT_DTYPES = [torch.int8, torch.uint8, torch.int32, torch.int64, torch.float16, torch.bfloat16,
               torch.float32, torch.float64]
@@ -301,14 +301,15 @@ def main():
     check_concurrent(n)
     check_group(None, "default")
     # The calling thread's variant, and a subgroup of the first ranks.
-    os.environ["MESHCCL_TORCH_ASYNC"] = "0"
-    sync_pg = dist.new_group(backend="meshccl")
-    os.environ.pop("MESHCCL_TORCH_ASYNC")
+    sync_pg = dist.new_group(backend="meshccl", pg_options=meshccl_torch.Options(async_ops=False))
     check_group(sync_pg, "sync")
     sub_ranks = list(range(max(1, n - 1)))
     sub = dist.new_group(ranks=sub_ranks, backend="meshccl")
     if RANK in sub_ranks:
         check_group(sub, "subgroup")
+        raises(lambda: dist.all_reduce(torch.ones(2, dtype=torch.int16), group=sub),
+               "meshccl: rank %d of %d (global rank %d, group " % (RANK, len(sub_ranks), RANK),
+               "subgroup errors name the global rank")
     check_errors(None)
     check_timeout(n)
     dist.destroy_process_group(sub)

@@ -76,9 +76,9 @@ def main():
     t0 = time.monotonic()
     dist.init_process_group("meshccl")
     n = dist.get_world_size()
-    os.environ["MESHCCL_TORCH_ASYNC"] = "0"
+    os.environ["TORCH_MESHCCL_ASYNC"] = "0"  # the environment's way (torch_collectives.py: Options)
     sync_pg = dist.new_group(backend="meshccl")
-    os.environ.pop("MESHCCL_TORCH_ASYNC")
+    os.environ.pop("TORCH_MESHCCL_ASYNC")
     gloo = dist.new_group(backend="gloo")
     got = train(None)
     got_sync = train(sync_pg)

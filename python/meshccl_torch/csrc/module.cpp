@@ -19,14 +19,16 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m)
   py::class_<meshccl_torch::ProcessGroupMeshccl, c10d::ProcessGroup,
              c10::intrusive_ptr<meshccl_torch::ProcessGroupMeshccl>>(m, "ProcessGroupMeshccl")
       .def(py::init([](const c10::intrusive_ptr<c10d::Store> &store, int rank, int size,
-                       int64_t timeout_ms, bool async) {
+                       int64_t timeout_ms, bool async, const std::string &label) {
              return c10::make_intrusive<meshccl_torch::ProcessGroupMeshccl>(
-                 store, rank, size, std::chrono::milliseconds(timeout_ms), async);
+                 store, rank, size, std::chrono::milliseconds(timeout_ms), async, label);
            }),
            py::arg("store"), py::arg("rank"), py::arg("size"), py::arg("timeout_ms"),
-           py::arg("async_ops") = true, py::call_guard<py::gil_scoped_release>(),
+           py::arg("async_ops") = true, py::arg("label") = "",
+           py::call_guard<py::gil_scoped_release>(),
            "Rank `rank` of `size`; the unique id goes through `store`; `timeout_ms` bounds init "
-           "and each operation; async_ops runs operations on a worker thread.")
+           "and each operation; async_ops runs operations on a worker thread; label (e.g. "
+           "\"global rank 3, group 2\") goes into every message.")
       .def_property_readonly("is_async", &meshccl_torch::ProcessGroupMeshccl::isAsync)
       .def_property_readonly_static("UNIQUE_ID_KEY", [](py::object) {
         return meshccl_torch::ProcessGroupMeshccl::kUniqueIdKey;

@@ -5,6 +5,7 @@
 // watchdog. Tensor checks and the mapping of dtypes and reduce ops follow
 // ProcessGroupNCCL.cpp (PyTorch 1.13); the work queue follows
 // ProcessGroupGloo.cpp. See docs/PYTORCH.md.
+
 // Python.h comes first, as Python's C API asks (the destructor releases the GIL).
 #include <Python.h>
 
@@ -300,14 +301,18 @@ void WorkMeshccl::complete(std::exception_ptr error)
 // Construction: unique id through the store, non-blocking init with a deadline
 
 ProcessGroupMeshccl::ProcessGroupMeshccl(const c10::intrusive_ptr<c10d::Store> &store, int rank,
-                                         int size, std::chrono::milliseconds timeout, bool async)
+                                         int size, std::chrono::milliseconds timeout, bool async,
+                                         const std::string &label)
     : c10d::ProcessGroup(rank, size), timeout_(timeout), async_(async)
 {
   ncclUniqueId id;
   ncclComm_t comm = nullptr;
   ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
   ncclResult_t res;
-  const std::string who = "meshccl: rank " + std::to_string(rank) + " of " + std::to_string(size);
+  const std::string who = "meshccl: rank " + std::to_string(rank) + " of " + std::to_string(size) +
+                          (label.empty() ? "" : " (" + label + ")");
+
+  who_ = who + ": ";
 
   TORCH_CHECK((size >= 1) && (rank >= 0) && (rank < size), who, ": not a rank of the group");
   std::memset(&id, 0, sizeof(id));
@@ -432,7 +437,7 @@ void ProcessGroupMeshccl::shutdown()
 
 std::string ProcessGroupMeshccl::who() const
 {
-  return "meshccl: rank " + std::to_string(rank_) + " of " + std::to_string(size_) + ": ";
+  return who_;
 }
 
 c10::intrusive_ptr<WorkMeshccl> ProcessGroupMeshccl::makeWork(c10d::OpType type, const char *title,

@@ -76,10 +76,11 @@ public:
   // torch.distributed), the others read it, then every rank inits the
   // communicator, failing after `timeout` (the process group's timeout,
   // also each operation's unless its options give one). async selects the
-  // worker thread (true) or the calling thread (false). Throws naming the
-  // rank, the store key and the step that failed.
+  // worker thread (true) or the calling thread (false); label ("global rank
+  // 3, group 2", or empty) goes into messages. Throws naming the rank, the
+  // store key and the step that failed.
   ProcessGroupMeshccl(const c10::intrusive_ptr<c10d::Store> &store, int rank, int size,
-                      std::chrono::milliseconds timeout, bool async);
+                      std::chrono::milliseconds timeout, bool async, const std::string &label);
   ~ProcessGroupMeshccl() override;
 
   const std::string getBackendName() const override
@@ -186,6 +187,7 @@ private:
   void shutdown();
 
   ncclComm_t comm_ = nullptr;
+  std::string who_; // "meshccl: rank R of N (label): "
   std::chrono::milliseconds timeout_;
   bool async_;
 
