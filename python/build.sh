@@ -26,6 +26,7 @@ if [ -z "$MC_PYTHON" ]; then
   echo "python: meshccl_torch skipped: $MC_PYTHON_NUMPY has no torch (Debian: apt-get install $debs); building meshccl"
   MESHCCL_NO_TORCH=1 "$MC_PYTHON_NUMPY" setup.py -q build_py --build-lib "$out" 2>&1 | quiet
   test "${PIPESTATUS[0]}" = 0
+  rm -rf "$src/python/meshccl.egg-info" "$src/python/build"
   echo "$MC_PYTHON_NUMPY" > "$out/PYTHON"
   exit 0
 fi
