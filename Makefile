@@ -83,12 +83,15 @@ bench-mpi:
 	  echo "bench-mpi: mpicc not found (Debian: apt-get install openmpi-bin libopenmpi-dev): mpi_perf skipped"; \
 	fi
 
-# The topology XML fuzzer (clang, ASan+UBSan) for a minute over the real files;
-# new inputs are kept in $(ASAN_BUILD)/fuzz-corpus/topo_xml.
+# The fuzzers (clang, ASan+UBSan) for a minute each: the topology XML parser
+# over the real files, the bootstrap's message parsers over tests/data/boot;
+# new inputs are kept in $(ASAN_BUILD)/fuzz-corpus/.
 fuzz: build-asan
-	mkdir -p $(ASAN_BUILD)/fuzz-corpus/topo_xml
+	mkdir -p $(ASAN_BUILD)/fuzz-corpus/topo_xml $(ASAN_BUILD)/fuzz-corpus/boot_msg
 	./$(ASAN_BUILD)/tests/fuzz_topo_xml -max_total_time=60 -rss_limit_mb=2048 -print_final_stats=1 \
 	  $(ASAN_BUILD)/fuzz-corpus/topo_xml tests/data/topo
+	./$(ASAN_BUILD)/tests/fuzz_boot_msg -max_total_time=60 -rss_limit_mb=2048 -print_final_stats=1 \
+	  $(ASAN_BUILD)/fuzz-corpus/boot_msg tests/data/boot
 
 envdoc: build
 	./$(BUILD)/bin/meshccl-env --markdown > docs/ENV.md
