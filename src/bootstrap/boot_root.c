@@ -358,14 +358,15 @@ static void root_missing_ranks(struct mc_boot_root *r)
 
 /*
  * Reads what fd holds of the control message being received, never more
- * than that message: 1 complete (*m filled), 0 incomplete, -1 closed or
- * invalid (why).
+ * than that message: 1 complete (*m filled), 0 incomplete, -1 closed (or
+ * reset), -2 not a control message (why says which).
  */
 static int read_ctl(int fd, struct mc_boot_rx *rx, struct mc_boot_ctl *m, char *why,
                     size_t why_bytes)
 {
   uint8_t buf[MC_BOOT_CTL_FRAME_BYTES];
   ssize_t n = recv(fd, buf, mc_boot_rx_want(rx), MSG_DONTWAIT);
+  int st;
 
   if (n == 0) {
     snprintf(why, why_bytes, "closed the connection%s",
@@ -378,7 +379,8 @@ static int read_ctl(int fd, struct mc_boot_rx *rx, struct mc_boot_ctl *m, char *
     snprintf(why, why_bytes, "recv: %s", strerror(errno));
     return -1;
   }
-  return mc_boot_rx_feed(rx, buf, (size_t)n, m, why, why_bytes);
+  st = mc_boot_rx_feed(rx, buf, (size_t)n, m, why, why_bytes);
+  return (st < 0) ? -2 : st;
 }
 
 static void drop_unreg(struct mc_boot_root *r, int i, const char *why)
@@ -424,9 +426,8 @@ static void root_read_rank(struct mc_boot_root *r, int i)
   if (st == 0)
     return;
   if (st < 0) {
-    bool is_closed = (strncmp(why, "closed", 6) == 0);
     rank_close(r, rr);
-    if (is_closed)
+    if (st == -1)
       root_fail(r, i, ncclRemoteError,
                 "rank %d (host %s pid %d) left before its init completed: the process exited, "
                 "was killed, or aborted its communicator",

@@ -95,18 +95,18 @@ expect_eq "preset NCCL_COMM_ID and MASTER_PORT pass through" \
 # --- MESHCCL_SECRET ------------------------------------------------------------
 (
   unset MESHCCL_SECRET
-  "$RUN" -n 3 bash -c 'echo $MESHCCL_SECRET' >"$TMP/out"
-  "$RUN" -n 1 bash -c 'echo $MESHCCL_SECRET' >"$TMP/out2"
+  "$RUN" -n 3 --no-tag bash -c 'echo $MESHCCL_SECRET' >"$TMP/out"
+  "$RUN" -n 1 --no-tag bash -c 'echo $MESHCCL_SECRET' >"$TMP/out2"
 )
-secrets=$(sed 's/^\[[0-9]*\] //' "$TMP/out" | sort -u)
+secrets=$(sort -u "$TMP/out")
+expect_eq "MESHCCL_SECRET: 3 ranks print it" "$(wc -l <"$TMP/out")" 3
 expect_eq "MESHCCL_SECRET: the same for the 3 ranks" "$(echo "$secrets" | wc -l)" 1
 echo "$secrets" | grep -Eq '^[0-9a-f]{64}$'
 check "MESHCCL_SECRET: 64 random hex digits (got '$secrets')"
-[ "$secrets" != "$(sed 's/^\[[0-9]*\] //' "$TMP/out2")" ]
+[ "$secrets" != "$(cat "$TMP/out2")" ]
 check "MESHCCL_SECRET: another job, another secret"
-MESHCCL_SECRET=preset "$RUN" -n 2 bash -c 'echo $MESHCCL_SECRET' >"$TMP/out"
-expect_eq "preset MESHCCL_SECRET passes through" "$(sort "$TMP/out" | tr '\n' '|')" \
-  "[0] preset|[1] preset|"
+MESHCCL_SECRET=preset "$RUN" -n 2 --no-tag bash -c 'echo $MESHCCL_SECRET' >"$TMP/out"
+expect_eq "preset MESHCCL_SECRET passes through" "$(tr '\n' '|' <"$TMP/out")" "preset|preset|"
 
 # --- output ------------------------------------------------------------------
 "$RUN" -n 2 bash -c 'echo to-err >&2' >"$TMP/out" 2>"$TMP/err"
