@@ -102,12 +102,15 @@ bench-mpi:
 	fi
 
 # The fuzzers (clang, ASan+UBSan) for a minute each: the topology XML over the
-# real files, the transports' connect messages and the nets' handles over their
-# seeds (tests/data/fuzz/); new inputs are kept in $(ASAN_BUILD)/fuzz-corpus/<name>.
+# real files, the bootstrap's message parsers over tests/data/boot, the
+# transports' connect messages and the nets' handles over their seeds
+# (tests/data/fuzz/); new inputs are kept in $(ASAN_BUILD)/fuzz-corpus/<name>.
 fuzz: build-asan
-	mkdir -p $(ASAN_BUILD)/fuzz-corpus/topo_xml
+	mkdir -p $(ASAN_BUILD)/fuzz-corpus/topo_xml $(ASAN_BUILD)/fuzz-corpus/boot_msg
 	./$(ASAN_BUILD)/tests/fuzz_topo_xml -max_total_time=60 -rss_limit_mb=2048 -print_final_stats=1 \
 	  $(ASAN_BUILD)/fuzz-corpus/topo_xml tests/data/topo
+	./$(ASAN_BUILD)/tests/fuzz_boot_msg -max_total_time=60 -rss_limit_mb=2048 -print_final_stats=1 \
+	  $(ASAN_BUILD)/fuzz-corpus/boot_msg tests/data/boot
 	for t in tp_blob net_handle; do \
 	  mkdir -p $(ASAN_BUILD)/fuzz-corpus/$$t && \
 	  ./$(ASAN_BUILD)/tests/fuzz_$$t -max_total_time=60 -rss_limit_mb=2048 -print_final_stats=1 \

@@ -2,8 +2,10 @@
 /*
  * meshccl-run: the local launcher. It starts N copies of a program on this
  * host as the ranks of one job, each in its own process group, with RANK,
- * WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE, NODE_RANK, MESHCCL_RUN and a shared
- * NCCL_COMM_ID (a free port on 127.0.0.1) in its environment. The ranks'
+ * WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE, NODE_RANK, MESHCCL_RUN, a shared
+ * NCCL_COMM_ID (a free port on 127.0.0.1) and a shared random MESHCCL_SECRET
+ * (unless set: the bootstrap's proof that a connection is one of the job's)
+ * in its environment. The ranks'
  * stdout and stderr come back through pipes and are written line by line,
  * each line prefixed with "[rank] ", to the launcher's stdout and stderr.
  * SIGINT, SIGTERM, SIGHUP and SIGQUIT are forwarded to every rank (a signal
@@ -30,6 +32,7 @@
 #include <unistd.h>
 #include <arpa/inet.h>
 #include <netinet/in.h>
+#include <sys/random.h>
 #include <sys/socket.h>
 #include <sys/syscall.h>
 #include <sys/types.h>
@@ -720,6 +723,34 @@ static int find_free_port(int other)
   return try_port(0);
 }
 
+/*
+ * MESHCCL_SECRET, unless the caller set one: 32 random bytes in hex. With
+ * NCCL_COMM_ID nothing secret travels between the ranks, so the bootstrap
+ * keys its authentication with this (docs/ARCHITECTURE.md, bootstrap);
+ * without it, any process that knows the port could join the job.
+ */
+static int set_secret(void)
+{
+  unsigned char raw[32];
+  char hex[2 * sizeof(raw) + 1];
+  size_t got = 0;
+
+  if (getenv("MESHCCL_SECRET") != NULL)
+    return 0;
+  while (got < sizeof(raw)) {
+    ssize_t n = getrandom(raw + got, sizeof(raw) - got, 0);
+    if (n < 0) {
+      if (errno == EINTR)
+        continue;
+      return -1;
+    }
+    got += (size_t)n;
+  }
+  for (size_t i = 0; i < sizeof(raw); i++)
+    snprintf(hex + 2 * i, 3, "%02x", raw[i]);
+  return setenv("MESHCCL_SECRET", hex, 1);
+}
+
 /* Which port is which ("NCCL_COMM_ID=... (meshccl's bootstrap root), ..."), for failures. */
 static char ports_desc[600];
 
@@ -831,6 +862,10 @@ static int setup_env(const struct options *opt)
   if (user_id == NULL) {
     snprintf(buf, sizeof(buf), "127.0.0.1:%d", port);
     setenv("NCCL_COMM_ID", buf, 1);
+  }
+  if (set_secret() != 0) {
+    fprintf(stderr, PROG_NAME ": cannot make a random MESHCCL_SECRET: %s\n", strerror(errno));
+    return -1;
   }
   if (maddr == NULL) {
     setenv("MASTER_ADDR", "127.0.0.1", 1);

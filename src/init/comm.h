@@ -173,6 +173,10 @@ struct mc_topo_system;
 /* Stage "net" (init_net.c): the net secret, the net (mc_net_select) and its
  * per-communicator context (NCCL's ncclNetInit). Sets comm->net, net_ctx. */
 ncclResult_t mc_comm_stage_net(struct ncclComm *comm);
+/* The secret the nets authenticate the communicator's connections with
+ * (MC_NET_SECRET_BYTES): derived from the unique id, its bootstrap secret
+ * included. */
+void mc_comm_net_secret(const ncclUniqueId *id, uint8_t secret_out[32]);
 /* Finalizes the net context (once; nothing when there is none). */
 void mc_comm_net_fini(struct ncclComm *comm);
 

@@ -284,6 +284,18 @@ ncclResult_t mc_sock_io_multi(struct mc_sock_op *ops, int n_ops, const struct mc
 /* Non-blocking probe: ncclSuccess with *readable_out when data (or EOF) is waiting. */
 ncclResult_t mc_sock_poll_readable(struct mc_sock *s, int timeout_ms, bool *readable_out);
 
+/* The check every wait of this file makes between polls, for callers that
+ * poll their own sockets: the abort flag (MC_SOCK_END_ABORT), the wait's
+ * probe (MC_SOCK_END_CHECK), the deadline (MC_SOCK_END_TIMEOUT), each
+ * described in s->err ("... <doing> <s->addr>"); ncclSuccess: keep waiting. */
+ncclResult_t mc_sock_wait_check(struct mc_sock *s, const struct mc_wait *w, const char *doing);
+
+/* Wraps a connected fd that the caller accepted itself (taking ownership)
+ * into s, with the options of every other connection (non-blocking,
+ * TCP_NODELAY, NCCL_SOCKET_SNDBUF/RCVBUF). */
+void mc_sock_adopt(struct mc_sock *s, int fd, const union mc_sockaddr *peer, uint64_t magic,
+                   uint32_t type);
+
 /* Closes (accepts NULL and closed sockets). */
 void mc_sock_close(struct mc_sock *s);
 void mc_listener_close(struct mc_listener *l);
