@@ -92,9 +92,20 @@ static void out(struct bench *b, const char *fmt, ...)
   va_end(ap);
 }
 
+/* "rank R: " for messages; nothing while the rank is unknown (b->rank < 0). */
+static const char *rank_prefix(const struct bench *b, char *buf, size_t bytes)
+{
+  if (b->rank < 0)
+    return "";
+  snprintf(buf, bytes, "rank %d: ", b->rank);
+  return buf;
+}
+
 static ncclResult_t fail_call(struct bench *b, const char *what, ncclResult_t res)
 {
-  fprintf(stderr, "meshccl-perf: rank %d: %s failed: %s: %s\n", b->rank, what,
+  char who[32];
+
+  fprintf(stderr, "meshccl-perf: %s%s failed: %s: %s\n", rank_prefix(b, who, sizeof(who)), what,
           ncclGetErrorString(res), ncclGetLastError(b->comm));
   return res;
 }
@@ -474,7 +485,11 @@ static void print_header(struct bench *b, int argc, char **argv)
 static ncclResult_t bench_setup(struct bench *b)
 {
   int device = 0;
+  meshcclEnvInfo_t env;
 
+  /* The launcher's rank names this process in an init failure: the
+   * communicator, which would say it, does not exist then. */
+  b->rank = (meshcclGetEnvInfo(&env) == ncclSuccess) ? env.rank : -1;
   PERF_CHECK(b, "meshcclCommInitFromEnv", meshcclCommInitFromEnv(&b->comm, NULL));
   PERF_CHECK(b, "ncclCommUserRank", ncclCommUserRank(b->comm, &b->rank));
   PERF_CHECK(b, "ncclCommCount", ncclCommCount(b->comm, &b->n_ranks));
