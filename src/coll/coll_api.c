@@ -124,7 +124,10 @@ ncclResult_t ncclRedOpDestroy(ncclRedOp_t op, ncclComm_t comm)
     }                                                                                              \
   } while (0)
 
-static ncclResult_t run_now(struct mc_op *ops, int n)
+/* Runs ops (each held once by this thread, mc_comm_hold) and releases
+ * them. colls_running drops last: ncclCommAbort on another thread waits for
+ * it, then frees the communicator. */
+static ncclResult_t run_and_release(struct mc_op *ops, int n)
 {
   ncclResult_t res;
 
@@ -132,20 +135,47 @@ static ncclResult_t run_now(struct mc_op *ops, int n)
     __atomic_add_fetch(&ops[i].comm->colls_running, 1, __ATOMIC_ACQ_REL);
   res = mc_coll_run(ops, n);
   for (int i = 0; i < n; i++)
+    mc_comm_release(ops[i].comm);
+  for (int i = 0; i < n; i++)
     __atomic_sub_fetch(&ops[i].comm->colls_running, 1, __ATOMIC_ACQ_REL);
   return res;
 }
 
+/* Queued operations whose communicator was destroyed or aborted meanwhile
+ * (by another thread) fail the group before anything runs. */
+static ncclResult_t group_comms_live(const struct mc_op *ops, int n)
+{
+  for (int i = 0; i < n; i++)
+    MC_CHECK(mc_comm_check(ops[i].comm, "ncclGroupEnd"));
+  return ncclSuccess;
+}
+
+static void group_release(struct mc_op *ops, int n)
+{
+  for (int i = 0; i < n; i++)
+    mc_comm_release(ops[i].comm);
+}
+
+/* Runs op now, or queues it in the open group (where it holds its
+ * communicator until the group ends). */
 static ncclResult_t enqueue(const struct mc_op *op)
 {
+  ncclResult_t res = mc_comm_hold(op->comm, mc_coll_name(op->kind));
+
+  if (res != ncclSuccess) {
+    if (mc_group_depth() > 0)
+      group_coll_error = res;
+    return res;
+  }
   if (mc_group_depth() == 0) {
     struct mc_op one = *op;
-    return run_now(&one, 1);
+    return run_and_release(&one, 1);
   }
   if (group_n_ops == group_cap_ops) {
     int cap = (group_cap_ops == 0) ? 16 : 2 * group_cap_ops;
     struct mc_op *n = realloc(group_ops, (size_t)cap * sizeof(*n));
     if (n == NULL) {
+      mc_comm_release(op->comm);
       group_coll_error = ncclSystemError;
       return MC_FAIL(ncclSystemError, "%s : out of memory queuing the operation in the group",
                      mc_coll_name(op->kind));
@@ -333,8 +363,17 @@ static ncclResult_t enqueue_batch(struct mc_op *ops, int n)
 {
   if (n == 0)
     return ncclSuccess;
-  if (mc_group_depth() == 0)
-    return run_now(ops, n);
+  if (mc_group_depth() == 0) {
+    /* One hold per operation, as a group would take them. */
+    for (int i = 0; i < n; i++) {
+      ncclResult_t res = mc_comm_hold(ops[i].comm, "ncclGroupEnd");
+      if (res != ncclSuccess) {
+        group_release(ops, i);
+        return res;
+      }
+    }
+    return run_and_release(ops, n);
+  }
   for (int i = 0; i < n; i++)
     MC_CHECK(enqueue(&ops[i]));
   return ncclSuccess;
@@ -501,8 +540,11 @@ ncclResult_t ncclGroupSimulateEnd(ncclSimInfo_t *simInfo)
   if ((res == ncclSuccess) && (group_coll_error != ncclSuccess))
     res = group_coll_error;
   if ((res == ncclSuccess) && (group_n_ops > 0))
+    res = group_comms_live(group_ops, group_n_ops);
+  if ((res == ncclSuccess) && (group_n_ops > 0))
     est = group_estimate_us(group_ops, group_n_ops, &res);
   /* Nothing of the group runs: its operations are dropped. */
+  group_release(group_ops, group_n_ops);
   free(group_ops);
   group_ops = NULL;
   group_n_ops = group_cap_ops = 0;
@@ -526,7 +568,11 @@ ncclResult_t ncclGroupEnd(void)
   if ((res == ncclSuccess) && (group_coll_error != ncclSuccess))
     res = group_coll_error;
   if ((res == ncclSuccess) && (group_n_ops > 0))
-    coll_res = run_now(group_ops, group_n_ops);
+    res = group_comms_live(group_ops, group_n_ops);
+  if ((res == ncclSuccess) && (group_n_ops > 0))
+    coll_res = run_and_release(group_ops, group_n_ops);
+  else
+    group_release(group_ops, group_n_ops);
   free(group_ops);
   group_ops = NULL;
   group_n_ops = group_cap_ops = 0;
