@@ -17,6 +17,8 @@
 #ifndef MC_CORE_REGISTRY_H
 #define MC_CORE_REGISTRY_H
 
+#include <stdint.h>
+
 #include "nccl.h"
 
 enum mc_handle_state {
@@ -31,5 +33,8 @@ ncclResult_t mc_registry_add(const void *h);
 void mc_registry_release(const void *h);
 /* The state of h; NULL is MC_HANDLE_UNKNOWN. */
 enum mc_handle_state mc_registry_state(const void *h);
+/* How many handles were released so far: a caller that checked handles
+ * needs not check them again while this has not changed. */
+uint64_t mc_registry_releases(void);
 
 #endif /* MC_CORE_REGISTRY_H */

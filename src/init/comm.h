@@ -150,12 +150,17 @@ struct ncclComm {
   struct mc_user_redop *redops;
   int n_redops;
   pthread_mutex_t redop_lock;
-  int coll_result;   /* ncclResult_t of a failed collective: the comm is then unusable */
+  int coll_result; /* ncclResult_t of a failed collective: the comm is then unusable */
+  /* Signatures (src/coll/coll_sig.c): the number of the last collective,
+   * and per peer of the last send to it [2 * peer] and receive from it
+   * [2 * peer + 1] (allocated at the first). */
+  uint64_t coll_seq;
+  uint64_t *p2p_seq;
   int colls_running; /* threads inside a collective on this comm (abort waits for them) */
-  /* The one thread that drives the communicator (mc_comm_hold): its kernel
-   * thread id while a collective runs or its operations wait in that
+  /* The one thread that drives the communicator (mc_comm_hold): its
+   * pthread_self() while a collective runs or its operations wait in that
    * thread's open group, else 0; atomic. holds: that thread's nesting. */
-  int holder_tid;
+  unsigned long holder;
   int holds;
   int spin_passes; /* idle polls before yielding: few when the host's ranks outnumber its CPUs */
   /* Host meaning of NCCL's registration and lifecycle calls (init_mem.c, init_api.c). */
@@ -285,14 +290,17 @@ void mc_api_enter(void);
 ncclResult_t mc_comm_check(const struct ncclComm *comm, const char *call);
 /* The same test, silent. */
 bool mc_comm_is_live(const struct ncclComm *comm);
+/* How many communicators were destroyed or aborted in this process so far
+ * (a checked communicator needs no new check while this stays). */
+uint64_t mc_comm_destroyed_count(void);
 /* The calling thread starts driving comm (a collective, or one queued in its
  * open group); nests on the same thread. NCCL's communicators are not
  * thread-safe (a second thread corrupts the FIFOs' steps), so another
  * thread's hold is refused: ncclInvalidUsage naming call, comm and that
  * thread, recorded only for the second caller. */
 ncclResult_t mc_comm_hold(struct ncclComm *comm, const char *call);
-/* Ends one hold of the calling thread (nothing when comm is no longer live:
- * aborted meanwhile). */
+/* Ends one hold of the calling thread. comm must be live: a caller that may
+ * hold an aborted one asks mc_comm_is_live first. */
 void mc_comm_release(struct ncclComm *comm);
 /* ... whose init completed successfully (NCCL's ncclCommEnsureReady). */
 ncclResult_t mc_comm_ready(const struct ncclComm *comm, const char *call);

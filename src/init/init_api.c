@@ -50,12 +50,24 @@ bool mc_comm_is_live(const struct ncclComm *comm)
   return mc_registry_state(comm) == MC_HANDLE_LIVE;
 }
 
+uint64_t mc_comm_destroyed_count(void)
+{
+  return mc_registry_releases();
+}
+
+/* The calling thread, as the communicator records its holder (pthread_t
+ * is an integer on Linux; debuggers show it: "Thread 0x7f... (LWP n)"). */
+static unsigned long this_thread(void)
+{
+  return (unsigned long)pthread_self();
+}
+
 ncclResult_t mc_comm_hold(struct ncclComm *comm, const char *call)
 {
-  int me = mc_gettid();
-  int holder = 0;
+  unsigned long me = this_thread();
+  unsigned long holder = 0;
 
-  if (__atomic_compare_exchange_n(&comm->holder_tid, &holder, me, false, __ATOMIC_ACQ_REL,
+  if (__atomic_compare_exchange_n(&comm->holder, &holder, me, false, __ATOMIC_ACQ_REL,
                                   __ATOMIC_ACQUIRE)) {
     comm->holds = 1;
     return ncclSuccess;
@@ -65,19 +77,18 @@ ncclResult_t mc_comm_hold(struct ncclComm *comm, const char *call)
     return ncclSuccess;
   }
   return MC_FAIL(ncclInvalidUsage,
-                 "%s : communicator %p (rank %d) is in use by another thread (thread %d is running "
-                 "a collective on it, or holds its operations in an open ncclGroupStart); a "
-                 "communicator must be driven by one thread at a time",
+                 "%s : communicator %p (rank %d) is in use by another thread (thread 0x%lx is "
+                 "running a collective on it, or holds its operations in an open ncclGroupStart); "
+                 "a communicator must be driven by one thread at a time",
                  call, (void *)comm, comm->rank, holder);
 }
 
 void mc_comm_release(struct ncclComm *comm)
 {
-  if (!mc_comm_is_live(comm) ||
-      (__atomic_load_n(&comm->holder_tid, __ATOMIC_ACQUIRE) != mc_gettid()))
+  if (__atomic_load_n(&comm->holder, __ATOMIC_ACQUIRE) != this_thread())
     return;
   if (--comm->holds == 0)
-    __atomic_store_n(&comm->holder_tid, 0, __ATOMIC_RELEASE);
+    __atomic_store_n(&comm->holder, 0, __ATOMIC_RELEASE);
 }
 
 /* NCCL's ncclCommEnsureReady: the comm must have finished its init successfully. */
@@ -311,18 +322,18 @@ ncclResult_t ncclCommFinalize(ncclComm_t comm)
  * for neither (ncclCommAbort stops a running collective first). */
 static ncclResult_t not_held(struct ncclComm *comm, const char *call)
 {
-  int holder = __atomic_load_n(&comm->holder_tid, __ATOMIC_ACQUIRE);
+  unsigned long holder = __atomic_load_n(&comm->holder, __ATOMIC_ACQUIRE);
 
   if (holder == 0)
     return ncclSuccess;
-  if (holder == mc_gettid())
+  if (holder == this_thread())
     return MC_FAIL(ncclInvalidUsage,
                    "%s : communicator %p (rank %d) has operations queued in this thread's open "
                    "group; end the group (ncclGroupEnd) first",
                    call, (void *)comm, comm->rank);
   return MC_FAIL(ncclInvalidUsage,
-                 "%s : communicator %p (rank %d) is in use by thread %d (a collective running, or "
-                 "operations queued in its open group); wait for it, or stop it with "
+                 "%s : communicator %p (rank %d) is in use by thread 0x%lx (a collective running, "
+                 "or operations queued in its open group); wait for it, or stop it with "
                  "ncclCommAbort",
                  call, (void *)comm, comm->rank, holder);
 }

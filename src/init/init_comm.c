@@ -289,6 +289,7 @@ void mc_comm_free(struct ncclComm *comm, int root_wait_ms)
   mc_topo_graph_fini(&comm->tree_graph);
   mc_topo_channels_fini(&comm->graph);
   free(comm->peers);
+  free(comm->p2p_seq);
   mc_crypto_wipe(comm->net_secret, sizeof(comm->net_secret));
   free(comm);
 }

@@ -26,7 +26,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/syscall.h>
 #include <unistd.h>
 
 #include "mc_mp.h"
@@ -157,17 +156,18 @@ static int run_destroyed(void)
 /* -------------------------------------------------------------- threads */
 
 static ncclComm_t g_comms[2];
-static int g_main_tid;
+static unsigned long g_main_thread;
 
-static int gettid_now(void)
+/* How the library names a thread (its pthread_t, as debuggers show it). */
+static unsigned long this_thread(void)
 {
-  return (int)syscall(SYS_gettid);
+  return (unsigned long)pthread_self();
 }
 
-static const char *busy_text(const char *call, int rank, int holder)
+static const char *busy_text(const char *call, int rank, unsigned long holder)
 {
   snprintf(g_text, sizeof(g_text),
-           "%s : communicator %p (rank %d) is in use by another thread (thread %d is running a "
+           "%s : communicator %p (rank %d) is in use by another thread (thread 0x%lx is running a "
            "collective on it, or holds its operations in an open ncclGroupStart); a communicator "
            "must be driven by one thread at a time",
            call, (void *)g_comms[rank], rank, holder);
@@ -198,19 +198,19 @@ static void *intruder(void *arg)
   (void)arg;
   expect("other thread: ncclAllReduce(rank 0)",
          ncclAllReduce(buf, buf, COUNT, ncclFloat, ncclSum, g_comms[0], NULL), ncclInvalidUsage,
-         busy_text("AllReduce", 0, g_main_tid));
+         busy_text("AllReduce", 0, g_main_thread));
   expect("other thread: ncclSend(rank 1)", ncclSend(buf, COUNT, ncclFloat, 0, g_comms[1], NULL),
-         ncclInvalidUsage, busy_text("Send", 1, g_main_tid));
+         ncclInvalidUsage, busy_text("Send", 1, g_main_thread));
   MC_MP_CHECK(ncclGroupStart());
   expect("other thread, in a group: ncclBroadcast(rank 0)",
          ncclBroadcast(buf, buf, COUNT, ncclFloat, 0, g_comms[0], NULL), ncclInvalidUsage,
-         busy_text("Broadcast", 0, g_main_tid));
+         busy_text("Broadcast", 0, g_main_thread));
   expect("other thread: its ncclGroupEnd", ncclGroupEnd(), ncclInvalidUsage, NULL);
   snprintf(text, sizeof(text),
-           "ncclCommDestroy : communicator %p (rank 0) is in use by thread %d (a collective "
+           "ncclCommDestroy : communicator %p (rank 0) is in use by thread 0x%lx (a collective "
            "running, or operations queued in its open group); wait for it, or stop it with "
            "ncclCommAbort",
-           (void *)g_comms[0], g_main_tid);
+           (void *)g_comms[0], g_main_thread);
   expect("other thread: ncclCommDestroy(rank 0)", ncclCommDestroy(g_comms[0]), ncclInvalidUsage,
          text);
   return NULL;
@@ -241,7 +241,7 @@ static void group_holder(void)
   pthread_t th;
   char text[1024];
 
-  g_main_tid = gettid_now();
+  g_main_thread = this_thread();
   for (int r = 0; r < 2; r++)
     fill(in[r], r);
   MC_MP_CHECK(ncclGroupStart());
@@ -265,7 +265,7 @@ static void group_holder(void)
 
 struct racer {
   pthread_t th;
-  int tid;
+  unsigned long self;
   float in[COUNT];
   float out[COUNT];
   ncclResult_t res;
@@ -283,7 +283,7 @@ static void *racer_main(void *arg)
   struct racer *r = arg;
 
   pthread_mutex_lock(&g_lock);
-  r->tid = gettid_now();
+  r->self = this_thread();
   g_started++;
   pthread_cond_broadcast(&g_cond);
   pthread_mutex_unlock(&g_lock);
@@ -315,7 +315,7 @@ static void racing_calls(void)
   loser = (g_racers[0].res != ncclSuccess) ? 0 : 1;
   winner = 1 - loser;
   expect("the second caller", g_racers[loser].res, ncclInvalidUsage, NULL);
-  busy_text("AllReduce", 0, g_racers[winner].tid);
+  busy_text("AllReduce", 0, g_racers[winner].self);
   if (strcmp(g_racers[loser].err, g_text) != 0)
     MC_MP_FAIL("the second caller's error\n  '%s'\nexpected\n  '%s'", g_racers[loser].err, g_text);
   fill(in1, 1);
@@ -323,12 +323,11 @@ static void racing_calls(void)
   for (int i = 0; i < 2; i++)
     pthread_join(g_racers[i].th, NULL);
   if (g_racers[winner].res != ncclSuccess)
-    MC_MP_FAIL("the first caller returned %d: %s", (int)g_racers[winner].res,
-               g_racers[winner].err);
+    MC_MP_FAIL("the first caller returned %d: %s", (int)g_racers[winner].res, g_racers[winner].err);
   expect_sums("the first caller (rank 0)", g_racers[winner].out);
   expect_sums("rank 1", out1);
-  printf("racing calls: thread %d ran, thread %d was refused\n", g_racers[winner].tid,
-         g_racers[loser].tid);
+  printf("racing calls: thread 0x%lx ran, thread 0x%lx was refused\n", g_racers[winner].self,
+         g_racers[loser].self);
 }
 
 static int run_threads(void)
