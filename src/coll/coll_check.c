@@ -200,14 +200,15 @@ static void notices_flush(struct ncclComm *comm, struct mc_conn **net, int n_net
   }
 }
 
-#define MAX_NOTICE_CONNS 64 /* NET connections whose notice is waited for */
-
 /* comm stopped on a mismatch (n): every peer learns which, through every
  * connection (docs/ARCHITECTURE.md, "Errors"). */
 void mc_coll_notices_send(const struct mc_coll_plan *pl, struct ncclComm *comm,
                           const struct mc_coll_notice *n)
 {
-  struct mc_conn *net[MAX_NOTICE_CONNS];
+  /* The NET connections whose notice is waited for: at most every send
+   * connection (without memory, none is: the notices may then be lost). */
+  int cap = comm->n_channels * (2 + MC_TREE_MAX_ARITY) + 2 * comm->n_ranks;
+  struct mc_conn **net = calloc((size_t)cap, sizeof(*net));
   int n_net = 0;
   struct mc_conn *sends[2 + MC_TREE_MAX_ARITY];
 
@@ -218,7 +219,7 @@ void mc_coll_notices_send(const struct mc_coll_plan *pl, struct ncclComm *comm,
     for (int i = 0; i < MC_TREE_MAX_ARITY; i++)
       sends[2 + i] = &ch->tree_send_down[i];
     for (int i = 0; i < 2 + MC_TREE_MAX_ARITY; i++)
-      if (notice_send(pl, sends[i], n) && (n_net < MAX_NOTICE_CONNS))
+      if (notice_send(pl, sends[i], n) && (net != NULL))
         net[n_net++] = sends[i];
     notice_post(&ch->send, n);
     notice_post(&ch->recv, n);
@@ -232,7 +233,7 @@ void mc_coll_notices_send(const struct mc_coll_plan *pl, struct ncclComm *comm,
   for (int r = 0; (comm->p2p_send != NULL) && (r < comm->n_ranks); r++) {
     struct mc_conn *s[2] = {comm->p2p_send[r], (comm->os_send != NULL) ? comm->os_send[r] : NULL};
     for (int i = 0; i < 2; i++)
-      if (notice_send(pl, s[i], n) && (n_net < MAX_NOTICE_CONNS))
+      if (notice_send(pl, s[i], n) && (net != NULL))
         net[n_net++] = s[i];
     notice_post(comm->p2p_send[r], n);
     notice_post(comm->p2p_recv[r], n);
@@ -242,6 +243,7 @@ void mc_coll_notices_send(const struct mc_coll_plan *pl, struct ncclComm *comm,
     }
   }
   notices_flush(comm, net, n_net);
+  free(net);
 }
 
 /* ------------------------------------------------------ stray steps */
