@@ -477,24 +477,35 @@ ncclResult_t mc_net_sock_irecv(void *recv_comm, int n, void **data, size_t *size
   return ncclSuccess;
 }
 
+static bool req_complete(const struct mc_net_sock_req *r)
+{
+  return (r->state == MC_NET_SOCK_REQ_TASKS) &&
+         (__atomic_load_n(&r->tasks_done, __ATOMIC_ACQUIRE) == r->n_tasks);
+}
+
 ncclResult_t mc_net_sock_test(void *request, int *done, size_t *sizes)
 {
   struct mc_net_sock_req *r = request;
   struct mc_net_sock_comm *comm;
+  ncclResult_t res = ncclSuccess;
 
   if ((r == NULL) || (done == NULL) || (r->state == MC_NET_SOCK_REQ_FREE))
     return MC_FAIL(ncclInvalidArgument, "NET/Socket: test(%p): not a pending request", request);
   comm = r->comm;
   *done = 0;
-  MC_CHECK(comm_entry(comm));
-  MC_CHECK(comm_progress(comm));
-  if ((r->state == MC_NET_SOCK_REQ_TASKS) &&
-      (__atomic_load_n(&r->tasks_done, __ATOMIC_ACQUIRE) == r->n_tasks)) {
-    if (sizes != NULL)
-      sizes[0] = r->bytes;
-    r->state = MC_NET_SOCK_REQ_FREE;
-    *done = 1;
+  if (!req_complete(r)) {
+    res = comm_entry(comm);
+    if (res == ncclSuccess)
+      res = comm_progress(comm);
   }
+  /* A message that arrived whole before the peer closed (a failure notice,
+   * say) is delivered; the failure counts for the requests after it. */
+  if (!req_complete(r))
+    return res;
+  if (sizes != NULL)
+    sizes[0] = r->bytes;
+  r->state = MC_NET_SOCK_REQ_FREE;
+  *done = 1;
   return ncclSuccess;
 }
 

@@ -149,12 +149,12 @@ ncclResult_t mc_tp_blob_r1_check(const struct mc_tp_blob_view *v, const struct m
       return bad_r1(v, "SHM",
                     "its segment is not the /dev/shm segment it had to create for this connection");
     return ncclSuccess;
-  default: /* NET */
-    if (r1->bytes != v->slot_bytes) {
+  default: /* NET: the receiver's slots hold a step header in front of the data */
+    if (r1->bytes != v->slot_bytes + MC_CONN_HDR_ROOM) {
       snprintf(why, sizeof(why),
                "%llu-byte slots announced, this rank uses %zu (is NCCL_BUFFSIZE the same on "
                "every rank?)",
-               (unsigned long long)r1->bytes, v->slot_bytes);
+               (unsigned long long)r1->bytes, v->slot_bytes + MC_CONN_HDR_ROOM);
       return bad_r1(v, "NET", why);
     }
     if (r1->addr != 0)

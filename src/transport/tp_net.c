@@ -8,6 +8,12 @@
  *   recv: an irecv is posted into every free slot (step < head + MC_STEPS)
  *         that a running operation will consume (step < want);
  *         when one completes its size is recorded and tail advances.
+ * A step's header (transport.h) travels in front of its data, in the same
+ * message: each slot has MC_CONN_HDR_ROOM bytes of room before its data on
+ * the sending side (a step the rank published as a pointer is copied into
+ * its slot first: only the first step of an operation per connection has a
+ * header), and the receive of the announced step (ctrl->hdr_step) takes the
+ * header off into the control words, its data following it in the slot.
  * A net error marks the connection failed (ctrl->error), which the rank's
  * collective reports; the proxy then leaves that connection alone.
  * The progress watchdog (NCCL has none; docs/ARCHITECTURE.md, "Waits on the
@@ -48,8 +54,9 @@ struct mc_net_conn {
   void *comm; /* send or recv comm */
   void *mhandle;
   void *reqs[MC_STEPS];
-  uint64_t posted; /* steps handed to the net */
-  uint64_t done;   /* steps the net completed */
+  bool hdr[MC_STEPS]; /* receive: the request posted in that slot brings a header */
+  uint64_t posted;    /* steps handed to the net */
+  uint64_t done;      /* steps the net completed */
   bool failed;
   int dev;
   char how[80]; /* "<net>/<dev>", what the connection's log line shows */
@@ -117,6 +124,13 @@ static int net_dev_of(const struct mc_tp_comm *tc, const struct mc_conn_req *q)
   return q->channel % tc->net_ndev;
 }
 
+/* The slots' allocation: whole pages (aligned_alloc takes a multiple of its
+ * alignment, and a slot with its header's room is not one). */
+static size_t slots_alloc_bytes(const struct mc_conn *c)
+{
+  return (MC_STEPS * c->slot_bytes + 4095) & ~(size_t)4095;
+}
+
 static ncclResult_t net_recv_setup(struct mc_tp_comm *tc, struct mc_conn_req *q,
                                    struct mc_blob_r1 *r1)
 {
@@ -131,7 +145,11 @@ static ncclResult_t net_recv_setup(struct mc_tp_comm *tc, struct mc_conn_req *q,
   nc->wd_timeout_ns = watchdog_timeout_ns(tc);
   snprintf(nc->how, sizeof(nc->how), "%s/%d", tc->net->name, nc->dev);
   MC_CHECK(mc_tp_ctrl_alloc(c));
-  c->own_slots = aligned_alloc(4096, MC_STEPS * c->slot_bytes);
+  c->ctrl->hdr_step = UINT64_MAX;
+  /* Both ends' slots are a header's room larger than the data they hold. */
+  c->slot_bytes += MC_CONN_HDR_ROOM;
+  r1->bytes = c->slot_bytes;
+  c->own_slots = aligned_alloc(4096, slots_alloc_bytes(c));
   if (c->own_slots == NULL)
     return MC_FAIL(ncclSystemError, "NET: allocating %zu bytes of receive slots",
                    MC_STEPS * c->slot_bytes);
@@ -157,12 +175,17 @@ static ncclResult_t net_send_setup(struct mc_tp_comm *tc, struct mc_conn_req *q,
   snprintf(nc->how, sizeof(nc->how), "%s/%d", tc->net->name, nc->dev);
   memcpy(nc->handle, r1->handle, sizeof(nc->handle));
   c->slot_bytes = (size_t)r1->bytes;
+  if (c->slot_bytes <= MC_CONN_HDR_ROOM)
+    return MC_FAIL(ncclRemoteError, "NET: rank %d offered slots of %zu bytes", q->peer,
+                   c->slot_bytes);
   MC_CHECK(mc_tp_ctrl_alloc(c));
-  c->own_slots = aligned_alloc(4096, MC_STEPS * c->slot_bytes);
+  c->own_slots = aligned_alloc(4096, slots_alloc_bytes(c));
   if (c->own_slots == NULL)
     return MC_FAIL(ncclSystemError, "NET: allocating %zu bytes of send slots",
                    MC_STEPS * c->slot_bytes);
-  c->slots = c->own_slots;
+  /* The data of slot s starts MC_CONN_HDR_ROOM into its stride, after its
+   * header's room: slot s spans [own + s * stride, own + (s + 1) * stride). */
+  c->slots = (char *)c->own_slots + MC_CONN_HDR_ROOM;
   /* The rank may publish its own buffers instead of copying into a slot
    * only where registration is a no-op (the socket and mesh nets, whose
    * data path is the socket net's); the step completes
@@ -195,7 +218,7 @@ static ncclResult_t net_progress(struct mc_tp_comm *tc, struct mc_conn *c, bool 
   }
   *done = (nc->comm != NULL);
   if (*done && (nc->mhandle == NULL)) {
-    MC_CHECK(tc->net->reg_mr(nc->comm, c->slots, MC_STEPS * c->slot_bytes, MC_NET_PTR_HOST,
+    MC_CHECK(tc->net->reg_mr(nc->comm, c->own_slots, MC_STEPS * c->slot_bytes, MC_NET_PTR_HOST,
                              &nc->mhandle));
     if (nc->listen_comm != NULL) {
       (void)tc->net->close_listen(nc->listen_comm);
@@ -282,6 +305,28 @@ static bool watchdog(struct mc_conn *c, bool moved, bool waiting)
   return true;
 }
 
+/* A receive completed in slot s with size bytes: its size, and its header
+ * (in front of the data) when the step was announced with one. */
+static void recv_done(struct mc_conn *c, unsigned s, size_t size)
+{
+  struct mc_net_conn *nc = c->net;
+  char *slot = c->slots + (size_t)s * c->slot_bytes;
+  bool known = (size != MC_NET_SIZE_UNKNOWN);
+
+  c->ctrl->fifo[s].ptr = 0;
+  c->ctrl->fifo[s].hdr_bytes = 0;
+  c->ctrl->fifo[s].bytes = known ? size : UINT64_MAX;
+  /* A message shorter than a header has none: the receiver reports the
+   * missing signature. */
+  if (!nc->hdr[s] || (known && (size < MC_CONN_HDR_BYTES)))
+    return;
+  memcpy(c->ctrl->fifo[s].hdr, slot, MC_CONN_HDR_BYTES);
+  c->ctrl->fifo[s].hdr_bytes = MC_CONN_HDR_BYTES;
+  c->ctrl->fifo[s].ptr = (uint64_t)(uintptr_t)(slot + MC_CONN_HDR_BYTES);
+  if (known)
+    c->ctrl->fifo[s].bytes = size - MC_CONN_HDR_BYTES;
+}
+
 /* One pass over a connection; returns whether anything moved. */
 static bool progress_send(struct mc_conn *c)
 {
@@ -293,11 +338,21 @@ static bool progress_send(struct mc_conn *c)
   while ((nc->posted < tail) && (nc->posted < nc->done + MC_STEPS)) {
     unsigned s = (unsigned)(nc->posted % MC_STEPS);
     uint64_t ptr = c->ctrl->fifo[s].ptr;
+    char *data = (ptr != 0) ? (char *)(uintptr_t)ptr : c->slots + (size_t)s * c->slot_bytes;
+    size_t bytes = (size_t)c->ctrl->fifo[s].bytes;
+    uint32_t hdr_bytes = c->ctrl->fifo[s].hdr_bytes;
     void *req = NULL;
-    /* A published pointer (the rank's own buffer) goes out as it is. */
-    res = nc->net->isend(nc->comm,
-                         (ptr != 0) ? (void *)(uintptr_t)ptr : c->slots + (size_t)s * c->slot_bytes,
-                         (size_t)c->ctrl->fifo[s].bytes, 0, nc->mhandle, &req);
+    /* A published pointer (the rank's own buffer) goes out as it is; a step
+     * with a header goes out from its slot, the header in front. */
+    if (hdr_bytes != 0) {
+      char *slot = c->slots + (size_t)s * c->slot_bytes;
+      if (data != slot)
+        memcpy(slot, data, bytes);
+      data = slot - hdr_bytes;
+      memcpy(data, c->ctrl->fifo[s].hdr, hdr_bytes);
+      bytes += hdr_bytes;
+    }
+    res = nc->net->isend(nc->comm, data, bytes, 0, nc->mhandle, &req);
     if (res != ncclSuccess) {
       conn_fail(c, res, "send");
       return true;
@@ -347,6 +402,7 @@ static bool progress_recv(struct mc_conn *c)
     }
     if (req == NULL)
       break;
+    nc->hdr[s] = (nc->posted == c->ctrl->hdr_step);
     nc->reqs[s] = req;
     nc->posted++;
     moved = true;
@@ -363,8 +419,7 @@ static bool progress_recv(struct mc_conn *c)
     if (!done)
       break;
     nc->reqs[s] = NULL;
-    c->ctrl->fifo[s].ptr = 0;
-    c->ctrl->fifo[s].bytes = (size == MC_NET_SIZE_UNKNOWN) ? UINT64_MAX : size;
+    recv_done(c, s, size);
     nc->done++;
     __atomic_store_n(&c->ctrl->tail, nc->done, __ATOMIC_RELEASE);
     moved = true;

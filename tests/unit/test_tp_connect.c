@@ -199,7 +199,8 @@ static void foreign_shm_segment_is_left_alone(void)
 }
 
 /* A slot size other than this rank's would make its collectives write past
- * the slots (a different NCCL_BUFFSIZE, or a lie). */
+ * the slots (a different NCCL_BUFFSIZE, or a lie). NET slots are 8192 bytes
+ * of data and MC_CONN_HDR_ROOM (64) for a step header. */
 static void other_slot_size_is_refused(void)
 {
   struct mc_blob_r1 r1;
@@ -209,7 +210,7 @@ static void other_slot_size_is_refused(void)
   r1.bytes = SLOT_BYTES / 2;
   MC_T_EQ_INT(run_pair(&r1), ncclRemoteError);
   MC_T_CONTAINS(ranks[0].err, "refusing the NET connect message of rank 1 (channel 0, connection "
-                              "0): 4096-byte slots announced, this rank uses 8192 (is "
+                              "0): 4096-byte slots announced, this rank uses 8256 (is "
                               "NCCL_BUFFSIZE the same on every rank?)");
 }
 
@@ -292,7 +293,7 @@ static void r1_checks(void)
   /* NET: from anywhere; the slot size. */
   memset(&r1, 0, sizeof(r1));
   r1.kind = MC_TOPO_TRANSPORT_NET;
-  r1.bytes = SLOT_BYTES;
+  r1.bytes = SLOT_BYTES + MC_CONN_HDR_ROOM; /* a header's room in front of each slot */
   MC_T_OK(mc_tp_blob_r1_check(&far, &r1));
   r1.addr = FORGED;
   MC_T_EQ_INT(mc_tp_blob_r1_check(&far, &r1), ncclRemoteError);
