@@ -246,7 +246,7 @@ static void run_job(int n)
 
   setup();
   fds0 = mc_count_fds();
-  tasks0 = mc_count_threads();
+  tasks0 = mc_count_threads_stable();
   root = new_job(&id);
   for (int i = 0; i < n; i++)
     rank_prepare(i, i, n, &id, TIMEOUT_MS, MODE_FULL);
@@ -429,7 +429,7 @@ static void release_while_roots_come_and_go(void)
 
   setup();
   fds0 = mc_count_fds();
-  tasks0 = mc_count_threads();
+  tasks0 = mc_count_threads_stable();
   memset(&c, 0, sizeof(c));
   MC_T_EQ_INT(pthread_create(&th, NULL, root_churn, &c), 0);
   for (int trial = 0; trial < 20; trial++) {

@@ -683,7 +683,7 @@ static void half_messages_do_not_stall_the_root(void)
 
   setup();
   fds0 = mc_count_fds();
-  tasks0 = mc_count_threads();
+  tasks0 = mc_count_threads_stable();
   mc_param_set_for_tests(MC_P_INIT_TIMEOUT, "10");
   root = new_job(&id, &h);
   mc_param_set_for_tests(MC_P_INIT_TIMEOUT, NULL);
@@ -736,7 +736,7 @@ static void flood_of_silent_connections_is_evicted(void)
 
   setup();
   fds0 = mc_count_fds();
-  tasks0 = mc_count_threads();
+  tasks0 = mc_count_threads_stable();
   log_start();
   root = new_job(&id, &h); /* lifts the soft fd limit to the hard one */
   MC_T_EQ_INT(getrlimit(RLIMIT_NOFILE, &rl), 0);
