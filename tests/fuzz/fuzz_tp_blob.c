@@ -70,7 +70,8 @@ static void round1(const struct mc_tp_blob_view *v, const uint8_t *data, size_t 
       check(name_is(r1->shm_name, v, "shm"), "SHM: the peer's own segment");
       break;
     default:
-      check((r1->bytes == v->slot_bytes) && (r1->addr == 0), "NET: slot size, no address");
+      check((r1->bytes == v->slot_bytes + MC_CONN_HDR_ROOM) && (r1->addr == 0),
+            "NET: slot size (data and a step header's room), no address");
       break;
     }
   }
