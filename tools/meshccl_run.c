@@ -10,9 +10,11 @@
  * each line prefixed with "[rank] ", to the launcher's stdout and stderr.
  * SIGINT, SIGTERM, SIGHUP and SIGQUIT are forwarded to every rank (a signal
  * the launcher was started with ignored, as under nohup, stays ignored by the
- * launcher and the ranks). When a rank fails, the others get SIGTERM and,
- * after a grace period, SIGKILL; the launcher then exits with the status of
- * the first rank that failed.
+ * launcher and the ranks). When a rank fails, the others get a short time
+ * to end on their own (a failed communicator ends every rank's job, and the
+ * rank where the failure began says why as it exits), then SIGTERM and, after
+ * a grace period, SIGKILL; the launcher then exits with the status of the
+ * first rank that failed.
  *
  * Rank 0 reads the launcher's stdin unless it is a terminal; every other rank
  * reads /dev/null. Children get only fds 0, 1 and 2.
@@ -46,6 +48,8 @@
 #define FIRST_BUF     4096
 #define PREFIX_MAX    16
 #define DEFAULT_GRACE 5.0
+/* Time the other ranks get to end on their own once one has failed. */
+#define SETTLE_SEC 1.0
 #define MAX_GRACE     86400.0
 #define DRAIN_READS   256 /* bound on reads per drain, against a writer that never stops */
 
@@ -85,6 +89,8 @@ struct launcher {
   int first_failed; /* first rank that failed, or -1 */
   int got_signal;   /* SIGINT or SIGTERM that stopped the job, or 0 */
   bool spawn_failed;
+  bool settling;              /* a rank failed: the others may still end on their own */
+  double settle_end;          /* when settling ends, CLOCK_MONOTONIC seconds */
   bool stopping;              /* SIGTERM sent, waiting for the grace period */
   bool killed;                /* grace period over, SIGKILL sent */
   double deadline;            /* end of the grace period, CLOCK_MONOTONIC seconds */
@@ -911,14 +917,20 @@ static void rank_exited(struct launcher *l, int r, int status)
   if (l->stopping || failed) {
     kill(-rk->pid, SIGKILL); /* whatever it left behind in its group */
   }
-  if (!failed || l->stopping) {
+  if (!failed || l->stopping || l->settling) {
     return;
   }
   l->first_failed = r;
   describe_status(status, desc, sizeof(desc));
   fprintf(stderr, PROG_NAME ": rank %d (pid %ld) %s%s\n", r, (long)rk->pid, desc,
           (l->live > 0) ? "; stopping the other ranks" : "");
-  begin_stop(l, SIGTERM);
+  /*
+   * Not SIGTERM at once: the rank that failed first is often not the one
+   * where the failure began (a peer told of the failure can exit before the
+   * rank that saw it has printed why).
+   */
+  l->settling = true;
+  l->settle_end = now_sec() + SETTLE_SEC;
 }
 
 static void reap_children(struct launcher *l)
@@ -945,6 +957,10 @@ static void reap_children(struct launcher *l)
 
 static void check_deadline(struct launcher *l)
 {
+  if (l->settling && !l->stopping && l->live > 0 && now_sec() >= l->settle_end) {
+    begin_stop(l, SIGTERM);
+    return;
+  }
   if (!l->stopping || l->killed || l->live == 0 || now_sec() < l->deadline) {
     return;
   }
@@ -958,10 +974,13 @@ static int poll_timeout_ms(const struct launcher *l)
 {
   double left;
 
-  if (!l->stopping || l->killed) {
+  if (l->settling && !l->stopping) {
+    left = l->settle_end - now_sec();
+  } else if (!l->stopping || l->killed) {
     return -1;
+  } else {
+    left = l->deadline - now_sec();
   }
-  left = l->deadline - now_sec();
   if (left <= 0.0) {
     return 0;
   }

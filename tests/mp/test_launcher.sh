@@ -150,6 +150,14 @@ grep -q '^\[1\] failing$' "$TMP/err"
 check "rank 1 exits 3: its own stderr forwarded"
 no_leftovers "rank 1 exits 3: no rank or sleep left"
 
+# A peer told of a failure often exits before the rank where it began has
+# said why: that rank still gets to print its last line and its own status.
+"$RUN" -n 2 bash -c 'if [ $RANK = 1 ]; then exit 4; fi; sleep 0.3; echo "the cause" >&2; exit 5' \
+  >"$TMP/out" 2>"$TMP/err"
+expect_eq "rank 1 exits first: launcher exits with its status" "$?" 4
+grep -q '^\[0\] the cause$' "$TMP/err"
+check "rank 1 exits first: rank 0 still prints why it failed"
+
 "$RUN" -n 3 bash -c 'if [ $RANK = 2 ]; then kill -9 $$; fi; sleep '"$SLP"'; :' \
   >"$TMP/out" 2>"$TMP/err"
 expect_eq "rank 2 SIGKILLed: launcher exits 137" "$?" 137
