@@ -49,9 +49,9 @@
 #define PREFIX_MAX    16
 #define DEFAULT_GRACE 5.0
 /* Time the other ranks get to end on their own once one has failed. */
-#define SETTLE_SEC 1.0
-#define MAX_GRACE     86400.0
-#define DRAIN_READS   256 /* bound on reads per drain, against a writer that never stops */
+#define SETTLE_SEC  1.0
+#define MAX_GRACE   86400.0
+#define DRAIN_READS 256 /* bound on reads per drain, against a writer that never stops */
 
 enum { STREAM_OUT = 0, STREAM_ERR = 1, N_STREAMS = 2 };
 
