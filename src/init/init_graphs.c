@@ -82,7 +82,7 @@ static ncclResult_t dump_graphs(struct ncclComm *comm)
   return res;
 }
 
-static ncclResult_t search(struct ncclComm *comm)
+static ncclResult_t search(struct ncclComm *comm, struct mc_comm_steps *steps)
 {
   struct mc_topo_search_opts opts;
   int ngpus = comm->topo->nodes[MC_TOPO_GPU].count;
@@ -92,10 +92,12 @@ static ncclResult_t search(struct ncclComm *comm)
                               MC_TOPO_MAX_RING_CHANNELS, ngpus));
   MC_CHECK(mc_topo_compute(comm->topo, &comm->ring_graph, &opts, NULL));
   log_graph(comm->topo, &comm->ring_graph);
+  mc_comm_steps_mark(steps, "ring");
   MC_CHECK(mc_topo_graph_init(&comm->tree_graph, MC_TOPO_GRAPH_TREE, MC_TOPO_PATTERN_BALANCED_TREE,
                               comm->ring_graph.n_channels, comm->ring_graph.n_channels, ngpus));
   MC_CHECK(mc_topo_compute(comm->topo, &comm->tree_graph, &opts, NULL));
   log_graph(comm->topo, &comm->tree_graph);
+  mc_comm_steps_mark(steps, "tree");
   return dump_graphs(comm);
 }
 
@@ -139,16 +141,20 @@ ncclResult_t mc_comm_stage_graphs(struct ncclComm *comm)
   size_t tree_log_bytes = 0;
   FILE *lf = NULL;
   int *node_orders = NULL;
+  struct mc_comm_steps steps;
   ncclResult_t res;
 
-  MC_CHECK(search(comm));
+  mc_comm_steps_start(&steps);
+  MC_CHECK(search(comm, &steps));
   MC_CHECK(mc_topo_comp_cap(comm->topo, &cc_min, NULL));
   MC_CHECK(mc_calloc(&all, (size_t)comm->n_ranks));
   MC_CHECK_GOTO(mc_topo_preset(comm->topo, comm->rank, &comm->ring_graph, &comm->tree_graph, cc_min,
                                &all[comm->rank], preset),
                 res, out);
+  mc_comm_steps_mark(&steps, "preset");
   /* AllGather3: every rank's place in its node's rings and trees. */
   MC_CHECK_GOTO(mc_boot_allgather(comm->boot, all, sizeof(*all)), res, out);
+  mc_comm_steps_mark(&steps, "allgather");
   mc_topo_connect_opts_from_params(&copts);
   /* On a direct-connect mesh the rings cross the hosts along the cables. */
   if (comm->net == &mc_net_mesh_ops) {
@@ -166,6 +172,8 @@ ncclResult_t mc_comm_stage_graphs(struct ncclComm *comm)
   if (res != ncclSuccess)
     goto out;
   log_channels(comm, (tree_log != NULL) ? tree_log : "");
+  mc_comm_steps_mark(&steps, "postset");
+  mc_comm_steps_log(&steps, comm, "Graphs");
 out:
   free(node_orders);
   free(tree_log);

@@ -25,10 +25,9 @@
 #include "topo/topo_xml.h"
 #include "utils.h"
 
-#define RANK_XML_NODES 256 /* NCCL_TOPO_XML_MAX_NODES: one rank's XML */
-#define TAG_TOPO_SIZES (MC_BOOT_TAG_INTRANODE | 0x101)
-#define TAG_TOPO_XML   (MC_BOOT_TAG_INTRANODE | 0x102)
-#define XML_MAX_BYTES  (4u << 20) /* one rank's serialized XML */
+#define RANK_XML_NODES 256                             /* NCCL_TOPO_XML_MAX_NODES: one rank's XML */
+#define TAG_TOPO_XML   (MC_BOOT_TAG_INTRANODE | 0x102) /* and + 1 for a second round */
+#define XML_MAX_BYTES  (4u << 20)                      /* one rank's serialized XML */
 /* This rank's gdrSupport (NCCL 2.30 src/init.cc ncclGpuGdrSupport: 1 when a
  * net device can register GPU memory). meshccl's buffers are host memory and
  * its nets register host memory only, so no rank supports GPUDirect RDMA. */
@@ -152,50 +151,71 @@ static ncclResult_t xml_to_text(const struct mc_xml *xml, char **buf_out, size_t
   return ncclSuccess;
 }
 
-/* Allgather of every local rank's XML text, then fusion in local-rank order. */
+/* Each local rank's XML travels in a slot of this many bytes: its size, then
+ * its text. A host's XML is about 1 KiB (one CPU, its NICs, the rank's
+ * device); a larger one (NCCL_TOPO_FILE of a big server) takes a second
+ * allgather with slots as large as the largest. NCCL too exchanges fixed
+ * slots, xmlMemSize(NCCL_TOPO_XML_MAX_NODES) bytes each (ncclTopoGetSystem). */
+#define XML_SLOT_BYTES  4096
+#define XML_SLOT_HEADER sizeof(uint64_t)
+
+/* Allgather of every local rank's XML text (one round when every text fits
+ * XML_SLOT_BYTES), then fusion in local-rank order. */
 static ncclResult_t fuse_host(struct ncclComm *comm, const struct mc_xml *mine,
-                              struct mc_xml **fused_out)
+                              struct mc_comm_steps *steps, struct mc_xml **fused_out)
 {
   const struct mc_comm_nodes *nd = &comm->nodes;
-  uint64_t *sizes = NULL;
   char *all = NULL;
   char *text = NULL;
   size_t bytes = 0;
-  size_t slot = 0;
+  size_t slot = XML_SLOT_BYTES;
+  uint64_t largest = 0;
   struct mc_xml *fused = NULL;
   struct mc_xml *tmp = NULL;
   ncclResult_t res;
   int cap = nd->local_ranks * RANK_XML_NODES;
 
   MC_CHECK(xml_to_text(mine, &text, &bytes));
-  MC_CHECK_GOTO(mc_calloc(&sizes, (size_t)nd->local_ranks), res, out);
-  sizes[nd->local_rank] = bytes;
-  MC_CHECK_GOTO(mc_boot_allgather_sub(comm->boot, nd->local_rank_to_rank, nd->local_ranks,
-                                      nd->local_rank, sizes, sizeof(*sizes), TAG_TOPO_SIZES),
-                res, out);
-  for (int i = 0; i < nd->local_ranks; i++) {
-    if (sizes[i] > XML_MAX_BYTES) {
-      res = MC_FAIL(ncclRemoteError, "topology: rank %d sent an XML of %llu bytes (at most %u)",
-                    nd->local_rank_to_rank[i], (unsigned long long)sizes[i], XML_MAX_BYTES);
-      goto out;
+  for (int round = 0; round < 2; round++) {
+    uint64_t size = bytes;
+    free(all);
+    all = NULL;
+    MC_CHECK_GOTO(mc_calloc(&all, (size_t)nd->local_ranks * slot + 1), res, out);
+    memcpy(all + (size_t)nd->local_rank * slot, &size, sizeof(size));
+    if (bytes <= slot - XML_SLOT_HEADER)
+      memcpy(all + (size_t)nd->local_rank * slot + XML_SLOT_HEADER, text, bytes);
+    MC_CHECK_GOTO(mc_boot_allgather_sub(comm->boot, nd->local_rank_to_rank, nd->local_ranks,
+                                        nd->local_rank, all, slot, TAG_TOPO_XML + round),
+                  res, out);
+    largest = 0;
+    for (int i = 0; i < nd->local_ranks; i++) {
+      memcpy(&size, all + (size_t)i * slot, sizeof(size));
+      if (size > XML_MAX_BYTES) {
+        res = MC_FAIL(ncclRemoteError, "topology: rank %d sent an XML of %llu bytes (at most %u)",
+                      nd->local_rank_to_rank[i], (unsigned long long)size, XML_MAX_BYTES);
+        goto out;
+      }
+      largest = (size > largest) ? size : largest;
     }
-    if (sizes[i] > slot)
-      slot = sizes[i];
+    if (largest <= slot - XML_SLOT_HEADER)
+      break;
+    /* Every rank saw the same sizes: all of them take the second round. */
+    slot = (size_t)largest + XML_SLOT_HEADER;
   }
-  MC_CHECK_GOTO(mc_calloc(&all, (size_t)nd->local_ranks * slot + 1), res, out);
-  memcpy(all + (size_t)nd->local_rank * slot, text, bytes);
-  MC_CHECK_GOTO(mc_boot_allgather_sub(comm->boot, nd->local_rank_to_rank, nd->local_ranks,
-                                      nd->local_rank, all, slot, TAG_TOPO_XML),
-                res, out);
+  mc_comm_steps_mark(steps, "allgather");
   if (cap > MC_XML_MAX_NODES)
     cap = MC_XML_MAX_NODES;
   MC_CHECK_GOTO(mc_xml_create(cap, &fused), res, out);
   MC_CHECK_GOTO(mc_xml_create(RANK_XML_NODES, &tmp), res, out);
   for (int i = 0; i < nd->local_ranks; i++) {
     char name[64];
+    uint64_t size = 0;
+    memcpy(&size, all + (size_t)i * slot, sizeof(size));
     snprintf(name, sizeof(name), "topology of rank %d", nd->local_rank_to_rank[i]);
     mc_xml_clear(tmp);
-    MC_CHECK_GOTO(mc_xml_load_buf(all + (size_t)i * slot, (size_t)sizes[i], name, tmp), res, out);
+    MC_CHECK_GOTO(
+        mc_xml_load_buf(all + (size_t)i * slot + XML_SLOT_HEADER, (size_t)size, name, tmp), res,
+        out);
     MC_CHECK_GOTO(mc_xml_fuse(fused, tmp), res, out);
   }
   *fused_out = fused;
@@ -205,7 +225,6 @@ out:
   mc_xml_destroy(tmp);
   mc_xml_destroy(fused);
   free(all);
-  free(sizes);
   free(text);
   return res;
 }
@@ -253,26 +272,41 @@ ncclResult_t mc_comm_stage_topo(struct ncclComm *comm)
   struct mc_topo_paths_opts opts;
   const char *dump = mc_param_str(MC_P_TOPO_DUMP_FILE);
   bool from_file = false;
+  bool trimmed = false;
+  struct mc_comm_steps steps;
   ncclResult_t res;
 
+  mc_comm_steps_start(&steps);
   MC_CHECK(mc_xml_create(RANK_XML_NODES, &mine));
   MC_CHECK_GOTO(rank_xml(comm, mine, &from_file), res, out);
-  MC_CHECK_GOTO(fuse_host(comm, mine, &fused), res, out);
+  mc_comm_steps_mark(&steps, "detect");
+  MC_CHECK_GOTO(fuse_host(comm, mine, &steps, &fused), res, out);
+  mc_comm_steps_mark(&steps, "fuse");
   if ((dump != NULL) && (comm->rank == mc_param_int(MC_P_TOPO_DUMP_FILE_RANK))) {
     MC_INFO(MC_SUB_GRAPH | MC_SUB_ENV, "Dumping topology of the host to %s", dump);
     MC_CHECK_GOTO(mc_xml_dump_file(fused, dump), res, out);
   }
   mc_topo_paths_opts_from_params(&opts);
   MC_CHECK_GOTO(mc_topo_system_from_xml(fused, comm->peers[comm->rank].host_hash, &sys), res, out);
+  mc_comm_steps_mark(&steps, "system");
   MC_CHECK_GOTO(mc_topo_compute_paths(sys, &opts), res, out);
-  MC_CHECK_GOTO(mc_topo_trim_system(sys, comm->rank, comm->n_ranks), res, out);
-  MC_CHECK_GOTO(mc_topo_compute_paths(sys, &opts), res, out);
+  mc_comm_steps_mark(&steps, "paths");
+  MC_CHECK_GOTO(mc_topo_trim_system(sys, comm->rank, comm->n_ranks, &trimmed), res, out);
+  mc_comm_steps_mark(&steps, "trim");
+  /* NCCL computes the paths again; without a removed GPU they are the same. */
+  if (trimmed) {
+    MC_CHECK_GOTO(mc_topo_compute_paths(sys, &opts), res, out);
+  }
   mc_topo_search_init(sys);
+  mc_comm_steps_mark(&steps, "paths2");
   comm->topo = sys;
   sys = NULL;
   if (mc_log_enabled(MC_LOG_INFO, MC_SUB_GRAPH))
     log_system(comm->topo);
-  log_transports(comm, &opts);
+  if (mc_log_enabled(MC_LOG_INFO, MC_SUB_INIT | MC_SUB_GRAPH))
+    log_transports(comm, &opts);
+  mc_comm_steps_mark(&steps, "log");
+  mc_comm_steps_log(&steps, comm, "Topo");
   res = ncclSuccess;
 out:
   mc_topo_system_destroy(sys);
