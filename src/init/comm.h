@@ -198,6 +198,19 @@ void mc_comm_steps_mark(struct mc_comm_steps *st, const char *name);
 void mc_comm_steps_log(const struct mc_comm_steps *st, const struct ncclComm *comm,
                        const char *stage);
 
+/* Allgather among ranks[0..n) (ranks NULL: all ranks; this rank is
+ * index my_index): slice i of data is ranks[i]'s, the caller fills its own
+ * first. A gather to index 0, then mc_comm_bcast_tree (init_gather.c): a
+ * message up and one down per rank where the ring allgather passes n - 1
+ * through each. Uses tags tag and tag + 1. Blocks; errors as mc_boot_send/recv. */
+ncclResult_t mc_comm_allgather_tree(struct ncclComm *comm, const int *ranks, int n, int my_index,
+                                    void *data, size_t slice_bytes, int tag);
+/* Broadcast of bytes of data from index 0 of ranks[0..n) (NULL: all ranks)
+ * down a binomial tree: each rank receives once and forwards to at most
+ * log2(n) ranks. Blocks; errors as mc_boot_send/recv. */
+ncclResult_t mc_comm_bcast_tree(struct ncclComm *comm, const int *ranks, int n, int my_index,
+                                void *data, size_t bytes, int tag);
+
 /* Stage "topo" (init_topo.c): NCCL_TOPO_FILE or detection (NICs: the
  * devices of comm->net), intra-host
  * allgather and fusion of the XML, system, paths, trim; logs the transport

@@ -26,7 +26,7 @@
 #include "utils.h"
 
 #define RANK_XML_NODES 256                             /* NCCL_TOPO_XML_MAX_NODES: one rank's XML */
-#define TAG_TOPO_XML   (MC_BOOT_TAG_INTRANODE | 0x102) /* and + 1 for a second round */
+#define TAG_TOPO_XML   (MC_BOOT_TAG_INTRANODE | 0x102) /* to + 3 */
 #define XML_MAX_BYTES  (4u << 20)                      /* one rank's serialized XML */
 /* This rank's gdrSupport (NCCL 2.30 src/init.cc ncclGpuGdrSupport: 1 when a
  * net device can register GPU memory). meshccl's buffers are host memory and
@@ -151,71 +151,146 @@ static ncclResult_t xml_to_text(const struct mc_xml *xml, char **buf_out, size_t
   return ncclSuccess;
 }
 
-/* Each local rank's XML travels in a slot of this many bytes: its size, then
- * its text. A host's XML is about 1 KiB (one CPU, its NICs, the rank's
- * device); a larger one (NCCL_TOPO_FILE of a big server) takes a second
- * allgather with slots as large as the largest. NCCL too exchanges fixed
- * slots, xmlMemSize(NCCL_TOPO_XML_MAX_NODES) bytes each (ncclTopoGetSystem). */
+/* Each local rank's XML goes to local rank 0 in a slot of this many bytes:
+ * its size, then its text (a host's XML is about 1 KiB: one CPU, its NICs,
+ * the rank's device); a larger one (NCCL_TOPO_FILE of a big server) follows
+ * in a message of its own. NCCL exchanges fixed slots too,
+ * xmlMemSize(NCCL_TOPO_XML_MAX_NODES) bytes each (ncclTopoGetSystem). */
 #define XML_SLOT_BYTES  4096
 #define XML_SLOT_HEADER sizeof(uint64_t)
 
-/* Allgather of every local rank's XML text (one round when every text fits
- * XML_SLOT_BYTES), then fusion in local-rank order. */
+/* NCCL's intra-node allgather of the ranks' XML, as a gather to local rank 0
+ * and a broadcast of every text, packed (sizes, then texts in local-rank
+ * order): *packed_out (caller frees). */
+static ncclResult_t exchange_xml(struct ncclComm *comm, const char *text, uint64_t bytes,
+                                 char **packed_out, uint64_t *packed_bytes_out)
+{
+  const struct mc_comm_nodes *nd = &comm->nodes;
+  const int n = nd->local_ranks;
+  char slot[XML_SLOT_BYTES];
+  char *packed = NULL;
+  uint64_t total = 0;
+  ncclResult_t res = ncclSuccess;
+
+  memset(slot, 0, sizeof(slot));
+  memcpy(slot, &bytes, sizeof(bytes));
+  if (bytes <= XML_SLOT_BYTES - XML_SLOT_HEADER)
+    memcpy(slot + XML_SLOT_HEADER, text, (size_t)bytes);
+  if (nd->local_rank != 0) {
+    MC_CHECK(mc_boot_send(comm->boot, nd->local_rank_to_rank[0], TAG_TOPO_XML, slot, sizeof(slot)));
+    if (bytes > XML_SLOT_BYTES - XML_SLOT_HEADER)
+      MC_CHECK(mc_boot_send(comm->boot, nd->local_rank_to_rank[0], TAG_TOPO_XML + 1, text,
+                            (size_t)bytes));
+  } else {
+    char **texts = NULL;
+    uint64_t *sizes = NULL;
+    char *p;
+    MC_CHECK(mc_calloc(&texts, (size_t)n));
+    MC_CHECK_GOTO(mc_calloc(&sizes, (size_t)n), res, gathered);
+    for (int i = 0; i < n; i++) {
+      int peer = nd->local_rank_to_rank[i];
+      if (i > 0)
+        MC_CHECK_GOTO(mc_boot_recv(comm->boot, peer, TAG_TOPO_XML, slot, sizeof(slot)), res,
+                      gathered);
+      memcpy(&sizes[i], slot, sizeof(sizes[i]));
+      if (sizes[i] > XML_MAX_BYTES) {
+        res = MC_FAIL(ncclRemoteError, "topology: rank %d sent an XML of %llu bytes (at most %u)",
+                      peer, (unsigned long long)sizes[i], XML_MAX_BYTES);
+        goto gathered;
+      }
+      MC_CHECK_GOTO(mc_calloc(&texts[i], (size_t)sizes[i] + 1), res, gathered);
+      if (i == 0)
+        memcpy(texts[i], text, (size_t)bytes);
+      else if (sizes[i] <= XML_SLOT_BYTES - XML_SLOT_HEADER)
+        memcpy(texts[i], slot + XML_SLOT_HEADER, (size_t)sizes[i]);
+      else
+        MC_CHECK_GOTO(mc_boot_recv(comm->boot, peer, TAG_TOPO_XML + 1, texts[i], (size_t)sizes[i]),
+                      res, gathered);
+      total += sizes[i];
+    }
+    total += (uint64_t)n * sizeof(uint64_t);
+    MC_CHECK_GOTO(mc_calloc(&packed, (size_t)total + 1), res, gathered);
+    p = packed;
+    memcpy(p, sizes, (size_t)n * sizeof(uint64_t));
+    p += (size_t)n * sizeof(uint64_t);
+    for (int i = 0; i < n; i++) {
+      memcpy(p, texts[i], (size_t)sizes[i]);
+      p += sizes[i];
+    }
+  gathered:
+    for (int i = 0; (texts != NULL) && (i < n); i++)
+      free(texts[i]);
+    free(texts);
+    free(sizes);
+    if (res != ncclSuccess) {
+      free(packed);
+      return res;
+    }
+  }
+  MC_CHECK_GOTO(mc_comm_bcast_tree(comm, nd->local_rank_to_rank, n, nd->local_rank, &total,
+                                   sizeof(total), TAG_TOPO_XML + 2),
+                res, out);
+  if ((total > (uint64_t)n * (XML_MAX_BYTES + sizeof(uint64_t))) ||
+      (total < (uint64_t)n * sizeof(uint64_t))) {
+    res = MC_FAIL(ncclRemoteError, "topology: rank %d announced %llu bytes of XML for %d ranks",
+                  nd->local_rank_to_rank[0], (unsigned long long)total, n);
+    goto out;
+  }
+  if (packed == NULL)
+    MC_CHECK_GOTO(mc_calloc(&packed, (size_t)total + 1), res, out);
+  MC_CHECK_GOTO(mc_comm_bcast_tree(comm, nd->local_rank_to_rank, n, nd->local_rank, packed,
+                                   (size_t)total, TAG_TOPO_XML + 3),
+                res, out);
+  *packed_out = packed;
+  *packed_bytes_out = total;
+  return ncclSuccess;
+out:
+  free(packed);
+  return res;
+}
+
+/* Every local rank's XML text, then fusion in local-rank order. */
 static ncclResult_t fuse_host(struct ncclComm *comm, const struct mc_xml *mine,
                               struct mc_comm_steps *steps, struct mc_xml **fused_out)
 {
   const struct mc_comm_nodes *nd = &comm->nodes;
-  char *all = NULL;
+  char *packed = NULL;
   char *text = NULL;
   size_t bytes = 0;
-  size_t slot = XML_SLOT_BYTES;
-  uint64_t largest = 0;
+  uint64_t packed_bytes = 0;
+  uint64_t off;
   struct mc_xml *fused = NULL;
   struct mc_xml *tmp = NULL;
   ncclResult_t res;
   int cap = nd->local_ranks * RANK_XML_NODES;
 
   MC_CHECK(xml_to_text(mine, &text, &bytes));
-  for (int round = 0; round < 2; round++) {
-    uint64_t size = bytes;
-    free(all);
-    all = NULL;
-    MC_CHECK_GOTO(mc_calloc(&all, (size_t)nd->local_ranks * slot + 1), res, out);
-    memcpy(all + (size_t)nd->local_rank * slot, &size, sizeof(size));
-    if (bytes <= slot - XML_SLOT_HEADER)
-      memcpy(all + (size_t)nd->local_rank * slot + XML_SLOT_HEADER, text, bytes);
-    MC_CHECK_GOTO(mc_boot_allgather_sub(comm->boot, nd->local_rank_to_rank, nd->local_ranks,
-                                        nd->local_rank, all, slot, TAG_TOPO_XML + round),
-                  res, out);
-    largest = 0;
-    for (int i = 0; i < nd->local_ranks; i++) {
-      memcpy(&size, all + (size_t)i * slot, sizeof(size));
-      if (size > XML_MAX_BYTES) {
-        res = MC_FAIL(ncclRemoteError, "topology: rank %d sent an XML of %llu bytes (at most %u)",
-                      nd->local_rank_to_rank[i], (unsigned long long)size, XML_MAX_BYTES);
-        goto out;
-      }
-      largest = (size > largest) ? size : largest;
-    }
-    if (largest <= slot - XML_SLOT_HEADER)
-      break;
-    /* Every rank saw the same sizes: all of them take the second round. */
-    slot = (size_t)largest + XML_SLOT_HEADER;
+  if (nd->local_ranks > 1) {
+    MC_CHECK_GOTO(exchange_xml(comm, text, bytes, &packed, &packed_bytes), res, out);
   }
   mc_comm_steps_mark(steps, "allgather");
   if (cap > MC_XML_MAX_NODES)
     cap = MC_XML_MAX_NODES;
   MC_CHECK_GOTO(mc_xml_create(cap, &fused), res, out);
   MC_CHECK_GOTO(mc_xml_create(RANK_XML_NODES, &tmp), res, out);
+  off = (uint64_t)nd->local_ranks * sizeof(uint64_t);
   for (int i = 0; i < nd->local_ranks; i++) {
     char name[64];
-    uint64_t size = 0;
-    memcpy(&size, all + (size_t)i * slot, sizeof(size));
+    uint64_t size = bytes;
+    const char *t = text;
+    if (packed != NULL) {
+      memcpy(&size, packed + (size_t)i * sizeof(uint64_t), sizeof(size));
+      if (size > packed_bytes - off) {
+        res = MC_FAIL(ncclRemoteError, "topology: the XML of rank %d overruns the %llu bytes sent",
+                      nd->local_rank_to_rank[i], (unsigned long long)packed_bytes);
+        goto out;
+      }
+      t = packed + off;
+      off += size;
+    }
     snprintf(name, sizeof(name), "topology of rank %d", nd->local_rank_to_rank[i]);
     mc_xml_clear(tmp);
-    MC_CHECK_GOTO(
-        mc_xml_load_buf(all + (size_t)i * slot + XML_SLOT_HEADER, (size_t)size, name, tmp), res,
-        out);
+    MC_CHECK_GOTO(mc_xml_load_buf(t, (size_t)size, name, tmp), res, out);
     MC_CHECK_GOTO(mc_xml_fuse(fused, tmp), res, out);
   }
   *fused_out = fused;
@@ -224,7 +299,7 @@ static ncclResult_t fuse_host(struct ncclComm *comm, const struct mc_xml *mine,
 out:
   mc_xml_destroy(tmp);
   mc_xml_destroy(fused);
-  free(all);
+  free(packed);
   free(text);
   return res;
 }

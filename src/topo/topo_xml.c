@@ -504,7 +504,13 @@ static void install_tree(struct mc_xml *xml, const struct mc_xml_node *scratch, 
     const struct mc_xml_node *s = &scratch[i];
     struct mc_xml_node *d = &xml->nodes[i];
 
-    memcpy(d, s, sizeof(*d));
+    /* The used parts only: a node is ~13 KiB, mostly room for attributes. */
+    memcpy(d->name, s->name, sizeof(d->name));
+    memcpy(d->attrs, s->attrs, sizeof(d->attrs[0]) * (size_t)s->n_attrs);
+    d->n_attrs = s->n_attrs;
+    d->type = s->type;
+    d->line = s->line;
+    d->n_subs = s->n_subs;
     d->parent = (s->parent == NULL) ? NULL : &xml->nodes[s->parent - scratch];
     for (int k = 0; k < s->n_subs; k++)
       d->subs[k] = &xml->nodes[s->subs[k] - scratch];
@@ -535,7 +541,13 @@ ncclResult_t mc_xml_load_buf(const char *buf, size_t bytes, const char *name, st
   for (size_t i = 0; i < bytes; i++)
     cap += (buf[i] == '<');
   p->cap = (cap < (size_t)xml->max_nodes) ? (int)cap : xml->max_nodes;
-  MC_CHECK_GOTO(mc_calloc(&p->nodes, (size_t)p->cap), res, out);
+  /* Not cleared: the parser fills every field of a node it adds
+   * (name, attributes, type, parent, children, line). */
+  p->nodes = malloc((size_t)p->cap * sizeof(*p->nodes));
+  if (p->nodes == NULL) {
+    res = MC_FAIL(ncclSystemError, "%s: out of memory for %d XML elements", name, p->cap);
+    goto out;
+  }
   MC_CHECK_GOTO(parse(p), res, out);
   install_tree(xml, p->nodes, p->n_nodes);
 out:
