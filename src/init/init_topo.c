@@ -159,138 +159,132 @@ static ncclResult_t xml_to_text(const struct mc_xml *xml, char **buf_out, size_t
 #define XML_SLOT_BYTES  4096
 #define XML_SLOT_HEADER sizeof(uint64_t)
 
-/* NCCL's intra-node allgather of the ranks' XML, as a gather to local rank 0
- * and a broadcast of every text, packed (sizes, then texts in local-rank
- * order): *packed_out (caller frees). */
-static ncclResult_t exchange_xml(struct ncclComm *comm, const char *text, uint64_t bytes,
-                                 char **packed_out, uint64_t *packed_bytes_out)
+/* Local rank 0's side of NCCL's intra-node allgather and fusion: every
+ * local rank's text (its own is text), parsed and fused in local-rank order. */
+static ncclResult_t gather_and_fuse(struct ncclComm *comm, const char *text, uint64_t bytes,
+                                    struct mc_xml *fused)
 {
   const struct mc_comm_nodes *nd = &comm->nodes;
-  const int n = nd->local_ranks;
   char slot[XML_SLOT_BYTES];
-  char *packed = NULL;
+  char *big = NULL;
+  struct mc_xml *tmp = NULL;
+  ncclResult_t res = ncclSuccess;
+
+  MC_CHECK(mc_xml_create(RANK_XML_NODES, &tmp));
+  for (int i = 0; i < nd->local_ranks; i++) {
+    int peer = nd->local_rank_to_rank[i];
+    const char *t = text;
+    uint64_t size = bytes;
+    char name[64];
+    if (i > 0) {
+      MC_CHECK_GOTO(mc_boot_recv(comm->boot, peer, TAG_TOPO_XML, slot, sizeof(slot)), res, out);
+      memcpy(&size, slot, sizeof(size));
+      t = slot + XML_SLOT_HEADER;
+      if (size > XML_MAX_BYTES) {
+        res = MC_FAIL(ncclRemoteError, "topology: rank %d sent an XML of %llu bytes (at most %u)",
+                      peer, (unsigned long long)size, XML_MAX_BYTES);
+        goto out;
+      }
+      if (size > XML_SLOT_BYTES - XML_SLOT_HEADER) {
+        free(big);
+        big = NULL;
+        MC_CHECK_GOTO(mc_calloc(&big, (size_t)size + 1), res, out);
+        MC_CHECK_GOTO(mc_boot_recv(comm->boot, peer, TAG_TOPO_XML + 1, big, (size_t)size), res,
+                      out);
+        t = big;
+      }
+    }
+    snprintf(name, sizeof(name), "topology of rank %d", peer);
+    mc_xml_clear(tmp);
+    MC_CHECK_GOTO(mc_xml_load_buf(t, (size_t)size, name, tmp), res, out);
+    MC_CHECK_GOTO(mc_xml_fuse(fused, tmp), res, out);
+  }
+out:
+  free(big);
+  mc_xml_destroy(tmp);
+  return res;
+}
+
+/*
+ * NCCL's intra-node allgather of the ranks' XML and the fusion every rank
+ * makes of them, done once: the texts go to local rank 0 (in a slot of
+ * XML_SLOT_BYTES, a larger text in a message of its own), which fuses them in
+ * local-rank order and sends the fused tree to every local rank, packed
+ * (mc_xml_pack keeps elements, attributes, types, lines and order): each rank
+ * holds the tree its own fusion would have made.
+ */
+static ncclResult_t exchange_and_fuse(struct ncclComm *comm, const char *text, uint64_t bytes,
+                                      struct mc_xml *fused)
+{
+  const struct mc_comm_nodes *nd = &comm->nodes;
+  void *packed = NULL;
+  size_t packed_bytes = 0;
   uint64_t total = 0;
   ncclResult_t res = ncclSuccess;
 
-  memset(slot, 0, sizeof(slot));
-  memcpy(slot, &bytes, sizeof(bytes));
-  if (bytes <= XML_SLOT_BYTES - XML_SLOT_HEADER)
-    memcpy(slot + XML_SLOT_HEADER, text, (size_t)bytes);
   if (nd->local_rank != 0) {
+    char slot[XML_SLOT_BYTES];
+    memset(slot, 0, sizeof(slot));
+    memcpy(slot, &bytes, sizeof(bytes));
+    if (bytes <= XML_SLOT_BYTES - XML_SLOT_HEADER)
+      memcpy(slot + XML_SLOT_HEADER, text, (size_t)bytes);
     MC_CHECK(mc_boot_send(comm->boot, nd->local_rank_to_rank[0], TAG_TOPO_XML, slot, sizeof(slot)));
     if (bytes > XML_SLOT_BYTES - XML_SLOT_HEADER)
       MC_CHECK(mc_boot_send(comm->boot, nd->local_rank_to_rank[0], TAG_TOPO_XML + 1, text,
                             (size_t)bytes));
   } else {
-    char **texts = NULL;
-    uint64_t *sizes = NULL;
-    char *p;
-    MC_CHECK(mc_calloc(&texts, (size_t)n));
-    MC_CHECK_GOTO(mc_calloc(&sizes, (size_t)n), res, gathered);
-    for (int i = 0; i < n; i++) {
-      int peer = nd->local_rank_to_rank[i];
-      if (i > 0)
-        MC_CHECK_GOTO(mc_boot_recv(comm->boot, peer, TAG_TOPO_XML, slot, sizeof(slot)), res,
-                      gathered);
-      memcpy(&sizes[i], slot, sizeof(sizes[i]));
-      if (sizes[i] > XML_MAX_BYTES) {
-        res = MC_FAIL(ncclRemoteError, "topology: rank %d sent an XML of %llu bytes (at most %u)",
-                      peer, (unsigned long long)sizes[i], XML_MAX_BYTES);
-        goto gathered;
-      }
-      MC_CHECK_GOTO(mc_calloc(&texts[i], (size_t)sizes[i] + 1), res, gathered);
-      if (i == 0)
-        memcpy(texts[i], text, (size_t)bytes);
-      else if (sizes[i] <= XML_SLOT_BYTES - XML_SLOT_HEADER)
-        memcpy(texts[i], slot + XML_SLOT_HEADER, (size_t)sizes[i]);
-      else
-        MC_CHECK_GOTO(mc_boot_recv(comm->boot, peer, TAG_TOPO_XML + 1, texts[i], (size_t)sizes[i]),
-                      res, gathered);
-      total += sizes[i];
-    }
-    total += (uint64_t)n * sizeof(uint64_t);
-    MC_CHECK_GOTO(mc_calloc(&packed, (size_t)total + 1), res, gathered);
-    p = packed;
-    memcpy(p, sizes, (size_t)n * sizeof(uint64_t));
-    p += (size_t)n * sizeof(uint64_t);
-    for (int i = 0; i < n; i++) {
-      memcpy(p, texts[i], (size_t)sizes[i]);
-      p += sizes[i];
-    }
-  gathered:
-    for (int i = 0; (texts != NULL) && (i < n); i++)
-      free(texts[i]);
-    free(texts);
-    free(sizes);
-    if (res != ncclSuccess) {
-      free(packed);
-      return res;
-    }
+    MC_CHECK(gather_and_fuse(comm, text, bytes, fused));
+    MC_CHECK(mc_xml_pack(fused, &packed, &packed_bytes));
+    total = packed_bytes;
   }
-  MC_CHECK_GOTO(mc_comm_bcast_tree(comm, nd->local_rank_to_rank, n, nd->local_rank, &total,
-                                   sizeof(total), TAG_TOPO_XML + 2),
+  MC_CHECK_GOTO(mc_comm_bcast_tree(comm, nd->local_rank_to_rank, nd->local_ranks, nd->local_rank,
+                                   &total, sizeof(total), TAG_TOPO_XML + 2),
                 res, out);
-  if ((total > (uint64_t)n * (XML_MAX_BYTES + sizeof(uint64_t))) ||
-      (total < (uint64_t)n * sizeof(uint64_t))) {
-    res = MC_FAIL(ncclRemoteError, "topology: rank %d announced %llu bytes of XML for %d ranks",
-                  nd->local_rank_to_rank[0], (unsigned long long)total, n);
+  if (total > MC_BOOT_MAX_MSG_BYTES) {
+    res = MC_FAIL(ncclRemoteError, "topology: rank %d announced a fused XML of %llu bytes",
+                  nd->local_rank_to_rank[0], (unsigned long long)total);
     goto out;
   }
-  if (packed == NULL)
-    MC_CHECK_GOTO(mc_calloc(&packed, (size_t)total + 1), res, out);
-  MC_CHECK_GOTO(mc_comm_bcast_tree(comm, nd->local_rank_to_rank, n, nd->local_rank, packed,
-                                   (size_t)total, TAG_TOPO_XML + 3),
+  if (packed == NULL) {
+    char *p = NULL;
+    MC_CHECK_GOTO(mc_calloc(&p, (size_t)total + 1), res, out);
+    packed = p;
+  }
+  MC_CHECK_GOTO(mc_comm_bcast_tree(comm, nd->local_rank_to_rank, nd->local_ranks, nd->local_rank,
+                                   packed, (size_t)total, TAG_TOPO_XML + 3),
                 res, out);
-  *packed_out = packed;
-  *packed_bytes_out = total;
-  return ncclSuccess;
+  if (nd->local_rank != 0)
+    MC_CHECK_GOTO(mc_xml_unpack(packed, (size_t)total, fused), res, out);
 out:
   free(packed);
   return res;
 }
 
-/* Every local rank's XML text, then fusion in local-rank order. */
+/* Every local rank's XML, fused in local-rank order. */
 static ncclResult_t fuse_host(struct ncclComm *comm, const struct mc_xml *mine,
                               struct mc_comm_steps *steps, struct mc_xml **fused_out)
 {
   const struct mc_comm_nodes *nd = &comm->nodes;
-  char *packed = NULL;
   char *text = NULL;
   size_t bytes = 0;
-  uint64_t packed_bytes = 0;
-  uint64_t off;
   struct mc_xml *fused = NULL;
   struct mc_xml *tmp = NULL;
   ncclResult_t res;
   int cap = nd->local_ranks * RANK_XML_NODES;
 
-  MC_CHECK(xml_to_text(mine, &text, &bytes));
-  if (nd->local_ranks > 1) {
-    MC_CHECK_GOTO(exchange_xml(comm, text, bytes, &packed, &packed_bytes), res, out);
-  }
-  mc_comm_steps_mark(steps, "allgather");
   if (cap > MC_XML_MAX_NODES)
     cap = MC_XML_MAX_NODES;
+  MC_CHECK(xml_to_text(mine, &text, &bytes));
   MC_CHECK_GOTO(mc_xml_create(cap, &fused), res, out);
-  MC_CHECK_GOTO(mc_xml_create(RANK_XML_NODES, &tmp), res, out);
-  off = (uint64_t)nd->local_ranks * sizeof(uint64_t);
-  for (int i = 0; i < nd->local_ranks; i++) {
+  if (nd->local_ranks > 1) {
+    MC_CHECK_GOTO(exchange_and_fuse(comm, text, bytes, fused), res, out);
+    mc_comm_steps_mark(steps, "exchange");
+  } else {
+    /* The text, as the other ranks' would be: what NCCL fuses. */
+    MC_CHECK_GOTO(mc_xml_create(RANK_XML_NODES, &tmp), res, out);
     char name[64];
-    uint64_t size = bytes;
-    const char *t = text;
-    if (packed != NULL) {
-      memcpy(&size, packed + (size_t)i * sizeof(uint64_t), sizeof(size));
-      if (size > packed_bytes - off) {
-        res = MC_FAIL(ncclRemoteError, "topology: the XML of rank %d overruns the %llu bytes sent",
-                      nd->local_rank_to_rank[i], (unsigned long long)packed_bytes);
-        goto out;
-      }
-      t = packed + off;
-      off += size;
-    }
-    snprintf(name, sizeof(name), "topology of rank %d", nd->local_rank_to_rank[i]);
-    mc_xml_clear(tmp);
-    MC_CHECK_GOTO(mc_xml_load_buf(t, (size_t)size, name, tmp), res, out);
+    snprintf(name, sizeof(name), "topology of rank %d", comm->rank);
+    MC_CHECK_GOTO(mc_xml_load_buf(text, bytes, name, tmp), res, out);
     MC_CHECK_GOTO(mc_xml_fuse(fused, tmp), res, out);
   }
   *fused_out = fused;
@@ -299,7 +293,6 @@ static ncclResult_t fuse_host(struct ncclComm *comm, const struct mc_xml *mine,
 out:
   mc_xml_destroy(tmp);
   mc_xml_destroy(fused);
-  free(packed);
   free(text);
   return res;
 }

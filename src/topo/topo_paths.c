@@ -166,14 +166,32 @@ static unsigned bfs_level_new(struct mc_topo_system *sys)
   return sys->bfs_level;
 }
 
+/* One BFS from a base: the paths to it by node (dense, so that the walk
+ * stays in a few cache lines), scattered into the nodes' path arrays at the
+ * end; `touched` marks the nodes NCCL's getPath would have given an array. */
+struct bfs {
+  int total;
+  int off[MC_TOPO_NODE_TYPES]; /* first dense index of each node type */
+  struct mc_topo_node **cur;   /* [total] */
+  struct mc_topo_node **next;  /* [total] */
+  struct mc_topo_path *dist;   /* [total] */
+  unsigned *touched;           /* [total]: serial of the last BFS that touched it */
+  unsigned serial;
+};
+
+static inline int bfs_index(const struct bfs *b, const struct mc_topo_node *n)
+{
+  return b->off[n->type] + n->index;
+}
+
 /* One BFS step from node (path p to base) over link. */
-static ncclResult_t relax(struct mc_topo_system *sys, struct mc_topo_node *base, int bidx,
+static ncclResult_t relax(struct mc_topo_system *sys, struct bfs *b, struct mc_topo_node *base,
                           struct mc_topo_node *node, struct mc_topo_link *link,
                           const struct mc_topo_paths_opts *opts, bool *updated)
 {
   struct mc_topo_node *rem = link->rem;
-  struct mc_topo_path *p = &node->paths[base->type][bidx];
-  struct mc_topo_path *rp;
+  struct mc_topo_path *p = &b->dist[bfs_index(b, node)];
+  struct mc_topo_path *rp = &b->dist[bfs_index(b, rem)];
   struct mc_topo_link *rev = NULL;
   struct mc_topo_hop *hop = NULL;
   int max_len = (base->type == MC_TOPO_GPU) ? 2 : 1;
@@ -182,8 +200,7 @@ static ncclResult_t relax(struct mc_topo_system *sys, struct mc_topo_node *base,
   int t;
 
   *updated = false;
-  MC_CHECK(paths_alloc(sys, rem, base->type));
-  rp = &rem->paths[base->type][bidx];
+  b->touched[bfs_index(b, rem)] = b->serial;
   /* 2.30 DEV gate: only GPU leaves and (NVB) NVLink hops pass through a DEV. */
   if ((node != base_dev) && (node->type == MC_TOPO_DEV) &&
       ((link->type != MC_TOPO_LINK_LOC) || (rem->type != MC_TOPO_GPU)) &&
@@ -236,19 +253,23 @@ static ncclResult_t relax(struct mc_topo_system *sys, struct mc_topo_node *base,
   return ncclSuccess;
 }
 
-/* ncclTopoSetPaths: paths from every node to base, breadth first; cur and
- * next have room for every node of the system. */
-static ncclResult_t set_paths(struct mc_topo_system *sys, struct mc_topo_node *base,
-                              const struct mc_topo_paths_opts *opts, struct mc_topo_node **cur,
-                              struct mc_topo_node **next, int total)
+/* ncclTopoSetPaths: paths from every node to base, breadth first. */
+static ncclResult_t set_paths(struct mc_topo_system *sys, struct bfs *b, struct mc_topo_node *base,
+                              const struct mc_topo_paths_opts *opts)
 {
   int bidx = base->index;
   int n_cur = 1;
-  struct mc_topo_path *bp;
+  struct mc_topo_node **cur = b->cur;
+  struct mc_topo_node **next = b->next;
+  struct mc_topo_path *bp = &b->dist[bfs_index(b, base)];
 
-  MC_CHECK(paths_alloc(sys, base, base->type));
-  bp = &base->paths[base->type][bidx];
-  bp->hops = NULL;
+  b->serial++;
+  /* Each BFS writes entry bidx of the arrays only: it starts from NCCL's
+   * fresh entries (DIS, no hops). */
+  for (int i = 0; i < b->total; i++) {
+    b->dist[i] = (struct mc_topo_path){.hops = NULL, .bw = 0, .count = 0, .type = MC_PATH_DIS};
+  }
+  b->touched[bfs_index(b, base)] = b->serial;
   bp->count = 0;
   bp->bw = (float)MC_TOPO_LOC_BW;
   bp->type = MC_PATH_LOC;
@@ -262,8 +283,8 @@ static ncclResult_t set_paths(struct mc_topo_system *sys, struct mc_topo_node *b
       for (int l = 0; l < node->n_links; l++) {
         struct mc_topo_node *rem = node->links[l].rem;
         bool updated = false;
-        MC_CHECK(relax(sys, base, bidx, node, &node->links[l], opts, &updated));
-        if (updated && (rem->mark != level) && (n_next < total)) {
+        MC_CHECK(relax(sys, b, base, node, &node->links[l], opts, &updated));
+        if (updated && (rem->mark != level) && (n_next < b->total)) {
           rem->mark = level;
           next[n_next++] = rem;
         }
@@ -273,6 +294,16 @@ static ncclResult_t set_paths(struct mc_topo_system *sys, struct mc_topo_node *b
     cur = next;
     next = tmp;
     n_cur = n_next;
+  }
+  for (int t = 0; t < MC_TOPO_NODE_TYPES; t++) {
+    for (int i = 0; i < sys->nodes[t].count; i++) {
+      struct mc_topo_node *node = sys->nodes[t].nodes[i];
+      if (b->touched[b->off[t] + i] != b->serial) {
+        continue;
+      }
+      MC_CHECK(paths_alloc(sys, node, base->type));
+      node->paths[base->type][bidx] = b->dist[b->off[t] + i];
+    }
   }
   return ncclSuccess;
 }
@@ -822,26 +853,29 @@ ncclResult_t mc_topo_compute_paths(struct mc_topo_system *sys,
 {
   static const int base_types[] = {MC_TOPO_CPU, MC_TOPO_DEV, MC_TOPO_GPU, MC_TOPO_NET,
                                    MC_TOPO_GIN, MC_TOPO_RMA, MC_TOPO_NVS};
-  struct mc_topo_node **cur = NULL;
-  struct mc_topo_node **next = NULL;
+  struct bfs b = {0};
   ncclResult_t res = ncclSuccess;
-  int total = 0;
 
   mc_topo_free_paths(sys);
   for (int t = 0; t < MC_TOPO_NODE_TYPES; t++) {
-    total += sys->nodes[t].count;
+    b.off[t] = b.total;
+    b.total += sys->nodes[t].count;
   }
-  MC_CHECK(mc_calloc(&cur, (size_t)total + 1));
-  MC_CHECK_GOTO(mc_calloc(&next, (size_t)total + 1), res, out);
+  MC_CHECK_GOTO(mc_calloc(&b.cur, (size_t)b.total + 1), res, out);
+  MC_CHECK_GOTO(mc_calloc(&b.next, (size_t)b.total + 1), res, out);
+  MC_CHECK_GOTO(mc_calloc(&b.dist, (size_t)b.total + 1), res, out);
+  MC_CHECK_GOTO(mc_calloc(&b.touched, (size_t)b.total + 1), res, out);
   for (size_t k = 0; k < sizeof(base_types) / sizeof(base_types[0]); k++) {
     int t = base_types[k];
     for (int i = 0; i < sys->nodes[t].count; i++) {
-      MC_CHECK_GOTO(set_paths(sys, sys->nodes[t].nodes[i], opts, cur, next, total), res, out);
+      MC_CHECK_GOTO(set_paths(sys, &b, sys->nodes[t].nodes[i], opts), res, out);
     }
   }
 out:
-  free(cur);
-  free(next);
+  free(b.cur);
+  free(b.next);
+  free(b.dist);
+  free(b.touched);
   if (res != ncclSuccess) {
     return res;
   }

@@ -34,54 +34,81 @@
 
 #define SHARE_MAGIC 0x6d637368u /* "mcsh" */
 
-static void put_i64(struct mc_sha256 *h, int64_t v)
+/* Values are gathered in blocks and hashed a block at a time (a call per
+ * value made the digest cost more than the search it replaces). */
+#define DIGEST_BLOCK 512
+
+struct digest {
+  struct mc_sha256 sha;
+  int n;
+  int64_t v[DIGEST_BLOCK];
+};
+
+static void put_i64(struct digest *d, int64_t v)
 {
-  mc_sha256_update(h, &v, sizeof(v));
+  if (d->n == DIGEST_BLOCK) {
+    mc_sha256_update(&d->sha, d->v, sizeof(d->v));
+    d->n = 0;
+  }
+  d->v[d->n++] = v;
 }
 
-static void put_f32(struct mc_sha256 *h, float v)
+static void put_f32(struct digest *d, float v)
 {
   uint32_t bits;
 
   memcpy(&bits, &v, sizeof(bits));
-  put_i64(h, bits);
+  put_i64(d, bits);
 }
 
-static void digest_node(struct mc_sha256 *h, const struct mc_topo_node *n)
+/* A node: its id, the attributes of its type (the others are never read for
+ * that type), its links. */
+static void digest_node(struct digest *d, const struct mc_topo_node *n)
 {
-  put_i64(h, n->type);
-  put_i64(h, n->id);
-  put_i64(h, n->gpu.dev);
-  put_i64(h, n->gpu.rank);
-  put_i64(h, n->gpu.sm);
-  put_i64(h, n->gpu.gdr);
-  put_i64(h, n->gpu.mlopart);
-  put_i64(h, (n->gpu.parent != NULL) ? n->gpu.parent->index : -1);
-  put_i64(h, (int64_t)n->dev.device);
-  put_i64(h, n->dev.dev);
-  put_i64(h, n->dev.sm);
-  put_i64(h, n->dev.n_gpus);
-  put_i64(h, n->net.dev);
-  put_i64(h, (int64_t)n->net.asic);
-  put_i64(h, n->net.port);
-  put_f32(h, n->net.bw);
-  put_f32(h, n->net.latency);
-  put_i64(h, n->net.gdr);
-  put_i64(h, n->net.coll);
-  put_i64(h, n->net.max_channels);
-  put_i64(h, n->net.local_gpu);
-  put_i64(h, n->net.rail);
-  put_i64(h, n->net.plane);
-  put_i64(h, n->cpu.arch);
-  put_i64(h, n->cpu.vendor);
-  put_i64(h, n->cpu.model);
-  put_i64(h, (int64_t)n->pci.device);
-  put_i64(h, n->n_links);
+  put_i64(d, n->type);
+  put_i64(d, n->id);
+  switch (n->type) {
+  case MC_TOPO_GPU:
+    put_i64(d, n->gpu.dev);
+    put_i64(d, n->gpu.rank);
+    put_i64(d, n->gpu.sm);
+    put_i64(d, n->gpu.gdr);
+    put_i64(d, n->gpu.mlopart);
+    put_i64(d, (n->gpu.parent != NULL) ? n->gpu.parent->index : -1);
+    break;
+  case MC_TOPO_DEV:
+    put_i64(d, (int64_t)n->dev.device);
+    put_i64(d, n->dev.dev);
+    put_i64(d, n->dev.sm);
+    put_i64(d, n->dev.n_gpus);
+    break;
+  case MC_TOPO_CPU:
+    put_i64(d, n->cpu.arch);
+    put_i64(d, n->cpu.vendor);
+    put_i64(d, n->cpu.model);
+    break;
+  case MC_TOPO_PCI:
+    put_i64(d, (int64_t)n->pci.device);
+    break;
+  default: /* NET and the net-like types (GIN, RMA), NIC, NVS, CXB */
+    put_i64(d, n->net.dev);
+    put_i64(d, (int64_t)n->net.asic);
+    put_i64(d, n->net.port);
+    put_f32(d, n->net.bw);
+    put_f32(d, n->net.latency);
+    put_i64(d, n->net.gdr);
+    put_i64(d, n->net.coll);
+    put_i64(d, n->net.max_channels);
+    put_i64(d, n->net.local_gpu);
+    put_i64(d, n->net.rail);
+    put_i64(d, n->net.plane);
+    break;
+  }
+  put_i64(d, n->n_links);
   for (int l = 0; l < n->n_links; l++) {
-    put_i64(h, n->links[l].type);
-    put_f32(h, n->links[l].bw);
-    put_i64(h, n->links[l].rem->type);
-    put_i64(h, n->links[l].rem->index);
+    put_i64(d, ((int64_t)n->links[l].type << 40) | ((int64_t)n->links[l].rem->type << 32) |
+                   (uint32_t)n->links[l].rem->index);
+    put_f32(d, n->links[l].bw);
   }
 }
 
@@ -91,48 +118,50 @@ void mc_topo_search_digest(const struct mc_topo_system *sys,
                            const struct mc_topo_graph *const *graphs, int n_graphs,
                            uint8_t digest_out[MC_TOPO_SEARCH_DIGEST_BYTES])
 {
-  struct mc_sha256 h;
+  struct digest d;
 
-  mc_sha256_init(&h);
-  put_i64(&h, SHARE_MAGIC);
-  put_i64(&h, sys->system_id);
-  put_i64(&h, sys->n_hosts);
+  mc_sha256_init(&d.sha);
+  d.n = 0;
+  put_i64(&d, SHARE_MAGIC);
+  put_i64(&d, sys->system_id);
+  put_i64(&d, sys->n_hosts);
   for (int i = 0; (i < sys->n_hosts) && (i < (int)(sizeof(sys->host_hashes) / 8)); i++) {
-    put_i64(&h, (int64_t)sys->host_hashes[i]);
+    put_i64(&d, (int64_t)sys->host_hashes[i]);
   }
-  put_f32(&h, sys->max_bw);
-  put_f32(&h, sys->total_bw);
-  put_i64(&h, sys->inter);
+  put_f32(&d, sys->max_bw);
+  put_f32(&d, sys->total_bw);
+  put_i64(&d, sys->inter);
   for (int t = 0; t < MC_TOPO_NODE_TYPES; t++) {
-    put_i64(&h, sys->nodes[t].count);
+    put_i64(&d, sys->nodes[t].count);
     for (int i = 0; i < sys->nodes[t].count; i++) {
-      digest_node(&h, sys->nodes[t].nodes[i]);
+      digest_node(&d, sys->nodes[t].nodes[i]);
     }
   }
-  put_i64(&h, paths_opts->p2p_level);
-  put_i64(&h, paths_opts->p2p_disable);
-  put_i64(&h, paths_opts->nvb_disable);
-  put_i64(&h, paths_opts->pxn_disable);
-  put_i64(&h, paths_opts->pxn_c2c);
-  put_i64(&h, paths_opts->net_gdr_level);
-  put_i64(&h, paths_opts->net_gdr_read);
-  put_i64(&h, paths_opts->net_gdr_c2c);
-  put_i64(&h, paths_opts->net_gdr_mlopart);
-  put_i64(&h, paths_opts->net_disable_intra);
-  put_i64(&h, paths_opts->shm_disable);
-  put_i64(&h, paths_opts->check_transports);
-  put_i64(&h, search_opts->cross_nic);
-  put_i64(&h, search_opts->scatter_nets);
-  put_i64(&h, search_opts->graph_file != NULL);
+  put_i64(&d, paths_opts->p2p_level);
+  put_i64(&d, paths_opts->p2p_disable);
+  put_i64(&d, paths_opts->nvb_disable);
+  put_i64(&d, paths_opts->pxn_disable);
+  put_i64(&d, paths_opts->pxn_c2c);
+  put_i64(&d, paths_opts->net_gdr_level);
+  put_i64(&d, paths_opts->net_gdr_read);
+  put_i64(&d, paths_opts->net_gdr_c2c);
+  put_i64(&d, paths_opts->net_gdr_mlopart);
+  put_i64(&d, paths_opts->net_disable_intra);
+  put_i64(&d, paths_opts->shm_disable);
+  put_i64(&d, paths_opts->check_transports);
+  put_i64(&d, search_opts->cross_nic);
+  put_i64(&d, search_opts->scatter_nets);
+  put_i64(&d, search_opts->graph_file != NULL);
   for (int g = 0; g < n_graphs; g++) {
-    put_i64(&h, graphs[g]->id);
-    put_i64(&h, graphs[g]->pattern);
-    put_i64(&h, graphs[g]->collnet);
-    put_i64(&h, graphs[g]->min_channels);
-    put_i64(&h, graphs[g]->max_channels);
-    put_i64(&h, graphs[g]->n_gpus);
+    put_i64(&d, graphs[g]->id);
+    put_i64(&d, graphs[g]->pattern);
+    put_i64(&d, graphs[g]->collnet);
+    put_i64(&d, graphs[g]->min_channels);
+    put_i64(&d, graphs[g]->max_channels);
+    put_i64(&d, graphs[g]->n_gpus);
   }
-  mc_sha256_final(&h, digest_out);
+  mc_sha256_update(&d.sha, d.v, (size_t)d.n * sizeof(d.v[0]));
+  mc_sha256_final(&d.sha, digest_out);
 }
 
 /* ---------------------------------------------------------------- bytes */
