@@ -53,7 +53,14 @@ struct search {
    * sorted. Filtering the used ones out of it keeps NCCL's order. */
   int *order;
   int *n_order;
+  /* select_nets' answers, which depend on paths only: for GPU g (-1 for
+   * all, slot g + 1) and type_inter t (-1..MC_PATH_DIS, slot t + 1),
+   * n_nets_of[slot] NETs (-1 until asked) in nets_of[slot * n_nets ...]. */
+  int *nets_of;
+  int *n_nets_of;
 };
+
+#define NETS_TYPE_SLOTS (MC_PATH_DIS + 2)
 
 static ncclResult_t search_rec(struct search *s, int *time);
 
@@ -498,8 +505,46 @@ static ncclResult_t pref_nets_channel_first(const struct mc_topo_system *sys, in
  * first, then every other NET whose path type is at most type_inter, by type.
  * nets has room for every NET of the system.
  */
-static ncclResult_t select_nets(const struct search *s, int type_inter, int gpu, int *nets,
+static ncclResult_t select_nets_uncached(const struct search *s, int type_inter, int gpu, int *nets,
+                                         int *count_out);
+
+/* select_nets through the search's cache (its answer depends on paths only,
+ * which do not change during a search). */
+static ncclResult_t select_nets(struct search *s, int type_inter, int gpu, int *nets,
                                 int *count_out)
+{
+  int n_nets = n_of(s->sys, MC_TOPO_NET);
+  int n_slots = (n_of(s->sys, MC_TOPO_GPU) + 1) * NETS_TYPE_SLOTS;
+  int slot;
+
+  if ((type_inter < -1) || (type_inter > MC_PATH_DIS) || (gpu < -1) ||
+      (gpu >= n_of(s->sys, MC_TOPO_GPU))) {
+    return select_nets_uncached(s, type_inter, gpu, nets, count_out);
+  }
+  if (s->nets_of == NULL) {
+    MC_CHECK(mc_calloc(&s->n_nets_of, (size_t)n_slots));
+    if (mc_calloc(&s->nets_of, (size_t)n_slots * (size_t)(n_nets + 1)) != ncclSuccess) {
+      free(s->n_nets_of);
+      s->n_nets_of = NULL;
+      return ncclSystemError;
+    }
+    for (int i = 0; i < n_slots; i++) {
+      s->n_nets_of[i] = -1;
+    }
+  }
+  slot = (gpu + 1) * NETS_TYPE_SLOTS + type_inter + 1;
+  if (s->n_nets_of[slot] < 0) {
+    MC_CHECK(select_nets_uncached(s, type_inter, gpu, &s->nets_of[(size_t)slot * (size_t)n_nets],
+                                  &s->n_nets_of[slot]));
+  }
+  memcpy(nets, &s->nets_of[(size_t)slot * (size_t)n_nets],
+         (size_t)s->n_nets_of[slot] * sizeof(*nets));
+  *count_out = s->n_nets_of[slot];
+  return ncclSuccess;
+}
+
+static ncclResult_t select_nets_uncached(const struct search *s, int type_inter, int gpu, int *nets,
+                                         int *count_out)
 {
   const struct mc_topo_system *sys = s->sys;
   int count = 0;
@@ -1369,6 +1414,8 @@ ncclResult_t mc_topo_compute(struct mc_topo_system *sys, struct mc_topo_graph *g
 out:
   free(s.order);
   free(s.n_order);
+  free(s.nets_of);
+  free(s.n_nets_of);
   return res;
 }
 
