@@ -53,8 +53,9 @@ summarize() {
       split(t, f, " "); wall = f[2]; cpu = f[3] + f[4]; rss = f[5] / 1024
     }
     /(Topo|Graphs) timings - rank/ {
+      stage = ($0 ~ /Graphs timings/) ? "g." : ""
       for (i = 1; i <= NF; i++) if ($i ~ /^[0-9.]+\/[0-9.]+,?$/) {
-        split($i, a, "/"); sub(",", "", a[2]); s[$(i - 1)] += a[2]
+        split($i, a, "/"); sub(",", "", a[2]); s[stage $(i - 1)] += a[2]
       }
     }
     /NCCL INFO Init timings .* rank 0 nranks/ {
@@ -64,7 +65,8 @@ summarize() {
     END {
       printf "%s %s %s %s %s %s %s %.0f %.0f %.0f %.0f %.0f %.1f\n", wall, cpu, tot,
         r0["bootstrap"], r0["topo"], r0["graphs"], r0["connections"], s["detect"],
-        s["exchange"] + s["fuse"], s["paths"] + s["paths2"], s["ring"] + s["tree"], s["share"], rss
+        s["exchange"] + s["allgather"] + s["fuse"], s["paths"] + s["paths2"],
+        s["g.ring"] + s["g.tree"], s["g.share"], rss
     }' "$1"
 }
 
