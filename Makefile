@@ -5,23 +5,34 @@ BUILD ?= build
 ASAN_BUILD ?= build-asan
 JOBS ?= $(shell nproc)
 DEB_PKGS := pkg-config gcc g++ clang clang-format libclang-rt-14-dev make cmake libc6-dev iproute2 procps git python3 openmpi-bin libopenmpi-dev graphviz nftables iperf3
+# The Python packages (python/, `make python`): the torch.distributed backend
+# builds against Debian's PyTorch 1.13, the numpy module needs numpy.
+DEB_PKGS_PYTHON := python3-torch libtorch-dev pybind11-dev python3-numpy python3-dev python3-setuptools
 
-.PHONY: all deps build build-asan install run test test-fast bench bench-mpi fuzz format envdoc clean
+.PHONY: all deps deps-python build build-asan python install run test test-fast bench bench-mpi fuzz format envdoc clean
 
 all: build
 
-deps:
-	@missing=""; for p in $(DEB_PKGS); do \
+# install_debs(packages, target): apt-get the missing ones when root, else name them.
+define install_debs
+	@missing=""; for p in $(1); do \
 	  dpkg-query -W -f='$${Status}' $$p 2>/dev/null | grep -q "install ok installed" || missing="$$missing $$p"; \
 	done; \
 	if [ -n "$$missing" ]; then \
 	  if [ "$$(id -u)" = 0 ]; then \
-	    echo "deps: installing$$missing"; \
+	    echo "$(2): installing$$missing"; \
 	    (apt-get update -q || true) && DEBIAN_FRONTEND=noninteractive apt-get install -y -q $$missing; \
 	  else \
-	    echo "deps: missing Debian packages:$$missing (run as root, or: sudo apt-get install$$missing)"; \
+	    echo "$(2): missing Debian packages:$$missing (run as root, or: sudo apt-get install$$missing)"; \
 	  fi; \
 	fi
+endef
+
+deps:
+	$(call install_debs,$(DEB_PKGS),deps)
+
+deps-python:
+	$(call install_debs,$(DEB_PKGS_PYTHON),deps-python)
 
 $(BUILD)/CMakeCache.txt:
 	cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=RelWithDebInfo
@@ -35,6 +46,11 @@ $(ASAN_BUILD)/CMakeCache.txt:
 
 build-asan: deps $(ASAN_BUILD)/CMakeCache.txt
 	cmake --build $(ASAN_BUILD) -j $(JOBS)
+
+# meshccl (numpy) and meshccl_torch (torch.distributed backend) into
+# $(BUILD)/python; without torch, one line says what is skipped (docs/PYTORCH.md).
+python: build deps-python
+	./python/build.sh $(BUILD) $(JOBS)
 
 # Installs headers, libraries, tools, meshccl.pc and the CMake package under
 # $(DESTDIR)$(PREFIX); NCCL_COMPAT=1 adds NCCL's names (libnccl.so.2, nccl.pc,
@@ -52,16 +68,17 @@ run: build
 	./$(BUILD)/bin/meshccl-run -n 4 ./$(BUILD)/bin/meshccl-hello
 	./$(BUILD)/bin/meshccl-run -n 4 ./$(BUILD)/bin/meshccl-perf all_reduce -b 8 -e 64M -f 4 -c 1
 
-# Everything CI must pass: the release build's tests, then the unit and
-# multi-process tests again under ASan+UBSan.
-test: build build-asan
+# Everything CI must pass: the release build's tests (the Python ones with
+# the packages of `make python`), then the unit and multi-process tests again
+# under ASan+UBSan.
+test: build build-asan python
 	cd $(BUILD) && ctest --output-on-failure -j 2
 	cd $(ASAN_BUILD) && ASAN_OPTIONS=detect_leaks=1 ctest --output-on-failure -j 2 -L 'unit|mp' -LE nosan
 
-test-fast: build
+test-fast: build python
 	cd $(BUILD) && ctest --output-on-failure -j 2
 
-bench: build
+bench: build python
 	./bench/init.sh $(BUILD)
 	$(MAKE) -s bench-mpi
 	./$(BUILD)/bench/membw
@@ -69,6 +86,7 @@ bench: build
 	./bench/netns_compare.sh $(BUILD) 256M || [ $$? = 77 ]
 	./bench/tree_ring_netns.sh $(BUILD) 2 4 8 || [ $$? = 77 ]
 	./bench/mesh_netns.sh $(BUILD) || [ $$? = 77 ]
+	./bench/torch_allreduce.sh $(BUILD) || [ $$? = 77 ]
 
 # The MPI baseline (bench/mpi_perf.c, with tools/perf/ for identical tables) and the
 # memcpy probe; used by bench/allreduce_compare.sh. Skipped without Open MPI's mpicc.
@@ -83,12 +101,21 @@ bench-mpi:
 	  echo "bench-mpi: mpicc not found (Debian: apt-get install openmpi-bin libopenmpi-dev): mpi_perf skipped"; \
 	fi
 
-# The topology XML fuzzer (clang, ASan+UBSan) for a minute over the real files;
-# new inputs are kept in $(ASAN_BUILD)/fuzz-corpus/topo_xml.
+# The fuzzers (clang, ASan+UBSan) for a minute each: the topology XML over the
+# real files, the bootstrap's message parsers over tests/data/boot, the
+# transports' connect messages and the nets' handles over their seeds
+# (tests/data/fuzz/); new inputs are kept in $(ASAN_BUILD)/fuzz-corpus/<name>.
 fuzz: build-asan
-	mkdir -p $(ASAN_BUILD)/fuzz-corpus/topo_xml
+	mkdir -p $(ASAN_BUILD)/fuzz-corpus/topo_xml $(ASAN_BUILD)/fuzz-corpus/boot_msg
 	./$(ASAN_BUILD)/tests/fuzz_topo_xml -max_total_time=60 -rss_limit_mb=2048 -print_final_stats=1 \
 	  $(ASAN_BUILD)/fuzz-corpus/topo_xml tests/data/topo
+	./$(ASAN_BUILD)/tests/fuzz_boot_msg -max_total_time=60 -rss_limit_mb=2048 -print_final_stats=1 \
+	  $(ASAN_BUILD)/fuzz-corpus/boot_msg tests/data/boot
+	for t in tp_blob net_handle; do \
+	  mkdir -p $(ASAN_BUILD)/fuzz-corpus/$$t && \
+	  ./$(ASAN_BUILD)/tests/fuzz_$$t -max_total_time=60 -rss_limit_mb=2048 -print_final_stats=1 \
+	    $(ASAN_BUILD)/fuzz-corpus/$$t tests/data/fuzz/$$t || exit 1; \
+	done
 
 envdoc: build
 	./$(BUILD)/bin/meshccl-env --markdown > docs/ENV.md

@@ -5,7 +5,8 @@
  * each context authenticates its connections with, the bridge from
  * meshccl's logging to the logger NCCL passes to init, the device
  * properties every version reports, and the calls whose prototype is the
- * same in every exported version. The tables are in mesh_plugin_v<N>.c.
+ * same in every exported version. The tables are made by
+ * mesh_plugin_table.inc, once per mesh_plugin_v<N>.c.
  *
  * Secret (NCCL gives a plugin none): MESHCCL_SECRET when set (the mesh net
  * reads it itself), else, for v11+, HMAC-SHA256 of NCCL's commId (a hash of

@@ -2,9 +2,10 @@
 /*
  * Private to plugin/: what the exported tables of libnccl-net-mesh.so share
  * (mesh_plugin.c). Each mesh_plugin_v<N>.c defines one const ncclNet_v<N>_t
- * (NCCL's layout, include/nccl_net.h) whose members are thin wrappers over
- * mc_net_mesh_ops; the calls whose prototype is the same in v8..v12 are
- * defined once here. NCCL's rules (NCCL src/include/plugin/nccl_net.h and
+ * (NCCL's layout, include/nccl_net.h) by including the template
+ * mesh_plugin_table.inc with its version; the members are thin wrappers over
+ * mc_net_mesh_ops, and the calls whose prototype is the same in v8..v12 are
+ * declared once here. NCCL's rules (NCCL src/include/plugin/nccl_net.h and
  * plugins/net/README.md) hold: nothing blocks, receives may be larger than
  * sends, test() reports the size transferred.
  *

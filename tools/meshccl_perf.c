@@ -92,9 +92,20 @@ static void out(struct bench *b, const char *fmt, ...)
   va_end(ap);
 }
 
+/* "rank R: " for messages; nothing while the rank is unknown (b->rank < 0). */
+static const char *rank_prefix(const struct bench *b, char *buf, size_t bytes)
+{
+  if (b->rank < 0)
+    return "";
+  snprintf(buf, bytes, "rank %d: ", b->rank);
+  return buf;
+}
+
 static ncclResult_t fail_call(struct bench *b, const char *what, ncclResult_t res)
 {
-  fprintf(stderr, "meshccl-perf: rank %d: %s failed: %s: %s\n", b->rank, what,
+  char who[32];
+
+  fprintf(stderr, "meshccl-perf: %s%s failed: %s: %s\n", rank_prefix(b, who, sizeof(who)), what,
           ncclGetErrorString(res), ncclGetLastError(b->comm));
   return res;
 }
@@ -474,7 +485,11 @@ static void print_header(struct bench *b, int argc, char **argv)
 static ncclResult_t bench_setup(struct bench *b)
 {
   int device = 0;
+  meshcclEnvInfo_t env;
 
+  /* The launcher's rank names this process in an init failure: the
+   * communicator, which would say it, does not exist then. */
+  b->rank = (meshcclGetEnvInfo(&env) == ncclSuccess) ? env.rank : -1;
   PERF_CHECK(b, "meshcclCommInitFromEnv", meshcclCommInitFromEnv(&b->comm, NULL));
   PERF_CHECK(b, "ncclCommUserRank", ncclCommUserRank(b->comm, &b->rank));
   PERF_CHECK(b, "ncclCommCount", ncclCommCount(b->comm, &b->n_ranks));
@@ -498,14 +513,35 @@ static ncclResult_t bench_setup(struct bench *b)
   return ncclSuccess;
 }
 
-static void bench_cleanup(struct bench *b)
+/* After a failure the communicator is aborted (NCCL's advice: a destroy
+ * may wait for peers that are gone); either call failing is reported. */
+static void bench_cleanup(struct bench *b, bool failed)
 {
+  ncclResult_t res;
+
   free(b->send);
   free(b->recv);
   free(b->expected);
   free(b->scratch);
-  if (b->comm != NULL)
-    ncclCommDestroy(b->comm);
+  if (b->comm == NULL)
+    return;
+  res = failed ? ncclCommAbort(b->comm) : ncclCommDestroy(b->comm);
+  if (res != ncclSuccess)
+    (void)fail_call(b, failed ? "ncclCommAbort" : "ncclCommDestroy", res);
+  b->comm = NULL;
+}
+
+/* Closes the JSON report; false (reported) when it could not be written whole. */
+static bool json_close(struct bench *b)
+{
+  bool ok = (ferror(b->js.f) == 0);
+
+  ok = (fclose(b->js.f) == 0) && ok;
+  b->json = false;
+  if (!ok)
+    fprintf(stderr, "meshccl-perf: rank %d: writing the JSON report %s failed: %s\n", b->rank,
+            b->o.output_file, strerror(errno));
+  return ok;
 }
 
 static int finish(struct bench *b)
@@ -522,8 +558,8 @@ static int finish(struct bench *b)
   out(b, "%s\n#\n# Collective test concluded: %s_perf\n#\n", line, mc_perf_coll_name(b->o.coll));
   if (b->json) {
     mc_perf_json_end(&b->js, (int)errors, avg);
-    fclose(b->js.f);
-    b->json = false;
+    if (!json_close(b))
+      return MC_PERF_EXIT_FAIL;
   }
   return (errors != 0) ? MC_PERF_EXIT_FAIL : MC_PERF_EXIT_OK;
 }
@@ -547,7 +583,7 @@ int main(int argc, char **argv)
   the_bench = &b;
   signal(SIGALRM, on_alarm);
   if (bench_setup(&b) != ncclSuccess) {
-    bench_cleanup(&b);
+    bench_cleanup(&b, true);
     return MC_PERF_EXIT_FAIL;
   }
   if (mc_perf_coll_has_root(b.o.coll) && (b.o.root >= b.n_ranks)) {
@@ -556,13 +592,13 @@ int main(int argc, char **argv)
               "meshccl-perf: -r/--root %d is not a rank of this %d-rank job (0..%d, or -1 "
               "for every rank in turn)\n",
               b.o.root, b.n_ranks, b.n_ranks - 1);
-    bench_cleanup(&b);
+    bench_cleanup(&b, false);
     return MC_PERF_EXIT_USAGE;
   }
   print_header(&b, argc, argv);
   rc = (run_all(&b) == ncclSuccess) ? finish(&b) : MC_PERF_EXIT_FAIL;
-  if (b.json)
-    fclose(b.js.f);
-  bench_cleanup(&b);
+  if (b.json) /* a run that failed: what was written stays, unfinished */
+    (void)json_close(&b);
+  bench_cleanup(&b, rc == MC_PERF_EXIT_FAIL);
   return rc;
 }

@@ -2,15 +2,19 @@
 /*
  * meshccl-run: the local launcher. It starts N copies of a program on this
  * host as the ranks of one job, each in its own process group, with RANK,
- * WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE, NODE_RANK, MESHCCL_RUN and a shared
- * NCCL_COMM_ID (a free port on 127.0.0.1) in its environment. The ranks'
+ * WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE, NODE_RANK, MESHCCL_RUN, a shared
+ * NCCL_COMM_ID (a free port on 127.0.0.1) and a shared random MESHCCL_SECRET
+ * (unless set: the bootstrap's proof that a connection is one of the job's)
+ * in its environment. The ranks'
  * stdout and stderr come back through pipes and are written line by line,
  * each line prefixed with "[rank] ", to the launcher's stdout and stderr.
  * SIGINT, SIGTERM, SIGHUP and SIGQUIT are forwarded to every rank (a signal
  * the launcher was started with ignored, as under nohup, stays ignored by the
- * launcher and the ranks). When a rank fails, the others get SIGTERM and,
- * after a grace period, SIGKILL; the launcher then exits with the status of
- * the first rank that failed.
+ * launcher and the ranks). When a rank fails, the others get a short time
+ * to end on their own (a failed communicator ends every rank's job, and the
+ * rank where the failure began says why as it exits), then SIGTERM and, after
+ * a grace period, SIGKILL; the launcher then exits with the status of the
+ * first rank that failed.
  *
  * Rank 0 reads the launcher's stdin unless it is a terminal; every other rank
  * reads /dev/null. Children get only fds 0, 1 and 2.
@@ -30,6 +34,7 @@
 #include <unistd.h>
 #include <arpa/inet.h>
 #include <netinet/in.h>
+#include <sys/random.h>
 #include <sys/socket.h>
 #include <sys/syscall.h>
 #include <sys/types.h>
@@ -43,6 +48,8 @@
 #define FIRST_BUF     4096
 #define PREFIX_MAX    16
 #define DEFAULT_GRACE 5.0
+/* Time the other ranks get to end on their own once one has failed. */
+#define SETTLE_SEC 1.0
 #define MAX_GRACE     86400.0
 #define DRAIN_READS   256 /* bound on reads per drain, against a writer that never stops */
 
@@ -63,11 +70,15 @@ struct rank {
   struct line_buf line[N_STREAMS];
 };
 
+#define MAX_EXPORTS 64
+
 struct options {
   int np;
   double grace;
   bool tag;
-  char **argv; /* program and its arguments, NULL-terminated */
+  int n_exports;
+  const char *exports[MAX_EXPORTS]; /* mpirun's -x: "VAR" (inherited anyway) or "VAR=value" */
+  char **argv;                      /* program and its arguments, NULL-terminated */
 };
 
 struct launcher {
@@ -78,6 +89,8 @@ struct launcher {
   int first_failed; /* first rank that failed, or -1 */
   int got_signal;   /* SIGINT or SIGTERM that stopped the job, or 0 */
   bool spawn_failed;
+  bool settling;              /* a rank failed: the others may still end on their own */
+  double settle_end;          /* when settling ends, CLOCK_MONOTONIC seconds */
   bool stopping;              /* SIGTERM sent, waiting for the grace period */
   bool killed;                /* grace period over, SIGKILL sent */
   double deadline;            /* end of the grace period, CLOCK_MONOTONIC seconds */
@@ -109,17 +122,28 @@ static double now_sec(void)
 static void usage(FILE *f)
 {
   fprintf(f,
-          "usage: " PROG_NAME " [-n N | --np N] [--grace SECONDS] [--tag-output | --no-tag]\n"
-          "                   [--] prog [args...]\n"
+          "usage: " PROG_NAME " [-n N] [-x VAR[=value]]... [--grace SECONDS]\n"
+          "                   [--tag-output | --label | --no-tag] [--] prog [args...]\n"
           "Starts N ranks of prog on this host, with RANK, WORLD_SIZE, LOCAL_RANK,\n"
-          "LOCAL_WORLD_SIZE, NODE_RANK, MESHCCL_RUN and NCCL_COMM_ID set.\n"
+          "LOCAL_WORLD_SIZE, NODE_RANK, MESHCCL_RUN, NCCL_COMM_ID, MASTER_ADDR and\n"
+          "MASTER_PORT set (NCCL_COMM_ID and MASTER_PORT are two different free ports).\n"
           "\n"
-          "  -n, --np N         number of ranks, 1 to %d (default 1)\n"
+          "  -n, -np, --np N    number of ranks, 1 to %d (default 1); also torchrun's\n"
+          "                     --nproc_per_node / --nproc-per-node N\n"
+          "  -x VAR[=value]     mpirun's export: VAR=value is set for every rank (the\n"
+          "                     ranks inherit the launcher's environment anyway)\n"
           "  --grace SECONDS    time between SIGTERM and SIGKILL when stopping ranks\n"
           "                     (default %g)\n"
-          "  --tag-output       prefix every output line with \"[rank] \" (default)\n"
-          "  --no-tag           forward output lines unchanged\n"
+          "  --tag-output, --label, -l\n"
+          "                     prefix every output line with \"[rank] \" (mpirun's,\n"
+          "                     srun's spellings; also MESHCCL_RUN_TAG_OUTPUT=1)\n"
+          "  --no-tag           forward output lines unchanged (the default)\n"
+          "  --nnodes 1, --standalone, --oversubscribe, --allow-run-as-root\n"
+          "                     accepted for torchrun and mpirun command lines\n"
           "  -h, --help         print this help and exit\n"
+          "\n"
+          "One host only: across hosts, start ranks with mpirun, srun or torchrun\n"
+          "(meshcclCommInitFromEnv reads their variables).\n"
           "\n"
           "Exit status: 0 if every rank exited 0; else the status of the first rank\n"
           "that failed (128+signal if it was killed); 128+signal if the launcher got\n"
@@ -164,6 +188,27 @@ static double parse_grace(const char *s)
   return v;
 }
 
+/* mpirun's -x VAR or -x VAR=value: VAR must be a shell variable name. */
+static void parse_export(const char *v, struct options *opt)
+{
+  size_t n = strcspn(v, "=");
+
+  if (n == 0 || !((v[0] == '_') || ((v[0] | 0x20) >= 'a' && (v[0] | 0x20) <= 'z'))) {
+    usage_error("-x needs VAR or VAR=value, got", v);
+  }
+  for (size_t k = 1; k < n; k++) {
+    char c = v[k];
+
+    if (!((c == '_') || ((c | 0x20) >= 'a' && (c | 0x20) <= 'z') || (c >= '0' && c <= '9'))) {
+      usage_error("-x needs VAR or VAR=value, got", v);
+    }
+  }
+  if (opt->n_exports >= MAX_EXPORTS) {
+    usage_error("too many -x options (at most 64), at", v);
+  }
+  opt->exports[opt->n_exports++] = v;
+}
+
 /*
  * Returns the value of option `name` (short form `short_name` or NULL) at
  * argv[*i], accepting "--name V", "--name=V", "-n V" and "-nV"; NULL if
@@ -198,7 +243,8 @@ static void parse_args(int argc, char **argv, struct options *opt)
 
   opt->np = 1;
   opt->grace = DEFAULT_GRACE;
-  opt->tag = true;
+  opt->tag = (getenv("MESHCCL_RUN_TAG_OUTPUT") != NULL) &&
+             (strcmp(getenv("MESHCCL_RUN_TAG_OUTPUT"), "1") == 0);
   for (; i < argc; i++) {
     const char *a = argv[i];
 
@@ -212,12 +258,27 @@ static void parse_args(int argc, char **argv, struct options *opt)
     if (strcmp(a, "-h") == 0 || strcmp(a, "--help") == 0) {
       usage(stdout);
       exit(0);
-    } else if (strcmp(a, "--tag-output") == 0) {
+    } else if ((strcmp(a, "--tag-output") == 0) || (strcmp(a, "--label") == 0) ||
+               (strcmp(a, "-l") == 0)) {
       opt->tag = true;
     } else if (strcmp(a, "--no-tag") == 0) {
       opt->tag = false;
-    } else if ((v = option_value(argv, argc, &i, "--np", "-n")) != NULL) {
+    } else if ((strcmp(a, "--oversubscribe") == 0) || (strcmp(a, "--allow-run-as-root") == 0) ||
+               (strcmp(a, "--standalone") == 0)) {
+      /* mpirun's and torchrun's: nothing to do on one host */
+    } else if (((v = option_value(argv, argc, &i, "-np", NULL)) != NULL) ||
+               ((v = option_value(argv, argc, &i, "--np", "-n")) != NULL) ||
+               ((v = option_value(argv, argc, &i, "--nproc_per_node", NULL)) != NULL) ||
+               ((v = option_value(argv, argc, &i, "--nproc-per-node", NULL)) != NULL)) {
       opt->np = parse_np(v);
+    } else if ((v = option_value(argv, argc, &i, "--nnodes", NULL)) != NULL) {
+      if (strcmp(v, "1") != 0 && strcmp(v, "1:1") != 0) {
+        usage_error("starts ranks on this host only (use mpirun, srun or torchrun across "
+                    "hosts); got --nnodes",
+                    v);
+      }
+    } else if ((v = option_value(argv, argc, &i, "-x", NULL)) != NULL) {
+      parse_export(v, opt);
     } else if ((v = option_value(argv, argc, &i, "--grace", NULL)) != NULL) {
       opt->grace = parse_grace(v);
     } else {
@@ -668,39 +729,161 @@ static int find_free_port(int other)
   return try_port(0);
 }
 
-/* Sets the variables every rank shares in our own environment; children inherit them. */
+/*
+ * MESHCCL_SECRET, unless the caller set one: 32 random bytes in hex. With
+ * NCCL_COMM_ID nothing secret travels between the ranks, so the bootstrap
+ * keys its authentication with this (docs/ARCHITECTURE.md, bootstrap);
+ * without it, any process that knows the port could join the job.
+ */
+static int set_secret(void)
+{
+  unsigned char raw[32];
+  char hex[2 * sizeof(raw) + 1];
+  size_t got = 0;
+
+  if (getenv("MESHCCL_SECRET") != NULL)
+    return 0;
+  while (got < sizeof(raw)) {
+    ssize_t n = getrandom(raw + got, sizeof(raw) - got, 0);
+    if (n < 0) {
+      if (errno == EINTR)
+        continue;
+      return -1;
+    }
+    got += (size_t)n;
+  }
+  for (size_t i = 0; i < sizeof(raw); i++)
+    snprintf(hex + 2 * i, 3, "%02x", raw[i]);
+  return setenv("MESHCCL_SECRET", hex, 1);
+}
+
+/* Which port is which ("NCCL_COMM_ID=... (meshccl's bootstrap root), ..."), for failures. */
+static char ports_desc[600];
+
+/* The port of "host:port" or "[v6]:port", or -1. */
+static int port_of(const char *hostport)
+{
+  const char *colon = (hostport != NULL) ? strrchr(hostport, ':') : NULL;
+  char *end = NULL;
+  long v;
+
+  if ((colon == NULL) || (colon[1] == '\0')) {
+    return -1;
+  }
+  errno = 0;
+  v = strtol(colon + 1, &end, 10);
+  if ((errno != 0) || (*end != '\0') || (v < 1) || (v > 65535)) {
+    return -1;
+  }
+  return (int)v;
+}
+
+static bool is_loopback_name(const char *h, size_t n)
+{
+  return ((n == 9) && (strncmp(h, "localhost", n) == 0)) ||
+         ((n >= 4) && (strncmp(h, "127.", 4) == 0)) || ((n == 3) && (strncmp(h, "::1", n) == 0)) ||
+         ((n == 5) && (strncmp(h, "[::1]", n) == 0));
+}
+
+/* Whether NCCL_COMM_ID's host and MASTER_ADDR may be one host (equal, or both loopback). */
+static bool same_host(const char *comm_id, const char *master_addr)
+{
+  size_t n = (size_t)(strrchr(comm_id, ':') - comm_id);
+  size_t m = strlen(master_addr);
+
+  if ((n == m) && (strncmp(comm_id, master_addr, n) == 0)) {
+    return true;
+  }
+  return is_loopback_name(comm_id, n) && is_loopback_name(master_addr, m);
+}
+
+/*
+ * Sets the variables every rank shares in our own environment; children
+ * inherit them. Two different ports: NCCL_COMM_ID's for meshccl's bootstrap
+ * root, and MASTER_PORT for the store a torch.distributed job opens at
+ * MASTER_ADDR (torch's env:// init); one port for both makes the second
+ * listener fail, or a rank join the wrong one. A port the user set is kept,
+ * and the one we pick avoids it.
+ */
 static int setup_env(const struct options *opt)
 {
   char buf[64];
+  const char *user_id = NULL;
+  const char *user_mport = NULL;
+  const char *maddr = NULL;
+  int id_port = -1;
+  int mport = -1;
   int port = -1;
   int store_port = -1;
 
+  for (int i = 0; i < opt->n_exports; i++) {
+    const char *eq = strchr(opt->exports[i], '=');
+    char name[256];
+
+    if (eq == NULL) {
+      continue; /* -x VAR: the ranks inherit it */
+    }
+    snprintf(name, sizeof(name), "%.*s", (int)(eq - opt->exports[i]), opt->exports[i]);
+    if (setenv(name, eq + 1, 1) != 0) {
+      return -1;
+    }
+  }
   snprintf(buf, sizeof(buf), "%d", opt->np);
   if (setenv("WORLD_SIZE", buf, 1) != 0 || setenv("LOCAL_WORLD_SIZE", buf, 1) != 0 ||
       setenv("NODE_RANK", "0", 1) != 0 || setenv("MESHCCL_RUN", "1", 1) != 0) {
     return -1;
   }
-  /* Two different ports: NCCL_COMM_ID's for meshccl's bootstrap root, and
-   * MASTER_PORT for the store a torch.distributed job opens there; one port
-   * for both makes the second listener fail (or join the wrong socket). */
-  port = find_free_port(-1);
-  store_port = (port >= 0) ? find_free_port(port) : -1;
-  if ((port < 0) || (store_port < 0) || (store_port == port)) {
-    fprintf(stderr, PROG_NAME ": cannot find two free TCP ports on 127.0.0.1: %s\n",
+  /* After the -x exports: a port given there is the user's too. */
+  user_id = getenv("NCCL_COMM_ID");
+  user_mport = getenv("MASTER_PORT");
+  maddr = getenv("MASTER_ADDR");
+  id_port = (user_id != NULL) ? port_of(user_id) : -1;
+  if (user_mport != NULL) {
+    snprintf(buf, sizeof(buf), ":%s", user_mport);
+    mport = port_of(buf);
+  }
+  if ((id_port > 0) && (id_port == mport) &&
+      same_host(user_id, (maddr != NULL) ? maddr : "127.0.0.1")) {
+    fprintf(
+        stderr,
+        PROG_NAME
+        ": NCCL_COMM_ID=%s (meshccl's bootstrap root) and MASTER_ADDR:MASTER_PORT=%s:%s "
+        "(the store torch.distributed opens) name the same port; unset one of them and " PROG_NAME
+        " picks a free port for it\n",
+        user_id, (maddr != NULL) ? maddr : "127.0.0.1", user_mport);
+    return -1;
+  }
+  port = (user_id == NULL) ? find_free_port(mport) : id_port;
+  store_port = (user_mport == NULL) ? find_free_port(port) : mport;
+  if ((user_id == NULL) && ((port < 0) || (port == mport))) {
+    fprintf(stderr, PROG_NAME ": cannot find a free TCP port on 127.0.0.1 for NCCL_COMM_ID: %s\n",
             strerror(errno));
     return -1;
   }
-  if (getenv("NCCL_COMM_ID") == NULL) {
+  if ((user_mport == NULL) && ((store_port < 0) || (store_port == port))) {
+    fprintf(stderr, PROG_NAME ": cannot find a free TCP port on 127.0.0.1 for MASTER_PORT: %s\n",
+            strerror(errno));
+    return -1;
+  }
+  if (user_id == NULL) {
     snprintf(buf, sizeof(buf), "127.0.0.1:%d", port);
     setenv("NCCL_COMM_ID", buf, 1);
   }
-  if (getenv("MASTER_ADDR") == NULL) {
+  if (set_secret() != 0) {
+    fprintf(stderr, PROG_NAME ": cannot make a random MESHCCL_SECRET: %s\n", strerror(errno));
+    return -1;
+  }
+  if (maddr == NULL) {
     setenv("MASTER_ADDR", "127.0.0.1", 1);
   }
-  if (getenv("MASTER_PORT") == NULL) {
+  if (user_mport == NULL) {
     snprintf(buf, sizeof(buf), "%d", store_port);
     setenv("MASTER_PORT", buf, 1);
   }
+  snprintf(ports_desc, sizeof(ports_desc),
+           "NCCL_COMM_ID=%s (meshccl's bootstrap root), MASTER_ADDR:MASTER_PORT=%s:%s (the store "
+           "torch.distributed opens with env://)",
+           getenv("NCCL_COMM_ID"), getenv("MASTER_ADDR"), getenv("MASTER_PORT"));
   return 0;
 }
 
@@ -734,14 +917,20 @@ static void rank_exited(struct launcher *l, int r, int status)
   if (l->stopping || failed) {
     kill(-rk->pid, SIGKILL); /* whatever it left behind in its group */
   }
-  if (!failed || l->stopping) {
+  if (!failed || l->stopping || l->settling) {
     return;
   }
   l->first_failed = r;
   describe_status(status, desc, sizeof(desc));
   fprintf(stderr, PROG_NAME ": rank %d (pid %ld) %s%s\n", r, (long)rk->pid, desc,
           (l->live > 0) ? "; stopping the other ranks" : "");
-  begin_stop(l, SIGTERM);
+  /*
+   * Not SIGTERM at once: the rank that failed first is often not the one
+   * where the failure began (a peer told of the failure can exit before the
+   * rank that saw it has printed why).
+   */
+  l->settling = true;
+  l->settle_end = now_sec() + SETTLE_SEC;
 }
 
 static void reap_children(struct launcher *l)
@@ -768,6 +957,10 @@ static void reap_children(struct launcher *l)
 
 static void check_deadline(struct launcher *l)
 {
+  if (l->settling && !l->stopping && l->live > 0 && now_sec() >= l->settle_end) {
+    begin_stop(l, SIGTERM);
+    return;
+  }
   if (!l->stopping || l->killed || l->live == 0 || now_sec() < l->deadline) {
     return;
   }
@@ -781,10 +974,13 @@ static int poll_timeout_ms(const struct launcher *l)
 {
   double left;
 
-  if (!l->stopping || l->killed) {
+  if (l->settling && !l->stopping) {
+    left = l->settle_end - now_sec();
+  } else if (!l->stopping || l->killed) {
     return -1;
+  } else {
+    left = l->deadline - now_sec();
   }
-  left = l->deadline - now_sec();
   if (left <= 0.0) {
     return 0;
   }
@@ -879,6 +1075,10 @@ static int exit_code(const struct launcher *l)
     int status = l->ranks[l->first_failed].status;
 
     describe_status(status, desc, sizeof(desc));
+    /* Which port is which, for a failure that is a clash (the last line names the rank). */
+    if (ports_desc[0] != '\0') {
+      fprintf(stderr, PROG_NAME ": ports of this job: %s\n", ports_desc);
+    }
     fprintf(stderr, PROG_NAME ": job failed: rank %d %s\n", l->first_failed, desc);
     return status_exit_code(status);
   }
@@ -945,6 +1145,67 @@ static void launcher_fini(struct launcher *l)
   free(l->pfd_stream);
 }
 
+/* The file execvp() would run for `prog` (a name without '/' is looked up
+ * in PATH); false when none is found. */
+static bool resolve_prog(const char *prog, char *out, size_t size)
+{
+  const char *path = getenv("PATH");
+
+  if (strchr(prog, '/') != NULL) {
+    snprintf(out, size, "%s", prog);
+    return access(out, X_OK) == 0;
+  }
+  for (const char *p = (path != NULL) ? path : "/usr/bin:/bin"; *p != '\0';) {
+    size_t n = strcspn(p, ":");
+
+    snprintf(out, size, "%.*s%s%s", (int)n, p, (n > 0) ? "/" : "", prog);
+    if (access(out, X_OK) == 0) {
+      return true;
+    }
+    p += n + ((p[n] == ':') ? 1 : 0);
+  }
+  return false;
+}
+
+/*
+ * An MPI program started by this launcher runs as N singletons (each one's
+ * MPI_COMM_WORLD holds only itself): say so. The sign is an ELF executable
+ * naming libmpi.so (its DT_NEEDED string) in its first MiB, where the
+ * dynamic string table lies.
+ */
+static void warn_if_mpi(const struct options *opt)
+{
+  static const char needle[] = "libmpi.so";
+  char path[4096];
+  char *buf;
+  ssize_t n;
+  int fd;
+
+  if ((opt->np < 2) || !resolve_prog(opt->argv[0], path, sizeof(path))) {
+    return;
+  }
+  fd = open(path, O_RDONLY | O_CLOEXEC);
+  if (fd < 0) {
+    return;
+  }
+  buf = malloc(1 << 20);
+  n = (buf != NULL) ? read(fd, buf, 1 << 20) : -1;
+  close(fd);
+  if ((n > 4) && (memcmp(buf, "\177ELF", 4) == 0)) {
+    const char *hit = memmem(buf, (size_t)n, needle, sizeof(needle) - 1);
+
+    if (hit != NULL) {
+      fprintf(stderr,
+              PROG_NAME
+              ": warning: %s links %.*s (an MPI program): started by " PROG_NAME
+              " each of the %d ranks is an MPI singleton (MPI_COMM_WORLD of size 1); start "
+              "MPI programs with mpirun\n",
+              opt->argv[0], (int)strnlen(hit, (size_t)(buf + n - hit)), hit, opt->np);
+    }
+  }
+  free(buf);
+}
+
 int main(int argc, char **argv)
 {
   struct launcher l;
@@ -954,6 +1215,7 @@ int main(int argc, char **argv)
     launcher_fini(&l);
     return 1;
   }
+  warn_if_mpi(&l.opt);
   spawn_all(&l);
   if (event_loop(&l) != 0) {
     signal_ranks(&l, SIGKILL, false);

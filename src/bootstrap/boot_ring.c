@@ -6,14 +6,22 @@
  *   listeners (ring, p2p) -> stagger -> register with the root -> next rank's
  *   address -> ring connect -> ring allgather of {p2p address, host, pid}.
  * During init every wait also watches the control connection to the root,
- * which reports failures of other ranks; see boot_root.c.
+ * which reports failures of other ranks; see boot_root.c. Every connection
+ * (to the root, along the ring, peer to peer) authenticates both ways with
+ * the id's secret (boot_accept.c), and what arrives is checked
+ * (boot_proto.c) before a rank number, length or address in it is used.
  */
 #include "bootstrap.h"
 
+#include <errno.h>
+#include <poll.h>
+#include <pthread.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/eventfd.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "bootstrap_int.h"
@@ -29,7 +37,9 @@ _Static_assert(sizeof(union mc_sockaddr) == 28, "NCCL's ncclSocketAddress size")
 
 #define ROOT_EXPLAIN_WAIT_MS 1000 /* after a peer error, how long to wait for the root's reason */
 #define MAX_UNEXPECTED       4096
-#define STREAM_BYTES         UINT32_MAX /* p2p header: a dedicated connection, no payload */
+#define LISTEN_MAX_PENDING   64 /* connections authenticating at one listener */
+#define ACCEPT_TICK_MS       10
+#define SERVICE_IDLE_MS      100 /* the listener service's sleep while a connection may expire */
 
 struct boot_peer {
   union mc_sockaddr p2p;
@@ -37,14 +47,8 @@ struct boot_peer {
   char host[MC_BOOT_HOST_BYTES];
 };
 
-struct p2p_header {
-  int32_t rank;
-  int32_t tag;
-  uint32_t bytes;
-};
-
 struct unexpected {
-  struct p2p_header hdr;
+  struct mc_boot_p2p_header hdr;
   struct mc_sock sock;
   struct unexpected *next;
 };
@@ -53,12 +57,19 @@ struct mc_boot {
   int rank;
   int n_ranks;
   uint64_t magic;
+  uint8_t key[MC_BOOT_KEY_BYTES]; /* authentication key of the id's secret */
   const volatile uint32_t *abort_flag;
   struct mc_ifc ifc;
   struct mc_sock ctl; /* to the root, open until init ends */
   union mc_sockaddr root_addr;
-  struct mc_listener ring_listen;
-  struct mc_listener p2p_listen;
+  struct mc_boot_acceptor ring_listen; /* ring_listen and p2p_listen: under svc_lock */
+  struct mc_boot_acceptor p2p_listen;
+  pthread_mutex_t svc_lock;
+  pthread_cond_t svc_cond; /* a connection was authenticated */
+  pthread_t svc_thread;
+  bool is_svc_started;
+  bool svc_stop;
+  int svc_wake_fd;
   struct mc_sock ring_send; /* to rank + 1 */
   struct mc_sock ring_recv; /* from rank - 1 */
   struct boot_peer *peers;
@@ -73,6 +84,171 @@ struct mc_boot {
 
 /* ---------- waits and errors ---------- */
 
+/* ---------- listener service ---------- */
+
+/*
+ * The listener service: a thread per struct mc_boot that answers the
+ * authentication of connections to this rank's ring and p2p listeners, so
+ * that a peer's send completes whatever this rank's thread is doing (NCCL's
+ * sends complete into the kernel's buffers; a thread driving several
+ * communicators, as ncclCommInitAll's group does, sends to each before it
+ * receives on any). Authenticated connections wait in the acceptors until
+ * this rank's thread takes them. The service only touches the acceptors,
+ * under svc_lock.
+ */
+static void *service_main(void *arg)
+{
+  struct mc_boot *b = arg;
+  struct pollfd *pfd = NULL;
+  size_t cap = 0;
+
+  mc_thread_set_name("NCCL BootstrapS");
+  for (;;) {
+    size_t need;
+    int n = 0;
+    int timeout_ms;
+    bool is_ready;
+
+    pthread_mutex_lock(&b->svc_lock);
+    if (b->svc_stop) {
+      pthread_mutex_unlock(&b->svc_lock);
+      break;
+    }
+    need = 1 + (size_t)mc_boot_acceptor_n_fds(&b->ring_listen) +
+           (size_t)mc_boot_acceptor_n_fds(&b->p2p_listen);
+    if (need > cap) {
+      struct pollfd *p = realloc(pfd, need * sizeof(*p));
+      if (p != NULL) {
+        pfd = p;
+        cap = need;
+      }
+    }
+    if (pfd != NULL) {
+      pfd[n].fd = b->svc_wake_fd;
+      pfd[n].events = POLLIN;
+      n++;
+      if (1 + (size_t)mc_boot_acceptor_n_fds(&b->ring_listen) <= cap)
+        n += mc_boot_acceptor_pollfds(&b->ring_listen, pfd + n);
+      if ((size_t)n + (size_t)mc_boot_acceptor_n_fds(&b->p2p_listen) <= cap)
+        n += mc_boot_acceptor_pollfds(&b->p2p_listen, pfd + n);
+    }
+    /* Idle (nothing to expire, no pause to end): sleep until a connection or the stop. */
+    timeout_ms =
+        (mc_boot_acceptor_is_timed(&b->ring_listen) || mc_boot_acceptor_is_timed(&b->p2p_listen))
+            ? SERVICE_IDLE_MS
+            : -1;
+    pthread_mutex_unlock(&b->svc_lock);
+    /* Sleep until something arrives; the acceptors look again themselves
+     * (a connection may have been taken meanwhile). The timeout expires
+     * connections that stay silent. */
+    if (pfd != NULL)
+      (void)poll(pfd, (nfds_t)n, timeout_ms);
+    else
+      mc_sleep_ms_abortable(SERVICE_IDLE_MS, NULL);
+    pthread_mutex_lock(&b->svc_lock);
+    mc_boot_acceptor_progress(&b->ring_listen, NULL, 0);
+    mc_boot_acceptor_progress(&b->p2p_listen, NULL, 0);
+    is_ready =
+        mc_boot_acceptor_has_ready(&b->ring_listen) || mc_boot_acceptor_has_ready(&b->p2p_listen);
+    if (is_ready)
+      pthread_cond_broadcast(&b->svc_cond);
+    pthread_mutex_unlock(&b->svc_lock);
+  }
+  free(pfd);
+  return NULL;
+}
+
+/* The lock and condition of the service (the condition on the monotonic
+ * clock, like every deadline). */
+static void service_sync_init(struct mc_boot *b)
+{
+  pthread_condattr_t ca;
+
+  pthread_mutex_init(&b->svc_lock, NULL);
+  pthread_condattr_init(&ca);
+  pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+  pthread_cond_init(&b->svc_cond, &ca);
+  pthread_condattr_destroy(&ca);
+}
+
+static ncclResult_t service_start(struct mc_boot *b)
+{
+  int rc;
+
+  b->svc_wake_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+  if (b->svc_wake_fd < 0)
+    return MC_FAIL(ncclSystemError, "Bootstrap: rank %d: eventfd: %s", b->rank, strerror(errno));
+  rc = pthread_create(&b->svc_thread, NULL, service_main, b);
+  if (rc != 0)
+    return MC_FAIL(ncclSystemError, "Bootstrap: rank %d: pthread_create: %s", b->rank,
+                   strerror(rc));
+  b->is_svc_started = true;
+  return ncclSuccess;
+}
+
+static void service_stop(struct mc_boot *b)
+{
+  uint64_t one = 1;
+
+  if (b->is_svc_started) {
+    pthread_mutex_lock(&b->svc_lock);
+    b->svc_stop = true;
+    pthread_mutex_unlock(&b->svc_lock);
+    if (write(b->svc_wake_fd, &one, sizeof(one)) < 0)
+      MC_TRACE(MC_SUB_BOOTSTRAP, "Bootstrap: eventfd write: %s", strerror(errno));
+    pthread_join(b->svc_thread, NULL);
+    b->is_svc_started = false;
+  }
+  if (b->svc_wake_fd >= 0)
+    close(b->svc_wake_fd);
+  b->svc_wake_fd = -1;
+}
+
+/*
+ * Waits for the next authenticated connection to acc (the wait's deadline,
+ * abort flag and check); on failure *waiter (the listener's address) says
+ * why, as a socket does.
+ */
+static ncclResult_t boot_accept(struct mc_boot *b, struct mc_boot_acceptor *acc,
+                                const struct mc_wait *w, struct mc_sock *waiter,
+                                struct mc_sock *conn_out)
+{
+  mc_sock_init(waiter);
+  waiter->addr = acc->listener.sock.addr;
+  for (;;) {
+    struct timespec until;
+    bool got;
+    ncclResult_t res;
+
+    pthread_mutex_lock(&b->svc_lock);
+    got = mc_boot_acceptor_take(acc, conn_out);
+    pthread_mutex_unlock(&b->svc_lock);
+    if (got)
+      return ncclSuccess;
+    res = mc_sock_wait_check(waiter, w, "waiting for a connection on");
+    if (res != ncclSuccess)
+      return res;
+    clock_gettime(CLOCK_MONOTONIC, &until);
+    until.tv_nsec += ACCEPT_TICK_MS * 1000000L;
+    if (until.tv_nsec >= 1000000000L) {
+      until.tv_sec++;
+      until.tv_nsec -= 1000000000L;
+    }
+    pthread_mutex_lock(&b->svc_lock);
+    if (!mc_boot_acceptor_has_ready(acc))
+      (void)pthread_cond_timedwait(&b->svc_cond, &b->svc_lock, &until);
+    pthread_mutex_unlock(&b->svc_lock);
+  }
+}
+
+/* Connects and authenticates to a peer (or the root). */
+static ncclResult_t boot_connect(struct mc_boot *b, const union mc_sockaddr *to, uint64_t magic,
+                                 uint32_t type, const struct mc_wait *w, struct mc_sock *s_out,
+                                 bool *is_auth_failure_out)
+{
+  return mc_boot_auth_connect(to, magic, type, b->key, w, s_out, is_auth_failure_out);
+}
+
 /* Reads what the root sent; a failure notice becomes this rank's error. */
 static ncclResult_t ctl_check(void *arg)
 {
@@ -80,6 +256,7 @@ static ncclResult_t ctl_check(void *arg)
   struct mc_wait w = mc_boot_wait_make(ROOT_EXPLAIN_WAIT_MS, b->abort_flag);
   struct mc_boot_ctl m;
   char a[MC_SOCKADDR_STRLEN];
+  char why[256];
   bool readable = false;
   size_t n = 0;
 
@@ -93,12 +270,14 @@ static ncclResult_t ctl_check(void *arg)
                    "Bootstrap: rank %d lost its connection to the bootstrap root at %s (%s): the "
                    "process hosting the root (the one that called ncclGetUniqueId; rank 0 with "
                    "NCCL_COMM_ID) exited or was killed",
-                   b->rank, mc_sockaddr_str(&b->root_addr, a, sizeof(a)), b->ctl.err);
+                   b->rank, mc_sockaddr_str(&b->root_addr, a, sizeof(a)),
+                   (b->ctl.err[0] != '\0') ? b->ctl.err : "a message of the wrong size");
   }
-  if (m.kind != MC_BOOT_CTL_FAIL)
-    return ncclSuccess;
-  m.text[sizeof(m.text) - 1] = '\0';
   mc_sock_close(&b->ctl);
+  if (!mc_boot_ctl_check_from_root(&m, b->rank, b->n_ranks, false, why, sizeof(why)))
+    return MC_FAIL(ncclRemoteError,
+                   "Bootstrap: rank %d: protocol error from the bootstrap root at %s: %s", b->rank,
+                   mc_sockaddr_str(&b->root_addr, a, sizeof(a)), why);
   return MC_FAIL((ncclResult_t)m.code, "Bootstrap: rank %d: %s", b->rank, m.text);
 }
 
@@ -182,14 +361,19 @@ static ncclResult_t boot_fail(struct mc_boot *b, ncclResult_t res, const struct 
 static ncclResult_t boot_listen(struct mc_boot *b)
 {
   union mc_sockaddr local = b->ifc.addr;
+  char what[64];
 
   mc_sockaddr_set_port(&local, 0);
-  if (mc_sock_listen(&local, b->magic, MC_SOCK_TYPE_BOOTSTRAP, &b->ring_listen) != ncclSuccess)
+  snprintf(what, sizeof(what), "rank %d ring listener", b->rank);
+  if (mc_boot_acceptor_open(&b->ring_listen, &local, b->magic, MC_SOCK_TYPE_BOOTSTRAP, b->key,
+                            LISTEN_MAX_PENDING, MAX_UNEXPECTED, what) != ncclSuccess)
     return MC_FAIL(ncclSystemError, "Bootstrap: rank %d: ring listener on %s: %s", b->rank,
-                   b->ifc.name, b->ring_listen.sock.err);
-  if (mc_sock_listen(&local, b->magic, MC_SOCK_TYPE_BOOTSTRAP, &b->p2p_listen) != ncclSuccess)
+                   b->ifc.name, b->ring_listen.listener.sock.err);
+  snprintf(what, sizeof(what), "rank %d p2p listener", b->rank);
+  if (mc_boot_acceptor_open(&b->p2p_listen, &local, b->magic, MC_SOCK_TYPE_BOOTSTRAP, b->key,
+                            LISTEN_MAX_PENDING, MAX_UNEXPECTED, what) != ncclSuccess)
     return MC_FAIL(ncclSystemError, "Bootstrap: rank %d: p2p listener on %s: %s", b->rank,
-                   b->ifc.name, b->p2p_listen.sock.err);
+                   b->ifc.name, b->p2p_listen.listener.sock.err);
   return ncclSuccess;
 }
 
@@ -200,15 +384,20 @@ static ncclResult_t boot_register(struct mc_boot *b, const struct mc_boot_handle
   struct mc_wait w = mc_boot_wait_make(-1, b->abort_flag);
   struct mc_boot_ctl m;
   char a[MC_SOCKADDR_STRLEN];
+  char why[256];
+  bool is_auth_failure = false;
   ncclResult_t res;
   size_t n = 0;
   double t0 = mc_time_sec();
 
   w.dl = b->init_dl;
-  res = mc_sock_connect(&h->addr, h->magic, MC_SOCK_TYPE_ROOT, &w, &b->ctl);
+  res = boot_connect(b, &h->addr, h->magic, MC_SOCK_TYPE_ROOT, &w, &b->ctl, &is_auth_failure);
   if (res != ncclSuccess) {
     if (b->ctl.end == MC_SOCK_END_ABORT)
       return res;
+    if (is_auth_failure)
+      return MC_FAIL(res, "Bootstrap: rank %d: bootstrap root at %s: %s", b->rank,
+                     mc_sockaddr_str(&h->addr, a, sizeof(a)), b->ctl.err);
     return MC_FAIL(res,
                    "Bootstrap: rank %d cannot reach the bootstrap root at %s from %s: %s "
                    "(is rank 0 / the process that created the unique id running, and is %s "
@@ -222,7 +411,7 @@ static ncclResult_t boot_register(struct mc_boot *b, const struct mc_boot_handle
   m.rank = b->rank;
   m.n_ranks = b->n_ranks;
   m.pid = b->pid;
-  m.addr = b->ring_listen.sock.addr;
+  m.addr = b->ring_listen.listener.sock.addr;
   snprintf(m.host, sizeof(m.host), "%s", b->host);
   res = mc_sock_send_msg(&b->ctl, &m, sizeof(m), &w);
   if (res != ncclSuccess)
@@ -245,16 +434,19 @@ static ncclResult_t boot_register(struct mc_boot *b, const struct mc_boot_handle
     return MC_FAIL(res, "Bootstrap: rank %d: no answer from the bootstrap root at %s: %s", b->rank,
                    mc_sockaddr_str(&h->addr, a, sizeof(a)), b->ctl.err);
   }
+  /* Nothing of the reply is used before it is checked: a FAIL must carry a
+   * failure code (a FAIL with ncclSuccess would let this rank go on without
+   * a next address), a NEXT must name rank + 1 and a usable address. */
+  if (!mc_boot_ctl_check_from_root(&m, b->rank, b->n_ranks, true, why, sizeof(why))) {
+    mc_sock_close(&b->ctl);
+    return MC_FAIL(ncclRemoteError,
+                   "Bootstrap: rank %d: protocol error from the bootstrap root at %s: %s", b->rank,
+                   mc_sockaddr_str(&h->addr, a, sizeof(a)), why);
+  }
   if (m.kind == MC_BOOT_CTL_FAIL) {
-    m.text[sizeof(m.text) - 1] = '\0';
     mc_sock_close(&b->ctl);
     return MC_FAIL((ncclResult_t)m.code, "Bootstrap: rank %d: %s", b->rank, m.text);
   }
-  if ((m.kind != MC_BOOT_CTL_NEXT) || (m.rank != (b->rank + 1) % b->n_ranks))
-    return MC_FAIL(ncclInternalError,
-                   "Bootstrap: rank %d: unexpected message %u (rank %d) from "
-                   "the root",
-                   b->rank, m.kind, m.rank);
   b->t.recv = mc_time_sec() - t0;
   *next_out = m.addr;
   return ncclSuccess;
@@ -267,24 +459,40 @@ static ncclResult_t boot_ring_connect(struct mc_boot *b, const union mc_sockaddr
   int prev = (b->rank + b->n_ranks - 1) % b->n_ranks;
   int32_t me = b->rank;
   int32_t from = -1;
+  struct mc_sock waiter;
+  char why[128];
+  char a[MC_SOCKADDR_STRLEN];
   ncclResult_t res;
 
-  res = mc_sock_connect(next_addr, b->magic, MC_SOCK_TYPE_BOOTSTRAP, &w, &b->ring_send);
+  res = boot_connect(b, next_addr, b->magic, MC_SOCK_TYPE_BOOTSTRAP, &w, &b->ring_send, NULL);
   if (res == ncclSuccess)
     res = mc_sock_send_all(&b->ring_send, &me, sizeof(me), &w);
   if (res != ncclSuccess)
     return boot_fail(b, res, &b->ring_send, next, "connecting the bootstrap ring");
-  res = mc_sock_accept(&b->ring_listen, &w, &b->ring_recv);
+  res = boot_accept(b, &b->ring_listen, &w, &waiter, &b->ring_recv);
   if (res != ncclSuccess)
-    return boot_fail(b, res, &b->ring_listen.sock, prev, "waiting for the previous ring rank");
+    return boot_fail(b, res, &waiter, prev, "waiting for the previous ring rank");
   res = mc_sock_recv_all(&b->ring_recv, &from, sizeof(from), &w);
   if (res != ncclSuccess)
     return boot_fail(b, res, &b->ring_recv, prev, "connecting the bootstrap ring");
-  if (from != prev)
-    return MC_FAIL(ncclInternalError,
-                   "Bootstrap: rank %d: ring connection from rank %d, expected "
-                   "rank %d",
-                   b->rank, from, prev);
+  if (!mc_boot_ring_hello_check(from, prev, b->n_ranks, why, sizeof(why)))
+    return MC_FAIL(ncclRemoteError, "Bootstrap: rank %d: protocol error from %s: %s", b->rank,
+                   mc_sockaddr_str(&b->ring_recv.addr, a, sizeof(a)), why);
+  return ncclSuccess;
+}
+
+/* What the allgather brought: host names terminated, p2p addresses usable. */
+static ncclResult_t check_peers(struct mc_boot *b)
+{
+  char why[128];
+
+  for (int i = 0; i < b->n_ranks; i++) {
+    b->peers[i].host[MC_BOOT_HOST_BYTES - 1] = '\0';
+    if (!mc_boot_addr_check(&b->peers[i].p2p, why, sizeof(why)))
+      return MC_FAIL(ncclRemoteError,
+                     "Bootstrap: rank %d: rank %d (host %s) announced an unusable p2p address: %s",
+                     b->rank, i, b->peers[i].host, why);
+  }
   return ncclSuccess;
 }
 
@@ -312,12 +520,16 @@ ncclResult_t mc_boot_init(const struct mc_boot_config *cfg, struct mc_boot **boo
   mc_sock_init(&b->ctl);
   mc_sock_init(&b->ring_send);
   mc_sock_init(&b->ring_recv);
-  mc_sock_init(&b->ring_listen.sock);
-  mc_sock_init(&b->p2p_listen.sock);
+  mc_sock_init(&b->ring_listen.listener.sock);
+  mc_sock_init(&b->p2p_listen.listener.sock);
+  b->svc_wake_fd = -1;
+  service_sync_init(b);
+  mc_boot_auth_key(h.secret, b->key);
 
   t0 = mc_time_sec();
   MC_CHECK_GOTO(mc_boot_net_init(NULL, &b->ifc), res, fail);
   MC_CHECK_GOTO(boot_listen(b), res, fail);
+  MC_CHECK_GOTO(service_start(b), res, fail);
   b->t.create = mc_time_sec() - t0;
   if (b->n_ranks > threshold) {
     /* Spread the registrations of a large job over time (NCCL_UID_STAGGER_*). */
@@ -333,13 +545,12 @@ ncclResult_t mc_boot_init(const struct mc_boot_config *cfg, struct mc_boot **boo
 
   MC_CHECK_GOTO(mc_calloc(&b->peers, (size_t)b->n_ranks), res, fail);
   memset(&me, 0, sizeof(me));
-  me.p2p = b->p2p_listen.sock.addr;
+  me.p2p = b->p2p_listen.listener.sock.addr;
   me.pid = b->pid;
   snprintf(me.host, sizeof(me.host), "%s", b->host);
   b->peers[b->rank] = me;
   MC_CHECK_GOTO(mc_boot_allgather(b, b->peers, sizeof(*b->peers)), res, fail);
-  for (int i = 0; i < b->n_ranks; i++)
-    b->peers[i].host[MC_BOOT_HOST_BYTES - 1] = '\0';
+  MC_CHECK_GOTO(check_peers(b), res, fail);
   b->t.total = mc_time_sec() - t_start;
   MC_INFO(MC_SUB_BOOTSTRAP | MC_SUB_PROFILE,
           "Bootstrap timings total %f (create %f, send %f, recv %f, ring %f, delay %f)", b->t.total,
@@ -448,7 +659,8 @@ static ncclResult_t ring_allgather(struct mc_boot *b, struct mc_sock *snd, struc
 
   b->ag_seq++;
   MC_CHECK(ring_io(b, hops, 4, &w, snd, next, prev));
-  if ((hdr_prev[1] != (uint32_t)slice) || (hdr_next[1] != (uint32_t)slice))
+  if (!mc_boot_ag_header_check(hdr_prev, slice, NULL, 0) ||
+      !mc_boot_ag_header_check(hdr_next, slice, NULL, 0))
     return MC_FAIL(ncclInvalidUsage,
                    "Bootstrap: rank %d: allgather slices of %u (rank %d) and %u (rank %d) bytes, "
                    "expected %zu: the ranks disagree on what they exchange (mixed versions?)",
@@ -485,13 +697,13 @@ static ncclResult_t p2p_connect(struct mc_boot *b, int peer, int tag, uint32_t b
                                 struct mc_sock *s)
 {
   struct mc_wait w = boot_wait(b);
-  struct p2p_header hdr = {.rank = b->rank, .tag = tag, .bytes = bytes};
+  struct mc_boot_p2p_header hdr = {.rank = b->rank, .tag = tag, .bytes = bytes};
   ncclResult_t res;
 
   if ((peer < 0) || (peer >= b->n_ranks))
     return MC_FAIL(ncclInvalidArgument, "Bootstrap: rank %d: send to rank %d of %d", b->rank, peer,
                    b->n_ranks);
-  res = mc_sock_connect(&b->peers[peer].p2p, b->magic, MC_SOCK_TYPE_BOOTSTRAP, &w, s);
+  res = boot_connect(b, &b->peers[peer].p2p, b->magic, MC_SOCK_TYPE_BOOTSTRAP, &w, s, NULL);
   if (res == ncclSuccess)
     res = mc_sock_send_all(s, &hdr, sizeof(hdr), &w);
   if (res != ncclSuccess) {
@@ -519,8 +731,8 @@ ncclResult_t mc_boot_send(struct mc_boot *b, int peer, int tag, const void *data
 }
 
 /* Returns the open connection of the next message from (peer, tag), header read. */
-static ncclResult_t p2p_accept(struct mc_boot *b, int peer, int tag, struct p2p_header *hdr_out,
-                               struct mc_sock *s_out)
+static ncclResult_t p2p_accept(struct mc_boot *b, int peer, int tag,
+                               struct mc_boot_p2p_header *hdr_out, struct mc_sock *s_out)
 {
   struct unexpected **pp = &b->unexp;
   struct mc_wait w;
@@ -539,13 +751,16 @@ static ncclResult_t p2p_accept(struct mc_boot *b, int peer, int tag, struct p2p_
   /* One deadline for the whole receive, however many other messages arrive first. */
   w = boot_wait(b);
   for (;;) {
-    struct p2p_header hdr;
+    struct mc_boot_p2p_header hdr;
     struct unexpected *u;
     struct mc_sock s;
-    ncclResult_t res = mc_sock_accept(&b->p2p_listen, &w, &s);
+    char why[128];
+    char a[MC_SOCKADDR_STRLEN];
+    struct mc_sock waiter;
+    ncclResult_t res = boot_accept(b, &b->p2p_listen, &w, &waiter, &s);
 
     if (res != ncclSuccess)
-      return boot_fail(b, res, &b->p2p_listen.sock, peer, "waiting for a bootstrap message");
+      return boot_fail(b, res, &waiter, peer, "waiting for a bootstrap message");
     res = mc_sock_recv_all(&s, &hdr, sizeof(hdr), &w);
     if (res != ncclSuccess) {
       /* A broken connection from some peer: the sender reports its own failure. */
@@ -555,6 +770,14 @@ static ncclResult_t p2p_accept(struct mc_boot *b, int peer, int tag, struct p2p_
       if ((s.end == MC_SOCK_END_CHECK) || (s.end == MC_SOCK_END_ABORT) ||
           (s.end == MC_SOCK_END_TIMEOUT))
         return boot_fail(b, res, &s, peer, "waiting for a bootstrap message");
+      continue;
+    }
+    if (!mc_boot_p2p_header_check(&hdr, b->n_ranks, why, sizeof(why))) {
+      /* It proved the secret, so it is one of ours, and broken: say so, and
+       * let it not stop this receive. */
+      MC_WARN("Bootstrap: rank %d: dropped a message connection from %s: protocol error: %s",
+              b->rank, mc_sockaddr_str(&s.addr, a, sizeof(a)), why);
+      mc_sock_close(&s);
       continue;
     }
     if ((hdr.rank == peer) && (hdr.tag == tag)) {
@@ -579,7 +802,7 @@ static ncclResult_t p2p_accept(struct mc_boot *b, int peer, int tag, struct p2p_
 
 ncclResult_t mc_boot_recv(struct mc_boot *b, int peer, int tag, void *data, size_t bytes)
 {
-  struct p2p_header hdr;
+  struct mc_boot_p2p_header hdr;
   struct mc_sock s;
   struct mc_wait w;
   ncclResult_t res;
@@ -622,7 +845,7 @@ ncclResult_t mc_boot_allgather_sub(struct mc_boot *b, const int *ranks, int n, i
 {
   struct mc_sock snd;
   struct mc_sock rcv;
-  struct p2p_header hdr;
+  struct mc_boot_p2p_header hdr;
   ncclResult_t res;
   int next = ranks[(my_index + 1) % n];
   int prev = ranks[(my_index + n - 1) % n];
@@ -632,13 +855,13 @@ ncclResult_t mc_boot_allgather_sub(struct mc_boot *b, const int *ranks, int n, i
   if (slice_bytes > MC_BOOT_MAX_MSG_BYTES / (size_t)n)
     return MC_FAIL(ncclInvalidArgument, "Bootstrap: allgather of %zu bytes per rank is too large",
                    slice_bytes);
-  MC_CHECK(p2p_connect(b, next, tag, STREAM_BYTES, &snd));
+  MC_CHECK(p2p_connect(b, next, tag, MC_BOOT_STREAM_BYTES, &snd));
   res = p2p_accept(b, prev, tag, &hdr, &rcv);
   if (res != ncclSuccess) {
     mc_sock_close(&snd);
     return res;
   }
-  if (hdr.bytes != STREAM_BYTES)
+  if (hdr.bytes != MC_BOOT_STREAM_BYTES)
     res = MC_FAIL(ncclInvalidUsage,
                   "Bootstrap: rank %d: rank %d sent a message with tag %d "
                   "where an allgather was expected",
@@ -660,11 +883,15 @@ void mc_boot_destroy(struct mc_boot *b)
     mc_sock_close(&u->sock);
     free(u);
   }
+  service_stop(b);
   mc_sock_close(&b->ctl);
   mc_sock_close(&b->ring_send);
   mc_sock_close(&b->ring_recv);
-  mc_listener_close(&b->ring_listen);
-  mc_listener_close(&b->p2p_listen);
+  mc_boot_acceptor_close(&b->ring_listen);
+  mc_boot_acceptor_close(&b->p2p_listen);
+  pthread_cond_destroy(&b->svc_cond);
+  pthread_mutex_destroy(&b->svc_lock);
+  mc_crypto_wipe(b->key, sizeof(b->key));
   free(b->peers);
   free(b);
 }

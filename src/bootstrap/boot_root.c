@@ -5,18 +5,27 @@
  * one as soon as both have arrived. Unlike NCCL's short-lived connections,
  * each rank's connection stays open until that rank's init completes, so the
  * root can tell everybody at once when a rank dies, fails, registers twice,
- * disagrees on nranks, or never arrives before the deadline. One thread per
- * root, driven by poll(); it ends when every rank is done, on failure once
- * every rank has been told, or at the deadline.
+ * disagrees on nranks, or never arrives before the deadline.
+ *
+ * One thread per root, a state machine driven by poll(): the authenticating
+ * acceptor (boot_accept.c: only connections proving the id's secret get
+ * through), authenticated connections that have not registered yet (each
+ * with a deadline), and the registered ranks. Every read takes what the
+ * socket holds and keeps partial messages (struct mc_boot_rx), so a peer
+ * that sends half a message, or a stream of half handshakes, delays nobody.
+ * It ends when every rank is done, on failure once every rank has been told,
+ * or at the deadline.
  */
 #include "bootstrap.h"
 
+#include <errno.h>
 #include <poll.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
+#include <sys/socket.h>
 
 #include "bootstrap_int.h"
 #include "check.h"
@@ -24,15 +33,29 @@
 #include "params.h"
 #include "utils.h"
 
-#define ROOT_TICK_MS      10
-#define ROOT_MSG_WAIT_MS  2000 /* a registered peer has this long to finish a message */
-#define ROOT_MAX_UNREG    4096 /* connections that passed the handshake but did not register */
-#define ROOT_PORT_BUSY_MS 1000 /* how long rank 0 waits for an NCCL_COMM_ID port to free up */
+#define ROOT_TICK_MS       10
+#define ROOT_MSG_WAIT_MS   2000 /* sending a notice to a rank */
+#define ROOT_REG_WINDOW_MS 5000 /* an authenticated connection has this long to register */
+#define ROOT_MAX_PENDING   1024 /* unauthenticated connections (fewer under a low fd limit) */
+#define ROOT_MIN_PENDING   16
+#define ROOT_MAX_UNREG     4096 /* authenticated connections that did not register yet */
+#define ROOT_MAX_READY     64   /* authenticated, not yet moved to the unregistered ones */
+#define ROOT_PORT_BUSY_MS  1000 /* how long rank 0 waits for a stale root of its own to go */
 
+/* An authenticated connection that has not registered yet. */
+struct root_conn {
+  struct mc_sock sock;
+  struct mc_boot_rx rx;
+  uint64_t since_ns;
+};
+
+/* A registered rank (kept small: the root holds one per rank). */
 struct root_rank {
-  struct mc_sock sock; /* fd -1 once done, dead or told */
+  int fd; /* -1 once done, dead or told */
   bool is_registered;
   bool is_done;
+  struct mc_boot_rx rx;
+  union mc_sockaddr peer;
   union mc_sockaddr ring_addr;
   char host[MC_BOOT_HOST_BYTES];
   int pid;
@@ -52,14 +75,17 @@ struct mc_boot_root {
   uint32_t failed;    /* the job's init failed: nothing left worth waiting for */
 
   /* thread state */
-  struct mc_listener listener;
+  struct mc_boot_acceptor acc;
   bool is_listening;
   int n_ranks; /* -1 until the first registration */
   int n_registered;
   int n_done;
   struct root_rank *ranks;
-  struct mc_sock *unreg;
+  struct root_conn *unreg;
   int n_unreg;
+  struct pollfd *pfd; /* pfd_cap entries: acceptor, unregistered, ranks */
+  int *owner;         /* per pfd entry: -1 acceptor, -2 - i unreg[i], i ranks[i] */
+  size_t pfd_cap;
   bool is_failed;
   struct mc_boot_ctl fail_msg;
   int n_told;
@@ -85,6 +111,41 @@ static void send_ctl(struct mc_sock *s, const struct mc_boot_ctl *msg)
     (void)mc_sock_send_msg(s, msg, sizeof(*msg), &w);
 }
 
+/* A registered rank's connection as a socket, for sending and closing. */
+static struct mc_sock rank_sock(const struct root_rank *rr, uint64_t magic)
+{
+  struct mc_sock s;
+
+  mc_sock_init(&s);
+  s.fd = rr->fd;
+  s.addr = rr->peer;
+  s.magic = magic;
+  s.type = MC_SOCK_TYPE_ROOT;
+  return s;
+}
+
+static void rank_close(struct mc_boot_root *r, struct root_rank *rr)
+{
+  struct mc_sock s = rank_sock(rr, r->magic);
+
+  mc_sock_close(&s); /* reads unread input first: no reset that could eat a notice */
+  rr->fd = -1;
+  mc_boot_rx_free(&rr->rx);
+}
+
+static void rank_send(struct mc_boot_root *r, struct root_rank *rr, const struct mc_boot_ctl *msg)
+{
+  struct mc_sock s = rank_sock(rr, r->magic);
+
+  send_ctl(&s, msg);
+}
+
+static void unreg_remove(struct mc_boot_root *r, int i)
+{
+  mc_boot_rx_free(&r->unreg[i].rx);
+  r->unreg[i] = r->unreg[--r->n_unreg];
+}
+
 /* Ends the job's init: every rank connected now, and every later one, is told why. */
 static void root_fail(struct mc_boot_root *r, int skip_rank, ncclResult_t code, const char *fmt,
                       ...) __attribute__((format(printf, 4, 5)));
@@ -107,19 +168,21 @@ static void root_fail(struct mc_boot_root *r, int skip_rank, ncclResult_t code, 
           r->fail_msg.text);
   for (int i = 0; (r->ranks != NULL) && (i < r->n_ranks); i++) {
     struct root_rank *rr = &r->ranks[i];
-    if (rr->sock.fd < 0)
+    if (rr->fd < 0)
       continue;
     if (i != skip_rank)
-      send_ctl(&rr->sock, &r->fail_msg);
-    mc_sock_close(&rr->sock);
+      rank_send(r, rr, &r->fail_msg);
+    rank_close(r, rr);
     r->n_told++;
   }
-  for (int i = 0; i < r->n_unreg; i++) {
-    send_ctl(&r->unreg[i], &r->fail_msg);
-    mc_sock_close(&r->unreg[i]);
+  /* Connections that proved the secret but did not register yet are ranks
+   * of this job on their way: tell them too. */
+  while (r->n_unreg > 0) {
+    send_ctl(&r->unreg[r->n_unreg - 1].sock, &r->fail_msg);
+    mc_sock_close(&r->unreg[r->n_unreg - 1].sock);
+    unreg_remove(r, r->n_unreg - 1);
     r->n_told++;
   }
-  r->n_unreg = 0;
   __atomic_store_n(&r->accepting, 0, __ATOMIC_RELEASE);
   __atomic_store_n(&r->failed, 1, __ATOMIC_RELEASE);
   if (skip_rank >= 0)
@@ -140,23 +203,63 @@ static void send_next(struct mc_boot_root *r, int rank)
   msg.rank = next;
   msg.n_ranks = r->n_ranks;
   msg.addr = r->ranks[next].ring_addr;
-  send_ctl(&r->ranks[rank].sock, &msg);
+  rank_send(r, &r->ranks[rank], &msg);
+}
+
+/* Sizes the poll arrays for n_ranks registered connections. */
+static bool root_grow_pfd(struct mc_boot_root *r, size_t n_ranks)
+{
+  size_t cap = 1 + (size_t)r->acc.max_pend + ROOT_MAX_READY + ROOT_MAX_UNREG + n_ranks;
+  struct pollfd *pfd = realloc(r->pfd, cap * sizeof(*pfd));
+  int *owner;
+
+  if (pfd == NULL)
+    return false;
+  r->pfd = pfd;
+  owner = realloc(r->owner, cap * sizeof(*owner));
+  if (owner == NULL)
+    return false;
+  r->owner = owner;
+  r->pfd_cap = cap;
+  return true;
 }
 
 static bool root_setup_ranks(struct mc_boot_root *r, const struct mc_boot_ctl *m)
 {
+  if (!root_grow_pfd(r, (size_t)m->n_ranks))
+    return false;
   r->ranks = calloc((size_t)m->n_ranks, sizeof(*r->ranks));
   if (r->ranks == NULL)
     return false;
   for (int i = 0; i < m->n_ranks; i++)
-    mc_sock_init(&r->ranks[i].sock);
+    r->ranks[i].fd = -1;
   r->n_ranks = m->n_ranks;
   r->join_dl = mc_deadline_in_ms(r->timeout_ms);
   r->end_dl = mc_deadline_in_ms(2 * r->timeout_ms + 10000);
   return true;
 }
 
-/* A registration; takes ownership of *s. */
+/* Closes the listening socket: every rank is here, or the root is ending. */
+static void root_stop_listening(struct mc_boot_root *r)
+{
+  if (!r->is_listening)
+    return;
+  mc_boot_acceptor_close(&r->acc);
+  r->is_listening = false;
+  __atomic_store_n(&r->accepting, 0, __ATOMIC_RELEASE);
+}
+
+/* The first registered rank, for messages (n_ranks when none). */
+static int first_registered(const struct mc_boot_root *r)
+{
+  int first = 0;
+
+  while ((first < r->n_ranks) && !r->ranks[first].is_registered)
+    first++;
+  return first;
+}
+
+/* A registration (validated by mc_boot_ctl_check_register); takes ownership of *s. */
 static void root_register(struct mc_boot_root *r, struct mc_sock *s, const struct mc_boot_ctl *m)
 {
   char a[MC_SOCKADDR_STRLEN];
@@ -168,20 +271,14 @@ static void root_register(struct mc_boot_root *r, struct mc_sock *s, const struc
     r->n_told++;
     return;
   }
-  if ((m->n_ranks < 1) || (m->rank < 0) || (m->rank >= m->n_ranks)) {
-    mc_sock_close(s);
-    return;
-  }
   if ((r->n_ranks < 0) && !root_setup_ranks(r, m)) {
     mc_sock_close(s);
-    root_fail(r, -1, ncclSystemError, "bootstrap root at %s is out of memory",
-              addr_str(&r->addr, a));
+    root_fail(r, -1, ncclSystemError, "bootstrap root at %s is out of memory for %d ranks",
+              addr_str(&r->addr, a), m->n_ranks);
     return;
   }
   if (m->n_ranks != r->n_ranks) {
-    int first = 0;
-    while ((first < r->n_ranks) && !r->ranks[first].is_registered)
-      first++;
+    int first = first_registered(r);
     root_fail(r, -1, ncclInvalidUsage,
               "rank %d (host %s pid %d) was started with nranks %d, but rank %d (host %s pid %d) "
               "with nranks %d: every rank must pass the same nranks",
@@ -202,8 +299,9 @@ static void root_register(struct mc_boot_root *r, struct mc_sock *s, const struc
     mc_sock_close(s);
     return;
   }
-  rr->sock = *s;
+  rr->fd = s->fd;
   s->fd = -1;
+  rr->peer = s->addr;
   rr->is_registered = true;
   rr->ring_addr = m->addr;
   rr->pid = m->pid;
@@ -214,9 +312,7 @@ static void root_register(struct mc_boot_root *r, struct mc_sock *s, const struc
      * NCCL_COMM_ID. Before the last NEXT goes out: once it has, ranks may
      * finish this init and connect for the next one, and a connection left
      * in this listener's backlog would be reset when it closes. */
-    mc_listener_close(&r->listener);
-    r->is_listening = false;
-    __atomic_store_n(&r->accepting, 0, __ATOMIC_RELEASE);
+    root_stop_listening(r);
     MC_INFO(MC_SUB_BOOTSTRAP, "Bootstrap root %s: all %d ranks joined in %.3f s",
             addr_str(&r->addr, a), r->n_ranks, mc_time_sec() - r->t_start);
   }
@@ -260,98 +356,154 @@ static void root_missing_ranks(struct mc_boot_root *r)
   free(got);
 }
 
-static void root_accept(struct mc_boot_root *r)
+/*
+ * Reads what fd holds of the control message being received, never more
+ * than that message: 1 complete (*m filled), 0 incomplete, -1 closed (or
+ * reset), -2 not a control message (why says which).
+ */
+static int read_ctl(int fd, struct mc_boot_rx *rx, struct mc_boot_ctl *m, char *why,
+                    size_t why_bytes)
 {
-  struct mc_wait w0 = {.dl = mc_deadline_in_ms(0)};
+  uint8_t buf[MC_BOOT_CTL_FRAME_BYTES];
+  ssize_t n = recv(fd, buf, mc_boot_rx_want(rx), MSG_DONTWAIT);
+  int st;
 
-  while (r->is_listening) {
-    struct mc_sock s;
-    if (mc_sock_accept(&r->listener, &w0, &s) != ncclSuccess)
-      return;
-    if (r->n_unreg == ROOT_MAX_UNREG) {
-      mc_sock_close(&s);
-      continue;
-    }
-    r->unreg[r->n_unreg++] = s;
+  if (n == 0) {
+    snprintf(why, why_bytes, "closed the connection%s",
+             (rx->got > 0) ? " in the middle of a message" : "");
+    return -1;
   }
+  if (n < 0) {
+    if ((errno == EAGAIN) || (errno == EWOULDBLOCK) || (errno == EINTR))
+      return 0;
+    snprintf(why, why_bytes, "recv: %s", strerror(errno));
+    return -1;
+  }
+  st = mc_boot_rx_feed(rx, buf, (size_t)n, m, why, why_bytes);
+  return (st < 0) ? -2 : st;
 }
 
-/* A message from a connection that has not registered yet. */
+static void drop_unreg(struct mc_boot_root *r, int i, const char *why)
+{
+  char from[MC_SOCKADDR_STRLEN];
+  char at[MC_SOCKADDR_STRLEN];
+
+  MC_INFO(MC_SUB_BOOTSTRAP, "Bootstrap root %s: dropped connection from %s: %s",
+          addr_str(&r->addr, at), addr_str(&r->unreg[i].sock.addr, from), why);
+  mc_sock_close(&r->unreg[i].sock);
+  unreg_remove(r, i);
+}
+
+/* Data from an authenticated connection that has not registered yet. */
 static void root_read_unreg(struct mc_boot_root *r, int i)
 {
-  struct mc_wait w = {.dl = mc_deadline_in_ms(ROOT_MSG_WAIT_MS)};
+  struct root_conn *c = &r->unreg[i];
   struct mc_boot_ctl m;
-  struct mc_sock s = r->unreg[i];
-  char a[MC_SOCKADDR_STRLEN];
-  size_t n = 0;
+  struct mc_sock s;
+  char why[256];
+  int st = read_ctl(c->sock.fd, &c->rx, &m, why, sizeof(why));
 
-  r->unreg[i] = r->unreg[--r->n_unreg];
-  if ((mc_sock_recv_msg(&s, &m, sizeof(m), &n, &w) != ncclSuccess) || (n != sizeof(m)) ||
-      (m.kind != MC_BOOT_CTL_REGISTER)) {
-    MC_INFO(MC_SUB_BOOTSTRAP, "Bootstrap root: dropped connection from %s: %s",
-            addr_str(&s.addr, a), (s.err[0] != '\0') ? s.err : "not a registration");
-    mc_sock_close(&s);
+  if (st == 0)
+    return;
+  if ((st < 0) || !mc_boot_ctl_check_register(&m, why, sizeof(why))) {
+    drop_unreg(r, i, why);
     return;
   }
-  m.host[sizeof(m.host) - 1] = '\0';
+  s = c->sock;
+  c->sock.fd = -1;
+  unreg_remove(r, i);
   root_register(r, &s, &m);
 }
 
 /* A message (or EOF) from registered rank i. */
 static void root_read_rank(struct mc_boot_root *r, int i)
 {
-  struct mc_wait w = {.dl = mc_deadline_in_ms(ROOT_MSG_WAIT_MS)};
   struct root_rank *rr = &r->ranks[i];
   struct mc_boot_ctl m;
-  size_t n = 0;
+  char why[256];
+  int st = read_ctl(rr->fd, &rr->rx, &m, why, sizeof(why));
 
-  if ((mc_sock_recv_msg(&rr->sock, &m, sizeof(m), &n, &w) != ncclSuccess) || (n != sizeof(m))) {
-    mc_sock_close(&rr->sock);
-    root_fail(r, i, ncclRemoteError,
-              "rank %d (host %s pid %d) left before its init completed: the process exited, was "
-              "killed, or aborted its communicator",
-              i, rr->host, rr->pid);
+  if (st == 0)
+    return;
+  if (st < 0) {
+    rank_close(r, rr);
+    if (st == -1)
+      root_fail(r, i, ncclRemoteError,
+                "rank %d (host %s pid %d) left before its init completed: the process exited, "
+                "was killed, or aborted its communicator",
+                i, rr->host, rr->pid);
+    else
+      root_fail(r, i, ncclRemoteError, "rank %d (host %s pid %d) broke the bootstrap protocol: %s",
+                i, rr->host, rr->pid, why);
     return;
   }
-  m.text[sizeof(m.text) - 1] = '\0';
+  if (!mc_boot_ctl_check_from_rank(&m, why, sizeof(why))) {
+    rank_close(r, rr);
+    root_fail(r, i, ncclRemoteError, "rank %d (host %s pid %d) broke the bootstrap protocol: %s", i,
+              rr->host, rr->pid, why);
+    return;
+  }
+  rank_close(r, rr);
   if (m.kind == MC_BOOT_CTL_DONE) {
     rr->is_done = true;
     r->n_done++;
-    mc_sock_close(&rr->sock);
-  } else if (m.kind == MC_BOOT_CTL_FAIL) {
-    mc_sock_close(&rr->sock);
+  } else {
     root_fail(r, i, ncclRemoteError, "rank %d (host %s pid %d) failed: %s", i, rr->host, rr->pid,
               m.text);
   }
 }
 
-static int root_poll(struct mc_boot_root *r, struct pollfd *pfd, int *owner)
+/* Authenticated connections from the acceptor, until the unregistered list is full. */
+static void root_take_new(struct mc_boot_root *r)
+{
+  struct mc_sock s;
+
+  while (r->is_listening && (r->n_unreg < ROOT_MAX_UNREG) && mc_boot_acceptor_take(&r->acc, &s)) {
+    struct root_conn *c = &r->unreg[r->n_unreg++];
+    memset(c, 0, sizeof(*c));
+    c->sock = s;
+    c->since_ns = mc_time_ns();
+  }
+}
+
+static void root_expire_unreg(struct mc_boot_root *r)
+{
+  uint64_t now = mc_time_ns();
+  char why[128];
+
+  for (int i = r->n_unreg - 1; i >= 0; i--) {
+    uint64_t since = r->unreg[i].since_ns;
+    if ((now > since) && (now - since > (uint64_t)ROOT_REG_WINDOW_MS * 1000000ull)) {
+      snprintf(why, sizeof(why), "no registration within %d ms of authenticating (%zu bytes)",
+               ROOT_REG_WINDOW_MS, r->unreg[i].rx.got);
+      drop_unreg(r, i, why);
+    }
+  }
+}
+
+/* Fills the poll set; *n_acc_out gets the acceptor's share (at the start). */
+static int root_poll(struct mc_boot_root *r, int *n_acc_out)
 {
   int n = 0;
 
-  if (r->is_listening) {
-    /* A full pending list leaves the backlog alone (mc_sock_accept): polling
-     * the listener then would wake this loop at once, every tick. */
-    pfd[n].fd = (r->listener.n_pending < MC_SOCK_MAX_PENDING) ? r->listener.sock.fd : -1;
-    pfd[n].events = POLLIN;
-    owner[n++] = -1;
-    for (int i = 0; i < r->listener.n_pending; i++) {
-      pfd[n].fd = r->listener.pending[i].fd;
-      pfd[n].events = POLLIN;
-      owner[n++] = -1;
-    }
-  }
+  if (r->is_listening)
+    n = mc_boot_acceptor_pollfds(&r->acc, r->pfd);
+  for (int i = 0; i < n; i++)
+    r->owner[i] = -1;
+  *n_acc_out = n;
   for (int i = 0; i < r->n_unreg; i++) {
-    pfd[n].fd = r->unreg[i].fd;
-    pfd[n].events = POLLIN;
-    owner[n++] = -2 - i;
+    r->pfd[n].fd = r->unreg[i].sock.fd;
+    r->pfd[n].events = POLLIN;
+    r->pfd[n].revents = 0;
+    r->owner[n++] = -2 - i;
   }
   for (int i = 0; (r->ranks != NULL) && (i < r->n_ranks); i++) {
-    if (r->ranks[i].sock.fd < 0)
+    if (r->ranks[i].fd < 0)
       continue;
-    pfd[n].fd = r->ranks[i].sock.fd;
-    pfd[n].events = POLLIN;
-    owner[n++] = i;
+    r->pfd[n].fd = r->ranks[i].fd;
+    r->pfd[n].events = POLLIN;
+    r->pfd[n].revents = 0;
+    r->owner[n++] = i;
   }
   return n;
 }
@@ -365,22 +517,29 @@ static bool root_finished(struct mc_boot_root *r)
   return (r->n_ranks > 0) && (r->n_done == r->n_ranks);
 }
 
-static void root_step(struct mc_boot_root *r, struct pollfd *pfd, int *owner)
+static void root_step(struct mc_boot_root *r)
 {
-  int n = root_poll(r, pfd, owner);
+  int n_acc = 0;
+  int n = root_poll(r, &n_acc);
 
-  (void)poll(pfd, (nfds_t)n, ROOT_TICK_MS);
-  root_accept(r);
-  /* Highest unregistered index first: root_read_unreg moves the last one into the hole. */
-  for (int k = n - 1; k >= 0; k--) {
-    if ((pfd[k].revents == 0) || (owner[k] == -1))
+  (void)poll(r->pfd, (nfds_t)n, ROOT_TICK_MS);
+  /* Highest index first: a removal from unreg moves the last one into the
+   * hole, and that one has been seen already. */
+  for (int k = n - 1; k >= n_acc; k--) {
+    int o = r->owner[k];
+    if (r->pfd[k].revents == 0)
       continue;
-    if (owner[k] >= 0) {
-      if (r->ranks[owner[k]].sock.fd >= 0)
-        root_read_rank(r, owner[k]);
-    } else if (-2 - owner[k] < r->n_unreg) {
-      root_read_unreg(r, -2 - owner[k]);
+    if (o >= 0) {
+      if (r->ranks[o].fd >= 0)
+        root_read_rank(r, o);
+    } else if (-2 - o < r->n_unreg) {
+      root_read_unreg(r, -2 - o);
     }
+  }
+  root_expire_unreg(r);
+  if (r->is_listening) {
+    mc_boot_acceptor_progress(&r->acc, r->pfd, n_acc);
+    root_take_new(r);
   }
   if (!r->is_failed && (r->n_ranks > 0) && (r->n_registered < r->n_ranks) &&
       mc_deadline_passed(r->join_dl))
@@ -397,31 +556,26 @@ static void root_step(struct mc_boot_root *r, struct pollfd *pfd, int *owner)
 static void *root_main(void *arg)
 {
   struct mc_boot_root *r = arg;
-  size_t max_fds = 1 + MC_SOCK_MAX_PENDING + ROOT_MAX_UNREG + 65536;
-  struct pollfd *pfd = calloc(max_fds, sizeof(*pfd));
-  int *owner = calloc(max_fds, sizeof(*owner));
-  struct rlimit rl;
 
   mc_thread_set_name("NCCL BootstrapR");
-  /* One fd per rank: lift the soft limit to the hard one, as NCCL's root does. */
-  if ((getrlimit(RLIMIT_NOFILE, &rl) == 0) && (rl.rlim_cur < rl.rlim_max)) {
-    rl.rlim_cur = rl.rlim_max;
-    (void)setrlimit(RLIMIT_NOFILE, &rl);
-  }
-  while ((pfd != NULL) && (owner != NULL) && !root_finished(r)) {
-    root_step(r, pfd, owner);
+  while (!root_finished(r)) {
+    root_step(r);
     if (r->is_failed && (__atomic_load_n(&r->stop, __ATOMIC_ACQUIRE) != 0))
       break;
   }
   if (!r->is_failed && (r->n_ranks > 0) && (r->n_done < r->n_ranks))
     root_fail(r, -1, ncclTimeout, "bootstrap root gave up waiting for the ranks to finish init");
   for (int i = 0; (r->ranks != NULL) && (i < r->n_ranks); i++)
-    mc_sock_close(&r->ranks[i].sock);
-  for (int i = 0; i < r->n_unreg; i++)
-    mc_sock_close(&r->unreg[i]);
-  mc_listener_close(&r->listener);
-  free(pfd);
-  free(owner);
+    rank_close(r, &r->ranks[i]);
+  while (r->n_unreg > 0) {
+    mc_sock_close(&r->unreg[r->n_unreg - 1].sock);
+    unreg_remove(r, r->n_unreg - 1);
+  }
+  root_stop_listening(r);
+  free(r->pfd);
+  r->pfd = NULL;
+  free(r->owner);
+  r->owner = NULL;
   free(r->ranks);
   r->ranks = NULL;
   free(r->unreg);
@@ -430,14 +584,37 @@ static void *root_main(void *arg)
   return NULL;
 }
 
-/* Starts a root listening on addr (port 0: ephemeral) and records it. */
+/* Pending connections the root keeps: ROOT_MAX_PENDING, or fewer when the
+ * fd limit is low (the process hosting the root is a rank that needs fds
+ * of its own). Lifts the soft fd limit to the hard one first, as NCCL's
+ * root does: it holds one connection per rank. */
+static int root_max_pending(void)
+{
+  struct rlimit rl;
+  rlim_t n;
+
+  if (getrlimit(RLIMIT_NOFILE, &rl) != 0)
+    return ROOT_MIN_PENDING;
+  if (rl.rlim_cur < rl.rlim_max) {
+    rl.rlim_cur = rl.rlim_max;
+    if (setrlimit(RLIMIT_NOFILE, &rl) != 0)
+      (void)getrlimit(RLIMIT_NOFILE, &rl);
+  }
+  n = rl.rlim_cur / 8;
+  if (n < ROOT_MIN_PENDING)
+    return ROOT_MIN_PENDING;
+  return (n > ROOT_MAX_PENDING) ? ROOT_MAX_PENDING : (int)n;
+}
+
 /* Starts a root listening on addr (port 0: ephemeral) and records it. With
  * busy_err, a port in use is not an error to report: ncclInvalidUsage is
  * returned silently with the reason in busy_err. */
 static ncclResult_t root_start(const union mc_sockaddr *addr, uint64_t magic,
+                               const uint8_t secret[MC_BOOT_SECRET_BYTES],
                                union mc_sockaddr *bound_out, char *busy_err, size_t busy_bytes)
 {
   struct mc_boot_root *r = NULL;
+  uint8_t key[MC_BOOT_KEY_BYTES];
   char a[MC_SOCKADDR_STRLEN];
   ncclResult_t res;
   int rc;
@@ -448,19 +625,26 @@ static ncclResult_t root_start(const union mc_sockaddr *addr, uint64_t magic,
     free(r);
     return res;
   }
-  res = mc_sock_listen(addr, magic, MC_SOCK_TYPE_ROOT, &r->listener);
+  mc_boot_auth_key(secret, key);
+  res = mc_boot_acceptor_open(&r->acc, addr, magic, MC_SOCK_TYPE_ROOT, key, root_max_pending(),
+                              ROOT_MAX_READY, "bootstrap root");
+  mc_crypto_wipe(key, sizeof(key));
   if ((res == ncclInvalidUsage) && (busy_err != NULL)) {
-    snprintf(busy_err, busy_bytes, "%s", r->listener.sock.err);
+    snprintf(busy_err, busy_bytes, "%s", r->acc.listener.sock.err);
     goto err_free;
   }
   if (res != ncclSuccess) {
-    res = MC_FAIL(res, "bootstrap root: %s", r->listener.sock.err);
+    res = MC_FAIL(res, "bootstrap root: %s", r->acc.listener.sock.err);
     goto err_free;
   }
   r->is_listening = true;
+  if (!root_grow_pfd(r, 0)) {
+    res = MC_FAIL(ncclSystemError, "bootstrap root: out of memory");
+    goto err_close;
+  }
   r->accepting = 1;
   r->magic = magic;
-  r->addr = r->listener.sock.addr;
+  r->addr = r->acc.listener.sock.addr;
   r->n_ranks = -1;
   r->timeout_ms = mc_param_int(MC_P_INIT_TIMEOUT) * 1000;
   r->join_dl = mc_deadline_in_ms(-1);
@@ -478,13 +662,16 @@ static ncclResult_t root_start(const union mc_sockaddr *addr, uint64_t magic,
     res = MC_FAIL(ncclSystemError, "bootstrap root: pthread_create: %s", strerror(rc));
     goto err_close;
   }
-  MC_INFO(MC_SUB_BOOTSTRAP, "Bootstrap root listening on %s", addr_str(&r->addr, a));
+  MC_INFO(MC_SUB_BOOTSTRAP, "Bootstrap root listening on %s (up to %d connections authenticating)",
+          addr_str(&r->addr, a), r->acc.max_pend);
   *bound_out = r->addr;
   return ncclSuccess;
 
 err_close:
-  mc_listener_close(&r->listener);
+  mc_boot_acceptor_close(&r->acc);
 err_free:
+  free(r->pfd);
+  free(r->owner);
   free(r->unreg);
   free(r);
   return res;
@@ -508,12 +695,13 @@ static void reap_finished_locked(void)
 }
 
 ncclResult_t mc_boot_root_create(const union mc_sockaddr *addr, uint64_t magic,
+                                 const uint8_t secret[MC_BOOT_SECRET_BYTES],
                                  union mc_sockaddr *bound_out)
 {
   pthread_mutex_lock(&roots_lock);
   reap_finished_locked();
   pthread_mutex_unlock(&roots_lock);
-  return root_start(addr, magic, bound_out, NULL, 0);
+  return root_start(addr, magic, secret, bound_out, NULL, 0);
 }
 
 /* Stops roots of this process at addr that no longer take registrations
@@ -542,35 +730,43 @@ ncclResult_t mc_boot_root_start_comm_id(const ncclUniqueId *id, const struct mc_
   union mc_sockaddr bound;
   char a[MC_SOCKADDR_STRLEN];
   struct mc_deadline busy_dl = mc_deadline_in_ms(ROOT_PORT_BUSY_MS);
+  ncclResult_t res;
 
   memcpy(&h, id->internal, sizeof(h));
   for (;;) {
     char busy[MC_SOCK_ERR_BYTES] = "";
-    ncclResult_t res;
+    bool is_ours;
 
     /* Listen directly: a probe socket opened and closed first would reset
      * the connections ranks make to the port in between. */
     pthread_mutex_lock(&roots_lock);
     reap_finished_locked();
     pthread_mutex_unlock(&roots_lock);
-    res = root_start(&h.addr, h.magic, &bound, busy, sizeof(busy));
+    res = root_start(&h.addr, h.magic, h.secret, &bound, busy, sizeof(busy));
     if (res != ncclInvalidUsage)
-      return res;
-    if (!stop_stale_roots_at(&h.addr) && mc_deadline_passed(busy_dl)) {
-      /* Someone else listens there: most often the root of another process
-       * that also believes it is rank 0. Registering with it lets that root
-       * report the duplicate to both; a foreign listener shows up as a root
-       * that never answers. */
-      MC_INFO(MC_SUB_BOOTSTRAP,
-              "Bootstrap: NCCL_COMM_ID=%s is already in use (%s): registering "
-              "with the root listening there instead of starting one",
-              addr_str(&h.addr, a), busy);
-      return ncclSuccess;
+      break;
+    is_ours = stop_stale_roots_at(&h.addr);
+    if (!is_ours || mc_deadline_passed(busy_dl)) {
+      /* Another process listens there (bind: EADDRINUSE; the port is bound
+       * with SO_REUSEADDR, so a closed socket in TIME_WAIT does not count).
+       * Registering with whatever listens there would hand this rank's
+       * identity to a process that may not be the job's: fail now. */
+      res = MC_FAIL(ncclInvalidUsage,
+                    "Bootstrap: rank 0 cannot start the bootstrap root on %s (NCCL_COMM_ID): port "
+                    "%d is %s (%s). Give NCCL_COMM_ID a free port (`ss -ltnp 'sport = :%d'` "
+                    "shows who holds it); another process started as rank 0 of this job also "
+                    "takes it",
+                    addr_str(&h.addr, a), mc_sockaddr_port(&h.addr),
+                    is_ours ? "still held by a failed communicator of this process"
+                            : "already in use by another process",
+                    busy, mc_sockaddr_port(&h.addr));
+      break;
     }
     if ((w->abort_flag != NULL) && (*w->abort_flag != 0))
       return ncclInternalError;
     mc_sleep_ms_abortable(50, w->abort_flag);
   }
+  return res;
 }
 
 struct mc_boot_root *mc_boot_root_claim(const ncclUniqueId *id)

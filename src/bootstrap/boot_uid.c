@@ -4,7 +4,11 @@
  * bootstrapGetUniqueId (bootstrap.cc): the interface is chosen once per
  * process; an id is a random magic plus the root's address, or, with
  * NCCL_COMM_ID, NCCL's fixed magic plus that address, computed identically
- * by every rank without starting a root.
+ * by every rank without starting a root. Unlike NCCL's, the id also carries
+ * the job's secret, which every bootstrap connection must prove to know:
+ * random in a random id (it travels with the id); with NCCL_COMM_ID, where
+ * nothing travels, derived from MESHCCL_SECRET (set by the launcher) and the
+ * address, or from the address alone (the same protocol, without secrecy).
  */
 #include "bootstrap.h"
 
@@ -13,8 +17,13 @@
 
 #include "bootstrap_int.h"
 #include "check.h"
+#include "crypto.h"
 #include "log.h"
 #include "params.h"
+
+#define COMM_ID_SECRET_LABEL "meshccl bootstrap secret v1"
+
+_Static_assert(MC_BOOT_SECRET_BYTES == MC_SHA256_BYTES, "a derived secret is one HMAC-SHA256");
 
 static pthread_mutex_t net_lock = PTHREAD_MUTEX_INITIALIZER;
 static bool net_ready;
@@ -48,43 +57,91 @@ ncclResult_t mc_boot_net_init(const union mc_sockaddr *root_hint, struct mc_ifc 
   return res;
 }
 
+/*
+ * The secret of an id that every rank computes alone (NCCL_COMM_ID,
+ * meshcclCommInitFromEnv): HMAC-SHA256 keyed with MESHCCL_SECRET (empty when
+ * unset) over a label, the address family, port and IP address (not an IPv6
+ * scope id, which differs between hosts).
+ */
+static void comm_id_secret(struct mc_boot_handle *h)
+{
+  static int is_said;
+  const char *env = mc_param_str(MC_P_SECRET);
+  bool has_env = (env != NULL) && (env[0] != '\0');
+  uint16_t family = h->addr.sa.sa_family;
+  uint16_t port = (uint16_t)mc_sockaddr_port(&h->addr);
+  struct mc_hmac_sha256 m;
+  char a[MC_SOCKADDR_STRLEN];
+
+  mc_hmac_sha256_init(&m, has_env ? env : "", has_env ? strlen(env) : 0);
+  mc_hmac_sha256_update(&m, COMM_ID_SECRET_LABEL, sizeof(COMM_ID_SECRET_LABEL) - 1);
+  mc_hmac_sha256_update(&m, &family, sizeof(family));
+  mc_hmac_sha256_update(&m, &port, sizeof(port));
+  if (family == AF_INET)
+    mc_hmac_sha256_update(&m, &h->addr.sin.sin_addr, sizeof(h->addr.sin.sin_addr));
+  else if (family == AF_INET6)
+    mc_hmac_sha256_update(&m, &h->addr.sin6.sin6_addr, sizeof(h->addr.sin6.sin6_addr));
+  mc_hmac_sha256_final(&m, h->secret);
+  h->secret_source = has_env ? MC_BOOT_SECRET_ENV : MC_BOOT_SECRET_ADDRESS;
+  if (!has_env && (__atomic_exchange_n(&is_said, 1, __ATOMIC_RELAXED) == 0))
+    MC_INFO(MC_SUB_BOOTSTRAP | MC_SUB_INIT,
+            "Bootstrap: MESHCCL_SECRET is unset: the bootstrap secret of root %s is derived from "
+            "its address, so any process that knows the address can join this job's "
+            "bootstrap; launchers should give every rank the same random MESHCCL_SECRET "
+            "(meshccl-run does)",
+            mc_sockaddr_str(&h->addr, a, sizeof(a)));
+}
+
+/* An id for a root at addr that every rank computes alike. */
+static void comm_id_handle(const union mc_sockaddr *addr, ncclUniqueId *id_out)
+{
+  struct mc_boot_handle h;
+
+  memset(&h, 0, sizeof(h));
+  memset(id_out, 0, sizeof(*id_out));
+  h.magic = MC_BOOT_COMM_ID_MAGIC;
+  h.addr = *addr;
+  comm_id_secret(&h);
+  memcpy(id_out->internal, &h, sizeof(h));
+  mc_crypto_wipe(&h, sizeof(h));
+}
+
 ncclResult_t mc_boot_unique_id(bool use_comm_id, ncclUniqueId *id_out)
 {
   struct mc_boot_handle h;
   struct mc_ifc ifc;
   const char *comm_id = mc_param_str(MC_P_COMM_ID);
+  union mc_sockaddr local;
   ncclUniqueId id;
 
   memset(&h, 0, sizeof(h));
   memset(&id, 0, sizeof(id));
   MC_CHECK(mc_boot_net_init(NULL, &ifc));
   if (use_comm_id && (comm_id != NULL)) {
-    MC_CHECK(mc_sockaddr_parse(comm_id, "NCCL_COMM_ID", &h.addr));
-    h.magic = MC_BOOT_COMM_ID_MAGIC;
-  } else {
-    union mc_sockaddr local = ifc.addr;
-    mc_sockaddr_set_port(&local, 0);
-    MC_CHECK(mc_random_bytes(&h.magic, sizeof(h.magic)));
-    if (h.magic == MC_BOOT_COMM_ID_MAGIC)
-      h.magic ^= 1;
-    MC_CHECK(mc_boot_root_create(&local, h.magic, &h.addr));
+    MC_CHECK(mc_sockaddr_parse(comm_id, "NCCL_COMM_ID", &local));
+    comm_id_handle(&local, id_out);
+    return ncclSuccess;
   }
+  local = ifc.addr;
+  mc_sockaddr_set_port(&local, 0);
+  MC_CHECK(mc_random_bytes(&h.magic, sizeof(h.magic)));
+  if (h.magic == MC_BOOT_COMM_ID_MAGIC)
+    h.magic ^= 1;
+  MC_CHECK(mc_random_bytes(h.secret, sizeof(h.secret)));
+  h.secret_source = MC_BOOT_SECRET_RANDOM;
+  MC_CHECK(mc_boot_root_create(&local, h.magic, h.secret, &h.addr));
   memcpy(id.internal, &h, sizeof(h));
+  mc_crypto_wipe(&h, sizeof(h));
   *id_out = id;
   return ncclSuccess;
 }
 
 ncclResult_t mc_boot_unique_id_at(const union mc_sockaddr *addr, ncclUniqueId *id_out)
 {
-  struct mc_boot_handle h;
   struct mc_ifc ifc;
 
   MC_CHECK(mc_boot_net_init(addr, &ifc));
-  memset(&h, 0, sizeof(h));
-  memset(id_out, 0, sizeof(*id_out));
-  h.magic = MC_BOOT_COMM_ID_MAGIC;
-  h.addr = *addr;
-  memcpy(id_out->internal, &h, sizeof(h));
+  comm_id_handle(addr, id_out);
   return ncclSuccess;
 }
 

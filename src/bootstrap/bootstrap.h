@@ -21,11 +21,29 @@
 #include "nccl.h"
 #include "socket/socket.h"
 
-/* The contents of ncclUniqueId (NCCL's ncclBootstrapHandle), zero padded to 128 bytes. */
+#define MC_BOOT_SECRET_BYTES 32
+
+/* Where the secret of an id comes from. */
+enum mc_boot_secret_source {
+  MC_BOOT_SECRET_RANDOM = 1, /* getrandom, in an id that travels (ncclGetUniqueId) */
+  MC_BOOT_SECRET_ENV = 2,    /* NCCL_COMM_ID id: derived from MESHCCL_SECRET and the address */
+  MC_BOOT_SECRET_ADDRESS = 3 /* NCCL_COMM_ID id without MESHCCL_SECRET: from the address only */
+};
+
+/*
+ * The contents of ncclUniqueId, zero padded to 128 bytes: NCCL's
+ * ncclBootstrapHandle (magic, address, nRanks) followed by the job's
+ * secret. Every bootstrap connection proves knowledge of the secret
+ * (docs/ARCHITECTURE.md, bootstrap), so the id must travel only among the
+ * job's ranks.
+ */
 struct mc_boot_handle {
-  uint64_t magic;         /* offset 0 */
-  union mc_sockaddr addr; /* offset 8: the root's listening address */
-  int32_t n_ranks;        /* offset 36: 0 for ids of ncclGetUniqueId */
+  uint64_t magic;                       /* offset 0 */
+  union mc_sockaddr addr;               /* offset 8: the root's listening address */
+  int32_t n_ranks;                      /* offset 36: 0 for ids of ncclGetUniqueId */
+  uint32_t secret_source;               /* offset 40: enum mc_boot_secret_source */
+  uint32_t reserved;                    /* offset 44: 0 */
+  uint8_t secret[MC_BOOT_SECRET_BYTES]; /* offset 48 */
 };
 
 /* NCCL's magic for ids built from NCCL_COMM_ID. */
@@ -45,7 +63,8 @@ struct mc_boot_handle {
 ncclResult_t mc_boot_net_init(const union mc_sockaddr *root_hint, struct mc_ifc *ifc_out);
 
 /* An id naming a root at addr with NCCL's NCCL_COMM_ID magic: every rank
- * computes the same one; rank 0 starts the root during init. */
+ * computes the same one (its secret from MESHCCL_SECRET and addr, or from
+ * addr alone, said once at INFO); rank 0 starts the root during init. */
 ncclResult_t mc_boot_unique_id_at(const union mc_sockaddr *addr, ncclUniqueId *id_out);
 
 /* A wait of ms milliseconds (< 0: no deadline) that ends on the abort flag. */
@@ -53,8 +72,10 @@ struct mc_wait mc_boot_wait_make(int64_t ms, const volatile uint32_t *abort_flag
 
 /*
  * Fills a unique id. With use_comm_id and NCCL_COMM_ID set, the id names that
- * address (magic MC_BOOT_COMM_ID_MAGIC) and no root is started; otherwise a
- * root starts listening on the bootstrap interface in this process.
+ * address (magic MC_BOOT_COMM_ID_MAGIC, secret as mc_boot_unique_id_at) and
+ * no root is started; otherwise the id gets a random magic and secret
+ * (getrandom) and a root starts listening on the bootstrap interface in this
+ * process.
  */
 ncclResult_t mc_boot_unique_id(bool use_comm_id, ncclUniqueId *id_out);
 
@@ -64,9 +85,9 @@ bool mc_boot_id_is_comm_id(const ncclUniqueId *id);
 struct mc_boot_root;
 
 /* Starts the root for an NCCL_COMM_ID id (rank 0). A failed communicator's
- * root of this process that still holds the port is stopped; when another
- * listener keeps the port for a second, no root is started and rank 0
- * registers with that one (which reports a duplicate rank 0). */
+ * root of this process that still holds the port is stopped (and waited for
+ * up to a second); when another process listens on the port, fails at once
+ * with ncclInvalidUsage naming the port. */
 ncclResult_t mc_boot_root_start_comm_id(const ncclUniqueId *id, const struct mc_wait *w);
 
 /* Takes a reference on the root of `id` when it lives in this process (else NULL). */

@@ -13,7 +13,9 @@
  * are ready, so that grouped operations never deadlock. The algorithms:
  * coll_ring.c (NCCL's rings and chains), coll_tree.c (NCCL's double binary
  * tree all-reduce), coll_oneshot.c (small single-host all-reduce),
- * coll_p2p.c (send/recv); coll_algo.c chooses one per operation.
+ * coll_p2p.c (send/recv); coll_algo.c chooses one per operation. Every
+ * operation carries a signature (coll_sig.c) in the first step of each
+ * connection it uses; the receiver checks it against its own call.
  */
 #ifndef MC_COLL_COLL_H
 #define MC_COLL_COLL_H
@@ -21,6 +23,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 
 #include "coll/coll_reduce.h"
 #include "init/comm.h"
@@ -38,6 +41,39 @@ enum mc_coll_kind {
 
 struct mc_coll_algo_ops;
 
+/*
+ * An operation's signature (coll_sig.c), MC_CONN_HDR_BYTES: the header of
+ * its first step on every connection. seq numbers the communicator's
+ * collectives (1, 2, ...), or a pair's sends (receives) in one direction.
+ */
+#define MC_SIG_MAGIC        0x5347u /* "GS" */
+#define MC_SIG_FAILED       0x01u   /* flags: a notice: the sender stopped on a mismatch */
+#define MC_SIG_OP_NONE      0xffu   /* op of a collective without a reduction */
+#define MC_SIG_OP_PREMULSUM 0xfeu   /* op: one made by ncclRedOpCreatePreMulSum */
+struct mc_coll_sig {
+  uint16_t magic;
+  uint8_t kind; /* enum mc_coll_kind */
+  uint8_t type; /* ncclDataType_t */
+  uint8_t op;   /* ncclRedOp_t of the call (sum .. avg), or MC_SIG_OP_* */
+  uint8_t algo; /* enum mc_coll_algo */
+  uint8_t n_channels;
+  uint8_t flags;
+  int32_t root; /* broadcast, reduce: the root; send, recv: the peer; else -1 */
+  int32_t rank; /* the caller */
+  uint64_t seq;
+  uint64_t count; /* the call's count (elements of type) */
+};
+
+/* What a rank that stopped on a mismatch sends on (the first step of the
+ * next operation on a connection, or a step of a size the receiver does not
+ * expect): its own call, flagged MC_SIG_FAILED, and the call it found. */
+struct mc_coll_notice {
+  struct mc_coll_sig failed;
+  struct mc_coll_sig other;
+};
+#define MC_NOTICE_BYTES     64 /* sizeof(struct mc_coll_notice) */
+#define MC_NOTICE_BYTES_ALT 72 /* the same, padded, when the receiver expects 64 bytes */
+
 struct mc_op {
   enum mc_coll_kind kind;
   const struct mc_coll_algo_ops *algo; /* chosen by mc_coll_algo_choose */
@@ -47,11 +83,52 @@ struct mc_op {
   size_t count; /* elements (per rank for all-gather and reduce-scatter) */
   size_t esize;
   struct mc_redop redop;
-  int root;       /* broadcast, reduce */
-  int peer;       /* send, recv */
-  int n_channels; /* channels the algorithm runs on, chosen with it (0: all) */
-  float est_us;   /* the model's time for it (µs), set with algo; 0 for send/recv */
+  int root;               /* broadcast, reduce */
+  int peer;               /* send, recv */
+  int n_channels;         /* channels the algorithm runs on, chosen with it (0: all) */
+  float est_us;           /* the model's time for it (µs), set with algo; 0 for send/recv */
+  int user_op;            /* the ncclRedOp_t of the call (reductions) */
+  size_t user_count;      /* the call's count (send/recv run in bytes: count * esize, esize 1) */
+  struct mc_coll_sig sig; /* set when the batch starts (mc_coll_run) */
+  /* It stopped on a mismatch: what it tells its peers (allocated then,
+   * freed with the batch; NULL otherwise, or when memory ran out). */
+  struct mc_coll_notice *notice;
 };
+
+/* ---------------------------------------------------------- signatures */
+
+/* The signature of op, number seq in its sequence. */
+void mc_coll_sig_make(const struct mc_op *op, uint64_t seq, struct mc_coll_sig *out);
+/* "AllReduce(count 10, float, sum)", "Broadcast(count 4, int8, root 1)",
+ * "Send(count 3, float, to rank 2)". */
+void mc_coll_sig_str(const struct mc_coll_sig *s, char *buf, size_t bytes);
+/* s looks like a signature (magic, kind, type). */
+bool mc_coll_sig_valid(const struct mc_coll_sig *s);
+/* Compares theirs (received from its sender) with mine: ncclInvalidUsage
+ * naming both calls when they differ; a receive accepts a send that is not
+ * larger (NCCL's rule) and gives its size in *sent_bytes_out. */
+ncclResult_t mc_coll_sig_check(const struct mc_coll_sig *mine, const struct mc_coll_sig *theirs,
+                               size_t *sent_bytes_out);
+/* The peer's signature hdr is mine but for the rank: a collective's
+ * common case, which mc_coll_recv_check also finds (inline here for the
+ * data path). */
+static inline bool mc_coll_sig_same(const struct mc_coll_sig *mine, const void *hdr)
+{
+  struct mc_coll_sig theirs;
+
+  memcpy(&theirs, hdr, sizeof(theirs));
+  theirs.rank = mine->rank;
+  return memcmp(&theirs, mine, sizeof(theirs)) == 0;
+}
+
+/* ncclInvalidUsage: the first step from peer carries no signature. */
+ncclResult_t mc_coll_sig_missing(const struct mc_coll_sig *mine, int peer);
+/* A received notice (MC_NOTICE_BYTES or _ALT of data), else false. */
+bool mc_coll_notice_parse(const void *data, size_t bytes, struct mc_coll_notice *out);
+/* ncclInvalidUsage naming mine against the call of the notice that differs
+ * from it (which *named_out receives, for this rank's own notices). */
+ncclResult_t mc_coll_notice_fail(const struct mc_coll_sig *mine, const struct mc_coll_notice *n,
+                                 struct mc_coll_sig *named_out);
 
 /* NCCL's name of an operation ("AllReduce", "Send", ...). */
 const char *mc_coll_name(enum mc_coll_kind kind);
@@ -106,9 +183,12 @@ struct mc_task {
   int j;        /* step within the loop */
   int n_steps;
   bool done;
-  bool started;          /* its receive steps were announced (mc_conn_recv_expect) */
-  int os_sent;           /* one-shot: peers whose send is posted */
-  struct mc_task *after; /* runs once that task is done (same connections) */
+  bool started;           /* its receive steps were announced (mc_conn_recv_expect) */
+  bool sent_any;          /* a step went out (the first carried the signature) */
+  bool checked;           /* the signatures of the first received steps matched */
+  int os_sent;            /* one-shot: peers whose send is posted */
+  struct mc_coll_sig fwd; /* probe: the signature to pass on next */
+  struct mc_task *after;  /* runs once that task is done (same connections) */
 };
 
 /* The tasks of a batch being planned. */
@@ -165,8 +245,15 @@ extern const struct mc_coll_algo_ops mc_coll_oneshot_ops;
 extern const struct mc_coll_algo_ops mc_coll_p2p_ops;
 
 /* The executor's view of a connection's health for t (coll_exec.c): a
- * failure posted on it, or its peer's process gone (ncclRemoteError). */
+ * failure posted on it, or its peer's process gone (ncclRemoteError); a
+ * peer that stopped on a mismatch and said so (ncclInvalidUsage naming it). */
 ncclResult_t mc_coll_conn_health(const struct mc_task *t, const struct mc_conn *c);
+/* The first step of t's operation from c has arrived: checks the signature
+ * in its header (or the notice it is) against t's operation. 1: it matches
+ * (*sent_bytes_out: the size of the sender's call); -1: *res is the error
+ * (ncclInvalidUsage naming both calls; the communicator records the pair). */
+int mc_coll_recv_check(struct mc_task *t, struct mc_conn *c, size_t *sent_bytes_out,
+                       ncclResult_t *res);
 
 /* Chooses op->algo and sets op->est_us (coll_algo.c). The same answer on every rank: it
  * depends only on the call, the communicator and NCCL_ALGO / NCCL_PROTO.

@@ -21,6 +21,7 @@ static __thread struct mc_op *group_ops;
 static __thread int group_n_ops;
 static __thread int group_cap_ops;
 static __thread ncclResult_t group_coll_error;
+static __thread uint64_t group_destroyed; /* mc_comm_destroyed_count at the outer ncclGroupStart */
 
 /* --------------------------------------------------------------- redops */
 
@@ -124,7 +125,10 @@ ncclResult_t ncclRedOpDestroy(ncclRedOp_t op, ncclComm_t comm)
     }                                                                                              \
   } while (0)
 
-static ncclResult_t run_now(struct mc_op *ops, int n)
+/* Runs ops (each held once by this thread, mc_comm_hold) and releases
+ * them. colls_running drops last: ncclCommAbort on another thread waits for
+ * it, then frees the communicator. */
+static ncclResult_t run_and_release(struct mc_op *ops, int n)
 {
   ncclResult_t res;
 
@@ -132,20 +136,53 @@ static ncclResult_t run_now(struct mc_op *ops, int n)
     __atomic_add_fetch(&ops[i].comm->colls_running, 1, __ATOMIC_ACQ_REL);
   res = mc_coll_run(ops, n);
   for (int i = 0; i < n; i++)
+    mc_comm_release(ops[i].comm);
+  for (int i = 0; i < n; i++)
     __atomic_sub_fetch(&ops[i].comm->colls_running, 1, __ATOMIC_ACQ_REL);
   return res;
 }
 
-static ncclResult_t enqueue(const struct mc_op *op)
+/* Queued operations whose communicator was destroyed or aborted meanwhile
+ * (by another thread) fail the group before anything runs; while no
+ * communicator was destroyed since they were checked, they are live. */
+static ncclResult_t group_comms_live(const struct mc_op *ops, int n)
 {
+  if (mc_comm_destroyed_count() == group_destroyed)
+    return ncclSuccess;
+  for (int i = 0; i < n; i++)
+    MC_CHECK(mc_comm_check(ops[i].comm, "ncclGroupEnd"));
+  return ncclSuccess;
+}
+
+/* Releases the holds of queued operations (their communicator may have been
+ * aborted meanwhile by another thread: then there is nothing to release). */
+static void group_release(struct mc_op *ops, int n)
+{
+  for (int i = 0; i < n; i++)
+    if (mc_comm_is_live(ops[i].comm))
+      mc_comm_release(ops[i].comm);
+}
+
+/* Runs op (of the API call `call`) now, or queues it in the open group
+ * (where it holds its communicator until the group ends). */
+static ncclResult_t enqueue(const struct mc_op *op, const char *call)
+{
+  ncclResult_t res = mc_comm_hold(op->comm, call);
+
+  if (res != ncclSuccess) {
+    if (mc_group_depth() > 0)
+      group_coll_error = res;
+    return res;
+  }
   if (mc_group_depth() == 0) {
     struct mc_op one = *op;
-    return run_now(&one, 1);
+    return run_and_release(&one, 1);
   }
   if (group_n_ops == group_cap_ops) {
     int cap = (group_cap_ops == 0) ? 16 : 2 * group_cap_ops;
     struct mc_op *n = realloc(group_ops, (size_t)cap * sizeof(*n));
     if (n == NULL) {
+      mc_comm_release(op->comm);
       group_coll_error = ncclSystemError;
       return MC_FAIL(ncclSystemError, "%s : out of memory queuing the operation in the group",
                      mc_coll_name(op->kind));
@@ -195,6 +232,7 @@ static ncclResult_t reduce_check(struct mc_op *op, ncclComm_t comm, ncclDataType
                                  ncclRedOp_t red, const char *call, bool needs_out)
 {
   COLL_CHECK(check(op, comm, type, call, true, needs_out));
+  op->user_op = (((int)red >= 0) && (red < ncclNumOps)) ? (int)red : (int)MC_SIG_OP_PREMULSUM;
   return resolve_op(comm, type, red, call, &op->redop);
 }
 
@@ -209,7 +247,7 @@ ncclResult_t ncclAllReduce(const void *sendbuff, void *recvbuff, size_t count,
   (void)stream;
   mc_api_enter();
   COLL_CHECK(reduce_check(&o, comm, datatype, op, "AllReduce", true));
-  return enqueue(&o);
+  return enqueue(&o, "AllReduce");
 }
 
 NCCL_API(ncclResult_t, ncclBroadcast, const void *sendbuff, void *recvbuff, size_t count,
@@ -225,7 +263,7 @@ ncclResult_t ncclBroadcast(const void *sendbuff, void *recvbuff, size_t count,
   COLL_CHECK(mc_comm_check(comm, "Broadcast"));
   COLL_CHECK(check_root(root, comm, "Broadcast"));
   COLL_CHECK(check(&o, comm, datatype, "Broadcast", comm->rank == root, true));
-  return enqueue(&o);
+  return enqueue(&o, "Broadcast");
 }
 
 NCCL_API(ncclResult_t, ncclBcast, void *buff, size_t count, ncclDataType_t datatype, int root,
@@ -249,7 +287,7 @@ ncclResult_t ncclReduce(const void *sendbuff, void *recvbuff, size_t count, nccl
   COLL_CHECK(mc_comm_check(comm, "Reduce"));
   COLL_CHECK(check_root(root, comm, "Reduce"));
   COLL_CHECK(reduce_check(&o, comm, datatype, op, "Reduce", comm->rank == root));
-  return enqueue(&o);
+  return enqueue(&o, "Reduce");
 }
 
 NCCL_API(ncclResult_t, ncclAllGather, const void *sendbuff, void *recvbuff, size_t sendcount,
@@ -262,7 +300,7 @@ ncclResult_t ncclAllGather(const void *sendbuff, void *recvbuff, size_t sendcoun
   (void)stream;
   mc_api_enter();
   COLL_CHECK(check(&o, comm, datatype, "AllGather", true, true));
-  return enqueue(&o);
+  return enqueue(&o, "AllGather");
 }
 
 NCCL_API(ncclResult_t, ncclReduceScatter, const void *sendbuff, void *recvbuff, size_t recvcount,
@@ -277,7 +315,7 @@ ncclResult_t ncclReduceScatter(const void *sendbuff, void *recvbuff, size_t recv
   (void)stream;
   mc_api_enter();
   COLL_CHECK(reduce_check(&o, comm, datatype, op, "ReduceScatter", true));
-  return enqueue(&o);
+  return enqueue(&o, "ReduceScatter");
 }
 
 static ncclResult_t check_peer(int peer, ncclComm_t comm, const char *call)
@@ -300,7 +338,7 @@ ncclResult_t ncclSend(const void *sendbuff, size_t count, ncclDataType_t datatyp
   COLL_CHECK(mc_comm_check(comm, "Send"));
   COLL_CHECK(check_peer(peer, comm, "Send"));
   COLL_CHECK(check(&o, comm, datatype, "Send", true, false));
-  return enqueue(&o);
+  return enqueue(&o, "Send");
 }
 
 NCCL_API(ncclResult_t, ncclRecv, void *recvbuff, size_t count, ncclDataType_t datatype, int peer,
@@ -315,7 +353,7 @@ ncclResult_t ncclRecv(void *recvbuff, size_t count, ncclDataType_t datatype, int
   COLL_CHECK(mc_comm_check(comm, "Recv"));
   COLL_CHECK(check_peer(peer, comm, "Recv"));
   COLL_CHECK(check(&o, comm, datatype, "Recv", false, true));
-  return enqueue(&o);
+  return enqueue(&o, "Recv");
 }
 
 /* ------------------------------------------- alltoall, gather, scatter */
@@ -329,14 +367,23 @@ ncclResult_t ncclRecv(void *recvbuff, size_t count, ncclDataType_t datatype, int
  * with the open group like any collective.
  */
 
-static ncclResult_t enqueue_batch(struct mc_op *ops, int n)
+static ncclResult_t enqueue_batch(struct mc_op *ops, int n, const char *call)
 {
   if (n == 0)
     return ncclSuccess;
-  if (mc_group_depth() == 0)
-    return run_now(ops, n);
+  if (mc_group_depth() == 0) {
+    /* One hold per operation, as a group would take them. */
+    for (int i = 0; i < n; i++) {
+      ncclResult_t res = mc_comm_hold(ops[i].comm, call);
+      if (res != ncclSuccess) {
+        group_release(ops, i);
+        return res;
+      }
+    }
+    return run_and_release(ops, n);
+  }
   for (int i = 0; i < n; i++)
-    MC_CHECK(enqueue(&ops[i]));
+    MC_CHECK(enqueue(&ops[i], call));
   return ncclSuccess;
 }
 
@@ -387,7 +434,7 @@ static ncclResult_t lower_to_p2p(const struct mc_op *tmpl, enum lowered what, in
       if (!gather || is_root)
         ops[n_ops++] = p2p_op(tmpl, MC_COLL_RECV, scatter ? root : p, scatter ? 0 : (size_t)p);
   }
-  res = enqueue_batch(ops, n_ops);
+  res = enqueue_batch(ops, n_ops, call);
   free(ops);
   return res;
 }
@@ -449,8 +496,14 @@ ncclResult_t ncclScatter(const void *sendbuff, void *recvbuff, size_t count,
 NCCL_API(ncclResult_t, ncclGroupStart, void);
 ncclResult_t ncclGroupStart(void)
 {
+  ncclResult_t res;
+
   mc_api_enter();
-  return mc_group_start();
+  res = mc_group_start();
+  /* Before any call of the group checks its communicator (group_comms_live). */
+  if ((res == ncclSuccess) && (mc_group_depth() == 1))
+    group_destroyed = mc_comm_destroyed_count();
+  return res;
 }
 
 /* NCCL's estimate of a group (ncclGroupSimulateEnd): per communicator the
@@ -501,8 +554,11 @@ ncclResult_t ncclGroupSimulateEnd(ncclSimInfo_t *simInfo)
   if ((res == ncclSuccess) && (group_coll_error != ncclSuccess))
     res = group_coll_error;
   if ((res == ncclSuccess) && (group_n_ops > 0))
+    res = group_comms_live(group_ops, group_n_ops);
+  if ((res == ncclSuccess) && (group_n_ops > 0))
     est = group_estimate_us(group_ops, group_n_ops, &res);
   /* Nothing of the group runs: its operations are dropped. */
+  group_release(group_ops, group_n_ops);
   free(group_ops);
   group_ops = NULL;
   group_n_ops = group_cap_ops = 0;
@@ -526,7 +582,11 @@ ncclResult_t ncclGroupEnd(void)
   if ((res == ncclSuccess) && (group_coll_error != ncclSuccess))
     res = group_coll_error;
   if ((res == ncclSuccess) && (group_n_ops > 0))
-    coll_res = run_now(group_ops, group_n_ops);
+    res = group_comms_live(group_ops, group_n_ops);
+  if ((res == ncclSuccess) && (group_n_ops > 0))
+    coll_res = run_and_release(group_ops, group_n_ops);
+  else
+    group_release(group_ops, group_n_ops);
   free(group_ops);
   group_ops = NULL;
   group_n_ops = group_cap_ops = 0;

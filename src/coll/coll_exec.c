@@ -17,8 +17,14 @@
  * peers still exist; a dead or failed peer becomes ncclRemoteError on this
  * rank, which then poisons its own connections and closes its network
  * connections so that its other peers learn it too, within milliseconds.
+ *
+ * Signatures (coll_sig.c, coll_check.c): the first step a task sends on
+ * each connection carries its operation's signature; before the first
+ * primitive that receives, the task checks the signature of every
+ * connection it receives from. A mismatch fails the operation with
+ * ncclInvalidUsage naming both calls, and the rank tells its peers.
  */
-#include "coll/coll.h"
+#include "coll/coll_int.h"
 
 #include <errno.h>
 #include <sched.h>
@@ -37,6 +43,10 @@
 #define IDLE_SLEEP_NS 20000
 #define CHECK_EVERY   1024 /* idle passes between liveness checks */
 #define CHECK_MS      5    /* at most one liveness check per this many ms */
+/* Waiting this long, a rank also receives first steps on NET connections it
+ * does not use (stray steps): a receive posted there stays posted, and a
+ * peer that closes the connection then makes its net report an error. */
+#define STRAY_NET_MS 1000
 
 const char *mc_coll_name(enum mc_coll_kind kind)
 {
@@ -46,16 +56,6 @@ const char *mc_coll_name(enum mc_coll_kind kind)
 }
 
 /* ------------------------------------------------------------ primitives */
-
-static bool prim_recvs(enum mc_prim_kind k)
-{
-  return (k != MC_PRIM_SEND) && (k != MC_PRIM_COPY_SEND);
-}
-
-static bool prim_sends(enum mc_prim_kind k)
-{
-  return (k != MC_PRIM_RECV) && (k != MC_PRIM_RECV_REDUCE_COPY);
-}
 
 #if defined(__x86_64__)
 #include <emmintrin.h>
@@ -93,6 +93,10 @@ static void copy_out(void *dst, const void *src, size_t bytes, bool stream)
 static void send_data(struct mc_conn *sc, const struct mc_redop *op, const char *src, size_t n,
                       size_t bytes, bool stable, unsigned pre)
 {
+  if (bytes == 0) { /* src may be NULL (a chain's empty step) */
+    mc_conn_send_commit(sc, NULL, 0);
+    return;
+  }
   if (stable && sc->can_send_ptr && (pre == 0)) {
     mc_conn_send_commit(sc, src, bytes);
     return;
@@ -128,6 +132,29 @@ static void reduce2(const struct mc_redop *op, char *dst1, char *dst2, const cha
   }
 }
 
+/* The first step t sends (on every connection of the primitive) carries its signature. */
+static void stage_sig(struct mc_task *t, struct mc_conn *const *conns, int n)
+{
+  if (t->sent_any)
+    return;
+  for (int i = 0; i < n; i++)
+    mc_conn_send_hdr(conns[i], &t->op->sig);
+  t->sent_any = true;
+}
+
+static ncclResult_t size_mismatch(struct mc_task *t, const struct mc_conn *c, const char *src,
+                                  size_t got, size_t bytes)
+{
+  ncclResult_t res;
+
+  if (mc_coll_notice_recv(t, c, src, got, &res))
+    return res;
+  return MC_FAIL(ncclInvalidUsage,
+                 "%s: rank %d received %zu bytes from rank %d where it expected %zu: the ranks "
+                 "called different operations, counts or types",
+                 mc_coll_name(t->op->kind), t->rank, got, c->peer, bytes);
+}
+
 static int prim_run_one(struct mc_task *t, const struct mc_prim *p, ncclResult_t *res)
 {
   const struct mc_op *op = t->op;
@@ -140,21 +167,20 @@ static int prim_run_one(struct mc_task *t, const struct mc_prim *p, ncclResult_t
   size_t got = 0;
   unsigned pre = (op->redop.kind == MC_RED_PREMULSUM) ? MC_REDUCE_PRE_B : 0;
 
-  if (prim_recvs(p->kind)) {
+  if (mc_prim_recvs(p->kind)) {
     if (!mc_conn_recv_ready(rc))
       return 0;
     src = mc_conn_recv_data(rc, &got);
     /* (size_t)-1: the net cannot tell sizes (a plugin): go by ours. */
     if ((got != bytes) && (got != (size_t)-1)) {
-      *res = MC_FAIL(ncclInvalidUsage,
-                     "%s: rank %d received %zu bytes from rank %d where it expected %zu: the "
-                     "ranks called different operations, counts or types",
-                     mc_coll_name(op->kind), t->rank, got, rc->peer, bytes);
+      *res = size_mismatch(t, rc, src, got, bytes);
       return -1;
     }
   }
-  if (prim_sends(p->kind) && !mc_conn_send_ready(sc))
+  if (mc_prim_sends(p->kind) && !mc_conn_send_ready(sc))
     return 0;
+  if (mc_prim_sends(p->kind))
+    stage_sig(t, &sc, 1);
   /* Data that lives in another process comes over first (one copy). */
   if ((src != NULL) && rc->remote_read && (bytes > 0)) {
     bool to_out = (p->kind == MC_PRIM_RECV) || (p->kind == MC_PRIM_RECV_COPY_SEND);
@@ -173,7 +199,7 @@ static int prim_run_one(struct mc_task *t, const struct mc_prim *p, ncclResult_t
     send_data(sc, &op->redop, out, p->n, bytes, true, 0);
     break;
   case MC_PRIM_RECV:
-    if (src != out)
+    if ((src != out) && (bytes > 0)) /* out may be NULL for an empty step */
       copy_out(out, src, bytes, (op->in != op->out) && (op->count * op->esize >= NT_MIN_OP_BYTES));
     break;
   case MC_PRIM_RECV_COPY_SEND:
@@ -235,8 +261,8 @@ static int prim_run_multi(struct mc_task *t, const struct mc_prim *p, ncclResult
   char *out = (op->out != NULL) ? op->out + p->out_off * op->esize : NULL;
   const char *srcs[MC_TASK_MAX_PEERS];
   unsigned pre = (op->redop.kind == MC_RED_PREMULSUM) ? MC_REDUCE_PRE_B : 0;
-  int n_recv = prim_recvs(p->kind) ? t->n_recv : 0;
-  int n_send = prim_sends(p->kind) ? t->n_send : 0;
+  int n_recv = mc_prim_recvs(p->kind) ? t->n_recv : 0;
+  int n_send = mc_prim_sends(p->kind) ? t->n_send : 0;
   char *dst;
 
   for (int i = 0; i < n_recv; i++)
@@ -249,13 +275,12 @@ static int prim_run_multi(struct mc_task *t, const struct mc_prim *p, ncclResult
     size_t got = 0;
     srcs[i] = mc_conn_recv_data(t->recv[i], &got);
     if ((got != bytes) && (got != (size_t)-1)) {
-      *res = MC_FAIL(ncclInvalidUsage,
-                     "%s: rank %d received %zu bytes from rank %d where it expected %zu: the "
-                     "ranks called different operations, counts or types",
-                     mc_coll_name(op->kind), t->rank, got, t->recv[i]->peer, bytes);
+      *res = size_mismatch(t, t->recv[i], srcs[i], got, bytes);
       return -1;
     }
   }
+  if (n_send > 0)
+    stage_sig(t, t->send, n_send);
   switch (p->kind) {
   case MC_PRIM_SEND:
   case MC_PRIM_COPY_SEND:
@@ -323,7 +348,7 @@ static uint64_t recv_steps(const struct mc_task *t)
   uint64_t n = 0;
 
   while (t->algo->task_prim(&copy, &p)) {
-    n += prim_recvs(p.kind) ? 1 : 0;
+    n += mc_prim_recvs(p.kind) ? 1 : 0;
     t->algo->task_next(&copy);
   }
   return n;
@@ -358,6 +383,26 @@ static bool task_drained(const struct mc_task *t)
   return true;
 }
 
+/* Before t's first receiving primitive: the signatures of the first steps
+ * from each of its receive connections (a primitive receives from all of
+ * them at once). A receive takes no more than its sender sent (NCCL's
+ * rule: a larger receive is allowed). 1 checked, 0 waiting, -1 failed. */
+static int task_check_first(struct mc_task *t, ncclResult_t *res)
+{
+  for (int i = 0; i < t->n_recv; i++)
+    if (!mc_conn_recv_ready(t->recv[i]))
+      return 0;
+  for (int i = 0; i < t->n_recv; i++) {
+    size_t sent = 0;
+    if (mc_coll_recv_check(t, t->recv[i], &sent, res) < 0)
+      return -1;
+    if ((t->op->kind == MC_COLL_RECV) && (sent < t->len))
+      t->len = sent; /* send/recv run in bytes (mc_coll_run) */
+  }
+  t->checked = true;
+  return 1;
+}
+
 /* Runs t's primitives while its connections are ready. 1 when something moved. */
 static int task_progress(struct mc_task *t, ncclResult_t *res)
 {
@@ -379,6 +424,13 @@ static int task_progress(struct mc_task *t, ncclResult_t *res)
       t->done = true;
       return 1;
     }
+    if (!t->checked && mc_prim_recvs(p.kind)) {
+      r = task_check_first(t, res);
+      if (r <= 0)
+        return (r < 0) ? -1 : moved;
+      moved = 1;
+      continue; /* the primitive again: a receive may have become shorter */
+    }
     r = prim_run(t, &p, res);
     if (r < 0)
       return -1;
@@ -391,12 +443,6 @@ static int task_progress(struct mc_task *t, ncclResult_t *res)
 }
 
 /* ---------------------------------------------------------------- batch */
-
-struct batch {
-  struct mc_op *ops;
-  int n_ops;
-  struct mc_coll_plan pl;
-};
 
 void mc_coll_plan_init(struct mc_coll_plan *pl)
 {
@@ -456,8 +502,7 @@ static void run_local(struct mc_op *op)
   }
 }
 
-/* Operations that move data between ranks (the others run locally or not at all). */
-static bool op_runs(const struct mc_op *op)
+bool mc_coll_op_runs(const struct mc_op *op)
 {
   bool p2p = (op->kind == MC_COLL_SEND) || (op->kind == MC_COLL_RECV);
   return (op->count > 0) && (op->comm->n_ranks > 1) && (!p2p || (op->peer != op->comm->rank));
@@ -465,22 +510,22 @@ static bool op_runs(const struct mc_op *op)
 
 /* ------------------------------------------------------- runtime connect */
 
-/* The connections an operation needs that are not made yet, on its comm. */
-static bool needs_oneshot(const struct mc_op *op)
+bool mc_coll_op_needs_oneshot(const struct mc_op *op)
 {
-  return op_runs(op) && (op->algo == &mc_coll_oneshot_ops) && !mc_coll_oneshot_connected(op->comm);
+  return mc_coll_op_runs(op) && (op->algo == &mc_coll_oneshot_ops) &&
+         !mc_coll_oneshot_connected(op->comm);
 }
 
-static bool needs_trees(const struct mc_op *op)
+bool mc_coll_op_needs_trees(const struct mc_op *op)
 {
-  return op_runs(op) && (op->algo == &mc_coll_tree_ops) && !op->comm->trees_connected;
+  return mc_coll_op_runs(op) && (op->algo == &mc_coll_tree_ops) && !op->comm->trees_connected;
 }
 
 static struct mc_conn **p2p_holder(const struct mc_op *op)
 {
   struct ncclComm *comm = op->comm;
 
-  if (!op_runs(op) || (op->algo != &mc_coll_p2p_ops))
+  if (!mc_coll_op_runs(op) || (op->algo != &mc_coll_p2p_ops))
     return NULL;
   return (op->kind == MC_COLL_SEND) ? &comm->p2p_send[op->peer] : &comm->p2p_recv[op->peer];
 }
@@ -488,7 +533,7 @@ static struct mc_conn **p2p_holder(const struct mc_op *op)
 /* The connections this batch's algorithms need (one-shot, trees, and
  * point-to-point), made together for every communicator of the batch
  * (NCCL's runtime connect). On failure none of them is kept. */
-static ncclResult_t runtime_connect(struct batch *b)
+static ncclResult_t runtime_connect(struct mc_coll_batch *b, struct ncclComm **failed)
 {
   struct mc_tp_set *sets = NULL;
   struct mc_conn_req *reqs = NULL;
@@ -503,15 +548,16 @@ static ncclResult_t runtime_connect(struct batch *b)
   for (int i = 0; i < b->n_ops; i++) {
     const struct mc_op *op = &b->ops[i];
     struct mc_conn **h = p2p_holder(op);
-    if (needs_oneshot(op))
+    if (mc_coll_op_needs_oneshot(op))
       cap += 2 * (size_t)op->comm->n_ranks;
-    if (needs_trees(op))
+    if (mc_coll_op_needs_trees(op))
       cap += (size_t)mc_comm_tree_conn_reqs(op->comm, NULL);
     if ((h != NULL) && (*h == NULL))
       cap++;
   }
   if (cap == 0)
     return ncclSuccess; /* the common case: nothing to connect, nothing allocated */
+  MC_CHECK(mc_coll_batch_probe(b, failed));
   MC_CHECK(mc_calloc(&sets, (size_t)b->n_ops));
   MC_CHECK_GOTO(mc_calloc(&reqs, cap), res, out);
   MC_CHECK_GOTO(mc_calloc(&holders, cap), res, out);
@@ -532,7 +578,7 @@ static ncclResult_t runtime_connect(struct batch *b)
       struct mc_conn **slot = p2p_holder(op);
       if (op->comm != comm)
         continue;
-      if (needs_oneshot(op) && !os_done) {
+      if (mc_coll_op_needs_oneshot(op) && !os_done) {
         /* One-shot: a send and a receive connection with every peer. */
         os_done = true;
         for (int p = 0; p < comm->n_ranks; p++) {
@@ -550,7 +596,7 @@ static ncclResult_t runtime_connect(struct batch *b)
           }
         }
       }
-      if (needs_trees(op) && !trees_done) {
+      if (mc_coll_op_needs_trees(op) && !trees_done) {
         int m = mc_comm_tree_conn_reqs(comm, &reqs[n_reqs]);
         trees_done = true;
         tree_comms[n_tree_comms++] = comm;
@@ -593,7 +639,7 @@ out:
 }
 
 /* Self send/recv pairs: the k-th send to self matches the k-th receive. */
-static ncclResult_t p2p_self(struct batch *b)
+static ncclResult_t p2p_self(struct mc_coll_batch *b)
 {
   for (int i = 0; i < b->n_ops; i++) {
     struct mc_op *s = &b->ops[i];
@@ -645,7 +691,7 @@ static bool share_conn(const struct mc_task *t, const struct mc_task *u)
   return false;
 }
 
-static ncclResult_t plan(struct batch *b)
+static ncclResult_t plan(struct mc_coll_batch *b)
 {
   struct mc_coll_plan *pl = &b->pl;
 
@@ -657,7 +703,7 @@ static ncclResult_t plan(struct batch *b)
       run_local(op);
       continue;
     }
-    if (!op_runs(op))
+    if (!mc_coll_op_runs(op))
       continue;
     MC_CHECK(op->algo->plan(op, pl));
   }
@@ -705,6 +751,18 @@ ncclResult_t mc_coll_conn_health(const struct mc_task *t, const struct mc_conn *
   e = mc_conn_error(c);
   if ((e != 0) && !c->is_send && mc_conn_recv_ready(c))
     e = 0; /* what arrived is consumed first; the failure counts when it is needed */
+  if ((e != 0) && (c->kind != MC_TOPO_TRANSPORT_NET)) {
+    /* A peer that stopped on a mismatch left a notice with the error. */
+    char info[MC_CONN_ERR_INFO_BYTES];
+    size_t n = mc_conn_error_info(c, info);
+    struct mc_coll_notice notice;
+    struct mc_coll_sig named;
+    if ((n >= MC_NOTICE_BYTES) && mc_coll_notice_parse(info, MC_NOTICE_BYTES, &notice)) {
+      ncclResult_t res = mc_coll_notice_fail(&t->op->sig, &notice, &named);
+      mc_coll_note_mismatch(t->op, &named);
+      return res;
+    }
+  }
   if (e != 0)
     return MC_FAIL((c->kind == MC_TOPO_TRANSPORT_NET) ? (ncclResult_t)e : ncclRemoteError,
                    "%s: rank %d: the %s connection %s rank %d (%s, pid %d) failed%s%s",
@@ -772,7 +830,7 @@ static void comm_fail(struct ncclComm *comm, ncclResult_t res)
 
 /* ------------------------------------------------------------------ run */
 
-static void proxies(struct batch *b, int delta)
+void mc_coll_batch_proxies(struct mc_coll_batch *b, int delta)
 {
   for (int i = 0; i < b->n_ops; i++) {
     bool first = true;
@@ -783,7 +841,7 @@ static void proxies(struct batch *b, int delta)
   }
 }
 
-static bool proxies_help(struct batch *b)
+static bool proxies_help(struct mc_coll_batch *b)
 {
   bool moved = false;
   for (int i = 0; i < b->n_ops; i++)
@@ -791,7 +849,30 @@ static bool proxies_help(struct batch *b)
   return moved;
 }
 
-static ncclResult_t run_tasks(struct batch *b, struct mc_task **failed)
+/* Every few ms of waiting: the tasks' connections, then the others (NET
+ * ones after STRAY_NET_MS of waiting). */
+static ncclResult_t health(struct mc_coll_batch *b, struct mc_coll_plan *pl, double waited_s,
+                           struct ncclComm **failed)
+{
+  ncclResult_t res;
+  struct mc_op *op = NULL;
+
+  for (int i = 0; i < pl->n_tasks; i++) {
+    struct mc_task *t = &pl->tasks[i];
+    if (!t->done && ((res = task_health(t)) != ncclSuccess)) {
+      *failed = t->op->comm;
+      return res;
+    }
+  }
+  if (mc_coll_stray_check(b, pl, waited_s * 1e3 >= STRAY_NET_MS, &res, &op)) {
+    *failed = op->comm;
+    return res;
+  }
+  return ncclSuccess;
+}
+
+ncclResult_t mc_coll_tasks_run(struct mc_coll_batch *b, struct mc_coll_plan *pl,
+                               struct ncclComm **failed)
 {
   unsigned idle = 0;
   unsigned spin = (unsigned)b->ops[0].comm->spin_passes;
@@ -801,8 +882,8 @@ static ncclResult_t run_tasks(struct batch *b, struct mc_task **failed)
   /* Over the network the proxy thread does the work: the rank yields the
    * CPU to it, or does that work itself while it waits (mc_proxy_help: no
    * thread hand-off per step; 5-10% more bandwidth over a veth). */
-  for (int i = 0; i < b->pl.n_tasks; i++) {
-    const struct mc_task *t = &b->pl.tasks[i];
+  for (int i = 0; i < pl->n_tasks; i++) {
+    const struct mc_task *t = &pl->tasks[i];
     for (int k = 0; k < t->n_send; k++)
       net = net || (t->send[k]->kind == MC_TOPO_TRANSPORT_NET);
     for (int k = 0; k < t->n_recv; k++)
@@ -810,20 +891,21 @@ static ncclResult_t run_tasks(struct batch *b, struct mc_task **failed)
   }
   if (net)
     spin = 8;
-  int left = b->pl.n_tasks;
+  int left = pl->n_tasks;
   double last_check = 0; /* the clock is read only once waiting starts */
+  double wait_start = 0; /* when nothing moved any more (0: moving) */
   ncclResult_t res = ncclSuccess;
 
   while (left > 0) {
     int moved = 0;
-    for (int i = 0; i < b->pl.n_tasks; i++) {
-      struct mc_task *t = &b->pl.tasks[i];
+    for (int i = 0; i < pl->n_tasks; i++) {
+      struct mc_task *t = &pl->tasks[i];
       int r;
       if (t->done || ((t->after != NULL) && !t->after->done))
         continue;
       r = task_progress(t, &res);
       if (r < 0) {
-        *failed = t;
+        *failed = t->op->comm;
         return res;
       }
       moved |= r;
@@ -832,10 +914,12 @@ static ncclResult_t run_tasks(struct batch *b, struct mc_task **failed)
     }
     if (moved) {
       idle = 0;
+      wait_start = 0;
       continue;
     }
     if (net && proxies_help(b)) {
       idle = 0;
+      wait_start = 0;
       continue;
     }
     idle++;
@@ -843,15 +927,12 @@ static ncclResult_t run_tasks(struct batch *b, struct mc_task **failed)
       double now = mc_time_sec();
       if (last_check == 0)
         last_check = now;
+      if (wait_start == 0)
+        wait_start = now;
       if (now - last_check >= CHECK_MS * 1e-3) {
         last_check = now;
-        for (int i = 0; i < b->pl.n_tasks; i++) {
-          struct mc_task *t = &b->pl.tasks[i];
-          if (!t->done && ((res = task_health(t)) != ncclSuccess)) {
-            *failed = t;
-            return res;
-          }
-        }
+        if ((res = health(b, pl, now - wait_start, failed)) != ncclSuccess)
+          return res;
       }
     }
     if (idle > spin + YIELD_PASSES) {
@@ -864,37 +945,61 @@ static ncclResult_t run_tasks(struct batch *b, struct mc_task **failed)
   return ncclSuccess;
 }
 
+/* The batch failed (res; on comm failed when it is known): every
+ * communicator involved is failed, except, on a mismatch, the others. A
+ * communicator that stopped on a mismatch tells its peers which first. */
+static void batch_fail(struct mc_coll_batch *b, ncclResult_t res, const struct ncclComm *failed)
+{
+  char why[MC_LAST_ERROR_BYTES];
+
+  mc_error_last_copy(why, sizeof(why));
+  for (int i = 0; i < b->n_ops; i++) {
+    struct ncclComm *comm = b->ops[i].comm;
+    if ((failed != NULL) && (comm != failed) && (res == ncclInvalidUsage))
+      continue; /* a mismatch on one communicator leaves the others alone */
+    if ((b->ops[i].notice != NULL) && (res == ncclInvalidUsage) &&
+        (__atomic_load_n(&comm->coll_result, __ATOMIC_ACQUIRE) == ncclSuccess))
+      mc_coll_notices_send(&b->pl, comm, b->ops[i].notice);
+  }
+  for (int i = 0; i < b->n_ops; i++) {
+    struct ncclComm *comm = b->ops[i].comm;
+    if ((failed != NULL) && (comm != failed) && (res == ncclInvalidUsage))
+      continue;
+    snprintf(comm->last_error, sizeof(comm->last_error), "%s", why);
+    comm_fail(comm, (res == ncclInvalidUsage) ? ncclInvalidUsage : res);
+  }
+}
+
 ncclResult_t mc_coll_run(struct mc_op *ops, int n)
 {
-  struct batch b;
-  struct mc_task *failed = NULL;
+  struct mc_coll_batch b;
+  struct ncclComm *failed = NULL;
   ncclResult_t res;
 
   b.ops = ops;
   b.n_ops = n;
   mc_coll_plan_init(&b.pl);
+  for (int i = 0; i < n; i++)
+    ops[i].user_count = ops[i].count;
   res = p2p_self(&b);
   for (int i = 0; (i < n) && (res == ncclSuccess); i++)
     res = mc_coll_algo_choose(&ops[i]);
   if (res == ncclSuccess)
-    res = runtime_connect(&b);
+    res = mc_coll_batch_sign(&b);
+  if (res == ncclSuccess)
+    res = runtime_connect(&b, &failed);
   if (res == ncclSuccess)
     res = plan(&b);
   if ((res == ncclSuccess) && (b.pl.n_tasks > 0)) {
-    proxies(&b, +1);
-    res = run_tasks(&b, &failed);
-    proxies(&b, -1);
+    mc_coll_batch_proxies(&b, +1);
+    res = mc_coll_tasks_run(&b, &b.pl, &failed);
+    mc_coll_batch_proxies(&b, -1);
   }
-  if (res != ncclSuccess) {
-    char why[MC_LAST_ERROR_BYTES];
-    mc_error_last_copy(why, sizeof(why));
-    for (int i = 0; i < n; i++) {
-      struct ncclComm *comm = ops[i].comm;
-      if ((failed != NULL) && (comm != failed->op->comm) && (res == ncclInvalidUsage))
-        continue; /* a mismatch on one communicator leaves the others alone */
-      snprintf(comm->last_error, sizeof(comm->last_error), "%s", why);
-      comm_fail(comm, (res == ncclInvalidUsage) ? ncclInvalidUsage : res);
-    }
+  if (res != ncclSuccess)
+    batch_fail(&b, res, failed);
+  for (int i = 0; i < n; i++) {
+    free(ops[i].notice);
+    ops[i].notice = NULL;
   }
   mc_coll_plan_fini(&b.pl);
   return res;

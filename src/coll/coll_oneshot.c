@@ -8,6 +8,9 @@
  * order, so that all ranks compute bitwise the same result with one hop of
  * latency. It runs its task itself (task_progress) instead of a stream of
  * primitives. Nothing here depends on a limit on the number of ranks.
+ * Each copy is the first step of the operation on its connection: it
+ * carries the signature (coll_sig.c), which the receiver checks before it
+ * reduces anything.
  */
 #include "coll/coll.h"
 
@@ -31,6 +34,7 @@ static int oneshot_task_progress(struct mc_task *t, ncclResult_t *res)
   const void **srcs = comm->os_srcs; /* [n_ranks]: one-shot tasks of a comm run one at a time */
   size_t bounce_off = 0;
   int moved = 0;
+  bool all = true;
   unsigned flags = MC_REDUCE_POST; /* the inputs arrive multiplied (premulsum) */
 
   if (t->j == 0) {
@@ -42,6 +46,7 @@ static int oneshot_task_progress(struct mc_task *t, ncclResult_t *res)
         break;
       /* A copy, never a pointer: in place, the output overwrites the input.
        * Premulsum: each rank's input is multiplied by its own scalar. */
+      mc_conn_send_hdr(sc, &op->sig);
       if (op->redop.kind == MC_RED_PREMULSUM)
         mc_reduce(&op->redop, mc_conn_send_slot(sc), NULL, op->in, op->count, MC_REDUCE_PRE_B);
       else
@@ -52,9 +57,25 @@ static int oneshot_task_progress(struct mc_task *t, ncclResult_t *res)
     }
     if (t->os_sent < n - 1)
       return moved;
-    for (int p = 0; p < n; p++)
-      if ((p != t->rank) && !mc_conn_recv_ready(comm->os_recv[p]))
-        return moved;
+    /* Each arrived copy's signature at once (a peer's notice must not wait
+     * for a peer that will never send). */
+    for (int p = 0; p < n; p++) {
+      struct mc_conn *rc = comm->os_recv[p];
+      const void *hdr;
+      size_t sent = 0;
+      if (p == t->rank)
+        continue;
+      if (!mc_conn_recv_ready(rc)) {
+        all = false;
+        continue;
+      }
+      hdr = mc_conn_recv_hdr(rc);
+      if (((hdr == NULL) || !mc_coll_sig_same(&op->sig, hdr)) &&
+          (mc_coll_recv_check(t, rc, &sent, res) < 0))
+        return -1;
+    }
+    if (!all)
+      return moved;
     for (int p = 0; p < n; p++) {
       struct mc_conn *rc = comm->os_recv[p];
       size_t got = 0;

@@ -15,6 +15,13 @@
  * position c; all-gather and reduce-scatter move the block of the rank
  * ring[n - j] / ring[n - 1 - j] at step j (NCCL's ring->userRanks[]); the
  * broadcast and reduce chains run along the ring from the root.
+ *
+ * A chain's first rank only sends, so nothing would tell it that a peer
+ * made another call (another root, another count): the chain's last rank,
+ * once it has checked the signature of its first step (coll_sig.c), sends
+ * one empty step back to the first over the ring edge that closes the
+ * chain (meshccl's; NCCL has no signature to check), and the first rank
+ * takes it after its data. A channel's chain costs one empty step.
  */
 #include "coll/coll.h"
 
@@ -128,12 +135,43 @@ static bool reducescatter_prim(const struct mc_task *t, struct mc_prim *p)
   return true;
 }
 
-/* Chains: t->role is this rank's distance downstream from the root. */
+/* Position in the chain: 0 its first rank (the broadcast root, the rank
+ * after the reduce root), n - 1 its last. t->role is this rank's distance
+ * downstream from the root. */
+static int chain_pos(const struct mc_task *t)
+{
+  int n = t->n_ranks;
+
+  return (t->op->kind == MC_COLL_BROADCAST) ? t->role : (t->role - 1 + n) % n;
+}
+
+/* The last rank's empty step to the first (after its first chunk), taken
+ * by the first after its data. */
+static bool chain_verdict(const struct mc_task *t, struct mc_prim *p)
+{
+  int pos = chain_pos(t);
+
+  p->n = 0;
+  p->in_off = t->base;
+  p->out_off = t->base;
+  if ((t->off >= t->len) && (pos == 0) && (t->j == 0)) {
+    p->kind = MC_PRIM_RECV;
+    return true;
+  }
+  if ((t->off == 0) && (pos == t->n_ranks - 1) && (t->j == 1)) {
+    p->kind = MC_PRIM_SEND;
+    return true;
+  }
+  return false;
+}
+
 static bool chain_prim(const struct mc_task *t, struct mc_prim *p)
 {
   int n = t->n_ranks;
   int pos;
 
+  if ((t->off >= t->len) || (t->j == 1))
+    return chain_verdict(t, p);
   p->n = min_sz(t->chunk, t->len - t->off);
   p->in_off = t->base + t->off;
   p->out_off = p->in_off;
@@ -153,6 +191,8 @@ static bool chain_prim(const struct mc_task *t, struct mc_prim *p)
 
 static bool ring_task_prim(const struct mc_task *t, struct mc_prim *p)
 {
+  if ((t->op->kind == MC_COLL_BROADCAST) || (t->op->kind == MC_COLL_REDUCE))
+    return (t->len > 0) && chain_prim(t, p);
   if ((t->off >= t->len) || (t->len == 0))
     return false;
   switch (t->op->kind) {
@@ -170,8 +210,24 @@ static bool ring_task_prim(const struct mc_task *t, struct mc_prim *p)
   }
 }
 
+static void chain_next(struct mc_task *t)
+{
+  bool last = (chain_pos(t) == t->n_ranks - 1);
+
+  if ((t->off >= t->len) || (last && (t->off == 0) && (t->j == 0))) {
+    t->j = 1; /* the verdict comes next (last rank), or was taken (first) */
+    return;
+  }
+  t->j = 0;
+  t->off += t->chunk;
+}
+
 static void ring_task_next(struct mc_task *t)
 {
+  if ((t->op->kind == MC_COLL_BROADCAST) || (t->op->kind == MC_COLL_REDUCE)) {
+    chain_next(t);
+    return;
+  }
   if (++t->j < t->n_steps)
     return;
   t->j = 0;

@@ -307,6 +307,17 @@ const char *mc_param_name(enum mc_param_id id)
   return descs[id].env;
 }
 
+/* A string value as logs and dumps show it: a secret only by its length. */
+static const char *shown_value(int id, char *buf, size_t buf_bytes)
+{
+  const char *v = (vals[id].s != NULL) ? vals[id].s : "";
+
+  if (id != MC_P_SECRET)
+    return v;
+  snprintf(buf, buf_bytes, "(secret, %zu characters)", strlen(v));
+  return buf;
+}
+
 static void report_all(void)
 {
   /* A misspelt variable is never silent: without NCCL_DEBUG the warning
@@ -323,6 +334,7 @@ static void report_all(void)
       MC_INFO(MC_SUB_ENV, "ENV: %s", msgs[i].text);
   }
   for (int id = 0; id < MC_P_COUNT; id++) {
+    char shown[48];
     if (vals[id].src == MC_PARAM_SRC_DEFAULT)
       continue;
     if (descs[id].is_int)
@@ -330,7 +342,7 @@ static void report_all(void)
               (long long)vals[id].i);
     else
       MC_INFO(MC_SUB_ENV, "%s set by %s to %s", descs[id].env, vals[id].origin,
-              (vals[id].s != NULL) ? vals[id].s : "");
+              shown_value(id, shown, sizeof(shown)));
   }
 }
 
@@ -388,8 +400,10 @@ void mc_param_dump(FILE *out, bool markdown, bool changed_only)
       fprintf(out, "%-30s %-12lld (%s; default %s)\n", d->env, (long long)vals[id].i,
               vals[id].origin, def);
     } else {
+      char shown[48];
       fprintf(out, "%-30s %-12s (%s; default %s)\n", d->env,
-              (vals[id].s != NULL) ? vals[id].s : "unset", vals[id].origin, def);
+              (vals[id].s != NULL) ? shown_value(id, shown, sizeof(shown)) : "unset",
+              vals[id].origin, def);
     }
   }
   if (markdown) {

@@ -18,7 +18,6 @@
 #include "topo/topo_tuning.h"
 #include "transport/transport.h"
 
-#define MC_COMM_LIVE_MAGIC   0x6d657368636f6d6dull /* "meshcomm" */
 #define MC_HOST_BYTES        64
 #define MC_LAST_ERROR_BYTES  1024
 #define MC_COMM_ROOT_WAIT_MS 1000 /* destroy: how long the root may still serve others */
@@ -93,8 +92,9 @@ struct mc_comm_timings {
 
 enum mc_comm_init_kind { MC_INIT_RANK, MC_INIT_ALL, MC_INIT_SPLIT };
 
+/* Whether a handle is a live communicator is the registry's to say
+ * (core/registry.h: mc_comm_check), never the object's: a destroyed one is freed. */
 struct ncclComm {
-  uint64_t live_magic; /* MC_COMM_LIVE_MAGIC while the object is valid */
   int rank;
   int n_ranks;
   int dev;           /* device index used by this rank */
@@ -150,9 +150,19 @@ struct ncclComm {
   struct mc_user_redop *redops;
   int n_redops;
   pthread_mutex_t redop_lock;
-  int coll_result;   /* ncclResult_t of a failed collective: the comm is then unusable */
+  int coll_result; /* ncclResult_t of a failed collective: the comm is then unusable */
+  /* Signatures (src/coll/coll_sig.c): the number of the last collective,
+   * and per peer of the last send to it [2 * peer] and receive from it
+   * [2 * peer + 1] (allocated at the first). */
+  uint64_t coll_seq;
+  uint64_t *p2p_seq;
   int colls_running; /* threads inside a collective on this comm (abort waits for them) */
-  int spin_passes;   /* idle polls before yielding: few when the host's ranks outnumber its CPUs */
+  /* The one thread that drives the communicator (mc_comm_hold): its
+   * pthread_self() while a collective runs or its operations wait in that
+   * thread's open group, else 0; atomic. holds: that thread's nesting. */
+  unsigned long holder;
+  int holds;
+  int spin_passes; /* idle polls before yielding: few when the host's ranks outnumber its CPUs */
   /* Host meaning of NCCL's registration and lifecycle calls (init_mem.c, init_api.c). */
   pthread_mutex_t reg_lock;          /* guards regs and windows */
   struct mc_comm_reg *regs;          /* ncclCommRegister handles, freed at destroy */
@@ -173,6 +183,10 @@ struct mc_topo_system;
 /* Stage "net" (init_net.c): the net secret, the net (mc_net_select) and its
  * per-communicator context (NCCL's ncclNetInit). Sets comm->net, net_ctx. */
 ncclResult_t mc_comm_stage_net(struct ncclComm *comm);
+/* The secret the nets authenticate the communicator's connections with
+ * (MC_NET_SECRET_BYTES): derived from the unique id, its bootstrap secret
+ * included. */
+void mc_comm_net_secret(const ncclUniqueId *id, uint8_t secret_out[32]);
 /* Finalizes the net context (once; nothing when there is none). */
 void mc_comm_net_fini(struct ncclComm *comm);
 
@@ -309,8 +323,24 @@ void mc_thread_set_device(int dev);
 /* Every API call starts with this: clears the thread's last error, logs the
  * version and the parameters once. */
 void mc_api_enter(void);
-/* comm is a live communicator (ncclInvalidArgument naming call otherwise). */
+/* comm is a live communicator: created by an init and not destroyed or
+ * aborted since (the registry says so without reading *comm). Otherwise
+ * ncclInvalidArgument naming call: "communicator 0x... was destroyed". */
 ncclResult_t mc_comm_check(const struct ncclComm *comm, const char *call);
+/* The same test, silent. */
+bool mc_comm_is_live(const struct ncclComm *comm);
+/* How many communicators were destroyed or aborted in this process so far
+ * (a checked communicator needs no new check while this stays). */
+uint64_t mc_comm_destroyed_count(void);
+/* The calling thread starts driving comm (a collective, or one queued in its
+ * open group); nests on the same thread. NCCL's communicators are not
+ * thread-safe (a second thread corrupts the FIFOs' steps), so another
+ * thread's hold is refused: ncclInvalidUsage naming call, comm and that
+ * thread, recorded only for the second caller. */
+ncclResult_t mc_comm_hold(struct ncclComm *comm, const char *call);
+/* Ends one hold of the calling thread. comm must be live: a caller that may
+ * hold an aborted one asks mc_comm_is_live first. */
+void mc_comm_release(struct ncclComm *comm);
 /* ... whose init completed successfully (NCCL's ncclCommEnsureReady). */
 ncclResult_t mc_comm_ready(const struct ncclComm *comm, const char *call);
 /* Depth of ncclGroupStart nesting on this thread. */

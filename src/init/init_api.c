@@ -16,6 +16,7 @@
 #include "log.h"
 #include "meshccl.h"
 #include "params.h"
+#include "registry.h"
 #include "utils.h"
 
 #define PTR_CHECK(_p, _call, _name)                                                                \
@@ -28,10 +29,66 @@ ncclResult_t mc_comm_check(const struct ncclComm *comm, const char *call)
 {
   if (comm == NULL)
     return MC_FAIL(ncclInvalidArgument, "%s : comm argument is NULL", call);
-  if (comm->live_magic != MC_COMM_LIVE_MAGIC)
-    return MC_FAIL(ncclInvalidArgument, "%s : comm %p is not a live communicator (destroyed?)",
+  switch (mc_registry_state(comm)) {
+  case MC_HANDLE_LIVE:
+    return ncclSuccess;
+  case MC_HANDLE_GONE:
+    return MC_FAIL(ncclInvalidArgument,
+                   "%s : communicator %p was destroyed (ncclCommDestroy or ncclCommAbort); it "
+                   "cannot be used any more",
                    call, (const void *)comm);
-  return ncclSuccess;
+  default:
+    return MC_FAIL(ncclInvalidArgument,
+                   "%s : %p is not a communicator (not made by an ncclCommInit* call, or "
+                   "destroyed)",
+                   call, (const void *)comm);
+  }
+}
+
+bool mc_comm_is_live(const struct ncclComm *comm)
+{
+  return mc_registry_state(comm) == MC_HANDLE_LIVE;
+}
+
+uint64_t mc_comm_destroyed_count(void)
+{
+  return mc_registry_releases();
+}
+
+/* The calling thread, as the communicator records its holder (pthread_t
+ * is an integer on Linux; debuggers show it: "Thread 0x7f... (LWP n)"). */
+static unsigned long this_thread(void)
+{
+  return (unsigned long)pthread_self();
+}
+
+ncclResult_t mc_comm_hold(struct ncclComm *comm, const char *call)
+{
+  unsigned long me = this_thread();
+  unsigned long holder = 0;
+
+  if (__atomic_compare_exchange_n(&comm->holder, &holder, me, false, __ATOMIC_ACQ_REL,
+                                  __ATOMIC_ACQUIRE)) {
+    comm->holds = 1;
+    return ncclSuccess;
+  }
+  if (holder == me) {
+    comm->holds++;
+    return ncclSuccess;
+  }
+  return MC_FAIL(ncclInvalidUsage,
+                 "%s : communicator %p (rank %d) is in use by another thread (thread 0x%lx is "
+                 "running a collective on it, or holds its operations in an open ncclGroupStart); "
+                 "a communicator must be driven by one thread at a time",
+                 call, (void *)comm, comm->rank, holder);
+}
+
+void mc_comm_release(struct ncclComm *comm)
+{
+  if (__atomic_load_n(&comm->holder, __ATOMIC_ACQUIRE) != this_thread())
+    return;
+  if (--comm->holds == 0)
+    __atomic_store_n(&comm->holder, 0, __ATOMIC_RELEASE);
 }
 
 /* NCCL's ncclCommEnsureReady: the comm must have finished its init successfully. */
@@ -260,6 +317,27 @@ ncclResult_t ncclCommFinalize(ncclComm_t comm)
   return ncclSuccess;
 }
 
+/* Freeing a communicator under a running collective, or under operations
+ * queued in an open group, would leave them on freed memory: destroy waits
+ * for neither (ncclCommAbort stops a running collective first). */
+static ncclResult_t not_held(struct ncclComm *comm, const char *call)
+{
+  unsigned long holder = __atomic_load_n(&comm->holder, __ATOMIC_ACQUIRE);
+
+  if (holder == 0)
+    return ncclSuccess;
+  if (holder == this_thread())
+    return MC_FAIL(ncclInvalidUsage,
+                   "%s : communicator %p (rank %d) has operations queued in this thread's open "
+                   "group; end the group (ncclGroupEnd) first",
+                   call, (void *)comm, comm->rank);
+  return MC_FAIL(ncclInvalidUsage,
+                 "%s : communicator %p (rank %d) is in use by thread 0x%lx (a collective running, "
+                 "or operations queued in its open group); wait for it, or stop it with "
+                 "ncclCommAbort",
+                 call, (void *)comm, comm->rank, holder);
+}
+
 NCCL_API(ncclResult_t, ncclCommDestroy, ncclComm_t comm);
 ncclResult_t ncclCommDestroy(ncclComm_t comm)
 {
@@ -268,6 +346,7 @@ ncclResult_t ncclCommDestroy(ncclComm_t comm)
   if (comm == NULL)
     return ncclSuccess;
   MC_CHECK(mc_comm_check(comm, "ncclCommDestroy"));
+  MC_CHECK(not_held(comm, "ncclCommDestroy"));
   rank = comm->rank;
   /* A non-blocking init still running is waited for, as NCCL does. */
   mc_comm_join_init(comm);
@@ -369,7 +448,7 @@ const char *ncclGetErrorString(ncclResult_t result)
 NCCL_API(const char *, ncclGetLastError, ncclComm_t comm);
 const char *ncclGetLastError(ncclComm_t comm)
 {
-  if ((comm != NULL) && (comm->live_magic == MC_COMM_LIVE_MAGIC) && (comm->last_error[0] != '\0'))
+  if (mc_comm_is_live(comm) && (comm->last_error[0] != '\0'))
     return comm->last_error;
   return mc_error_last();
 }

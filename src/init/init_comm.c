@@ -22,6 +22,7 @@
 #include "topo/topo.h"
 #include "log.h"
 #include "params.h"
+#include "registry.h"
 #include "utils.h"
 
 ncclResult_t mc_comm_config_resolve(const ncclConfig_t *user, ncclConfig_t *resolved_out)
@@ -62,7 +63,10 @@ ncclResult_t mc_comm_alloc(int n_ranks, const ncclUniqueId *id, int rank, int de
   struct ncclComm *comm = NULL;
 
   MC_CHECK(mc_calloc(&comm, 1));
-  comm->live_magic = MC_COMM_LIVE_MAGIC;
+  if (mc_registry_add(comm) != ncclSuccess) {
+    free(comm);
+    return ncclSystemError;
+  }
   pthread_mutex_init(&comm->redop_lock, NULL);
   pthread_mutex_init(&comm->reg_lock, NULL);
   comm->rank = rank;
@@ -262,6 +266,8 @@ void mc_comm_free(struct ncclComm *comm, int root_wait_ms)
 {
   if (comm == NULL)
     return;
+  /* First: from here on every API call that is given comm says it was destroyed. */
+  mc_registry_release(comm);
   mc_group_forget(comm);
   mc_comm_free_connections(comm);
   /* After every connection: they are the net context's. */
@@ -283,8 +289,8 @@ void mc_comm_free(struct ncclComm *comm, int root_wait_ms)
   mc_topo_graph_fini(&comm->tree_graph);
   mc_topo_channels_fini(&comm->graph);
   free(comm->peers);
+  free(comm->p2p_seq);
   mc_crypto_wipe(comm->net_secret, sizeof(comm->net_secret));
-  comm->live_magic = 0;
   free(comm);
 }
 

@@ -5,7 +5,9 @@
  * tree from connectTrees, src/graph/connect.cc), and one send and one
  * receive ring connection per channel, each over P2P, SHM or NET as the
  * receiving rank chooses. Tree and point-to-point connections are made at
- * first use (mc_comm_tree_conn_reqs gives the tree's).
+ * first use (mc_comm_tree_conn_reqs gives the tree's). Init's connections
+ * must be up by the init deadline (MESHCCL_INIT_TIMEOUT); a rank whose own
+ * set-up failed is named by the bootstrap root's notice (transport.c).
  */
 #include "comm.h"
 
@@ -161,7 +163,14 @@ ncclResult_t mc_comm_stage_connect(struct ncclComm *comm)
                                           .has_net_dev = (dev >= 0),
                                           .net_dev = dev};
   }
+  /* Init's connections are bounded by the init deadline (MESHCCL_INIT_TIMEOUT
+   * from the start of init), not by a fresh timeout of their own. */
+  comm->tp.setup_dl.span_ms = mc_param_int(MC_P_INIT_TIMEOUT) * 1000;
+  comm->tp.setup_dl.at_ns =
+      (uint64_t)(comm->t_start * 1e9) + (uint64_t)comm->tp.setup_dl.span_ms * 1000000ull;
+  comm->tp.has_setup_dl = true;
   res = mc_transport_connect(&comm->tp, reqs, n_reqs);
+  comm->tp.has_setup_dl = false; /* later connections: the bootstrap's operation timeout */
   free(reqs);
   if (res == ncclSuccess)
     MC_INFO(MC_SUB_INIT, "Connected all rings, use ring PXN 0 GDR 0");

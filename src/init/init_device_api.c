@@ -128,7 +128,7 @@ ncclResult_t ncclWaitSignal(int nDesc, ncclWaitSignalDesc_t *signalDescs, ncclCo
 
 static bool comm_live(const struct ncclComm *comm)
 {
-  return (comm != NULL) && (comm->live_magic == MC_COMM_LIVE_MAGIC);
+  return mc_comm_is_live(comm);
 }
 
 NCCL_API(ncclTeam_t, ncclTeamWorld, ncclComm_t comm);

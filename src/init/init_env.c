@@ -182,8 +182,9 @@ meshcclCommGetPeerInfo(const ncclComm_t comm, int peer, meshcclCommInfo_t *info)
   const struct mc_peer_info *p;
   int state;
 
-  if ((comm == NULL) || (info == NULL) || (comm->live_magic != MC_COMM_LIVE_MAGIC))
-    return MC_FAIL(ncclInvalidArgument, "meshcclCommGetPeerInfo : invalid argument");
+  MC_CHECK(mc_comm_check(comm, "meshcclCommGetPeerInfo"));
+  if (info == NULL)
+    return MC_FAIL(ncclInvalidArgument, "meshcclCommGetPeerInfo : info argument is NULL");
   state = __atomic_load_n(&comm->async_result, __ATOMIC_ACQUIRE);
   if (state != ncclSuccess)
     return MC_FAIL(ncclInvalidUsage, "meshcclCommGetPeerInfo : communicator %p is not ready (%d)",
@@ -215,7 +216,6 @@ meshcclCommGetPeerInfo(const ncclComm_t comm, int peer, meshcclCommInfo_t *info)
 __attribute__((visibility("default"))) ncclResult_t meshcclCommGetInfo(const ncclComm_t comm,
                                                                        meshcclCommInfo_t *info)
 {
-  if ((comm == NULL) || (comm->live_magic != MC_COMM_LIVE_MAGIC))
-    return MC_FAIL(ncclInvalidArgument, "meshcclCommGetInfo : invalid argument");
+  MC_CHECK(mc_comm_check(comm, "meshcclCommGetInfo"));
   return meshcclCommGetPeerInfo(comm, comm->rank, info);
 }

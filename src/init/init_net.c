@@ -81,6 +81,16 @@ out:
   return res;
 }
 
+void mc_comm_net_secret(const ncclUniqueId *id, uint8_t secret_out[MC_NET_SECRET_BYTES])
+{
+  /* The nets authenticate connections with a secret only the ranks know:
+   * an HMAC keyed with the whole unique id, so it depends on the id's
+   * bootstrap secret (random for ncclGetUniqueId; from MESHCCL_SECRET with
+   * NCCL_COMM_ID, or, without it, from the address that anyone who knows it
+   * can derive too; src/bootstrap/boot_uid.c). */
+  mc_hmac_sha256(id, sizeof(*id), NET_SECRET_LABEL, sizeof(NET_SECRET_LABEL) - 1, secret_out);
+}
+
 ncclResult_t mc_comm_stage_net(struct ncclComm *comm)
 {
   const struct mc_net_ops *net = NULL;
@@ -92,12 +102,7 @@ ncclResult_t mc_comm_stage_net(struct ncclComm *comm)
                                   .abort_flag = &comm->abort_flag,
                                   .mgmt_ifname = comm->peers[comm->rank].if_name};
 
-  /* The nets authenticate connections with a secret only the ranks know:
-   * derived from the unique id, which travels only among them. (With
-   * NCCL_COMM_ID the id is computed from the address and NCCL's fixed
-   * magic, so anyone who knows the address can derive it too.) */
-  mc_hmac_sha256(&comm->id, sizeof(comm->id), NET_SECRET_LABEL, sizeof(NET_SECRET_LABEL) - 1,
-                 comm->net_secret);
+  mc_comm_net_secret(&comm->id, comm->net_secret);
   MC_CHECK(mc_net_select(&net));
   MC_CHECK(auto_mesh(comm, &net));
   /* The net says what failed (the adapters name the plugin and its file). */

@@ -33,7 +33,7 @@
 
 #include "nccl.h"
 
-#define MC_NET_OPS_ABI      1   /* bump when a member of struct mc_net_ops changes */
+#define MC_NET_OPS_ABI      2   /* bump when a member of struct mc_net_ops changes */
 #define MC_NET_HANDLE_BYTES 128 /* NCCL_NET_HANDLE_MAXSIZE */
 #define MC_NET_MAX_REQUESTS 32  /* NCCL_NET_MAX_REQUESTS */
 #define MC_NET_PTR_HOST     0x1 /* NCCL_PTR_HOST */
@@ -112,6 +112,15 @@ struct mc_net_ops {
   ncclResult_t (*close_recv)(void *recv_comm);
   ncclResult_t (*close_listen)(void *listen_comm);
   ncclResult_t (*finalize)(void *ctx);
+  /* Optional (NULL: the net cannot tell; no NCCL equivalent): for the NET
+   * transport's progress watchdog (MESHCCL_NET_TIMEOUT), *bytes_out receives
+   * a count of the bytes comm (a send or receive comm) has moved on the wire
+   * so far, which only grows, so that a slow transfer that still moves is
+   * told from a stalled one; link (may be NULL) receives the connection's
+   * two ends for messages ("10.0.0.1<41000> -> 10.0.0.2<39000>"). Never
+   * blocks; called by the thread that drives comm. Without it the watchdog
+   * goes by completed requests. */
+  ncclResult_t (*get_progress)(void *comm, uint64_t *bytes_out, char *link, size_t link_bytes);
 };
 
 /* The "not supported" stub for make_vdevice: WARNs once naming the call,

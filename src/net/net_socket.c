@@ -48,6 +48,7 @@
 #define GROUP_WINDOW_MS    30000 /* an incomplete connection is dropped */
 #define MAX_HELLO_PENDING  128
 #define MAX_GROUPS         32
+#define LIVENESS_PER_MILLE 1500 /* TCP_USER_TIMEOUT in ms per second of MESHCCL_NET_TIMEOUT */
 
 _Static_assert(sizeof(struct mc_net_sock_handle) <= MC_NET_HANDLE_BYTES,
                "the socket net's handle must fit NCCL's 128 bytes");
@@ -146,6 +147,10 @@ static ncclResult_t sock_init(const struct mc_net_init_args *args, void **ctx_ou
   ctx->inline_bytes = (uint32_t)mc_param_int(MC_P_SOCKET_INLINE);
   ctx->min_task_bytes = (uint32_t)mc_param_int(MC_P_SOCKET_MIN_TASKSIZE);
   ctx->magic = (uint64_t)mc_param_int(MC_P_SOCKET_MAGIC);
+  /* The kernel's bound on a dead link (TCP_USER_TIMEOUT, keepalive) is
+   * looser than the NET transport's watchdog (MESHCCL_NET_TIMEOUT), which
+   * names the stalled connection first while a collective waits on it. */
+  ctx->liveness_ms = mc_param_int(MC_P_NET_TIMEOUT) * LIVENESS_PER_MILLE;
   pthread_mutex_init(&ctx->mu, NULL);
   line[0] = '\0';
   for (int i = 0; i < ctx->n_devs; i++) {
@@ -249,6 +254,7 @@ struct conn_group {
 
 struct mc_net_sock_listen {
   const volatile uint32_t *abort_flag;
+  int64_t liveness_ms;
   int n_socks;
   int n_threads;
   uint32_t inline_bytes;
@@ -301,6 +307,7 @@ static ncclResult_t sock_listen(void *vctx, int dev, void *handle, void **listen
     return res;
   }
   l->abort_flag = ctx->abort_flag;
+  l->liveness_ms = ctx->liveness_ms;
   l->n_socks = ctx->n_socks;
   l->n_threads = ctx->n_threads;
   l->inline_bytes = ctx->inline_bytes;
@@ -435,6 +442,11 @@ static ncclResult_t sock_accept(void *listen_comm, void **recv_comm)
     group_free(l, g);
     if (res != ncclSuccess)
       return res;
+    res = mc_net_sock_comm_set_liveness(comm, l->liveness_ms);
+    if (res != ncclSuccess) {
+      mc_net_sock_comm_destroy(comm);
+      return res;
+    }
     *recv_comm = comm;
     return ncclSuccess;
   }
@@ -492,14 +504,7 @@ static ncclResult_t connect_new(struct mc_net_sock_ctx *ctx, int dev, const void
   uint64_t conn_id = 0;
   char a[MC_SOCKADDR_STRLEN];
 
-  memcpy(&h, handle, sizeof(h));
-  if ((h.n_socks < 0) || (h.n_socks > MC_NET_SOCK_MAX_SOCKS) || (h.n_threads < 0) ||
-      (h.n_threads > MC_NET_SOCK_MAX_THREADS) || (h.min_task_bytes == 0) ||
-      (mc_sockaddr_len(&h.addr) == 0))
-    return MC_FAIL(ncclInvalidArgument,
-                   "NET/Socket: connect: the handle is not a socket-net handle (%d sockets, %d "
-                   "threads, address %s)",
-                   h.n_socks, h.n_threads, mc_sockaddr_str(&h.addr, a, sizeof(a)));
+  MC_CHECK(mc_net_sock_handle_parse(handle, ctx->magic, &h));
   MC_CHECK(mc_random_bytes(&conn_id, sizeof(conn_id)));
   MC_CHECK(mc_calloc(&c, 1));
   c->handle_ptr = handle;
@@ -615,6 +620,13 @@ static ncclResult_t sock_connect(void *vctx, int dev, const void *handle, void *
     for (int i = 0; i < c->n; i++)
       mc_sock_close(&socks[i]); /* only those comm_create did not take */
     connect_free(c);
+    if (res == ncclSuccess) {
+      res = mc_net_sock_comm_set_liveness(comm, ctx->liveness_ms);
+      if (res != ncclSuccess) {
+        mc_net_sock_comm_destroy(comm);
+        comm = NULL;
+      }
+    }
   }
   if (res == ncclSuccess)
     *send_comm = comm;
@@ -674,4 +686,5 @@ const struct mc_net_ops mc_net_socket_ops = {
     .close_recv = sock_close_comm,
     .close_listen = sock_close_listen,
     .finalize = sock_finalize,
+    .get_progress = mc_net_sock_get_progress,
 };

@@ -35,6 +35,9 @@
 #define MC_NET_SOCK_MAX_SOCKS   64           /* NCCL's MAX_SOCKETS */
 #define MC_NET_SOCK_MAX_BYTES   (1ull << 30) /* max_p2p_bytes: NCCL's MAX_NET_SIZE */
 #define MC_NET_SOCK_ERR_BYTES   512
+#define MC_NET_SOCK_MAX_INLINE  (1u << 20) /* NCCL_SOCKET_INLINE's range (params.def) */
+#define MC_NET_SOCK_MIN_TASK    1024u      /* NCCL_SOCKET_MIN_TASKSIZE's range (params.def) */
+#define MC_NET_SOCK_MAX_TASK    (1u << 30)
 
 /* What listen writes into the 128-byte handle. */
 struct mc_net_sock_handle {
@@ -45,6 +48,16 @@ struct mc_net_sock_handle {
   uint32_t inline_bytes;
   uint32_t min_task_bytes;
 };
+
+/* Reads a handle received from a peer (the 128 bytes listen wrote there)
+ * and checks every field against what this library can use before anything
+ * acts on it: an IPv4 or IPv6 address with a port, the magic this context
+ * expects, socket and thread counts within NCCL's limits, inline and task
+ * sizes within their parameters' ranges. Pure (net_socket_handle.c);
+ * ncclInvalidArgument naming the field when the bytes are not a usable
+ * socket-net handle; *h_out written only on success. */
+ncclResult_t mc_net_sock_handle_parse(const void *buf, uint64_t magic,
+                                      struct mc_net_sock_handle *h_out);
 
 /* Sent by the connector on every socket right after the 12-byte handshake. */
 struct mc_net_sock_hello {
@@ -59,11 +72,12 @@ struct mc_net_sock_ctx {
   int n_devs;
   struct mc_ifc devs[MC_NET_SOCK_MAX_DEVS];
   struct mc_if_speed speeds[MC_NET_SOCK_MAX_DEVS]; /* read once at init */
-  int n_threads; /* resolved NCCL_SOCKET_NTHREADS */
-  int n_socks;   /* data sockets per connection */
+  int n_threads;                                   /* resolved NCCL_SOCKET_NTHREADS */
+  int n_socks;                                     /* data sockets per connection */
   uint32_t inline_bytes;
   uint32_t min_task_bytes;
   uint64_t magic;
+  int64_t liveness_ms;                  /* TCP_USER_TIMEOUT of its sockets */
   pthread_mutex_t mu;                   /* guards connects */
   struct mc_net_sock_connect *connects; /* unfinished connects (list) */
 };
@@ -123,6 +137,11 @@ struct mc_net_sock_comm {
   const volatile uint32_t *abort_flag;
   struct mc_sock ctrl;
   char peer_str[MC_SOCKADDR_STRLEN];
+  /* "<local> -> <peer>" for a send comm, "<peer> -> <local>" for a receive
+   * comm: the link, as messages name it. */
+  char link_str[2 * MC_SOCKADDR_STRLEN + 8];
+  uint64_t moved_bytes; /* atomic: bytes through any of its sockets, for get_progress */
+  int64_t liveness_ms;  /* TCP_USER_TIMEOUT set on its sockets; 0: none (the Mesh net's) */
   int n_socks;
   int n_threads;
   int n_workers; /* n_threads, or 1 inline worker when there are data sockets */
@@ -156,6 +175,13 @@ ncclResult_t mc_net_sock_comm_create(bool is_send, const volatile uint32_t *abor
                                      struct mc_sock *socks, int n_socks, int n_threads,
                                      uint32_t inline_bytes, uint32_t min_task_bytes,
                                      struct mc_net_sock_comm **comm_out);
+/* Gives every socket of comm TCP keepalive and TCP_USER_TIMEOUT =
+ * timeout_ms (mc_sock_set_liveness); a failure is recorded (MC_FAIL)
+ * naming the link. */
+ncclResult_t mc_net_sock_comm_set_liveness(struct mc_net_sock_comm *comm, int64_t timeout_ms);
+/* struct mc_net_ops.get_progress of the socket net. */
+ncclResult_t mc_net_sock_get_progress(void *comm, uint64_t *bytes_out, char *link,
+                                      size_t link_bytes);
 /* Stops the threads, closes the sockets, frees (accepts NULL). */
 void mc_net_sock_comm_destroy(struct mc_net_sock_comm *comm);
 

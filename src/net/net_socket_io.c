@@ -83,7 +83,13 @@ static bool is_aborted(const struct mc_net_sock_comm *comm)
 static void io_err(struct mc_net_sock_comm *comm, const char *which, bool is_send, ssize_t n, int e,
                    size_t done, size_t bytes)
 {
-  if ((n == 0) || (e == EPIPE) || (e == ECONNRESET))
+  if ((n < 0) && (e == ETIMEDOUT) && (comm->liveness_ms > 0))
+    comm_set_err(comm, ncclRemoteError,
+                 "link %s: the peer acknowledged nothing for %lld ms (%s socket, TCP keepalive "
+                 "and TCP_USER_TIMEOUT from MESHCCL_NET_TIMEOUT): the link or the peer's host "
+                 "is down",
+                 comm->link_str, (long long)comm->liveness_ms, which);
+  else if ((n == 0) || (e == EPIPE) || (e == ECONNRESET))
     comm_set_err(comm, ncclRemoteError,
                  "%s closed the connection (%s socket, %s %zu of %zu bytes of a message%s%s)",
                  comm->peer_str, which, is_send ? "sent" : "received", done, bytes,
@@ -118,6 +124,8 @@ static ssize_t move(struct mc_net_sock_comm *comm, int fd, const char *which, ch
     io_err(comm, which, comm->is_send, n, (n < 0) ? errno : 0, done_before + done, total);
     return -1;
   }
+  if (done > 0)
+    __atomic_add_fetch(&comm->moved_bytes, (uint64_t)done, __ATOMIC_RELAXED);
   return (ssize_t)done;
 }
 
@@ -280,6 +288,7 @@ static ncclResult_t ctrl_progress_send(struct mc_net_sock_comm *comm)
       n = sendmsg(comm->ctrl.fd, &msg, MSG_DONTWAIT | MSG_NOSIGNAL);
       if (n > 0) {
         r->ctrl_done += (size_t)n;
+        __atomic_add_fetch(&comm->moved_bytes, (uint64_t)n, __ATOMIC_RELAXED);
         continue;
       }
       if ((n < 0) && (errno == EINTR))
@@ -468,28 +477,83 @@ ncclResult_t mc_net_sock_irecv(void *recv_comm, int n, void **data, size_t *size
   return ncclSuccess;
 }
 
+static bool req_complete(const struct mc_net_sock_req *r)
+{
+  return (r->state == MC_NET_SOCK_REQ_TASKS) &&
+         (__atomic_load_n(&r->tasks_done, __ATOMIC_ACQUIRE) == r->n_tasks);
+}
+
 ncclResult_t mc_net_sock_test(void *request, int *done, size_t *sizes)
 {
   struct mc_net_sock_req *r = request;
   struct mc_net_sock_comm *comm;
+  ncclResult_t res = ncclSuccess;
 
   if ((r == NULL) || (done == NULL) || (r->state == MC_NET_SOCK_REQ_FREE))
     return MC_FAIL(ncclInvalidArgument, "NET/Socket: test(%p): not a pending request", request);
   comm = r->comm;
   *done = 0;
-  MC_CHECK(comm_entry(comm));
-  MC_CHECK(comm_progress(comm));
-  if ((r->state == MC_NET_SOCK_REQ_TASKS) &&
-      (__atomic_load_n(&r->tasks_done, __ATOMIC_ACQUIRE) == r->n_tasks)) {
-    if (sizes != NULL)
-      sizes[0] = r->bytes;
-    r->state = MC_NET_SOCK_REQ_FREE;
-    *done = 1;
+  if (!req_complete(r)) {
+    res = comm_entry(comm);
+    if (res == ncclSuccess)
+      res = comm_progress(comm);
   }
+  /* A message that arrived whole before the peer closed (a failure notice,
+   * say) is delivered; the failure counts for the requests after it. */
+  if (!req_complete(r))
+    return res;
+  if (sizes != NULL)
+    sizes[0] = r->bytes;
+  r->state = MC_NET_SOCK_REQ_FREE;
+  *done = 1;
   return ncclSuccess;
 }
 
 /* ---------- life cycle ---------- */
+
+/* comm->link_str from the control socket's local address and the peer's. */
+static void link_describe(struct mc_net_sock_comm *comm, int fd)
+{
+  union mc_sockaddr local;
+  socklen_t len = sizeof(local);
+  char here[MC_SOCKADDR_STRLEN];
+
+  memset(&local, 0, sizeof(local));
+  if ((fd < 0) || (getsockname(fd, &local.sa, &len) != 0))
+    snprintf(here, sizeof(here), "this host");
+  else
+    mc_sockaddr_str(&local, here, sizeof(here));
+  if (comm->is_send)
+    snprintf(comm->link_str, sizeof(comm->link_str), "%s -> %s", here, comm->peer_str);
+  else
+    snprintf(comm->link_str, sizeof(comm->link_str), "%s -> %s", comm->peer_str, here);
+}
+
+ncclResult_t mc_net_sock_comm_set_liveness(struct mc_net_sock_comm *comm, int64_t timeout_ms)
+{
+  for (int i = -1; i < comm->n_socks; i++) {
+    struct mc_sock *s = (i < 0) ? &comm->ctrl : &comm->data[i].sock;
+
+    if (mc_sock_set_liveness(s, timeout_ms) != ncclSuccess)
+      return MC_FAIL(ncclSystemError, "NET/Socket: link %s: %s socket: %s", comm->link_str,
+                     (i < 0) ? "control" : "data", s->err);
+  }
+  comm->liveness_ms = timeout_ms;
+  return ncclSuccess;
+}
+
+ncclResult_t mc_net_sock_get_progress(void *vcomm, uint64_t *bytes_out, char *link,
+                                      size_t link_bytes)
+{
+  struct mc_net_sock_comm *comm = vcomm;
+
+  if ((comm == NULL) || (bytes_out == NULL))
+    return MC_FAIL(ncclInvalidArgument, "NET/Socket: get_progress(comm %p): bad argument", vcomm);
+  *bytes_out = __atomic_load_n(&comm->moved_bytes, __ATOMIC_RELAXED);
+  if ((link != NULL) && (link_bytes > 0))
+    snprintf(link, link_bytes, "%s", comm->link_str);
+  return ncclSuccess;
+}
 
 static void comm_stop_workers(struct mc_net_sock_comm *comm, int n_started)
 {
@@ -547,6 +611,7 @@ ncclResult_t mc_net_sock_comm_create(bool is_send, const volatile uint32_t *abor
   comm->min_task_bytes = min_task_bytes;
   mc_sock_init(&comm->ctrl);
   mc_sockaddr_str(&socks[0].addr, comm->peer_str, sizeof(comm->peer_str));
+  link_describe(comm, socks[0].fd);
   if (n_socks > 0)
     MC_CHECK_GOTO(mc_calloc(&comm->data, (size_t)n_socks), res, err);
   if (n_workers > 0)

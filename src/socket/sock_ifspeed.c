@@ -31,8 +31,8 @@
 #include <unistd.h>
 
 #define DEFAULT_SPEED_MBPS 10000
-#define NL_BUF_BYTES 16384
-#define NL_TIMEOUT_MS 500
+#define NL_BUF_BYTES       16384
+#define NL_TIMEOUT_MS      500
 
 static int sysfs_speed(const char *if_name)
 {
@@ -86,7 +86,8 @@ static uint64_t qdisc_rate(const struct nlmsghdr *h, int if_index)
 
   if ((len < 0) || (tc->tcm_ifindex != if_index) || (tc->tcm_parent != TC_H_ROOT))
     return 0;
-  for (const struct rtattr *a = (const struct rtattr *)((const char *)tc + NLMSG_ALIGN(sizeof(*tc)));
+  for (const struct rtattr *a =
+           (const struct rtattr *)((const char *)tc + NLMSG_ALIGN(sizeof(*tc)));
        RTA_OK(a, len); a = RTA_NEXT(a, len)) {
     if (a->rta_type == TCA_KIND)
       is_tbf = (strncmp(RTA_DATA(a), "tbf", RTA_PAYLOAD(a)) == 0);

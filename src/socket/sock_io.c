@@ -664,6 +664,22 @@ ncclResult_t mc_sock_poll_readable(struct mc_sock *s, int timeout_ms, bool *read
   return ncclSuccess;
 }
 
+ncclResult_t mc_sock_wait_check(struct mc_sock *s, const struct mc_wait *w, const char *doing)
+{
+  return wait_check(s, w, doing);
+}
+
+void mc_sock_adopt(struct mc_sock *s, int fd, const union mc_sockaddr *peer, uint64_t magic,
+                   uint32_t type)
+{
+  mc_sock_init(s);
+  s->fd = fd;
+  s->addr = *peer;
+  s->magic = magic;
+  s->type = type;
+  (void)set_opts(s, fd);
+}
+
 void mc_sock_close(struct mc_sock *s)
 {
   char sink[4096];

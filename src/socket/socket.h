@@ -284,8 +284,30 @@ ncclResult_t mc_sock_io_multi(struct mc_sock_op *ops, int n_ops, const struct mc
 /* Non-blocking probe: ncclSuccess with *readable_out when data (or EOF) is waiting. */
 ncclResult_t mc_sock_poll_readable(struct mc_sock *s, int timeout_ms, bool *readable_out);
 
+/* The check every wait of this file makes between polls, for callers that
+ * poll their own sockets: the abort flag (MC_SOCK_END_ABORT), the wait's
+ * probe (MC_SOCK_END_CHECK), the deadline (MC_SOCK_END_TIMEOUT), each
+ * described in s->err ("... <doing> <s->addr>"); ncclSuccess: keep waiting. */
+ncclResult_t mc_sock_wait_check(struct mc_sock *s, const struct mc_wait *w, const char *doing);
+
+/* Wraps a connected fd that the caller accepted itself (taking ownership)
+ * into s, with the options of every other connection (non-blocking,
+ * TCP_NODELAY, NCCL_SOCKET_SNDBUF/RCVBUF). */
+void mc_sock_adopt(struct mc_sock *s, int fd, const union mc_sockaddr *peer, uint64_t magic,
+                   uint32_t type);
+
 /* Closes (accepts NULL and closed sockets). */
 void mc_sock_close(struct mc_sock *s);
 void mc_listener_close(struct mc_listener *l);
+
+/* ---------- liveness options (sock_opts.c) ---------- */
+
+/* Sets TCP keepalive (probes after timeout_ms / 3, every timeout_ms / 3,
+ * at least 1 s) and TCP_USER_TIMEOUT = timeout_ms on a connected TCP socket,
+ * so that a dead link or peer host fails the socket's next send or recv with
+ * ETIMEDOUT within about timeout_ms, whether the connection is idle or
+ * waiting for acknowledgements. Non-IP sockets are left alone. Describes a
+ * failure in s->err (nothing is logged); ncclSystemError then. */
+ncclResult_t mc_sock_set_liveness(struct mc_sock *s, int64_t timeout_ms);
 
 #endif /* MC_SOCKET_H */

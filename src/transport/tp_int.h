@@ -9,6 +9,13 @@
 
 #define MC_SHM_NAME_BYTES 64
 
+/* Bootstrap tags of the two rounds (transport.c) for a connection. */
+#define MC_TP_TAG_BASE       (1 << 27)
+#define MC_TP_TAG_R1(_c, _i) (MC_TP_TAG_BASE | (0 << 24) | ((_i) << 16) | (_c))
+#define MC_TP_TAG_R2(_c, _i) (MC_TP_TAG_BASE | (1 << 24) | ((_i) << 16) | (_c))
+/* The kind of a round's message when its sender's own set-up failed. */
+#define MC_TP_BLOB_FAILED 0xffu
+
 /* Round 1, receiver -> sender: the receiver's choice and what the sender needs. */
 struct mc_blob_r1 {
   uint32_t kind;
@@ -65,15 +72,49 @@ extern const struct mc_transport mc_tp_p2p; /* tp_p2p.c */
 extern const struct mc_transport mc_tp_shm; /* tp_shm.c */
 extern const struct mc_transport mc_tp_net; /* tp_net.c */
 
+/* ------------------------------------------- connect messages (tp_blob.c) */
+
 /* Bytes of the counters page in front of the slots. */
 size_t mc_tp_ctrl_bytes(void);
+
+/* Zeroed counters on this process's heap, aligned as struct mc_conn_ctrl
+ * requires (calloc's 16 bytes would not do): c->own_ctrl and c->ctrl
+ * (transport.c). */
+ncclResult_t mc_tp_ctrl_alloc(struct mc_conn *c);
+
+/* The /dev/shm name of a connection's segment ("shm") or P2P counters page
+ * ("p2p"), made by the receiving rank in process creator_pid. */
+void mc_shm_name(char *out, uint64_t comm_hash, const char *what, int recv_rank, int send_rank,
+                 int channel, int conn_index, int creator_pid);
+
+/* What this rank knows about the other end of a connection, from the
+ * bootstrap allgather and its own process, to check its connect messages. */
+struct mc_tp_blob_view {
+  int rank; /* this rank */
+  int peer;
+  int channel;
+  int conn_index;
+  uint64_t comm_hash;
+  int peer_pid;
+  bool same_host;    /* host hashes equal */
+  bool same_process; /* same host, and the peer's pid is this process's */
+  size_t slot_bytes; /* what this rank's collectives put in one slot */
+};
+
+void mc_tp_blob_view_make(const struct mc_tp_comm *tc, const struct mc_conn_req *q,
+                          struct mc_tp_blob_view *v_out);
+/* The sender's check of the receiver's round-1 message (kind not
+ * MC_TP_BLOB_FAILED): ncclRemoteError naming the peer and the field otherwise. */
+ncclResult_t mc_tp_blob_r1_check(const struct mc_tp_blob_view *v, const struct mc_blob_r1 *r1);
+/* The receiver's check of the sender's round-2 answer for a connection of
+ * transport kind: ncclRemoteError naming the peer otherwise. */
+ncclResult_t mc_tp_blob_r2_check(const struct mc_tp_blob_view *v, uint32_t kind,
+                                 const struct mc_blob_r2 *r2);
 
 /* SHM segments (tp_shm.c). */
 ncclResult_t mc_shm_create(const char *name, size_t bytes, void **map_out);
 ncclResult_t mc_shm_attach(const char *name, size_t bytes, void **map_out);
 void mc_shm_unlink(const char *name);
-void mc_shm_name(char *out, const struct mc_tp_comm *tc, const char *what, int recv_rank,
-                 int send_rank, int channel, int conn_index);
 
 /* The proxy thread (tp_net.c). */
 void mc_proxy_remove(struct mc_proxy *p, struct mc_conn *c);

@@ -8,8 +8,19 @@
  *   recv: an irecv is posted into every free slot (step < head + MC_STEPS)
  *         that a running operation will consume (step < want);
  *         when one completes its size is recorded and tail advances.
+ * A step's header (transport.h) travels in front of its data, in the same
+ * message: each slot has MC_CONN_HDR_ROOM bytes of room before its data on
+ * the sending side (a step the rank published as a pointer is copied into
+ * its slot first: only the first step of an operation per connection has a
+ * header), and the receive of the announced step (ctrl->hdr_step) takes the
+ * header off into the control words, its data following it in the slot.
  * A net error marks the connection failed (ctrl->error), which the rank's
  * collective reports; the proxy then leaves that connection alone.
+ * The progress watchdog (NCCL has none; docs/ARCHITECTURE.md, "Waits on the
+ * wire") fails a connection in the same way when a collective waits on it
+ * (a committed step the net has not taken, a posted receive not yet
+ * filled) and nothing moved on it for MESHCCL_NET_TIMEOUT: no request
+ * completed and, when the net can tell (get_progress), no byte moved.
  * The proxy sleeps on a condition variable while no collective runs
  * (mc_proxy_activity), so an idle communicator costs no CPU.
  */
@@ -25,9 +36,11 @@
 
 #include "check.h"
 #include "log.h"
+#include "params.h"
 #include "utils.h"
 
-#define PROXY_SPINS 64 /* empty rounds before yielding the CPU (to the net's threads) */
+#define PROXY_SPINS     64  /* empty rounds before yielding the CPU (to the net's threads) */
+#define LINK_TEXT_BYTES 168 /* a link as get_progress names it: two addresses and " -> " */
 
 /* What every net promises (net.h, NCCL's NCCL_NET_MAX_REQUESTS; v6 plugins
  * only 8): one connection is one comm with at most MC_STEPS requests
@@ -41,12 +54,19 @@ struct mc_net_conn {
   void *comm; /* send or recv comm */
   void *mhandle;
   void *reqs[MC_STEPS];
-  uint64_t posted; /* steps handed to the net */
-  uint64_t done;   /* steps the net completed */
+  bool hdr[MC_STEPS]; /* receive: the request posted in that slot brings a header */
+  uint64_t posted;    /* steps handed to the net */
+  uint64_t done;      /* steps the net completed */
   bool failed;
   int dev;
   char how[80]; /* "<net>/<dev>", what the connection's log line shows */
   char handle[MC_NET_HANDLE_BYTES];
+  /* The watchdog: since when nothing moved while waited on (0: not waited
+   * on), the net's byte count then, whether a request completed since. */
+  uint64_t wd_since_ns;
+  uint64_t wd_bytes;
+  bool wd_moved;
+  uint64_t wd_timeout_ns;
 };
 
 struct mc_proxy {
@@ -79,12 +99,36 @@ static bool net_can_connect(struct mc_tp_comm *tc, const struct mc_tp_select *se
   return true; /* the last resort, as in NCCL */
 }
 
+/* How long a waited-on connection may move nothing: MESHCCL_NET_TIMEOUT;
+ * the Mesh net's own failover (a new route after a link broke) may take
+ * MESHCCL_MESH_LINK_TIMEOUT_MS + MESHCCL_MESH_ROUTE_TIMEOUT_MS, which the
+ * watchdog always leaves it. */
+static uint64_t watchdog_timeout_ns(const struct mc_tp_comm *tc)
+{
+  int64_t ms = mc_param_int(MC_P_NET_TIMEOUT) * 1000;
+
+  if (tc->net == &mc_net_mesh_ops) {
+    int64_t failover_ms =
+        mc_param_int(MC_P_MESH_LINK_TIMEOUT_MS) + mc_param_int(MC_P_MESH_ROUTE_TIMEOUT_MS);
+    if (ms < failover_ms)
+      ms = failover_ms;
+  }
+  return (uint64_t)ms * 1000000ull;
+}
+
 /* The device of the topology's choice when the net has it, else by channel. */
 static int net_dev_of(const struct mc_tp_comm *tc, const struct mc_conn_req *q)
 {
   if (q->has_net_dev && (q->net_dev >= 0) && (q->net_dev < tc->net_ndev))
     return q->net_dev;
   return q->channel % tc->net_ndev;
+}
+
+/* The slots' allocation: whole pages (aligned_alloc takes a multiple of its
+ * alignment, and a slot with its header's room is not one). */
+static size_t slots_alloc_bytes(const struct mc_conn *c)
+{
+  return (MC_STEPS * c->slot_bytes + 4095) & ~(size_t)4095;
 }
 
 static ncclResult_t net_recv_setup(struct mc_tp_comm *tc, struct mc_conn_req *q,
@@ -98,10 +142,14 @@ static ncclResult_t net_recv_setup(struct mc_tp_comm *tc, struct mc_conn_req *q,
   c->net = nc;
   nc->net = tc->net;
   nc->dev = net_dev_of(tc, q);
+  nc->wd_timeout_ns = watchdog_timeout_ns(tc);
   snprintf(nc->how, sizeof(nc->how), "%s/%d", tc->net->name, nc->dev);
-  MC_CHECK(mc_calloc((struct mc_conn_ctrl **)&c->own_ctrl, 1));
-  c->ctrl = c->own_ctrl;
-  c->own_slots = aligned_alloc(4096, MC_STEPS * c->slot_bytes);
+  MC_CHECK(mc_tp_ctrl_alloc(c));
+  c->ctrl->hdr_step = UINT64_MAX;
+  /* Both ends' slots are a header's room larger than the data they hold. */
+  c->slot_bytes += MC_CONN_HDR_ROOM;
+  r1->bytes = c->slot_bytes;
+  c->own_slots = aligned_alloc(4096, slots_alloc_bytes(c));
   if (c->own_slots == NULL)
     return MC_FAIL(ncclSystemError, "NET: allocating %zu bytes of receive slots",
                    MC_STEPS * c->slot_bytes);
@@ -123,16 +171,21 @@ static ncclResult_t net_send_setup(struct mc_tp_comm *tc, struct mc_conn_req *q,
   c->net = nc;
   nc->net = tc->net;
   nc->dev = net_dev_of(tc, q);
+  nc->wd_timeout_ns = watchdog_timeout_ns(tc);
   snprintf(nc->how, sizeof(nc->how), "%s/%d", tc->net->name, nc->dev);
   memcpy(nc->handle, r1->handle, sizeof(nc->handle));
   c->slot_bytes = (size_t)r1->bytes;
-  MC_CHECK(mc_calloc((struct mc_conn_ctrl **)&c->own_ctrl, 1));
-  c->ctrl = c->own_ctrl;
-  c->own_slots = aligned_alloc(4096, MC_STEPS * c->slot_bytes);
+  if (c->slot_bytes <= MC_CONN_HDR_ROOM)
+    return MC_FAIL(ncclRemoteError, "NET: rank %d offered slots of %zu bytes", q->peer,
+                   c->slot_bytes);
+  MC_CHECK(mc_tp_ctrl_alloc(c));
+  c->own_slots = aligned_alloc(4096, slots_alloc_bytes(c));
   if (c->own_slots == NULL)
     return MC_FAIL(ncclSystemError, "NET: allocating %zu bytes of send slots",
                    MC_STEPS * c->slot_bytes);
-  c->slots = c->own_slots;
+  /* The data of slot s starts MC_CONN_HDR_ROOM into its stride, after its
+   * header's room: slot s spans [own + s * stride, own + (s + 1) * stride). */
+  c->slots = (char *)c->own_slots + MC_CONN_HDR_ROOM;
   /* The rank may publish its own buffers instead of copying into a slot
    * only where registration is a no-op (the socket and mesh nets, whose
    * data path is the socket net's); the step completes
@@ -165,7 +218,7 @@ static ncclResult_t net_progress(struct mc_tp_comm *tc, struct mc_conn *c, bool 
   }
   *done = (nc->comm != NULL);
   if (*done && (nc->mhandle == NULL)) {
-    MC_CHECK(tc->net->reg_mr(nc->comm, c->slots, MC_STEPS * c->slot_bytes, MC_NET_PTR_HOST,
+    MC_CHECK(tc->net->reg_mr(nc->comm, c->own_slots, MC_STEPS * c->slot_bytes, MC_NET_PTR_HOST,
                              &nc->mhandle));
     if (nc->listen_comm != NULL) {
       (void)tc->net->close_listen(nc->listen_comm);
@@ -204,6 +257,76 @@ static void conn_fail(struct mc_conn *c, ncclResult_t res, const char *what)
   mc_conn_set_error(c, res);
 }
 
+/* The watchdog's check after a pass over c that moved (moved) or not, with
+ * the collective waiting on c (waiting). The clock is read only on passes
+ * that moved nothing. Returns true when it failed the connection. */
+static bool watchdog(struct mc_conn *c, bool moved, bool waiting)
+{
+  struct mc_net_conn *nc = c->net;
+  uint64_t bytes = nc->wd_bytes;
+  uint64_t now;
+  char link[LINK_TEXT_BYTES];
+
+  if (!waiting) {
+    nc->wd_since_ns = 0;
+    return false;
+  }
+  if (moved) {
+    nc->wd_moved = true;
+    return false;
+  }
+  now = mc_time_ns();
+  if ((nc->net->get_progress != NULL) &&
+      (nc->net->get_progress(nc->comm, &bytes, NULL, 0) != ncclSuccess))
+    bytes = nc->wd_bytes;
+  if ((nc->wd_since_ns == 0) || nc->wd_moved || (bytes != nc->wd_bytes)) {
+    /* Waiting starts now, or something moved since the last look. */
+    nc->wd_since_ns = now;
+    nc->wd_bytes = bytes;
+    nc->wd_moved = false;
+    return false;
+  }
+  if (now - nc->wd_since_ns < nc->wd_timeout_ns)
+    return false;
+  link[0] = '\0';
+  if (nc->net->get_progress != NULL)
+    (void)nc->net->get_progress(nc->comm, &bytes, link, sizeof(link));
+  nc->failed = true;
+  snprintf(c->error_text, sizeof(c->error_text),
+           "NET/%s: nothing moved %s rank %d%s%s%s for %.1f s while a collective waited on it "
+           "(MESHCCL_NET_TIMEOUT=%lld s): the link or the host of rank %d is down, or rank %d "
+           "stopped (it crashed, hangs, or has not called the collective); "
+           "docs/TROUBLESHOOTING.md#net-timeout",
+           nc->net->name, c->is_send ? "to" : "from", c->peer, (link[0] != '\0') ? " (link " : "",
+           link, (link[0] != '\0') ? ")" : "", (double)(now - nc->wd_since_ns) * 1e-9,
+           (long long)mc_param_int(MC_P_NET_TIMEOUT), c->peer, c->peer);
+  MC_WARN("%s", c->error_text);
+  mc_conn_set_error(c, ncclRemoteError);
+  return true;
+}
+
+/* A receive completed in slot s with size bytes: its size, and its header
+ * (in front of the data) when the step was announced with one. */
+static void recv_done(struct mc_conn *c, unsigned s, size_t size)
+{
+  struct mc_net_conn *nc = c->net;
+  char *slot = c->slots + (size_t)s * c->slot_bytes;
+  bool known = (size != MC_NET_SIZE_UNKNOWN);
+
+  c->ctrl->fifo[s].ptr = 0;
+  c->ctrl->fifo[s].hdr_bytes = 0;
+  c->ctrl->fifo[s].bytes = known ? size : UINT64_MAX;
+  /* A message shorter than a header has none: the receiver reports the
+   * missing signature. */
+  if (!nc->hdr[s] || (known && (size < MC_CONN_HDR_BYTES)))
+    return;
+  memcpy(c->ctrl->fifo[s].hdr, slot, MC_CONN_HDR_BYTES);
+  c->ctrl->fifo[s].hdr_bytes = MC_CONN_HDR_BYTES;
+  c->ctrl->fifo[s].ptr = (uint64_t)(uintptr_t)(slot + MC_CONN_HDR_BYTES);
+  if (known)
+    c->ctrl->fifo[s].bytes = size - MC_CONN_HDR_BYTES;
+}
+
 /* One pass over a connection; returns whether anything moved. */
 static bool progress_send(struct mc_conn *c)
 {
@@ -215,11 +338,21 @@ static bool progress_send(struct mc_conn *c)
   while ((nc->posted < tail) && (nc->posted < nc->done + MC_STEPS)) {
     unsigned s = (unsigned)(nc->posted % MC_STEPS);
     uint64_t ptr = c->ctrl->fifo[s].ptr;
+    char *data = (ptr != 0) ? (char *)(uintptr_t)ptr : c->slots + (size_t)s * c->slot_bytes;
+    size_t bytes = (size_t)c->ctrl->fifo[s].bytes;
+    uint32_t hdr_bytes = c->ctrl->fifo[s].hdr_bytes;
     void *req = NULL;
-    /* A published pointer (the rank's own buffer) goes out as it is. */
-    res = nc->net->isend(nc->comm,
-                         (ptr != 0) ? (void *)(uintptr_t)ptr : c->slots + (size_t)s * c->slot_bytes,
-                         (size_t)c->ctrl->fifo[s].bytes, 0, nc->mhandle, &req);
+    /* A published pointer (the rank's own buffer) goes out as it is; a step
+     * with a header goes out from its slot, the header in front. */
+    if (hdr_bytes != 0) {
+      char *slot = c->slots + (size_t)s * c->slot_bytes;
+      if (data != slot)
+        memcpy(slot, data, bytes);
+      data = slot - hdr_bytes;
+      memcpy(data, c->ctrl->fifo[s].hdr, hdr_bytes);
+      bytes += hdr_bytes;
+    }
+    res = nc->net->isend(nc->comm, data, bytes, 0, nc->mhandle, &req);
     if (res != ncclSuccess) {
       conn_fail(c, res, "send");
       return true;
@@ -245,7 +378,7 @@ static bool progress_send(struct mc_conn *c)
     __atomic_store_n(&c->ctrl->head, nc->done, __ATOMIC_RELEASE);
     moved = true;
   }
-  return moved;
+  return watchdog(c, moved, tail > nc->done) || moved;
 }
 
 static bool progress_recv(struct mc_conn *c)
@@ -269,6 +402,7 @@ static bool progress_recv(struct mc_conn *c)
     }
     if (req == NULL)
       break;
+    nc->hdr[s] = (nc->posted == c->ctrl->hdr_step);
     nc->reqs[s] = req;
     nc->posted++;
     moved = true;
@@ -285,13 +419,12 @@ static bool progress_recv(struct mc_conn *c)
     if (!done)
       break;
     nc->reqs[s] = NULL;
-    c->ctrl->fifo[s].ptr = 0;
-    c->ctrl->fifo[s].bytes = (size == MC_NET_SIZE_UNKNOWN) ? UINT64_MAX : size;
+    recv_done(c, s, size);
     nc->done++;
     __atomic_store_n(&c->ctrl->tail, nc->done, __ATOMIC_RELEASE);
     moved = true;
   }
-  return moved;
+  return watchdog(c, moved, nc->posted > nc->done) || moved;
 }
 
 /* One pass over every connection; the caller holds the lock. */

@@ -20,6 +20,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/uio.h>
+#include <unistd.h>
 
 #include "check.h"
 #include "log.h"
@@ -65,13 +66,13 @@ static ncclResult_t p2p_recv_setup(struct mc_tp_comm *tc, struct mc_conn_req *q,
   struct mc_conn *c = q->conn;
 
   if (r1->same_process) {
-    MC_CHECK(mc_calloc((struct mc_conn_ctrl **)&c->own_ctrl, 1));
-    c->ctrl = c->own_ctrl;
+    MC_CHECK(mc_tp_ctrl_alloc(c));
     r1->addr = (uint64_t)(uintptr_t)c->ctrl;
     return ncclSuccess;
   }
   c->map_bytes = mc_tp_ctrl_bytes();
-  mc_shm_name(c->shm_name, tc, "p2p", tc->rank, q->peer, q->channel, q->conn_index);
+  mc_shm_name(c->shm_name, tc->comm_hash, "p2p", tc->rank, q->peer, q->channel, q->conn_index,
+              (int)getpid());
   MC_CHECK(mc_shm_create(c->shm_name, c->map_bytes, &c->map));
   c->ctrl = c->map;
   snprintf(r1->shm_name, sizeof(r1->shm_name), "%s", c->shm_name);
@@ -85,6 +86,9 @@ static ncclResult_t p2p_send_setup(struct mc_tp_comm *tc, struct mc_conn_req *q,
 {
   struct mc_conn *c = q->conn;
 
+  /* r1 passed mc_tp_blob_r1_check: a "same process" claim is this rank's
+   * own view (the peer's pid and host hash are this process's), the slot
+   * size is this rank's, the counters page is the peer's own segment. */
   c->slot_bytes = (size_t)r1->bytes;
   if (!r1->same_process)
     c->peer_pid = tc->peers[q->peer].pid; /* for the log line */

@@ -24,14 +24,6 @@
 #include "log.h"
 #include "topo/topo.h"
 
-void mc_shm_name(char *out, const struct mc_tp_comm *tc, const char *what, int recv_rank,
-                 int send_rank, int channel, int conn_index)
-{
-  snprintf(out, MC_SHM_NAME_BYTES, "/meshccl-%s-%016llx-%d-%d-%d-%d-%d", what,
-           (unsigned long long)tc->comm_hash, send_rank, recv_rank, channel, conn_index,
-           (int)getpid());
-}
-
 ncclResult_t mc_shm_create(const char *name, size_t bytes, void **map_out)
 {
   int fd = shm_open(name, O_RDWR | O_CREAT | O_EXCL, 0600);
@@ -139,10 +131,12 @@ static ncclResult_t shm_recv_setup(struct mc_tp_comm *tc, struct mc_conn_req *q,
   struct mc_conn *c = q->conn;
 
   c->map_bytes = mc_tp_ctrl_bytes() + MC_STEPS * c->slot_bytes;
-  mc_shm_name(c->shm_name, tc, "shm", tc->rank, q->peer, q->channel, q->conn_index);
+  mc_shm_name(c->shm_name, tc->comm_hash, "shm", tc->rank, q->peer, q->channel, q->conn_index,
+              (int)getpid());
   MC_CHECK(mc_shm_create(c->shm_name, c->map_bytes, &c->map));
   c->ctrl = c->map;
   c->slots = (char *)c->map + mc_tp_ctrl_bytes();
+  c->ignores_ptr = true; /* the sender writes these counters, and never a pointer */
   r1->bytes = c->map_bytes;
   snprintf(r1->shm_name, sizeof(r1->shm_name), "%s", c->shm_name);
   return ncclSuccess;
@@ -155,10 +149,9 @@ static ncclResult_t shm_send_setup(struct mc_tp_comm *tc, struct mc_conn_req *q,
 
   (void)tc;
   (void)r2;
+  /* r1 passed mc_tp_blob_r1_check: the size this rank's slots make, the
+   * name the peer had to give the segment. */
   c->map_bytes = (size_t)r1->bytes;
-  if (c->map_bytes <= mc_tp_ctrl_bytes())
-    return MC_FAIL(ncclRemoteError, "NCCL SHM: rank %d announced a segment of %zu bytes", q->peer,
-                   c->map_bytes);
   MC_CHECK(mc_shm_attach(r1->shm_name, c->map_bytes, &c->map));
   mc_shm_unlink(r1->shm_name); /* both ends have it mapped now */
   c->ctrl = c->map;

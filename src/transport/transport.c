@@ -13,7 +13,11 @@
  *   R2  sender -> receiver: the sender has mapped / allocated / started
  *       connecting; P2P sends the address of its slots. The receiver then
  *       unlinks the SHM segment.
- * NET connections then finish their connect/accept and go to the proxy.
+ * NET connections then finish their connect/accept and go to the proxy,
+ * within the set-up deadline (the communicator's init deadline, or the
+ * bootstrap's operation timeout after init), and only while the bootstrap
+ * root has not announced that another rank failed: NCCL's
+ * ncclTransportP2pSetup waits for them with no bound.
  */
 #include "transport/tp_int.h"
 
@@ -31,11 +35,8 @@
 #include "topo/topo.h"
 #include "utils.h"
 
-#define TAG_BASE        (1 << 27)
-#define TAG_R1          (0 << 24)
-#define TAG_R2          (1 << 24)
-#define TAG(_r, _c, _i) (TAG_BASE | (_r) | ((_i) << 16) | (_c))
-#define CONNECT_WAIT_MS 1 /* sleep between rounds of NET connect progress */
+#define CONNECT_WAIT_US 100 /* sleep between rounds of NET connect progress */
+#define NOTICE_EVERY_MS 10  /* how often those rounds look for the root's failure notice */
 
 #define MC_LAST_ERROR_BYTES_TP 1024
 
@@ -69,15 +70,25 @@ ncclResult_t mc_conn_read(const struct mc_conn *c, void *dst, const char *src, s
 /* NCCL's order: the first transport that can carry the connection. */
 static const struct mc_transport *const transports[] = {&mc_tp_p2p, &mc_tp_shm, &mc_tp_net};
 
+/* The peer's pid and host hash are this process's (its own pid, not what
+ * the allgather says of this rank). */
 static bool same_process(const struct mc_tp_comm *tc, int peer)
 {
-  return (tc->peers[peer].pid == tc->peers[tc->rank].pid) &&
+  return (tc->peers[peer].pid == (int)getpid()) &&
          (tc->peers[peer].host_hash == tc->peers[tc->rank].host_hash);
 }
 
-size_t mc_tp_ctrl_bytes(void)
+ncclResult_t mc_tp_ctrl_alloc(struct mc_conn *c)
 {
-  return (sizeof(struct mc_conn_ctrl) + 4095) & ~(size_t)4095;
+  struct mc_conn_ctrl *ctrl = aligned_alloc(_Alignof(struct mc_conn_ctrl), sizeof(*ctrl));
+
+  if (ctrl == NULL)
+    return MC_FAIL(ncclSystemError, "transport: allocating %zu bytes of counters for rank %d",
+                   sizeof(*ctrl), c->peer);
+  memset(ctrl, 0, sizeof(*ctrl));
+  c->own_ctrl = ctrl;
+  c->ctrl = ctrl;
+  return ncclSuccess;
 }
 
 /* The receiver's choice for a connection from peer (topo's decision, then
@@ -135,12 +146,14 @@ static ncclResult_t send_setup(struct mc_tp_comm *tc, struct mc_conn_req *q,
                                const struct mc_blob_r1 *r1, struct mc_blob_r2 *r2)
 {
   struct mc_conn *c = q->conn;
+  struct mc_tp_blob_view v;
 
   memset(r2, 0, sizeof(*r2));
+  mc_tp_blob_view_make(tc, q, &v);
+  MC_CHECK(mc_tp_blob_r1_check(&v, r1));
   c->tp = by_kind(r1->kind);
   if (c->tp == NULL)
-    return MC_FAIL(ncclRemoteError, "transport: rank %d chose unknown transport %u", q->peer,
-                   r1->kind);
+    return MC_FAIL(ncclInternalError, "transport: no table for transport %u", r1->kind);
   c->kind = c->tp->kind;
   r2->kind = r1->kind;
   MC_CHECK(c->tp->send_setup(tc, q, r1, r2));
@@ -148,13 +161,14 @@ static ncclResult_t send_setup(struct mc_tp_comm *tc, struct mc_conn_req *q,
   return ncclSuccess;
 }
 
-static ncclResult_t recv_finish(struct mc_conn_req *q, const struct mc_blob_r2 *r2)
+static ncclResult_t recv_finish(struct mc_tp_comm *tc, struct mc_conn_req *q,
+                                const struct mc_blob_r2 *r2)
 {
   struct mc_conn *c = q->conn;
+  struct mc_tp_blob_view v;
 
-  if ((r2->kind != (uint32_t)c->kind) || (r2->ok != 1))
-    return MC_FAIL(ncclRemoteError, "transport: rank %d did not accept the %s connection", q->peer,
-                   mc_topo_transport_str(c->kind));
+  mc_tp_blob_view_make(tc, q, &v);
+  MC_CHECK(mc_tp_blob_r2_check(&v, (uint32_t)c->kind, r2));
   MC_CHECK(c->tp->recv_connect(q, r2));
   /* Both sides have it mapped: nothing is left in /dev/shm from here on. */
   mc_shm_unlink(c->shm_name);
@@ -181,8 +195,6 @@ static void log_conn(const struct mc_tp_comm *tc, const struct mc_conn_req *q)
  * bootstrap failures (a peer died: the bootstrap names it) end the rounds at
  * once. The first local failure is returned once the rounds are over.
  */
-#define BLOB_FAILED 0xffu
-
 struct round_state {
   ncclResult_t local; /* first local setup failure */
   char why[MC_LAST_ERROR_BYTES_TP];
@@ -207,9 +219,9 @@ static ncclResult_t r1_post(struct mc_tp_comm *tc, struct mc_conn_req *q, struct
   if (res != ncclSuccess) {
     note_local(st, res);
     memset(&r1, 0, sizeof(r1));
-    r1.kind = BLOB_FAILED;
+    r1.kind = MC_TP_BLOB_FAILED;
   }
-  return mc_boot_send(tc->boot, q->peer, TAG(TAG_R1, q->channel, q->conn_index), &r1, sizeof(r1));
+  return mc_boot_send(tc->boot, q->peer, MC_TP_TAG_R1(q->channel, q->conn_index), &r1, sizeof(r1));
 }
 
 static ncclResult_t r2_post(struct mc_tp_comm *tc, struct mc_conn_req *q, struct round_state *st)
@@ -219,8 +231,8 @@ static ncclResult_t r2_post(struct mc_tp_comm *tc, struct mc_conn_req *q, struct
   ncclResult_t res;
 
   MC_CHECK(
-      mc_boot_recv(tc->boot, q->peer, TAG(TAG_R1, q->channel, q->conn_index), &r1, sizeof(r1)));
-  if (r1.kind == BLOB_FAILED) {
+      mc_boot_recv(tc->boot, q->peer, MC_TP_TAG_R1(q->channel, q->conn_index), &r1, sizeof(r1)));
+  if (r1.kind == MC_TP_BLOB_FAILED) {
     res = MC_FAIL(ncclRemoteError, "transport: rank %d could not set up its end of the connection",
                   q->peer);
   } else {
@@ -229,9 +241,9 @@ static ncclResult_t r2_post(struct mc_tp_comm *tc, struct mc_conn_req *q, struct
   if (res != ncclSuccess) {
     note_local(st, res);
     memset(&r2, 0, sizeof(r2));
-    r2.kind = BLOB_FAILED;
+    r2.kind = MC_TP_BLOB_FAILED;
   }
-  return mc_boot_send(tc->boot, q->peer, TAG(TAG_R2, q->channel, q->conn_index), &r2, sizeof(r2));
+  return mc_boot_send(tc->boot, q->peer, MC_TP_TAG_R2(q->channel, q->conn_index), &r2, sizeof(r2));
 }
 
 static ncclResult_t r2_take(struct mc_tp_comm *tc, struct mc_conn_req *q, struct round_state *st)
@@ -240,10 +252,10 @@ static ncclResult_t r2_take(struct mc_tp_comm *tc, struct mc_conn_req *q, struct
   ncclResult_t res;
 
   MC_CHECK(
-      mc_boot_recv(tc->boot, q->peer, TAG(TAG_R2, q->channel, q->conn_index), &r2, sizeof(r2)));
+      mc_boot_recv(tc->boot, q->peer, MC_TP_TAG_R2(q->channel, q->conn_index), &r2, sizeof(r2)));
   if (st->local != ncclSuccess)
     return ncclSuccess; /* failing anyway: the conn is freed below */
-  if ((res = recv_finish(q, &r2)) != ncclSuccess)
+  if ((res = recv_finish(tc, q, &r2)) != ncclSuccess)
     note_local(st, res);
   return ncclSuccess;
 }
@@ -258,11 +270,41 @@ static ncclResult_t run_round(struct mc_tp_set *sets, int n_sets, bool sends, ro
   return ncclSuccess;
 }
 
+/* The set-up deadline of the sets: the earliest their communicators have. */
+static struct mc_deadline setup_deadline(const struct mc_tp_set *sets, int n_sets)
+{
+  struct mc_deadline dl = mc_deadline_in_ms(mc_boot_op_timeout_ms());
+
+  for (int s = 0; s < n_sets; s++)
+    if (sets[s].tc->has_setup_dl)
+      dl = mc_deadline_min(dl, sets[s].tc->setup_dl);
+  return dl;
+}
+
+/* The deadline passed with n_pending connections unfinished, q the first. */
+static ncclResult_t finish_timeout(const struct mc_tp_comm *tc, const struct mc_conn_req *q,
+                                   struct mc_deadline dl, int n_pending)
+{
+  return MC_FAIL(ncclTimeout,
+                 "transport: rank %d: the %s connection %s rank %d (channel %d) was not "
+                 "established within %lld ms (%d connection%s pending; %s): rank %d is "
+                 "unreachable from this rank, hangs, or failed without telling the bootstrap root "
+                 "(docs/TROUBLESHOOTING.md#setup-timeout)",
+                 tc->rank, mc_topo_transport_str(q->conn->kind), q->is_send ? "to" : "from",
+                 q->peer, q->channel, (long long)dl.span_ms, n_pending, (n_pending == 1) ? "" : "s",
+                 tc->has_setup_dl ? "MESHCCL_INIT_TIMEOUT" : "MESHCCL_BOOTSTRAP_TIMEOUT", q->peer);
+}
+
 static ncclResult_t finish(struct mc_tp_set *sets, int n_sets)
 {
+  struct mc_deadline dl = setup_deadline(sets, n_sets);
+  uint64_t next_notice_ns = 0;
   bool pending = true;
 
   while (pending) {
+    const struct mc_tp_comm *first_tc = NULL;
+    const struct mc_conn_req *first = NULL;
+    int n_pending = 0;
     pending = false;
     for (int s = 0; s < n_sets; s++) {
       for (int i = 0; i < sets[s].n; i++) {
@@ -271,16 +313,31 @@ static ncclResult_t finish(struct mc_tp_set *sets, int n_sets)
         if (c->tp->progress == NULL)
           continue;
         MC_CHECK(c->tp->progress(sets[s].tc, c, &done));
+        if (!done && (first == NULL)) {
+          first_tc = sets[s].tc;
+          first = &sets[s].reqs[i];
+        }
         pending = pending || !done;
+        n_pending += !done;
       }
     }
-    for (int s = 0; pending && (s < n_sets); s++) {
+    if (!pending)
+      break;
+    for (int s = 0; s < n_sets; s++) {
       const volatile uint32_t *abort_flag = sets[s].tc->abort_flag;
       if ((abort_flag != NULL) && __atomic_load_n(abort_flag, __ATOMIC_ACQUIRE))
         return MC_FAIL(ncclInvalidUsage, "transport: connection setup aborted");
     }
-    if (pending)
-      usleep(CONNECT_WAIT_MS * 100);
+    /* A peer whose own set-up failed told the root, which tells every rank
+     * (during init; after it the bootstrap has no root and this is a no-op). */
+    if (mc_time_ns() >= next_notice_ns) {
+      next_notice_ns = mc_time_ns() + NOTICE_EVERY_MS * 1000000ull;
+      for (int s = 0; s < n_sets; s++)
+        MC_CHECK(mc_boot_root_reason(sets[s].tc->boot, 0));
+    }
+    if (mc_deadline_passed(dl))
+      return finish_timeout(first_tc, first, dl, n_pending);
+    usleep(CONNECT_WAIT_US);
   }
   for (int s = 0; s < n_sets; s++) {
     for (int i = 0; i < sets[s].n; i++) {

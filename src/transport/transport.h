@@ -22,6 +22,15 @@
  *        thread through a net (struct mc_net_ops).
  * The data-path functions below are what the collectives call; they never
  * block. Waiting, backoff, abort and peer liveness belong to the caller.
+ *
+ * A step may carry a header of MC_CONN_HDR_BYTES beside its data (the
+ * collectives put an operation's signature in the first step of each
+ * connection, coll/coll.h): P2P and SHM keep it in the FIFO's control words,
+ * which both ends share; NET sends it in front of the data in the same
+ * message, and the receiving proxy takes it off again, on the step the
+ * receiver announced as carrying one (mc_conn_recv_expect). A failure may
+ * leave a few bytes of detail beside the error code (mc_conn_set_error_info),
+ * which the other end reads where the control words are shared (P2P, SHM).
  */
 #ifndef MC_TRANSPORT_H
 #define MC_TRANSPORT_H
@@ -33,10 +42,14 @@
 
 #include "nccl.h"
 #include "topo/topo.h"
+#include "utils.h"
 
-#define MC_STEPS           8   /* NCCL_STEPS */
-#define MC_CONN_INFO_BYTES 256 /* one connect blob */
-#define MC_CONN_ERR_BYTES  768 /* a failure's text kept with the connection */
+#define MC_STEPS               8   /* NCCL_STEPS */
+#define MC_CONN_INFO_BYTES     256 /* one connect blob */
+#define MC_CONN_ERR_BYTES      768 /* a failure's text kept with the connection */
+#define MC_CONN_HDR_BYTES      32  /* a step's header (an operation's signature) */
+#define MC_CONN_ERR_INFO_BYTES 64  /* detail of a failure beside ctrl->error */
+#define MC_CONN_HDR_ROOM       64  /* NET: per slot, room for a header in front of the data */
 
 /* Shared by both ends (heap in one process, /dev/shm across processes, the
  * proxy's heap for NET). */
@@ -44,10 +57,15 @@ struct mc_conn_ctrl {
   uint64_t tail __attribute__((aligned(64)));  /* written by the sender */
   uint64_t head __attribute__((aligned(64)));  /* written by the receiver */
   uint32_t error __attribute__((aligned(64))); /* ncclResult_t of a failure on either side */
-  uint64_t want __attribute__((aligned(64)));  /* receiver: steps its operations will take (NET) */
+  uint32_t info_bytes;                         /* detail of that failure (0: none) */
+  uint8_t info[MC_CONN_ERR_INFO_BYTES];
+  uint64_t want __attribute__((aligned(64))); /* receiver: steps its operations will take (NET) */
+  uint64_t hdr_step;                          /* receiver: the announced step with a header (NET) */
   struct {
     uint64_t ptr; /* 0: data in the slot; else an address in the sender */
     uint64_t bytes;
+    uint32_t hdr_bytes; /* 0, or MC_CONN_HDR_BYTES when hdr holds the step's header */
+    uint8_t hdr[MC_CONN_HDR_BYTES];
   } fifo[MC_STEPS] __attribute__((aligned(64)));
 };
 
@@ -62,6 +80,9 @@ struct mc_conn {
   int peer; /* rank at the other end */
   int channel;
   bool remote_read;  /* receiver: the slots / pointers are in another process */
+  bool ignores_ptr;  /* receiver: the counters are shared with another process
+                      * that publishes no pointers (SHM): one found in the FIFO
+                      * is never followed, the data is the slot's */
   int peer_pid;      /* for process_vm_readv */
   bool can_send_ptr; /* sender: may publish pointers to its own memory (P2P) */
   struct mc_conn_ctrl *ctrl;
@@ -69,6 +90,7 @@ struct mc_conn {
   size_t slot_bytes;
   uint64_t step;     /* this side's next step */
   uint64_t ptr_step; /* sender: 1 + last step that published a pointer */
+  uint32_t hdr_next; /* sender: a header is staged for the next commit (its bytes) */
   /* owned resources */
   void *map; /* shm mapping */
   size_t map_bytes;
@@ -95,6 +117,31 @@ static inline void mc_conn_set_error(struct mc_conn *c, ncclResult_t res)
   __atomic_store_n(&c->ctrl->error, (uint32_t)res, __ATOMIC_RELEASE);
 }
 
+/* Posts a failure with bytes (<= MC_CONN_ERR_INFO_BYTES) of detail, unless one
+ * was posted already; the detail is written before the code. */
+static inline void mc_conn_set_error_info(struct mc_conn *c, ncclResult_t res, const void *info,
+                                          size_t bytes)
+{
+  if (mc_conn_error(c) != 0)
+    return;
+  if (bytes > MC_CONN_ERR_INFO_BYTES)
+    bytes = MC_CONN_ERR_INFO_BYTES;
+  memcpy(c->ctrl->info, info, bytes);
+  c->ctrl->info_bytes = (uint32_t)bytes;
+  mc_conn_set_error(c, res);
+}
+
+/* The detail of a posted failure (read after mc_conn_error): its bytes, 0 for none. */
+static inline size_t mc_conn_error_info(const struct mc_conn *c, void *out)
+{
+  size_t bytes = c->ctrl->info_bytes;
+
+  if (bytes > MC_CONN_ERR_INFO_BYTES)
+    return 0;
+  memcpy(out, c->ctrl->info, bytes);
+  return bytes;
+}
+
 /* Sender: a slot is free. */
 static inline bool mc_conn_send_ready(const struct mc_conn *c)
 {
@@ -106,6 +153,14 @@ static inline void *mc_conn_send_slot(const struct mc_conn *c)
   return c->slots + (size_t)(c->step % MC_STEPS) * c->slot_bytes;
 }
 
+/* Sender (the slot is free: mc_conn_send_ready): the next committed step
+ * carries hdr (MC_CONN_HDR_BYTES) beside its data. */
+static inline void mc_conn_send_hdr(struct mc_conn *c, const void *hdr)
+{
+  memcpy(c->ctrl->fifo[c->step % MC_STEPS].hdr, hdr, MC_CONN_HDR_BYTES);
+  c->hdr_next = MC_CONN_HDR_BYTES;
+}
+
 /* Sender: publishes the slot (ptr NULL) or a pointer to its own memory that
  * stays unchanged until the receiver released that step. */
 static inline void mc_conn_send_commit(struct mc_conn *c, const void *ptr, size_t bytes)
@@ -113,6 +168,8 @@ static inline void mc_conn_send_commit(struct mc_conn *c, const void *ptr, size_
   unsigned s = (unsigned)(c->step % MC_STEPS);
   c->ctrl->fifo[s].ptr = (uint64_t)(uintptr_t)ptr;
   c->ctrl->fifo[s].bytes = bytes;
+  c->ctrl->fifo[s].hdr_bytes = c->hdr_next;
+  c->hdr_next = 0;
   if (ptr != NULL)
     c->ptr_step = c->step + 1;
   c->step++;
@@ -141,15 +198,30 @@ static inline const char *mc_conn_recv_data(const struct mc_conn *c, size_t *byt
   uint64_t p = c->ctrl->fifo[s].ptr;
   /* UINT64_MAX: the net could not tell (MC_NET_SIZE_UNKNOWN). */
   *bytes = (c->ctrl->fifo[s].bytes == UINT64_MAX) ? (size_t)-1 : (size_t)c->ctrl->fifo[s].bytes;
-  return (p != 0) ? (const char *)(uintptr_t)p : c->slots + (size_t)s * c->slot_bytes;
+  return ((p != 0) && !c->ignores_ptr) ? (const char *)(uintptr_t)p
+                                       : c->slots + (size_t)s * c->slot_bytes;
 }
 
-/* Receiver: the operation starting now takes n more steps from c. The proxy
- * posts network receives only for those (as NCCL's proxy ops carry their
- * step count), so nothing is pending when the peer closes after the last. */
+/* Receiver (after mc_conn_recv_ready): the header of the step, NULL when it carries none. */
+static inline const void *mc_conn_recv_hdr(const struct mc_conn *c)
+{
+  unsigned s = (unsigned)(c->step % MC_STEPS);
+
+  return (c->ctrl->fifo[s].hdr_bytes == MC_CONN_HDR_BYTES) ? c->ctrl->fifo[s].hdr : NULL;
+}
+
+/* Receiver: an operation starting now (c's earlier steps all taken) takes
+ * steps c->step .. c->step + n - 1, the first with a header. The proxy posts
+ * network receives only for announced steps (as NCCL's proxy ops carry their
+ * step count), so nothing is pending when the peer closes after the last;
+ * announcing the same steps again changes nothing. */
 static inline void mc_conn_recv_expect(struct mc_conn *c, uint64_t n)
 {
-  __atomic_store_n(&c->ctrl->want, c->ctrl->want + n, __ATOMIC_RELEASE);
+  uint64_t want = c->step + n;
+
+  c->ctrl->hdr_step = c->step;
+  if (want > c->ctrl->want)
+    __atomic_store_n(&c->ctrl->want, want, __ATOMIC_RELEASE);
 }
 
 static inline void mc_conn_recv_release(struct mc_conn *c)
@@ -193,6 +265,10 @@ struct mc_tp_comm {
   int net_ndev;              /* devices of net (physical and virtual) */
   struct mc_proxy *proxy;    /* started with the first NET connection */
   bool cma_warned;
+  /* NET connections must be established by setup_dl (the owner sets it
+   * around init's connect; without it, mc_boot_op_timeout_ms from the call). */
+  bool has_setup_dl;
+  struct mc_deadline setup_dl;
 };
 
 /* A connection to make: this rank's send end towards peer, or its receive
@@ -209,7 +285,11 @@ struct mc_conn_req {
 };
 
 /* Connects every request (a collective call: each request's peer must make
- * the matching one). On failure every connection made is freed. */
+ * the matching one). Blocks until every connection is up, the set-up
+ * deadline (tc->setup_dl) passes (ncclTimeout naming a pending connection),
+ * the bootstrap root reports another rank's failure (that report, naming
+ * the rank), or the abort flag is set. On failure every connection made is
+ * freed. */
 ncclResult_t mc_transport_connect(struct mc_tp_comm *tc, struct mc_conn_req *reqs, int n);
 
 /* Several communicators' requests at once (one thread driving several

@@ -30,6 +30,27 @@ int mc_count_threads(void)
   return mc_count_dir("/proc/self/task");
 }
 
+int mc_count_threads_stable(void)
+{
+  double end = mc_clock_sec(CLOCK_MONOTONIC) + 2.0;
+  int n = mc_count_threads();
+  int same = 0;
+
+  /* A thread just joined can linger in /proc/self/task for a moment (the
+   * kernel ends the task after waking the joiner): wait for 5 equal
+   * samples 10 ms apart, 2 s at most. */
+  while ((same < 5) && (mc_clock_sec(CLOCK_MONOTONIC) < end)) {
+    struct timespec ts = {0, 10 * 1000 * 1000};
+    int m;
+
+    nanosleep(&ts, NULL);
+    m = mc_count_threads();
+    same = (m == n) ? same + 1 : 0;
+    n = m;
+  }
+  return n;
+}
+
 int mc_count_threads_settled(int want, int timeout_ms)
 {
   double end = mc_clock_sec(CLOCK_MONOTONIC) + timeout_ms / 1000.0;

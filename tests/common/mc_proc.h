@@ -9,6 +9,10 @@
 
 #include <time.h>
 
+/* The thread count once it has not changed for 50 ms (at most 2 s): a
+ * baseline that threads just joined by an earlier test no longer inflate. */
+int mc_count_threads_stable(void);
+
 /* Number of entries of a directory other than dot-files, -1 if it cannot be opened. */
 int mc_count_dir(const char *path);
 /* Number of open file descriptors of this process (/proc/self/fd). */

@@ -14,23 +14,37 @@
  *       then a close; the right magic and type and a short message; nothing
  *       at all (kept open). Then creates DIR/go and keeps the silent
  *       connection open until DIR/done exists (30 s at most).
+ *   mp_hostile stranger HOST:PORT
+ *       A process that knows the bootstrap root's address (NCCL_COMM_ID, a
+ *       loopback one) and NCCL's fixed magic, but not the job's secret
+ *       (MESHCCL_SECRET). Waits up to 20 s for the root to listen, then:
+ *       NCCL's handshake followed by a registration as rank 1 of 3 and a
+ *       failure notice "ATTACKER TEXT" in the control framing (the root must
+ *       close the connection); the authentication hello and a guessed proof
+ *       (the root must answer REJECT, then close).
  * Exits 0 when every check passed, 1 with a message on stderr otherwise.
  */
 #include <arpa/inet.h>
 #include <errno.h>
 #include <netinet/in.h>
+#include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/time.h>
 #include <unistd.h>
 
 #include "mc_mp.h"
 #include "meshccl.h"
 #include "nccl.h"
 
-#define ROOT_TYPE 0x100u
+#define ROOT_TYPE      0x100u
+#define COMM_ID_MAGIC  0x0280028002800280ull /* NCCL's magic of NCCL_COMM_ID ids */
+#define AUTH_VERSION   1u
+#define VERDICT_REJECT 0x544a4552u /* "REJT" */
+#define CTL_BYTES      716         /* the root's control message */
 
 static int g_rank = -1;
 
@@ -181,6 +195,127 @@ static int run_attack(const char *dir)
   return 0;
 }
 
+/* Reads up to bytes within 5 s: what arrived before EOF or the deadline. */
+static size_t recv_some(int fd, void *buf, size_t bytes)
+{
+  struct timeval tv = {.tv_sec = 5, .tv_usec = 0};
+  size_t got = 0;
+
+  (void)setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+  while (got < bytes) {
+    ssize_t n = recv(fd, (char *)buf + got, bytes - got, 0);
+    if (n <= 0)
+      break;
+    got += (size_t)n;
+  }
+  return got;
+}
+
+/* True when the peer closes within 5 s (whatever it sends first). */
+static bool sees_close(int fd)
+{
+  char sink[256];
+  struct timeval tv = {.tv_sec = 5, .tv_usec = 0};
+
+  (void)setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+  for (;;) {
+    ssize_t n = recv(fd, sink, sizeof(sink), 0);
+    if (n == 0)
+      return true;
+    if (n < 0)
+      return (errno == ECONNRESET);
+  }
+}
+
+/* Connects to a loopback HOST:PORT, retrying for 20 s while it refuses. */
+static int connect_loopback(const char *hostport)
+{
+  struct sockaddr_storage ss;
+  struct sockaddr_in *sin = (struct sockaddr_in *)&ss;
+  char host[64];
+  const char *colon = strrchr(hostport, ':');
+
+  if ((colon == NULL) || ((size_t)(colon - hostport) >= sizeof(host)))
+    MC_MP_FAIL("bad address %s", hostport);
+  snprintf(host, sizeof(host), "%.*s", (int)(colon - hostport), hostport);
+  memset(&ss, 0, sizeof(ss));
+  sin->sin_family = AF_INET;
+  sin->sin_port = htons((uint16_t)atoi(colon + 1));
+  if ((inet_pton(AF_INET, host, &sin->sin_addr) != 1) ||
+      ((ntohl(sin->sin_addr.s_addr) >> 24) != 127))
+    MC_MP_FAIL("%s is not an IPv4 loopback address: refusing to connect", hostport);
+  for (int i = 0; i < 400; i++) {
+    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if ((fd >= 0) && (connect(fd, (struct sockaddr *)sin, sizeof(*sin)) == 0))
+      return fd;
+    if (fd >= 0)
+      close(fd);
+    usleep(50000);
+  }
+  MC_MP_FAIL("nothing listens on %s after 20 s", hostport);
+  return -1;
+}
+
+static int run_stranger(const char *hostport)
+{
+  unsigned char ctl[CTL_BYTES];
+  unsigned char hello[48];
+  unsigned char reply[36];
+  unsigned char guess[32];
+  uint32_t len = CTL_BYTES;
+  uint32_t version = AUTH_VERSION;
+  uint32_t status = 0;
+  int32_t fields[4];
+  int fd;
+
+  /* NCCL's handshake, then a registration as rank 1 and a failure notice */
+  fd = connect_loopback(hostport);
+  send_handshake(fd, COMM_ID_MAGIC, ROOT_TYPE);
+  memset(ctl, 0, sizeof(ctl));
+  fields[0] = 1; /* REGISTER */
+  fields[1] = 0;
+  fields[2] = 1; /* rank */
+  fields[3] = 3; /* nranks */
+  memcpy(ctl, fields, sizeof(fields));
+  send_all(fd, &len, sizeof(len));
+  send_all(fd, ctl, sizeof(ctl));
+  fields[0] = 3; /* FAIL */
+  memcpy(ctl, fields, sizeof(fields));
+  snprintf((char *)ctl + CTL_BYTES - 600, 600, "ATTACKER TEXT");
+  send_all(fd, &len, sizeof(len));
+  send_all(fd, ctl, sizeof(ctl));
+  if (!sees_close(fd))
+    MC_MP_FAIL("the root kept a connection that registered without authenticating");
+  close(fd);
+  printf("stranger: registration without authentication: closed by the root\n");
+
+  /* the authentication, with a guessed proof */
+  fd = connect_loopback(hostport);
+  memset(hello, 0, sizeof(hello));
+  memcpy(hello, &(uint64_t){COMM_ID_MAGIC}, 8);
+  memcpy(hello + 8, &(uint32_t){ROOT_TYPE}, 4);
+  memcpy(hello + 12, &version, 4);
+  for (size_t i = 16; i < sizeof(hello); i++)
+    hello[i] = (unsigned char)rand();
+  send_all(fd, hello, sizeof(hello));
+  if (recv_some(fd, reply, sizeof(reply)) != sizeof(reply))
+    MC_MP_FAIL("no challenge from the root");
+  for (size_t i = 0; i < sizeof(guess); i++)
+    guess[i] = (unsigned char)rand();
+  send_all(fd, guess, sizeof(guess));
+  if (recv_some(fd, reply, sizeof(reply)) != sizeof(reply))
+    MC_MP_FAIL("no verdict from the root");
+  memcpy(&status, reply, sizeof(status));
+  if (status != VERDICT_REJECT)
+    MC_MP_FAIL("verdict 0x%08x for a guessed proof, expected REJECT", status);
+  send_all(fd, &len, sizeof(len));
+  if (!sees_close(fd))
+    MC_MP_FAIL("the root kept a connection whose proof it rejected");
+  close(fd);
+  printf("stranger: guessed proof: rejected and closed by the root\n");
+  return 0;
+}
+
 int main(int argc, char **argv)
 {
   mc_mp_set_name("mp_hostile", g_rank);
@@ -188,6 +323,8 @@ int main(int argc, char **argv)
     return run_rank(argv[2]);
   if ((argc == 3) && (strcmp(argv[1], "attack") == 0))
     return run_attack(argv[2]);
-  fprintf(stderr, "usage: mp_hostile rank DIR | attack DIR\n");
+  if ((argc == 3) && (strcmp(argv[1], "stranger") == 0))
+    return run_stranger(argv[2]);
+  fprintf(stderr, "usage: mp_hostile rank DIR | attack DIR | stranger HOST:PORT\n");
   return 2;
 }

@@ -124,7 +124,7 @@ int main(int argc, char **argv)
   g_rank = single ? 0 : mc_mp_env_int("RANK", -1);
   mc_mp_set_name("mp_leaks", g_rank);
   fds0 = mc_count_fds();
-  threads0 = mc_count_threads();
+  threads0 = mc_count_threads_stable();
   shm0 = count_shm();
   for (int c = 1; c <= cycles; c++) {
     int fds;

@@ -19,6 +19,8 @@ unset NCCL_COMM_ID MASTER_ADDR MASTER_PORT RANK WORLD_SIZE LOCAL_RANK LOCAL_WORL
   MESHCCL_INIT_TIMEOUT MESHCCL_DEVICE OMPI_COMM_WORLD_RANK OMPI_COMM_WORLD_SIZE SLURM_PROCID \
   SLURM_NTASKS
 export NCCL_SOCKET_IFNAME=lo
+# meshccl-run's output is unprefixed by default; the tests read "[rank] " prefixes.
+export MESHCCL_RUN_TAG_OUTPUT=1
 
 # shellcheck disable=SC2317 # called by the trap
 mp_cleanup() {

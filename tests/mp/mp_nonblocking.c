@@ -126,7 +126,7 @@ static int run_abort(void)
   /* Before the id: without NCCL_COMM_ID, ncclGetUniqueId starts the root
    * here, and the aborted communicator must stop it too. */
   fds0 = mc_count_fds();
-  threads0 = mc_count_threads();
+  threads0 = mc_count_threads_stable();
   MC_MP_CHECK(ncclGetUniqueId(&id));
   config.blocking = 0;
   res = ncclCommInitRankConfig(&a.comm, 2, id, 0, &config);

@@ -6,9 +6,13 @@
 # socket type, a 0xFFFFFFFF length prefix, an early close, a short message,
 # and a silent connection kept open; then ranks 0-2 init and must succeed.
 # Rank 0's INFO log (it hosts the root) shows the dropped connections.
+# Then, with NCCL_COMM_ID: a stranger that knows the root's address but not
+# the job's MESHCCL_SECRET can neither register as rank 1 nor fail the job
+# (mp_hostile stranger); and a port squatted by another process makes rank
+# 0 fail at once, naming the port.
 # shellcheck source=mp_lib.sh disable=SC2154 # bg and wait_bg set PID_*, RC_*, MS_*
 . "$(dirname "$0")/mp_lib.sh"
-need_progs mp_hostile
+need_progs mp_hostile mp_errors
 
 T0_MS=$(now_ms)
 bg attack "$T/mp_hostile" attack "$TMP"
@@ -36,9 +40,65 @@ expect_grep "root log: dropped connection (random bytes / wrong magic)" "$log" \
 expect_grep "root log: dropped connection (wrong socket type)" "$log" \
   'dropped connection from .*wrong socket type 1'
 expect_grep "root log: dropped connection (length prefix 0xFFFFFFFF)" "$log" \
-  'dropped connection from .*4294967295 bytes'
+  'dropped connection from .*version field 4294967295'
 n=$(grep -c 'dropped connection' "$log")
 expect_le "root log: at least 5 dropped connections (got $n)" 5 "$n"
 expect_grep "root log: all 3 ranks joined" "$log" 'all 3 ranks joined'
+
+# --- NCCL_COMM_ID: a stranger without the secret -----------------------------
+# The launcher gives every rank the same MESHCCL_SECRET; the stranger knows
+# the address and NCCL's fixed magic. Ranks 1 and 2 start once it is done, so
+# its registration as rank 1 would come first.
+PORT=$(free_port)
+T0_MS=$(now_ms)
+export MESHCCL_SECRET=job-secret-$RANDOM$RANDOM
+bg s0 env RANK=0 WORLD_SIZE=3 NCCL_COMM_ID="127.0.0.1:$PORT" NCCL_DEBUG=INFO \
+  NCCL_DEBUG_SUBSYS=INIT,BOOTSTRAP "$T/mp_errors" init
+bg stranger env -u MESHCCL_SECRET "$T/mp_hostile" stranger "127.0.0.1:$PORT"
+wait_bg stranger 30
+for r in 1 2; do
+  bg "s$r" env RANK="$r" WORLD_SIZE=3 NCCL_COMM_ID="127.0.0.1:$PORT" "$T/mp_errors" init
+done
+for r in 0 1 2; do wait_bg "s$r" 30; done
+unset MESHCCL_SECRET
+expect_success "stranger: refused (old framing and guessed proof)" "$RC_stranger" "$TMP/stranger.out"
+for r in 0 1 2; do
+  rcv="RC_s$r"
+  expect_success "NCCL_COMM_ID job with a stranger: rank $r inits: exit 0" "${!rcv}" "$TMP/s$r.out"
+done
+if grep -q ATTACKER "$TMP"/s[012].out; then
+  not_ok "no rank repeats the stranger's failure text"
+else
+  ok "no rank repeats the stranger's failure text"
+fi
+expect_grep "root log: the guessed proof is a WARN with the stranger's address" "$TMP/s0.out" \
+  "NCCL WARN Bootstrap: bootstrap root 127\\.0\\.0\\.1<$PORT>: dropped connection from 127\\.0\\.0\\.1<[0-9]+>: wrong proof of the job's secret"
+expect_grep "root log: the unauthenticated registration is dropped" "$TMP/s0.out" \
+  "dropped connection from 127\\.0\\.0\\.1<[0-9]+>: not an authentication hello"
+n=$(grep -c 'MESHCCL_SECRET is unset' "$TMP/s0.out")
+expect_eq "MESHCCL_SECRET set: no notice that the secret comes from the address" "$n" 0
+
+# --- NCCL_COMM_ID: the port is held by another process -------------------------
+PORT=$(free_port)
+T0_MS=$(now_ms)
+bg squat python3 -c '
+import socket, sys, time
+s = socket.socket()
+s.bind(("127.0.0.1", int(sys.argv[1])))
+s.listen(4)
+print("listening", flush=True)
+time.sleep(60)
+' "$PORT"
+for _ in $(seq 100); do grep -q listening "$TMP/squat.out" 2>/dev/null && break; sleep 0.05; done
+bg q0 env RANK=0 WORLD_SIZE=2 NCCL_COMM_ID="127.0.0.1:$PORT" NCCL_DEBUG=INFO \
+  NCCL_DEBUG_SUBSYS=INIT,BOOTSTRAP "$T/mp_errors" init
+wait_bg q0 30
+kill "$PID_squat" 2>/dev/null
+expect_eq "squatted NCCL_COMM_ID port: rank 0 exits 5 (ncclInvalidUsage)" "$RC_q0" 5
+expect_le "squatted NCCL_COMM_ID port: rank 0 fails at once (within 5 s)" "$MS_q0" 5000
+expect_grep "squatted NCCL_COMM_ID port: the error names the port and the other process" \
+  "$TMP/q0.out" "init failed: 5 .*port $PORT is already in use by another process"
+expect_grep "no MESHCCL_SECRET: said once that the secret comes from the address" "$TMP/q0.out" \
+  "MESHCCL_SECRET is unset: the bootstrap secret of root 127\\.0\\.0\\.1<$PORT> is derived from its address"
 
 mp_finish

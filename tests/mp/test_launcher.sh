@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: Apache-2.0
 # Tests the local launcher meshccl-run ($MC_BUILD/bin/meshccl-run): rank
-# environment, NCCL_COMM_ID, output prefixing, failure propagation and exit
-# codes, signal forwarding, the SIGKILL after the grace period, and fds.
+# environment, NCCL_COMM_ID, MESHCCL_SECRET, output prefixing, failure
+# propagation and exit codes, signal forwarding, the SIGKILL after the grace
+# period, and fds.
 # Prints "ok - ..." / "not ok - ..." per check; exits 1 if any check failed.
 # The rank scripts are single-quoted on purpose: the ranks expand $RANK.
 # shellcheck disable=SC2016
@@ -91,6 +92,22 @@ NCCL_COMM_ID=10.1.2.3:4567 MASTER_PORT=999 "$RUN" -n 2 bash -c 'echo $NCCL_COMM_
 expect_eq "preset NCCL_COMM_ID and MASTER_PORT pass through" \
   "$(sort "$TMP/out" | tr '\n' '|')" "[0] 10.1.2.3:4567 999|[1] 10.1.2.3:4567 999|"
 
+# --- MESHCCL_SECRET ------------------------------------------------------------
+(
+  unset MESHCCL_SECRET
+  "$RUN" -n 3 --no-tag bash -c 'echo $MESHCCL_SECRET' >"$TMP/out"
+  "$RUN" -n 1 --no-tag bash -c 'echo $MESHCCL_SECRET' >"$TMP/out2"
+)
+secrets=$(sort -u "$TMP/out")
+expect_eq "MESHCCL_SECRET: 3 ranks print it" "$(wc -l <"$TMP/out")" 3
+expect_eq "MESHCCL_SECRET: the same for the 3 ranks" "$(echo "$secrets" | wc -l)" 1
+echo "$secrets" | grep -Eq '^[0-9a-f]{64}$'
+check "MESHCCL_SECRET: 64 random hex digits (got '$secrets')"
+[ "$secrets" != "$(cat "$TMP/out2")" ]
+check "MESHCCL_SECRET: another job, another secret"
+MESHCCL_SECRET=preset "$RUN" -n 2 --no-tag bash -c 'echo $MESHCCL_SECRET' >"$TMP/out"
+expect_eq "preset MESHCCL_SECRET passes through" "$(tr '\n' '|' <"$TMP/out")" "preset|preset|"
+
 # --- output ------------------------------------------------------------------
 "$RUN" -n 2 bash -c 'echo to-err >&2' >"$TMP/out" 2>"$TMP/err"
 expect_eq "stderr: nothing on stdout" "$(cat "$TMP/out")" ""
@@ -132,6 +149,14 @@ expect_eq "rank 1 exits 3: last stderr line" "$(tail -n 1 "$TMP/err")" \
 grep -q '^\[1\] failing$' "$TMP/err"
 check "rank 1 exits 3: its own stderr forwarded"
 no_leftovers "rank 1 exits 3: no rank or sleep left"
+
+# A peer told of a failure often exits before the rank where it began has
+# said why: that rank still gets to print its last line and its own status.
+"$RUN" -n 2 bash -c 'if [ $RANK = 1 ]; then exit 4; fi; sleep 0.3; echo "the cause" >&2; exit 5' \
+  >"$TMP/out" 2>"$TMP/err"
+expect_eq "rank 1 exits first: launcher exits with its status" "$?" 4
+grep -q '^\[0\] the cause$' "$TMP/err"
+check "rank 1 exits first: rank 0 still prints why it failed"
 
 "$RUN" -n 3 bash -c 'if [ $RANK = 2 ]; then kill -9 $$; fi; sleep '"$SLP"'; :' \
   >"$TMP/out" 2>"$TMP/err"

@@ -20,6 +20,8 @@
 # Only addresses inside the namespaces made here are used; all are removed.
 # shellcheck source=mp_lib.sh
 . "$(dirname "$0")/mp_lib.sh"
+# shellcheck source=netns_lib.sh
+. "$(dirname "$0")/netns_lib.sh"
 
 PLUGIN="$MC_BUILD/lib/libnccl-net-mesh.so"
 DRIVER="$T/mesh_plugin_driver"
@@ -29,78 +31,23 @@ for p in "$PLUGIN" "$DRIVER"; do
     exit 1
   }
 done
-if [ "$(id -u)" != 0 ] || ! command -v ip >/dev/null; then
-  skip_or_fail "the mesh plugin netns test needs root and ip"
-fi
-
-TAG="mp$$"
-X=$(($$ % 50 + 100))
-MGMT="10.$X.100"
-NS=()
-SW="${TAG}sw"
-
-ns_cleanup() {
-  local n
-  for n in "${NS[@]}" "$SW"; do
-    ip netns pids "$n" 2>/dev/null | xargs -r kill -KILL 2>/dev/null
-    ip netns del "$n" 2>/dev/null
-  done
-}
-trap 'ns_cleanup; mp_cleanup' EXIT
-
-# link I J: a veth pair between hosts I and J (I < J), mcl<J> in host I at
-# 10.X.IJ.I/24 and mcl<I> in host J at 10.X.IJ.J/24.
-link() {
-  local i=$1 j=$2
-  ip link add "${TAG}l$i$j" type veth peer name "${TAG}l$j$i" || return 1
-  ip link set "${TAG}l$i$j" netns "${TAG}h$i" name "mcl$j" || return 1
-  ip link set "${TAG}l$j$i" netns "${TAG}h$j" name "mcl$i" || return 1
-  ip -n "${TAG}h$i" addr add "10.$X.$i$j.$i/24" dev "mcl$j" || return 1
-  ip -n "${TAG}h$j" addr add "10.$X.$i$j.$j/24" dev "mcl$i" || return 1
-  ip -n "${TAG}h$i" link set "mcl$j" up || return 1
-  ip -n "${TAG}h$j" link set "mcl$i" up || return 1
-}
-
-make_triangle() {
-  ip netns add "$SW" || return 1
-  ip -n "$SW" link add br0 type bridge || return 1
-  ip -n "$SW" link set br0 up || return 1
-  for i in 1 2 3; do
-    local h="${TAG}h$i"
-    NS+=("$h")
-    ip netns add "$h" || return 1
-    ip netns exec "$h" sysctl -qw net.ipv4.ip_forward=0 || return 1
-    ip link add "${TAG}m$i" type veth peer name "${TAG}s$i" || return 1
-    ip link set "${TAG}m$i" netns "$h" name mcm0 || return 1
-    ip link set "${TAG}s$i" netns "$SW" || return 1
-    ip -n "$SW" link set "${TAG}s$i" master br0 up || return 1
-    ip -n "$h" addr add "$MGMT.$i/24" dev mcm0 || return 1
-    ip -n "$h" link set mcm0 up || return 1
-    ip -n "$h" link set lo up || return 1
-  done
-  link 1 2 && link 1 3 && link 2 3
-}
+ns_require "the mesh plugin netns test needs root and ip"
+ns_init mp 100 100
 
 # drive NAME VERSION SECRET: one driver per host, all ranks; SECRET "" leaves
 # MESHCCL_SECRET unset. Logs in $TMP/NAME.<rank>.out.
 drive() {
-  local name=$1 v=$2 secret=$3 pids=() rc=0 t0
+  local name=$1 v=$2 secret=$3
   mkdir -p "$TMP/$name"
-  t0=$(now_ms)
+  NS_T0=$(now_ms)
+  NS_PIDS=()
   for i in 1 2 3; do
-    ip netns exec "${TAG}h$i" env -u MESHCCL_SECRET ${secret:+MESHCCL_SECRET=$secret} \
+    ns_exec "$i" env -u MESHCCL_SECRET ${secret:+MESHCCL_SECRET=$secret} \
       NCCL_SOCKET_IFNAME=mcm0 timeout 150 "$DRIVER" "$PLUGIN" "$v" $((i - 1)) 3 "$TMP/$name" \
       >"$TMP/$name.$((i - 1)).out" 2>&1 &
-    pids+=($!)
+    NS_PIDS+=($!)
   done
-  RCS=()
-  for p in "${pids[@]}"; do
-    wait "$p"
-    RCS+=($?)
-  done
-  MS=$(($(now_ms) - t0))
-  for x in "${RCS[@]}"; do [ "$x" = 0 ] || rc=1; done
-  return $rc
+  ns_wait
 }
 
 show_run() {
@@ -134,43 +81,11 @@ check_flags() {
 }
 
 # check_links NAME: the mesh NICs are the two link veths (never mcm0); each
-# connection left from the local NIC on the peer's subnet; as many accepted.
-check_links() {
-  local name=$1 r bad=0 n_conn=0 n_acc=0 line
-  for r in 0 1 2; do
-    local f="$TMP/$name.$r.out" h=$((r + 1))
-    line=$(grep -E 'NET/Mesh : Using' "$f" | head -1)
-    if [ -z "$line" ] || [[ "$line" == *mcm0* ]] ||
-      [ "$(grep -o '\]mcl[0-9]:' <<<"$line" | wc -l)" != 2 ]; then
-      echo "#   rank $r mesh NICs: ${line:-none}"
-      bad=1
-    fi
-    while IFS= read -r line; do
-      n_conn=$((n_conn + 1))
-      if ! [[ "$line" =~ via\ mcl([1-3])\ 10\.$X\.([1-3][1-3])\.([1-3])\<0\>\ -\>\ 10\.$X\.([1-3][1-3])\.([1-3])\<[0-9]+\>\ \(subnet\ 10\.$X\.([1-3][1-3])\.0/24 ]]; then
-        echo "#   rank $r: unexpected link: $line"
-        bad=1
-        continue
-      fi
-      local peer=${BASH_REMATCH[1]} sub=${BASH_REMATCH[2]} me=${BASH_REMATCH[3]}
-      local psub=${BASH_REMATCH[4]} paddr=${BASH_REMATCH[5]} lsub=${BASH_REMATCH[6]}
-      local want=$((h < peer ? h * 10 + peer : peer * 10 + h))
-      if [ "$me" != "$h" ] || [ "$paddr" != "$peer" ] || [ "$sub" != "$want" ] ||
-        [ "$psub" != "$want" ] || [ "$lsub" != "$want" ]; then
-        echo "#   rank $r (host $h): wrong link: $line"
-        bad=1
-      fi
-    done < <(grep -E '^LOG INFO .*NET/Mesh: connection [0-9a-f]+ to host' "$f")
-    n_acc=$((n_acc + $(grep -cE '^LOG INFO .*NET/Mesh: accepted connection .* on mcl[1-3] 10\.'"$X"'\.' "$f")))
-  done
-  if [ "$n_conn" != 6 ] || [ "$n_acc" != 6 ]; then
-    echo "#   $n_conn connections made, $n_acc accepted on link NICs (want 6 and 6)"
-    bad=1
-  fi
-  return $bad
-}
+# connection left from the local NIC on the peer's subnet; as many accepted:
+# 6 of each (the logger's INFO lines).
+check_links() { ns_check_links "$1" "1 2 3" -6 '^LOG INFO .*'; }
 
-if ! make_triangle; then
+if ! ns_make_hosts 3 "1-2 1-3 2-3"; then
   not_ok "creating the triangle: 3 namespaces, 3 link veth pairs, a management bridge"
   mp_finish
 fi
@@ -183,9 +98,9 @@ for v in 8 9 10 11 12; do
   esac
   name="v$v"
   if drive "$name" "$v" "$secret"; then
-    ok "v$v: 3 hosts, every pair both ways, 0 B .. 8 MiB bit-exact ($MS ms)"
+    ok "v$v: 3 hosts, every pair both ways, 0 B .. 8 MiB bit-exact ($JOB_MS ms)"
   else
-    not_ok "v$v: exchange (exit codes ${RCS[*]})"
+    not_ok "v$v: exchange (exit codes ${JOB_RCS[*]})"
     show_run "$name"
     continue
   fi
@@ -213,10 +128,10 @@ done
 for v in 10 12; do
   name="refuse$v"
   mkdir -p "$TMP/$name"
-  ip netns exec "${TAG}h1" env MESHCCL_SECRET=one NCCL_SOCKET_IFNAME=mcm0 timeout 60 \
+  ns_exec 1 env MESHCCL_SECRET=one NCCL_SOCKET_IFNAME=mcm0 timeout 60 \
     "$DRIVER" "$PLUGIN" "$v" 0 2 "$TMP/$name" refuse-listen >"$TMP/$name.0.out" 2>&1 &
   p0=$!
-  ip netns exec "${TAG}h2" env MESHCCL_SECRET=two NCCL_SOCKET_IFNAME=mcm0 timeout 60 \
+  ns_exec 2 env MESHCCL_SECRET=two NCCL_SOCKET_IFNAME=mcm0 timeout 60 \
     "$DRIVER" "$PLUGIN" "$v" 1 2 "$TMP/$name" refuse-connect >"$TMP/$name.1.out" 2>&1 &
   p1=$!
   wait "$p0"
@@ -236,7 +151,7 @@ done
 name="nolog"
 mkdir -p "$TMP/$name"
 for i in 1 2; do
-  ip netns exec "${TAG}h$i" env MESHCCL_SECRET=s MESH_DRIVER_LOGGER=none NCCL_DEBUG=INFO \
+  ns_exec "$i" env MESHCCL_SECRET=s MESH_DRIVER_LOGGER=none NCCL_DEBUG=INFO \
     NCCL_DEBUG_SUBSYS=NET NCCL_SOCKET_IFNAME=mcm0 timeout 60 "$DRIVER" "$PLUGIN" 12 $((i - 1)) 2 \
     "$TMP/$name" >"$TMP/$name.$((i - 1)).out" 2>&1 &
   eval "pn$i=\$!"

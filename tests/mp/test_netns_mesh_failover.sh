@@ -22,92 +22,50 @@
 # addresses inside the namespaces made here are used; all are removed.
 # shellcheck source=mp_lib.sh
 . "$(dirname "$0")/mp_lib.sh"
+# shellcheck source=netns_lib.sh
+. "$(dirname "$0")/netns_lib.sh"
 need_progs mp_failover
+ns_require "the mesh failover netns test needs root, ip, tc and nft" tc nft
+ns_init mf 150 200
 
-if [ "$(id -u)" != 0 ] || ! command -v ip >/dev/null || ! command -v tc >/dev/null ||
-  ! command -v nft >/dev/null; then
-  skip_or_fail "the mesh failover netns test needs root, ip, tc and nft"
-fi
-
-TAG="mf$$"
-X=$(($$ % 50 + 150))
-MGMT="10.$X.200"
-NS=()
-SW="${TAG}sw"
 N_HOSTS=4
 RATE=200mbit
 MIB=64
 ROUTE_MS=8000 # MESHCCL_MESH_ROUTE_TIMEOUT_MS: how long a broken connection may look for a route
 JOB_LIMIT=150 # s: a rank still running then hangs
 
-ns_cleanup() {
-  local n
-  for n in "${NS[@]}" "$SW"; do
-    ip netns pids "$n" 2>/dev/null | xargs -r kill -KILL 2>/dev/null
-    ip netns del "$n" 2>/dev/null
-  done
-  NS=()
-}
-trap 'ns_cleanup; mp_cleanup' EXIT
-
-# cable I J: a veth pair between hosts I < J, mcl<J> in host I at
-# 10.X.IJ.I/24 and mcl<I> in host J at 10.X.IJ.J/24, both ends shaped.
-cable() {
-  local i=$1 j=$2
-  ip link add "${TAG}l$i$j" type veth peer name "${TAG}l$j$i" || return 1
-  ip link set "${TAG}l$i$j" netns "${TAG}h$i" name "mcl$j" || return 1
-  ip link set "${TAG}l$j$i" netns "${TAG}h$j" name "mcl$i" || return 1
-  ip -n "${TAG}h$i" addr add "10.$X.$i$j.$i/24" dev "mcl$j" || return 1
-  ip -n "${TAG}h$j" addr add "10.$X.$i$j.$j/24" dev "mcl$i" || return 1
-  ip -n "${TAG}h$i" link set "mcl$j" up || return 1
-  ip -n "${TAG}h$j" link set "mcl$i" up || return 1
-  tc -n "${TAG}h$i" qdisc add dev "mcl$j" root tbf rate $RATE burst 256kb latency 100ms || return 1
-  tc -n "${TAG}h$j" qdisc add dev "mcl$i" root tbf rate $RATE burst 256kb latency 100ms || return 1
-}
-
+# build: hosts A..D (1..4) cabled as a ring, both ends of every cable shaped.
 build() {
-  local e
-  ip netns add "$SW" || return 1
-  ip -n "$SW" link add br0 type bridge || return 1
-  ip -n "$SW" link set br0 up || return 1
-  for ((i = 1; i <= N_HOSTS; i++)); do
-    local h="${TAG}h$i"
-    NS+=("$h")
-    ip netns add "$h" || return 1
-    ip netns exec "$h" sysctl -qw net.ipv4.ip_forward=0 || return 1
-    ip link add "${TAG}m$i" type veth peer name "${TAG}s$i" || return 1
-    ip link set "${TAG}m$i" netns "$h" name mcm0 || return 1
-    ip link set "${TAG}s$i" netns "$SW" || return 1
-    ip -n "$SW" link set "${TAG}s$i" master br0 up || return 1
-    ip -n "$h" addr add "$MGMT.$i/24" dev mcm0 || return 1
-    ip -n "$h" link set mcm0 up || return 1
-    ip -n "$h" link set lo up || return 1
-  done
-  for e in 1-2 2-3 3-4 1-4; do
-    cable "${e%-*}" "${e#*-}" || return 1
+  local e i j
+  ns_make_hosts $N_HOSTS "1-2 2-3 3-4 1-4" || return 1
+  for e in "${NS_EDGES[@]}"; do
+    i=${e%-*} j=${e#*-}
+    tc -n "${TAG}h$i" qdisc add dev "mcl$j" root tbf rate $RATE burst 256kb latency 100ms || return 1
+    tc -n "${TAG}h$j" qdisc add dev "mcl$i" root tbf rate $RATE burst 256kb latency 100ms || return 1
   done
 }
 
 # drop_in I IF: host I drops every packet that arrives on IF (nftables), its
 # carrier up: a cable gone silent.
 drop_in() {
-  ip netns exec "${TAG}h$1" nft add table inet "$TAG" &&
-    ip netns exec "${TAG}h$1" nft add chain inet "$TAG" in '{ type filter hook input priority 0; }' &&
-    ip netns exec "${TAG}h$1" nft add rule inet "$TAG" in iifname "$2" drop
+  ns_exec "$1" nft add table inet "$TAG" &&
+    ns_exec "$1" nft add chain inet "$TAG" in '{ type filter hook input priority 0; }' &&
+    ns_exec "$1" nft add rule inet "$TAG" in iifname "$2" drop
 }
 
-# start NAME ITERS: rank i-1 on host i, in the background.
+# start NAME ITERS: rank i-1 on host i, in the background (wait_bg: PID_NAME<i>).
 start() {
-  local name=$1 iters=$2 port i
-  port=$(free_port)
+  local name=$1 iters=$2 i
+  local -a hosts=(1 2 3 4)
+  NS_PORT=$(free_port)
   T0_MS=$(now_ms)
   for ((i = 1; i <= N_HOSTS; i++)); do
     rm -f "$TMP/$name.ready$i"
-    bg "$name$i" ip netns exec "${TAG}h$i" env RANK=$((i - 1)) WORLD_SIZE=$N_HOSTS LOCAL_RANK=0 \
-      LOCAL_WORLD_SIZE=1 NCCL_HOSTID="host$i" NCCL_COMM_ID="$MGMT.1:$port" \
-      NCCL_SOCKET_IFNAME=mcm0 NCCL_NET=Mesh MESHCCL_MESH_IFNAME=mcl NCCL_ALGO=Ring \
-      MESHCCL_MESH_ROUTE_TIMEOUT_MS=$ROUTE_MS NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=INIT,NET \
-      "$T/mp_failover" --mib $MIB --iters "$iters" --ready "$TMP/$name.ready$i"
+    ns_rank_argv hosts $((i - 1)) ""
+    bg "$name$i" "${NS_ARGV[@]}" NCCL_SOCKET_IFNAME=mcm0 NCCL_NET=Mesh MESHCCL_MESH_IFNAME=mcl \
+      NCCL_ALGO=Ring MESHCCL_MESH_ROUTE_TIMEOUT_MS=$ROUTE_MS NCCL_DEBUG=INFO \
+      NCCL_DEBUG_SUBSYS=INIT,NET "$T/mp_failover" --mib $MIB --iters "$iters" \
+      --ready "$TMP/$name.ready$i"
   done
 }
 
@@ -219,8 +177,8 @@ else
   not_ok "silent: the ranks did not start their first all-reduce"
   for ((i = 1; i <= N_HOSTS; i++)); do show "$TMP/sil$i.out"; done
 fi
-ip netns exec "${TAG}h2" nft delete table inet "$TAG" 2>/dev/null
-ip netns exec "${TAG}h3" nft delete table inet "$TAG" 2>/dev/null
+ns_exec 2 nft delete table inet "$TAG" 2>/dev/null
+ns_exec 3 nft delete table inet "$TAG" 2>/dev/null
 ip -n "${TAG}h1" link set mcl2 down
 
 # ---------- isolate: A loses its last cable, every rank fails, none hangs ----------

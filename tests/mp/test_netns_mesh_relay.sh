@@ -24,76 +24,11 @@
 # Only addresses inside the namespaces made here are used; all are removed.
 # shellcheck source=mp_lib.sh
 . "$(dirname "$0")/mp_lib.sh"
+# shellcheck source=netns_lib.sh
+. "$(dirname "$0")/netns_lib.sh"
 need_progs mp_coll
-
-if [ "$(id -u)" != 0 ] || ! command -v ip >/dev/null; then
-  skip_or_fail "the mesh relay netns test needs root and ip"
-fi
-
-TAG="mr$$"
-X=$(($$ % 50 + 100))
-MGMT="10.$X.200"
-NS=()
-SW="${TAG}sw"
-EDGES=()
-N_HOSTS=0
-
-ns_cleanup() {
-  local n
-  for n in "${NS[@]}" "$SW"; do
-    ip netns pids "$n" 2>/dev/null | xargs -r kill -KILL 2>/dev/null
-    ip netns del "$n" 2>/dev/null
-  done
-  NS=()
-}
-trap 'ns_cleanup; mp_cleanup' EXIT
-
-# cable I J: a veth pair between hosts I < J, mcl<J> in host I at
-# 10.X.IJ.I/24 and mcl<I> in host J at 10.X.IJ.J/24.
-cable() {
-  local i=$1 j=$2
-  ip link add "${TAG}l$i$j" type veth peer name "${TAG}l$j$i" || return 1
-  ip link set "${TAG}l$i$j" netns "${TAG}h$i" name "mcl$j" || return 1
-  ip link set "${TAG}l$j$i" netns "${TAG}h$j" name "mcl$i" || return 1
-  ip -n "${TAG}h$i" addr add "10.$X.$i$j.$i/24" dev "mcl$j" || return 1
-  ip -n "${TAG}h$j" addr add "10.$X.$i$j.$j/24" dev "mcl$i" || return 1
-  ip -n "${TAG}h$i" link set "mcl$j" up || return 1
-  ip -n "${TAG}h$j" link set "mcl$i" up || return 1
-}
-
-# build N "I-J I-J ...": N host namespaces on a management bridge, cabled.
-build() {
-  local n=$1 e
-  N_HOSTS=$n
-  read -r -a EDGES <<<"$2"
-  ip netns add "$SW" || return 1
-  ip -n "$SW" link add br0 type bridge || return 1
-  ip -n "$SW" link set br0 up || return 1
-  for ((i = 1; i <= n; i++)); do
-    local h="${TAG}h$i"
-    NS+=("$h")
-    ip netns add "$h" || return 1
-    ip netns exec "$h" sysctl -qw net.ipv4.ip_forward=0 || return 1
-    ip link add "${TAG}m$i" type veth peer name "${TAG}s$i" || return 1
-    ip link set "${TAG}m$i" netns "$h" name mcm0 || return 1
-    ip link set "${TAG}s$i" netns "$SW" || return 1
-    ip -n "$SW" link set "${TAG}s$i" master br0 up || return 1
-    ip -n "$h" addr add "$MGMT.$i/24" dev mcm0 || return 1
-    ip -n "$h" link set mcm0 up || return 1
-    ip -n "$h" link set lo up || return 1
-  done
-  for e in "${EDGES[@]}"; do
-    cable "${e%-*}" "${e#*-}" || return 1
-  done
-}
-
-is_edge() {
-  local a=$1 b=$2 e
-  for e in "${EDGES[@]}"; do
-    [ "$e" = "$a-$b" ] || [ "$e" = "$b-$a" ] && return 0
-  done
-  return 1
-}
+ns_require "the mesh relay netns test needs root and ip"
+ns_init mr 100 200
 
 # dist A B: hops between hosts A and B over the cables (breadth-first).
 dist() {
@@ -102,8 +37,8 @@ dist() {
     for h in "${frontier[@]}"; do [ "$h" = "$b" ] && echo $d && return; done
     next=()
     for h in "${frontier[@]}"; do
-      for ((k = 1; k <= N_HOSTS; k++)); do
-        if [[ "$seen" != *" $k "* ]] && is_edge "$h" "$k"; then
+      for ((k = 1; k <= NS_N_HOSTS; k++)); do
+        if [[ "$seen" != *" $k "* ]] && ns_is_cable "$h" "$k"; then
           seen+="$k "
           next+=("$k")
         fi
@@ -115,46 +50,27 @@ dist() {
   echo -1
 }
 
-# job NAME "RANK_OF_HOST_1 ..." PROG ARGS...: one rank per host.
+# job NAME "RANK_OF_HOST_1 ..." PROG ARGS...: one rank per host; rank r's
+# log is $TMP/NAME.<r>.out.
 job() {
-  local name=$1 ranks
+  local name=$1 ranks hosts=() i
   read -r -a ranks <<<"$2"
   shift 2
-  local port pids=() rc=0 t0 i
-  port=$(free_port)
-  t0=$(now_ms)
-  for ((i = 1; i <= N_HOSTS; i++)); do
-    local r=${ranks[$((i - 1))]} root="" k
-    # the root runs where rank 0 runs
-    for ((k = 1; k <= N_HOSTS; k++)); do [ "${ranks[$((k - 1))]}" = 0 ] && root="$MGMT.$k"; done
-    ip netns exec "${TAG}h$i" env RANK="$r" WORLD_SIZE="$N_HOSTS" LOCAL_RANK=0 LOCAL_WORLD_SIZE=1 \
-      NCCL_HOSTID="host$i" NCCL_COMM_ID="$root:$port" NCCL_SOCKET_IFNAME=mcm0 NCCL_NET=Mesh \
-      MESHCCL_MESH_IFNAME=mcl NCCL_ALGO=Ring NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=INIT,NET \
-      timeout 120 "$@" >"$TMP/$name.h$i.out" 2>&1 &
-    pids+=($!)
-  done
-  JOB_RCS=()
-  for p in "${pids[@]}"; do
-    wait "$p"
-    JOB_RCS+=($?)
-  done
-  JOB_MS=$(($(now_ms) - t0))
-  for x in "${JOB_RCS[@]}"; do [ "$x" = 0 ] || rc=1; done
-  return $rc
+  for ((i = 1; i <= NS_N_HOSTS; i++)); do hosts[${ranks[$((i - 1))]}]=$i; done
+  ns_job "$name" 120 "${hosts[*]}" NCCL_SOCKET_IFNAME=mcm0 NCCL_NET=Mesh MESHCCL_MESH_IFNAME=mcl \
+    NCCL_ALGO=Ring NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=INIT,NET "$@"
 }
-
-show_job() { for f in "$TMP/$1".h*.out; do show "$f"; done; }
 
 # check_logs NAME SHAPE N_LINKS "RANKS": the mesh every host logged, the
 # relayed and direct connections.
 check_logs() {
   local name=$1 shape=$2 n_links=$3 ranks i line bad=0 n_relayed=0 n_relaying=0 need_relay=0
   read -r -a ranks <<<"$4"
-  for ((i = 1; i <= N_HOSTS; i++)); do
-    local f="$TMP/$name.h$i.out"
+  for ((i = 1; i <= NS_N_HOSTS; i++)); do
+    local f="$TMP/$name.${ranks[$((i - 1))]}.out"
     line=$(grep -E 'NET/Mesh: mesh stable:' "$f" | tail -1)
-    if ! [[ "$line" =~ mesh\ stable:\ $N_HOSTS\ hosts\ .*\),\ $n_links\ links,\ shape\ $shape ]]; then
-      echo "#   host $i: mesh log: ${line:-none} (want $N_HOSTS hosts, $n_links links, $shape)"
+    if ! [[ "$line" =~ mesh\ stable:\ $NS_N_HOSTS\ hosts\ .*\),\ $n_links\ links,\ shape\ $shape ]]; then
+      echo "#   host $i: mesh log: ${line:-none} (want $NS_N_HOSTS hosts, $n_links links, $shape)"
       bad=1
     fi
     [ "$(grep -cE 'NET/Mesh: mesh: link [0-9]+:' "$f")" -ge "$n_links" ] || {
@@ -174,7 +90,7 @@ check_logs() {
         bad=1
       fi
       for h in "${hn[@]}"; do
-        if [ -n "$prev" ] && ! is_edge "$prev" "$h"; then
+        if [ -n "$prev" ] && ! ns_is_cable "$prev" "$h"; then
           echo "#   host $i: route crosses $prev-$h, not a cable: $line"
           bad=1
         fi
@@ -182,20 +98,21 @@ check_logs() {
       done
     done < <(grep -E 'NET/Mesh: relayed connection' "$f")
     n_relaying=$((n_relaying + $(grep -cE 'NET/Mesh: relaying connection' "$f")))
-    # direct connections: "connection C to host H via mclJ": J must be cabled to i.
+    # direct connections: "connection C to host H via mclJ": J must be cabled to i
+    # ("connection C to host H/name moved from ...", a resume, is not a new one).
     while IFS= read -r line; do
       local j
       j=$(sed -E 's/.* via mcl([0-9]+) .*/\1/' <<<"$line")
-      is_edge "$i" "$j" || {
+      ns_is_cable "$i" "$j" || {
         echo "#   host $i: direct connection over a missing cable: $line"
         bad=1
       }
-    done < <(grep -E 'NET/Mesh: connection [0-9a-f]+ to host' "$f")
+    done < <(grep -E 'NET/Mesh: connection [0-9a-f]+ to host [0-9a-f]+ via ' "$f")
     # The rank ring's next host: relayed when it is not a neighbour.
     local r=${ranks[$((i - 1))]} nr k
-    nr=$(((r + 1) % N_HOSTS))
-    for ((k = 1; k <= N_HOSTS; k++)); do
-      [ "${ranks[$((k - 1))]}" = "$nr" ] && ! is_edge "$i" "$k" && need_relay=$((need_relay + 1))
+    nr=$(((r + 1) % NS_N_HOSTS))
+    for ((k = 1; k <= NS_N_HOSTS; k++)); do
+      [ "${ranks[$((k - 1))]}" = "$nr" ] && ! ns_is_cable "$i" "$k" && need_relay=$((need_relay + 1))
     done
   done
   if [ "$need_relay" -gt 0 ] && { [ "$n_relayed" -lt "$need_relay" ] || [ "$n_relaying" -lt 1 ]; }; then
@@ -212,7 +129,7 @@ COLL_ARGS=(--types int32,uint8 --ops sum --sizes 1,65537,1048579)
 # shape NAME N "EDGES" "RANKS" SHAPE N_LINKS
 shape() {
   local name=$1 n=$2 edges=$3 rank_list=$4 want=$5 n_links=$6
-  if ! build "$n" "$edges"; then
+  if ! ns_make_hosts "$n" "$edges"; then
     not_ok "$name: building $n namespaces cabled $edges"
     ns_cleanup
     return
@@ -223,11 +140,11 @@ shape() {
       ok "$name: mesh logged as $want ($n_links links) by every host; $RELAYED relayed connections on shortest routes over cables, $RELAYING relayed by hosts on the route"
     else
       not_ok "$name: the logs"
-      show_job "$name"
+      ns_show_job "$name"
     fi
   else
     not_ok "$name (exit codes ${JOB_RCS[*]})"
-    show_job "$name"
+    ns_show_job "$name"
   fi
   ns_cleanup
 }

@@ -19,91 +19,30 @@
 # Only addresses inside the namespaces made here are used; all are removed.
 # shellcheck source=mp_lib.sh
 . "$(dirname "$0")/mp_lib.sh"
+# shellcheck source=netns_lib.sh
+. "$(dirname "$0")/netns_lib.sh"
 need_progs mp_coll
-
-if [ "$(id -u)" != 0 ] || ! command -v ip >/dev/null; then
-  skip_or_fail "the mesh rings netns test needs root and ip"
-fi
-
-TAG="mr$$"
-X=$(($$ % 50 + 100))
-MGMT="10.$X.100"
-NS=()
-SW="${TAG}sw"
-
-ns_cleanup() {
-  local n
-  for n in "${NS[@]}" "$SW"; do
-    ip netns pids "$n" 2>/dev/null | xargs -r kill -KILL 2>/dev/null
-    ip netns del "$n" 2>/dev/null
-  done
-}
-trap 'ns_cleanup; mp_cleanup' EXIT
-
-# link I J (I < J): a cable between hosts I and J, mcl<J> in I, mcl<I> in J,
-# subnet 10.X.IJ.0/24.
-link() {
-  local i=$1 j=$2
-  ip link add "${TAG}l$i$j" type veth peer name "${TAG}l$j$i" || return 1
-  ip link set "${TAG}l$i$j" netns "${TAG}h$i" name "mcl$j" || return 1
-  ip link set "${TAG}l$j$i" netns "${TAG}h$j" name "mcl$i" || return 1
-  ip -n "${TAG}h$i" addr add "10.$X.$i$j.$i/24" dev "mcl$j" || return 1
-  ip -n "${TAG}h$j" addr add "10.$X.$i$j.$j/24" dev "mcl$i" || return 1
-  ip -n "${TAG}h$i" link set "mcl$j" up || return 1
-  ip -n "${TAG}h$j" link set "mcl$i" up || return 1
-}
-
-make_hosts() {
-  ip netns add "$SW" || return 1
-  ip -n "$SW" link add br0 type bridge || return 1
-  ip -n "$SW" link set br0 up || return 1
-  for i in 1 2 3 4; do
-    local h="${TAG}h$i"
-    NS+=("$h")
-    ip netns add "$h" || return 1
-    ip netns exec "$h" sysctl -qw net.ipv4.ip_forward=0 || return 1
-    ip link add "${TAG}m$i" type veth peer name "${TAG}s$i" || return 1
-    ip link set "${TAG}m$i" netns "$h" name mcm0 || return 1
-    ip link set "${TAG}s$i" netns "$SW" || return 1
-    ip -n "$SW" link set "${TAG}s$i" master br0 up || return 1
-    ip -n "$h" addr add "$MGMT.$i/24" dev mcm0 || return 1
-    ip -n "$h" link set mcm0 up || return 1
-    ip -n "$h" link set lo up || return 1
-  done
-  # The cable ring A(1)-B(2)-C(3)-D(4)-A(1).
-  link 1 2 && link 2 3 && link 3 4 && link 1 4
-}
+ns_require "the mesh rings netns test needs root and ip"
+ns_init mr 100 100
 
 # Rank r runs on host HOST_OF[r]: 0 on A, 1 on C, 2 on B, 3 on D.
-HOST_OF=(1 3 2 4)
+HOST_OF="1 3 2 4"
 
+# job NAME ARGS...: mp_coll ARGS with NCCL_ALGO=Ring on every host; NCCL_NET
+# is NET_CHOICE (Mesh when unset, none when empty), NCCL_SOCKET_IFNAME mcm0
+# unless NO_SOCKET_IFNAME is set.
 job() {
   local name=$1
   shift
-  local port pids=() rc=0 r
-  port=$(free_port)
-  for r in 0 1 2 3; do
-    local h=${HOST_OF[$r]}
-    local net_env=(NCCL_NET="${NET_CHOICE-Mesh}")
-    [ -n "${NET_CHOICE-Mesh}" ] || net_env=()
-    local sock_env=(NCCL_SOCKET_IFNAME=mcm0)
-    [ -z "${NO_SOCKET_IFNAME:-}" ] || sock_env=()
-    ip netns exec "${TAG}h$h" env -u NCCL_NET -u NCCL_SOCKET_IFNAME "${net_env[@]}" RANK=$r WORLD_SIZE=4 LOCAL_RANK=0 LOCAL_WORLD_SIZE=1 \
-      NCCL_HOSTID="host$h" NCCL_COMM_ID="$MGMT.${HOST_OF[0]}:$port" "${sock_env[@]}" \
-      NCCL_ALGO=Ring NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=INIT,NET,GRAPH \
-      timeout 240 "$T/mp_coll" "$@" >"$TMP/$name.$r.out" 2>&1 &
-    pids+=($!)
-  done
-  JOB_RCS=()
-  for p in "${pids[@]}"; do
-    wait "$p"
-    JOB_RCS+=($?)
-  done
-  for x in "${JOB_RCS[@]}"; do [ "$x" = 0 ] || rc=1; done
-  return $rc
+  local net_env=(NCCL_NET="${NET_CHOICE-Mesh}")
+  [ -n "${NET_CHOICE-Mesh}" ] || net_env=()
+  local sock_env=(NCCL_SOCKET_IFNAME=mcm0)
+  [ -z "${NO_SOCKET_IFNAME:-}" ] || sock_env=()
+  ns_job "$name" 240 "$HOST_OF" "${net_env[@]}" "${sock_env[@]}" NCCL_ALGO=Ring NCCL_DEBUG=INFO \
+    NCCL_DEBUG_SUBSYS=INIT,NET,GRAPH "$T/mp_coll" "$@"
 }
 
-if ! make_hosts; then
+if ! ns_make_hosts 4 "1-2 2-3 3-4 1-4"; then # the cable ring A-B-C-D-A
   not_ok "creating 4 namespaces cabled as a ring, and a management bridge"
   mp_finish
 fi
@@ -114,7 +53,7 @@ if job rings --colls allreduce,broadcast,reduce,allgather,reducescatter \
   ok "NCCL_NET=Mesh, NCCL_ALGO=Ring, ranks against the cables: every ring collective exact"
 else
   not_ok "ring collectives over the mesh (exit codes ${JOB_RCS[*]})"
-  for f in "$TMP"/rings.*.out; do show "$f"; done
+  ns_show_job rings
 fi
 f0="$TMP/rings.0.out"
 expect_grep "rank 0 logs the mesh as a ring of cables" "$f0" 'Mesh: .*shape ring'
@@ -133,8 +72,8 @@ cables() {
         echo "#   rank $r: $line"
         bad=1
       fi
-    done < <(grep -E 'NET/Mesh: connection [0-9a-f]+ to host' "$TMP/$1.$r.out")
-    n=$(grep -cE 'NET/Mesh: connection [0-9a-f]+ to host' "$TMP/$1.$r.out")
+    done < <(grep -E 'NET/Mesh: connection [0-9a-f]+ to host [0-9a-f]+ via ' "$TMP/$1.$r.out")
+    n=$(grep -cE 'NET/Mesh: connection [0-9a-f]+ to host [0-9a-f]+ via ' "$TMP/$1.$r.out")
     [ "$n" -ge 2 ] || {
       echo "#   rank $r made $n connections"
       bad=1
@@ -148,7 +87,7 @@ check "every ring connection leaves on a cable's NIC"
 # meshccl-topo --mesh in every host at once: each lists its two cable NICs and
 # learns the ring of four through discovery.
 for h in 1 2 3 4; do
-  ip netns exec "${TAG}h$h" env -u NCCL_SOCKET_IFNAME NCCL_HOSTID="host$h" MESHCCL_MESH_IFNAME=mcl \
+  ns_exec "$h" env -u NCCL_SOCKET_IFNAME NCCL_HOSTID="host$h" MESHCCL_MESH_IFNAME=mcl \
     timeout 30 "$MC_BUILD/bin/meshccl-topo" --mesh --mesh-wait 3000 >"$TMP/topo.$h.out" 2>&1 &
 done
 wait
@@ -162,7 +101,7 @@ if NET_CHOICE= NO_SOCKET_IFNAME=1 job auto --colls allreduce,allgather --types i
   ok "NCCL_NET unset on the cable ring: ring collectives exact"
 else
   not_ok "NCCL_NET unset on the cable ring (exit codes ${JOB_RCS[*]})"
-  for f in "$TMP"/auto.*.out; do show "$f"; done
+  ns_show_job auto
 fi
 expect_grep "init chose the Mesh net by itself" "$TMP/auto.0.out" \
   'NET: 4 hosts cabled as a ring mesh, 4 links, no common subnet: using network Mesh'

@@ -24,7 +24,7 @@ NCCL_P2P_DISABLE=1 small_shm "$RUN" -n 2 "$T/mp_coll" --types float --sizes 7 \
   >"$TMP/full.out" 2>&1
 expect_eq "1 MiB /dev/shm, 4 MiB FIFOs: the job fails" "$?" 1
 expect_grep "the message names the size and the remedy" "$TMP/full.out" \
-  "init failed: NCCL SHM: /dev/shm has no room for 4198400 bytes \(segment /meshccl-shm-.*\): enlarge /dev/shm \(docker run --shm-size\) or lower NCCL_BUFFSIZE"
+  "init failed: (.*failed: )?NCCL SHM: /dev/shm has no room for 4198400 bytes \(segment /meshccl-shm-.*\): enlarge /dev/shm \(docker run --shm-size\) or lower NCCL_BUFFSIZE"
 expect_grep "nothing left in that /dev/shm" "$TMP/full.out" "^left in /dev/shm: 0$"
 NCCL_P2P_DISABLE=1 NCCL_BUFFSIZE=65536 small_shm "$RUN" -n 2 "$T/mp_coll" \
   --types float --sizes 7,4099 >"$TMP/small.out" 2>&1

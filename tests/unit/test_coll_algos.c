@@ -195,6 +195,7 @@ static void world_free(struct world *w)
     }
     free(comm->p2p_send);
     free(comm->p2p_recv);
+    free(comm->p2p_seq);
     free(comm->os_send);
     free(comm->os_recv);
     free(comm->channels);

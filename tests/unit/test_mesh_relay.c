@@ -608,7 +608,7 @@ static void abort_and_destroy_leave_nothing(void)
     struct mc_mesh_relay *relay = NULL;
     struct mc_mesh_relay_stats st;
     int fds0 = mc_count_fds();
-    int threads0 = mc_count_threads();
+    int threads0 = mc_count_threads_stable();
     int a[8];
     int c[8];
     unsigned char *junk = calloc(1, 1 << 20);

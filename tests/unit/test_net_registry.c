@@ -51,7 +51,11 @@ static void incomplete_table_is_refused(void)
   ops = mc_net_socket_ops;
   ops.abi = MC_NET_OPS_ABI + 1;
   MC_T_EQ_INT(mc_net_ops_validate(&ops, "libfake.so"), ncclInvalidUsage);
-  MC_T_CONTAINS(mc_t_last_error(), "has ABI 2, this library needs 1");
+  MC_T_CONTAINS(mc_t_last_error(), "has ABI 3, this library needs 2");
+  /* get_progress is optional: a net without it passes. */
+  ops = mc_net_socket_ops;
+  ops.get_progress = NULL;
+  MC_T_OK(mc_net_ops_validate(&ops, "test"));
 }
 
 MC_T_MAIN(default_is_socket, nccl_net_chooses_by_name, unknown_net_is_named,

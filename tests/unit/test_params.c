@@ -330,5 +330,26 @@ static void dump_markdown(void)
   free(dump);
 }
 
+/* MESHCCL_SECRET is shown by its length only, in dumps (meshccl-env) as in the log. */
+static void secret_never_shown(void)
+{
+  char *dump = NULL;
+  size_t len = 0;
+  FILE *mem;
+
+  mc_param_set_for_tests(MC_P_SECRET, "hunter2-job-secret");
+  mem = open_memstream(&dump, &len);
+  MC_T_TRUE(mem != NULL);
+  mc_param_dump(mem, false, true);
+  fclose(mem);
+  mc_param_set_for_tests(MC_P_SECRET, NULL);
+  if (strstr(dump, "hunter2") != NULL) {
+    free(dump);
+    MC_T_FAIL("the dump shows the secret");
+  }
+  MC_T_CONTAINS(dump, "(secret, 18 characters)");
+  free(dump);
+}
+
 MC_T_MAIN(defaults, declarations_valid, set_for_tests, edit_distance, closest, conf_file,
-          conf_file_missing, invalid_env_not_overridden, dump_markdown)
+          conf_file_missing, invalid_env_not_overridden, dump_markdown, secret_never_shown)

@@ -75,7 +75,8 @@ ncclResult_t topo_text_print(const struct topo_ctx *ctx, FILE *out)
   int level = mc_topo_p2p_level(sys, &ctx->opts, &why);
 
   fprintf(out, "# %s: %d local rank(s), %d NET(s); NCCL 2.30 rules; local rank 0's system%s\n",
-          (ctx->cli.xml_path != NULL) ? ctx->cli.xml_path : "this host", n, sys->nodes[MC_TOPO_NET].count,
+          (ctx->cli.xml_path != NULL) ? ctx->cli.xml_path : "this host", n,
+          sys->nodes[MC_TOPO_NET].count,
           ctx->ranks_by_busid ? "; ranks numbered in PCI bus-id order" : "");
   if (ctx->cli.n_nodes > 1) {
     fprintf(out,

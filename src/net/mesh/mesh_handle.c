@@ -18,6 +18,8 @@
  */
 #include "mesh_int.h"
 
+#include "net/net_socket_int.h"
+
 #include "check.h"
 #include "log.h"
 
@@ -151,11 +153,25 @@ ncclResult_t mc_net_mesh_handle_decode(const void *buf, struct mc_net_mesh_handl
     return MC_FAIL(ncclInvalidArgument,
                    "NET/Mesh: connect: corrupt handle (%d addresses, min task %u bytes)", h.n_addrs,
                    h.min_task_bytes);
+  /* What every user of a decoded handle creates: sockets and threads. */
+  if ((h.n_socks > MC_NET_SOCK_MAX_SOCKS) || (h.n_threads > MC_NET_SOCK_MAX_THREADS))
+    return MC_FAIL(ncclInvalidArgument,
+                   "NET/Mesh: connect: the handle asks for %d data sockets and %d threads (at most "
+                   "%d and %d)",
+                   h.n_socks, h.n_threads, MC_NET_SOCK_MAX_SOCKS, MC_NET_SOCK_MAX_THREADS);
   for (int i = 0; i < h.n_addrs; i++) {
     struct mc_net_mesh_addr *a = &h.addrs[i];
-    uint8_t fam = p[off];
-    size_t len = (fam == 4) ? MC_NET_MESH_ENTRY4_BYTES : MC_NET_MESH_ENTRY6_BYTES;
+    uint8_t fam;
+    size_t len;
 
+    /* n_addrs may claim more entries than the 96 bytes hold: never read
+     * past the handle (6 IPv4 and 2 IPv6 entries end exactly at its end). */
+    if (off >= MC_NET_HANDLE_BYTES)
+      return MC_FAIL(ncclInvalidArgument,
+                     "NET/Mesh: connect: corrupt handle (%d addresses announced, %d fit)",
+                     h.n_addrs, i);
+    fam = p[off];
+    len = (fam == 4) ? MC_NET_MESH_ENTRY4_BYTES : MC_NET_MESH_ENTRY6_BYTES;
     if (((fam != 4) && (fam != 6)) || (off + len > MC_NET_HANDLE_BYTES) ||
         (p[off + 1] > ((fam == 4) ? 32 : 128)) || (p[off + 2] > MC_NET_MESH_LANE_FAST))
       return MC_FAIL(ncclInvalidArgument,

@@ -28,7 +28,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#define MAX_CANDS          128
+#define MAX_CANDS 128
 
 const char *mc_net_mesh_lane_str(enum mc_net_mesh_lane lane)
 {

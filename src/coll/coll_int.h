@@ -1,0 +1,72 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * Private to src/coll: the executor's batch of operations, shared by
+ * coll_exec.c, which runs it, and coll_check.c, which checks its
+ * signatures (first steps, notices, stray steps, the probe before a
+ * runtime connect).
+ */
+#ifndef MC_COLL_COLL_INT_H
+#define MC_COLL_COLL_INT_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+#include "coll/coll.h"
+
+/* One call's operations, or a whole group's, and their tasks. */
+struct mc_coll_batch {
+  struct mc_op *ops;
+  int n_ops;
+  struct mc_coll_plan pl;
+};
+
+/* Does a primitive of kind k take a step from its receive connections? */
+static inline bool mc_prim_recvs(enum mc_prim_kind k)
+{
+  return (k != MC_PRIM_SEND) && (k != MC_PRIM_COPY_SEND);
+}
+
+/* Does it give one to its send connections? */
+static inline bool mc_prim_sends(enum mc_prim_kind k)
+{
+  return (k != MC_PRIM_RECV) && (k != MC_PRIM_RECV_REDUCE_COPY);
+}
+
+/* ------------------------------------------------------- coll_exec.c */
+
+/* The operation moves data between ranks (the others run locally or not at all). */
+bool mc_coll_op_runs(const struct mc_op *op);
+/* Its one-shot (tree) connections are still to be made, with every peer at once. */
+bool mc_coll_op_needs_oneshot(const struct mc_op *op);
+bool mc_coll_op_needs_trees(const struct mc_op *op);
+/* The NET proxies of the batch's communicators: a collective starts (+1) or ends (-1). */
+void mc_coll_batch_proxies(struct mc_coll_batch *b, int delta);
+/* Runs pl's tasks (of b's operations) to completion: spin, yield, sleep;
+ * every few ms the connections' and the peers' health and stray steps.
+ * On failure *failed_out is the communicator it happened on. */
+ncclResult_t mc_coll_tasks_run(struct mc_coll_batch *b, struct mc_coll_plan *pl,
+                               struct ncclComm **failed_out);
+
+/* ------------------------------------------------------ coll_check.c */
+
+/* op stopped on a mismatch with the call named: what it tells its peers. */
+void mc_coll_note_mismatch(struct mc_op *op, const struct mc_coll_sig *named);
+/* A step of got bytes at src from c is a peer's notice: true, *res names the mismatch. */
+bool mc_coll_notice_recv(struct mc_task *t, const struct mc_conn *c, const char *src, size_t got,
+                         ncclResult_t *res);
+/* Numbers and signs the batch's operations (after the algorithm choice);
+ * send/recv then run in bytes. */
+ncclResult_t mc_coll_batch_sign(struct mc_coll_batch *b);
+/* The probe of every communicator of b about to connect with every peer at
+ * first use (one-shot, trees). */
+ncclResult_t mc_coll_batch_probe(struct mc_coll_batch *b, struct ncclComm **failed_out);
+/* A first step of a running operation on a collective connection that pl
+ * does not receive from (NET ones when net_too): 1 with *res and the
+ * operation in *op_out, else 0. */
+int mc_coll_stray_check(struct mc_coll_batch *b, const struct mc_coll_plan *pl, bool net_too,
+                        ncclResult_t *res, struct mc_op **op_out);
+/* comm stopped on the mismatch n: tells every peer through every connection. */
+void mc_coll_notices_send(const struct mc_coll_plan *pl, struct ncclComm *comm,
+                          const struct mc_coll_notice *n);
+
+#endif /* MC_COLL_COLL_INT_H */

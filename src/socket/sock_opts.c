@@ -1,0 +1,58 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * Socket options that bound how long a connection may look alive when it is
+ * not: TCP keepalive probes on an idle connection, TCP_USER_TIMEOUT on one
+ * with data the peer has not acknowledged (or a zero window it keeps
+ * closed). After the timeout the kernel resets the connection and the next
+ * send or recv fails with ETIMEDOUT. NCCL's misc/socket.cc sets neither; the
+ * Mesh net sets the same pair for its sockets (mesh_handshake.c,
+ * mc_net_mesh_sock_opts).
+ */
+#include "socket.h"
+
+#include <errno.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/socket.h>
+
+#define KEEPALIVE_PROBES 3
+
+static ncclResult_t opt_fail(struct mc_sock *s, const char *what)
+{
+  snprintf(s->err, sizeof(s->err), "setsockopt(%s): %s", what, strerror(errno));
+  s->end = MC_SOCK_END_ERROR;
+  return ncclSystemError;
+}
+
+ncclResult_t mc_sock_set_liveness(struct mc_sock *s, int64_t timeout_ms)
+{
+  int one = 1;
+  int cnt = KEEPALIVE_PROBES;
+  /* Idle connections probe after a third of the timeout, every third: a
+   * dead peer shows within about the timeout. */
+  int probe_s = (timeout_ms / 3000 > 0) ? (int)(timeout_ms / 3000) : 1;
+  unsigned int user_ms =
+      (timeout_ms > (int64_t)INT32_MAX) ? (unsigned int)INT32_MAX : (unsigned int)timeout_ms;
+
+  if ((s->fd < 0) || (timeout_ms <= 0)) {
+    snprintf(s->err, sizeof(s->err), "liveness options: bad socket %d or timeout %lld ms", s->fd,
+             (long long)timeout_ms);
+    s->end = MC_SOCK_END_ERROR;
+    return ncclInternalError;
+  }
+  if ((s->addr.sa.sa_family != AF_INET) && (s->addr.sa.sa_family != AF_INET6))
+    return ncclSuccess; /* not TCP over IP: nothing to set */
+  if (setsockopt(s->fd, SOL_SOCKET, SO_KEEPALIVE, &one, sizeof(one)) != 0)
+    return opt_fail(s, "SO_KEEPALIVE");
+  if (setsockopt(s->fd, IPPROTO_TCP, TCP_KEEPIDLE, &probe_s, sizeof(probe_s)) != 0)
+    return opt_fail(s, "TCP_KEEPIDLE");
+  if (setsockopt(s->fd, IPPROTO_TCP, TCP_KEEPINTVL, &probe_s, sizeof(probe_s)) != 0)
+    return opt_fail(s, "TCP_KEEPINTVL");
+  if (setsockopt(s->fd, IPPROTO_TCP, TCP_KEEPCNT, &cnt, sizeof(cnt)) != 0)
+    return opt_fail(s, "TCP_KEEPCNT");
+  if (setsockopt(s->fd, IPPROTO_TCP, TCP_USER_TIMEOUT, &user_ms, sizeof(user_ms)) != 0)
+    return opt_fail(s, "TCP_USER_TIMEOUT");
+  return ncclSuccess;
+}

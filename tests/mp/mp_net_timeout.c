@@ -1,0 +1,127 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * One rank of tests/mp/test_netns_timeout.sh: waits on the wire are bounded.
+ *
+ *   mp_net_timeout ITERS COUNT [LATE_RANK LATE_MS]
+ *
+ * Joins the communicator of the environment (meshcclCommInitFromEnv) and
+ * runs ITERS all-reduces of COUNT floats (0: until one fails, at most
+ * LOOP_LIMIT_S), each checked (every rank contributes rank + 1), printing
+ * "rank R: running" after the first (the driver may now cut a link). Rank
+ * LATE_RANK sleeps LATE_MS before its second all-reduce: a peer that is late.
+ *
+ * Prints one line and exits with:
+ *   0  every all-reduce succeeded: "rank R: ok, I all-reduces (S s)"
+ *   3  an all-reduce failed with ncclRemoteError or ncclSystemError, and
+ *      ncclCommGetAsyncError and the next call report the same code:
+ *      "rank R: <code> after I all-reduces (S s) (async A, again A): <last error>"
+ *   4  init failed: "rank R: init failed: <code>: <last error>"
+ *   1  anything else (wrong result, inconsistent codes, no failure in time)
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "meshccl.h"
+#include "nccl.h"
+
+#define LOOP_LIMIT_S 60.0
+
+static double now(void)
+{
+  struct timespec ts;
+
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+static ncclResult_t allreduce_checked(ncclComm_t comm, float *buf, size_t count, int rank,
+                                      int n_ranks, int *wrong)
+{
+  ncclResult_t res;
+  float want = (float)n_ranks * (float)(n_ranks + 1) / 2.0f;
+
+  for (size_t i = 0; i < count; i++)
+    buf[i] = (float)(rank + 1);
+  res = ncclAllReduce(buf, buf, count, ncclFloat, ncclSum, comm, NULL);
+  for (size_t i = 0; (res == ncclSuccess) && (i < count); i++) {
+    if (buf[i] != want) {
+      *wrong = 1;
+      break;
+    }
+  }
+  return res;
+}
+
+int main(int argc, char **argv)
+{
+  ncclComm_t comm = NULL;
+  ncclResult_t res, async = ncclSuccess, again;
+  int rank = -1, n_ranks = 0, wrong = 0, late_rank = -1, late_ms = 0;
+  long iters, done = 0;
+  size_t count;
+  float *buf;
+  double t0;
+
+  if ((argc != 3) && (argc != 5)) {
+    fprintf(stderr, "usage: mp_net_timeout ITERS COUNT [LATE_RANK LATE_MS]\n");
+    return 2;
+  }
+  iters = atol(argv[1]);
+  count = strtoull(argv[2], NULL, 0);
+  if (argc == 5) {
+    late_rank = atoi(argv[3]);
+    late_ms = atoi(argv[4]);
+  }
+  setvbuf(stdout, NULL, _IOLBF, 0);
+  res = meshcclCommInitFromEnv(&comm, NULL);
+  if (res != ncclSuccess) {
+    printf("rank %s: init failed: %s: %s\n", getenv("RANK") ? getenv("RANK") : "?",
+           ncclGetErrorString(res), ncclGetLastError(NULL));
+    if (comm != NULL)
+      ncclCommAbort(comm);
+    return 4;
+  }
+  ncclCommUserRank(comm, &rank);
+  ncclCommCount(comm, &n_ranks);
+  buf = malloc(((count > 0) ? count : 1) * sizeof(float));
+  if (buf == NULL)
+    return 1;
+  t0 = now();
+  res = allreduce_checked(comm, buf, count, rank, n_ranks, &wrong);
+  if (res == ncclSuccess) {
+    printf("rank %d: running\n", rank);
+    done++;
+  }
+  while ((res == ncclSuccess) && !wrong &&
+         ((iters > 0) ? (done < iters) : (now() - t0 < LOOP_LIMIT_S))) {
+    if ((rank == late_rank) && (done == 1))
+      usleep((useconds_t)late_ms * 1000);
+    res = allreduce_checked(comm, buf, count, rank, n_ranks, &wrong);
+    done += (res == ncclSuccess);
+  }
+  if (wrong) {
+    printf("rank %d: wrong result after %ld all-reduces\n", rank, done);
+    ncclCommAbort(comm);
+    free(buf);
+    return 1;
+  }
+  if (res == ncclSuccess) {
+    printf("rank %d: %s, %ld all-reduces (%.2f s)\n", rank, (iters > 0) ? "ok" : "no failure", done,
+           now() - t0);
+    ncclCommDestroy(comm);
+    free(buf);
+    return (iters > 0) ? 0 : 1;
+  }
+  ncclCommGetAsyncError(comm, &async);
+  again = ncclAllReduce(buf, buf, count, ncclFloat, ncclSum, comm, NULL);
+  printf("rank %d: %s after %ld all-reduces (%.2f s) (async %d, again %d): %s\n", rank,
+         ncclGetErrorString(res), done, now() - t0, (int)async, (int)again, ncclGetLastError(comm));
+  ncclCommAbort(comm);
+  free(buf);
+  return (((res == ncclRemoteError) || (res == ncclSystemError)) && (async == res) &&
+          (again == res))
+             ? 3
+             : 1;
+}
