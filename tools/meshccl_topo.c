@@ -15,8 +15,9 @@
  * tools/topo/: topo_text.c, topo_json.c, topo_dot.c, topo_graphs.c (--graphs).
  *
  * Init order as initTransportsRank: load -> mc_topo_system_from_xml ->
- * mc_topo_compute_paths -> mc_topo_trim_system -> mc_topo_compute_paths ->
- * mc_topo_search_init, each local rank on its own system.
+ * mc_topo_compute_paths -> mc_topo_trim_system -> mc_topo_compute_paths (when
+ * the trim removed a GPU) -> mc_topo_search_init, each local rank on its own
+ * system.
  *
  * Exit codes: 0 success, 2 bad input or usage, 3 internal failure.
  */
@@ -314,12 +315,16 @@ static ncclResult_t build_system(const struct topo_ctx *ctx, int my_rank,
                                  struct mc_topo_system **sys_out)
 {
   struct mc_topo_system *sys = NULL;
+  bool removed = false;
   ncclResult_t res;
 
   MC_CHECK(mc_topo_system_from_xml(ctx->xml, ctx->host_hash, &sys));
   MC_CHECK_GOTO(mc_topo_compute_paths(sys, &ctx->opts), res, fail);
-  MC_CHECK_GOTO(mc_topo_trim_system(sys, my_rank, ctx->n_local * ctx->cli.n_nodes), res, fail);
-  MC_CHECK_GOTO(mc_topo_compute_paths(sys, &ctx->opts), res, fail);
+  MC_CHECK_GOTO(mc_topo_trim_system(sys, my_rank, ctx->n_local * ctx->cli.n_nodes, &removed), res,
+                fail);
+  if (removed) {
+    MC_CHECK_GOTO(mc_topo_compute_paths(sys, &ctx->opts), res, fail);
+  }
   mc_topo_search_init(sys);
   *sys_out = sys;
   return ncclSuccess;

@@ -190,6 +190,41 @@ void mc_comm_net_secret(const ncclUniqueId *id, uint8_t secret_out[32]);
 /* Finalizes the net context (once; nothing when there is none). */
 void mc_comm_net_fini(struct ncclComm *comm);
 
+/* Steps of an init stage timed for one INFO line (INIT|PROFILE; init_steps.c):
+ * wall time and this thread's CPU time per step, so that a host with more
+ * ranks than cores still shows what each step costs. */
+#define MC_COMM_MAX_STEPS 12
+struct mc_comm_steps {
+  int n;
+  uint64_t wall0_ns; /* start of the running step */
+  uint64_t cpu0_ns;
+  const char *name[MC_COMM_MAX_STEPS];
+  double wall_ms[MC_COMM_MAX_STEPS];
+  double cpu_ms[MC_COMM_MAX_STEPS];
+};
+
+/* Starts the first step. */
+void mc_comm_steps_start(struct mc_comm_steps *st);
+/* Ends the running step as `name` (a string literal) and starts the next; steps past
+ * MC_COMM_MAX_STEPS are added to the last one. */
+void mc_comm_steps_mark(struct mc_comm_steps *st, const char *name);
+/* "<stage> timings - rank R localRanks L (ms wall/cpu): step w/c, ..." at INFO (INIT|PROFILE). */
+void mc_comm_steps_log(const struct mc_comm_steps *st, const struct ncclComm *comm,
+                       const char *stage);
+
+/* Allgather among ranks[0..n) (ranks NULL: all ranks; this rank is
+ * index my_index): slice i of data is ranks[i]'s, the caller fills its own
+ * first. A gather to index 0, then mc_comm_bcast_tree (init_gather.c): a
+ * message up and one down per rank where the ring allgather passes n - 1
+ * through each. Uses tags tag and tag + 1. Blocks; errors as mc_boot_send/recv. */
+ncclResult_t mc_comm_allgather_tree(struct ncclComm *comm, const int *ranks, int n, int my_index,
+                                    void *data, size_t slice_bytes, int tag);
+/* Broadcast of bytes of data from index 0 of ranks[0..n) (NULL: all ranks)
+ * down a binomial tree: each rank receives once and forwards to at most
+ * log2(n) ranks. Blocks; errors as mc_boot_send/recv. */
+ncclResult_t mc_comm_bcast_tree(struct ncclComm *comm, const int *ranks, int n, int my_index,
+                                void *data, size_t bytes, int tag);
+
 /* Stage "topo" (init_topo.c): NCCL_TOPO_FILE or detection (NICs: the
  * devices of comm->net), intra-host
  * allgather and fusion of the XML, system, paths, trim; logs the transport

@@ -24,6 +24,10 @@
 #include "topo/topo.h"
 #include "topo/topo_graph.h"
 
+#define TAG_SHARE_HEAD (MC_BOOT_TAG_INTRANODE | 0x111)
+#define TAG_SHARE_DATA (MC_BOOT_TAG_INTRANODE | 0x112)
+#define TAG_ALLGATHER3 (MC_BOOT_TAG_INTRANODE | 0x113) /* and 0x114 */
+
 /* Logs each line of a memory stream's text at INFO. */
 static void log_lines(unsigned sub, const char *text)
 {
@@ -82,7 +86,98 @@ static ncclResult_t dump_graphs(struct ncclComm *comm)
   return res;
 }
 
-static ncclResult_t search(struct ncclComm *comm)
+/* NCCL's ring and tree searches on this rank's system (init.cc). */
+static ncclResult_t search_here(struct ncclComm *comm, const struct mc_topo_search_opts *opts,
+                                struct mc_comm_steps *steps)
+{
+  int ngpus = comm->topo->nodes[MC_TOPO_GPU].count;
+
+  MC_CHECK(mc_topo_compute(comm->topo, &comm->ring_graph, opts, NULL));
+  mc_comm_steps_mark(steps, "ring");
+  MC_CHECK(mc_topo_graph_init(&comm->tree_graph, MC_TOPO_GRAPH_TREE, MC_TOPO_PATTERN_BALANCED_TREE,
+                              comm->ring_graph.n_channels, comm->ring_graph.n_channels, ngpus));
+  MC_CHECK(mc_topo_compute(comm->topo, &comm->tree_graph, opts, NULL));
+  mc_comm_steps_mark(steps, "tree");
+  return ncclSuccess;
+}
+
+/* What the first local rank sends down the host's broadcast tree. */
+struct shared_head {
+  uint8_t digest[MC_TOPO_SEARCH_DIGEST_BYTES];
+  uint64_t bytes; /* mc_topo_search_export's, sent next */
+};
+
+/*
+ * The searches, once per host (MESHCCL_SEARCH_SHARE): local rank 0 searches
+ * and broadcasts the digest of its system and the graphs to the host's
+ * ranks; a rank whose own digest is the same takes the graphs (and the
+ * bandwidths the searches leave behind), any other rank searches itself.
+ * NCCL searches on every rank; the results are the same (topo_share.c).
+ */
+static ncclResult_t search_shared(struct ncclComm *comm, const struct mc_topo_search_opts *opts,
+                                  struct mc_comm_steps *steps)
+{
+  const struct mc_comm_nodes *nd = &comm->nodes;
+  const struct mc_topo_graph *inputs[1] = {&comm->ring_graph};
+  struct mc_topo_graph *graphs[2] = {&comm->ring_graph, &comm->tree_graph};
+  struct mc_topo_paths_opts popts;
+  struct shared_head head;
+  uint8_t mine[MC_TOPO_SEARCH_DIGEST_BYTES];
+  void *buf = NULL;
+  char *data = NULL;
+  size_t bytes = 0;
+  int ngpus = comm->topo->nodes[MC_TOPO_GPU].count;
+  ncclResult_t res = ncclSuccess;
+
+  mc_topo_paths_opts_from_params(&popts);
+  mc_topo_search_digest(comm->topo, &popts, opts, inputs, 1, mine);
+  memset(&head, 0, sizeof(head));
+  if (nd->local_rank == 0) {
+    MC_CHECK(search_here(comm, opts, steps));
+    memcpy(head.digest, mine, sizeof(mine));
+    MC_CHECK(mc_topo_search_export(comm->topo, (const struct mc_topo_graph *const *)graphs, 2, &buf,
+                                   &bytes));
+    head.bytes = bytes;
+    res = mc_comm_bcast_tree(comm, nd->local_rank_to_rank, nd->local_ranks, 0, &head, sizeof(head),
+                             TAG_SHARE_HEAD);
+    if (res == ncclSuccess)
+      res = mc_comm_bcast_tree(comm, nd->local_rank_to_rank, nd->local_ranks, 0, buf, bytes,
+                               TAG_SHARE_DATA);
+    free(buf);
+    mc_comm_steps_mark(steps, "share");
+    return res;
+  }
+  MC_CHECK(mc_comm_bcast_tree(comm, nd->local_rank_to_rank, nd->local_ranks, nd->local_rank, &head,
+                              sizeof(head), TAG_SHARE_HEAD));
+  if (head.bytes > MC_BOOT_MAX_MSG_BYTES)
+    return MC_FAIL(ncclRemoteError, "Graphs: rank %d announced %llu bytes of graphs (at most %u)",
+                   nd->local_rank_to_rank[0], (unsigned long long)head.bytes,
+                   MC_BOOT_MAX_MSG_BYTES);
+  MC_CHECK(mc_calloc(&data, (size_t)head.bytes + 1));
+  MC_CHECK_GOTO(mc_comm_bcast_tree(comm, nd->local_rank_to_rank, nd->local_ranks, nd->local_rank,
+                                   data, (size_t)head.bytes, TAG_SHARE_DATA),
+                res, out);
+  mc_comm_steps_mark(steps, "share");
+  if (memcmp(head.digest, mine, sizeof(mine)) == 0) {
+    MC_CHECK_GOTO(mc_topo_graph_init(&comm->tree_graph, MC_TOPO_GRAPH_TREE,
+                                     MC_TOPO_PATTERN_BALANCED_TREE, 0, 0, ngpus),
+                  res, out);
+    MC_CHECK_GOTO(mc_topo_search_import(comm->topo, graphs, 2, data, (size_t)head.bytes), res, out);
+    MC_INFO(MC_SUB_GRAPH, "Graphs: rank %d takes the ring and tree graphs of rank %d (same system)",
+            comm->rank, nd->local_rank_to_rank[0]);
+  } else {
+    MC_INFO(MC_SUB_GRAPH,
+            "Graphs: rank %d's system differs from rank %d's (trimmed otherwise, or other "
+            "parameters): searching here",
+            comm->rank, nd->local_rank_to_rank[0]);
+    MC_CHECK_GOTO(search_here(comm, opts, steps), res, out);
+  }
+out:
+  free(data);
+  return res;
+}
+
+static ncclResult_t search(struct ncclComm *comm, struct mc_comm_steps *steps)
 {
   struct mc_topo_search_opts opts;
   int ngpus = comm->topo->nodes[MC_TOPO_GPU].count;
@@ -90,11 +185,14 @@ static ncclResult_t search(struct ncclComm *comm)
   mc_topo_search_opts_from_params(&opts);
   MC_CHECK(mc_topo_graph_init(&comm->ring_graph, MC_TOPO_GRAPH_RING, MC_TOPO_PATTERN_RING, 1,
                               MC_TOPO_MAX_RING_CHANNELS, ngpus));
-  MC_CHECK(mc_topo_compute(comm->topo, &comm->ring_graph, &opts, NULL));
+  /* A graph file is read by every rank, as NCCL does. */
+  if ((comm->nodes.local_ranks > 1) && (opts.graph_file == NULL) &&
+      (mc_param_int(MC_P_SEARCH_SHARE) != 0)) {
+    MC_CHECK(search_shared(comm, &opts, steps));
+  } else {
+    MC_CHECK(search_here(comm, &opts, steps));
+  }
   log_graph(comm->topo, &comm->ring_graph);
-  MC_CHECK(mc_topo_graph_init(&comm->tree_graph, MC_TOPO_GRAPH_TREE, MC_TOPO_PATTERN_BALANCED_TREE,
-                              comm->ring_graph.n_channels, comm->ring_graph.n_channels, ngpus));
-  MC_CHECK(mc_topo_compute(comm->topo, &comm->tree_graph, &opts, NULL));
   log_graph(comm->topo, &comm->tree_graph);
   return dump_graphs(comm);
 }
@@ -139,16 +237,22 @@ ncclResult_t mc_comm_stage_graphs(struct ncclComm *comm)
   size_t tree_log_bytes = 0;
   FILE *lf = NULL;
   int *node_orders = NULL;
+  struct mc_comm_steps steps;
   ncclResult_t res;
 
-  MC_CHECK(search(comm));
+  mc_comm_steps_start(&steps);
+  MC_CHECK(search(comm, &steps));
   MC_CHECK(mc_topo_comp_cap(comm->topo, &cc_min, NULL));
   MC_CHECK(mc_calloc(&all, (size_t)comm->n_ranks));
   MC_CHECK_GOTO(mc_topo_preset(comm->topo, comm->rank, &comm->ring_graph, &comm->tree_graph, cc_min,
                                &all[comm->rank], preset),
                 res, out);
+  mc_comm_steps_mark(&steps, "preset");
   /* AllGather3: every rank's place in its node's rings and trees. */
-  MC_CHECK_GOTO(mc_boot_allgather(comm->boot, all, sizeof(*all)), res, out);
+  MC_CHECK_GOTO(mc_comm_allgather_tree(comm, NULL, comm->n_ranks, comm->rank, all, sizeof(*all),
+                                       TAG_ALLGATHER3),
+                res, out);
+  mc_comm_steps_mark(&steps, "allgather");
   mc_topo_connect_opts_from_params(&copts);
   /* On a direct-connect mesh the rings cross the hosts along the cables. */
   if (comm->net == &mc_net_mesh_ops) {
@@ -166,6 +270,8 @@ ncclResult_t mc_comm_stage_graphs(struct ncclComm *comm)
   if (res != ncclSuccess)
     goto out;
   log_channels(comm, (tree_log != NULL) ? tree_log : "");
+  mc_comm_steps_mark(&steps, "postset");
+  mc_comm_steps_log(&steps, comm, "Graphs");
 out:
   free(node_orders);
   free(tree_log);

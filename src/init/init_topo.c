@@ -25,10 +25,9 @@
 #include "topo/topo_xml.h"
 #include "utils.h"
 
-#define RANK_XML_NODES 256 /* NCCL_TOPO_XML_MAX_NODES: one rank's XML */
-#define TAG_TOPO_SIZES (MC_BOOT_TAG_INTRANODE | 0x101)
-#define TAG_TOPO_XML   (MC_BOOT_TAG_INTRANODE | 0x102)
-#define XML_MAX_BYTES  (4u << 20) /* one rank's serialized XML */
+#define RANK_XML_NODES 256                             /* NCCL_TOPO_XML_MAX_NODES: one rank's XML */
+#define TAG_TOPO_XML   (MC_BOOT_TAG_INTRANODE | 0x102) /* to + 3 */
+#define XML_MAX_BYTES  (4u << 20)                      /* one rank's serialized XML */
 /* This rank's gdrSupport (NCCL 2.30 src/init.cc ncclGpuGdrSupport: 1 when a
  * net device can register GPU memory). meshccl's buffers are host memory and
  * its nets register host memory only, so no rank supports GPUDirect RDMA. */
@@ -152,50 +151,140 @@ static ncclResult_t xml_to_text(const struct mc_xml *xml, char **buf_out, size_t
   return ncclSuccess;
 }
 
-/* Allgather of every local rank's XML text, then fusion in local-rank order. */
-static ncclResult_t fuse_host(struct ncclComm *comm, const struct mc_xml *mine,
-                              struct mc_xml **fused_out)
+/* Each local rank's XML goes to local rank 0 in a slot of this many bytes:
+ * its size, then its text (a host's XML is about 1 KiB: one CPU, its NICs,
+ * the rank's device); a larger one (NCCL_TOPO_FILE of a big server) follows
+ * in a message of its own. NCCL exchanges fixed slots too,
+ * xmlMemSize(NCCL_TOPO_XML_MAX_NODES) bytes each (ncclTopoGetSystem). */
+#define XML_SLOT_BYTES  4096
+#define XML_SLOT_HEADER sizeof(uint64_t)
+
+/* Local rank 0's side of NCCL's intra-node allgather and fusion: every
+ * local rank's text (its own is text), parsed and fused in local-rank order. */
+static ncclResult_t gather_and_fuse(struct ncclComm *comm, const char *text, uint64_t bytes,
+                                    struct mc_xml *fused)
 {
   const struct mc_comm_nodes *nd = &comm->nodes;
-  uint64_t *sizes = NULL;
-  char *all = NULL;
+  char slot[XML_SLOT_BYTES];
+  char *big = NULL;
+  struct mc_xml *tmp = NULL;
+  ncclResult_t res = ncclSuccess;
+
+  MC_CHECK(mc_xml_create(RANK_XML_NODES, &tmp));
+  for (int i = 0; i < nd->local_ranks; i++) {
+    int peer = nd->local_rank_to_rank[i];
+    const char *t = text;
+    uint64_t size = bytes;
+    char name[64];
+    if (i > 0) {
+      MC_CHECK_GOTO(mc_boot_recv(comm->boot, peer, TAG_TOPO_XML, slot, sizeof(slot)), res, out);
+      memcpy(&size, slot, sizeof(size));
+      t = slot + XML_SLOT_HEADER;
+      if (size > XML_MAX_BYTES) {
+        res = MC_FAIL(ncclRemoteError, "topology: rank %d sent an XML of %llu bytes (at most %u)",
+                      peer, (unsigned long long)size, XML_MAX_BYTES);
+        goto out;
+      }
+      if (size > XML_SLOT_BYTES - XML_SLOT_HEADER) {
+        free(big);
+        big = NULL;
+        MC_CHECK_GOTO(mc_calloc(&big, (size_t)size + 1), res, out);
+        MC_CHECK_GOTO(mc_boot_recv(comm->boot, peer, TAG_TOPO_XML + 1, big, (size_t)size), res,
+                      out);
+        t = big;
+      }
+    }
+    snprintf(name, sizeof(name), "topology of rank %d", peer);
+    mc_xml_clear(tmp);
+    MC_CHECK_GOTO(mc_xml_load_buf(t, (size_t)size, name, tmp), res, out);
+    MC_CHECK_GOTO(mc_xml_fuse(fused, tmp), res, out);
+  }
+out:
+  free(big);
+  mc_xml_destroy(tmp);
+  return res;
+}
+
+/*
+ * NCCL's intra-node allgather of the ranks' XML and the fusion every rank
+ * makes of them, done once: the texts go to local rank 0 (in a slot of
+ * XML_SLOT_BYTES, a larger text in a message of its own), which fuses them in
+ * local-rank order and sends the fused tree to every local rank, packed
+ * (mc_xml_pack keeps elements, attributes, types, lines and order): each rank
+ * holds the tree its own fusion would have made.
+ */
+static ncclResult_t exchange_and_fuse(struct ncclComm *comm, const char *text, uint64_t bytes,
+                                      struct mc_xml *fused)
+{
+  const struct mc_comm_nodes *nd = &comm->nodes;
+  void *packed = NULL;
+  size_t packed_bytes = 0;
+  uint64_t total = 0;
+  ncclResult_t res = ncclSuccess;
+
+  if (nd->local_rank != 0) {
+    char slot[XML_SLOT_BYTES];
+    memset(slot, 0, sizeof(slot));
+    memcpy(slot, &bytes, sizeof(bytes));
+    if (bytes <= XML_SLOT_BYTES - XML_SLOT_HEADER)
+      memcpy(slot + XML_SLOT_HEADER, text, (size_t)bytes);
+    MC_CHECK(mc_boot_send(comm->boot, nd->local_rank_to_rank[0], TAG_TOPO_XML, slot, sizeof(slot)));
+    if (bytes > XML_SLOT_BYTES - XML_SLOT_HEADER)
+      MC_CHECK(mc_boot_send(comm->boot, nd->local_rank_to_rank[0], TAG_TOPO_XML + 1, text,
+                            (size_t)bytes));
+  } else {
+    MC_CHECK(gather_and_fuse(comm, text, bytes, fused));
+    MC_CHECK(mc_xml_pack(fused, &packed, &packed_bytes));
+    total = packed_bytes;
+  }
+  MC_CHECK_GOTO(mc_comm_bcast_tree(comm, nd->local_rank_to_rank, nd->local_ranks, nd->local_rank,
+                                   &total, sizeof(total), TAG_TOPO_XML + 2),
+                res, out);
+  if (total > MC_BOOT_MAX_MSG_BYTES) {
+    res = MC_FAIL(ncclRemoteError, "topology: rank %d announced a fused XML of %llu bytes",
+                  nd->local_rank_to_rank[0], (unsigned long long)total);
+    goto out;
+  }
+  if (packed == NULL) {
+    char *p = NULL;
+    MC_CHECK_GOTO(mc_calloc(&p, (size_t)total + 1), res, out);
+    packed = p;
+  }
+  MC_CHECK_GOTO(mc_comm_bcast_tree(comm, nd->local_rank_to_rank, nd->local_ranks, nd->local_rank,
+                                   packed, (size_t)total, TAG_TOPO_XML + 3),
+                res, out);
+  if (nd->local_rank != 0)
+    MC_CHECK_GOTO(mc_xml_unpack(packed, (size_t)total, fused), res, out);
+out:
+  free(packed);
+  return res;
+}
+
+/* Every local rank's XML, fused in local-rank order. */
+static ncclResult_t fuse_host(struct ncclComm *comm, const struct mc_xml *mine,
+                              struct mc_comm_steps *steps, struct mc_xml **fused_out)
+{
+  const struct mc_comm_nodes *nd = &comm->nodes;
   char *text = NULL;
   size_t bytes = 0;
-  size_t slot = 0;
   struct mc_xml *fused = NULL;
   struct mc_xml *tmp = NULL;
   ncclResult_t res;
   int cap = nd->local_ranks * RANK_XML_NODES;
 
-  MC_CHECK(xml_to_text(mine, &text, &bytes));
-  MC_CHECK_GOTO(mc_calloc(&sizes, (size_t)nd->local_ranks), res, out);
-  sizes[nd->local_rank] = bytes;
-  MC_CHECK_GOTO(mc_boot_allgather_sub(comm->boot, nd->local_rank_to_rank, nd->local_ranks,
-                                      nd->local_rank, sizes, sizeof(*sizes), TAG_TOPO_SIZES),
-                res, out);
-  for (int i = 0; i < nd->local_ranks; i++) {
-    if (sizes[i] > XML_MAX_BYTES) {
-      res = MC_FAIL(ncclRemoteError, "topology: rank %d sent an XML of %llu bytes (at most %u)",
-                    nd->local_rank_to_rank[i], (unsigned long long)sizes[i], XML_MAX_BYTES);
-      goto out;
-    }
-    if (sizes[i] > slot)
-      slot = sizes[i];
-  }
-  MC_CHECK_GOTO(mc_calloc(&all, (size_t)nd->local_ranks * slot + 1), res, out);
-  memcpy(all + (size_t)nd->local_rank * slot, text, bytes);
-  MC_CHECK_GOTO(mc_boot_allgather_sub(comm->boot, nd->local_rank_to_rank, nd->local_ranks,
-                                      nd->local_rank, all, slot, TAG_TOPO_XML),
-                res, out);
   if (cap > MC_XML_MAX_NODES)
     cap = MC_XML_MAX_NODES;
+  MC_CHECK(xml_to_text(mine, &text, &bytes));
   MC_CHECK_GOTO(mc_xml_create(cap, &fused), res, out);
-  MC_CHECK_GOTO(mc_xml_create(RANK_XML_NODES, &tmp), res, out);
-  for (int i = 0; i < nd->local_ranks; i++) {
+  if (nd->local_ranks > 1) {
+    MC_CHECK_GOTO(exchange_and_fuse(comm, text, bytes, fused), res, out);
+    mc_comm_steps_mark(steps, "exchange");
+  } else {
+    /* The text, as the other ranks' would be: what NCCL fuses. */
+    MC_CHECK_GOTO(mc_xml_create(RANK_XML_NODES, &tmp), res, out);
     char name[64];
-    snprintf(name, sizeof(name), "topology of rank %d", nd->local_rank_to_rank[i]);
-    mc_xml_clear(tmp);
-    MC_CHECK_GOTO(mc_xml_load_buf(all + (size_t)i * slot, (size_t)sizes[i], name, tmp), res, out);
+    snprintf(name, sizeof(name), "topology of rank %d", comm->rank);
+    MC_CHECK_GOTO(mc_xml_load_buf(text, bytes, name, tmp), res, out);
     MC_CHECK_GOTO(mc_xml_fuse(fused, tmp), res, out);
   }
   *fused_out = fused;
@@ -204,8 +293,6 @@ static ncclResult_t fuse_host(struct ncclComm *comm, const struct mc_xml *mine,
 out:
   mc_xml_destroy(tmp);
   mc_xml_destroy(fused);
-  free(all);
-  free(sizes);
   free(text);
   return res;
 }
@@ -253,26 +340,41 @@ ncclResult_t mc_comm_stage_topo(struct ncclComm *comm)
   struct mc_topo_paths_opts opts;
   const char *dump = mc_param_str(MC_P_TOPO_DUMP_FILE);
   bool from_file = false;
+  bool trimmed = false;
+  struct mc_comm_steps steps;
   ncclResult_t res;
 
+  mc_comm_steps_start(&steps);
   MC_CHECK(mc_xml_create(RANK_XML_NODES, &mine));
   MC_CHECK_GOTO(rank_xml(comm, mine, &from_file), res, out);
-  MC_CHECK_GOTO(fuse_host(comm, mine, &fused), res, out);
+  mc_comm_steps_mark(&steps, "detect");
+  MC_CHECK_GOTO(fuse_host(comm, mine, &steps, &fused), res, out);
+  mc_comm_steps_mark(&steps, "fuse");
   if ((dump != NULL) && (comm->rank == mc_param_int(MC_P_TOPO_DUMP_FILE_RANK))) {
     MC_INFO(MC_SUB_GRAPH | MC_SUB_ENV, "Dumping topology of the host to %s", dump);
     MC_CHECK_GOTO(mc_xml_dump_file(fused, dump), res, out);
   }
   mc_topo_paths_opts_from_params(&opts);
   MC_CHECK_GOTO(mc_topo_system_from_xml(fused, comm->peers[comm->rank].host_hash, &sys), res, out);
+  mc_comm_steps_mark(&steps, "system");
   MC_CHECK_GOTO(mc_topo_compute_paths(sys, &opts), res, out);
-  MC_CHECK_GOTO(mc_topo_trim_system(sys, comm->rank, comm->n_ranks), res, out);
-  MC_CHECK_GOTO(mc_topo_compute_paths(sys, &opts), res, out);
+  mc_comm_steps_mark(&steps, "paths");
+  MC_CHECK_GOTO(mc_topo_trim_system(sys, comm->rank, comm->n_ranks, &trimmed), res, out);
+  mc_comm_steps_mark(&steps, "trim");
+  /* NCCL computes the paths again; without a removed GPU they are the same. */
+  if (trimmed) {
+    MC_CHECK_GOTO(mc_topo_compute_paths(sys, &opts), res, out);
+  }
   mc_topo_search_init(sys);
+  mc_comm_steps_mark(&steps, "paths2");
   comm->topo = sys;
   sys = NULL;
   if (mc_log_enabled(MC_LOG_INFO, MC_SUB_GRAPH))
     log_system(comm->topo);
-  log_transports(comm, &opts);
+  if (mc_log_enabled(MC_LOG_INFO, MC_SUB_INIT | MC_SUB_GRAPH))
+    log_transports(comm, &opts);
+  mc_comm_steps_mark(&steps, "log");
+  mc_comm_steps_log(&steps, comm, "Topo");
   res = ncclSuccess;
 out:
   mc_topo_system_destroy(sys);

@@ -78,6 +78,11 @@ enum mc_path_type {
 #define MC_TOPO_CPU_MODEL_INTEL_ERP 4
 #define MC_TOPO_CPU_MODEL_YONGFENG  1
 
+/* Nodes of one type a system may hold: NCCL 2.30's NCCL_TOPO_MAX_NODES
+ * (src/include/graph.h: 576 GPUs with headroom), so also the GPUs, and the
+ * local ranks, of one host. */
+#define MC_TOPO_MAX_NODES 640
+
 /* Bandwidth constants, GB/s (src/graph/topo.h). */
 #define MC_TOPO_LOC_BW         5000.0
 #define MC_TOPO_MLOPART_LOC_BW 2618.0
@@ -96,15 +101,30 @@ struct mc_topo_link {
   struct mc_topo_node *rem;
 };
 
-/* A path from a node to a base node: the links to follow, its type, its
- * bottleneck bandwidth and its hop count (NCCL's ncclTopoLinkList). */
-struct mc_topo_path {
-  struct mc_topo_link **list; /* [count] */
-  int count;
-  int cap;
-  float bw;
-  enum mc_path_type type;
+/* One hop of a path: the link to follow, then the rest of the path (NULL
+ * after the last hop). Hops never change once made, so paths share them: a
+ * path that NCCL builds as "this link, then a copy of that path's list"
+ * (ncclTopoSetPaths, addInterStep) is here one new hop in front of the other
+ * path's hops, and keeps the links, their order and their count exactly. */
+struct mc_topo_hop {
+  struct mc_topo_link *link;
+  const struct mc_topo_hop *next;
 };
+
+/* A path from a node to a base node (NCCL's ncclTopoLinkList): its hops,
+ * bottleneck bandwidth, hop count and type, in 16 bytes (the hops live in
+ * the system's hop arena, mc_topo_compute_paths allocates them). Paths to a
+ * DEV node keep their count but no hops (hops NULL): NCCL only reads their
+ * type, bandwidth and count. */
+struct mc_topo_path {
+  const struct mc_topo_hop *hops; /* first hop; NULL when count is 0 */
+  float bw;
+  int16_t count;
+  uint8_t type; /* enum mc_path_type */
+};
+
+/* Link of hop i (0 <= i < count) of a path: walks the hops, O(i). */
+struct mc_topo_link *mc_topo_path_link(const struct mc_topo_path *path, int i);
 
 struct mc_topo_node {
   enum mc_topo_node_type type;
@@ -145,6 +165,8 @@ struct mc_topo_node {
     uint64_t device;
   } pci;
   uint64_t used; /* GPUs: bit c set while channel c of a search goes through it */
+  int index;     /* position in the system's node set of its type */
+  unsigned mark; /* scratch of the path computation (BFS level it was queued for) */
   int n_links;
   int cap_links;
   struct mc_topo_link *links; /* sorted: NVLink first, PCI down, PCI up, SYS */
@@ -158,6 +180,8 @@ struct mc_topo_node_set {
   struct mc_topo_node **nodes; /* index order = creation order (fused XML order) */
 };
 
+struct mc_topo_hop_chunk;
+
 struct mc_topo_system {
   int system_id; /* index of the local host hash */
   int n_hosts;
@@ -166,6 +190,14 @@ struct mc_topo_system {
   float max_bw;   /* set by mc_topo_search_init */
   float total_bw; /* set by mc_topo_search_init */
   bool inter;     /* set by mc_topo_trim_system: GPUs of other nodes exist */
+  /* rank -> GPU index: rank_gpu[rank - rank_lo] (-1: none) for n_rank_slots
+   * ranks; NULL when the ranks are too sparse for a table (then a scan). */
+  int rank_lo;
+  int n_rank_slots;
+  int *rank_gpu;
+  /* The hops of every path (mc_topo_compute_paths), freed with the paths. */
+  struct mc_topo_hop_chunk *hop_chunks;
+  unsigned bfs_level; /* last BFS level number handed out (node marks) */
 };
 
 /* Knobs of the path computation; NCCL reads them from the environment, here
@@ -223,10 +255,14 @@ void mc_topo_free_paths(struct mc_topo_system *sys);
 
 /*
  * ncclTopoTrimSystem: removes the GPUs that are not in my_rank's domain
- * (pairs of type >= MC_PATH_NET split domains), frees the paths (compute them
- * again afterwards) and sets sys->inter = (GPU count != n_ranks).
+ * (pairs of type >= MC_PATH_NET split domains) and sets sys->inter = (GPU
+ * count != n_ranks). When it removes a GPU it frees the paths (NCCL computes
+ * them again: call mc_topo_compute_paths); when it removes none the paths are
+ * kept, as computing them again would give the same paths. *removed_out (may
+ * be NULL) says which.
  */
-ncclResult_t mc_topo_trim_system(struct mc_topo_system *sys, int my_rank, int n_ranks);
+ncclResult_t mc_topo_trim_system(struct mc_topo_system *sys, int my_rank, int n_ranks,
+                                 bool *removed_out);
 
 /* ncclTopoSearchInit: sys->max_bw and sys->total_bw (paths computed). */
 void mc_topo_search_init(struct mc_topo_system *sys);

@@ -490,13 +490,14 @@ static ncclResult_t pci_get(struct detect_ctx *c, const char *busid, struct mc_x
  * path, search and transport rule of NCCL applies unchanged. Placement: one
  * virtual PCI host switch per NUMA node, busid "fffe:NN:00.0" (NN: the NUMA
  * node, ff for -1; domain fffe is reserved here, real domains never reach
- * it), under the cpu of that node; each rank's device "fffe:NN:DD.0"
- * (DD = dev + 1) below it. Consequences with NCCL's own rules: two ranks on
- * one NUMA node are GPU-PCI-GPU = PIX (<= the default P2P level PXB): P2P;
- * ranks on two NUMA nodes go through both CPUs = SYS: no P2P, SHM (the AMD
- * rule of NCCL, P2P level SYS with <= 2 devices, still applies on AMD).
- * Links are left at NCCL's "unknown" PCIe values (link_speed "" = Gen3,
- * width 16: 12 GB/s), vendor ids 0xffff as AWS's files use for fake switches.
+ * it), under the cpu of that node; each rank's device "fffe:NN:DD.0" below
+ * it (DD = dev + 1 in hex, three digits from device 255 on: "fffe:00:100.0";
+ * the ids stay distinct and within the 40 bits of a GPU id). Consequences
+ * with NCCL's own rules: two ranks on one NUMA node are GPU-PCI-GPU = PIX (<= the default P2P level
+ * PXB): P2P; ranks on two NUMA nodes go through both CPUs = SYS: no P2P, SHM (the AMD rule of NCCL,
+ * P2P level SYS with <= 2 devices, still applies on AMD). Links are left at NCCL's "unknown" PCIe
+ * values (link_speed "" = Gen3, width 16: 12 GB/s), vendor ids 0xffff as AWS's files use for fake
+ * switches.
  */
 static ncclResult_t vpci_fill(struct mc_xml_node *node, const char *cls)
 {
@@ -519,10 +520,12 @@ static ncclResult_t add_compute_device(struct detect_ctx *c, const struct mc_top
   struct mc_xml_node *dev = NULL;
   struct mc_xml_node *gpu = NULL;
 
-  if ((me->dev < 0) || (me->dev > 254)) {
+  if ((me->dev < 0) || (me->dev >= MC_TOPO_MAX_NODES)) {
     return MC_FAIL(ncclInvalidArgument,
-                   "Topo: rank %d: device index %d out of range 0..254 for a compute device",
-                   me->rank, me->dev);
+                   "Topo: rank %d: device index %d out of range 0..%d for a compute device (a "
+                   "host holds at most %d devices, NCCL's NCCL_TOPO_MAX_NODES): start fewer ranks "
+                   "on this host",
+                   me->rank, me->dev, MC_TOPO_MAX_NODES - 1, MC_TOPO_MAX_NODES);
   }
   MC_CHECK(cpu_get(c, numa, &cpu));
   snprintf(busid, sizeof(busid), VDEV_DOMAIN ":%02x:00.0", (unsigned)numa & 0xffU);

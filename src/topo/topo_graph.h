@@ -104,6 +104,45 @@ void mc_topo_graph_copy(struct mc_topo_graph *dst, const struct mc_topo_graph *s
 ncclResult_t mc_topo_compute(struct mc_topo_system *sys, struct mc_topo_graph *graph,
                              const struct mc_topo_search_opts *opts, int *loaded_out);
 
+/* ---------------------------------------------- one search for a host
+ * (topo_share.c): NCCL has every rank search; ranks whose systems are the
+ * same find the same graphs, so one of them may search for all. */
+
+#define MC_TOPO_SEARCH_DIGEST_BYTES 32
+
+/*
+ * SHA-256 of everything mc_topo_compute reads for graphs[0..n_graphs) (their
+ * inputs: id, pattern, collnet, channel limits, GPU count): the system's nodes
+ * and links with their bandwidths, the options its paths were computed with
+ * (paths_opts) and the search options. Two ranks with equal digests get equal
+ * graphs from the same searches, and leave their systems equal.
+ */
+void mc_topo_search_digest(const struct mc_topo_system *sys,
+                           const struct mc_topo_paths_opts *paths_opts,
+                           const struct mc_topo_search_opts *search_opts,
+                           const struct mc_topo_graph *const *graphs, int n_graphs,
+                           uint8_t digest_out[MC_TOPO_SEARCH_DIGEST_BYTES]);
+
+/*
+ * After the searches: graphs[0..n_graphs) (their n_channels rows) and the link
+ * and NET bandwidths the searches left on sys, as bytes (*buf_out, caller
+ * frees; *bytes_out). ncclInternalError when a graph was made for another GPU
+ * count.
+ */
+ncclResult_t mc_topo_search_export(const struct mc_topo_system *sys,
+                                   const struct mc_topo_graph *const *graphs, int n_graphs,
+                                   void **buf_out, size_t *bytes_out);
+
+/*
+ * Applies mc_topo_search_export's bytes from a system with the same digest:
+ * fills graphs[0..n_graphs) (initialised for sys's GPU count) and sets sys's
+ * link and NET bandwidths. ncclInternalError when the bytes do not fit sys
+ * (GPU, graph or link counts); nothing is trusted beyond the sizes, so only
+ * bytes from an equal digest give NCCL's result.
+ */
+ncclResult_t mc_topo_search_import(struct mc_topo_system *sys, struct mc_topo_graph *const *graphs,
+                                   int n_graphs, const void *buf, size_t bytes);
+
 /* ncclTopoPrintGraph's lines, without the log prefix, one per line. */
 void mc_topo_graph_print(const struct mc_topo_system *sys, const struct mc_topo_graph *graph,
                          FILE *out);

@@ -16,8 +16,12 @@ static inline struct mc_topo_node *mc_topo_node_at(const struct mc_topo_system *
 }
 
 /* Removes the node (its links and the links pointing at it); paths must be
- * freed first. */
+ * freed first. Keeps the other nodes' index and the rank table. */
 ncclResult_t mc_topo_node_remove(struct mc_topo_system *sys, int type, int index);
+
+/* (Re)builds sys's rank -> GPU index table from the GPUs' ranks (after the
+ * GPUs changed); mc_topo_rank_to_index reads it. */
+ncclResult_t mc_topo_rank_table_build(struct mc_topo_system *sys);
 
 /*
  * sysfs/procfs through one root (topo_sysfs.c; hwloc's HWLOC_FSROOT). `rel`

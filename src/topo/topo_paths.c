@@ -67,18 +67,51 @@ int mc_topo_level_parse(const char *str)
 
 /* ---------------------------------------------------------------- storage */
 
-static ncclResult_t path_reserve(struct mc_topo_path *p, int n)
+/* Hops are handed out from chunks that grow geometrically; all of them are
+ * freed at once with the paths. */
+#define HOP_CHUNK_MIN 256
+#define HOP_CHUNK_MAX 65536
+
+struct mc_topo_hop_chunk {
+  struct mc_topo_hop_chunk *next;
+  int used;
+  int cap;
+  struct mc_topo_hop hops[];
+};
+
+static ncclResult_t hop_new(struct mc_topo_system *sys, struct mc_topo_link *link,
+                            const struct mc_topo_hop *next, struct mc_topo_hop **hop_out)
 {
-  if (n > p->cap) {
-    int cap = (n < 8) ? 8 : n * 2;
-    struct mc_topo_link **list = realloc(p->list, (size_t)cap * sizeof(*list));
-    if (list == NULL) {
-      return MC_FAIL(ncclSystemError, "Topo: out of memory for a path of %d hops", n);
+  struct mc_topo_hop_chunk *c = sys->hop_chunks;
+  struct mc_topo_hop *h;
+
+  if ((c == NULL) || (c->used == c->cap)) {
+    int cap = (c == NULL) ? HOP_CHUNK_MIN : ((c->cap < HOP_CHUNK_MAX) ? c->cap * 2 : c->cap);
+    struct mc_topo_hop_chunk *n = malloc(sizeof(*n) + (size_t)cap * sizeof(n->hops[0]));
+    if (n == NULL) {
+      return MC_FAIL(ncclSystemError, "Topo: out of memory for %d path hops", cap);
     }
-    p->list = list;
-    p->cap = cap;
+    n->next = c;
+    n->used = 0;
+    n->cap = cap;
+    sys->hop_chunks = n;
+    c = n;
   }
+  h = &c->hops[c->used++];
+  h->link = link;
+  h->next = next;
+  *hop_out = h;
   return ncclSuccess;
+}
+
+struct mc_topo_link *mc_topo_path_link(const struct mc_topo_path *path, int i)
+{
+  const struct mc_topo_hop *h = path->hops;
+
+  for (; (h != NULL) && (i > 0); i--) {
+    h = h->next;
+  }
+  return (h != NULL) ? h->link : NULL;
 }
 
 static ncclResult_t paths_alloc(struct mc_topo_system *sys, struct mc_topo_node *node, int type)
@@ -97,62 +130,77 @@ static ncclResult_t paths_alloc(struct mc_topo_system *sys, struct mc_topo_node 
 
 void mc_topo_free_paths(struct mc_topo_system *sys)
 {
+  struct mc_topo_hop_chunk *c = sys->hop_chunks;
+
   for (int t = 0; t < MC_TOPO_NODE_TYPES; t++) {
     for (int i = 0; i < sys->nodes[t].count; i++) {
       struct mc_topo_node *node = sys->nodes[t].nodes[i];
       for (int t2 = 0; t2 < MC_TOPO_NODE_TYPES; t2++) {
-        if (node->paths[t2] == NULL) {
-          continue;
-        }
-        for (int j = 0; j < sys->nodes[t2].count; j++) {
-          free(node->paths[t2][j].list);
-        }
         free(node->paths[t2]);
         node->paths[t2] = NULL;
       }
     }
   }
-}
-
-static int index_of(const struct mc_topo_system *sys, const struct mc_topo_node *node)
-{
-  for (int i = 0; i < sys->nodes[node->type].count; i++) {
-    if (sys->nodes[node->type].nodes[i] == node) {
-      return i;
-    }
+  while (c != NULL) {
+    struct mc_topo_hop_chunk *next = c->next;
+    free(c);
+    c = next;
   }
-  return -1;
+  sys->hop_chunks = NULL;
 }
 
 /* ---------------------------------------------------------------- BFS */
 
-static int list_has(struct mc_topo_node **list, int n, const struct mc_topo_node *node)
+/* A fresh BFS level number: a node is queued for the next level at most once
+ * (NCCL's nextNodeList search, in O(1)). */
+static unsigned bfs_level_new(struct mc_topo_system *sys)
 {
-  for (int i = 0; i < n; i++) {
-    if (list[i] == node) {
-      return 1;
+  if (++sys->bfs_level == 0) {
+    for (int t = 0; t < MC_TOPO_NODE_TYPES; t++) {
+      for (int i = 0; i < sys->nodes[t].count; i++) {
+        sys->nodes[t].nodes[i]->mark = 0;
+      }
     }
+    sys->bfs_level = 1;
   }
-  return 0;
+  return sys->bfs_level;
+}
+
+/* One BFS from a base: the paths to it by node (dense, so that the walk
+ * stays in a few cache lines), scattered into the nodes' path arrays at the
+ * end; `touched` marks the nodes NCCL's getPath would have given an array. */
+struct bfs {
+  int total;
+  int off[MC_TOPO_NODE_TYPES]; /* first dense index of each node type */
+  struct mc_topo_node **cur;   /* [total] */
+  struct mc_topo_node **next;  /* [total] */
+  struct mc_topo_path *dist;   /* [total] */
+  unsigned *touched;           /* [total]: serial of the last BFS that touched it */
+  unsigned serial;
+};
+
+static inline int bfs_index(const struct bfs *b, const struct mc_topo_node *n)
+{
+  return b->off[n->type] + n->index;
 }
 
 /* One BFS step from node (path p to base) over link. */
-static ncclResult_t relax(struct mc_topo_system *sys, struct mc_topo_node *base, int bidx,
+static ncclResult_t relax(struct mc_topo_system *sys, struct bfs *b, struct mc_topo_node *base,
                           struct mc_topo_node *node, struct mc_topo_link *link,
                           const struct mc_topo_paths_opts *opts, bool *updated)
 {
   struct mc_topo_node *rem = link->rem;
-  struct mc_topo_path *p = &node->paths[base->type][bidx];
-  struct mc_topo_path *rp;
+  struct mc_topo_path *p = &b->dist[bfs_index(b, node)];
+  struct mc_topo_path *rp = &b->dist[bfs_index(b, rem)];
   struct mc_topo_link *rev = NULL;
+  struct mc_topo_hop *hop = NULL;
   int max_len = (base->type == MC_TOPO_GPU) ? 2 : 1;
   const struct mc_topo_node *base_dev = (base->type == MC_TOPO_GPU) ? base->gpu.parent : base;
   float bw = (p->bw < link->bw) ? p->bw : link->bw;
   int t;
 
   *updated = false;
-  MC_CHECK(paths_alloc(sys, rem, base->type));
-  rp = &rem->paths[base->type][bidx];
+  b->touched[bfs_index(b, rem)] = b->serial;
   /* 2.30 DEV gate: only GPU leaves and (NVB) NVLink hops pass through a DEV. */
   if ((node != base_dev) && (node->type == MC_TOPO_DEV) &&
       ((link->type != MC_TOPO_LINK_LOC) || (rem->type != MC_TOPO_GPU)) &&
@@ -191,51 +239,54 @@ static ncclResult_t relax(struct mc_topo_system *sys, struct mc_topo_node *base,
                    mc_topo_node_type_str(rem->type), (unsigned long)rem->id,
                    mc_topo_node_type_str(node->type), (unsigned long)node->id);
   }
-  MC_CHECK(path_reserve(rp, p->count + 1));
-  rp->list[0] = rev;
-  for (int i = 0; i < p->count; i++) {
-    rp->list[i + 1] = p->list[i];
+  /* The reverse link, then node's path as it is now (NCCL copies the list).
+   * Nothing follows a path to a DEV (NCCL reads their type, bw and count
+   * only: ncclTopoSearchInit, ncclTopoPrintPaths): no hops for those. */
+  if (base->type != MC_TOPO_DEV) {
+    MC_CHECK(hop_new(sys, rev, p->hops, &hop));
   }
-  rp->count = p->count + 1;
+  rp->hops = hop;
+  rp->count = (int16_t)(p->count + 1);
   rp->bw = bw;
-  rp->type = (enum mc_path_type)t;
+  rp->type = (uint8_t)t;
   *updated = true;
   return ncclSuccess;
 }
 
-/* ncclTopoSetPaths: paths from every node to base. */
-static ncclResult_t set_paths(struct mc_topo_system *sys, struct mc_topo_node *base,
+/* ncclTopoSetPaths: paths from every node to base, breadth first. */
+static ncclResult_t set_paths(struct mc_topo_system *sys, struct bfs *b, struct mc_topo_node *base,
                               const struct mc_topo_paths_opts *opts)
 {
-  ncclResult_t res = ncclSuccess;
-  int total = 0;
-  int bidx = index_of(sys, base);
-  struct mc_topo_node **cur = NULL;
-  struct mc_topo_node **next = NULL;
+  int bidx = base->index;
   int n_cur = 1;
-  struct mc_topo_path *bp;
+  struct mc_topo_node **cur = b->cur;
+  struct mc_topo_node **next = b->next;
+  struct mc_topo_path *bp = &b->dist[bfs_index(b, base)];
 
-  for (int t = 0; t < MC_TOPO_NODE_TYPES; t++) {
-    total += sys->nodes[t].count;
+  b->serial++;
+  /* Each BFS writes entry bidx of the arrays only: it starts from NCCL's
+   * fresh entries (DIS, no hops). */
+  for (int i = 0; i < b->total; i++) {
+    b->dist[i] = (struct mc_topo_path){.hops = NULL, .bw = 0, .count = 0, .type = MC_PATH_DIS};
   }
-  MC_CHECK(paths_alloc(sys, base, base->type));
-  MC_CHECK_GOTO(mc_calloc(&cur, (size_t)total), res, out);
-  MC_CHECK_GOTO(mc_calloc(&next, (size_t)total), res, out);
-  bp = &base->paths[base->type][bidx];
+  b->touched[bfs_index(b, base)] = b->serial;
   bp->count = 0;
   bp->bw = (float)MC_TOPO_LOC_BW;
   bp->type = MC_PATH_LOC;
   cur[0] = base;
   while (n_cur > 0) {
+    unsigned level = bfs_level_new(sys);
     int n_next = 0;
     struct mc_topo_node **tmp;
     for (int n = 0; n < n_cur; n++) {
       struct mc_topo_node *node = cur[n];
       for (int l = 0; l < node->n_links; l++) {
+        struct mc_topo_node *rem = node->links[l].rem;
         bool updated = false;
-        MC_CHECK_GOTO(relax(sys, base, bidx, node, &node->links[l], opts, &updated), res, out);
-        if (updated && !list_has(next, n_next, node->links[l].rem) && (n_next < total)) {
-          next[n_next++] = node->links[l].rem;
+        MC_CHECK(relax(sys, b, base, node, &node->links[l], opts, &updated));
+        if (updated && (rem->mark != level) && (n_next < b->total)) {
+          rem->mark = level;
+          next[n_next++] = rem;
         }
       }
     }
@@ -244,10 +295,17 @@ static ncclResult_t set_paths(struct mc_topo_system *sys, struct mc_topo_node *b
     next = tmp;
     n_cur = n_next;
   }
-out:
-  free(cur);
-  free(next);
-  return res;
+  for (int t = 0; t < MC_TOPO_NODE_TYPES; t++) {
+    for (int i = 0; i < sys->nodes[t].count; i++) {
+      struct mc_topo_node *node = sys->nodes[t].nodes[i];
+      if (b->touched[b->off[t] + i] != b->serial) {
+        continue;
+      }
+      MC_CHECK(paths_alloc(sys, node, base->type));
+      node->paths[base->type][bidx] = b->dist[b->off[t] + i];
+    }
+  }
+  return ncclSuccess;
 }
 
 /* ---------------------------------------------------------------- queries */
@@ -289,16 +347,6 @@ int mc_topo_path_hops(const struct mc_topo_system *sys, enum mc_topo_node_type f
 {
   const struct mc_topo_path *p = mc_topo_path_get(sys, from_type, from_idx, to_type, to_idx);
   return (p == NULL) ? -1 : p->count;
-}
-
-int mc_topo_rank_to_index(const struct mc_topo_system *sys, int rank)
-{
-  for (int i = 0; i < sys->nodes[MC_TOPO_GPU].count; i++) {
-    if (sys->nodes[MC_TOPO_GPU].nodes[i]->gpu.rank == rank) {
-      return i;
-    }
-  }
-  return -1;
 }
 
 /* ncclTopoDevToRank: rank of the GPU with that NVML dev on system sid. */
@@ -478,8 +526,8 @@ ncclResult_t mc_topo_check_p2p(const struct mc_topo_system *sys,
   gpu1 = sys->nodes[MC_TOPO_GPU].nodes[g1];
   path = &gpu1->paths[MC_TOPO_GPU][g2];
   /* 2.30: GPU-DEV-DEV-DEV-GPU, the intermediate DEV is the remote of list[1]. */
-  if ((path->count == 4) && (path->list[1]->rem->type == MC_TOPO_DEV)) {
-    const struct mc_topo_node *mid = path->list[1]->rem;
+  if ((path->count == 4) && (path->hops->next->link->rem->type == MC_TOPO_DEV)) {
+    const struct mc_topo_node *mid = path->hops->next->link->rem;
     MC_CHECK(dev_to_rank(sys, MC_TOPO_ID_SYSTEM(mid->id), mid->dev.dev, &inter));
   }
   if (cpu0_is_amd_x86(sys) && (sys->nodes[MC_TOPO_DEV].count <= 2)) {
@@ -541,6 +589,7 @@ ncclResult_t mc_topo_intermediate_rank(const struct mc_topo_system *sys, int ran
   int g = mc_topo_rank_to_index(sys, rank);
   const struct mc_topo_path *path;
   const struct mc_topo_node *node;
+  const struct mc_topo_hop *hop;
   int i = 1;
 
   if (g < 0) {
@@ -551,10 +600,12 @@ ncclResult_t mc_topo_intermediate_rank(const struct mc_topo_system *sys, int ran
     *rank_out = rank;
     return ncclSuccess;
   }
-  while ((i < path->count) && (path->list[i]->rem->type == MC_TOPO_NVS)) {
+  hop = (path->hops != NULL) ? path->hops->next : NULL;
+  while ((i < path->count) && (hop->link->rem->type == MC_TOPO_NVS)) {
+    hop = hop->next;
     i++;
   }
-  node = (i < path->count) ? path->list[i]->rem : NULL;
+  node = (i < path->count) ? hop->link->rem : NULL;
   if ((node != NULL) && (node->type == MC_TOPO_DEV)) {
     for (int l = 0; l < node->n_links; l++) {
       if (node->links[l].rem->type == MC_TOPO_GPU) {
@@ -655,21 +706,26 @@ static ncclResult_t add_inter_step(struct mc_topo_system *sys, int tx, int ix, i
   struct mc_topo_path *a = &src->paths[tx][ix];
   struct mc_topo_path *b = &mid->paths[t2][i2];
   struct mc_topo_path *p = &src->paths[t2][i2];
-  int l = 0;
+  struct mc_topo_path merged = {.hops = b->hops, .count = (int16_t)(a->count + b->count)};
+  struct mc_topo_hop *last = NULL;
 
-  MC_CHECK(path_reserve(p, a->count + b->count));
-  for (int i = 0; i < a->count; i++) {
-    p->list[l++] = a->list[i];
+  /* a's links copied, then b's hops themselves (they never change). */
+  for (const struct mc_topo_hop *h = a->hops; h != NULL; h = h->next) {
+    struct mc_topo_hop *hop = NULL;
+    MC_CHECK(hop_new(sys, h->link, b->hops, &hop));
+    if (last == NULL) {
+      merged.hops = hop;
+    } else {
+      last->next = hop;
+    }
+    last = hop;
   }
-  for (int i = 0; i < b->count; i++) {
-    p->list[l++] = b->list[i];
-  }
-  p->count = l;
-  p->type = (enum mc_path_type)merge_path_type((int)a->type, (int)b->type);
+  merged.type = (uint8_t)merge_path_type((int)a->type, (int)b->type);
   if (tx == MC_TOPO_GPU) {
-    p->type = MC_PATH_PXN;
+    merged.type = MC_PATH_PXN;
   }
-  p->bw = (a->bw < b->bw) ? a->bw : b->bw;
+  merged.bw = (a->bw < b->bw) ? a->bw : b->bw;
+  *p = merged;
   return ncclSuccess;
 }
 
@@ -751,12 +807,18 @@ out:
 static ncclResult_t net_step(struct mc_topo_system *sys, const struct mc_topo_paths_opts *opts)
 {
   for (int n = 0; n < sys->nodes[MC_TOPO_NET].count; n++) {
+    /* NCCL asks for the NET's local GPU once per GPU; the answer changes only
+     * when a path was rerouted since (add_inter_step below). */
+    bool local_known = false;
+    int peer_idx = -1;
     for (int g = 0; g < sys->nodes[MC_TOPO_GPU].count; g++) {
       struct mc_topo_node *gpu = sys->nodes[MC_TOPO_GPU].nodes[g];
       enum mc_topo_gdr_mode gdr = MC_TOPO_GDR_DISABLED;
       if (!opts->pxn_disable) {
-        int peer_idx = -1;
-        MC_CHECK(mc_topo_get_local_gpu(sys, n, &peer_idx));
+        if (!local_known) {
+          MC_CHECK(mc_topo_get_local_gpu(sys, n, &peer_idx));
+          local_known = true;
+        }
         if ((peer_idx != g) && (peer_idx != -1)) {
           struct mc_topo_node *peer = sys->nodes[MC_TOPO_GPU].nodes[peer_idx];
           int pxn_type = opts->pxn_c2c ? MC_PATH_P2C : MC_PATH_PXB;
@@ -767,6 +829,7 @@ static ncclResult_t net_step(struct mc_topo_system *sys, const struct mc_topo_pa
               ((peer->paths[MC_TOPO_NET][n].bw > gpu->paths[MC_TOPO_NET][n].bw) ||
                (gpu->paths[MC_TOPO_NET][n].type > MC_PATH_PXN))) {
             MC_CHECK(add_inter_step(sys, MC_TOPO_GPU, peer_idx, MC_TOPO_GPU, g, MC_TOPO_NET, n));
+            local_known = false;
           }
         }
       }
@@ -777,6 +840,7 @@ static ncclResult_t net_step(struct mc_topo_system *sys, const struct mc_topo_pa
           MC_CHECK(mc_topo_local_cpu(sys, g, &c));
           MC_CHECK(add_inter_step(sys, MC_TOPO_CPU, c, MC_TOPO_NET, n, MC_TOPO_GPU, g));
           MC_CHECK(add_inter_step(sys, MC_TOPO_CPU, c, MC_TOPO_GPU, g, MC_TOPO_NET, n));
+          local_known = false;
         }
       }
     }
@@ -789,13 +853,31 @@ ncclResult_t mc_topo_compute_paths(struct mc_topo_system *sys,
 {
   static const int base_types[] = {MC_TOPO_CPU, MC_TOPO_DEV, MC_TOPO_GPU, MC_TOPO_NET,
                                    MC_TOPO_GIN, MC_TOPO_RMA, MC_TOPO_NVS};
+  struct bfs b = {0};
+  ncclResult_t res = ncclSuccess;
 
   mc_topo_free_paths(sys);
+  for (int t = 0; t < MC_TOPO_NODE_TYPES; t++) {
+    b.off[t] = b.total;
+    b.total += sys->nodes[t].count;
+  }
+  MC_CHECK_GOTO(mc_calloc(&b.cur, (size_t)b.total + 1), res, out);
+  MC_CHECK_GOTO(mc_calloc(&b.next, (size_t)b.total + 1), res, out);
+  MC_CHECK_GOTO(mc_calloc(&b.dist, (size_t)b.total + 1), res, out);
+  MC_CHECK_GOTO(mc_calloc(&b.touched, (size_t)b.total + 1), res, out);
   for (size_t k = 0; k < sizeof(base_types) / sizeof(base_types[0]); k++) {
     int t = base_types[k];
     for (int i = 0; i < sys->nodes[t].count; i++) {
-      MC_CHECK(set_paths(sys, sys->nodes[t].nodes[i], opts));
+      MC_CHECK_GOTO(set_paths(sys, &b, sys->nodes[t].nodes[i], opts), res, out);
     }
+  }
+out:
+  free(b.cur);
+  free(b.next);
+  free(b.dist);
+  free(b.touched);
+  if (res != ncclSuccess) {
+    return res;
   }
   MC_CHECK(p2p_step(sys, opts));
   if (sys->nodes[MC_TOPO_NET].count > 0) {
@@ -809,12 +891,14 @@ ncclResult_t mc_topo_compute_paths(struct mc_topo_system *sys,
   return ncclSuccess;
 }
 
-ncclResult_t mc_topo_trim_system(struct mc_topo_system *sys, int my_rank, int n_ranks)
+ncclResult_t mc_topo_trim_system(struct mc_topo_system *sys, int my_rank, int n_ranks,
+                                 bool *removed_out)
 {
   int n_gpus = sys->nodes[MC_TOPO_GPU].count;
   int *domains = NULL;
   int64_t *ids = NULL;
   int my_domain = 0;
+  int n_removed = 0;
   ncclResult_t res = ncclSuccess;
 
   MC_CHECK(mc_calloc(&domains, (size_t)(n_gpus + 1)));
@@ -833,7 +917,13 @@ ncclResult_t mc_topo_trim_system(struct mc_topo_system *sys, int my_rank, int n_
       my_domain = domains[g];
     }
   }
-  mc_topo_free_paths(sys);
+  for (int i = 0; i < n_gpus; i++) {
+    n_removed += (domains[i] != my_domain) ? 1 : 0;
+  }
+  /* Nothing to remove: the paths stay (computing them again gives the same). */
+  if (n_removed > 0) {
+    mc_topo_free_paths(sys);
+  }
   for (int i = 0; i < n_gpus; i++) {
     int g;
     if (domains[i] == my_domain) {
@@ -847,6 +937,9 @@ ncclResult_t mc_topo_trim_system(struct mc_topo_system *sys, int my_rank, int n_
     MC_CHECK_GOTO(mc_topo_node_remove(sys, MC_TOPO_GPU, g), res, out);
   }
   sys->inter = (sys->nodes[MC_TOPO_GPU].count != n_ranks);
+  if (removed_out != NULL) {
+    *removed_out = (n_removed > 0);
+  }
 out:
   free(domains);
   free(ids);

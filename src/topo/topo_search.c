@@ -47,7 +47,20 @@ struct search {
   const struct mc_topo_search_opts *opts;
   struct mc_topo_graph *graph; /* being built (NCCL's tmpGraph) */
   struct mc_topo_graph *best;  /* NCCL's saveGraph: the caller's graph */
+  /* order[g * ngpus ...]: every GPU reachable from GPU g, best first, as
+   * ncclTopoSearchNextGpuSort sorts them without a NET (their keys are paths,
+   * which do not change during a search); n_order[g] of them, -1 until
+   * sorted. Filtering the used ones out of it keeps NCCL's order. */
+  int *order;
+  int *n_order;
+  /* select_nets' answers, which depend on paths only: for GPU g (-1 for
+   * all, slot g + 1) and type_inter t (-1..MC_PATH_DIS, slot t + 1),
+   * n_nets_of[slot] NETs (-1 until asked) in nets_of[slot * n_nets ...]. */
+  int *nets_of;
+  int *n_nets_of;
 };
+
+#define NETS_TYPE_SLOTS (MC_PATH_DIS + 2)
 
 static ncclResult_t search_rec(struct search *s, int *time);
 
@@ -88,16 +101,19 @@ static ncclResult_t follow_path(const struct mc_topo_path *path, struct mc_topo_
 {
   float pci_bw = bw;
   struct mc_topo_node *node = start;
+  const struct mc_topo_hop *hop = path->hops;
 
-  for (int step = 0; step < path->count; step++) {
-    struct mc_topo_node *n = path->list[step]->rem;
-    if ((n->type == MC_TOPO_CPU) && (path->type == MC_PATH_PHB) && (start->type == MC_TOPO_GPU) &&
-        (n->cpu.arch == MC_TOPO_CPU_ARCH_X86) && (n->cpu.vendor == MC_TOPO_CPU_VENDOR_INTEL)) {
-      pci_bw = INTEL_P2P_OVERHEAD(bw);
+  if ((path->type == MC_PATH_PHB) && (start->type == MC_TOPO_GPU)) {
+    for (const struct mc_topo_hop *h = path->hops; h != NULL; h = h->next) {
+      const struct mc_topo_node *n = h->link->rem;
+      if ((n->type == MC_TOPO_CPU) && (n->cpu.arch == MC_TOPO_CPU_ARCH_X86) &&
+          (n->cpu.vendor == MC_TOPO_CPU_VENDOR_INTEL)) {
+        pci_bw = INTEL_P2P_OVERHEAD(bw);
+      }
     }
   }
-  for (int step = 0; step < max_steps; step++) {
-    struct mc_topo_link *link = path->list[step];
+  for (int step = 0; step < max_steps; step++, hop = hop->next) {
+    struct mc_topo_link *link = hop->link;
     struct mc_topo_link *rev = NULL;
     float fw_bw = (link->type == MC_TOPO_LINK_PCI) ? pci_bw : bw;
     float rev_bw = 0;
@@ -264,40 +280,23 @@ static int net_index_of(const struct mc_topo_system *sys, int64_t id)
 
 static int gpu_index_of_rank(const struct mc_topo_system *sys, int rank)
 {
-  for (int g = 0; g < n_of(sys, MC_TOPO_GPU); g++) {
-    if (node_at(sys, MC_TOPO_GPU, g)->gpu.rank == rank) {
-      return g;
-    }
-  }
-  return -1;
+  return mc_topo_rank_to_index(sys, rank);
 }
 
-/*
- * ncclTopoSearchNextGpuSort: the GPUs to try after `gpu`, best first.
- * sort_net 1 scores by the path from the channel's start NET too; -1 reverses
- * the order when every candidate is alike from here.
- */
-static ncclResult_t next_gpu_sort(struct search *s, struct mc_topo_node *gpu, int *next,
-                                  int *count_out, int sort_net)
+/* The GPUs reachable from gpu and not used by channel flag (flag 0: every
+ * one), best first by cmp_score (a total order: start_index breaks ties),
+ * into next; *count_out of them. */
+static ncclResult_t sort_candidates(struct search *s, struct mc_topo_node *gpu,
+                                    const struct mc_topo_path *net_paths, uint64_t flag, int *next,
+                                    int *count_out)
 {
   struct mc_topo_system *sys = s->sys;
-  struct mc_topo_graph *g = s->graph;
-  const uint64_t flag = 1ULL << g->n_channels;
   int ngpus = n_of(sys, MC_TOPO_GPU);
   const struct mc_topo_path *paths = gpu->paths[MC_TOPO_GPU];
-  const struct mc_topo_path *net_paths = NULL;
   struct gpu_score *scores = NULL;
-  int start = mc_topo_id_to_index(sys, MC_TOPO_GPU, gpu->id);
+  int start = gpu->index;
   int count = 0;
 
-  if (sort_net != 0) {
-    int n = net_index_of(sys, g->inter[g->n_channels * 2]);
-    if (n < 0) {
-      return MC_FAIL(ncclInternalError, "Topo search: net id %llx not found",
-                     (unsigned long long)g->inter[g->n_channels * 2]);
-    }
-    net_paths = node_at(sys, MC_TOPO_NET, n)->paths[MC_TOPO_GPU];
-  }
   MC_CHECK(mc_calloc(&scores, (size_t)ngpus));
   for (int i = 1; i < ngpus; i++) {
     int c = (start + i) % ngpus;
@@ -319,19 +318,68 @@ static ncclResult_t next_gpu_sort(struct search *s, struct mc_topo_node *gpu, in
     count++;
   }
   qsort(scores, (size_t)count, sizeof(*scores), cmp_score);
-
-  bool same_intra = true;
-  for (int i = 1; i < count; i++) {
-    if ((scores[i].intra_bw != scores[0].intra_bw) ||
-        (scores[i].intra_hops != scores[0].intra_hops)) {
-      same_intra = false;
-    }
-  }
   for (int i = 0; i < count; i++) {
-    next[i] = ((sort_net == -1) && same_intra) ? scores[count - 1 - i].g : scores[i].g;
+    next[i] = scores[i].g;
   }
   *count_out = count;
   free(scores);
+  return ncclSuccess;
+}
+
+/*
+ * ncclTopoSearchNextGpuSort: the GPUs to try after `gpu`, best first.
+ * sort_net 1 scores by the path from the channel's start NET too; -1 reverses
+ * the order when every candidate is alike from here.
+ */
+static ncclResult_t next_gpu_sort(struct search *s, struct mc_topo_node *gpu, int *next,
+                                  int *count_out, int sort_net)
+{
+  struct mc_topo_system *sys = s->sys;
+  struct mc_topo_graph *g = s->graph;
+  const uint64_t flag = 1ULL << g->n_channels;
+  int ngpus = n_of(sys, MC_TOPO_GPU);
+  const struct mc_topo_path *paths = gpu->paths[MC_TOPO_GPU];
+  const struct mc_topo_path *net_paths = NULL;
+  int start = gpu->index;
+  int count = 0;
+
+  if (sort_net != 0) {
+    int n = net_index_of(sys, g->inter[g->n_channels * 2]);
+    if (n < 0) {
+      return MC_FAIL(ncclInternalError, "Topo search: net id %llx not found",
+                     (unsigned long long)g->inter[g->n_channels * 2]);
+    }
+    net_paths = node_at(sys, MC_TOPO_NET, n)->paths[MC_TOPO_GPU];
+  }
+  if (net_paths == NULL) {
+    /* Keys without a NET are paths only: one sort per GPU and search. */
+    int *order = &s->order[(size_t)start * (size_t)ngpus];
+    if (s->n_order[start] < 0) {
+      MC_CHECK(sort_candidates(s, gpu, NULL, 0, order, &s->n_order[start]));
+    }
+    for (int i = 0; i < s->n_order[start]; i++) {
+      if ((node_at(sys, MC_TOPO_GPU, order[i])->used & flag) == 0) {
+        next[count++] = order[i];
+      }
+    }
+  } else {
+    MC_CHECK(sort_candidates(s, gpu, net_paths, flag, next, &count));
+    bool same_intra = true;
+    for (int i = 1; i < count; i++) {
+      if ((paths[next[i]].count != paths[next[0]].count) ||
+          ((int)paths[next[i]].bw != (int)paths[next[0]].bw)) {
+        same_intra = false;
+      }
+    }
+    if ((sort_net == -1) && same_intra) {
+      for (int i = 0; i < count / 2; i++) {
+        int t = next[i];
+        next[i] = next[count - 1 - i];
+        next[count - 1 - i] = t;
+      }
+    }
+  }
+  *count_out = count;
 
   if (n_of(sys, MC_TOPO_NVS) > 0) {
     /* NVSwitches prefer a few peers per GPU: only the index neighbours. */
@@ -457,8 +505,46 @@ static ncclResult_t pref_nets_channel_first(const struct mc_topo_system *sys, in
  * first, then every other NET whose path type is at most type_inter, by type.
  * nets has room for every NET of the system.
  */
-static ncclResult_t select_nets(const struct search *s, int type_inter, int gpu, int *nets,
+static ncclResult_t select_nets_uncached(const struct search *s, int type_inter, int gpu, int *nets,
+                                         int *count_out);
+
+/* select_nets through the search's cache (its answer depends on paths only,
+ * which do not change during a search). */
+static ncclResult_t select_nets(struct search *s, int type_inter, int gpu, int *nets,
                                 int *count_out)
+{
+  int n_nets = n_of(s->sys, MC_TOPO_NET);
+  int n_slots = (n_of(s->sys, MC_TOPO_GPU) + 1) * NETS_TYPE_SLOTS;
+  int slot;
+
+  if ((type_inter < -1) || (type_inter > MC_PATH_DIS) || (gpu < -1) ||
+      (gpu >= n_of(s->sys, MC_TOPO_GPU))) {
+    return select_nets_uncached(s, type_inter, gpu, nets, count_out);
+  }
+  if (s->nets_of == NULL) {
+    MC_CHECK(mc_calloc(&s->n_nets_of, (size_t)n_slots));
+    if (mc_calloc(&s->nets_of, (size_t)n_slots * (size_t)(n_nets + 1)) != ncclSuccess) {
+      free(s->n_nets_of);
+      s->n_nets_of = NULL;
+      return ncclSystemError;
+    }
+    for (int i = 0; i < n_slots; i++) {
+      s->n_nets_of[i] = -1;
+    }
+  }
+  slot = (gpu + 1) * NETS_TYPE_SLOTS + type_inter + 1;
+  if (s->n_nets_of[slot] < 0) {
+    MC_CHECK(select_nets_uncached(s, type_inter, gpu, &s->nets_of[(size_t)slot * (size_t)n_nets],
+                                  &s->n_nets_of[slot]));
+  }
+  memcpy(nets, &s->nets_of[(size_t)slot * (size_t)n_nets],
+         (size_t)s->n_nets_of[slot] * sizeof(*nets));
+  *count_out = s->n_nets_of[slot];
+  return ncclSuccess;
+}
+
+static ncclResult_t select_nets_uncached(const struct search *s, int type_inter, int gpu, int *nets,
+                                         int *count_out)
 {
   const struct mc_topo_system *sys = s->sys;
   int count = 0;
@@ -662,7 +748,7 @@ static ncclResult_t rec_gpu(struct search *s, struct mc_topo_node *gpu, int step
     return ncclSuccess;
   }
   g->intra[g->n_channels * ngpus + step] = gpu->gpu.rank;
-  gi = mc_topo_id_to_index(sys, MC_TOPO_GPU, gpu->id);
+  gi = gpu->index;
 
   if (step == back_to_net) {
     if (sys->inter) {
@@ -1308,8 +1394,14 @@ ncclResult_t mc_topo_compute(struct mc_topo_system *sys, struct mc_topo_graph *g
       graph->min_channels = 2;
     }
   }
-  MC_CHECK(mc_topo_graph_init(&tmp, graph->id, graph->pattern, graph->min_channels,
-                              graph->max_channels, ngpus));
+  MC_CHECK(mc_calloc(&s.order, (size_t)ngpus * (size_t)ngpus + 1));
+  MC_CHECK_GOTO(mc_calloc(&s.n_order, (size_t)ngpus + 1), res, out);
+  for (int g = 0; g < ngpus; g++) {
+    s.n_order[g] = -1;
+  }
+  MC_CHECK_GOTO(mc_topo_graph_init(&tmp, graph->id, graph->pattern, graph->min_channels,
+                                   graph->max_channels, ngpus),
+                res, out);
   mc_topo_graph_copy(&tmp, graph);
   for (int g = 0; g < ngpus; g++) {
     node_at(sys, MC_TOPO_GPU, g)->used = 0;
@@ -1319,6 +1411,11 @@ ncclResult_t mc_topo_compute(struct mc_topo_system *sys, struct mc_topo_graph *g
     res = simple_order(&s);
   }
   mc_topo_graph_fini(&tmp);
+out:
+  free(s.order);
+  free(s.n_order);
+  free(s.nets_of);
+  free(s.n_nets_of);
   return res;
 }
 

@@ -154,6 +154,65 @@ static struct mc_topo_node *get_node(struct mc_topo_system *sys, int type, int64
   return NULL;
 }
 
+/* Sparser ranks than this many table slots per GPU are looked up by a scan. */
+#define RANK_TABLE_SLOTS_PER_GPU 8
+
+ncclResult_t mc_topo_rank_table_build(struct mc_topo_system *sys)
+{
+  const struct mc_topo_node_set *gpus = &sys->nodes[MC_TOPO_GPU];
+  int lo = 0;
+  int hi = 0;
+  int *table = NULL;
+
+  free(sys->rank_gpu);
+  sys->rank_gpu = NULL;
+  sys->n_rank_slots = 0;
+  sys->rank_lo = 0;
+  for (int g = 0; g < gpus->count; g++) {
+    int r = gpus->nodes[g]->gpu.rank;
+    if (r < 0) {
+      return ncclSuccess; /* a GPU without a rank: mc_topo_rank_to_index scans */
+    }
+    lo = ((g == 0) || (r < lo)) ? r : lo;
+    hi = ((g == 0) || (r > hi)) ? r : hi;
+  }
+  if ((gpus->count == 0) ||
+      ((int64_t)hi - lo + 1 > (int64_t)RANK_TABLE_SLOTS_PER_GPU * gpus->count + 64)) {
+    return ncclSuccess; /* no GPU, or ranks too sparse for a table: a scan */
+  }
+  MC_CHECK(mc_calloc(&table, (size_t)(hi - lo + 1)));
+  for (int i = 0; i <= hi - lo; i++) {
+    table[i] = -1;
+  }
+  /* The first GPU of a rank wins, as the scan NCCL's ncclTopoRankToIndex does. */
+  for (int g = gpus->count - 1; g >= 0; g--) {
+    int r = gpus->nodes[g]->gpu.rank;
+    if (r >= 0) {
+      table[r - lo] = g;
+    }
+  }
+  sys->rank_gpu = table;
+  sys->rank_lo = lo;
+  sys->n_rank_slots = hi - lo + 1;
+  return ncclSuccess;
+}
+
+int mc_topo_rank_to_index(const struct mc_topo_system *sys, int rank)
+{
+  const struct mc_topo_node_set *gpus = &sys->nodes[MC_TOPO_GPU];
+
+  if (sys->rank_gpu != NULL) {
+    int64_t slot = (int64_t)rank - sys->rank_lo;
+    return ((slot < 0) || (slot >= sys->n_rank_slots)) ? -1 : sys->rank_gpu[slot];
+  }
+  for (int i = 0; i < gpus->count; i++) {
+    if (gpus->nodes[i]->gpu.rank == rank) {
+      return i;
+    }
+  }
+  return -1;
+}
+
 int mc_topo_id_to_index(const struct mc_topo_system *sys, enum mc_topo_node_type type, int64_t id)
 {
   for (int i = 0; i < sys->nodes[type].count; i++) {
@@ -170,6 +229,13 @@ static ncclResult_t create_node(struct mc_topo_system *sys, int type, int64_t id
   struct mc_topo_node_set *set = &sys->nodes[type];
   struct mc_topo_node *n = NULL;
 
+  if (set->count == MC_TOPO_MAX_NODES) {
+    /* ncclTopoCreateNode's limit ("tried to create too many nodes"). */
+    return MC_FAIL(ncclInvalidUsage,
+                   "Topo: more than %d %s nodes in one system (NCCL's limit, "
+                   "NCCL_TOPO_MAX_NODES)",
+                   MC_TOPO_MAX_NODES, node_type_str[type]);
+  }
   if (set->count == set->cap) {
     int cap = (set->cap == 0) ? 16 : set->cap * 2;
     struct mc_topo_node **nodes = realloc(set->nodes, (size_t)cap * sizeof(*nodes));
@@ -196,6 +262,7 @@ static ncclResult_t create_node(struct mc_topo_system *sys, int type, int64_t id
   n->net.rail = MC_TOPO_UNDEF;
   n->net.plane = MC_TOPO_UNDEF;
   n->net.local_gpu = -1;
+  n->index = set->count;
   set->nodes[set->count++] = n;
   *node_out = n;
   return ncclSuccess;
@@ -280,7 +347,13 @@ ncclResult_t mc_topo_node_remove(struct mc_topo_system *sys, int type, int index
   memmove(&sys->nodes[type].nodes[index], &sys->nodes[type].nodes[index + 1],
           (size_t)(sys->nodes[type].count - index - 1) * sizeof(struct mc_topo_node *));
   sys->nodes[type].count--;
+  for (int i = index; i < sys->nodes[type].count; i++) {
+    sys->nodes[type].nodes[i]->index = i;
+  }
   node_free(del);
+  if (type == MC_TOPO_GPU) {
+    return mc_topo_rank_table_build(sys);
+  }
   return ncclSuccess;
 }
 
@@ -296,6 +369,7 @@ void mc_topo_system_destroy(struct mc_topo_system *sys)
     }
     free(sys->nodes[t].nodes);
   }
+  free(sys->rank_gpu);
   free(sys);
 }
 
@@ -971,6 +1045,7 @@ ncclResult_t mc_topo_system_from_xml(const struct mc_xml *xml, uint64_t local_ho
   }
   MC_CHECK(mc_calloc(&sys, 1));
   MC_CHECK_GOTO(build(sys, top, local_host_hash), res, fail);
+  MC_CHECK_GOTO(mc_topo_rank_table_build(sys), res, fail);
   *sys_out = sys;
   return ncclSuccess;
 fail:

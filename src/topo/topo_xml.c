@@ -504,7 +504,13 @@ static void install_tree(struct mc_xml *xml, const struct mc_xml_node *scratch, 
     const struct mc_xml_node *s = &scratch[i];
     struct mc_xml_node *d = &xml->nodes[i];
 
-    memcpy(d, s, sizeof(*d));
+    /* The used parts only: a node is ~13 KiB, mostly room for attributes. */
+    memcpy(d->name, s->name, sizeof(d->name));
+    memcpy(d->attrs, s->attrs, sizeof(d->attrs[0]) * (size_t)s->n_attrs);
+    d->n_attrs = s->n_attrs;
+    d->type = s->type;
+    d->line = s->line;
+    d->n_subs = s->n_subs;
     d->parent = (s->parent == NULL) ? NULL : &xml->nodes[s->parent - scratch];
     for (int k = 0; k < s->n_subs; k++)
       d->subs[k] = &xml->nodes[s->subs[k] - scratch];
@@ -535,7 +541,13 @@ ncclResult_t mc_xml_load_buf(const char *buf, size_t bytes, const char *name, st
   for (size_t i = 0; i < bytes; i++)
     cap += (buf[i] == '<');
   p->cap = (cap < (size_t)xml->max_nodes) ? (int)cap : xml->max_nodes;
-  MC_CHECK_GOTO(mc_calloc(&p->nodes, (size_t)p->cap), res, out);
+  /* Not cleared: the parser fills every field of a node it adds
+   * (name, attributes, type, parent, children, line). */
+  p->nodes = malloc((size_t)p->cap * sizeof(*p->nodes));
+  if (p->nodes == NULL) {
+    res = MC_FAIL(ncclSystemError, "%s: out of memory for %d XML elements", name, p->cap);
+    goto out;
+  }
   MC_CHECK_GOTO(parse(p), res, out);
   install_tree(xml, p->nodes, p->n_nodes);
 out:
@@ -1124,4 +1136,160 @@ ncclResult_t mc_topo_xml_gpus_complete(struct mc_xml *xml, int gdr_support, int 
   if (n_completed_out != NULL)
     *n_completed_out = n;
   return ncclSuccess;
+}
+
+/* ---------- packed trees ---------- */
+
+/* A tree as bytes, node by node in array order: name, type, line, parent
+ * index, attributes, child indices (each string: 2-byte length, then the
+ * characters). Unpacking gives back the same array, links and child order. */
+#define PACK_MAGIC 0x6d63786du /* "mcxm" */
+
+struct pack_buf {
+  char *p;
+  size_t used;
+  size_t cap;
+};
+
+static ncclResult_t pack_put(struct pack_buf *b, const void *data, size_t bytes)
+{
+  if (b->used + bytes > b->cap) {
+    size_t cap = (b->cap == 0) ? 4096 : b->cap;
+    char *p;
+    while (cap < b->used + bytes)
+      cap *= 2;
+    p = realloc(b->p, cap);
+    if (p == NULL)
+      return MC_FAIL(ncclSystemError, "XML: out of memory packing %zu bytes", cap);
+    b->p = p;
+    b->cap = cap;
+  }
+  memcpy(b->p + b->used, data, bytes);
+  b->used += bytes;
+  return ncclSuccess;
+}
+
+static ncclResult_t pack_i32(struct pack_buf *b, int32_t v)
+{
+  return pack_put(b, &v, sizeof(v));
+}
+
+static ncclResult_t pack_str(struct pack_buf *b, const char *s)
+{
+  uint16_t len = (uint16_t)strnlen(s, MC_XML_MAX_STR - 1);
+
+  MC_CHECK(pack_put(b, &len, sizeof(len)));
+  return pack_put(b, s, len);
+}
+
+ncclResult_t mc_xml_pack(const struct mc_xml *xml, void **buf_out, size_t *bytes_out)
+{
+  struct pack_buf b = {0};
+  ncclResult_t res;
+
+  MC_CHECK_GOTO(pack_i32(&b, (int32_t)PACK_MAGIC), res, fail);
+  MC_CHECK_GOTO(pack_i32(&b, xml->n_nodes), res, fail);
+  for (int i = 0; i < xml->n_nodes; i++) {
+    const struct mc_xml_node *n = &xml->nodes[i];
+    MC_CHECK_GOTO(pack_str(&b, n->name), res, fail);
+    MC_CHECK_GOTO(pack_i32(&b, (int32_t)n->type), res, fail);
+    MC_CHECK_GOTO(pack_i32(&b, n->line), res, fail);
+    MC_CHECK_GOTO(pack_i32(&b, (n->parent != NULL) ? (int32_t)(n->parent - xml->nodes) : -1), res,
+                  fail);
+    MC_CHECK_GOTO(pack_i32(&b, n->n_attrs), res, fail);
+    for (int a = 0; a < n->n_attrs; a++) {
+      MC_CHECK_GOTO(pack_str(&b, n->attrs[a].key), res, fail);
+      MC_CHECK_GOTO(pack_str(&b, n->attrs[a].value), res, fail);
+    }
+    MC_CHECK_GOTO(pack_i32(&b, n->n_subs), res, fail);
+    for (int s = 0; s < n->n_subs; s++)
+      MC_CHECK_GOTO(pack_i32(&b, (int32_t)(n->subs[s] - xml->nodes)), res, fail);
+  }
+  *buf_out = b.p;
+  *bytes_out = b.used;
+  return ncclSuccess;
+fail:
+  free(b.p);
+  return res;
+}
+
+struct unpack_buf {
+  const char *p;
+  size_t left;
+};
+
+static bool unpack_get(struct unpack_buf *u, void *out, size_t bytes)
+{
+  if (u->left < bytes)
+    return false;
+  memcpy(out, u->p, bytes);
+  u->p += bytes;
+  u->left -= bytes;
+  return true;
+}
+
+static bool unpack_i32(struct unpack_buf *u, int32_t lo, int32_t hi, int32_t *v)
+{
+  return unpack_get(u, v, sizeof(*v)) && (*v >= lo) && (*v <= hi);
+}
+
+static bool unpack_str(struct unpack_buf *u, char out[MC_XML_MAX_STR])
+{
+  uint16_t len;
+
+  if (!unpack_get(u, &len, sizeof(len)) || (len >= MC_XML_MAX_STR) || !unpack_get(u, out, len))
+    return false;
+  out[len] = '\0';
+  return true;
+}
+
+ncclResult_t mc_xml_unpack(const void *buf, size_t bytes, struct mc_xml *xml)
+{
+  struct unpack_buf u = {.p = buf, .left = bytes};
+  int32_t magic;
+  int32_t n_nodes;
+
+  if (!unpack_get(&u, &magic, sizeof(magic)) || (magic != (int32_t)PACK_MAGIC) ||
+      !unpack_i32(&u, 0, xml->max_nodes, &n_nodes))
+    return MC_FAIL(ncclInvalidUsage,
+                   "XML: a packed tree of %zu bytes is not one (or has more "
+                   "than %d elements)",
+                   bytes, xml->max_nodes);
+  for (int i = 0; i < n_nodes; i++) {
+    struct mc_xml_node *n = &xml->nodes[i];
+    int32_t type;
+    int32_t line;
+    int32_t parent;
+    int32_t n_attrs;
+    int32_t n_subs;
+    if (!unpack_str(&u, n->name) || !unpack_i32(&u, MC_XML_NODE_NONE, MC_XML_NODE_SINGLE, &type) ||
+        !unpack_i32(&u, INT32_MIN, INT32_MAX, &line) || !unpack_i32(&u, -1, n_nodes - 1, &parent) ||
+        !unpack_i32(&u, 0, MC_XML_MAX_ATTRS, &n_attrs))
+      goto bad;
+    for (int a = 0; a < n_attrs; a++) {
+      if (!unpack_str(&u, n->attrs[a].key) || !unpack_str(&u, n->attrs[a].value))
+        goto bad;
+    }
+    if (!unpack_i32(&u, 0, MC_XML_MAX_SUBS, &n_subs))
+      goto bad;
+    for (int s = 0; s < n_subs; s++) {
+      int32_t sub;
+      if (!unpack_i32(&u, 0, n_nodes - 1, &sub))
+        goto bad;
+      n->subs[s] = &xml->nodes[sub];
+    }
+    n->type = (enum mc_xml_node_type)type;
+    n->line = line;
+    n->parent = (parent < 0) ? NULL : &xml->nodes[parent];
+    n->n_attrs = n_attrs;
+    n->n_subs = n_subs;
+  }
+  if (u.left != 0)
+    goto bad;
+  xml->n_nodes = n_nodes;
+  return ncclSuccess;
+bad:
+  xml->n_nodes = 0;
+  return MC_FAIL(ncclInvalidUsage, "XML: packed tree of %zu bytes is malformed at byte %zu", bytes,
+                 bytes - u.left);
 }

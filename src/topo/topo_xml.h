@@ -94,6 +94,14 @@ ncclResult_t mc_xml_load_buf(const char *buf, size_t bytes, const char *name, st
 ncclResult_t mc_xml_dump_file(const struct mc_xml *xml, const char *path);
 ncclResult_t mc_xml_dump(const struct mc_xml *xml, FILE *out);
 
+/* The tree as bytes (*buf_out, caller frees) and back: mc_xml_unpack gives
+ * the same elements in the same array order, with the same attributes, types,
+ * lines, parents and child order (for sending a tree between processes).
+ * unpack replaces xml's content; malformed bytes or more elements than xml
+ * holds are ncclInvalidUsage, and leave xml empty. */
+ncclResult_t mc_xml_pack(const struct mc_xml *xml, void **buf_out, size_t *bytes_out);
+ncclResult_t mc_xml_unpack(const void *buf, size_t bytes, struct mc_xml *xml);
+
 /* Attribute access. get returns NULL when absent. */
 const char *mc_xml_get_attr(const struct mc_xml_node *node, const char *key);
 /* Integer (strtol base 0) / float (strtof) / 64-bit values (strtoll for a

@@ -296,7 +296,7 @@ static void golden_inputs_load(void)
                 n_gpus);
     mc_topo_paths_opts_init(&opts);
     MC_T_OK(mc_topo_compute_paths(sys, &opts));
-    MC_T_OK(mc_topo_trim_system(sys, 0, n_gpus));
+    MC_T_OK(mc_topo_trim_system(sys, 0, n_gpus, NULL));
     MC_T_OK(mc_topo_compute_paths(sys, &opts));
     mc_topo_search_init(sys);
     f = open_memstream(&text, &text_bytes);

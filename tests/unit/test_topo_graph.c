@@ -114,7 +114,7 @@ static struct mc_topo_system *final_system(const char *name, int rank, int n_nod
   mc_xml_destroy(xml);
   mc_topo_paths_opts_init(&opts);
   MC_T_OK(mc_topo_compute_paths(sys, &opts));
-  MC_T_OK(mc_topo_trim_system(sys, rank, sys->nodes[MC_TOPO_GPU].count * n_nodes));
+  MC_T_OK(mc_topo_trim_system(sys, rank, sys->nodes[MC_TOPO_GPU].count * n_nodes, NULL));
   MC_T_OK(mc_topo_compute_paths(sys, &opts));
   mc_topo_search_init(sys);
   return sys;

@@ -133,7 +133,7 @@ static struct mc_topo_system *final_system(const char *name, int rank)
   n_ranks = sys->nodes[MC_TOPO_GPU].count;
   mc_topo_paths_opts_init(&opts);
   MC_T_OK(mc_topo_compute_paths(sys, &opts));
-  MC_T_OK(mc_topo_trim_system(sys, rank, n_ranks));
+  MC_T_OK(mc_topo_trim_system(sys, rank, n_ranks, NULL));
   MC_T_OK(mc_topo_compute_paths(sys, &opts));
   mc_topo_search_init(sys);
   return sys;
