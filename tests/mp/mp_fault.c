@@ -74,6 +74,12 @@ int main(int argc, char **argv)
     fprintf(stderr, "ncclRedOpCreatePreMulSum failed: %s\n", ncclGetLastError(comm));
     return 1;
   }
+  /* Every rank starts its clock after the same all-reduce: a rank that
+   * finished init early would otherwise count its wait for the others. */
+  if (ncclAllReduce(buf, buf, 1, ncclFloat, ncclSum, comm, NULL) != ncclSuccess) {
+    fprintf(stderr, "first all-reduce failed: %s\n", ncclGetLastError(comm));
+    return 1;
+  }
   if (rank == victim) {
     pthread_t th;
     pthread_create(&th, NULL, killer, NULL);

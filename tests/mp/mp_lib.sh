@@ -136,6 +136,30 @@ wait_bg() {
   printf -v "RC_$name" '%s' "$rc"
 }
 
+# run_case NAME TIMEOUT CMD...: CMD succeeds within TIMEOUT seconds (its
+# output shown when not); the check's name carries the time it took.
+run_case() {
+  local name=$1 limit=$2
+  shift 2
+  local t0 rc
+  t0=$(now_ms)
+  timeout "$limit" "$@" >"$TMP/case.out" 2>&1
+  rc=$?
+  expect_success "$name ($(($(now_ms) - t0)) ms)" "$rc" "$TMP/case.out"
+}
+
+# shm_snapshot, then shm_orphans: the meshccl segments made since the
+# snapshot whose creator (the pid ending the name) is gone. Segments of live
+# creators are not counted: other tests may hold one for the milliseconds of
+# a connect.
+shm_snapshot() {
+  ls /dev/shm | grep '^meshccl-' | sort >"$TMP/shm.before"
+}
+shm_orphans() {
+  ls /dev/shm | grep '^meshccl-' | sort | comm -13 "$TMP/shm.before" - |
+    while read -r f; do kill -0 "${f##*-}" 2>/dev/null || echo "$f"; done
+}
+
 # skip_or_fail REASON: exit 77 (skip), or fail under CI=true.
 skip_or_fail() {
   if [ "${CI:-}" = true ]; then

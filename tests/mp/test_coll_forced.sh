@@ -13,17 +13,7 @@
 need_progs mp_coll
 
 ALL_TYPES=int8,uint8,int32,uint32,int64,uint64,half,float,double,bfloat16
-ls /dev/shm | grep '^meshccl-' | sort >"$TMP/shm.before"
-
-run_case() { # NAME TIMEOUT CMD...
-  local name=$1 limit=$2
-  shift 2
-  local t0 rc
-  t0=$(now_ms)
-  timeout "$limit" "$@" >"$TMP/case.out" 2>&1
-  rc=$?
-  expect_success "$name ($(($(now_ms) - t0)) ms)" "$rc" "$TMP/case.out"
-}
+shm_snapshot
 
 # ncclAlltoAll, ncclGather, ncclScatter (lowered to grouped send/recv), a
 # few sizes over each transport, in place where NCCL defines it.
@@ -63,11 +53,5 @@ expect_grep "NCCL_ALGO=Tree: broadcast falls back to Ring (TUNING log)" "$TMP/tu
 expect_grep "NCCL_ALGO=Tree: reduce falls back to Ring (TUNING log)" "$TMP/tuning.out" \
   'Reduce: 16396 Bytes -> Algo 1 proto 2 .*Ring: fallback'
 
-# New segments whose creator is gone (other tests may hold one for the
-# milliseconds of a connect, their creators alive).
-orphans() {
-  ls /dev/shm | grep '^meshccl-' | sort | comm -13 "$TMP/shm.before" - |
-    while read -r f; do kill -0 "${f##*-}" 2>/dev/null || echo "$f"; done
-}
-expect_eq "nothing left in /dev/shm" "$(orphans | wc -l)" 0
+expect_eq "nothing left in /dev/shm" "$(shm_orphans | wc -l)" 0
 mp_finish

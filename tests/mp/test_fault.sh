@@ -10,10 +10,10 @@
 . "$(dirname "$0")/mp_lib.sh"
 need_progs mp_fault
 
-ls /dev/shm | grep '^meshccl-' | sort >"$TMP/shm.before"
-fault_case() { # NAME NRANKS VICTIM COUNT [env assignments via the caller]
-  local name=$1 n=$2 victim=$3 count=$4 survivors
-  timeout 90 "$RUN" --grace 60 -n "$n" "$T/mp_fault" "$victim" 300 "$count" >"$TMP/f.out" 2>&1
+shm_snapshot
+fault_case() { # NAME NRANKS VICTIM COUNT [PROGRAM] (transport settings from the environment)
+  local name=$1 n=$2 victim=$3 count=$4 prog=${5:-$T/mp_fault} survivors
+  timeout 90 "$RUN" --grace 60 -n "$n" "$prog" "$victim" 300 "$count" >"$TMP/f.out" 2>&1
   survivors=$(grep -c "^\[[0-9]*\] rank [0-9]*: remote process exited or there was a network error after [0-4]\.[0-9]* s.*async 6, again 6, redop destroy [0-9]*)" "$TMP/f.out")
   expect_eq "$name: all $((n - 1)) survivors get ncclRemoteError within 5 s" "$survivors" "$((n - 1))"
   if [ "$survivors" != "$((n - 1))" ]; then show "$TMP/f.out"; fi
@@ -29,14 +29,6 @@ NCCL_P2P_DISABLE=1 NCCL_SHM_DISABLE=1 fault_case "NET, 3 processes, rank 0 kille
 HOSTS_WRAP=$TMP/hosts.sh
 printf '#!/bin/sh\nNCCL_HOSTID=h$((RANK / 2)) exec "%s" "$@"\n' "$T/mp_fault" >"$HOSTS_WRAP"
 chmod +x "$HOSTS_WRAP"
-timeout 90 "$RUN" --grace 60 -n 4 "$HOSTS_WRAP" 3 300 262144 >"$TMP/h.out" 2>&1
-expect_eq "4 ranks on 2 hosts, rank 3 killed: all 3 survivors get ncclRemoteError within 5 s" \
-  "$(grep -c "^\[[0-9]*\] rank [0-9]*: remote process exited or there was a network error after [0-4]\.[0-9]* s.*async 6, again 6, redop destroy [0-9]*)" "$TMP/h.out")" 3
-# New segments whose creator is gone (other tests may hold one for the
-# milliseconds of a connect, their creators alive).
-orphans() {
-  ls /dev/shm | grep '^meshccl-' | sort | comm -13 "$TMP/shm.before" - |
-    while read -r f; do kill -0 "${f##*-}" 2>/dev/null || echo "$f"; done
-}
-expect_eq "nothing left in /dev/shm" "$(orphans | wc -l)" 0
+fault_case "4 ranks on 2 hosts, rank 3 killed" 4 3 262144 "$HOSTS_WRAP"
+expect_eq "nothing left in /dev/shm" "$(shm_orphans | wc -l)" 0
 mp_finish

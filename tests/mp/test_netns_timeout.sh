@@ -49,7 +49,7 @@ ns_cleanup() {
   NS=()
 }
 trap 'ns_cleanup; mp_cleanup' EXIT
-ls /dev/shm | grep '^meshccl-' | sort >"$TMP/shm.before"
+shm_snapshot
 
 # make_hosts N: namespaces ${TAG}h1..hN at $SUB.1..N behind a bridge.
 make_hosts() {
@@ -239,9 +239,5 @@ expect_le "init deadline: both fail within 5 s + 10 s of slack" \
 # Nothing left behind.
 ns_cleanup
 expect_eq "no namespace left" "$(ip netns list | grep -c "^$TAG")" 0
-orphans() {
-  ls /dev/shm | grep '^meshccl-' | sort | comm -13 "$TMP/shm.before" - |
-    while read -r f; do kill -0 "${f##*-}" 2>/dev/null || echo "$f"; done
-}
-expect_eq "nothing left in /dev/shm" "$(orphans | wc -l)" 0
+expect_eq "nothing left in /dev/shm" "$(shm_orphans | wc -l)" 0
 mp_finish
