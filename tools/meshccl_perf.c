@@ -436,10 +436,6 @@ static ncclResult_t time_test(struct bench *b, int type, int op, int root)
   int print_root = mc_perf_coll_has_root(b->o.coll) ? root : -1;
   char line[128];
 
-  if ((b->o.coll == MC_PERF_HYPERCUBE) && ((b->n_ranks & (b->n_ranks - 1)) != 0)) {
-    out(b, "nRanks %d is not a power of 2, skipping\n", b->n_ranks); /* as nccl-tests */
-    return ncclSuccess;
-  }
   MC_PERF_TRY(barrier(b));
   for (size_t size = b->o.min_bytes; size <= b->o.max_bytes; size = (size > 0) ? size * 2 : 1) {
     mc_perf_coll_counts(b->o.coll, size, es, b->n_ranks, &c);
@@ -489,6 +485,10 @@ static ncclResult_t run_all(struct bench *b)
   int r_first = all_roots ? 0 : (b->o.root < 0 ? 0 : b->o.root);
   int r_last = all_roots ? b->n_ranks - 1 : r_first;
 
+  if ((b->o.coll == MC_PERF_HYPERCUBE) && ((b->n_ranks & (b->n_ranks - 1)) != 0)) {
+    out(b, "nRanks %d is not a power of 2, skipping\n", b->n_ranks); /* as nccl-tests */
+    return ncclSuccess;
+  }
   for (int t = t_first; t <= t_last; t++) {
     for (int op = o_first; op <= o_last; op++) {
       for (int r = r_first; r <= r_last; r++)
@@ -496,6 +496,42 @@ static ncclResult_t run_all(struct bench *b)
     }
   }
   return ncclSuccess;
+}
+
+/*
+ * Whether every rank can run the same sequence of tests: the timing and error reductions span
+ * the job, so with NCCL_TESTS_SPLIT groups of different sizes must not run a different number
+ * of tests (-r -1 loops over a group's ranks; hypercube skips groups of 3, 5, ... ranks), and
+ * -r must be a rank of every group. Returns MC_PERF_EXIT_OK or MC_PERF_EXIT_USAGE (said once).
+ */
+static int check_groups(struct bench *b)
+{
+  double smallest = b->n_ranks;
+  double largest = b->n_ranks;
+  bool rooted = mc_perf_coll_has_root(b->o.coll);
+
+  if ((allreduce_double(b, &smallest, ncclMin) != ncclSuccess) ||
+      (allreduce_double(b, &largest, ncclMax) != ncclSuccess))
+    return MC_PERF_EXIT_FAIL;
+  if (rooted && (b->o.root >= (int)smallest)) {
+    if (b->print)
+      fprintf(stderr,
+              "meshccl-perf: -r/--root %d is not a rank of %s %d-rank communicator (0..%d, or "
+              "-1 for every rank in turn)\n",
+              b->o.root, (smallest != largest) ? "the smallest NCCL_TESTS_SPLIT group's" : "this",
+              (int)smallest, (int)smallest - 1);
+    return MC_PERF_EXIT_USAGE;
+  }
+  if ((smallest != largest) &&
+      ((rooted && (b->o.root == -1)) || (b->o.coll == MC_PERF_HYPERCUBE))) {
+    if (b->print)
+      fprintf(stderr,
+              "meshccl-perf: NCCL_TESTS_SPLIT made groups of %d to %d ranks: %s would run a "
+              "different number of tests in each; give groups of one size\n",
+              (int)smallest, (int)largest, rooted ? "-r -1" : "hypercube");
+    return MC_PERF_EXIT_USAGE;
+  }
+  return MC_PERF_EXIT_OK;
 }
 
 /* nccl-tests never overwrites a JSON report: path, else path.0, path.1, ... */
@@ -776,14 +812,10 @@ int main(int argc, char **argv)
     bench_cleanup(&b, true);
     return MC_PERF_EXIT_FAIL;
   }
-  if (mc_perf_coll_has_root(b.o.coll) && (b.o.root >= b.n_ranks)) {
-    if (b.print)
-      fprintf(stderr,
-              "meshccl-perf: -r/--root %d is not a rank of this %d-rank communicator (0..%d, "
-              "or -1 for every rank in turn)\n",
-              b.o.root, b.n_ranks, b.n_ranks - 1);
-    bench_cleanup(&b, false);
-    return MC_PERF_EXIT_USAGE;
+  rc = check_groups(&b);
+  if (rc != MC_PERF_EXIT_OK) {
+    bench_cleanup(&b, rc == MC_PERF_EXIT_FAIL);
+    return rc;
   }
   print_header(&b, argc, argv);
   rss0 = resident_bytes();

@@ -97,6 +97,22 @@ expect_eq "MASK 0x2: ranks 0..3 in groups 0 0 2 2" \
   "0:0 1:0 2:2 3:2 "
 expect_line "MASK 0x2: no wrong element" "$TMP/mask.out" "# Out of bounds values : 0 OK"
 
+# Groups of different sizes must not run different numbers of tests (the timing reductions
+# span the job): -r -1 and hypercube refuse, naming the sizes; -r must be in every group.
+NCCL_TESTS_SPLIT="MOD 2" timeout 30 "$RUN" -n 3 "$PERF" gather -r -1 -b 8 -e 64 >"$TMP/uneq.out" 2>&1
+expect_eq "MOD 2 at 3 ranks with -r -1: exit 2" "$?" 2
+expect_grep "MOD 2 at 3 ranks with -r -1: says why" "$TMP/uneq.out" \
+  "^meshccl-perf: NCCL_TESTS_SPLIT made groups of 1 to 2 ranks: -r -1 would run a different number of tests in each; give groups of one size$"
+NCCL_TESTS_SPLIT="MOD 2" timeout 30 "$RUN" -n 3 "$PERF" scatter -r 1 -b 8 -e 64 >"$TMP/uneq.out" 2>&1
+expect_eq "MOD 2 at 3 ranks with -r 1: exit 2" "$?" 2
+expect_grep "MOD 2 at 3 ranks with -r 1: says why" "$TMP/uneq.out" \
+  "^meshccl-perf: -r/--root 1 is not a rank of the smallest NCCL_TESTS_SPLIT group's 1-rank communicator"
+NCCL_TESTS_SPLIT="MOD 2" timeout 30 "$RUN" -n 3 "$PERF" scatter -r 0 -b 64 -e 256 -f 2 -n 1 \
+  >"$TMP/uneq.out" 2>&1
+expect_success "MOD 2 at 3 ranks with -r 0: runs" "$?" "$TMP/uneq.out"
+expect_line "MOD 2 at 3 ranks with -r 0: no wrong element" "$TMP/uneq.out" \
+  "# Out of bounds values : 0 OK"
+
 # --- -M, GPU-only flags, -u ------------------------------------------------------------------
 timeout 30 "$RUN" -n 2 "$PERF" reduce_scatter -b 1K -e 4K -f 2 -n 2 -M 1 -x 1 -D 1 -R 2 -V 32 \
   -u 3 >"$TMP/flags.out" 2>&1
