@@ -53,6 +53,7 @@ expect_eq "libmeshccl.so exports only nccl*, pnccl*, meshccl*" "$exports" 0
 # --- meshccl-perf runs on the installed shared library -------------------------------------
 expect_eq "installed meshccl-perf needs libmeshccl.so.2" \
   "$(readelf -d "$ROOT/bin/meshccl-perf" | grep -c 'NEEDED.*\[libmeshccl.so.2\]')" 1
+# shellcheck disable=SC2016 # the literal $ORIGIN
 expect_eq "its RUNPATH is relative to the install (\$ORIGIN/../lib)" \
   "$(readelf -d "$ROOT/bin/meshccl-perf" | sed -n 's/.*R\(UN\)\{0,1\}PATH.*\[\(.*\)\]/\2/p')" '$ORIGIN/../lib'
 expect_grep "ldd finds the installed library, not the build tree's" \

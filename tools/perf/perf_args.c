@@ -184,7 +184,8 @@ void mc_perf_usage(FILE *f)
           "  is below 90%% of it; NCCL_TESTS_SPLIT=\"<AND|OR|MOD|DIV> <n>\" or "
           "NCCL_TESTS_SPLIT_MASK=<hex>\n"
           "  run on sub-communicators (ncclCommSplit) by colour; rank 0's group is reported\n"
-          "  one rank without a launcher environment (as nccl-tests with one GPU)\n"
+          "without a launcher (no RANK, OMPI_COMM_WORLD_RANK or SLURM_PROCID): one rank, as\n"
+          "  nccl-tests on one GPU without MPI\n"
           "exit codes: 0 ok, 1 wrong results, a failed call, timeout or NCCL_TESTS_MIN_BW, 2 bad\n"
           "  command line or environment\n");
 }
