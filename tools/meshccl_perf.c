@@ -11,8 +11,15 @@
  * (algbw = bytes / time; busbw = algbw * 2(n-1)/n, (n-1)/n or 1) and the same
  * footer. Times are averaged over the iterations, then combined across ranks
  * as -a says (default: the average, as nccl-tests) with one small
- * ncclAllReduce of a double. alltoall and sendrecv are grouped
- * ncclSend/ncclRecv, as in nccl-tests. Rank 0 prints.
+ * ncclAllReduce of a double. alltoall, alltoallv, sendrecv and hypercube are
+ * grouped ncclSend/ncclRecv, as in nccl-tests. Rank 0 prints.
+ *
+ * NCCL_TESTS_SPLIT / NCCL_TESTS_SPLIT_MASK split the job as nccl-tests does
+ * (src/common.cu run()): each rank gets a colour, ncclCommSplit makes one
+ * communicator per colour, the collectives run on it, and the timing, error
+ * and barrier reductions stay on the whole job (nccl-tests uses
+ * MPI_COMM_WORLD for them). Without a launcher environment the tool runs as
+ * one rank, as nccl-tests does on one GPU without MPI.
  *
  * The pure logic (flags, counts, formats, data check) is in tools/perf/ and
  * compiled into this file, since the build makes one executable per
@@ -41,9 +48,17 @@
 
 struct bench {
   struct mc_perf_opts o;
-  ncclComm_t comm;
-  int rank;
+  ncclComm_t world; /* every rank of the job: timing, errors, barriers */
+  ncclComm_t comm;  /* the collectives' communicator: world, or this rank's colour */
+  int rank;         /* in comm */
   int n_ranks;
+  int world_rank;
+  int world_ranks;
+  int color;
+  double min_bw;   /* NCCL_TESTS_MIN_BW, -1 = not set */
+  double mem_init; /* -M: bytes, resident growth over init */
+  double mem_user;
+  double mem_coll;
   void *send;
   void *recv;
   void *expected;
@@ -56,6 +71,7 @@ struct bench {
   int bw_count;
   int n_errors; /* checked results with wrong elements, this rank */
   int rep;
+  int *colors; /* world_ranks colours, for the device lines */
   char timeout_msg[160];
 };
 
@@ -77,6 +93,21 @@ static void on_alarm(int sig)
   n = write(STDERR_FILENO, the_bench->timeout_msg, strlen(the_bench->timeout_msg));
   (void)n;
   _exit(MC_PERF_EXIT_FAIL);
+}
+
+/* Resident bytes of this process (-M), 0 when /proc is not readable. */
+static double resident_bytes(void)
+{
+  long pages = 0;
+  long resident = 0;
+  FILE *f = fopen("/proc/self/statm", "r");
+
+  if (f == NULL)
+    return 0.0;
+  if (fscanf(f, "%ld %ld", &pages, &resident) != 2)
+    resident = 0;
+  fclose(f);
+  return (double)resident * (double)sysconf(_SC_PAGESIZE);
 }
 
 /* Rank 0 prints a line to stdout. */
@@ -130,7 +161,7 @@ static ncclResult_t allreduce_double(struct bench *b, double *value, ncclRedOp_t
 {
   memcpy(b->scratch, value, sizeof(*value));
   PERF_CHECK(b, "ncclAllReduce (timing)",
-             ncclAllReduce(b->scratch, b->scratch, 1, ncclFloat64, op, b->comm, NULL));
+             ncclAllReduce(b->scratch, b->scratch, 1, ncclFloat64, op, b->world, NULL));
   memcpy(value, b->scratch, sizeof(*value));
   return ncclSuccess;
 }
@@ -142,18 +173,52 @@ static ncclResult_t barrier(struct bench *b)
   return allreduce_double(b, &x, ncclSum);
 }
 
+/*
+ * nccl-tests' hypercube: an allgather by recursive doubling over 2^k ranks;
+ * step `mask` swaps the mask blocks gathered so far with rank ^ mask.
+ */
+static ncclResult_t hypercube(struct bench *b, const char *sb, char *rb,
+                              const struct mc_perf_counts *c, int type)
+{
+  size_t block = c->param_count * mc_perf_type_size(type);
+
+  if (rb + (size_t)b->rank * block != sb)
+    memcpy(rb + (size_t)b->rank * block, sb, block);
+  for (int mask = 1; mask < b->n_ranks; mask <<= 1) {
+    int first = b->rank & ~(mask - 1);
+    int peer = b->rank ^ mask;
+    size_t n = c->param_count * (size_t)mask;
+
+    PERF_CHECK(b, "ncclGroupStart", ncclGroupStart());
+    PERF_CHECK(b, "ncclSend", ncclSend(rb + (size_t)first * block, n, type, peer, b->comm, NULL));
+    PERF_CHECK(b, "ncclRecv",
+               ncclRecv(rb + (size_t)(first ^ mask) * block, n, type, peer, b->comm, NULL));
+    PERF_CHECK(b, "ncclGroupEnd", ncclGroupEnd());
+  }
+  return ncclSuccess;
+}
+
 static ncclResult_t grouped_p2p(struct bench *b, const char *sb, char *rb,
                                 const struct mc_perf_counts *c, int type)
 {
   size_t block = c->param_count * mc_perf_type_size(type);
 
-  if ((b->o.coll == MC_PERF_ALLTOALL) && (c->param_count == 0))
+  if ((b->o.coll != MC_PERF_SENDRECV) && (c->param_count == 0))
     return ncclSuccess; /* fewer elements than ranks: nothing to exchange (nccl-tests skips too) */
+  if (b->o.coll == MC_PERF_HYPERCUBE)
+    return hypercube(b, sb, rb, c, type);
   PERF_CHECK(b, "ncclGroupStart", ncclGroupStart());
   if (b->o.coll == MC_PERF_ALLTOALL) {
     for (int r = 0; r < b->n_ranks; r++) {
       PERF_CHECK(b, "ncclSend", ncclSend(sb + r * block, c->param_count, type, r, b->comm, NULL));
       PERF_CHECK(b, "ncclRecv", ncclRecv(rb + r * block, c->param_count, type, r, b->comm, NULL));
+    }
+  } else if (b->o.coll == MC_PERF_ALLTOALLV) { /* nccl-tests' alltoallv: per-peer counts */
+    for (int r = 0; r < b->n_ranks; r++) {
+      size_t to_r = mc_perf_alltoallv_count(c->param_count, b->rank, r, b->n_ranks);
+      size_t from_r = mc_perf_alltoallv_count(c->param_count, r, b->rank, b->n_ranks);
+      PERF_CHECK(b, "ncclSend", ncclSend(sb + r * block, to_r, type, r, b->comm, NULL));
+      PERF_CHECK(b, "ncclRecv", ncclRecv(rb + r * block, from_r, type, r, b->comm, NULL));
     }
   } else {
     int next = (b->rank + 1) % b->n_ranks;
@@ -170,9 +235,10 @@ static void run_buffers(struct bench *b, const struct mc_perf_counts *c, int typ
                         size_t shift, char **sb, char **rb)
 {
   size_t es = mc_perf_type_size(type);
-  char *recv = (char *)b->recv + shift;
+  size_t skew = (size_t)b->o.unalign * es; /* -u */
+  char *recv = (char *)b->recv + skew + shift;
 
-  *sb = in_place ? recv + c->send_inplace * es * (size_t)b->rank : (char *)b->send + shift;
+  *sb = in_place ? recv + c->send_inplace * es * (size_t)b->rank : (char *)b->send + skew + shift;
   *rb = in_place ? recv + c->recv_inplace * es * (size_t)b->rank : recv;
 }
 
@@ -208,6 +274,12 @@ static ncclResult_t run_coll(struct bench *b, const struct mc_perf_counts *c, in
   case MC_PERF_REDUCE:
     res = ncclReduce(sb, rb, n, type, op, root, b->comm, NULL);
     break;
+  case MC_PERF_GATHER: /* nothing to move when a rank's block is empty (nccl-tests skips too) */
+    res = (n == 0) ? ncclSuccess : ncclGather(sb, rb, n, type, root, b->comm, NULL);
+    break;
+  case MC_PERF_SCATTER:
+    res = (n == 0) ? ncclSuccess : ncclScatter(sb, rb, n, type, root, b->comm, NULL);
+    break;
   default:
     return grouped_p2p(b, sb, rb, c, type);
   }
@@ -222,7 +294,8 @@ static ncclResult_t run_coll(struct bench *b, const struct mc_perf_counts *c, in
 static bool is_checked(const struct bench *b, bool in_place)
 {
   return (b->o.check > 0) &&
-         !(in_place && ((b->o.coll == MC_PERF_ALLTOALL) || (b->o.coll == MC_PERF_SENDRECV)));
+         !(in_place && ((b->o.coll == MC_PERF_ALLTOALL) || (b->o.coll == MC_PERF_ALLTOALLV) ||
+                        (b->o.coll == MC_PERF_SENDRECV)));
 }
 
 /* Inputs where the send data is, a zeroed receive buffer, the expected result on the host. */
@@ -235,6 +308,7 @@ static void init_data(struct bench *b, const struct mc_perf_counts *c, int type,
   char *rb;
 
   run_buffers(b, c, type, in_place, 0, &sb, &rb);
+  extent += (size_t)b->o.unalign * es;
   memset(b->recv, 0, (extent > b->buf_bytes) ? b->buf_bytes : extent);
   mc_perf_fill_input(type, op, sb, c->send_count, 0, b->rank, rep);
   mc_perf_fill_expected(b->o.coll, type, op, root, b->rank, b->n_ranks, c, rep, b->expected);
@@ -246,7 +320,7 @@ static int64_t check_data(struct bench *b, const struct mc_perf_counts *c, int t
   char *sb;
   char *rb;
 
-  if ((b->o.coll == MC_PERF_REDUCE) && (b->rank != root))
+  if (((b->o.coll == MC_PERF_REDUCE) || (b->o.coll == MC_PERF_GATHER)) && (b->rank != root))
     return 0; /* only the root receives */
   run_buffers(b, c, type, in_place, 0, &sb, &rb);
   return mc_perf_count_wrong(type, rb, b->expected, c->recv_count);
@@ -288,7 +362,7 @@ static ncclResult_t timed_loop(struct bench *b, const struct mc_perf_counts *c, 
     sec = cpu;
   switch (b->o.average) {
   case 0: /* rank 0's */
-    sec = (b->rank == 0) ? sec : 0.0;
+    sec = (b->world_rank == 0) ? sec : 0.0;
     MC_PERF_TRY(allreduce_double(b, &sec, ncclSum));
     break;
   case 2:
@@ -299,7 +373,7 @@ static ncclResult_t timed_loop(struct bench *b, const struct mc_perf_counts *c, 
     break;
   default:
     MC_PERF_TRY(allreduce_double(b, &sec, ncclSum));
-    sec /= b->n_ranks;
+    sec /= b->world_ranks; /* every rank of the job, as nccl-tests' totalProcs */
     break;
   }
   *sec_out = sec;
@@ -338,6 +412,10 @@ static ncclResult_t bench_time(struct bench *b, const struct mc_perf_counts *c, 
   }
   mc_perf_fmt_row_result(line, sizeof(line), sec * 1e6, algbw, busbw, checked, (int64_t)wrong_all);
   out(b, "%s", line);
+  if (in_place && b->o.report_timestamps) { /* -S: when the row ended (nccl-tests) */
+    mc_perf_fmt_timestamp(line, sizeof(line), (long long)time(NULL));
+    out(b, "%s", line);
+  }
   if (b->json)
     mc_perf_json_row_result(&b->js, in_place, b->o.report_cputime, sec * 1e6, algbw, busbw, checked,
                             (int64_t)wrong_all);
@@ -351,7 +429,10 @@ static ncclResult_t time_test(struct bench *b, int type, int op, int root)
 {
   struct mc_perf_counts c;
   size_t es = mc_perf_type_size(type);
-  const char *op_name = mc_perf_coll_has_op(b->o.coll) ? mc_perf_op_name(op) : "none";
+  /* nccl-tests' hypercube.cu leaves the redop column empty; the others say "none". */
+  const char *op_name = mc_perf_coll_has_op(b->o.coll)     ? mc_perf_op_name(op)
+                        : (b->o.coll == MC_PERF_HYPERCUBE) ? ""
+                                                           : "none";
   int print_root = mc_perf_coll_has_root(b->o.coll) ? root : -1;
   char line[128];
 
@@ -404,6 +485,10 @@ static ncclResult_t run_all(struct bench *b)
   int r_first = all_roots ? 0 : (b->o.root < 0 ? 0 : b->o.root);
   int r_last = all_roots ? b->n_ranks - 1 : r_first;
 
+  if ((b->o.coll == MC_PERF_HYPERCUBE) && ((b->n_ranks & (b->n_ranks - 1)) != 0)) {
+    out(b, "nRanks %d is not a power of 2, skipping\n", b->n_ranks); /* as nccl-tests */
+    return ncclSuccess;
+  }
   for (int t = t_first; t <= t_last; t++) {
     for (int op = o_first; op <= o_last; op++) {
       for (int r = r_first; r <= r_last; r++)
@@ -411,6 +496,42 @@ static ncclResult_t run_all(struct bench *b)
     }
   }
   return ncclSuccess;
+}
+
+/*
+ * Whether every rank can run the same sequence of tests: the timing and error reductions span
+ * the job, so with NCCL_TESTS_SPLIT groups of different sizes must not run a different number
+ * of tests (-r -1 loops over a group's ranks; hypercube skips groups of 3, 5, ... ranks), and
+ * -r must be a rank of every group. Returns MC_PERF_EXIT_OK or MC_PERF_EXIT_USAGE (said once).
+ */
+static int check_groups(struct bench *b)
+{
+  double smallest = b->n_ranks;
+  double largest = b->n_ranks;
+  bool rooted = mc_perf_coll_has_root(b->o.coll);
+
+  if ((allreduce_double(b, &smallest, ncclMin) != ncclSuccess) ||
+      (allreduce_double(b, &largest, ncclMax) != ncclSuccess))
+    return MC_PERF_EXIT_FAIL;
+  if (rooted && (b->o.root >= (int)smallest)) {
+    if (b->print)
+      fprintf(stderr,
+              "meshccl-perf: -r/--root %d is not a rank of %s %d-rank communicator (0..%d, or "
+              "-1 for every rank in turn)\n",
+              b->o.root, (smallest != largest) ? "the smallest NCCL_TESTS_SPLIT group's" : "this",
+              (int)smallest, (int)smallest - 1);
+    return MC_PERF_EXIT_USAGE;
+  }
+  if ((smallest != largest) &&
+      ((rooted && (b->o.root == -1)) || (b->o.coll == MC_PERF_HYPERCUBE))) {
+    if (b->print)
+      fprintf(stderr,
+              "meshccl-perf: NCCL_TESTS_SPLIT made groups of %d to %d ranks: %s would run a "
+              "different number of tests in each; give groups of one size\n",
+              (int)smallest, (int)largest, rooted ? "-r -1" : "hypercube");
+    return MC_PERF_EXIT_USAGE;
+  }
+  return MC_PERF_EXIT_OK;
 }
 
 /* nccl-tests never overwrites a JSON report: path, else path.0, path.1, ... */
@@ -449,6 +570,16 @@ static void print_header(struct bench *b, int argc, char **argv)
   if (b->o.local_register != 0)
     out(b, "# -R/--local_register %d ignored: host buffers need no registration\n",
         b->o.local_register);
+  if (b->o.cta_policy >= 0)
+    out(b, "# -x/--cta_policy %d ignored: host-memory collectives run no CTAs\n", b->o.cta_policy);
+  if (b->o.device_impl != 0)
+    out(b,
+        "# -D/--device_implementation %d ignored: no device kernels on host memory; NCCL's "
+        "implementation runs (as -D 0)\n",
+        b->o.device_impl);
+  if (b->o.device_cta_count != 16)
+    out(b, "# -V/--device_cta_count %d ignored: host-memory collectives run no CTAs\n",
+        b->o.device_cta_count);
   if ((b->o.output_file != NULL) && b->print) {
     if ((ext != NULL) && (strcasecmp(ext, ".json") == 0)) {
       FILE *f = open_json(b->o.output_file, line, sizeof(line));
@@ -464,50 +595,109 @@ static void print_header(struct bench *b, int argc, char **argv)
     }
   }
   out(b, "#\n# Using devices\n");
-  for (int r = 0; b->print && (r < b->n_ranks); r++) {
+  for (int r = 0; b->print && (r < b->world_ranks); r++) {
     meshcclCommInfo_t p;
-    if (meshcclCommGetPeerInfo(b->comm, r, &p) != ncclSuccess)
+    if (meshcclCommGetPeerInfo(b->world, r, &p) != ncclSuccess)
       continue;
-    mc_perf_fmt_device(line, sizeof(line), r, p.pid, p.host, p.device, "meshccl host memory");
+    mc_perf_fmt_device(line, sizeof(line), r, b->colors[r], p.pid, p.host, p.device,
+                       "meshccl host memory");
     out(b, "%s\n", line);
     if (b->json)
-      mc_perf_json_device(&b->js, r, p.pid, p.host, p.device, r == 0);
+      mc_perf_json_device(&b->js, r, b->colors[r], p.pid, p.host, p.device, r == 0);
   }
   out(b, "#\n");
   for (int row = 0; row < 3; row++) {
-    mc_perf_fmt_header(line, sizeof(line), row, b->o.report_cputime);
+    mc_perf_fmt_header_ts(line, sizeof(line), row, b->o.report_cputime, b->o.report_timestamps);
     out(b, "%s\n", line);
   }
   if (b->print)
     fflush(stdout);
 }
 
-static ncclResult_t bench_setup(struct bench *b)
+/* Whether a launcher set anything; with none the tool runs as one rank, as nccl-tests runs
+ * on one GPU without MPI. The tool reads these itself because meshcclGetEnvInfo only says
+ * that something is missing. */
+static bool has_launcher_env(void)
 {
-  int device = 0;
-  meshcclEnvInfo_t env;
+  return (getenv("RANK") != NULL) || (getenv("WORLD_SIZE") != NULL) ||
+         (getenv("OMPI_COMM_WORLD_RANK") != NULL) || (getenv("SLURM_PROCID") != NULL);
+}
 
+static ncclResult_t init_world(struct bench *b)
+{
+  meshcclEnvInfo_t env;
+  ncclUniqueId id;
+
+  if (!has_launcher_env()) {
+    b->rank = 0;
+    PERF_CHECK(b, "ncclGetUniqueId", ncclGetUniqueId(&id));
+    PERF_CHECK(b, "ncclCommInitRank (one rank, no launcher)",
+               ncclCommInitRank(&b->world, 1, id, 0));
+    return ncclSuccess;
+  }
   /* The launcher's rank names this process in an init failure: the
    * communicator, which would say it, does not exist then. */
   b->rank = (meshcclGetEnvInfo(&env) == ncclSuccess) ? env.rank : -1;
-  PERF_CHECK(b, "meshcclCommInitFromEnv", meshcclCommInitFromEnv(&b->comm, NULL));
+  PERF_CHECK(b, "meshcclCommInitFromEnv", meshcclCommInitFromEnv(&b->world, NULL));
+  return ncclSuccess;
+}
+
+/* nccl-tests' NCCL_TESTS_SPLIT: one communicator per colour, ranks in world order. */
+static ncclResult_t split_world(struct bench *b, const char *split, const char *mask)
+{
+  char err[MC_PERF_ERR_LEN];
+
+  if (mc_perf_split_color(split, mask, b->world_rank, &b->color, err, sizeof(err)) != 0) {
+    fprintf(stderr, "%s\n", err); /* main checked the grammar: a colour overflow */
+    return ncclInvalidUsage;
+  }
+  b->colors = calloc((size_t)b->world_ranks, sizeof(*b->colors));
+  if (b->colors == NULL) {
+    fprintf(stderr, "meshccl-perf: rank %d: out of memory\n", b->world_rank);
+    return ncclSystemError;
+  }
+  b->colors[b->world_rank] = b->color;
+  PERF_CHECK(b, "ncclAllGather (split colours)",
+             ncclAllGather(b->colors + b->world_rank, b->colors, 1, ncclInt32, b->world, NULL));
+  if ((split == NULL) && (mask == NULL)) {
+    b->comm = b->world;
+    return ncclSuccess;
+  }
+  PERF_CHECK(b, "ncclCommSplit (NCCL_TESTS_SPLIT)",
+             ncclCommSplit(b->world, b->color, b->world_rank, &b->comm, NULL));
+  return ncclSuccess;
+}
+
+static ncclResult_t bench_setup(struct bench *b, const char *split, const char *mask)
+{
+  int device = 0;
+  double rss0 = resident_bytes();
+
+  MC_PERF_TRY(init_world(b));
+  PERF_CHECK(b, "ncclCommUserRank", ncclCommUserRank(b->world, &b->world_rank));
+  PERF_CHECK(b, "ncclCommCount", ncclCommCount(b->world, &b->world_ranks));
+  b->rank = b->world_rank;
+  MC_PERF_TRY(split_world(b, split, mask));
   PERF_CHECK(b, "ncclCommUserRank", ncclCommUserRank(b->comm, &b->rank));
   PERF_CHECK(b, "ncclCommCount", ncclCommCount(b->comm, &b->n_ranks));
   PERF_CHECK(b, "ncclCommCuDevice", ncclCommCuDevice(b->comm, &device));
-  b->print = (b->rank == 0);
+  b->mem_init = resident_bytes() - rss0;
+  b->print = (b->world_rank == 0);
   snprintf(b->timeout_msg, sizeof(b->timeout_msg),
-           "meshccl-perf: rank %d: test timeout (%ds): one size took longer than -T\n", b->rank,
-           b->o.timeout);
-  /* nccl-tests' buffers: maxBytes each for send and receive, expected as large. */
+           "meshccl-perf: rank %d: test timeout (%ds): one size took longer than -T\n",
+           b->world_rank, b->o.timeout);
+  /* nccl-tests' buffers: maxBytes each for send and receive, expected as large; the extra
+   * page holds -u's skew (at most 511 elements of 8 bytes). */
   b->buf_bytes = b->o.max_bytes + BUF_ALIGN;
   if ((posix_memalign(&b->send, BUF_ALIGN, b->buf_bytes) != 0) ||
       (posix_memalign(&b->recv, BUF_ALIGN, b->buf_bytes) != 0) ||
       (posix_memalign(&b->expected, BUF_ALIGN, b->buf_bytes) != 0) ||
       (posix_memalign(&b->scratch, BUF_ALIGN, sizeof(double)) != 0)) {
     fprintf(stderr, "meshccl-perf: rank %d: cannot allocate 3 x %zu bytes; lower -e/--maxbytes\n",
-            b->rank, b->buf_bytes);
+            b->world_rank, b->buf_bytes);
     return ncclSystemError;
   }
+  b->mem_user = 3.0 * (double)b->buf_bytes;
   memset(b->send, 0, b->buf_bytes); /* fault the pages in before timing */
   memset(b->recv, 0, b->buf_bytes);
   return ncclSuccess;
@@ -523,12 +713,20 @@ static void bench_cleanup(struct bench *b, bool failed)
   free(b->recv);
   free(b->expected);
   free(b->scratch);
-  if (b->comm == NULL)
+  free(b->colors);
+  b->colors = NULL;
+  if ((b->comm != NULL) && (b->comm != b->world)) {
+    res = failed ? ncclCommAbort(b->comm) : ncclCommDestroy(b->comm);
+    if (res != ncclSuccess)
+      (void)fail_call(b, failed ? "ncclCommAbort" : "ncclCommDestroy", res);
+  }
+  b->comm = NULL;
+  if (b->world == NULL)
     return;
-  res = failed ? ncclCommAbort(b->comm) : ncclCommDestroy(b->comm);
+  res = failed ? ncclCommAbort(b->world) : ncclCommDestroy(b->world);
   if (res != ncclSuccess)
     (void)fail_call(b, failed ? "ncclCommAbort" : "ncclCommDestroy", res);
-  b->comm = NULL;
+  b->world = NULL;
 }
 
 /* Closes the JSON report; false (reported) when it could not be written whole. */
@@ -548,27 +746,47 @@ static int finish(struct bench *b)
 {
   double errors = b->n_errors;
   double avg = (b->bw_count > 0) ? b->bw_sum / b->bw_count : 0.0;
-  char line[128];
+  char line[256];
+  double mem_init = b->mem_init;
+  double mem_user = b->mem_user;
+  double mem_coll = b->mem_coll;
+  bool bw_failed = mc_perf_bw_failed(avg, b->min_bw);
 
-  if (allreduce_double(b, &errors, ncclSum) != ncclSuccess)
+  if ((allreduce_double(b, &errors, ncclSum) != ncclSuccess) ||
+      (allreduce_double(b, &mem_init, ncclMax) != ncclSuccess) ||
+      (allreduce_double(b, &mem_user, ncclMax) != ncclSuccess) ||
+      (allreduce_double(b, &mem_coll, ncclMax) != ncclSuccess))
     return MC_PERF_EXIT_FAIL;
   mc_perf_fmt_footer(line, sizeof(line), 0, (int)errors, avg);
   out(b, "%s\n", line);
-  mc_perf_fmt_footer(line, sizeof(line), 1, (int)errors, avg);
-  out(b, "%s\n#\n# Collective test concluded: %s_perf\n#\n", line, mc_perf_coll_name(b->o.coll));
+  mc_perf_fmt_bw_footer(line, sizeof(line), avg, b->min_bw);
+  out(b, "%s\n#\n# Collective test concluded: %s_perf\n", line, mc_perf_coll_name(b->o.coll));
+  if (b->o.memory_report) {
+    mc_perf_fmt_memory(line, sizeof(line), mem_init, mem_user, mem_coll);
+    out(b, "%s\n", line);
+  }
+  out(b, "#\n\n"); /* nccl-tests ends with "#" and the (empty) last-error line */
+  if (bw_failed && b->print)
+    fprintf(stderr,
+            "meshccl-perf: average bus bandwidth %g GB/s is below 90%% of NCCL_TESTS_MIN_BW=%g\n",
+            avg, b->min_bw);
   if (b->json) {
-    mc_perf_json_end(&b->js, (int)errors, avg);
+    mc_perf_json_end_bw(&b->js, (int)errors, avg, b->min_bw);
     if (!json_close(b))
       return MC_PERF_EXIT_FAIL;
   }
-  return (errors != 0) ? MC_PERF_EXIT_FAIL : MC_PERF_EXIT_OK;
+  return ((errors != 0) || bw_failed) ? MC_PERF_EXIT_FAIL : MC_PERF_EXIT_OK;
 }
 
 int main(int argc, char **argv)
 {
   static struct bench b;
   char err[MC_PERF_ERR_LEN];
+  const char *split;
+  const char *mask;
+  int color = 0;
   int rc;
+  double rss0;
 
   setlinebuf(stdout);
   rc = mc_perf_args_parse(argc, argv, &b.o, err, sizeof(err));
@@ -580,23 +798,31 @@ int main(int argc, char **argv)
     mc_perf_usage(stdout);
     return MC_PERF_EXIT_OK;
   }
+  /* The environment is checked before init, so that a bad value stops every rank alike. */
+  split = getenv("NCCL_TESTS_SPLIT");
+  mask = getenv("NCCL_TESTS_SPLIT_MASK");
+  if ((mc_perf_split_color(split, mask, 0, &color, err, sizeof(err)) != 0) ||
+      (mc_perf_parse_min_bw(getenv("NCCL_TESTS_MIN_BW"), &b.min_bw, err, sizeof(err)) != 0)) {
+    fprintf(stderr, "%s\n", err);
+    return MC_PERF_EXIT_USAGE;
+  }
   the_bench = &b;
   signal(SIGALRM, on_alarm);
-  if (bench_setup(&b) != ncclSuccess) {
+  if (bench_setup(&b, split, mask) != ncclSuccess) {
     bench_cleanup(&b, true);
     return MC_PERF_EXIT_FAIL;
   }
-  if (mc_perf_coll_has_root(b.o.coll) && (b.o.root >= b.n_ranks)) {
-    if (b.print)
-      fprintf(stderr,
-              "meshccl-perf: -r/--root %d is not a rank of this %d-rank job (0..%d, or -1 "
-              "for every rank in turn)\n",
-              b.o.root, b.n_ranks, b.n_ranks - 1);
-    bench_cleanup(&b, false);
-    return MC_PERF_EXIT_USAGE;
+  rc = check_groups(&b);
+  if (rc != MC_PERF_EXIT_OK) {
+    bench_cleanup(&b, rc == MC_PERF_EXIT_FAIL);
+    return rc;
   }
   print_header(&b, argc, argv);
-  rc = (run_all(&b) == ncclSuccess) ? finish(&b) : MC_PERF_EXIT_FAIL;
+  rss0 = resident_bytes();
+  rc = (run_all(&b) == ncclSuccess) ? MC_PERF_EXIT_OK : MC_PERF_EXIT_FAIL;
+  b.mem_coll = resident_bytes() - rss0;
+  if (rc == MC_PERF_EXIT_OK)
+    rc = finish(&b);
   if (b.json) /* a run that failed: what was written stays, unfinished */
     (void)json_close(&b);
   bench_cleanup(&b, rc == MC_PERF_EXIT_FAIL);

@@ -73,6 +73,8 @@ static const char *const nccl_ignored[] = {
     "NCCL_INCLUDE_DIR",
     "NCCL_LIB_DIR",
     "NCCL_SOCKET_POLL_TIMEOUT_MSEC",
+    /* nccl-tests' own (NCCL_TESTS_SPLIT, NCCL_TESTS_MIN_BW, ...): meshccl-perf reads them. */
+    "NCCL_TESTS_",
 };
 
 #define MAX_MSGS      32

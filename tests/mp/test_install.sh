@@ -8,7 +8,9 @@
 #  - a program built as against NVIDIA's NCCL (own declarations, -lnccl,
 #    NEEDED libnccl.so.2) that runs on meshccl's libnccl.so.2, found with
 #    pkg-config's nccl.pc and with find_package(NCCL);
-#  - the Debian package (cpack -G DEB), unpacked, used through pkg-config.
+#  - the Debian package (cpack -G DEB), unpacked, used through pkg-config;
+#  - the installed meshccl-perf, linked to the installed libmeshccl.so.2
+#    through its $ORIGIN RUNPATH, running as one rank.
 # Needs cmake, pkg-config and a C compiler (make test installs them).
 set -u
 # shellcheck source=mp_lib.sh
@@ -47,6 +49,19 @@ soname=$(readelf -d "$ROOT/lib/libnccl.so.2" | sed -n 's/.*SONAME.*\[\(.*\)\]/\1
 expect_eq "libnccl.so.2 carries NCCL's SONAME" "$soname" "libnccl.so.2"
 exports=$(nm -D --defined-only "$ROOT/lib/libmeshccl.so" | awk '{print $3}' | grep -cvE '^(nccl|pnccl|meshccl)')
 expect_eq "libmeshccl.so exports only nccl*, pnccl*, meshccl*" "$exports" 0
+
+# --- meshccl-perf runs on the installed shared library -------------------------------------
+expect_eq "installed meshccl-perf needs libmeshccl.so.2" \
+  "$(readelf -d "$ROOT/bin/meshccl-perf" | grep -c 'NEEDED.*\[libmeshccl.so.2\]')" 1
+# shellcheck disable=SC2016 # the literal $ORIGIN
+expect_eq "its RUNPATH is relative to the install (\$ORIGIN/../lib)" \
+  "$(readelf -d "$ROOT/bin/meshccl-perf" | sed -n 's/.*R\(UN\)\{0,1\}PATH.*\[\(.*\)\]/\2/p')" '$ORIGIN/../lib'
+expect_grep "ldd finds the installed library, not the build tree's" \
+  <(env -u LD_LIBRARY_PATH ldd "$ROOT/bin/meshccl-perf") "libmeshccl.so.2 => $ROOT/(bin/\.\./)?lib/libmeshccl.so.2"
+env -u LD_LIBRARY_PATH -u RANK -u WORLD_SIZE timeout 30 "$ROOT/bin/meshccl-perf" all_reduce -b 8 \
+  -e 64 -n 1 >"$TMP/perf.out" 2>&1
+expect_success "installed meshccl-perf runs as one rank without a launcher" "$?" "$TMP/perf.out"
+expect_grep "and checks its results" "$TMP/perf.out" "^# Out of bounds values : 0 OK$"
 
 # run NAME BINARY LIBDIR: the binary runs and prints its "ok" line.
 run_ok() {

@@ -259,14 +259,17 @@ static void table_lines(void)
   o.step_factor = 2;
   mc_perf_fmt_params(s, sizeof(s), &o);
   MC_T_EQ_STR(s, "# nThread 1 nGpus 1 minBytes 8 maxBytes 134217728 step: 2(factor) warmup iters: "
-                 "1 iters: 20 agg iters: 1 validation: 1 graph: 0");
+                 "1 iters: 20 agg iters: 1 validation: 1 graph: 0 unalign: 0");
   mc_perf_opts_init(&o);
   mc_perf_fmt_params(s, sizeof(s), &o);
   MC_T_CONTAINS(s, "minBytes 33554432 maxBytes 33554432 step: 1048576(bytes)");
 
-  mc_perf_fmt_device(s, sizeof(s), 0, 4242, "vm", 0, "meshccl host memory");
+  mc_perf_fmt_device(s, sizeof(s), 0, 0, 4242, "vm", 0, "meshccl host memory");
   MC_T_EQ_STR(s,
               "#  Rank  0 Group  0 Pid   4242 on         vm device  0 [host] meshccl host memory");
+  mc_perf_fmt_device(s, sizeof(s), 3, 1, 4245, "vm", 3, "meshccl host memory");
+  MC_T_EQ_STR(s,
+              "#  Rank  3 Group  1 Pid   4245 on         vm device  3 [host] meshccl host memory");
 
   mc_perf_fmt_header(s, sizeof(s), 0, false);
   MC_T_EQ_STR(s, "#                                                              out-of-place      "
@@ -311,8 +314,8 @@ static void json_report(void)
   f = fopen(path, "w");
   MC_T_TRUE(f != NULL);
   mc_perf_json_begin(&js, f, &o, 4, argv, 23007, 2);
-  mc_perf_json_device(&js, 0, 10, "vm", 0, true);
-  mc_perf_json_device(&js, 1, 11, "vm", 1, false);
+  mc_perf_json_device(&js, 0, 0, 10, "vm", 0, true);
+  mc_perf_json_device(&js, 1, 0, 11, "vm", 1, false);
   mc_perf_json_row_start(&js, 8, 2, "float", "sum", -1);
   mc_perf_json_row_result(&js, false, false, 10.5, 0.5, 0.5, true, 0);
   mc_perf_json_row_result(&js, true, false, 11.0, 0.25, 0.25, false, 0);
@@ -326,8 +329,9 @@ static void json_report(void)
   MC_T_CONTAINS(text, "\"results\":[{\"size\":8,\"count\":2,\"type\":\"float\",\"redop\":\"sum\","
                       "\"root\":-1,\"out_of_place\":{\"time\":10.500000,\"alg_bw\":0.500000,"
                       "\"bus_bw\":0.500000,\"nwrong\":0},\"in_place\":{\"time\":11.000000,");
-  MC_T_CONTAINS(text, "\"nwrong\":null}}],\"out_of_bounds\":{\"count\":0,\"okay\":true},"
-                      "\"average_bus_bandwidth\":{\"bandwidth\":0.375000}}\n");
+  MC_T_CONTAINS(text,
+                "\"nwrong\":null}}],\"out_of_bounds\":{\"count\":0,\"okay\":true},"
+                "\"average_bus_bandwidth\":{\"bandwidth\":0.375000,\"okay\":\"unchecked\"}}\n");
   mc_t_tmp_cleanup();
 }
 
@@ -428,6 +432,216 @@ static void wrong_elements_are_counted(void)
   MC_T_EQ_INT(mc_perf_count_wrong(ncclInt64, gi, ei, 4), 1);
 }
 
+/* nccl-tests' later flags: -S -x -D -V -M -u, their long names, ranges and GPU-only no-ops. */
+static void gpu_era_flags(void)
+{
+  struct mc_perf_opts o;
+  char err[MC_PERF_ERR_LEN];
+
+  MC_T_EQ_INT(parse_line("all_reduce", &o, err), MC_PERF_EXIT_OK);
+  MC_T_EQ_INT(o.report_timestamps, 0);
+  MC_T_EQ_INT(o.cta_policy, -1);
+  MC_T_EQ_INT(o.device_impl, 0);
+  MC_T_EQ_INT(o.device_cta_count, 16);
+  MC_T_EQ_INT(o.memory_report, 0);
+  MC_T_EQ_INT(o.unalign, 0);
+  MC_T_EQ_INT(parse_line("gather -S 1 -x 2 -D 0 -V 32 -M 1 -u 3", &o, err), MC_PERF_EXIT_OK);
+  MC_T_EQ_INT(o.coll, MC_PERF_GATHER);
+  MC_T_EQ_INT(o.report_timestamps, 1);
+  MC_T_EQ_INT(o.cta_policy, 2);
+  MC_T_EQ_INT(o.device_cta_count, 32);
+  MC_T_EQ_INT(o.memory_report, 1);
+  MC_T_EQ_INT(o.unalign, 3);
+  MC_T_EQ_INT(parse_line("scatter_perf --report_timestamps 1 --cta_policy 1 "
+                         "--device_implementation 1 --local_register 2 --device_cta_count 8 "
+                         "--memory 1 --unalign 7",
+                         &o, err),
+              MC_PERF_EXIT_OK);
+  MC_T_EQ_INT(o.coll, MC_PERF_SCATTER);
+  MC_T_EQ_INT(o.device_impl, 1);
+  MC_T_EQ_INT(o.memory_report, 1);
+  MC_T_EQ_INT(o.unalign, 7);
+  MC_T_EQ_INT(parse_line("alltoallv --memory_report 1", &o, err), MC_PERF_EXIT_OK);
+  MC_T_EQ_INT(o.coll, MC_PERF_ALLTOALLV);
+  MC_T_EQ_INT(o.memory_report, 1);
+  MC_T_EQ_INT(parse_line("hypercube_perf", &o, err), MC_PERF_EXIT_OK);
+  MC_T_EQ_INT(o.coll, MC_PERF_HYPERCUBE);
+
+  MC_T_EQ_INT(parse_line("all_reduce -S 2", &o, err), MC_PERF_EXIT_USAGE);
+  MC_T_EQ_STR(err, "meshccl-perf: invalid value '2' for -S/--report_timestamps (an integer from 0 "
+                   "to 1)");
+  MC_T_EQ_INT(parse_line("all_reduce -x 3", &o, err), MC_PERF_EXIT_USAGE);
+  MC_T_CONTAINS(err, "-x/--cta_policy");
+  MC_T_EQ_INT(parse_line("all_reduce -V 0", &o, err), MC_PERF_EXIT_USAGE);
+  MC_T_CONTAINS(err, "-V/--device_cta_count (an integer from 1 to 128)");
+  MC_T_EQ_INT(parse_line("all_reduce -M x", &o, err), MC_PERF_EXIT_USAGE);
+  MC_T_CONTAINS(err, "-M/--memory_report");
+  MC_T_EQ_INT(parse_line("all_reduce -u 512", &o, err), MC_PERF_EXIT_USAGE);
+  MC_T_CONTAINS(err, "-u/--unalign (an integer from 0 to 511)");
+  /* nccl-tests' own rule: a device implementation needs symmetric registration. */
+  MC_T_EQ_INT(parse_line("all_reduce -D 1", &o, err), MC_PERF_EXIT_USAGE);
+  MC_T_EQ_STR(err, "meshccl-perf: device implementation (-D > 0) requires enabling symmetric "
+                   "memory registration (-R 2)");
+  MC_T_EQ_INT(parse_line("gatherx", &o, err), MC_PERF_EXIT_USAGE);
+  MC_T_CONTAINS(err, "unknown collective 'gatherx' (all_reduce all_gather reduce_scatter "
+                     "broadcast reduce alltoall sendrecv gather scatter alltoallv hypercube)");
+}
+
+/* gather, scatter, alltoallv, hypercube: nccl-tests' counts (16-byte blocks) and bandwidths. */
+static void new_collectives_counts_and_bandwidth(void)
+{
+  struct mc_perf_counts c;
+  double alg;
+  double bus;
+
+  /* 1000 bytes of float over 3 ranks: 83 per rank, 80 in 16-byte multiples. */
+  mc_perf_coll_counts(MC_PERF_GATHER, 1000, 4, 3, &c);
+  MC_T_EQ_INT(c.send_count, 80);
+  MC_T_EQ_INT(c.recv_count, 240);
+  MC_T_EQ_INT(c.param_count, 80);
+  MC_T_EQ_INT(c.send_inplace, 80);
+  MC_T_EQ_INT(c.recv_inplace, 0);
+  mc_perf_coll_counts(MC_PERF_SCATTER, 1000, 4, 3, &c);
+  MC_T_EQ_INT(c.send_count, 240);
+  MC_T_EQ_INT(c.recv_count, 80);
+  MC_T_EQ_INT(c.send_inplace, 0);
+  MC_T_EQ_INT(c.recv_inplace, 80);
+  mc_perf_coll_counts(MC_PERF_HYPERCUBE, 1000, 8, 2, &c); /* 62 doubles -> 62 */
+  MC_T_EQ_INT(c.send_count, 62);
+  MC_T_EQ_INT(c.recv_count, 124);
+  mc_perf_coll_counts(MC_PERF_ALLTOALLV, 1000, 4, 3, &c);
+  MC_T_EQ_INT(c.send_count, 249);
+  MC_T_EQ_INT(c.recv_count, 249);
+  MC_T_EQ_INT(c.param_count, 83);
+  /* Per-peer counts: (1 + (from + to) % n) / n of the block. */
+  MC_T_EQ_INT(mc_perf_alltoallv_count(90, 0, 0, 3), 30);
+  MC_T_EQ_INT(mc_perf_alltoallv_count(90, 0, 1, 3), 60);
+  MC_T_EQ_INT(mc_perf_alltoallv_count(90, 1, 1, 3), 90);
+  MC_T_EQ_INT(mc_perf_alltoallv_count(90, 2, 2, 3), 60);
+
+  MC_T_TRUE(mc_perf_bus_factor(MC_PERF_GATHER, 4) == 0.75);
+  MC_T_TRUE(mc_perf_bus_factor(MC_PERF_SCATTER, 4) == 0.75);
+  MC_T_TRUE(mc_perf_bus_factor(MC_PERF_ALLTOALLV, 4) == 0.75);
+  MC_T_TRUE(mc_perf_bus_factor(MC_PERF_HYPERCUBE, 4) == 1.0);
+  /* gather: count * n bytes; hypercube: count * (n - 1) bytes, busbw = algbw. */
+  mc_perf_bandwidth(MC_PERF_GATHER, 250000000, 4, 4, 2.0, &alg, &bus);
+  MC_T_TRUE(fabs(alg - 2.0) < 1e-12);
+  MC_T_TRUE(fabs(bus - 1.5) < 1e-12);
+  mc_perf_bandwidth(MC_PERF_HYPERCUBE, 250000000, 4, 4, 1.0, &alg, &bus);
+  MC_T_TRUE(fabs(alg - 3.0) < 1e-12);
+  MC_T_TRUE(fabs(bus - 3.0) < 1e-12);
+}
+
+static void new_collectives_expected(void)
+{
+  struct mc_perf_counts c;
+  float e[64];
+
+  /* scatter from root 1 over 2 ranks: rank 0 gets block 0 of rank 1's input. */
+  mc_perf_coll_counts(MC_PERF_SCATTER, 128, 4, 2, &c); /* 16 per rank */
+  mc_perf_fill_expected(MC_PERF_SCATTER, ncclFloat, ncclSum, 1, 1, 2, &c, 5, e);
+  for (size_t i = 0; i < c.recv_count; i++)
+    MC_T_TRUE(e[i] == (float)mc_perf_input_value(ncclSum, 1, 16 + i, 5));
+  /* alltoallv on 2 ranks, 8 per block: rank 1 gets 4 from rank 0, then 4 zeros; 8 from itself. */
+  mc_perf_coll_counts(MC_PERF_ALLTOALLV, 64, 4, 2, &c);
+  mc_perf_fill_expected(MC_PERF_ALLTOALLV, ncclFloat, ncclSum, 0, 1, 2, &c, 3, e);
+  MC_T_EQ_INT(mc_perf_alltoallv_count(8, 0, 1, 2), 8);
+  MC_T_EQ_INT(mc_perf_alltoallv_count(8, 1, 1, 2), 4);
+  for (size_t i = 0; i < 8; i++)
+    MC_T_TRUE(e[i] == (float)mc_perf_input_value(ncclSum, 0, 8 + i, 3));
+  for (size_t i = 0; i < 4; i++)
+    MC_T_TRUE(e[8 + i] == (float)mc_perf_input_value(ncclSum, 1, 8 + i, 3));
+  for (size_t i = 4; i < 8; i++)
+    MC_T_TRUE(e[8 + i] == 0.0f);
+}
+
+/* -S, NCCL_TESTS_MIN_BW and -M lines, exactly as nccl-tests prints them. */
+static void timestamps_min_bw_memory_lines(void)
+{
+  char s[512];
+
+  mc_perf_fmt_header_ts(s, sizeof(s), 1, false, true);
+  MC_T_EQ_STR(s, "#       size         count      type   redop    root     time   algbw   busbw  "
+                 "#wrong     time   algbw   busbw  #wrong           timestamp");
+  mc_perf_fmt_header_ts(s, sizeof(s), 2, false, true);
+  MC_T_EQ_STR(s, "#        (B)    (elements)                               (us)  (GB/s)  (GB/s)  "
+                 "           (us)  (GB/s)  (GB/s)           %Y-%m-%d %H:%M:%S");
+  mc_perf_fmt_timestamp(s, sizeof(s), 0);
+  MC_T_EQ_INT((long long)strlen(s), 21);
+  MC_T_TRUE((s[0] == ' ') && (s[1] == ' ') && (s[6] == '-') && (s[15] == ':'));
+
+  mc_perf_fmt_bw_footer(s, sizeof(s), 5.64721, -1);
+  MC_T_EQ_STR(s, "# Avg bus bandwidth    : 5.64721 ");
+  mc_perf_fmt_bw_footer(s, sizeof(s), 9.5, 10);
+  MC_T_EQ_STR(s, "# Avg bus bandwidth    : 9.5 OK");
+  mc_perf_fmt_bw_footer(s, sizeof(s), 8.9, 10);
+  MC_T_EQ_STR(s, "# Avg bus bandwidth    : 8.9 FAILED");
+  MC_T_TRUE(!mc_perf_bw_failed(0.0, -1));
+  MC_T_TRUE(mc_perf_bw_failed(0.5, 1e9));
+
+  mc_perf_fmt_memory(s, sizeof(s), 1.6 * 1024 * 1024, 15 * 1024, 0);
+  MC_T_EQ_STR(s, "# Host memory usage    : Initialization 1.60 MB | User-Allocated 15.0 KB | "
+                 "Collective 0.00 B | Total  1.61 MB");
+}
+
+/* NCCL_TESTS_SPLIT's grammar (nccl-tests' README) and NCCL_TESTS_SPLIT_MASK. */
+static void split_colors(void)
+{
+  char err[MC_PERF_ERR_LEN];
+  int color = -1;
+
+  MC_T_EQ_INT(mc_perf_split_color(NULL, NULL, 5, &color, err, sizeof(err)), 0);
+  MC_T_EQ_INT(color, 0);
+  MC_T_EQ_INT(mc_perf_split_color("MOD 2", NULL, 5, &color, err, sizeof(err)), 0);
+  MC_T_EQ_INT(color, 1);
+  MC_T_EQ_INT(mc_perf_split_color("mod2", NULL, 4, &color, err, sizeof(err)), 0);
+  MC_T_EQ_INT(color, 0);
+  MC_T_EQ_INT(mc_perf_split_color("%3", NULL, 5, &color, err, sizeof(err)), 0);
+  MC_T_EQ_INT(color, 2);
+  MC_T_EQ_INT(mc_perf_split_color("AND 0x1", NULL, 3, &color, err, sizeof(err)), 0);
+  MC_T_EQ_INT(color, 1);
+  MC_T_EQ_INT(mc_perf_split_color("&0b10", NULL, 6, &color, err, sizeof(err)), 0);
+  MC_T_EQ_INT(color, 2);
+  MC_T_EQ_INT(mc_perf_split_color("OR 0x7", NULL, 9, &color, err, sizeof(err)), 0);
+  MC_T_EQ_INT(color, 15);
+  MC_T_EQ_INT(mc_perf_split_color("|1", NULL, 2, &color, err, sizeof(err)), 0);
+  MC_T_EQ_INT(color, 3);
+  MC_T_EQ_INT(mc_perf_split_color("DIV 8", NULL, 17, &color, err, sizeof(err)), 0);
+  MC_T_EQ_INT(color, 2);
+  MC_T_EQ_INT(mc_perf_split_color("/2", NULL, 3, &color, err, sizeof(err)), 0);
+  MC_T_EQ_INT(color, 1);
+  /* The mask wins over NCCL_TESTS_SPLIT and is hexadecimal, as in nccl-tests. */
+  MC_T_EQ_INT(mc_perf_split_color("MOD 2", "10", 31, &color, err, sizeof(err)), 0);
+  MC_T_EQ_INT(color, 16);
+  MC_T_EQ_INT(mc_perf_split_color(NULL, "0x3", 6, &color, err, sizeof(err)), 0);
+  MC_T_EQ_INT(color, 2);
+
+  MC_T_EQ_INT(mc_perf_split_color("XOR 1", NULL, 0, &color, err, sizeof(err)), -1);
+  MC_T_CONTAINS(err, "meshccl-perf: invalid NCCL_TESTS_SPLIT 'XOR 1'");
+  MC_T_EQ_INT(mc_perf_split_color("MOD 0", NULL, 0, &color, err, sizeof(err)), -1);
+  MC_T_CONTAINS(err, "not 0 for MOD and DIV");
+  MC_T_EQ_INT(mc_perf_split_color("MOD two", NULL, 0, &color, err, sizeof(err)), -1);
+  MC_T_EQ_INT(mc_perf_split_color(NULL, "zz", 0, &color, err, sizeof(err)), -1);
+  MC_T_CONTAINS(err, "invalid NCCL_TESTS_SPLIT_MASK 'zz'");
+}
+
+static void min_bw_values(void)
+{
+  char err[MC_PERF_ERR_LEN];
+  double v = 0;
+
+  MC_T_EQ_INT(mc_perf_parse_min_bw(NULL, &v, err, sizeof(err)), 0);
+  MC_T_TRUE(v == -1.0);
+  MC_T_EQ_INT(mc_perf_parse_min_bw("1e9", &v, err, sizeof(err)), 0);
+  MC_T_TRUE(v == 1e9);
+  MC_T_EQ_INT(mc_perf_parse_min_bw("fast", &v, err, sizeof(err)), -1);
+  MC_T_EQ_STR(err, "meshccl-perf: invalid NCCL_TESTS_MIN_BW 'fast' (a bus bandwidth in GB/s, e.g. "
+                   "10 or 1e9)");
+  MC_T_EQ_INT(mc_perf_parse_min_bw("-1", &v, err, sizeof(err)), -1);
+}
+
 MC_T_MAIN(defaults_are_nccl_tests, short_and_long_flags, sizes, errors_are_clear_and_exit_2,
           counts_round_as_nccl_tests, bandwidth_formulas, sweep, number_format, table_lines,
-          json_report, element_encodings, expected_results, wrong_elements_are_counted)
+          json_report, element_encodings, expected_results, wrong_elements_are_counted,
+          gpu_era_flags, new_collectives_counts_and_bandwidth, new_collectives_expected,
+          timestamps_min_bw_memory_lines, split_colors, min_bw_values)

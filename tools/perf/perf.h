@@ -28,12 +28,16 @@ enum mc_perf_coll {
   MC_PERF_REDUCE,
   MC_PERF_ALLTOALL,
   MC_PERF_SENDRECV,
+  MC_PERF_GATHER,
+  MC_PERF_SCATTER,
+  MC_PERF_ALLTOALLV,
+  MC_PERF_HYPERCUBE,
   MC_PERF_N_COLLS
 };
 
 /* Exit codes of meshccl-perf. */
 #define MC_PERF_EXIT_OK    0 /* ran; no wrong element */
-#define MC_PERF_EXIT_FAIL  1 /* wrong elements, a failed call, or the -T timeout */
+#define MC_PERF_EXIT_FAIL  1 /* wrong elements, a failed call, the -T timeout, NCCL_TESTS_MIN_BW */
 #define MC_PERF_EXIT_USAGE 2 /* bad command line */
 
 #define MC_PERF_ALL     -1         /* datatype / op / root "all" */
@@ -59,6 +63,12 @@ struct mc_perf_opts {
   int blocking;            /* -z: barrier after every collective */
   int cudagraph;           /* -G: accepted, ignored (no CUDA graphs on host memory) */
   int report_cputime;      /* -C */
+  int report_timestamps;   /* -S: a timestamp column after the in-place results */
+  int cta_policy;          /* -x: accepted, no-op (no CTAs on host); -1 = not set */
+  int device_impl;         /* -D: only 0 (NCCL's implementation); GPU device kernels */
+  int device_cta_count;    /* -V: accepted, no-op (no CTAs on host); default 16 */
+  int memory_report;       /* -M: print the memory usage line */
+  int unalign;             /* -u: buffers start this many elements past an aligned address */
   int average;             /* -a: 0 rank 0, 1 average (default), 2 min, 3 max across ranks */
   int timeout;             /* -T seconds, 0 = none */
   int local_register;      /* -R: accepted, no-op */
@@ -117,6 +127,13 @@ size_t mc_perf_next_size(const struct mc_perf_opts *opts, size_t bytes);
 void mc_perf_coll_counts(enum mc_perf_coll coll, size_t bytes, size_t type_size, int n_ranks,
                          struct mc_perf_counts *out);
 
+/*
+ * alltoallv's per-peer counts: rank `from` sends rank `to` this many of the
+ * chunk elements its block for `to` holds (from chunk/n to chunk: every pair
+ * moves a different amount, deterministic on every rank).
+ */
+size_t mc_perf_alltoallv_count(size_t chunk, int from, int to, int n_ranks);
+
 /* busbw / algbw: 2(n-1)/n, (n-1)/n or 1. */
 double mc_perf_bus_factor(enum mc_perf_coll coll, int n_ranks);
 
@@ -132,11 +149,15 @@ void mc_perf_bandwidth(enum mc_perf_coll coll, size_t param_count, size_t type_s
 int mc_perf_fmt_num(char *buf, size_t buf_len, double value, int width);
 /* The "# nThread ..." line, without newline. */
 int mc_perf_fmt_params(char *buf, size_t buf_len, const struct mc_perf_opts *opts);
-/* "#  Rank  0 Group  0 Pid   1234 on       host device  0 [0000:00:00] <name>" */
-int mc_perf_fmt_device(char *buf, size_t buf_len, int rank, int pid, const char *host, int device,
-                       const char *name);
+/* "#  Rank  0 Group  0 Pid   1234 on       host device  0 [host] <name>" */
+int mc_perf_fmt_device(char *buf, size_t buf_len, int rank, int group, int pid, const char *host,
+                       int device, const char *name);
 /* Header row `row` (0, 1 or 2) of the table, without newline. */
 int mc_perf_fmt_header(char *buf, size_t buf_len, int row, bool cputime);
+/* The same with -S: a right-aligned "timestamp" column (nccl-tests' writeResultHeader). */
+int mc_perf_fmt_header_ts(char *buf, size_t buf_len, int row, bool cputime, bool timestamps);
+/* The -S cell: " " + "YYYY-MM-DD HH:MM:SS" in 21 columns, local time of `when`. */
+int mc_perf_fmt_timestamp(char *buf, size_t buf_len, long long when);
 /* Start of a table row: size, count, type, redop, root. */
 int mc_perf_fmt_row_start(char *buf, size_t buf_len, size_t bytes, size_t count, const char *type,
                           const char *op, int root);
@@ -145,6 +166,31 @@ int mc_perf_fmt_row_result(char *buf, size_t buf_len, double time_us, double alg
                            bool checked, int64_t wrong);
 /* "# Out of bounds values : 0 OK" and "# Avg bus bandwidth    : 1.23 " (line 0 or 1). */
 int mc_perf_fmt_footer(char *buf, size_t buf_len, int line, int n_errors, double avg_busbw);
+/*
+ * "# Avg bus bandwidth    : 1.23 OK" against NCCL_TESTS_MIN_BW (min_bw < 0: not set, the line
+ * ends with a space): FAILED below 90% of min_bw, as nccl-tests.
+ */
+int mc_perf_fmt_bw_footer(char *buf, size_t buf_len, double avg_busbw, double min_bw);
+/* Whether avg_busbw fails NCCL_TESTS_MIN_BW (min_bw < 0: never). */
+bool mc_perf_bw_failed(double avg_busbw, double min_bw);
+/*
+ * -M: "# Host memory usage    : Initialization 1.20 MB | User-Allocated 96.00 MB | Collective
+ * 0 B | Total  97.20 MB" (nccl-tests' writeMemInfo, host memory instead of GPU memory).
+ */
+int mc_perf_fmt_memory(char *buf, size_t buf_len, double init_bytes, double user_bytes,
+                       double coll_bytes);
+
+/*
+ * nccl-tests' rank colours for sub-communicators: NCCL_TESTS_SPLIT_MASK=<hex> is
+ * rank & mask; else NCCL_TESTS_SPLIT="<op><value>" with op AND (&), OR (|),
+ * MOD (%) or DIV (/) and a decimal, 0x hex or 0b binary value, blanks allowed
+ * ("MOD 2", "&0x1"). NULL for both: colour 0. Returns 0, or -1 with one line
+ * in err naming the variable (nccl-tests would silently use colour 0).
+ */
+int mc_perf_split_color(const char *split, const char *mask, int rank, int *color_out, char *err,
+                        size_t err_len);
+/* NCCL_TESTS_MIN_BW (GB/s): -1 when text is NULL; -1 and a message in err when it is no number. */
+int mc_perf_parse_min_bw(const char *text, double *min_bw_out, char *err, size_t err_len);
 
 /* JSON report (-J file.json): one object, written piece by piece. */
 struct mc_perf_json {
@@ -153,14 +199,16 @@ struct mc_perf_json {
 };
 void mc_perf_json_begin(struct mc_perf_json *js, FILE *f, const struct mc_perf_opts *opts, int argc,
                         char **argv, int nccl_version, int n_ranks);
-void mc_perf_json_device(struct mc_perf_json *js, int rank, int pid, const char *host, int device,
-                         bool first);
+void mc_perf_json_device(struct mc_perf_json *js, int rank, int group, int pid, const char *host,
+                         int device, bool first);
 void mc_perf_json_row_start(struct mc_perf_json *js, size_t bytes, size_t count, const char *type,
                             const char *op, int root);
 void mc_perf_json_row_result(struct mc_perf_json *js, bool in_place, bool cputime, double time_us,
                              double algbw, double busbw, bool checked, int64_t wrong);
 void mc_perf_json_row_end(struct mc_perf_json *js);
 void mc_perf_json_end(struct mc_perf_json *js, int n_errors, double avg_busbw);
+/* As mc_perf_json_end, with the NCCL_TESTS_MIN_BW verdict ("okay": true/false/"unchecked"). */
+void mc_perf_json_end_bw(struct mc_perf_json *js, int n_errors, double avg_busbw, double min_bw);
 
 /*
  * Data check. Inputs are small non-negative integers (exact in every type,
@@ -174,7 +222,11 @@ double mc_perf_input_value(int op, int rank, size_t index, int rep);
 /* Writes count inputs of rank (elements first_index...) into buf. */
 void mc_perf_fill_input(int datatype, int op, void *buf, size_t count, size_t first_index, int rank,
                         int rep);
-/* Writes the expected receive buffer of `rank` (c.recv_count elements) for coll. */
+/*
+ * Writes the expected receive buffer of `rank` (c.recv_count elements) for coll. gather: only
+ * the root's (the others receive nothing); alltoallv: the part of each block past the peer's
+ * count is 0 (the receive buffer starts zeroed).
+ */
 void mc_perf_fill_expected(enum mc_perf_coll coll, int datatype, int op, int root, int rank,
                            int n_ranks, const struct mc_perf_counts *c, int rep, void *expected);
 /* Elements of got that differ from expected: exact for integers, relative tolerance for floats. */

@@ -13,6 +13,7 @@
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 #define PROG "meshccl-perf"
 
@@ -24,7 +25,15 @@ static const char *const coll_names[MC_PERF_N_COLLS] = {
     [MC_PERF_REDUCE] = "reduce",
     [MC_PERF_ALLTOALL] = "alltoall",
     [MC_PERF_SENDRECV] = "sendrecv",
+    [MC_PERF_GATHER] = "gather",
+    [MC_PERF_SCATTER] = "scatter",
+    [MC_PERF_ALLTOALLV] = "alltoallv",
+    [MC_PERF_HYPERCUBE] = "hypercube",
 };
+
+#define COLL_LIST                                                                                  \
+  "all_reduce all_gather reduce_scatter broadcast reduce alltoall sendrecv gather scatter "        \
+  "alltoallv hypercube"
 
 /* nccl-tests' type names, in ncclDataType_t order. */
 static const char *const type_names[ncclNumTypes] = {
@@ -48,7 +57,8 @@ bool mc_perf_coll_has_op(enum mc_perf_coll coll)
 
 bool mc_perf_coll_has_root(enum mc_perf_coll coll)
 {
-  return (coll == MC_PERF_BROADCAST) || (coll == MC_PERF_REDUCE);
+  return (coll == MC_PERF_BROADCAST) || (coll == MC_PERF_REDUCE) || (coll == MC_PERF_GATHER) ||
+         (coll == MC_PERF_SCATTER);
 }
 
 const char *mc_perf_type_name(int datatype)
@@ -122,6 +132,8 @@ void mc_perf_opts_init(struct mc_perf_opts *opts)
   opts->op = ncclSum;
   opts->root = 0;
   opts->average = 1;
+  opts->cta_policy = -1;
+  opts->device_cta_count = 16;
   opts->nthreads = 1;
   opts->ngpus = 1;
 }
@@ -132,6 +144,7 @@ void mc_perf_usage(FILE *f)
           "usage: meshccl-run -n N meshccl-perf <collective> [flags]   (or mpirun/srun/torchrun)\n"
           "  <collective>: all_reduce all_gather reduce_scatter broadcast reduce alltoall "
           "sendrecv\n"
+          "                gather scatter alltoallv hypercube (hypercube: 2^k ranks)\n"
           "  nccl-tests' flags (one rank per process, buffers in host memory):\n"
           "  -b,--minbytes <size>        smallest size, K/M/G suffixes (default 32M)\n"
           "  -e,--maxbytes <size>        largest size (default 32M)\n"
@@ -145,19 +158,36 @@ void mc_perf_usage(FILE *f)
           "  -d,--datatype <type|all>    int8 uint8 int32 uint32 int64 uint64 half float double\n"
           "                              bfloat16 f8e4m3 f8e5m2 (default float)\n"
           "  -o,--op <op|all>            sum prod max min avg mulsum (default sum)\n"
-          "  -r,--root <rank|-1>         root of broadcast/reduce, -1 = every rank (default 0)\n"
+          "  -r,--root <rank|-1>         root of broadcast/reduce/gather/scatter, -1 = every "
+          "rank (default 0)\n"
           "  -z,--blocking <0/1>         barrier after every collective (default 0)\n"
           "  -a,--average <0/1/2/3>      time across ranks: rank 0, average, min, max (default "
           "1)\n"
           "  -C,--report_cputime <0/1>   report the time to issue instead of to complete\n"
+          "  -S,--report_timestamps <0/1> a timestamp column after the in-place results\n"
+          "  -M,--memory_report <0/1>    print host memory used by init, buffers, collectives\n"
+          "  -u,--unalign <n>            buffers start n elements past a 4 KiB boundary "
+          "(0-511)\n"
           "  -T,--timeout <seconds>      fail when one size takes longer (default 0: none)\n"
           "  -J,--output_file <f.json>   also write the results as JSON\n"
           "  -G,--cudagraph <n>          accepted, ignored (no CUDA graphs on host memory)\n"
           "  -R,--local_register <0/1/2> accepted, no-op (host buffers need no registration)\n"
+          "  -x,--cta_policy <0/1/2>     accepted, no-op: no CTAs on host (as nccl-tests "
+          "without -x)\n"
+          "  -D,--device_implementation <n>  accepted, no-op: no device kernels on host, NCCL's\n"
+          "                              implementation runs (as -D 0); n > 0 needs -R 2\n"
+          "  -V,--device_cta_count <1-128>  accepted, no-op: no CTAs on host\n"
           "  -p,--parallel_init, -y,--stream_null  accepted, no-op\n"
           "  -t,--nthreads 1, -g,--ngpus 1         only 1: start more ranks with the launcher\n"
           "  -h,--help\n"
-          "exit codes: 0 ok, 1 wrong results or a failed call or timeout, 2 bad command line\n");
+          "environment: NCCL_TESTS_MIN_BW=<GB/s> fails (exit 1) when the average bus bandwidth\n"
+          "  is below 90%% of it; NCCL_TESTS_SPLIT=\"<AND|OR|MOD|DIV> <n>\" or "
+          "NCCL_TESTS_SPLIT_MASK=<hex>\n"
+          "  run on sub-communicators (ncclCommSplit) by colour; rank 0's group is reported\n"
+          "without a launcher (no RANK, OMPI_COMM_WORLD_RANK or SLURM_PROCID): one rank, as\n"
+          "  nccl-tests on one GPU without MPI\n"
+          "exit codes: 0 ok, 1 wrong results, a failed call, timeout or NCCL_TESTS_MIN_BW, 2 bad\n"
+          "  command line or environment\n");
 }
 
 static int usage_error(char *err, size_t err_len, const char *fmt, ...)
@@ -240,6 +270,13 @@ static const struct option long_opts[] = {
     {"output_file", required_argument, 0, 'J'},
     {"average", required_argument, 0, 'a'},
     {"local_register", required_argument, 0, 'R'},
+    {"report_timestamps", required_argument, 0, 'S'},
+    {"cta_policy", required_argument, 0, 'x'},
+    {"device_implementation", required_argument, 0, 'D'},
+    {"device_cta_count", required_argument, 0, 'V'},
+    {"memory_report", required_argument, 0, 'M'},
+    {"memory", required_argument, 0, 'M'}, /* nccl-tests' long name; its help says memory_report */
+    {"unalign", required_argument, 0, 'u'},
     {"help", no_argument, 0, 'h'},
     {0, 0, 0, 0},
 };
@@ -349,6 +386,30 @@ static int parse_flag(int c, const char *arg, struct mc_perf_opts *o, char *err,
     int_field = &o->local_register;
     max = 2;
     break;
+  case 'S':
+    int_field = &o->report_timestamps;
+    max = 1;
+    break;
+  case 'x':
+    int_field = &o->cta_policy;
+    max = 2;
+    break;
+  case 'D':
+    int_field = &o->device_impl;
+    break;
+  case 'V':
+    int_field = &o->device_cta_count;
+    min = 1;
+    max = 128;
+    break;
+  case 'M':
+    int_field = &o->memory_report;
+    max = 1;
+    break;
+  case 'u':
+    int_field = &o->unalign;
+    max = 511;
+    break;
   case 't':
   case 'g':
     int_field = (c == 't') ? &o->nthreads : &o->ngpus;
@@ -372,26 +433,21 @@ static int parse_flag(int c, const char *arg, struct mc_perf_opts *o, char *err,
 
 int mc_perf_args_parse(int argc, char **argv, struct mc_perf_opts *opts, char *err, size_t err_len)
 {
-  static const char short_opts[] = ":t:g:b:e:i:f:n:m:w:N:p:c:o:d:r:z:y:T:G:C:J:a:R:h";
+  static const char short_opts[] = ":t:g:b:e:i:f:n:m:w:N:p:c:o:d:r:z:y:T:G:C:J:a:R:S:x:D:V:M:u:h";
   struct mc_perf_opts o;
   int res;
 
   mc_perf_opts_init(&o);
   err[0] = '\0';
   if ((argc < 2) || (argv[1] == NULL))
-    return usage_error(err, err_len,
-                       "missing collective: all_reduce all_gather reduce_scatter broadcast reduce "
-                       "alltoall sendrecv (see -h)");
+    return usage_error(err, err_len, "missing collective: " COLL_LIST " (see -h)");
   if ((strcmp(argv[1], "-h") == 0) || (strcmp(argv[1], "--help") == 0)) {
     o.help = true;
     *opts = o;
     return MC_PERF_EXIT_OK;
   }
   if (parse_coll(argv[1], &o.coll) != 0)
-    return usage_error(err, err_len,
-                       "unknown collective '%s' (all_reduce all_gather reduce_scatter broadcast "
-                       "reduce alltoall sendrecv)",
-                       argv[1]);
+    return usage_error(err, err_len, "unknown collective '%s' (" COLL_LIST ")", argv[1]);
 
   /* argv[1] plays getopt's program name, so the flags start at argv[2]. */
   optind = 0; /* 0: glibc re-initialises its scanner too */
@@ -433,6 +489,10 @@ int mc_perf_args_parse(int argc, char **argv, struct mc_perf_opts *opts, char *e
                        "-b/--minbytes 0 with -f/--stepfactor %zu never grows: give "
                        "-b > 0",
                        o.step_factor);
+  if ((o.device_impl > 0) && (o.local_register != 2))
+    return usage_error(err, err_len,
+                       "device implementation (-D > 0) requires enabling symmetric memory "
+                       "registration (-R 2)");
   *opts = o;
   return MC_PERF_EXIT_OK;
 }
@@ -462,10 +522,26 @@ void mc_perf_coll_counts(enum mc_perf_coll coll, size_t bytes, size_t type_size,
     c.param_count = per_rank;
     c.recv_inplace = per_rank;
     break;
-  case MC_PERF_ALLTOALL: /* one block to and from every rank */
+  case MC_PERF_ALLTOALL:  /* one block to and from every rank */
+  case MC_PERF_ALLTOALLV: /* up to one block (its per-peer count) */
     c.send_count = per_rank * (size_t)n_ranks;
     c.recv_count = per_rank * (size_t)n_ranks;
     c.param_count = per_rank;
+    break;
+  case MC_PERF_GATHER:    /* one block to the root, 16-byte multiples (nccl-tests' gather.cu) */
+  case MC_PERF_HYPERCUBE: /* an allgather by recursive doubling (hypercube.cu) */
+    per_rank = (type_size > 0) ? per_rank & ~((16 / type_size) - 1) : 0;
+    c.send_count = per_rank;
+    c.recv_count = per_rank * (size_t)n_ranks;
+    c.param_count = per_rank;
+    c.send_inplace = per_rank;
+    break;
+  case MC_PERF_SCATTER: /* the root's n blocks, one to each rank */
+    per_rank = (type_size > 0) ? per_rank & ~((16 / type_size) - 1) : 0;
+    c.send_count = per_rank * (size_t)n_ranks;
+    c.recv_count = per_rank;
+    c.param_count = per_rank;
+    c.recv_inplace = per_rank;
     break;
   default:
     break;
@@ -483,10 +559,20 @@ double mc_perf_bus_factor(enum mc_perf_coll coll, int n_ranks)
   case MC_PERF_ALL_GATHER:
   case MC_PERF_REDUCE_SCATTER:
   case MC_PERF_ALLTOALL:
+  case MC_PERF_ALLTOALLV:
+  case MC_PERF_GATHER:
+  case MC_PERF_SCATTER:
     return (n - 1.0) / n;
-  default:
+  default: /* broadcast, reduce, sendrecv, hypercube (its algbw already counts n-1 blocks) */
     return 1.0;
   }
+}
+
+size_t mc_perf_alltoallv_count(size_t chunk, int from, int to, int n_ranks)
+{
+  if (n_ranks <= 0)
+    return 0;
+  return chunk * (size_t)(1 + ((from + to) % n_ranks)) / (size_t)n_ranks;
 }
 
 void mc_perf_bandwidth(enum mc_perf_coll coll, size_t param_count, size_t type_size, int n_ranks,
@@ -497,9 +583,116 @@ void mc_perf_bandwidth(enum mc_perf_coll coll, size_t param_count, size_t type_s
 
   /* The per-rank count of allgather, reducescatter and alltoall is 1/n of the data. */
   if ((coll == MC_PERF_ALL_GATHER) || (coll == MC_PERF_REDUCE_SCATTER) ||
-      (coll == MC_PERF_ALLTOALL))
+      (coll == MC_PERF_ALLTOALL) || (coll == MC_PERF_ALLTOALLV) || (coll == MC_PERF_GATHER) ||
+      (coll == MC_PERF_SCATTER))
     bytes *= (double)n_ranks;
+  else if (coll == MC_PERF_HYPERCUBE) /* each rank receives n-1 blocks */
+    bytes *= (double)(n_ranks - 1);
   algbw = (sec > 0) ? bytes / 1.0e9 / sec : 0.0;
   *algbw_out = algbw;
   *busbw_out = algbw * mc_perf_bus_factor(coll, n_ranks);
+}
+
+/* An integer in base 10, 0x hex or 0b binary after optional blanks (nccl-tests' parseInt). */
+static int split_value(const char *text, int *out)
+{
+  char *end = NULL;
+  unsigned long v;
+
+  while ((*text == ' ') || (*text == '\t'))
+    text++;
+  errno = 0;
+  if ((text[0] == '0') && ((text[1] == 'b') || (text[1] == 'B')))
+    v = strtoul(text + 2, &end, 2);
+  else
+    v = strtoul(text, &end, 0);
+  if ((end == text) || (errno != 0) || (*end != '\0') || (text[0] == '-') || (v > 0x7fffffffUL))
+    return -1;
+  *out = (int)v;
+  return 0;
+}
+
+int mc_perf_split_color(const char *split, const char *mask, int rank, int *color_out, char *err,
+                        size_t err_len)
+{
+  static const struct {
+    const char *word;
+    const char *sym;
+  } ops[] = {{"AND", "&"}, {"OR", "|"}, {"MOD", "%"}, {"DIV", "/"}};
+  int value = 0;
+
+  err[0] = '\0';
+  if (mask != NULL) { /* hexadecimal, with or without 0x (strtoul base 16) */
+    char *end = NULL;
+    unsigned long m;
+
+    errno = 0;
+    m = strtoul(mask, &end, 16);
+    if ((end == mask) || (*end != '\0') || (errno != 0) || (mask[0] == '-')) {
+      usage_error(err, err_len, "invalid NCCL_TESTS_SPLIT_MASK '%s' (a hexadecimal mask, e.g. 0x1)",
+                  mask);
+      return -1;
+    }
+    *color_out = (int)((unsigned long)rank & m);
+    return 0;
+  }
+  if (split == NULL) {
+    *color_out = 0;
+    return 0;
+  }
+  for (size_t i = 0; i < sizeof(ops) / sizeof(ops[0]); i++) {
+    size_t wl = strlen(ops[i].word);
+    const char *rest = NULL;
+
+    if (strncasecmp(split, ops[i].word, wl) == 0)
+      rest = split + wl;
+    else if (split[0] == ops[i].sym[0])
+      rest = split + 1;
+    if (rest == NULL)
+      continue;
+    if ((split_value(rest, &value) != 0) || ((i >= 2) && (value == 0)))
+      break;
+    switch (i) {
+    case 0:
+      *color_out = rank & value;
+      break;
+    case 1:
+      *color_out = rank | value;
+      break;
+    case 2:
+      *color_out = rank % value;
+      break;
+    default:
+      *color_out = rank / value;
+      break;
+    }
+    return 0;
+  }
+  usage_error(err, err_len,
+              "invalid NCCL_TESTS_SPLIT '%s' (<op><value>: op AND, OR, MOD or DIV, or &, |, %%, /; "
+              "value decimal, 0x hex or 0b binary, not 0 for MOD and DIV; e.g. \"MOD 2\")",
+              split);
+  return -1;
+}
+
+int mc_perf_parse_min_bw(const char *text, double *min_bw_out, char *err, size_t err_len)
+{
+  char *end = NULL;
+  double v;
+
+  err[0] = '\0';
+  if (text == NULL) {
+    *min_bw_out = -1.0;
+    return 0;
+  }
+  errno = 0;
+  v = strtod(text, &end);
+  if ((end == text) || (*end != '\0') || (errno != 0) || !(v >= 0.0)) {
+    usage_error(err, err_len,
+                "invalid NCCL_TESTS_MIN_BW '%s' (a bus bandwidth in GB/s, e.g. 10 or 1e9)", text);
+    *min_bw_out = -1.0;
+    return -1;
+  }
+  *min_bw_out = v;
+  return 0;
 }

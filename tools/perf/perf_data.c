@@ -356,6 +356,8 @@ void mc_perf_fill_expected(enum mc_perf_coll coll, int datatype, int op, int roo
       reduce_element(datatype, op, n_ranks, (size_t)rank * c->recv_count + i, rep, expected, i);
     break;
   case MC_PERF_ALL_GATHER: /* block j is rank j's input */
+  case MC_PERF_HYPERCUBE:
+  case MC_PERF_GATHER: /* at the root; the others receive nothing and are not checked */
     chunk = c->send_count;
     for (size_t i = 0; i < c->recv_count; i++)
       copy_input(datatype, op, (int)(i / chunk), i % chunk, rep, expected, i);
@@ -369,6 +371,22 @@ void mc_perf_fill_expected(enum mc_perf_coll coll, int datatype, int op, int roo
     for (size_t i = 0; (chunk > 0) && (i < c->recv_count); i++)
       copy_input(datatype, op, (int)(i / chunk), (size_t)rank * chunk + i % chunk, rep, expected,
                  i);
+    break;
+  case MC_PERF_SCATTER: /* block `rank` of the root's input */
+    for (size_t i = 0; i < c->recv_count; i++)
+      copy_input(datatype, op, root, (size_t)rank * c->recv_count + i, rep, expected, i);
+    break;
+  case MC_PERF_ALLTOALLV: /* block p: rank p's count for us of its block `rank`, then zeros */
+    chunk = c->param_count;
+    for (size_t i = 0; (chunk > 0) && (i < c->recv_count); i++) {
+      int from = (int)(i / chunk);
+      size_t k = i % chunk;
+
+      if (k < mc_perf_alltoallv_count(chunk, from, rank, n_ranks))
+        copy_input(datatype, op, from, (size_t)rank * chunk + k, rep, expected, i);
+      else
+        mc_perf_store(datatype, expected, i, 0.0);
+    }
     break;
   case MC_PERF_SENDRECV: /* from the previous rank of the ring */
     for (size_t i = 0; i < c->recv_count; i++)

@@ -9,6 +9,7 @@
 
 #include <stdarg.h>
 #include <string.h>
+#include <time.h>
 
 static int put(char *buf, size_t buf_len, const char *fmt, ...)
 {
@@ -47,36 +48,58 @@ int mc_perf_fmt_params(char *buf, size_t buf_len, const struct mc_perf_opts *o)
 
   return put(buf, buf_len,
              "# nThread %d nGpus %d minBytes %zu maxBytes %zu step: %zu(%s) warmup iters: %d "
-             "iters: %d agg iters: %d validation: %d graph: %d",
+             "iters: %d agg iters: %d validation: %d graph: %d unalign: %d",
              o->nthreads, o->ngpus, o->min_bytes, o->max_bytes,
              by_factor ? o->step_factor : o->step_bytes, by_factor ? "factor" : "bytes",
-             o->warmup_iters, o->iters, o->agg_iters, o->check, o->cudagraph);
+             o->warmup_iters, o->iters, o->agg_iters, o->check, o->cudagraph, o->unalign);
 }
 
-int mc_perf_fmt_device(char *buf, size_t buf_len, int rank, int pid, const char *host, int device,
-                       const char *name)
+int mc_perf_fmt_device(char *buf, size_t buf_len, int rank, int group, int pid, const char *host,
+                       int device, const char *name)
 {
-  /* Group is nccl-tests' NCCL_TESTS_SPLIT colour: always one group here. */
-  return put(buf, buf_len, "#  Rank %2d Group %2d Pid %6d on %10s device %2d [host] %s", rank, 0,
-             pid, host, device, name);
+  /* Group is nccl-tests' NCCL_TESTS_SPLIT colour. */
+  return put(buf, buf_len, "#  Rank %2d Group %2d Pid %6d on %10s device %2d [host] %s", rank,
+             group, pid, host, device, name);
 }
+
+#define TS_FORMAT "%Y-%m-%d %H:%M:%S"
+#define TS_WIDTH  19 /* strlen("2026-01-31 23:59:59") */
 
 int mc_perf_fmt_header(char *buf, size_t buf_len, int row, bool cputime)
 {
-  const char *t = cputime ? "cputime" : "time";
+  return mc_perf_fmt_header_ts(buf, buf_len, row, cputime, false);
+}
 
-  if (row == 0)
-    return put(buf, buf_len,
-               "# %10s  %12s  %8s  %6s  %6s           out-of-place                       in-place  "
-               "        ",
-               "", "", "", "", "");
+int mc_perf_fmt_header_ts(char *buf, size_t buf_len, int row, bool cputime, bool timestamps)
+{
+  const char *t = cputime ? "cputime" : "time";
+  int pad = timestamps ? TS_WIDTH : 0;
+
   if (row == 1)
-    return put(buf, buf_len, "# %10s  %12s  %8s  %6s  %6s  %7s  %6s  %6s  %6s  %7s  %6s  %6s  %6s ",
-               "size", "count", "type", "redop", "root", t, "algbw", "busbw", "#wrong", t, "algbw",
-               "busbw", "#wrong");
-  return put(buf, buf_len, "# %10s  %12s  %8s  %6s  %6s  %7s  %6s  %6s  %6s  %7s  %6s  %6s  %6s ",
-             "(B)", "(elements)", "", "", "", "(us)", "(GB/s)", "(GB/s)", "", "(us)", "(GB/s)",
-             "(GB/s)", "");
+    return put(buf, buf_len,
+               "# %10s  %12s  %8s  %6s  %6s  %7s  %6s  %6s  %6s  %7s  %6s  %6s  %6s %*s", "size",
+               "count", "type", "redop", "root", t, "algbw", "busbw", "#wrong", t, "algbw", "busbw",
+               "#wrong", pad, timestamps ? "timestamp" : "");
+  if (row == 2)
+    return put(buf, buf_len,
+               "# %10s  %12s  %8s  %6s  %6s  %7s  %6s  %6s  %6s  %7s  %6s  %6s  %6s %*s", "(B)",
+               "(elements)", "", "", "", "(us)", "(GB/s)", "(GB/s)", "", "(us)", "(GB/s)", "(GB/s)",
+               "", pad, timestamps ? TS_FORMAT : "");
+  return put(buf, buf_len,
+             "# %10s  %12s  %8s  %6s  %6s           out-of-place                       in-place  "
+             "        ",
+             "", "", "", "", "");
+}
+
+int mc_perf_fmt_timestamp(char *buf, size_t buf_len, long long when)
+{
+  time_t t = (time_t)when;
+  struct tm tm;
+  char s[64];
+
+  if ((localtime_r(&t, &tm) == NULL) || (strftime(s, sizeof(s), TS_FORMAT, &tm) == 0))
+    s[0] = '\0';
+  return put(buf, buf_len, "%21s", s);
 }
 
 int mc_perf_fmt_row_start(char *buf, size_t buf_len, size_t bytes, size_t count, const char *type,
@@ -106,6 +129,63 @@ int mc_perf_fmt_footer(char *buf, size_t buf_len, int line, int n_errors, double
     return put(buf, buf_len, "# %-20s : %d %s", "Out of bounds values", n_errors,
                (n_errors != 0) ? "FAILED" : "OK");
   return put(buf, buf_len, "# %-20s : %g ", "Avg bus bandwidth", avg_busbw);
+}
+
+bool mc_perf_bw_failed(double avg_busbw, double min_bw)
+{
+  /* nccl-tests allows 10% below the threshold. */
+  return (min_bw >= 0.0) && (avg_busbw < min_bw * 0.9);
+}
+
+int mc_perf_fmt_bw_footer(char *buf, size_t buf_len, double avg_busbw, double min_bw)
+{
+  const char *verdict = (min_bw < 0.0)                         ? ""
+                        : mc_perf_bw_failed(avg_busbw, min_bw) ? "FAILED"
+                                                               : "OK";
+
+  return put(buf, buf_len, "# %-20s : %g %s", "Avg bus bandwidth", avg_busbw, verdict);
+}
+
+/* nccl-tests' getMemString: B, KB, MB, GB (binary), 2, 1 or 0 decimals as the number grows. */
+static int mem_str(char *buf, size_t buf_len, double amount)
+{
+  const char *unit = " B";
+  double a;
+  int precision = 0;
+
+  if ((amount >= 1024.0 * 1024.0 * 1024.0) || (amount <= -1024.0 * 1024.0 * 1024.0)) {
+    unit = " GB";
+    amount /= 1024.0 * 1024.0 * 1024.0;
+  } else if ((amount >= 1024.0 * 1024.0) || (amount <= -1024.0 * 1024.0)) {
+    unit = " MB";
+    amount /= 1024.0 * 1024.0;
+  } else if ((amount >= 1024.0) || (amount <= -1024.0)) {
+    unit = " KB";
+    amount /= 1024.0;
+  }
+  a = (amount < 0) ? -amount : amount;
+  if (a < 10.0)
+    precision = 2;
+  else if (a < 100.0)
+    precision = 1;
+  return put(buf, buf_len, "%.*f%s", precision, amount, unit);
+}
+
+int mc_perf_fmt_memory(char *buf, size_t buf_len, double init_bytes, double user_bytes,
+                       double coll_bytes)
+{
+  char a[32];
+  char b[32];
+  char c[32];
+  char t[32];
+
+  mem_str(a, sizeof(a), init_bytes);
+  mem_str(b, sizeof(b), user_bytes);
+  mem_str(c, sizeof(c), coll_bytes);
+  mem_str(t, sizeof(t), init_bytes + user_bytes + coll_bytes);
+  return put(buf, buf_len,
+             "# %-20s : Initialization %s | User-Allocated %s | Collective %s | Total  %s",
+             "Host memory usage", a, b, c, t);
 }
 
 /* JSON string with the escapes JSON requires. */
@@ -166,11 +246,11 @@ void mc_perf_json_begin(struct mc_perf_json *js, FILE *f, const struct mc_perf_o
           o->blocking ? "true" : "false", o->average);
 }
 
-void mc_perf_json_device(struct mc_perf_json *js, int rank, int pid, const char *host, int device,
-                         bool first)
+void mc_perf_json_device(struct mc_perf_json *js, int rank, int group, int pid, const char *host,
+                         int device, bool first)
 {
-  fprintf(js->f, "%s{\"rank\":%d,\"group\":0,\"pid\":%d,\"hostname\":", first ? "" : ",", rank,
-          pid);
+  fprintf(js->f, "%s{\"rank\":%d,\"group\":%d,\"pid\":%d,\"hostname\":", first ? "" : ",", rank,
+          group, pid);
   json_str(js->f, host);
   fprintf(js->f, ",\"device\":%d}", device);
 }
@@ -211,10 +291,18 @@ void mc_perf_json_row_end(struct mc_perf_json *js)
 
 void mc_perf_json_end(struct mc_perf_json *js, int n_errors, double avg_busbw)
 {
+  mc_perf_json_end_bw(js, n_errors, avg_busbw, -1.0);
+}
+
+void mc_perf_json_end_bw(struct mc_perf_json *js, int n_errors, double avg_busbw, double min_bw)
+{
   fprintf(js->f, "%s],\"out_of_bounds\":{\"count\":%d,\"okay\":%s},",
           (js->n_results == 0) ? "],\"results\":[" : "", n_errors,
           (n_errors == 0) ? "true" : "false");
   fprintf(js->f, "\"average_bus_bandwidth\":{\"bandwidth\":");
   json_num(js->f, avg_busbw);
-  fprintf(js->f, "}}\n");
+  fprintf(js->f, ",\"okay\":%s}}\n",
+          (min_bw < 0.0)                         ? "\"unchecked\""
+          : mc_perf_bw_failed(avg_busbw, min_bw) ? "false"
+                                                 : "true");
 }
