@@ -23,6 +23,9 @@
 #include "check.h"
 #include "log.h"
 
+/* Numbers the batches run_and_release runs, process-wide (atomic). */
+static uint64_t launch_seq;
+
 /* Operations queued by this thread's open group. */
 static __thread struct mc_op *group_ops;
 static __thread int group_n_ops;
@@ -161,16 +164,20 @@ static void log_call_line(const char *name, const void *sendbuff, const void *re
 static ncclResult_t run_and_release(struct mc_op *ops, int n)
 {
   ncclResult_t res;
+  uint64_t launch;
 
   for (int i = 0; i < n; i++)
     __atomic_add_fetch(&ops[i].comm->colls_running, 1, __ATOMIC_ACQ_REL);
   res = mc_coll_run(ops, n);
+  /* One launch per communicator, as ncclProxyStart counts: each communicator
+   * of the batch advances once (a process-wide launch number tells the
+   * batch's first operation on it from the others). */
+  launch = __atomic_add_fetch(&launch_seq, 1, __ATOMIC_RELAXED);
   for (int i = 0; i < n; i++) {
-    bool first = true;
-    for (int j = 0; (j < i) && first; j++)
-      first = (ops[j].comm != ops[i].comm);
-    if (first)
-      ops[i].comm->op_count++; /* one launch per communicator, as ncclProxyStart counts */
+    if (ops[i].comm->op_count_launch != launch) {
+      ops[i].comm->op_count_launch = launch;
+      ops[i].comm->op_count++;
+    }
   }
   for (int i = 0; i < n; i++)
     mc_comm_release(ops[i].comm);
