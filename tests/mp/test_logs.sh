@@ -12,9 +12,10 @@
 #   for exactly that sender, receiver, channel and connection; none for NET),
 #   one line per channel, peer and direction; the per-peer "Transport:" line
 #   says the same; "Loading ... topology" once per process; "Using network".
+#   Two ranks as threads of one process: "via P2P/direct pointer".
 # shellcheck source=mp_lib.sh
 . "$(dirname "$0")/mp_lib.sh"
-need_progs mp_logs
+need_progs mp_logs mp_coll
 export NCCL_DEBUG=INFO
 unset NCCL_DEBUG_SUBSYS NCCL_P2P_DISABLE NCCL_SHM_DISABLE MESHCCL_P2P_CMA NCCL_P2P_LEVEL
 
@@ -146,4 +147,16 @@ check_transport "NCCL_SHM_DISABLE=1 MESHCCL_P2P_CMA=1" P2P/CMA p2p NCCL_SHM_DISA
   MESHCCL_P2P_CMA=1
 check_transport "NCCL_P2P_DISABLE=1 NCCL_SHM_DISABLE=1" NET/Socket/0 none NCCL_P2P_DISABLE=1 \
   NCCL_SHM_DISABLE=1
+
+# Two ranks as threads of one process: P2P by plain pointers, said the same way.
+NCCL_DEBUG_SUBSYS=INIT,P2P timeout 60 "$T/mp_coll" --threads 2 --colls allreduce --types int32 \
+  --sizes 7 >"$TMP/threads.out" 2>&1
+expect_success "threads: the job succeeds" "$?" "$TMP/threads.out"
+grep -E 'NCCL INFO Channel [0-9]+/[0-9]+ : [0-9]+\[[0-9]+\] -> ' "$TMP/threads.out" >"$TMP/threads.ch"
+expect_eq "threads: Channel lines, every one via P2P/direct pointer" \
+  "$([ -s "$TMP/threads.ch" ] && echo some)/$(grep -vc ' via P2P/direct pointer$' "$TMP/threads.ch")" \
+  "some/0"
+expect_eq "threads: no Channel line is repeated" "$(sort "$TMP/threads.ch" | sed -E 's/^[^ ]+ //' | uniq -d)" ""
+expect_eq "threads: each rank's reason line says P2P" \
+  "$(grep -cE 'Transport: rank [01] -> rank [01] uses P2P \(rank [01] decides: path ' "$TMP/threads.out")" 2
 mp_finish
