@@ -65,8 +65,8 @@ install: build
 
 # The main job: a 4-rank communicator on this host, and what init found.
 run: build
-	./$(BUILD)/bin/meshccl-run -n 4 ./$(BUILD)/bin/meshccl-hello
-	./$(BUILD)/bin/meshccl-run -n 4 ./$(BUILD)/bin/meshccl-perf all_reduce -b 8 -e 64M -f 4 -c 1
+	$(BUILD)/bin/meshccl-run -n 4 $(BUILD)/bin/meshccl-hello
+	$(BUILD)/bin/meshccl-run -n 4 $(BUILD)/bin/meshccl-perf all_reduce -b 8 -e 64M -f 4 -c 1
 
 # Everything CI must pass: the release build's tests (the Python ones with
 # the packages of `make python`), then the unit and multi-process tests again
@@ -81,7 +81,7 @@ test-fast: build python
 bench: build python
 	./bench/init.sh $(BUILD)
 	$(MAKE) -s bench-mpi
-	./$(BUILD)/bench/membw
+	$(BUILD)/bench/membw
 	RANKS="2 4" PERF_FLAGS="-w 5 -n 20" ./bench/allreduce_compare.sh $(BUILD) all_reduce 256M
 	./bench/netns_compare.sh $(BUILD) 256M || [ $$? = 77 ]
 	./bench/tree_ring_netns.sh $(BUILD) 2 4 8 || [ $$? = 77 ]
@@ -107,18 +107,18 @@ bench-mpi:
 # (tests/data/fuzz/); new inputs are kept in $(ASAN_BUILD)/fuzz-corpus/<name>.
 fuzz: build-asan
 	mkdir -p $(ASAN_BUILD)/fuzz-corpus/topo_xml $(ASAN_BUILD)/fuzz-corpus/boot_msg
-	./$(ASAN_BUILD)/tests/fuzz_topo_xml -max_total_time=60 -rss_limit_mb=2048 -print_final_stats=1 \
+	$(ASAN_BUILD)/tests/fuzz_topo_xml -max_total_time=60 -rss_limit_mb=2048 -print_final_stats=1 \
 	  $(ASAN_BUILD)/fuzz-corpus/topo_xml tests/data/topo
-	./$(ASAN_BUILD)/tests/fuzz_boot_msg -max_total_time=60 -rss_limit_mb=2048 -print_final_stats=1 \
+	$(ASAN_BUILD)/tests/fuzz_boot_msg -max_total_time=60 -rss_limit_mb=2048 -print_final_stats=1 \
 	  $(ASAN_BUILD)/fuzz-corpus/boot_msg tests/data/boot
 	for t in tp_blob net_handle; do \
 	  mkdir -p $(ASAN_BUILD)/fuzz-corpus/$$t && \
-	  ./$(ASAN_BUILD)/tests/fuzz_$$t -max_total_time=60 -rss_limit_mb=2048 -print_final_stats=1 \
+	  $(ASAN_BUILD)/tests/fuzz_$$t -max_total_time=60 -rss_limit_mb=2048 -print_final_stats=1 \
 	    $(ASAN_BUILD)/fuzz-corpus/$$t tests/data/fuzz/$$t || exit 1; \
 	done
 
 envdoc: build
-	./$(BUILD)/bin/meshccl-env --markdown > docs/ENV.md
+	$(BUILD)/bin/meshccl-env --markdown > docs/ENV.md
 
 format:
 	clang-format -i $$(git ls-files '*.c' '*.h')

@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * meshccl-topo --xml FILE: treats an NCCL topology file as the
- * host NCCL would run on and prints what NCCL 2.30's init would conclude:
+ * meshccl-topo [--xml FILE]: treats an NCCL topology file (without --xml,
+ * this host as detected) as the host NCCL would run on and prints what NCCL
+ * 2.30's init would conclude:
  * the ncclTopoPrint lines of local rank 0's final system, the path matrix
  * between GPUs and NETs (type/bandwidth, like `nvidia-smi topo -m`), the
  * ncclTopoCheckP2p result per GPU pair, and the transport each ordered pair of
@@ -44,7 +45,7 @@
 static void usage(FILE *out, const char *prog)
 {
   fprintf(out,
-          "usage: %s --xml FILE [--ranks N] [--nodes N] [--graphs] [--json] [--dump OUT.xml]\n"
+          "usage: %s [--xml FILE] [--ranks N] [--nodes N] [--graphs] [--json] [--dump OUT.xml]\n"
           "          [--dot OUT.dot] [--svg OUT.svg] [--env [--markdown]] [--nics net|sysfs]\n"
           "       %s --env [--markdown]\n"
           "       %s --mesh [--mesh-wait MS]\n"
@@ -64,7 +65,8 @@ static void usage(FILE *out, const char *prog)
           "                 NCCL's graph lines, then each rank's rings, trees and channels\n"
           "  --json         the same facts as JSON (schema in docs/TOOLS.md)\n"
           "  --dump FILE    write the XML the system was built from\n"
-          "  --dot FILE     write a Graphviz picture of the system\n"
+          "  --dot FILE     write a Graphviz picture of the system: a box per CPU holding its\n"
+          "                 PCI tree; with --nodes N, the hosts and their NICs instead\n"
           "  --svg FILE     render it with Graphviz's dot (must be installed)\n"
           "  --nics net|sysfs  without --xml: the NICs are the devices of the net init would\n"
           "                 use (net, the default: NCCL_NET, NCCL_NET_PLUGIN apply) or the\n"

@@ -6,6 +6,13 @@
  * queued and the whole group runs at the outermost ncclGroupEnd (after the
  * communicator inits of the group). The stream argument is accepted and not
  * used: host memory, completed when the call (or the group) returns.
+ *
+ * With NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=COLL every call that passed its
+ * checks logs NCCL's line (enqueue.cc, ncclEnqueueCheck): name, opCount,
+ * buffers, count, datatype, op, root (the peer for Send/Recv), comm, nranks
+ * and stream, with NCCL's values (Send logs its buffer as recvbuff, as NCCL
+ * does). opCount advances once per launched operation or group, as NCCL's
+ * comm->opCount (proxy.cc, ncclProxyStart).
  */
 #include "coll/coll.h"
 
@@ -15,6 +22,9 @@
 
 #include "check.h"
 #include "log.h"
+
+/* Numbers the batches run_and_release runs, process-wide (atomic). */
+static uint64_t launch_seq;
 
 /* Operations queued by this thread's open group. */
 static __thread struct mc_op *group_ops;
@@ -112,6 +122,29 @@ ncclResult_t ncclRedOpDestroy(ncclRedOp_t op, ncclComm_t comm)
   return ncclSuccess;
 }
 
+/* ---------------------------------------------------------------- logging */
+
+/* NCCL's op field for calls without a reduction. */
+#define NO_OP ((int)ncclSum)
+
+static void log_call_line(const char *name, const void *sendbuff, const void *recvbuff,
+                          size_t count, ncclDataType_t type, int op, int root,
+                          const struct ncclComm *comm, cudaStream_t stream)
+{
+  MC_INFO(MC_SUB_COLL,
+          "%s: opCount %lx sendbuff %p recvbuff %p count %zu datatype %d op %d root %d comm %p "
+          "[nranks=%d] stream %p",
+          name, (unsigned long)comm->op_count, sendbuff, recvbuff, count, (int)type, op, root,
+          (const void *)comm, comm->n_ranks, (void *)stream);
+}
+
+/* The line costs one branch when NCCL_DEBUG_SUBSYS leaves COLL out. */
+#define LOG_CALL(...)                                                                              \
+  do {                                                                                             \
+    if (MC_INFO_ON(MC_SUB_COLL))                                                                   \
+      log_call_line(__VA_ARGS__);                                                                  \
+  } while (0)
+
 /* ---------------------------------------------------------------- enqueue */
 
 /* A failed check inside a group also fails the group's ncclGroupEnd. */
@@ -131,10 +164,21 @@ ncclResult_t ncclRedOpDestroy(ncclRedOp_t op, ncclComm_t comm)
 static ncclResult_t run_and_release(struct mc_op *ops, int n)
 {
   ncclResult_t res;
+  uint64_t launch;
 
   for (int i = 0; i < n; i++)
     __atomic_add_fetch(&ops[i].comm->colls_running, 1, __ATOMIC_ACQ_REL);
   res = mc_coll_run(ops, n);
+  /* One launch per communicator, as ncclProxyStart counts: each communicator
+   * of the batch advances once (a process-wide launch number tells the
+   * batch's first operation on it from the others). */
+  launch = __atomic_add_fetch(&launch_seq, 1, __ATOMIC_RELAXED);
+  for (int i = 0; i < n; i++) {
+    if (ops[i].comm->op_count_launch != launch) {
+      ops[i].comm->op_count_launch = launch;
+      ops[i].comm->op_count++;
+    }
+  }
   for (int i = 0; i < n; i++)
     mc_comm_release(ops[i].comm);
   for (int i = 0; i < n; i++)
@@ -244,9 +288,9 @@ ncclResult_t ncclAllReduce(const void *sendbuff, void *recvbuff, size_t count,
 {
   struct mc_op o = {.kind = MC_COLL_ALLREDUCE, .in = sendbuff, .out = recvbuff, .count = count};
 
-  (void)stream;
   mc_api_enter();
   COLL_CHECK(reduce_check(&o, comm, datatype, op, "AllReduce", true));
+  LOG_CALL("AllReduce", sendbuff, recvbuff, count, datatype, (int)op, 0, comm, stream);
   return enqueue(&o, "AllReduce");
 }
 
@@ -258,11 +302,11 @@ ncclResult_t ncclBroadcast(const void *sendbuff, void *recvbuff, size_t count,
   struct mc_op o = {
       .kind = MC_COLL_BROADCAST, .in = sendbuff, .out = recvbuff, .count = count, .root = root};
 
-  (void)stream;
   mc_api_enter();
   COLL_CHECK(mc_comm_check(comm, "Broadcast"));
   COLL_CHECK(check_root(root, comm, "Broadcast"));
   COLL_CHECK(check(&o, comm, datatype, "Broadcast", comm->rank == root, true));
+  LOG_CALL("Broadcast", sendbuff, recvbuff, count, datatype, NO_OP, root, comm, stream);
   return enqueue(&o, "Broadcast");
 }
 
@@ -282,11 +326,11 @@ ncclResult_t ncclReduce(const void *sendbuff, void *recvbuff, size_t count, nccl
   struct mc_op o = {
       .kind = MC_COLL_REDUCE, .in = sendbuff, .out = recvbuff, .count = count, .root = root};
 
-  (void)stream;
   mc_api_enter();
   COLL_CHECK(mc_comm_check(comm, "Reduce"));
   COLL_CHECK(check_root(root, comm, "Reduce"));
   COLL_CHECK(reduce_check(&o, comm, datatype, op, "Reduce", comm->rank == root));
+  LOG_CALL("Reduce", sendbuff, recvbuff, count, datatype, (int)op, root, comm, stream);
   return enqueue(&o, "Reduce");
 }
 
@@ -297,9 +341,9 @@ ncclResult_t ncclAllGather(const void *sendbuff, void *recvbuff, size_t sendcoun
 {
   struct mc_op o = {.kind = MC_COLL_ALLGATHER, .in = sendbuff, .out = recvbuff, .count = sendcount};
 
-  (void)stream;
   mc_api_enter();
   COLL_CHECK(check(&o, comm, datatype, "AllGather", true, true));
+  LOG_CALL("AllGather", sendbuff, recvbuff, sendcount, datatype, NO_OP, 0, comm, stream);
   return enqueue(&o, "AllGather");
 }
 
@@ -312,9 +356,9 @@ ncclResult_t ncclReduceScatter(const void *sendbuff, void *recvbuff, size_t recv
   struct mc_op o = {
       .kind = MC_COLL_REDUCESCATTER, .in = sendbuff, .out = recvbuff, .count = recvcount};
 
-  (void)stream;
   mc_api_enter();
   COLL_CHECK(reduce_check(&o, comm, datatype, op, "ReduceScatter", true));
+  LOG_CALL("ReduceScatter", sendbuff, recvbuff, recvcount, datatype, (int)op, 0, comm, stream);
   return enqueue(&o, "ReduceScatter");
 }
 
@@ -333,11 +377,11 @@ ncclResult_t ncclSend(const void *sendbuff, size_t count, ncclDataType_t datatyp
 {
   struct mc_op o = {.kind = MC_COLL_SEND, .in = sendbuff, .count = count, .peer = peer};
 
-  (void)stream;
   mc_api_enter();
   COLL_CHECK(mc_comm_check(comm, "Send"));
   COLL_CHECK(check_peer(peer, comm, "Send"));
   COLL_CHECK(check(&o, comm, datatype, "Send", true, false));
+  LOG_CALL("Send", NULL, sendbuff, count, datatype, NO_OP, peer, comm, stream);
   return enqueue(&o, "Send");
 }
 
@@ -348,11 +392,11 @@ ncclResult_t ncclRecv(void *recvbuff, size_t count, ncclDataType_t datatype, int
 {
   struct mc_op o = {.kind = MC_COLL_RECV, .out = recvbuff, .count = count, .peer = peer};
 
-  (void)stream;
   mc_api_enter();
   COLL_CHECK(mc_comm_check(comm, "Recv"));
   COLL_CHECK(check_peer(peer, comm, "Recv"));
   COLL_CHECK(check(&o, comm, datatype, "Recv", false, true));
+  LOG_CALL("Recv", NULL, recvbuff, count, datatype, NO_OP, peer, comm, stream);
   return enqueue(&o, "Recv");
 }
 
@@ -446,7 +490,6 @@ ncclResult_t ncclAlltoAll(const void *sendbuff, void *recvbuff, size_t count,
 {
   struct mc_op o = {.kind = MC_COLL_SEND, .in = sendbuff, .out = recvbuff, .count = count};
 
-  (void)stream;
   mc_api_enter();
   COLL_CHECK(check(&o, comm, datatype, "AlltoAll", true, true));
   /* Block p goes out to rank p while block p from rank p lands on it: the
@@ -456,6 +499,7 @@ ncclResult_t ncclAlltoAll(const void *sendbuff, void *recvbuff, size_t count,
                        "AlltoAll : sendbuff and recvbuff are both %p: in-place AlltoAll is not "
                        "supported, use a separate recvbuff",
                        recvbuff));
+  LOG_CALL("AlltoAll", sendbuff, recvbuff, count, datatype, NO_OP, 0, comm, stream);
   return lower_to_p2p(&o, LOWER_ALLTOALL, 0, "AlltoAll");
 }
 
@@ -466,12 +510,12 @@ ncclResult_t ncclGather(const void *sendbuff, void *recvbuff, size_t count, nccl
 {
   struct mc_op o = {.kind = MC_COLL_SEND, .in = sendbuff, .out = recvbuff, .count = count};
 
-  (void)stream;
   mc_api_enter();
   COLL_CHECK(mc_comm_check(comm, "Gather"));
   COLL_CHECK(check_root(root, comm, "Gather"));
   /* recvbuff is only used at the root; in place: sendbuff == recvbuff + root * count. */
   COLL_CHECK(check(&o, comm, datatype, "Gather", true, comm->rank == root));
+  LOG_CALL("Gather", sendbuff, recvbuff, count, datatype, NO_OP, root, comm, stream);
   return lower_to_p2p(&o, LOWER_GATHER, root, "Gather");
 }
 
@@ -482,12 +526,12 @@ ncclResult_t ncclScatter(const void *sendbuff, void *recvbuff, size_t count,
 {
   struct mc_op o = {.kind = MC_COLL_SEND, .in = sendbuff, .out = recvbuff, .count = count};
 
-  (void)stream;
   mc_api_enter();
   COLL_CHECK(mc_comm_check(comm, "Scatter"));
   COLL_CHECK(check_root(root, comm, "Scatter"));
   /* sendbuff is only used at the root; in place: recvbuff == sendbuff + root * count. */
   COLL_CHECK(check(&o, comm, datatype, "Scatter", comm->rank == root, true));
+  LOG_CALL("Scatter", sendbuff, recvbuff, count, datatype, NO_OP, root, comm, stream);
   return lower_to_p2p(&o, LOWER_SCATTER, root, "Scatter");
 }
 

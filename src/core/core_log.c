@@ -37,6 +37,7 @@ static uint64_t log_epoch_ns;
 static mc_log_sink_fn sink_fn;
 static void *sink_arg;
 static int has_sink;
+unsigned long mc_log_info_subs = ~0UL;
 
 static char last_error_global[LAST_ERROR_BYTES];
 static __thread char last_error_thread[LAST_ERROR_BYTES];
@@ -130,6 +131,16 @@ void mc_log_expand_filename(const char *pattern, const char *host, int pid, char
   }
 }
 
+/* Called with log_lock held: the INFO mask MC_INFO_ON tests. */
+static void update_info_subs(void)
+{
+  unsigned long subs = (log_level >= MC_LOG_INFO) ? log_mask : 0;
+
+  if (__atomic_load_n(&has_sink, __ATOMIC_ACQUIRE) != 0)
+    subs = ~0UL; /* the sink's owner filters */
+  __atomic_store_n(&mc_log_info_subs, subs, __ATOMIC_RELAXED);
+}
+
 /* Called with log_lock held. Problems found here are printed to stderr:
  * there is no log yet to print them to. */
 static void load_config(void)
@@ -188,6 +199,7 @@ static void load_config(void)
       log_file_owned = true;
     }
   }
+  update_info_subs();
   __atomic_store_n(&log_loaded, 1, __ATOMIC_RELEASE);
 }
 
@@ -224,6 +236,8 @@ void mc_log_set_sink(mc_log_sink_fn fn, void *arg)
   sink_fn = fn;
   sink_arg = arg;
   __atomic_store_n(&has_sink, (fn != NULL) ? 1 : 0, __ATOMIC_RELEASE);
+  if (log_loaded != 0)
+    update_info_subs();
   pthread_mutex_unlock(&log_lock);
 }
 

@@ -58,6 +58,19 @@ void mc_log_v(enum mc_log_level level, unsigned long sub, const char *file, int 
 /* True when a message of this level and subsystem would be printed. */
 bool mc_log_enabled(enum mc_log_level level, unsigned long sub);
 
+/* Subsystems printed at INFO: every bit until the configuration is loaded
+ * (so the first test loads it through mc_log_enabled), then NCCL_DEBUG_SUBSYS's
+ * mask when NCCL_DEBUG is INFO or TRACE, else 0; every bit while a sink is
+ * installed. Read it through MC_INFO_ON. */
+extern unsigned long mc_log_info_subs;
+
+/* Whether an INFO line of subsystem _sub would be printed, for lines on hot
+ * paths (one per collective): when the subsystem is off this costs one load
+ * and one branch, and the arguments of the line are never computed. */
+#define MC_INFO_ON(_sub)                                                                           \
+  (__builtin_expect((__atomic_load_n(&mc_log_info_subs, __ATOMIC_RELAXED) & (_sub)) != 0, 0) &&    \
+   mc_log_enabled(MC_LOG_INFO, (_sub)))
+
 #define MC_WARN(...)                                                                               \
   mc_log(MC_LOG_WARN, MC_SUB_ALL, MC_FILE_BASENAME, __LINE__, __func__, __VA_ARGS__)
 #define MC_INFO(_sub, ...)                                                                         \

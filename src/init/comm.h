@@ -156,7 +156,11 @@ struct ncclComm {
    * [2 * peer + 1] (allocated at the first). */
   uint64_t coll_seq;
   uint64_t *p2p_seq;
-  int colls_running; /* threads inside a collective on this comm (abort waits for them) */
+  /* NCCL's comm->opCount: operations or groups launched on this communicator
+   * (logged by every call at NCCL_DEBUG_SUBSYS=COLL); the driving thread's. */
+  uint64_t op_count;
+  uint64_t op_count_launch; /* src/coll's number of the batch that last advanced op_count */
+  int colls_running;        /* threads inside a collective on this comm (abort waits for them) */
   /* The one thread that drives the communicator (mc_comm_hold): its
    * pthread_self() while a collective runs or its operations wait in that
    * thread's open group, else 0; atomic. holds: that thread's nesting. */

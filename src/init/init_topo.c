@@ -5,8 +5,9 @@
  *   NCCL_TOPO_FILE (this rank takes the dev-th GPU of the file) or detection
  *   of this host with the devices of the communicator's net as its NICs
  *   (stage "net" chose and initialised it) -> allgather of the XML among the ranks of the host ->
- * fusion in local-rank order -> NCCL_TOPO_DUMP_FILE -> system graph -> paths -> trim -> paths; then
- * one INFO line per local peer with the transport this rank would use and why. Input: comm with
+ * fusion in local-rank order -> NCCL_TOPO_DUMP_FILE -> system graph -> paths -> trim -> paths.
+ * The transport of each peer is logged where connections are made (src/transport/transport.c),
+ * with the topology's reason, so that the log names the transport really used. Input: comm with
  * bootstrap, peers and nodes. Output: comm->topo.
  */
 #include "comm.h"
@@ -314,24 +315,6 @@ static void log_system(const struct mc_topo_system *sys)
   free(buf);
 }
 
-static void log_transports(struct ncclComm *comm, const struct mc_topo_paths_opts *opts)
-{
-  const struct mc_comm_nodes *nd = &comm->nodes;
-  const struct mc_peer_info *me = &comm->peers[comm->rank];
-
-  for (int l = 0; l < nd->local_ranks; l++) {
-    int peer = nd->local_rank_to_rank[l];
-    struct mc_topo_transport_choice c;
-    if (peer == comm->rank)
-      continue;
-    if (mc_topo_transport_select(comm->topo, opts, comm->rank, peer, true,
-                                 comm->peers[peer].shm_dev == me->shm_dev, &c) != ncclSuccess)
-      continue;
-    MC_INFO(MC_SUB_INIT | MC_SUB_GRAPH, "Transport: rank %d -> rank %d (local %d -> %d) via %s",
-            comm->rank, peer, nd->local_rank, l, c.reason);
-  }
-}
-
 ncclResult_t mc_comm_stage_topo(struct ncclComm *comm)
 {
   struct mc_xml *mine = NULL;
@@ -371,8 +354,6 @@ ncclResult_t mc_comm_stage_topo(struct ncclComm *comm)
   sys = NULL;
   if (mc_log_enabled(MC_LOG_INFO, MC_SUB_GRAPH))
     log_system(comm->topo);
-  if (mc_log_enabled(MC_LOG_INFO, MC_SUB_INIT | MC_SUB_GRAPH))
-    log_transports(comm, &opts);
   mc_comm_steps_mark(&steps, "log");
   mc_comm_steps_log(&steps, comm, "Topo");
   res = ncclSuccess;

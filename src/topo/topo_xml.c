@@ -374,6 +374,8 @@ static bool is_allowed(const char *parent, const char *name)
   return false;
 }
 
+static int loading_logged; /* the "Loading ... topology" line was printed (atomic) */
+
 /* ncclTopoXmlLoadSystem: version check and the "Loading topology" line. */
 static ncclResult_t check_system(const struct xml_parser *p, const struct mc_xml_node *node)
 {
@@ -394,10 +396,14 @@ static ncclResult_t check_system(const struct xml_parser *p, const struct mc_xml
     MC_INFO(MC_SUB_GRAPH,
             "XML: %s:%d: RCCL topology (version 2): elements NCCL does not know are ignored",
             p->file, node->line);
-  if (name != NULL)
-    MC_INFO(MC_SUB_GRAPH, "Loading topology %s", name);
-  else
-    MC_INFO(MC_SUB_GRAPH, "Loading unnamed topology");
+  /* Once per process: every rank of a host parses the XML of the others
+   * (init's fusion), which would repeat the line per rank and per load. */
+  if (__atomic_exchange_n(&loading_logged, 1, __ATOMIC_RELAXED) == 0) {
+    if (name != NULL)
+      MC_INFO(MC_SUB_GRAPH, "Loading topology %s", name);
+    else
+      MC_INFO(MC_SUB_GRAPH, "Loading unnamed topology");
+  }
   return ncclSuccess;
 }
 

@@ -52,7 +52,7 @@ struct mc_tp_select {
  *   progress      both (NULL: nothing left): finish a multi-step connect
  *   start         both (NULL: nothing): the connection goes live (NET: proxy)
  *   free          both: the transport's own resources (shared ones: mc_conn_free)
- *   how           text for the "Channel ... via" line (after the name)
+ *   how           text for the "Channel ... via <name>/" line after the slash
  */
 struct mc_transport {
   enum mc_topo_transport kind;

@@ -124,7 +124,7 @@ static void p2p_free(struct mc_conn *c)
 static const char *p2p_how(const struct mc_tp_comm *tc, const struct mc_conn *c)
 {
   (void)tc;
-  return c->remote_read || (c->peer_pid != 0) ? "/CMA" : "/direct pointer";
+  return (c->remote_read || (c->peer_pid != 0)) ? "CMA" : "direct pointer";
 }
 
 const struct mc_transport mc_tp_p2p = {

@@ -22,6 +22,7 @@
 
 #include "check.h"
 #include "log.h"
+#include "params.h"
 #include "topo/topo.h"
 
 ncclResult_t mc_shm_create(const char *name, size_t bytes, void **map_out)
@@ -121,8 +122,11 @@ static bool shm_can_connect(struct mc_tp_comm *tc, const struct mc_tp_select *se
 {
   (void)tc;
   /* topo's choice already applied NCCL_SHM_DISABLE, shmDev and the NIC check;
-   * a P2P pair that P2P declined (another process, no CMA) falls to SHM. */
-  return sel->same_host && (sel->topo_choice != MC_TOPO_TRANSPORT_NET);
+   * a P2P pair that P2P declined (another process, no CMA) falls to SHM,
+   * unless NCCL_SHM_DISABLE=1: then to NET, as NCCL does when neither P2P
+   * nor SHM can connect. */
+  return sel->same_host && (sel->topo_choice != MC_TOPO_TRANSPORT_NET) &&
+         (mc_param_int(MC_P_SHM_DISABLE) == 0);
 }
 
 static ncclResult_t shm_recv_setup(struct mc_tp_comm *tc, struct mc_conn_req *q,
@@ -176,7 +180,7 @@ static const char *shm_how(const struct mc_tp_comm *tc, const struct mc_conn *c)
 {
   (void)tc;
   (void)c;
-  return "/direct/direct";
+  return "direct/direct";
 }
 
 const struct mc_transport mc_tp_shm = {

@@ -32,6 +32,7 @@
 #include "bootstrap/bootstrap.h"
 #include "check.h"
 #include "log.h"
+#include "params.h"
 #include "topo/topo.h"
 #include "utils.h"
 
@@ -91,25 +92,40 @@ ncclResult_t mc_tp_ctrl_alloc(struct mc_conn *c)
   return ncclSuccess;
 }
 
+/* What the receiver knows when it chooses: topo's decision (with its reason)
+ * and where the peer runs. */
+static void select_for(struct mc_tp_comm *tc, int peer, struct mc_tp_select *sel,
+                       struct mc_topo_transport_choice *ch)
+{
+  const struct mc_tp_peer *me = &tc->peers[tc->rank];
+  const struct mc_tp_peer *p = &tc->peers[peer];
+
+  memset(sel, 0, sizeof(*sel));
+  memset(ch, 0, sizeof(*ch));
+  sel->peer = peer;
+  sel->same_host = (p->host_hash == me->host_hash);
+  sel->same_process = same_process(tc, peer);
+  sel->topo_choice = MC_TOPO_TRANSPORT_NET;
+  ch->transport = MC_TOPO_TRANSPORT_NET;
+  snprintf(ch->reason, sizeof(ch->reason), "NET: %s",
+           sel->same_host ? "no topology" : "different host");
+  if (sel->same_host && (tc->topo != NULL)) {
+    struct mc_topo_paths_opts opts;
+    mc_topo_paths_opts_from_params(&opts);
+    if (mc_topo_transport_select(tc->topo, &opts, tc->rank, peer, true, p->shm_dev == me->shm_dev,
+                                 ch) == ncclSuccess)
+      sel->topo_choice = ch->transport;
+  }
+}
+
 /* The receiver's choice for a connection from peer (topo's decision, then
  * each transport's own conditions). */
 static const struct mc_transport *choose(struct mc_tp_comm *tc, int peer)
 {
-  const struct mc_tp_peer *me = &tc->peers[tc->rank];
-  const struct mc_tp_peer *p = &tc->peers[peer];
-  struct mc_tp_select sel = {.peer = peer,
-                             .same_host = (p->host_hash == me->host_hash),
-                             .same_process = same_process(tc, peer),
-                             .topo_choice = MC_TOPO_TRANSPORT_NET};
+  struct mc_tp_select sel;
+  struct mc_topo_transport_choice ch;
 
-  if (sel.same_host && (tc->topo != NULL)) {
-    struct mc_topo_paths_opts opts;
-    struct mc_topo_transport_choice ch;
-    mc_topo_paths_opts_from_params(&opts);
-    if (mc_topo_transport_select(tc->topo, &opts, tc->rank, peer, true, p->shm_dev == me->shm_dev,
-                                 &ch) == ncclSuccess)
-      sel.topo_choice = ch.transport;
-  }
+  select_for(tc, peer, &sel, &ch);
   for (size_t i = 0; i < sizeof(transports) / sizeof(transports[0]); i++)
     if (transports[i]->can_connect(tc, &sel))
       return transports[i];
@@ -176,16 +192,73 @@ static ncclResult_t recv_finish(struct mc_tp_comm *tc, struct mc_conn_req *q,
   return ncclSuccess;
 }
 
+/*
+ * The connection's line, in the shape of NCCL's (p2p.cc p2pSendSetup, shm.cc
+ * shmSendSetup, net.cc sendSetup / recvSetup), naming the transport the
+ * connection really uses: P2P and SHM are logged by the sender, NET by both
+ * ends ("[send]", "[receive]"), so each connection has one line per end that
+ * sets it up. SHM's line carries the connection index too (NCCL's has none),
+ * so that the ring's and the point-to-point connection of a channel are told
+ * apart. The device in brackets is the rank's, as meshccl has no GPU.
+ */
 static void log_conn(const struct mc_tp_comm *tc, const struct mc_conn_req *q)
 {
   const struct mc_conn *c = q->conn;
   const char *how = c->tp->how(tc, c);
 
+  if (c->kind == MC_TOPO_TRANSPORT_NET) {
+    if (q->is_send)
+      MC_INFO(MC_SUB_INIT | MC_SUB_NET, "Channel %02d/%d : %d[%d] -> %d[%d] [send] via NET/%s",
+              q->channel, q->conn_index, tc->rank, tc->rank, q->peer, q->peer, how);
+    else
+      MC_INFO(MC_SUB_INIT | MC_SUB_NET, "Channel %02d/%d : %d[%d] -> %d[%d] [receive] via NET/%s",
+              q->channel, q->conn_index, q->peer, q->peer, tc->rank, tc->rank, how);
+    return;
+  }
   if (!q->is_send)
     return;
-  MC_INFO(MC_SUB_INIT | MC_SUB_P2P, "Channel %02d/%d : %d[%d] -> %d[%d] via %s%s%s", q->channel,
-          q->conn_index, tc->rank, tc->rank, q->peer, q->peer, c->tp->name,
-          ((c->kind == MC_TOPO_TRANSPORT_NET) && (how[0] != '\0')) ? "/" : "", how);
+  MC_INFO(MC_SUB_INIT | ((c->kind == MC_TOPO_TRANSPORT_SHM) ? MC_SUB_SHM : MC_SUB_P2P),
+          "Channel %02d/%d : %d[%d] -> %d[%d] via %s/%s", q->channel, q->conn_index, tc->rank,
+          tc->rank, q->peer, q->peer, c->tp->name, how);
+}
+
+/*
+ * Why the receiver chose the transport of a connection from a peer: one
+ * line per peer (for its first connection, channel 0's ring or tree one),
+ * saying the transport really used, the topology's reason (NCCL's
+ * selectTransport order, topo_transport.c) and, when the transport itself
+ * declined what the topology allowed, why.
+ */
+static void log_choice(struct mc_tp_comm *tc, const struct mc_conn_req *q)
+{
+  struct mc_tp_select sel;
+  struct mc_topo_transport_choice ch;
+  const char *used = q->conn->tp->name;
+  const char *colon;
+
+  if ((q->is_send) || (q->channel != 0) || (q->conn_index != 0) ||
+      !MC_INFO_ON(MC_SUB_INIT | MC_SUB_P2P | MC_SUB_SHM | MC_SUB_NET))
+    return;
+  select_for(tc, q->peer, &sel, &ch);
+  colon = strstr(ch.reason, ": ");
+  if (ch.transport == q->conn->kind) {
+    MC_INFO(MC_SUB_INIT | MC_SUB_P2P | MC_SUB_SHM | MC_SUB_NET,
+            "Transport: rank %d -> rank %d uses %s (rank %d decides: %s)", q->peer, tc->rank, used,
+            tc->rank, (colon != NULL) ? colon + 2 : ch.reason);
+    return;
+  }
+  MC_INFO(
+      MC_SUB_INIT | MC_SUB_P2P | MC_SUB_SHM | MC_SUB_NET,
+      "Transport: rank %d -> rank %d uses %s (rank %d decides: the topology allows %s, %s; "
+      "%s%s)",
+      q->peer, tc->rank, used, tc->rank, mc_topo_transport_str(ch.transport),
+      (colon != NULL) ? colon + 2 : ch.reason,
+      ((ch.transport == MC_TOPO_TRANSPORT_P2P) && !sel.same_process && !mc_param_int(MC_P_P2P_CMA))
+          ? "P2P between processes needs MESHCCL_P2P_CMA=1"
+          : "the transport declined it",
+      ((q->conn->kind == MC_TOPO_TRANSPORT_NET) && mc_param_int(MC_P_SHM_DISABLE))
+          ? ", and NCCL_SHM_DISABLE=1 rules out SHM"
+          : "");
 }
 
 /*
@@ -345,6 +418,7 @@ static ncclResult_t finish(struct mc_tp_set *sets, int n_sets)
       if (c->tp->start != NULL)
         MC_CHECK(c->tp->start(sets[s].tc, c));
       log_conn(sets[s].tc, &sets[s].reqs[i]);
+      log_choice(sets[s].tc, &sets[s].reqs[i]);
     }
   }
   return ncclSuccess;

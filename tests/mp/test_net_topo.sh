@@ -32,7 +32,7 @@ two_hosts() { # LOG PLUGIN-VERSION ENV... -- all-reduce on 2 "hosts"
 }
 
 # Rank 0's NET device per ring channel: "<channel> <dev>" from its log.
-conn_devs() { sed -n 's/^\[0\] .*Channel \([0-9]*\)\/0 : 0\[0\] -> 1\[1\] via NET\/Fake\/\([0-9]*\)$/\1 \2/p' "$1" | sort -n; }
+conn_devs() { sed -n 's/^\[0\] .*Channel \([0-9]*\)\/0 : 0\[0\] -> 1\[1\] \[send\] via NET\/Fake\/\([0-9]*\)$/\1 \2/p' "$1" | sort -n; }
 # The ring graph's (id 0) NET device per channel, as decimal, one per line.
 graph_devs() {
   local v

@@ -35,7 +35,7 @@ job() {
     NCCL_DEBUG_SUBSYS=INIT,NET "$@"
 }
 
-# check_transports NAME "H0 H1 ...": every "Channel .. : a[a] -> b[b] via T"
+# check_transports NAME "H0 H1 ...": every "Channel .. : a[a] -> b[b] [send] via T"
 # line: T is SHM or P2P when ranks a and b share a host, NET/Mesh otherwise;
 # at least one of each.
 check_transports() {
@@ -44,12 +44,12 @@ check_transports() {
   read -r -a hosts <<<"$2"
   for ((r = 0; r < ${#hosts[@]}; r++)); do
     while IFS= read -r line; do
-      if ! [[ "$line" =~ :\ ([0-9]+)\[[0-9]+\]\ -\>\ ([0-9]+)\[[0-9]+\]\ via\ ([A-Za-z0-9/]+) ]]; then
+      if ! [[ "$line" =~ :\ ([0-9]+)\[[0-9]+\]\ -\>\ ([0-9]+)\[[0-9]+\]\ (\[send\]\ |\[receive\]\ )?via\ ([A-Za-z0-9/]+) ]]; then
         echo "#   rank $r: unexpected channel line: $line"
         bad=1
         continue
       fi
-      local a=${BASH_REMATCH[1]} b=${BASH_REMATCH[2]} via=${BASH_REMATCH[3]}
+      local a=${BASH_REMATCH[1]} b=${BASH_REMATCH[2]} via=${BASH_REMATCH[4]}
       if [ "${hosts[$a]}" = "${hosts[$b]}" ]; then
         n_local=$((n_local + 1))
         [[ "$via" == SHM* ]] || [[ "$via" == P2P* ]] || {

@@ -1,10 +1,14 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * meshccl-topo --dot FILE / --svg FILE: local rank 0's final system as an
- * undirected Graphviz graph, one vertex per node (GPUs with rank, dev, SM and
- * bus id; CPUs with NUMA id and arch/vendor/model; NETs with name and
- * bandwidth) and one edge per link pair, labelled with the link type and
- * bandwidth (NVLink in green). --svg runs Graphviz's dot on it.
+ * meshccl-topo --dot FILE / --svg FILE: pictures for Graphviz (--svg runs
+ * its dot). One host (local rank 0's final system): a box per CPU (NUMA
+ * node) holding its PCI tree drawn top-down as a tree (CPU, PCI switches,
+ * NICs with their NETs, devices), each device one box (a GPU, or a compute
+ * device when it has no SM version, with its rank and bus id: NCCL's DEV and
+ * GPU nodes in one); links that are not the tree (NVLink in green, CPU to CPU
+ * dashed, NVSwitches outside the boxes) do not move it. With --nodes N > 1,
+ * an overview instead: one box per host with its CPUs, their devices and
+ * ranks, and its NICs, every NIC joined to the network between the hosts.
  */
 #include "topo_tool.h"
 
@@ -14,97 +18,353 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-static int node_index(const struct mc_topo_system *sys, const struct mc_topo_node *node)
-{
-  const struct mc_topo_node_set *set = &sys->nodes[node->type];
+/* One node of the picture: where it hangs in the PCI tree (a BFS from each
+ * CPU over PCI, LOC, C2C and NET links) and which vertex draws it. */
+struct pic_node {
+  const struct mc_topo_node *node;
+  int idx;       /* index among the nodes of its type */
+  int parent;    /* pic index of its tree parent, -1 for CPUs and unreached nodes */
+  int cpu;       /* pic index of the CPU whose tree holds it, -1 when none */
+  int vertex;    /* pic index of the node whose vertex draws it (itself, or a DEV's GPU) */
+  int n_gpus;    /* DEV: GPUs whose parent it is */
+  int first_gpu; /* DEV: pic index of the first of them */
+};
 
-  for (int i = 0; i < set->count; i++) {
-    if (set->nodes[i] == node) {
+struct pic {
+  struct pic_node *n;
+  int count;
+};
+
+static int pic_find(const struct pic *p, const struct mc_topo_node *node)
+{
+  for (int i = 0; i < p->count; i++) {
+    if (p->n[i].node == node) {
       return i;
     }
   }
   return -1;
 }
 
-static bool has_link_to(const struct mc_topo_node *from, const struct mc_topo_node *to)
+static bool is_tree_link(enum mc_topo_link_type type)
 {
-  for (int l = 0; l < from->n_links; l++) {
-    if (from->links[l].rem == to) {
-      return true;
-    }
-  }
-  return false;
+  return (type == MC_TOPO_LINK_PCI) || (type == MC_TOPO_LINK_LOC) || (type == MC_TOPO_LINK_C2C) ||
+         (type == MC_TOPO_LINK_NET);
 }
 
-static void dot_node(const struct topo_ctx *ctx, const struct mc_topo_system *sys,
-                     const struct mc_topo_node *node, int idx, FILE *out)
+/* Every node in type order; the PCI tree below each CPU; a DEV holding
+ * exactly one GPU is drawn by that GPU's vertex (one box per device). */
+static int pic_build(const struct mc_topo_system *sys, struct pic *p)
 {
-  static const char *const shapes[MC_TOPO_NODE_TYPES] = {
-      "box3d", "box", "octagon", "house", "component", "ellipse", "box", "box", "box", "box"};
+  int total = 0;
+  int *queue = NULL;
+
+  for (int t = 0; t < MC_TOPO_NODE_TYPES; t++) {
+    total += sys->nodes[t].count;
+  }
+  p->n = calloc((size_t)total + 1, sizeof(*p->n));
+  queue = calloc((size_t)total + 1, sizeof(*queue));
+  if ((p->n == NULL) || (queue == NULL)) {
+    free(p->n);
+    free(queue);
+    fprintf(stderr, "meshccl-topo: out of memory drawing the system\n");
+    return MC_TOPO_TOOL_EXIT_INTERNAL;
+  }
+  p->count = 0;
+  for (int t = 0; t < MC_TOPO_NODE_TYPES; t++) {
+    for (int i = 0; i < sys->nodes[t].count; i++) {
+      struct pic_node *pn = &p->n[p->count];
+      pn->node = sys->nodes[t].nodes[i];
+      pn->idx = i;
+      pn->parent = -1;
+      pn->cpu = (t == MC_TOPO_CPU) ? p->count : -1;
+      pn->vertex = p->count;
+      pn->first_gpu = -1;
+      p->count++;
+    }
+  }
+  for (int c = 0; c < p->count; c++) {
+    int head = 0;
+    int tail = 0;
+    if (p->n[c].node->type != MC_TOPO_CPU) {
+      continue;
+    }
+    queue[tail++] = c;
+    while (head < tail) {
+      int u = queue[head++];
+      const struct mc_topo_node *un = p->n[u].node;
+      for (int l = 0; l < un->n_links; l++) {
+        int v = pic_find(p, un->links[l].rem);
+        if ((v < 0) || (p->n[v].cpu >= 0) || !is_tree_link(un->links[l].type)) {
+          continue;
+        }
+        p->n[v].cpu = c;
+        p->n[v].parent = u;
+        queue[tail++] = v;
+      }
+    }
+  }
+  free(queue);
+  for (int g = 0; g < p->count; g++) {
+    const struct mc_topo_node *gn = p->n[g].node;
+    int d = (gn->type == MC_TOPO_GPU) ? pic_find(p, gn->gpu.parent) : -1;
+    if (d >= 0) {
+      if (p->n[d].n_gpus++ == 0) {
+        p->n[d].first_gpu = g;
+      }
+    }
+  }
+  for (int d = 0; d < p->count; d++) {
+    if (p->n[d].n_gpus == 1) {
+      p->n[d].vertex = p->n[d].first_gpu;
+    }
+  }
+  return 0;
+}
+
+static void vertex_name(const struct pic *p, int i, char *buf, size_t bytes)
+{
+  const struct pic_node *pn = &p->n[p->n[i].vertex];
+  snprintf(buf, bytes, "%s%d", mc_topo_node_type_str(pn->node->type), pn->idx);
+}
+
+static void put_escaped(const char *str, FILE *out)
+{
+  for (const char *c = str; *c != '\0'; c++) {
+    if ((*c == '"') || (*c == '\\')) {
+      fputc('\\', out);
+    }
+    fputc(*c, out);
+  }
+}
+
+/* A GPU without SM version is one of meshccl's compute devices (a rank's
+ * device on a host without NVML); both are drawn as a device box. */
+static void dot_node(const struct topo_ctx *ctx, const struct mc_topo_system *sys,
+                     const struct pic_node *pn, const char *indent, FILE *out)
+{
+  const struct mc_topo_node *node = pn->node;
   const char *type = mc_topo_node_type_str(node->type);
   char busid[32];
 
   topo_tool_busid_str(node->id, busid, sizeof(busid));
-  fprintf(out, "  \"%s%d\" [shape=%s, label=\"%s%d", type, idx, shapes[node->type], type, idx);
+  fprintf(out, "%s\"%s%d\" [", indent, type, pn->idx);
   switch (node->type) {
   case MC_TOPO_GPU:
-    fprintf(out, "\\nrank %d dev %d sm %d\\n%s", node->gpu.rank, node->gpu.dev, node->gpu.sm,
-            busid);
+    if (node->gpu.sm == 0) {
+      fprintf(out, "shape=box3d, style=filled, fillcolor=lightblue, label=\"compute device %d\\n",
+              node->gpu.dev);
+    } else {
+      fprintf(out, "shape=box3d, style=filled, fillcolor=palegreen, label=\"GPU%d sm %d\\n",
+              node->gpu.dev, node->gpu.sm);
+    }
+    fprintf(out, "rank %d\\n%s", node->gpu.rank, busid);
     break;
   case MC_TOPO_DEV:
+    fprintf(out, "shape=box3d, label=\"DEV%d\\n%d partitions\\n%s", pn->idx, pn->n_gpus, busid);
+    break;
   case MC_TOPO_PCI:
+    fprintf(out, "shape=box, label=\"PCI switch\\n%s", busid);
+    break;
   case MC_TOPO_NIC:
-    fprintf(out, "\\n%s", busid);
+    fprintf(out, "shape=component, label=\"NIC%d\\n%s", pn->idx, busid);
     break;
   case MC_TOPO_CPU:
-    fprintf(out, "\\nnuma %ld arch %d vendor %d model %d", (long)MC_TOPO_ID_LOCAL(node->id),
-            node->cpu.arch, node->cpu.vendor, node->cpu.model);
+    fprintf(out, "shape=house, label=\"CPU%d\\nnuma %ld", pn->idx,
+            (long)MC_TOPO_ID_LOCAL(node->id));
     break;
   case MC_TOPO_NET: {
     const char *name = topo_tool_net_name(ctx, sys, node);
-    fprintf(out, "\\n");
-    for (const char *p = name; *p != '\0'; p++) {
-      if ((*p == '"') || (*p == '\\')) {
-        fputc('\\', out);
-      }
-      fputc(*p, out);
+    fprintf(out, "shape=ellipse, style=filled, fillcolor=lightyellow, label=\"NET%d", pn->idx);
+    if (name[0] != '\0') {
+      fprintf(out, " ");
+      put_escaped(name, out);
     }
-    fprintf(out, " dev %d\\n%g GB/s", node->net.dev, node->net.bw);
+    fprintf(out, "\\ndev %d, %g GB/s", node->net.dev, node->net.bw);
     break;
   }
+  case MC_TOPO_NVS:
+    fprintf(out, "shape=octagon, label=\"NVSwitch%d", pn->idx);
+    break;
   default:
+    fprintf(out, "shape=box, label=\"%s%d", type, pn->idx);
     break;
   }
   fprintf(out, "\"];\n");
 }
 
-static void write_dot(const struct topo_ctx *ctx, FILE *out)
+static void cpu_label(const struct pic_node *cpu, FILE *out)
 {
-  const struct mc_topo_system *sys = ctx->systems[0];
+  fprintf(out, "CPU%d (NUMA node %ld)", cpu->idx, (long)MC_TOPO_ID_LOCAL(cpu->node->id));
+}
 
-  fprintf(out, "graph meshccl_topo {\n  node [fontname=\"Helvetica\", fontsize=10];\n"
-               "  edge [fontname=\"Helvetica\", fontsize=9];\n");
-  for (int t = 0; t < MC_TOPO_NODE_TYPES; t++) {
-    for (int i = 0; i < sys->nodes[t].count; i++) {
-      dot_node(ctx, sys, sys->nodes[t].nodes[i], i, out);
+/* Whether the link from pic node a to pic node b is a's or b's tree edge. */
+static bool is_tree_edge(const struct pic *p, int a, int b)
+{
+  return (p->n[a].parent == b) || (p->n[b].parent == a);
+}
+
+/* The vertices of u's subtree, depth first (u first, children in index order). */
+static void draw_subtree(const struct topo_ctx *ctx, const struct pic *p, int u, FILE *out)
+{
+  if (p->n[u].vertex == u) {
+    dot_node(ctx, ctx->systems[0], &p->n[u], "    ", out);
+  }
+  for (int v = 0; v < p->count; v++) {
+    if (p->n[v].parent == u) {
+      draw_subtree(ctx, p, v, out);
     }
   }
-  for (int t = 0; t < MC_TOPO_NODE_TYPES; t++) {
-    for (int i = 0; i < sys->nodes[t].count; i++) {
-      const struct mc_topo_node *a = sys->nodes[t].nodes[i];
-      for (int l = 0; l < a->n_links; l++) {
-        const struct mc_topo_link *link = &a->links[l];
-        const struct mc_topo_node *b = link->rem;
-        int j = node_index(sys, b);
-        bool a_first = ((int)a->type < (int)b->type) || ((a->type == b->type) && (i < j));
-        if ((j < 0) || (!a_first && has_link_to(b, a))) {
-          continue; /* drawn from the other end */
-        }
-        fprintf(out, "  \"%s%d\" -- \"%s%d\" [label=\"%s %g\"%s];\n",
-                mc_topo_node_type_str(a->type), i, mc_topo_node_type_str(b->type), j,
-                mc_topo_link_type_str(link->type), link->bw,
-                (link->type == MC_TOPO_LINK_NVL) ? ", color=green4" : "");
+}
+
+/* The edges of u's subtree, depth first, each labelled with its link. */
+static void draw_tree_edges(const struct pic *p, int u, FILE *out)
+{
+  char va[32];
+  char vb[32];
+
+  for (int v = 0; v < p->count; v++) {
+    const struct mc_topo_node *n = p->n[v].node;
+    if (p->n[v].parent != u) {
+      continue;
+    }
+    for (int l = 0; (l < n->n_links) && (p->n[u].vertex != p->n[v].vertex); l++) {
+      if (n->links[l].rem == p->n[u].node) {
+        vertex_name(p, u, va, sizeof(va));
+        vertex_name(p, v, vb, sizeof(vb));
+        fprintf(out, "  \"%s\" -> \"%s\" [label=\"%s %g\"];\n", va, vb,
+                mc_topo_link_type_str(n->links[l].type), n->links[l].bw);
+        break;
       }
+    }
+    draw_tree_edges(p, v, out);
+  }
+}
+
+static void write_dot(const struct topo_ctx *ctx, const struct pic *p, FILE *out)
+{
+  const struct mc_topo_system *sys = ctx->systems[0];
+  char va[32];
+  char vb[32];
+
+  fprintf(out, "digraph meshccl_topo {\n  rankdir=TB;\n  newrank=true;\n"
+               "  node [fontname=\"Helvetica\", fontsize=10];\n"
+               "  edge [fontname=\"Helvetica\", fontsize=9, dir=none];\n");
+  for (int c = 0; c < p->count; c++) {
+    if (p->n[c].node->type != MC_TOPO_CPU) {
+      continue;
+    }
+    fprintf(out, "  subgraph \"cluster_CPU%d\" {\n    label=\"", p->n[c].idx);
+    cpu_label(&p->n[c], out);
+    fprintf(out, "\";\n    style=rounded;\n");
+    draw_subtree(ctx, p, c, out);
+    fprintf(out, "  }\n");
+  }
+  for (int i = 0; i < p->count; i++) {
+    if ((p->n[i].cpu < 0) && (p->n[i].vertex == i)) {
+      dot_node(ctx, sys, &p->n[i], "  ", out);
+    }
+  }
+  /* The tree, parent above child, in the order of the vertices. */
+  for (int c = 0; c < p->count; c++) {
+    if (p->n[c].node->type == MC_TOPO_CPU) {
+      draw_tree_edges(p, c, out);
+    }
+  }
+  /* Every other link (NVLink, CPU to CPU, ...), once per pair, without
+   * moving the tree. */
+  for (int i = 0; i < p->count; i++) {
+    const struct mc_topo_node *a = p->n[i].node;
+    for (int l = 0; l < a->n_links; l++) {
+      const struct mc_topo_link *link = &a->links[l];
+      int j = pic_find(p, link->rem);
+      if ((j < 0) || is_tree_edge(p, i, j) || (p->n[i].vertex == p->n[j].vertex)) {
+        continue;
+      }
+      if (j < i) {
+        bool drawn = false; /* from j's side already, when j links back to i */
+        for (int k = 0; (k < link->rem->n_links) && !drawn; k++) {
+          drawn = (link->rem->links[k].rem == a);
+        }
+        if (drawn) {
+          continue;
+        }
+      }
+      vertex_name(p, i, va, sizeof(va));
+      vertex_name(p, j, vb, sizeof(vb));
+      fprintf(out, "  \"%s\" -> \"%s\" [label=\"%s %g\", constraint=false%s];\n", va, vb,
+              mc_topo_link_type_str(link->type), link->bw,
+              (link->type == MC_TOPO_LINK_NVL)   ? ", color=green4, penwidth=2"
+              : (link->type == MC_TOPO_LINK_SYS) ? ", style=dashed"
+                                                 : "");
+    }
+  }
+  fprintf(out, "}\n");
+}
+
+/* --nodes N: the hosts and their NICs. Each host is a cluster with a vertex
+ * per CPU (its NUMA node, its devices and their ranks) and the NETs under it;
+ * every NET reaches the network between the hosts. Every host is the file. */
+static void write_overview(const struct topo_ctx *ctx, const struct pic *p, FILE *out)
+{
+  const struct mc_topo_system *sys = ctx->systems[0];
+  int n_local = ctx->n_local;
+
+  fprintf(out,
+          "digraph meshccl_hosts {\n  rankdir=TB;\n  newrank=true;\n"
+          "  node [fontname=\"Helvetica\", fontsize=10];\n"
+          "  edge [fontname=\"Helvetica\", fontsize=9, dir=none];\n"
+          "  \"network\" [shape=doubleoctagon, label=\"network between the %d hosts\\n(NET "
+          "transport)\"];\n",
+          ctx->cli.n_nodes);
+  for (int h = 0; h < ctx->cli.n_nodes; h++) {
+    fprintf(out,
+            "  subgraph \"cluster_host%d\" {\n    label=\"host %d: ranks %d-%d\";\n"
+            "    style=rounded;\n",
+            h, h, h * n_local, h * n_local + n_local - 1);
+    for (int c = 0; c < p->count; c++) {
+      if (p->n[c].node->type != MC_TOPO_CPU) {
+        continue;
+      }
+      fprintf(out, "    \"h%d_CPU%d\" [shape=house, label=\"", h, p->n[c].idx);
+      cpu_label(&p->n[c], out);
+      for (int g = 0; g < p->count; g++) {
+        const struct mc_topo_node *gn = p->n[g].node;
+        if ((gn->type == MC_TOPO_GPU) && (p->n[g].cpu == c)) {
+          fprintf(out, "\\n%s %d: rank %d", (gn->gpu.sm == 0) ? "compute device" : "GPU",
+                  gn->gpu.dev, h * n_local + gn->gpu.rank);
+        }
+      }
+      fprintf(out, "\"];\n");
+    }
+    for (int i = 0; i < p->count; i++) {
+      const struct mc_topo_node *nn = p->n[i].node;
+      const char *name;
+      if (nn->type != MC_TOPO_NET) {
+        continue;
+      }
+      name = topo_tool_net_name(ctx, sys, nn);
+      fprintf(out,
+              "    \"h%d_NET%d\" [shape=ellipse, style=filled, fillcolor=lightyellow, "
+              "label=\"NET%d",
+              h, p->n[i].idx, p->n[i].idx);
+      if (name[0] != '\0') {
+        fprintf(out, " ");
+        put_escaped(name, out);
+      }
+      fprintf(out, "\\n%g GB/s\"];\n", nn->net.bw);
+    }
+    fprintf(out, "  }\n");
+    for (int i = 0; i < p->count; i++) {
+      const struct mc_topo_node *nn = p->n[i].node;
+      if (nn->type != MC_TOPO_NET) {
+        continue;
+      }
+      if (p->n[i].cpu >= 0) {
+        fprintf(out, "  \"h%d_CPU%d\" -> \"h%d_NET%d\";\n", h, p->n[p->n[i].cpu].idx, h,
+                p->n[i].idx);
+      }
+      fprintf(out, "  \"h%d_NET%d\" -> \"network\" [label=\"%g GB/s\"];\n", h, p->n[i].idx,
+              nn->net.bw);
     }
   }
   fprintf(out, "}\n");
@@ -112,13 +372,25 @@ static void write_dot(const struct topo_ctx *ctx, FILE *out)
 
 int topo_dot_write_file(const struct topo_ctx *ctx, const char *path)
 {
-  FILE *f = fopen(path, "w");
+  struct pic p = {.n = NULL, .count = 0};
+  FILE *f;
+  int rc = pic_build(ctx->systems[0], &p);
 
+  if (rc != 0) {
+    return rc;
+  }
+  f = fopen(path, "w");
   if (f == NULL) {
     fprintf(stderr, "meshccl-topo: cannot write %s: %s\n", path, strerror(errno));
+    free(p.n);
     return MC_TOPO_TOOL_EXIT_BAD_INPUT;
   }
-  write_dot(ctx, f);
+  if (ctx->cli.n_nodes > 1) {
+    write_overview(ctx, &p, f);
+  } else {
+    write_dot(ctx, &p, f);
+  }
+  free(p.n);
   if (fclose(f) != 0) {
     fprintf(stderr, "meshccl-topo: cannot write %s: %s\n", path, strerror(errno));
     return MC_TOPO_TOOL_EXIT_INTERNAL;
