@@ -332,6 +332,7 @@ ncclResult_t mc_comm_stage_topo(struct ncclComm *comm)
   MC_CHECK_GOTO(rank_xml(comm, mine, &from_file), res, out);
   mc_comm_steps_mark(&steps, "detect");
   MC_CHECK_GOTO(fuse_host(comm, mine, &steps, &fused), res, out);
+  mc_xml_log_loading(fused);
   mc_comm_steps_mark(&steps, "fuse");
   if ((dump != NULL) && (comm->rank == mc_param_int(MC_P_TOPO_DUMP_FILE_RANK))) {
     MC_INFO(MC_SUB_GRAPH | MC_SUB_ENV, "Dumping topology of the host to %s", dump);

@@ -376,6 +376,19 @@ static bool is_allowed(const char *parent, const char *name)
 
 static int loading_logged; /* the "Loading ... topology" line was printed (atomic) */
 
+/* The "Loading topology" line, once per process: the ranks of a host parse
+ * each other's XML or receive the fused tree (init's fusion), which would
+ * repeat the line per rank and per load, or skip it on some ranks. */
+static void log_loading(const char *name)
+{
+  if (__atomic_exchange_n(&loading_logged, 1, __ATOMIC_RELAXED) != 0)
+    return;
+  if (name != NULL)
+    MC_INFO(MC_SUB_GRAPH, "Loading topology %s", name);
+  else
+    MC_INFO(MC_SUB_GRAPH, "Loading unnamed topology");
+}
+
 /* ncclTopoXmlLoadSystem: version check and the "Loading topology" line. */
 static ncclResult_t check_system(const struct xml_parser *p, const struct mc_xml_node *node)
 {
@@ -396,15 +409,18 @@ static ncclResult_t check_system(const struct xml_parser *p, const struct mc_xml
     MC_INFO(MC_SUB_GRAPH,
             "XML: %s:%d: RCCL topology (version 2): elements NCCL does not know are ignored",
             p->file, node->line);
-  /* Once per process: every rank of a host parses the XML of the others
-   * (init's fusion), which would repeat the line per rank and per load. */
-  if (__atomic_exchange_n(&loading_logged, 1, __ATOMIC_RELAXED) == 0) {
-    if (name != NULL)
-      MC_INFO(MC_SUB_GRAPH, "Loading topology %s", name);
-    else
-      MC_INFO(MC_SUB_GRAPH, "Loading unnamed topology");
-  }
+  log_loading(name);
   return ncclSuccess;
+}
+
+void mc_xml_log_loading(const struct mc_xml *xml)
+{
+  for (int i = 0; i < xml->n_nodes; i++) {
+    if (strcmp(xml->nodes[i].name, "system") == 0) {
+      log_loading(mc_xml_get_attr(&xml->nodes[i], "name"));
+      return;
+    }
+  }
 }
 
 /* Appends the tag just read to the scratch tree under parent. */

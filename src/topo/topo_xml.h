@@ -101,6 +101,9 @@ ncclResult_t mc_xml_dump(const struct mc_xml *xml, FILE *out);
  * holds are ncclInvalidUsage, and leave xml empty. */
 ncclResult_t mc_xml_pack(const struct mc_xml *xml, void **buf_out, size_t *bytes_out);
 ncclResult_t mc_xml_unpack(const void *buf, size_t bytes, struct mc_xml *xml);
+/* NCCL's "Loading topology <name>" INFO line for xml's <system>, once per
+ * process (whether this process parsed the XML or received it packed). */
+void mc_xml_log_loading(const struct mc_xml *xml);
 
 /* Attribute access. get returns NULL when absent. */
 const char *mc_xml_get_attr(const struct mc_xml_node *node, const char *key);

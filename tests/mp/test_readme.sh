@@ -204,7 +204,11 @@ assert t.tolist() == [n * (n + 1) / 2] * 4, t
 print("app: rank %d of %d: all-reduce ok" % (dist.get_rank(), n))
 dist.destroy_process_group()
 EOF
-  in_root "$1"
+  # python3 is the interpreter make python built for (build/python/PYTHON):
+  # another one first in PATH (pyenv) has no torch.
+  mkdir -p "$TMP/pybin"
+  ln -sf "$(cat "$MC_BUILD/python/PYTHON")" "$TMP/pybin/python3"
+  PATH="$TMP/pybin:$PATH" in_root "$1"
   expect_success "$1: exits 0" "$?" "$TMP/cmd.out"
   expect_eq "$1: 4 ranks all-reduce" "$(n_ok)" 4
 }
