@@ -118,6 +118,11 @@ struct ncclComm {
   bool is_finalized;
   struct mc_boot *boot;
   struct mc_boot_root *root; /* when this process hosts the root of this comm */
+  /* ncclCommInitRankScalable with nId > 1: the ids of the roots (id is then
+   * mc_boot_job_id's), and a reference on each root this process hosts. */
+  int n_ids;
+  ncclUniqueId *ids;
+  struct mc_boot_root **id_roots;
   struct mc_peer_info *peers;
   struct mc_comm_nodes nodes;
   struct mc_comm_timings t;

@@ -132,9 +132,17 @@ ncclResult_t ncclGetUniqueId(ncclUniqueId *uniqueId)
   return mc_boot_unique_id(true, uniqueId);
 }
 
-static ncclResult_t init_rank(ncclComm_t *newcomm, int nranks, const ncclUniqueId *id, int rank,
-                              int dev, ncclConfig_t *config, enum mc_comm_init_kind kind,
-                              const char *call)
+/* What some inits add to an id (NULL: nothing). */
+struct init_extra {
+  int n_ids;                     /* ncclCommInitRankScalable: nId > 1 roots ... */
+  const ncclUniqueId *ids;       /* ... their ids (id is mc_boot_job_id's) */
+  struct mc_boot_root **root_io; /* ncclCommGrow: the grow id's root, handed over on success */
+};
+
+static ncclResult_t init_rank_ex(ncclComm_t *newcomm, int nranks, const ncclUniqueId *id,
+                                 int rank, int dev, ncclConfig_t *config,
+                                 enum mc_comm_init_kind kind, const char *call,
+                                 const struct init_extra *x)
 {
   ncclConfig_t resolved;
   struct ncclComm *comm = NULL;
@@ -149,8 +157,28 @@ static ncclResult_t init_rank(ncclComm_t *newcomm, int nranks, const ncclUniqueI
     return MC_FAIL(ncclInvalidArgument, "%s : invalid rank requested : %d/%d", call, rank, nranks);
   MC_CHECK(mc_comm_config_resolve(config, &resolved));
   MC_CHECK(mc_comm_alloc(nranks, id, rank, dev, &resolved, kind, &comm));
+  if ((x != NULL) && (x->n_ids > 1)) {
+    ncclResult_t res = mc_calloc(&comm->ids, (size_t)x->n_ids);
+    if (res != ncclSuccess) {
+      mc_comm_free(comm, 0);
+      return res;
+    }
+    memcpy(comm->ids, x->ids, (size_t)x->n_ids * sizeof(*x->ids));
+    comm->n_ids = x->n_ids;
+  }
+  if ((x != NULL) && (x->root_io != NULL)) {
+    comm->root = *x->root_io; /* the new communicator stops it when it is destroyed */
+    *x->root_io = NULL;
+  }
   *newcomm = comm;
   return mc_group_launch_init(comm);
+}
+
+static ncclResult_t init_rank(ncclComm_t *newcomm, int nranks, const ncclUniqueId *id, int rank,
+                              int dev, ncclConfig_t *config, enum mc_comm_init_kind kind,
+                              const char *call)
+{
+  return init_rank_ex(newcomm, nranks, id, rank, dev, config, kind, call, NULL);
 }
 
 static int default_device(void)
@@ -675,6 +703,9 @@ NCCL_API(ncclResult_t, ncclCommInitRankScalable, ncclComm_t *newcomm, int nranks
 ncclResult_t ncclCommInitRankScalable(ncclComm_t *newcomm, int nranks, int myrank, int nId,
                                       ncclUniqueId *commIds, ncclConfig_t *config)
 {
+  struct init_extra x = {.n_ids = nId, .ids = commIds};
+  ncclUniqueId job;
+
   mc_api_enter();
   PTR_CHECK(newcomm, "ncclCommInitRankScalable", "newcomm");
   PTR_CHECK(commIds, "ncclCommInitRankScalable", "commIds");
@@ -682,13 +713,26 @@ ncclResult_t ncclCommInitRankScalable(ncclComm_t *newcomm, int nranks, int myran
     return MC_FAIL(ncclInvalidArgument,
                    "ncclCommInitRankScalable : invalid nId %d (must be in 1..nranks = %d)", nId,
                    nranks);
-  /* One id is ncclCommInitRankConfig; several roots (NCCL's bootstrap.cc
-   * spreading ranks over them) are not implemented. */
-  if (nId > 1)
-    return MC_FAIL(ncclInvalidUsage,
-                   "ncclCommInitRankScalable : nId %d > 1 (several bootstrap roots) is not "
-                   "supported yet by meshccl; pass one id",
-                   nId);
-  return init_rank(newcomm, nranks, &commIds[0], myrank, default_device(), config, MC_INIT_RANK,
-                   "ncclCommInitRankScalable");
+  /* One id is ncclCommInitRankConfig. Several: rank r registers with root
+   * mc_boot_root_of_rank(r) (NCCL's mapping) proving that root's secret;
+   * ring and peer connections prove the job secret derived from every id
+   * (mc_boot_job_id; docs/ARCHITECTURE.md, bootstrap). */
+  if (nId == 1)
+    return init_rank(newcomm, nranks, &commIds[0], myrank, default_device(), config,
+                     MC_INIT_RANK, "ncclCommInitRankScalable");
+  if ((myrank < 0) || (myrank >= nranks)) {
+    *newcomm = NULL;
+    return MC_FAIL(ncclInvalidArgument,
+                   "ncclCommInitRankScalable : invalid rank requested : %d/%d", myrank, nranks);
+  }
+  MC_CHECK(mc_boot_job_id(commIds, nId, "ncclCommInitRankScalable", &job));
+  MC_INFO(MC_SUB_INIT | MC_SUB_BOOTSTRAP,
+          "ncclCommInitRankScalable rank %d nranks %d: %d bootstrap roots, this rank registers "
+          "with commIds[%d] (ranks %d..%d)",
+          myrank, nranks, nId, mc_boot_root_of_rank(myrank, nranks, nId),
+          mc_boot_root_first_rank(mc_boot_root_of_rank(myrank, nranks, nId), nranks, nId),
+          mc_boot_root_first_rank(mc_boot_root_of_rank(myrank, nranks, nId) + 1, nranks, nId) -
+              1);
+  return init_rank_ex(newcomm, nranks, &job, myrank, default_device(), config, MC_INIT_RANK,
+                      "ncclCommInitRankScalable", &x);
 }
