@@ -90,7 +90,7 @@ struct mc_comm_timings {
   double total, kernels, alloc, bootstrap, allgathers, topo, graphs, connections, rest;
 };
 
-enum mc_comm_init_kind { MC_INIT_RANK, MC_INIT_ALL, MC_INIT_SPLIT };
+enum mc_comm_init_kind { MC_INIT_RANK, MC_INIT_ALL, MC_INIT_SPLIT, MC_INIT_GROW };
 
 /* Whether a handle is a live communicator is the registry's to say
  * (core/registry.h: mc_comm_check), never the object's: a destroyed one is freed. */
@@ -175,6 +175,7 @@ struct ncclComm {
   int is_suspended;                  /* ncclCommSuspend .. ncclCommResume; atomic */
   int is_revoked;                    /* ncclCommRevoke: collectives fail; atomic */
   bool has_grow_id;                  /* an id from ncclCommGetUniqueId not consumed yet */
+  ncclUniqueId grow_id;              /* that id (its n_ranks: this communicator's size) */
   struct mc_boot_root *grow_root;    /* its root (in this process), stopped at destroy */
 };
 

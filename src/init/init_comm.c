@@ -90,6 +90,8 @@ static const char *init_kind_name(enum mc_comm_init_kind kind)
     return "ncclCommInitAll";
   case MC_INIT_SPLIT:
     return "ncclCommSplit";
+  case MC_INIT_GROW:
+    return "ncclCommGrow";
   default:
     return "ncclCommInitRank";
   }
