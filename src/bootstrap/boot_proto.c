@@ -312,8 +312,7 @@ bool mc_boot_ctl_check_register(struct mc_boot_ctl *m, char *why, size_t why_byt
     return fail_why(why, why_bytes, "registration of rank %d with root %d of %d", m->rank, m->root,
                     m->n_roots);
   if ((m->kind == MC_BOOT_CTL_NEIGHBOR) && (m->n_roots < 2))
-    return fail_why(why, why_bytes, "neighbor registration of rank %d with a single root",
-                    m->rank);
+    return fail_why(why, why_bytes, "neighbor registration of rank %d with a single root", m->rank);
   if (!mc_boot_addr_check(&m->addr, a, sizeof(a)))
     return fail_why(why, why_bytes, "registration of rank %d with ring address: %s", m->rank, a);
   return true;

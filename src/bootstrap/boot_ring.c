@@ -294,8 +294,8 @@ static ncclResult_t link_check(struct mc_boot *b, struct mc_sock *s, const union
   mc_sock_close(s);
   if (!mc_boot_ctl_check_from_root(&m, b->rank, b->n_ranks, false, why, sizeof(why)))
     return MC_FAIL(ncclRemoteError,
-                   "Bootstrap: rank %d: protocol error from the bootstrap root at %s%s: %s", b->rank,
-                   mc_sockaddr_str(at, a, sizeof(a)), which, why);
+                   "Bootstrap: rank %d: protocol error from the bootstrap root at %s%s: %s",
+                   b->rank, mc_sockaddr_str(at, a, sizeof(a)), which, why);
   return MC_FAIL((ncclResult_t)m.code, "Bootstrap: rank %d: %s", b->rank, m.text);
 }
 

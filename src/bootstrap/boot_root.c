@@ -44,14 +44,14 @@
 #include "params.h"
 #include "utils.h"
 
-#define ROOT_TICK_MS       10
-#define ROOT_MSG_WAIT_MS   2000 /* sending a notice to a rank */
-#define ROOT_REG_WINDOW_MS 5000 /* an authenticated connection has this long to register */
-#define ROOT_MAX_PENDING   1024 /* unauthenticated connections (fewer under a low fd limit) */
-#define ROOT_MIN_PENDING   16
-#define ROOT_MAX_UNREG     4096 /* authenticated connections that did not register yet */
-#define ROOT_MAX_READY     64   /* authenticated, not yet moved to the unregistered ones */
-#define ROOT_PORT_BUSY_MS  1000 /* how long rank 0 waits for a stale root of its own to go */
+#define ROOT_TICK_MS        10
+#define ROOT_MSG_WAIT_MS    2000 /* sending a notice to a rank */
+#define ROOT_REG_WINDOW_MS  5000 /* an authenticated connection has this long to register */
+#define ROOT_MAX_PENDING    1024 /* unauthenticated connections (fewer under a low fd limit) */
+#define ROOT_MIN_PENDING    16
+#define ROOT_MAX_UNREG      4096 /* authenticated connections that did not register yet */
+#define ROOT_MAX_READY      64   /* authenticated, not yet moved to the unregistered ones */
+#define ROOT_PORT_BUSY_MS   1000 /* how long rank 0 waits for a stale root of its own to go */
 #define ROOT_MULTI_GRACE_MS 1500 /* several roots: extra join wait (root_setup_ranks) */
 
 /* An authenticated connection that has not registered yet. */
@@ -548,8 +548,8 @@ static void root_read_rank(struct mc_boot_root *r, int i)
     rr->is_done = true;
     r->n_done++;
   } else {
-    root_fail(r, i, ncclRemoteError, "rank %d (host %s pid %d) failed: %s", entry_rank(r, i), rr->host,
-              rr->pid, m.text);
+    root_fail(r, i, ncclRemoteError, "rank %d (host %s pid %d) failed: %s", entry_rank(r, i),
+              rr->host, rr->pid, m.text);
   }
 }
 

@@ -140,10 +140,9 @@ struct init_extra {
   struct mc_boot_root **root_io; /* ncclCommGrow: the grow id's root, handed over on success */
 };
 
-static ncclResult_t init_rank_ex(ncclComm_t *newcomm, int nranks, const ncclUniqueId *id,
-                                 int rank, int dev, ncclConfig_t *config,
-                                 enum mc_comm_init_kind kind, const char *call,
-                                 const struct init_extra *x)
+static ncclResult_t init_rank_ex(ncclComm_t *newcomm, int nranks, const ncclUniqueId *id, int rank,
+                                 int dev, ncclConfig_t *config, enum mc_comm_init_kind kind,
+                                 const char *call, const struct init_extra *x)
 {
   ncclConfig_t resolved;
   struct ncclComm *comm = NULL;
@@ -799,9 +798,9 @@ static ncclResult_t grow_existing(struct ncclComm *comm, int n_ranks, const nccl
                      (config != NULL) ? config : &comm->config, MC_INIT_GROW, "ncclCommGrow", &x);
   mc_crypto_wipe(&id, sizeof(id));
   if ((res == ncclSuccess) || (res == ncclInProgress))
-    MC_INFO(MC_SUB_INIT, "ncclCommGrow comm %p rank %d of %d -> comm %p rank %d of %d (id of rank %d)",
-            (void *)comm, comm->rank, comm->n_ranks, (void *)*newcomm, comm->rank, n_ranks,
-            holder);
+    MC_INFO(MC_SUB_INIT,
+            "ncclCommGrow comm %p rank %d of %d -> comm %p rank %d of %d (id of rank %d)",
+            (void *)comm, comm->rank, comm->n_ranks, (void *)*newcomm, comm->rank, n_ranks, holder);
   return res;
 }
 
@@ -817,8 +816,7 @@ static ncclResult_t grow_new(int n_ranks, const ncclUniqueId *unique_id, int ran
                    "ncclCommGrow : uniqueId argument is NULL: a new rank (comm NULL) passes the id "
                    "an existing rank got from ncclCommGetUniqueId");
   if (n_ranks < 1)
-    return MC_FAIL(ncclInvalidArgument, "ncclCommGrow : invalid nRanks %d (must be >= 1)",
-                   n_ranks);
+    return MC_FAIL(ncclInvalidArgument, "ncclCommGrow : invalid nRanks %d (must be >= 1)", n_ranks);
   if ((rank < 0) || (rank >= n_ranks))
     return MC_FAIL(ncclInvalidArgument,
                    "ncclCommGrow : new rank %d is out of range (0..%d for nRanks %d)", rank,
@@ -885,12 +883,12 @@ ncclResult_t ncclCommInitRankScalable(ncclComm_t *newcomm, int nranks, int myran
    * ring and peer connections prove the job secret derived from every id
    * (mc_boot_job_id; docs/ARCHITECTURE.md, bootstrap). */
   if (nId == 1)
-    return init_rank(newcomm, nranks, &commIds[0], myrank, default_device(), config,
-                     MC_INIT_RANK, "ncclCommInitRankScalable");
+    return init_rank(newcomm, nranks, &commIds[0], myrank, default_device(), config, MC_INIT_RANK,
+                     "ncclCommInitRankScalable");
   if ((myrank < 0) || (myrank >= nranks)) {
     *newcomm = NULL;
-    return MC_FAIL(ncclInvalidArgument,
-                   "ncclCommInitRankScalable : invalid rank requested : %d/%d", myrank, nranks);
+    return MC_FAIL(ncclInvalidArgument, "ncclCommInitRankScalable : invalid rank requested : %d/%d",
+                   myrank, nranks);
   }
   MC_CHECK(mc_boot_job_id(commIds, nId, "ncclCommInitRankScalable", &job));
   MC_INFO(MC_SUB_INIT | MC_SUB_BOOTSTRAP,
@@ -898,8 +896,7 @@ ncclResult_t ncclCommInitRankScalable(ncclComm_t *newcomm, int nranks, int myran
           "with commIds[%d] (ranks %d..%d)",
           myrank, nranks, nId, mc_boot_root_of_rank(myrank, nranks, nId),
           mc_boot_root_first_rank(mc_boot_root_of_rank(myrank, nranks, nId), nranks, nId),
-          mc_boot_root_first_rank(mc_boot_root_of_rank(myrank, nranks, nId) + 1, nranks, nId) -
-              1);
+          mc_boot_root_first_rank(mc_boot_root_of_rank(myrank, nranks, nId) + 1, nranks, nId) - 1);
   return init_rank_ex(newcomm, nranks, &job, myrank, default_device(), config, MC_INIT_RANK,
                       "ncclCommInitRankScalable", &x);
 }

@@ -50,8 +50,8 @@ static void check_grown(ncclComm_t grown, int n, int rank)
   MC_MP_CHECK(ncclAllGather(&x, all, 1, ncclInt32, grown, NULL));
   for (int r = 0; r < n; r++)
     if (all[r] != 1000 + r)
-      MC_MP_FAIL("all-gather on the grown communicator: slot %d is %d, expected %d", r,
-                 (int)all[r], 1000 + r);
+      MC_MP_FAIL("all-gather on the grown communicator: slot %d is %d, expected %d", r, (int)all[r],
+                 1000 + r);
   free(all);
 }
 
@@ -114,8 +114,8 @@ int main(int argc, char **argv)
                ncclInvalidArgument, want);
     expect_err("Grow(new rank -1)", ncclCommGrow(NULL, n, &id, -1, &x, NULL), ncclInvalidArgument,
                "new rank -1 is out of range");
-    snprintf(want, sizeof(want), "new rank 0 is a rank of the communicator being grown (ranks 0..%d",
-             n_old - 1);
+    snprintf(want, sizeof(want),
+             "new rank 0 is a rank of the communicator being grown (ranks 0..%d", n_old - 1);
     expect_err("Grow(new rank among the parent's)", ncclCommGrow(NULL, n, &id, 0, &x, NULL),
                ncclInvalidArgument, want);
     snprintf(want, sizeof(want), "nRanks %d is not larger than the %d ranks of the communicator",

@@ -187,8 +187,8 @@ int main(int argc, char **argv)
   int threads0;
   int shm0;
 
-  if ((cycles < 1) || (!single && !has_world && (strcmp(mode, "env") != 0) &&
-                      (strcmp(mode, "abort") != 0))) {
+  if ((cycles < 1) ||
+      (!single && !has_world && (strcmp(mode, "env") != 0) && (strcmp(mode, "abort") != 0))) {
     fprintf(stderr, "usage: mp_leaks env|abort|all|scalable|grow CYCLES\n");
     return 2;
   }

@@ -81,8 +81,8 @@ int main(int argc, char **argv)
 
   if (strcmp(mode, "args") == 0) {
     ncclUniqueId twice[2] = {ids[0], ids[0]};
-    expect_err("nId 0", ncclCommInitRankScalable(&comm, n, rank, 0, ids, NULL),
-               ncclInvalidArgument, "invalid nId 0");
+    expect_err("nId 0", ncclCommInitRankScalable(&comm, n, rank, 0, ids, NULL), ncclInvalidArgument,
+               "invalid nId 0");
     expect_err("nId > nranks", ncclCommInitRankScalable(&comm, n, rank, n + 1, ids, NULL),
                ncclInvalidArgument, "must be in 1..nranks");
     expect_err("NULL commIds", ncclCommInitRankScalable(&comm, n, rank, 2, NULL, NULL),
@@ -103,8 +103,7 @@ int main(int argc, char **argv)
       MC_MP_FAIL("init with rank %d passing nId 1 succeeded", bad);
     printf("rank %d: init failed: %d %s\n", rank, (int)res, ncclGetLastError(NULL));
     if (strstr(ncclGetLastError(NULL), "passed nId") == NULL)
-      MC_MP_FAIL("the error does not say which ranks passed which nId: %s",
-                 ncclGetLastError(NULL));
+      MC_MP_FAIL("the error does not say which ranks passed which nId: %s", ncclGetLastError(NULL));
   } else if (strcmp(mode, "unreach") == 0) {
     int port = (argc > 3) ? atoi(argv[3]) : 0;
     uint16_t be = htons((uint16_t)port);
