@@ -10,6 +10,9 @@
  *                             nId > nranks, NULL commIds, the same id twice
  *   mp_scalable nid NID BAD   rank BAD passes nId 1 instead of NID: every
  *                             rank's init fails, naming nId
+ *   mp_scalable nranks NID BAD
+ *                             rank BAD passes nranks + 1: every rank's init
+ *                             fails, naming both nranks
  *   mp_scalable unreach NID PORT
  *                             commIds[NID-1] names 127.0.0.1:PORT, where no
  *                             root listens: every rank's init fails within
@@ -104,6 +107,14 @@ int main(int argc, char **argv)
     printf("rank %d: init failed: %d %s\n", rank, (int)res, ncclGetLastError(NULL));
     if (strstr(ncclGetLastError(NULL), "passed nId") == NULL)
       MC_MP_FAIL("the error does not say which ranks passed which nId: %s", ncclGetLastError(NULL));
+  } else if (strcmp(mode, "nranks") == 0) {
+    int bad = (argc > 3) ? atoi(argv[3]) : 0;
+    res = ncclCommInitRankScalable(&comm, (rank == bad) ? n + 1 : n, rank, n_ids, ids, NULL);
+    if (res == ncclSuccess)
+      MC_MP_FAIL("init with rank %d passing nranks %d succeeded", bad, n + 1);
+    printf("rank %d: init failed: %d %s\n", rank, (int)res, ncclGetLastError(NULL));
+    if (strstr(ncclGetLastError(NULL), "every rank must pass the same nranks") == NULL)
+      MC_MP_FAIL("the error does not say the ranks disagree on nranks: %s", ncclGetLastError(NULL));
   } else if (strcmp(mode, "unreach") == 0) {
     int port = (argc > 3) ? atoi(argv[3]) : 0;
     uint16_t be = htons((uint16_t)port);

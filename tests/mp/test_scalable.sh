@@ -6,7 +6,8 @@
 #  - 2 and 3 roots over 4 to 8 ranks, and one root per rank: every
 #    collective bit-exact on the new communicator (mp_coll --scalable);
 #  - bad arguments, local and immediate (mp_scalable args);
-#  - one rank passing nId 1 instead of 2: every rank fails, naming nId;
+#  - one rank passing nId 1 instead of 2, or nranks + 1: every rank fails,
+#    naming what differs;
 #  - a root nobody listens at: every rank fails within the init timeout,
 #    naming the root's address.
 # Nothing is left in /dev/shm.
@@ -36,6 +37,13 @@ for bad in 0 1 2 3; do
   [ "$(grep -c '] rank [0-9]*: ok$' "$TMP/out")" = 4 ] || show "$TMP/out"
   expect_grep "rank $bad passes nId 1 of 2: the message names both nIds" "$TMP/out" \
     "passed nId 1, but rank [0-9]+ .*passed nId 2|passed nId 2, but rank [0-9]+ .*passed nId 1"
+done
+
+for bad in 0 3; do
+  MESHCCL_INIT_TIMEOUT=15 timeout 60 "$RUN" -n 4 "$T/mp_scalable" nranks 2 "$bad" >"$TMP/out" 2>&1
+  expect_eq "rank $bad passes nranks 5 of 4: every rank fails naming both nranks" \
+    "$(grep -c '] rank [0-9]*: ok$' "$TMP/out")" 4
+  [ "$(grep -c '] rank [0-9]*: ok$' "$TMP/out")" = 4 ] || show "$TMP/out"
 done
 
 port=$(free_port)
