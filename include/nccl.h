@@ -297,7 +297,15 @@ ncclResult_t pncclCommShrink(ncclComm_t comm, int *excludeRanksList, int exclude
 ncclResult_t ncclCommGetUniqueId(ncclComm_t comm, ncclUniqueId *uniqueId);
 ncclResult_t pncclCommGetUniqueId(ncclComm_t comm, ncclUniqueId *uniqueId);
 
-/** Grows comm to nRanks ranks (not supported yet: ncclInvalidUsage). */
+/**
+ * Grows comm to nRanks ranks (NCCL 2.28+). Every rank of comm calls with
+ * comm and rank -1 and keeps its rank; the rank that called
+ * ncclCommGetUniqueId(comm) may pass that id, the others pass NULL. Each
+ * new rank calls with comm NULL, that id and its rank (comm's size to
+ * nRanks - 1). newcomm is a complete communicator; comm stays usable. The
+ * grow consumes the id. Bad arguments: ncclInvalidArgument; no rank of
+ * comm holding an id, or ranks disagreeing on nRanks: ncclInvalidUsage.
+ */
 ncclResult_t ncclCommGrow(ncclComm_t comm, int nRanks, const ncclUniqueId *uniqueId, int rank,
                           ncclComm_t *newcomm, ncclConfig_t *config);
 ncclResult_t pncclCommGrow(ncclComm_t comm, int nRanks, const ncclUniqueId *uniqueId, int rank,
@@ -305,7 +313,10 @@ ncclResult_t pncclCommGrow(ncclComm_t comm, int nRanks, const ncclUniqueId *uniq
 
 /**
  * As ncclCommInitRankConfig with nId unique ids (same ids, same order on
- * every rank). See docs/ARCHITECTURE.md for what meshccl does with them.
+ * every rank; each from ncclGetUniqueId, which starts that id's root in the
+ * calling process). Rank r registers with the root of
+ * commIds[rootIdFromRank(r)] (NCCL's mapping: contiguous groups, the first
+ * nranks % nId one rank larger). See docs/ARCHITECTURE.md, bootstrap.
  */
 ncclResult_t ncclCommInitRankScalable(ncclComm_t *newcomm, int nranks, int myrank, int nId,
                                       ncclUniqueId *commIds, ncclConfig_t *config);

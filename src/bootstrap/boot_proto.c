@@ -298,13 +298,21 @@ bool mc_boot_ctl_check_register(struct mc_boot_ctl *m, char *why, size_t why_byt
   char a[MC_SOCKADDR_STRLEN];
 
   terminate_strings(m);
-  if (m->kind != MC_BOOT_CTL_REGISTER)
+  if ((m->kind != MC_BOOT_CTL_REGISTER) && (m->kind != MC_BOOT_CTL_NEIGHBOR))
     return fail_why(why, why_bytes, "message kind %u where a registration was expected", m->kind);
   if ((m->n_ranks < 1) || (m->n_ranks > MC_BOOT_MAX_RANKS))
     return fail_why(why, why_bytes, "registration with nranks %d (1 to %d accepted)", m->n_ranks,
                     MC_BOOT_MAX_RANKS);
   if ((m->rank < 0) || (m->rank >= m->n_ranks))
     return fail_why(why, why_bytes, "registration of rank %d of %d ranks", m->rank, m->n_ranks);
+  if ((m->n_roots < 1) || (m->n_roots > m->n_ranks))
+    return fail_why(why, why_bytes, "registration of rank %d with %d roots for %d ranks", m->rank,
+                    m->n_roots, m->n_ranks);
+  if ((m->root < 0) || (m->root >= m->n_roots))
+    return fail_why(why, why_bytes, "registration of rank %d with root %d of %d", m->rank, m->root,
+                    m->n_roots);
+  if ((m->kind == MC_BOOT_CTL_NEIGHBOR) && (m->n_roots < 2))
+    return fail_why(why, why_bytes, "neighbor registration of rank %d with a single root", m->rank);
   if (!mc_boot_addr_check(&m->addr, a, sizeof(a)))
     return fail_why(why, why_bytes, "registration of rank %d with ring address: %s", m->rank, a);
   return true;

@@ -40,6 +40,10 @@ _Static_assert(sizeof(union mc_sockaddr) == 28, "NCCL's ncclSocketAddress size")
 #define LISTEN_MAX_PENDING   64 /* connections authenticating at one listener */
 #define ACCEPT_TICK_MS       10
 #define SERVICE_IDLE_MS      100 /* the listener service's sleep while a connection may expire */
+/* With several roots, a rank that cannot reach a root gives up this long
+ * before init's deadline, so that its notice crosses to the other groups
+ * (through the previous root) before their ranks give up on their own. */
+#define ROOT_REACH_MARGIN_MS 3000
 
 struct boot_peer {
   union mc_sockaddr p2p;
@@ -62,6 +66,12 @@ struct mc_boot {
   struct mc_ifc ifc;
   struct mc_sock ctl; /* to the root, open until init ends */
   union mc_sockaddr root_addr;
+  int n_roots;  /* 1, or nId of ncclCommInitRankScalable */
+  int root_idx; /* which of them this rank registers with */
+  /* With several roots, the first rank of a group: its connection to the
+   * previous group's root (MC_BOOT_CTL_NEIGHBOR), open until init ends. */
+  struct mc_sock nbr;
+  union mc_sockaddr nbr_addr;
   struct mc_boot_acceptor ring_listen; /* ring_listen and p2p_listen: under svc_lock */
   struct mc_boot_acceptor p2p_listen;
   pthread_mutex_t svc_lock;
@@ -249,36 +259,61 @@ static ncclResult_t boot_connect(struct mc_boot *b, const union mc_sockaddr *to,
   return mc_boot_auth_connect(to, magic, type, b->key, w, s_out, is_auth_failure_out);
 }
 
-/* Reads what the root sent; a failure notice becomes this rank's error. */
-static ncclResult_t ctl_check(void *arg)
+/*
+ * Reads what a root sent on one of this rank's connections to it (its own
+ * root's, or the previous root's as its neighbor): a failure notice becomes
+ * this rank's error.
+ */
+static ncclResult_t link_check(struct mc_boot *b, struct mc_sock *s, const union mc_sockaddr *at,
+                               int root_idx, bool is_neighbor)
 {
-  struct mc_boot *b = arg;
   struct mc_wait w = mc_boot_wait_make(ROOT_EXPLAIN_WAIT_MS, b->abort_flag);
   struct mc_boot_ctl m;
   char a[MC_SOCKADDR_STRLEN];
+  char which[96] = "";
   char why[256];
   bool readable = false;
   size_t n = 0;
 
-  if (b->ctl.fd < 0)
+  if (s->fd < 0)
     return ncclSuccess;
-  if ((mc_sock_poll_readable(&b->ctl, 0, &readable) != ncclSuccess) || !readable)
+  if ((mc_sock_poll_readable(s, 0, &readable) != ncclSuccess) || !readable)
     return ncclSuccess;
-  if ((mc_sock_recv_msg(&b->ctl, &m, sizeof(m), &n, &w) != ncclSuccess) || (n != sizeof(m))) {
-    mc_sock_close(&b->ctl);
+  if (b->n_roots > 1)
+    snprintf(which, sizeof(which), " (commIds[%d] of %d%s)", root_idx, b->n_roots,
+             is_neighbor ? ", the previous group's root" : "");
+  if ((mc_sock_recv_msg(s, &m, sizeof(m), &n, &w) != ncclSuccess) || (n != sizeof(m))) {
+    mc_sock_close(s);
     return MC_FAIL(ncclRemoteError,
-                   "Bootstrap: rank %d lost its connection to the bootstrap root at %s (%s): the "
+                   "Bootstrap: rank %d lost its connection to the bootstrap root at %s%s (%s): the "
                    "process hosting the root (the one that called ncclGetUniqueId; rank 0 with "
                    "NCCL_COMM_ID) exited or was killed",
-                   b->rank, mc_sockaddr_str(&b->root_addr, a, sizeof(a)),
-                   (b->ctl.err[0] != '\0') ? b->ctl.err : "a message of the wrong size");
+                   b->rank, mc_sockaddr_str(at, a, sizeof(a)), which,
+                   (s->err[0] != '\0') ? s->err : "a message of the wrong size");
   }
-  mc_sock_close(&b->ctl);
+  mc_sock_close(s);
   if (!mc_boot_ctl_check_from_root(&m, b->rank, b->n_ranks, false, why, sizeof(why)))
     return MC_FAIL(ncclRemoteError,
-                   "Bootstrap: rank %d: protocol error from the bootstrap root at %s: %s", b->rank,
-                   mc_sockaddr_str(&b->root_addr, a, sizeof(a)), why);
+                   "Bootstrap: rank %d: protocol error from the bootstrap root at %s%s: %s",
+                   b->rank, mc_sockaddr_str(at, a, sizeof(a)), which, why);
   return MC_FAIL((ncclResult_t)m.code, "Bootstrap: rank %d: %s", b->rank, m.text);
+}
+
+/* The wait check of init: failure notices from this rank's roots. */
+static ncclResult_t ctl_check(void *arg)
+{
+  struct mc_boot *b = arg;
+
+  MC_CHECK(link_check(b, &b->ctl, &b->root_addr, b->root_idx, false));
+  return link_check(b, &b->nbr, &b->nbr_addr, (b->root_idx + b->n_roots - 1) % b->n_roots, true);
+}
+
+/* The same for the wait of the own root's answer: only the neighbor link. */
+static ncclResult_t nbr_check(void *arg)
+{
+  struct mc_boot *b = arg;
+
+  return link_check(b, &b->nbr, &b->nbr_addr, (b->root_idx + b->n_roots - 1) % b->n_roots, true);
 }
 
 ncclResult_t mc_boot_root_reason(struct mc_boot *b, int64_t wait_ms)
@@ -377,62 +412,131 @@ static ncclResult_t boot_listen(struct mc_boot *b)
   return ncclSuccess;
 }
 
-/* Registers with the root and returns the next rank's ring address. */
-static ncclResult_t boot_register(struct mc_boot *b, const struct mc_boot_handle *h,
+/* " (commIds[i] of n)" with several roots, else "". */
+static const char *root_which(const struct mc_boot *b, int root_idx, char *buf, size_t bytes)
+{
+  buf[0] = '\0';
+  if (b->n_roots > 1)
+    snprintf(buf, bytes, " (commIds[%d] of %d)", root_idx, b->n_roots);
+  return buf;
+}
+
+/*
+ * Connects to the root of h (proving h's secret, the root's own) and sends
+ * this rank's registration of `kind` there: its own root (REGISTER) or the
+ * previous group's (NEIGHBOR). *s is the open connection on success.
+ */
+static ncclResult_t root_join(struct mc_boot *b, const struct mc_boot_handle *h, uint32_t kind,
+                              int root_idx, const struct mc_wait *w, struct mc_sock *s)
+{
+  uint8_t key[MC_BOOT_KEY_BYTES];
+  struct mc_boot_ctl m;
+  char a[MC_SOCKADDR_STRLEN];
+  char which[64];
+  bool is_auth_failure = false;
+  ncclResult_t res;
+
+  root_which(b, root_idx, which, sizeof(which));
+  mc_boot_auth_key(h->secret, key);
+  res = mc_boot_auth_connect(&h->addr, h->magic, MC_SOCK_TYPE_ROOT, key, w, s, &is_auth_failure);
+  mc_crypto_wipe(key, sizeof(key));
+  if (res != ncclSuccess) {
+    if (s->end == MC_SOCK_END_ABORT)
+      return res;
+    if (s->end == MC_SOCK_END_CHECK)
+      return res; /* a root's notice, recorded by the check */
+    if (is_auth_failure)
+      return MC_FAIL(res, "Bootstrap: rank %d: bootstrap root at %s%s: %s", b->rank,
+                     mc_sockaddr_str(&h->addr, a, sizeof(a)), which, s->err);
+    return MC_FAIL(res,
+                   "Bootstrap: rank %d cannot reach the bootstrap root at %s%s from %s: %s "
+                   "(is rank 0 / the process that created the unique id running, and is %s "
+                   "reachable from interface %s?)",
+                   b->rank, mc_sockaddr_str(&h->addr, a, sizeof(a)), which, b->ifc.name, s->err,
+                   mc_sockaddr_str(&h->addr, a, sizeof(a)), b->ifc.name);
+  }
+  memset(&m, 0, sizeof(m));
+  m.kind = kind;
+  m.version = NCCL_VERSION_CODE;
+  m.rank = b->rank;
+  m.n_ranks = b->n_ranks;
+  m.n_roots = b->n_roots;
+  m.root = root_idx;
+  m.pid = b->pid;
+  m.addr = b->ring_listen.listener.sock.addr;
+  snprintf(m.host, sizeof(m.host), "%s", b->host);
+  res = mc_sock_send_msg(s, &m, sizeof(m), w);
+  if (res != ncclSuccess)
+    return boot_fail(b, res, s, -1, "registering with the bootstrap root");
+  return ncclSuccess;
+}
+
+/*
+ * Registers with the root(s) and returns the next rank's ring address. With
+ * several roots, the first rank of a group also registers with the previous
+ * group's root (NCCL's bootstrapInit does the same) before it waits for its
+ * own root's answer, so that no root's answer waits for a rank that waits
+ * for an answer itself. Its own root comes first: a rank that cannot reach
+ * the previous root can then say so to its own group.
+ */
+static ncclResult_t boot_register(struct mc_boot *b, const struct mc_boot_config *cfg,
                                   union mc_sockaddr *next_out)
 {
   struct mc_wait w = mc_boot_wait_make(-1, b->abort_flag);
+  struct mc_boot_handle h;
   struct mc_boot_ctl m;
   char a[MC_SOCKADDR_STRLEN];
+  char which[64];
   char why[256];
-  bool is_auth_failure = false;
   ncclResult_t res;
   size_t n = 0;
   double t0 = mc_time_sec();
 
   w.dl = b->init_dl;
-  res = boot_connect(b, &h->addr, h->magic, MC_SOCK_TYPE_ROOT, &w, &b->ctl, &is_auth_failure);
-  if (res != ncclSuccess) {
-    if (b->ctl.end == MC_SOCK_END_ABORT)
-      return res;
-    if (is_auth_failure)
-      return MC_FAIL(res, "Bootstrap: rank %d: bootstrap root at %s: %s", b->rank,
-                     mc_sockaddr_str(&h->addr, a, sizeof(a)), b->ctl.err);
-    return MC_FAIL(res,
-                   "Bootstrap: rank %d cannot reach the bootstrap root at %s from %s: %s "
-                   "(is rank 0 / the process that created the unique id running, and is %s "
-                   "reachable from interface %s?)",
-                   b->rank, mc_sockaddr_str(&h->addr, a, sizeof(a)), b->ifc.name, b->ctl.err,
-                   mc_sockaddr_str(&h->addr, a, sizeof(a)), b->ifc.name);
+  root_which(b, b->root_idx, which, sizeof(which));
+  memcpy(&h, (b->n_roots > 1) ? cfg->ids[b->root_idx].internal : cfg->id.internal, sizeof(h));
+  if ((b->n_roots > 1) && (cfg->timeout_ms > 2 * ROOT_REACH_MARGIN_MS)) {
+    struct mc_wait wr = w;
+    wr.dl = mc_deadline_min(w.dl, mc_deadline_in_ms(cfg->timeout_ms - ROOT_REACH_MARGIN_MS));
+    res = root_join(b, &h, MC_BOOT_CTL_REGISTER, b->root_idx, &wr, &b->ctl);
+  } else {
+    res = root_join(b, &h, MC_BOOT_CTL_REGISTER, b->root_idx, &w, &b->ctl);
   }
-  memset(&m, 0, sizeof(m));
-  m.kind = MC_BOOT_CTL_REGISTER;
-  m.version = NCCL_VERSION_CODE;
-  m.rank = b->rank;
-  m.n_ranks = b->n_ranks;
-  m.pid = b->pid;
-  m.addr = b->ring_listen.listener.sock.addr;
-  snprintf(m.host, sizeof(m.host), "%s", b->host);
-  res = mc_sock_send_msg(&b->ctl, &m, sizeof(m), &w);
-  if (res != ncclSuccess)
-    return boot_fail(b, res, &b->ctl, -1, "registering with the bootstrap root");
+  mc_crypto_wipe(&h, sizeof(h));
+  MC_CHECK(res);
+  if ((b->n_roots > 1) &&
+      (b->rank == mc_boot_root_first_rank(b->root_idx, b->n_ranks, b->n_roots))) {
+    int prev = (b->root_idx + b->n_roots - 1) % b->n_roots;
+    struct mc_wait wr = w;
+
+    memcpy(&h, cfg->ids[prev].internal, sizeof(h));
+    b->nbr_addr = h.addr;
+    if (cfg->timeout_ms > 2 * ROOT_REACH_MARGIN_MS)
+      wr.dl = mc_deadline_min(w.dl, mc_deadline_in_ms(cfg->timeout_ms - ROOT_REACH_MARGIN_MS));
+    res = root_join(b, &h, MC_BOOT_CTL_NEIGHBOR, prev, &wr, &b->nbr);
+    mc_crypto_wipe(&h, sizeof(h));
+    MC_CHECK(res);
+    /* From here on, a failure the previous root reports ends every wait. */
+    w.check = nbr_check;
+    w.check_arg = b;
+  }
   b->t.send = mc_time_sec() - t0;
   t0 = mc_time_sec();
   res = mc_sock_recv_msg(&b->ctl, &m, sizeof(m), &n, &w);
   if ((res == ncclSuccess) && (n != sizeof(m)))
     res = ncclRemoteError;
   if (res != ncclSuccess) {
-    if (b->ctl.end == MC_SOCK_END_ABORT)
+    if ((b->ctl.end == MC_SOCK_END_ABORT) || (b->ctl.end == MC_SOCK_END_CHECK))
       return res;
     if (b->ctl.end == MC_SOCK_END_CLOSED)
       return MC_FAIL(ncclRemoteError,
-                     "Bootstrap: rank %d: the bootstrap root at %s closed the "
+                     "Bootstrap: rank %d: the bootstrap root at %s%s closed the "
                      "connection before answering (%s): the process hosting it (the one that "
                      "called ncclGetUniqueId; rank 0 with NCCL_COMM_ID) exited, was killed or "
                      "stopped it",
-                     b->rank, mc_sockaddr_str(&h->addr, a, sizeof(a)), b->ctl.err);
-    return MC_FAIL(res, "Bootstrap: rank %d: no answer from the bootstrap root at %s: %s", b->rank,
-                   mc_sockaddr_str(&h->addr, a, sizeof(a)), b->ctl.err);
+                     b->rank, mc_sockaddr_str(&b->root_addr, a, sizeof(a)), which, b->ctl.err);
+    return MC_FAIL(res, "Bootstrap: rank %d: no answer from the bootstrap root at %s%s: %s",
+                   b->rank, mc_sockaddr_str(&b->root_addr, a, sizeof(a)), which, b->ctl.err);
   }
   /* Nothing of the reply is used before it is checked: a FAIL must carry a
    * failure code (a FAIL with ncclSuccess would let this rank go on without
@@ -440,8 +544,8 @@ static ncclResult_t boot_register(struct mc_boot *b, const struct mc_boot_handle
   if (!mc_boot_ctl_check_from_root(&m, b->rank, b->n_ranks, true, why, sizeof(why))) {
     mc_sock_close(&b->ctl);
     return MC_FAIL(ncclRemoteError,
-                   "Bootstrap: rank %d: protocol error from the bootstrap root at %s: %s", b->rank,
-                   mc_sockaddr_str(&h->addr, a, sizeof(a)), why);
+                   "Bootstrap: rank %d: protocol error from the bootstrap root at %s%s: %s",
+                   b->rank, mc_sockaddr_str(&b->root_addr, a, sizeof(a)), which, why);
   }
   if (m.kind == MC_BOOT_CTL_FAIL) {
     mc_sock_close(&b->ctl);
@@ -496,6 +600,8 @@ static ncclResult_t check_peers(struct mc_boot *b)
   return ncclSuccess;
 }
 
+static void ctl_send(struct mc_boot *b, uint32_t kind, ncclResult_t code, const char *text);
+
 ncclResult_t mc_boot_init(const struct mc_boot_config *cfg, struct mc_boot **boot_out)
 {
   struct mc_boot *b = NULL;
@@ -506,18 +612,33 @@ ncclResult_t mc_boot_init(const struct mc_boot_config *cfg, struct mc_boot **boo
   double t_start = mc_time_sec();
   double t0;
   int64_t threshold = mc_param_int(MC_P_UID_STAGGER_THRESHOLD);
+  int first;
+  int n_local;
 
+  if ((cfg->n_ids > 1) && ((cfg->ids == NULL) || (cfg->n_ids > cfg->n_ranks)))
+    return MC_FAIL(ncclInternalError, "Bootstrap: rank %d: %d roots for %d ranks", cfg->rank,
+                   cfg->n_ids, cfg->n_ranks);
   MC_CHECK(mc_calloc(&b, 1));
   memcpy(&h, cfg->id.internal, sizeof(h));
   b->rank = cfg->rank;
   b->n_ranks = cfg->n_ranks;
   b->magic = h.magic;
-  b->root_addr = h.addr;
+  b->n_roots = (cfg->n_ids > 1) ? cfg->n_ids : 1;
+  b->root_idx = mc_boot_root_of_rank(b->rank, b->n_ranks, b->n_roots);
+  if (b->n_roots > 1) {
+    struct mc_boot_handle hr;
+    memcpy(&hr, cfg->ids[b->root_idx].internal, sizeof(hr));
+    b->root_addr = hr.addr;
+    mc_crypto_wipe(&hr, sizeof(hr));
+  } else {
+    b->root_addr = h.addr;
+  }
   b->abort_flag = cfg->abort_flag;
   b->pid = (int)getpid();
   b->init_dl = mc_deadline_in_ms(cfg->timeout_ms);
   mc_host_name(b->host, sizeof(b->host));
   mc_sock_init(&b->ctl);
+  mc_sock_init(&b->nbr);
   mc_sock_init(&b->ring_send);
   mc_sock_init(&b->ring_recv);
   mc_sock_init(&b->ring_listen.listener.sock);
@@ -525,20 +646,24 @@ ncclResult_t mc_boot_init(const struct mc_boot_config *cfg, struct mc_boot **boo
   b->svc_wake_fd = -1;
   service_sync_init(b);
   mc_boot_auth_key(h.secret, b->key);
+  mc_crypto_wipe(&h, sizeof(h));
+  first = mc_boot_root_first_rank(b->root_idx, b->n_ranks, b->n_roots);
+  n_local = mc_boot_root_first_rank(b->root_idx + 1, b->n_ranks, b->n_roots) - first;
 
   t0 = mc_time_sec();
   MC_CHECK_GOTO(mc_boot_net_init(NULL, &b->ifc), res, fail);
   MC_CHECK_GOTO(boot_listen(b), res, fail);
   MC_CHECK_GOTO(service_start(b), res, fail);
   b->t.create = mc_time_sec() - t0;
-  if (b->n_ranks > threshold) {
-    /* Spread the registrations of a large job over time (NCCL_UID_STAGGER_*). */
+  if (n_local > threshold) {
+    /* Spread the registrations with a root that serves many ranks over time
+     * (NCCL_UID_STAGGER_*), by this rank's place among them as NCCL does. */
     t0 = mc_time_sec();
-    mc_sleep_ms_abortable((int)(b->rank * 1000 / mc_param_int(MC_P_UID_STAGGER_RATE)),
+    mc_sleep_ms_abortable((int)((b->rank - first) * 1000 / mc_param_int(MC_P_UID_STAGGER_RATE)),
                           b->abort_flag);
     b->t.delay = mc_time_sec() - t0;
   }
-  MC_CHECK_GOTO(boot_register(b, &h, &next_addr), res, fail);
+  MC_CHECK_GOTO(boot_register(b, cfg, &next_addr), res, fail);
   t0 = mc_time_sec();
   MC_CHECK_GOTO(boot_ring_connect(b, &next_addr), res, fail);
   b->t.ring = mc_time_sec() - t0;
@@ -559,16 +684,25 @@ ncclResult_t mc_boot_init(const struct mc_boot_config *cfg, struct mc_boot **boo
   return ncclSuccess;
 
 fail:
+  /* With several roots, say why to the roots this rank reached: the groups
+   * whose ranks wait for this one learn it now, not at their timeout. (One
+   * root sees the closed connection: the single-root behaviour is kept.) */
+  if ((b->n_roots > 1) && ((b->abort_flag == NULL) || (*b->abort_flag == 0))) {
+    char why[MC_BOOT_TEXT_BYTES];
+    mc_error_last_copy(why, sizeof(why));
+    ctl_send(b, MC_BOOT_CTL_FAIL, res, why);
+  }
   mc_boot_destroy(b);
   return res;
 }
 
-static void ctl_send(struct mc_boot *b, uint32_t kind, ncclResult_t code, const char *text)
+static void link_send(struct mc_boot *b, struct mc_sock *s, uint32_t kind, ncclResult_t code,
+                      const char *text)
 {
   struct mc_wait w = mc_boot_wait_make(ROOT_EXPLAIN_WAIT_MS, NULL);
   struct mc_boot_ctl m;
 
-  if (b->ctl.fd < 0)
+  if (s->fd < 0)
     return;
   memset(&m, 0, sizeof(m));
   m.kind = kind;
@@ -579,8 +713,16 @@ static void ctl_send(struct mc_boot *b, uint32_t kind, ncclResult_t code, const 
   m.pid = b->pid;
   snprintf(m.host, sizeof(m.host), "%s", b->host);
   snprintf(m.text, sizeof(m.text), "%s", (text != NULL) ? text : "");
-  (void)mc_sock_send_msg(&b->ctl, &m, sizeof(m), &w);
-  mc_sock_close(&b->ctl);
+  (void)mc_sock_send_msg(s, &m, sizeof(m), &w);
+  mc_sock_close(s);
+}
+
+/* The end of init, to every root this rank is connected to: a failure
+ * reported on both crosses from one group to the next (boot_root.c). */
+static void ctl_send(struct mc_boot *b, uint32_t kind, ncclResult_t code, const char *text)
+{
+  link_send(b, &b->ctl, kind, code, text);
+  link_send(b, &b->nbr, kind, code, text);
 }
 
 void mc_boot_init_done(struct mc_boot *b)
@@ -885,6 +1027,7 @@ void mc_boot_destroy(struct mc_boot *b)
   }
   service_stop(b);
   mc_sock_close(&b->ctl);
+  mc_sock_close(&b->nbr);
   mc_sock_close(&b->ring_send);
   mc_sock_close(&b->ring_recv);
   mc_boot_acceptor_close(&b->ring_listen);

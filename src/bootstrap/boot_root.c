@@ -15,6 +15,17 @@
  * that sends half a message, or a stream of half handshakes, delays nobody.
  * It ends when every rank is done, on failure once every rank has been told,
  * or at the deadline.
+ *
+ * Several roots (ncclCommInitRankScalable, nId > 1) mirror NCCL's
+ * bootstrapRoot: root i serves the contiguous group of ranks
+ * mc_boot_root_of_rank maps to it, and the first rank of group i + 1 (of
+ * group 0 for the last root) registers with root i too, as its "neighbor"
+ * (MC_BOOT_CTL_NEIGHBOR). The root's entries are then its own ranks plus
+ * that neighbor, in ring order, so the NEXT of its last rank is the
+ * neighbor's ring address and the ring closes across the groups with no
+ * root talking to another. The neighbor's connection stays open like a
+ * registration: a failure seen by either root crosses to the next group
+ * through the rank that holds both connections, so every group learns it.
  */
 #include "bootstrap.h"
 
@@ -33,14 +44,15 @@
 #include "params.h"
 #include "utils.h"
 
-#define ROOT_TICK_MS       10
-#define ROOT_MSG_WAIT_MS   2000 /* sending a notice to a rank */
-#define ROOT_REG_WINDOW_MS 5000 /* an authenticated connection has this long to register */
-#define ROOT_MAX_PENDING   1024 /* unauthenticated connections (fewer under a low fd limit) */
-#define ROOT_MIN_PENDING   16
-#define ROOT_MAX_UNREG     4096 /* authenticated connections that did not register yet */
-#define ROOT_MAX_READY     64   /* authenticated, not yet moved to the unregistered ones */
-#define ROOT_PORT_BUSY_MS  1000 /* how long rank 0 waits for a stale root of its own to go */
+#define ROOT_TICK_MS        10
+#define ROOT_MSG_WAIT_MS    2000 /* sending a notice to a rank */
+#define ROOT_REG_WINDOW_MS  5000 /* an authenticated connection has this long to register */
+#define ROOT_MAX_PENDING    1024 /* unauthenticated connections (fewer under a low fd limit) */
+#define ROOT_MIN_PENDING    16
+#define ROOT_MAX_UNREG      4096 /* authenticated connections that did not register yet */
+#define ROOT_MAX_READY      64   /* authenticated, not yet moved to the unregistered ones */
+#define ROOT_PORT_BUSY_MS   1000 /* how long rank 0 waits for a stale root of its own to go */
+#define ROOT_MULTI_GRACE_MS 1500 /* several roots: extra join wait (root_setup_ranks) */
 
 /* An authenticated connection that has not registered yet. */
 struct root_conn {
@@ -77,7 +89,12 @@ struct mc_boot_root {
   /* thread state */
   struct mc_boot_acceptor acc;
   bool is_listening;
-  int n_ranks; /* -1 until the first registration */
+  int n_ranks; /* the job's, -1 until the first registration */
+  int n_roots; /* the job's roots (1: this one) */
+  int root_idx;
+  int first;     /* global rank of entry 0 */
+  int n_local;   /* ranks registering with this root */
+  int n_entries; /* ranks[] entries: n_local, plus the neighbor with several roots */
   int n_registered;
   int n_done;
   struct root_rank *ranks;
@@ -166,7 +183,7 @@ static void root_fail(struct mc_boot_root *r, int skip_rank, ncclResult_t code, 
   va_end(ap);
   MC_INFO(MC_SUB_BOOTSTRAP, "Bootstrap root: init of the job failed, telling every rank: %s",
           r->fail_msg.text);
-  for (int i = 0; (r->ranks != NULL) && (i < r->n_ranks); i++) {
+  for (int i = 0; (r->ranks != NULL) && (i < r->n_entries); i++) {
     struct root_rank *rr = &r->ranks[i];
     if (rr->fd < 0)
       continue;
@@ -192,18 +209,27 @@ static void root_fail(struct mc_boot_root *r, int skip_rank, ncclResult_t code, 
     r->end_dl = mc_deadline_min(r->end_dl, mc_deadline_in_ms(r->timeout_ms));
 }
 
-static void send_next(struct mc_boot_root *r, int rank)
+/* The global rank of entry i (the neighbor's is the first rank after this group). */
+static int entry_rank(const struct mc_boot_root *r, int i)
 {
-  int next = (rank + 1) % r->n_ranks;
+  return (r->first + i) % r->n_ranks;
+}
+
+/* Tells entry i (one of this root's own ranks) the ring address of the next entry. */
+static void send_next(struct mc_boot_root *r, int i)
+{
+  int next = (r->n_roots > 1) ? i + 1 : (i + 1) % r->n_entries;
   struct mc_boot_ctl msg;
 
   memset(&msg, 0, sizeof(msg));
   msg.kind = MC_BOOT_CTL_NEXT;
   msg.version = NCCL_VERSION_CODE;
-  msg.rank = next;
+  msg.rank = entry_rank(r, next);
   msg.n_ranks = r->n_ranks;
+  msg.n_roots = r->n_roots;
+  msg.root = r->root_idx;
   msg.addr = r->ranks[next].ring_addr;
-  rank_send(r, &r->ranks[rank], &msg);
+  rank_send(r, &r->ranks[i], &msg);
 }
 
 /* Sizes the poll arrays for n_ranks registered connections. */
@@ -224,17 +250,30 @@ static bool root_grow_pfd(struct mc_boot_root *r, size_t n_ranks)
   return true;
 }
 
+/* The job's shape from the first registration (validated by mc_boot_ctl_check_register). */
 static bool root_setup_ranks(struct mc_boot_root *r, const struct mc_boot_ctl *m)
 {
-  if (!root_grow_pfd(r, (size_t)m->n_ranks))
+  int first = mc_boot_root_first_rank(m->root, m->n_ranks, m->n_roots);
+  int n_local = mc_boot_root_first_rank(m->root + 1, m->n_ranks, m->n_roots) - first;
+  int n_entries = n_local + ((m->n_roots > 1) ? 1 : 0);
+
+  if (!root_grow_pfd(r, (size_t)n_entries))
     return false;
-  r->ranks = calloc((size_t)m->n_ranks, sizeof(*r->ranks));
+  r->ranks = calloc((size_t)n_entries, sizeof(*r->ranks));
   if (r->ranks == NULL)
     return false;
-  for (int i = 0; i < m->n_ranks; i++)
+  for (int i = 0; i < n_entries; i++)
     r->ranks[i].fd = -1;
   r->n_ranks = m->n_ranks;
-  r->join_dl = mc_deadline_in_ms(r->timeout_ms);
+  r->n_roots = m->n_roots;
+  r->root_idx = m->root;
+  r->first = first;
+  r->n_local = n_local;
+  r->n_entries = n_entries;
+  /* With several roots, a rank that cannot reach one gives up at the init
+   * timeout and says so to the roots it reached; waiting a little longer
+   * lets that cause, not "never joined", reach every group. */
+  r->join_dl = mc_deadline_in_ms(r->timeout_ms + ((m->n_roots > 1) ? ROOT_MULTI_GRACE_MS : 0));
   r->end_dl = mc_deadline_in_ms(2 * r->timeout_ms + 10000);
   return true;
 }
@@ -249,14 +288,55 @@ static void root_stop_listening(struct mc_boot_root *r)
   __atomic_store_n(&r->accepting, 0, __ATOMIC_RELEASE);
 }
 
-/* The first registered rank, for messages (n_ranks when none). */
+/* The first registered entry, for messages (n_entries when none). */
 static int first_registered(const struct mc_boot_root *r)
 {
   int first = 0;
 
-  while ((first < r->n_ranks) && !r->ranks[first].is_registered)
+  while ((first < r->n_entries) && !r->ranks[first].is_registered)
     first++;
   return first;
+}
+
+/*
+ * Fails the job when m disagrees with what the first registration said
+ * (nranks, nId, which root this is); returns false then. The message names
+ * both ranks, so that every rank of every group reads who differs.
+ */
+static bool root_shape_matches(struct mc_boot_root *r, struct mc_sock *s,
+                               const struct mc_boot_ctl *m)
+{
+  char a[MC_SOCKADDR_STRLEN];
+  int first = first_registered(r);
+  int frank = (first < r->n_entries) ? entry_rank(r, first) : -1;
+  const char *fhost = (first < r->n_entries) ? r->ranks[first].host : "?";
+  int fpid = (first < r->n_entries) ? r->ranks[first].pid : -1;
+
+  if (m->n_ranks != r->n_ranks) {
+    root_fail(r, -1, ncclInvalidUsage,
+              "rank %d (host %s pid %d) was started with nranks %d, but rank %d (host %s pid %d) "
+              "with nranks %d: every rank must pass the same nranks",
+              m->rank, m->host, m->pid, m->n_ranks, frank, fhost, fpid, r->n_ranks);
+  } else if (m->n_roots != r->n_roots) {
+    root_fail(r, -1, ncclInvalidUsage,
+              "rank %d (host %s pid %d) passed nId %d, but rank %d (host %s pid %d) passed nId %d "
+              "to the bootstrap root at %s: every rank must pass the same nId and the same "
+              "commIds in the same order to ncclCommInitRankScalable",
+              m->rank, m->host, m->pid, m->n_roots, frank, fhost, fpid, r->n_roots,
+              addr_str(&r->addr, a));
+  } else if (m->root != r->root_idx) {
+    root_fail(r, -1, ncclInvalidUsage,
+              "rank %d (host %s pid %d) took the bootstrap root at %s for commIds[%d], but rank "
+              "%d (host %s pid %d) for commIds[%d]: every rank must pass the same commIds in the "
+              "same order",
+              m->rank, m->host, m->pid, addr_str(&r->addr, a), m->root, frank, fhost, fpid,
+              r->root_idx);
+  } else {
+    return true;
+  }
+  send_ctl(s, &r->fail_msg);
+  mc_sock_close(s);
+  return false;
 }
 
 /* A registration (validated by mc_boot_ctl_check_register); takes ownership of *s. */
@@ -264,6 +344,8 @@ static void root_register(struct mc_boot_root *r, struct mc_sock *s, const struc
 {
   char a[MC_SOCKADDR_STRLEN];
   struct root_rank *rr;
+  bool is_neighbor = (m->kind == MC_BOOT_CTL_NEIGHBOR);
+  int i;
 
   if (r->is_failed) {
     send_ctl(s, &r->fail_msg);
@@ -277,19 +359,23 @@ static void root_register(struct mc_boot_root *r, struct mc_sock *s, const struc
               addr_str(&r->addr, a), m->n_ranks);
     return;
   }
-  if (m->n_ranks != r->n_ranks) {
-    int first = first_registered(r);
+  if (!root_shape_matches(r, s, m))
+    return;
+  /* Which entry: one of this root's ranks, or the first rank of the next group. */
+  i = is_neighbor ? r->n_local : m->rank - r->first;
+  if ((entry_rank(r, i) != m->rank) || (i < 0) || (i >= r->n_entries)) {
     root_fail(r, -1, ncclInvalidUsage,
-              "rank %d (host %s pid %d) was started with nranks %d, but rank %d (host %s pid %d) "
-              "with nranks %d: every rank must pass the same nranks",
-              m->rank, m->host, m->pid, m->n_ranks, first,
-              (first < r->n_ranks) ? r->ranks[first].host : "?",
-              (first < r->n_ranks) ? r->ranks[first].pid : -1, r->n_ranks);
+              "rank %d (host %s pid %d) registered with the bootstrap root at %s (commIds[%d]) "
+              "as %s, but that root serves ranks %d..%d%s: every rank must pass the same "
+              "commIds in the same order",
+              m->rank, m->host, m->pid, addr_str(&r->addr, a), r->root_idx,
+              is_neighbor ? "the first rank of the next group" : "one of its ranks", r->first,
+              r->first + r->n_local - 1, (r->n_roots > 1) ? " and the next group's first" : "");
     send_ctl(s, &r->fail_msg);
     mc_sock_close(s);
     return;
   }
-  rr = &r->ranks[m->rank];
+  rr = &r->ranks[i];
   if (rr->is_registered) {
     root_fail(r, -1, ncclInvalidUsage,
               "rank %d joined twice: from host %s pid %d and from host %s pid %d: every process "
@@ -307,28 +393,38 @@ static void root_register(struct mc_boot_root *r, struct mc_sock *s, const struc
   rr->pid = m->pid;
   snprintf(rr->host, sizeof(rr->host), "%s", m->host);
   r->n_registered++;
-  if (r->n_registered == r->n_ranks) {
+  if (r->n_registered == r->n_entries) {
     /* Everybody is here: free the port for the next communicator on the same
      * NCCL_COMM_ID. Before the last NEXT goes out: once it has, ranks may
      * finish this init and connect for the next one, and a connection left
      * in this listener's backlog would be reset when it closes. */
     root_stop_listening(r);
     MC_INFO(MC_SUB_BOOTSTRAP, "Bootstrap root %s: all %d ranks joined in %.3f s",
-            addr_str(&r->addr, a), r->n_ranks, mc_time_sec() - r->t_start);
+            addr_str(&r->addr, a), r->n_entries, mc_time_sec() - r->t_start);
   }
-  if (r->ranks[(m->rank + r->n_ranks - 1) % r->n_ranks].is_registered)
-    send_next(r, (m->rank + r->n_ranks - 1) % r->n_ranks);
-  if ((r->n_ranks > 1) && r->ranks[(m->rank + 1) % r->n_ranks].is_registered)
-    send_next(r, m->rank);
+  /* The entry before i learns i's address (the neighbor has no NEXT to get:
+   * its own root tells it), and i learns the one after it. */
+  if (r->n_roots == 1) {
+    if (r->ranks[(i + r->n_entries - 1) % r->n_entries].is_registered)
+      send_next(r, (i + r->n_entries - 1) % r->n_entries);
+    if ((r->n_entries > 1) && r->ranks[(i + 1) % r->n_entries].is_registered)
+      send_next(r, i);
+  } else {
+    if ((i > 0) && r->ranks[i - 1].is_registered)
+      send_next(r, i - 1);
+    if ((i < r->n_local) && r->ranks[i + 1].is_registered)
+      send_next(r, i);
+  }
 }
 
 static void root_missing_ranks(struct mc_boot_root *r)
 {
   char missing[512];
   char joined[512];
-  int *miss = calloc((size_t)r->n_ranks, sizeof(int));
-  int *got = calloc((size_t)r->n_ranks, sizeof(int));
+  int *miss = calloc((size_t)r->n_entries, sizeof(int));
+  int *got = calloc((size_t)r->n_entries, sizeof(int));
   char a[MC_SOCKADDR_STRLEN];
+  char roots[96] = "";
   int n_miss = 0;
   int n_got = 0;
 
@@ -339,18 +435,22 @@ static void root_missing_ranks(struct mc_boot_root *r)
               (long long)(r->timeout_ms / 1000));
     return;
   }
-  for (int i = 0; i < r->n_ranks; i++) {
+  for (int i = 0; i < r->n_entries; i++) {
     if (r->ranks[i].is_registered)
-      got[n_got++] = i;
+      got[n_got++] = entry_rank(r, i);
     else
-      miss[n_miss++] = i;
+      miss[n_miss++] = entry_rank(r, i);
   }
   mc_str_int_ranges(miss, n_miss, missing, sizeof(missing));
   mc_str_int_ranges(got, n_got, joined, sizeof(joined));
+  if (r->n_roots > 1)
+    snprintf(roots, sizeof(roots), " (commIds[%d] of %d, serving ranks %d..%d and rank %d)",
+             r->root_idx, r->n_roots, r->first, r->first + r->n_local - 1,
+             entry_rank(r, r->n_local));
   root_fail(r, -1, ncclTimeout,
-            "rank%s %s of %d never joined the bootstrap root at %s within %lld s "
+            "rank%s %s of %d never joined the bootstrap root at %s%s within %lld s "
             "(MESHCCL_INIT_TIMEOUT); joined: %s",
-            (n_miss > 1) ? "s" : "", missing, r->n_ranks, addr_str(&r->addr, a),
+            (n_miss > 1) ? "s" : "", missing, r->n_ranks, addr_str(&r->addr, a), roots,
             (long long)(r->timeout_ms / 1000), joined);
   free(miss);
   free(got);
@@ -431,16 +531,16 @@ static void root_read_rank(struct mc_boot_root *r, int i)
       root_fail(r, i, ncclRemoteError,
                 "rank %d (host %s pid %d) left before its init completed: the process exited, "
                 "was killed, or aborted its communicator",
-                i, rr->host, rr->pid);
+                entry_rank(r, i), rr->host, rr->pid);
     else
       root_fail(r, i, ncclRemoteError, "rank %d (host %s pid %d) broke the bootstrap protocol: %s",
-                i, rr->host, rr->pid, why);
+                entry_rank(r, i), rr->host, rr->pid, why);
     return;
   }
   if (!mc_boot_ctl_check_from_rank(&m, why, sizeof(why))) {
     rank_close(r, rr);
-    root_fail(r, i, ncclRemoteError, "rank %d (host %s pid %d) broke the bootstrap protocol: %s", i,
-              rr->host, rr->pid, why);
+    root_fail(r, i, ncclRemoteError, "rank %d (host %s pid %d) broke the bootstrap protocol: %s",
+              entry_rank(r, i), rr->host, rr->pid, why);
     return;
   }
   rank_close(r, rr);
@@ -448,8 +548,8 @@ static void root_read_rank(struct mc_boot_root *r, int i)
     rr->is_done = true;
     r->n_done++;
   } else {
-    root_fail(r, i, ncclRemoteError, "rank %d (host %s pid %d) failed: %s", i, rr->host, rr->pid,
-              m.text);
+    root_fail(r, i, ncclRemoteError, "rank %d (host %s pid %d) failed: %s", entry_rank(r, i),
+              rr->host, rr->pid, m.text);
   }
 }
 
@@ -497,7 +597,7 @@ static int root_poll(struct mc_boot_root *r, int *n_acc_out)
     r->pfd[n].revents = 0;
     r->owner[n++] = -2 - i;
   }
-  for (int i = 0; (r->ranks != NULL) && (i < r->n_ranks); i++) {
+  for (int i = 0; (r->ranks != NULL) && (i < r->n_entries); i++) {
     if (r->ranks[i].fd < 0)
       continue;
     r->pfd[n].fd = r->ranks[i].fd;
@@ -513,8 +613,8 @@ static bool root_finished(struct mc_boot_root *r)
   if (mc_deadline_passed(r->end_dl))
     return true;
   if (r->is_failed)
-    return (r->n_ranks > 0) && (r->n_told >= r->n_ranks);
-  return (r->n_ranks > 0) && (r->n_done == r->n_ranks);
+    return (r->n_ranks > 0) && (r->n_told >= r->n_entries);
+  return (r->n_ranks > 0) && (r->n_done == r->n_entries);
 }
 
 static void root_step(struct mc_boot_root *r)
@@ -541,7 +641,7 @@ static void root_step(struct mc_boot_root *r)
     mc_boot_acceptor_progress(&r->acc, r->pfd, n_acc);
     root_take_new(r);
   }
-  if (!r->is_failed && (r->n_ranks > 0) && (r->n_registered < r->n_ranks) &&
+  if (!r->is_failed && (r->n_ranks > 0) && (r->n_registered < r->n_entries) &&
       mc_deadline_passed(r->join_dl))
     root_missing_ranks(r);
   if (!r->is_failed && (__atomic_load_n(&r->stop, __ATOMIC_ACQUIRE) != 0)) {
@@ -563,9 +663,9 @@ static void *root_main(void *arg)
     if (r->is_failed && (__atomic_load_n(&r->stop, __ATOMIC_ACQUIRE) != 0))
       break;
   }
-  if (!r->is_failed && (r->n_ranks > 0) && (r->n_done < r->n_ranks))
+  if (!r->is_failed && (r->n_ranks > 0) && (r->n_done < r->n_entries))
     root_fail(r, -1, ncclTimeout, "bootstrap root gave up waiting for the ranks to finish init");
-  for (int i = 0; (r->ranks != NULL) && (i < r->n_ranks); i++)
+  for (int i = 0; (r->ranks != NULL) && (i < r->n_entries); i++)
     rank_close(r, &r->ranks[i]);
   while (r->n_unreg > 0) {
     mc_sock_close(&r->unreg[r->n_unreg - 1].sock);

@@ -167,3 +167,86 @@ int64_t mc_boot_op_timeout_ms(void)
 {
   return mc_param_int(MC_P_BOOTSTRAP_TIMEOUT) * 1000;
 }
+
+/* ---------- several roots ---------- */
+
+int mc_boot_root_first_rank(int root, int n_ranks, int n_roots)
+{
+  int per = n_ranks / n_roots;
+  int big = n_ranks % n_roots; /* the first `big` groups hold per + 1 ranks */
+
+  return root * per + ((root < big) ? root : big);
+}
+
+int mc_boot_root_of_rank(int rank, int n_ranks, int n_roots)
+{
+  int per = n_ranks / n_roots;
+  int big = n_ranks % n_roots;
+  int in_big = big * (per + 1); /* ranks in the larger groups */
+
+  if (rank < in_big)
+    return rank / (per + 1);
+  return big + (rank - in_big) / per;
+}
+
+#define JOB_SECRET_LABEL "meshccl multi-root job secret v1"
+
+ncclResult_t mc_boot_job_id(const ncclUniqueId *ids, int n_ids, const char *call,
+                            ncclUniqueId *job_out)
+{
+  struct mc_boot_handle h;
+  struct mc_sha256 s;
+  ncclUniqueId job;
+  char why[128];
+  int32_t n = n_ids;
+
+  if (n_ids == 1) {
+    *job_out = ids[0];
+    return ncclSuccess;
+  }
+  for (int i = 0; i < n_ids; i++) {
+    struct mc_boot_handle hi;
+    memcpy(&hi, ids[i].internal, sizeof(hi));
+    if (hi.magic == MC_BOOT_COMM_ID_MAGIC)
+      return MC_FAIL(ncclInvalidArgument,
+                     "%s : commIds[%d] was made with NCCL_COMM_ID set (one fixed root, started by "
+                     "rank 0); with nId %d > 1 every id must come from ncclGetUniqueId without "
+                     "NCCL_COMM_ID, each naming the root it started",
+                     call, i, n_ids);
+    if (!mc_boot_addr_check(&hi.addr, why, sizeof(why)))
+      return MC_FAIL(ncclInvalidArgument,
+                     "%s : commIds[%d] is not an id of ncclGetUniqueId (root address: %s)", call, i,
+                     why);
+    for (int j = 0; j < i; j++) {
+      struct mc_boot_handle hj;
+      char a[MC_SOCKADDR_STRLEN];
+      memcpy(&hj, ids[j].internal, sizeof(hj));
+      if ((hj.magic == hi.magic) && mc_sockaddr_equal(&hj.addr, &hi.addr))
+        return MC_FAIL(ncclInvalidArgument,
+                       "%s : commIds[%d] and commIds[%d] are the same id (root %s): every root "
+                       "needs its own ncclGetUniqueId call",
+                       call, j, i, mc_sockaddr_str(&hi.addr, a, sizeof(a)));
+    }
+    mc_crypto_wipe(&hi, sizeof(hi));
+  }
+  memcpy(&h, ids[0].internal, sizeof(h));
+  mc_sha256_init(&s);
+  mc_sha256_update(&s, JOB_SECRET_LABEL, sizeof(JOB_SECRET_LABEL) - 1);
+  mc_sha256_update(&s, &n, sizeof(n));
+  for (int i = 0; i < n_ids; i++) {
+    struct mc_boot_handle hi;
+    memcpy(&hi, ids[i].internal, sizeof(hi));
+    mc_sha256_update(&s, &hi.magic, sizeof(hi.magic));
+    mc_sha256_update(&s, hi.secret, sizeof(hi.secret));
+    mc_crypto_wipe(&hi, sizeof(hi));
+  }
+  mc_sha256_final(&s, h.secret);
+  mc_crypto_wipe(&s, sizeof(s));
+  h.n_ranks = 0;
+  h.secret_source = MC_BOOT_SECRET_RANDOM;
+  memset(&job, 0, sizeof(job));
+  memcpy(job.internal, &h, sizeof(h));
+  mc_crypto_wipe(&h, sizeof(h));
+  *job_out = job;
+  return ncclSuccess;
+}

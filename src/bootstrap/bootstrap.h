@@ -82,6 +82,30 @@ ncclResult_t mc_boot_unique_id(bool use_comm_id, ncclUniqueId *id_out);
 /* True when the id was built from NCCL_COMM_ID (rank 0 must start the root). */
 bool mc_boot_id_is_comm_id(const ncclUniqueId *id);
 
+/*
+ * Several roots (ncclCommInitRankScalable with nId > 1). Mirrors NCCL's
+ * rootIdFromRank / firstRankFromRoot (bootstrap.cc): the ranks are cut into
+ * n_roots contiguous groups in rank order, the first n_ranks % n_roots
+ * groups one rank larger; group i registers with root i. Pure functions,
+ * 1 <= n_roots <= n_ranks, 0 <= rank < n_ranks, 0 <= root <= n_roots (root
+ * n_roots gives n_ranks).
+ */
+int mc_boot_root_of_rank(int rank, int n_ranks, int n_roots);
+int mc_boot_root_first_rank(int root, int n_ranks, int n_roots);
+
+/*
+ * The id of a job with n_ids roots (n_ids >= 1): the magic and address of
+ * ids[0] (as NCCL takes its magic from the first handle) and a secret that
+ * every rank derives alike, SHA-256 over a label and every id's magic and
+ * secret in order. Ring and peer connections authenticate with it; each
+ * root only admits ranks that prove its own id's secret. With one id, the
+ * id itself. ncclInvalidArgument naming the index when an id is not one of
+ * ncclGetUniqueId's (zero, NCCL_COMM_ID, no usable address) or two ids
+ * name the same root.
+ */
+ncclResult_t mc_boot_job_id(const ncclUniqueId *ids, int n_ids, const char *call,
+                            ncclUniqueId *job_out);
+
 struct mc_boot_root;
 
 /* Starts the root for an NCCL_COMM_ID id (rank 0). A failed communicator's
@@ -101,7 +125,12 @@ struct mc_boot;
 struct mc_boot_config {
   int rank;
   int n_ranks;
-  ncclUniqueId id;
+  ncclUniqueId id; /* the job's id (mc_boot_job_id when n_ids > 1) */
+  /* The roots: n_ids == 1, id's root; else rank registers with root
+   * mc_boot_root_of_rank of ids[], and the first rank of each root's group
+   * also with the previous root (the stitch of the ring, see boot_root.c). */
+  int n_ids;
+  const ncclUniqueId *ids;
   const volatile uint32_t *abort_flag;
   int64_t timeout_ms; /* whole init */
 };

@@ -100,7 +100,12 @@ enum mc_boot_ctl_kind {
   MC_BOOT_CTL_REGISTER = 1, /* rank -> root: rank, n_ranks, ring address, host, pid */
   MC_BOOT_CTL_NEXT = 2,     /* root -> rank: the next rank and its ring address */
   MC_BOOT_CTL_FAIL = 3,     /* either way: code and text; the job's init failed */
-  MC_BOOT_CTL_DONE = 4      /* rank -> root: init completed */
+  MC_BOOT_CTL_DONE = 4,     /* rank -> root: init completed */
+  /* rank -> the previous root (several roots): the first rank of a root's
+   * group gives the previous root its ring address, for that root's last
+   * rank; the connection then carries FAIL both ways and DONE, as a
+   * registration's does. */
+  MC_BOOT_CTL_NEIGHBOR = 5
 };
 
 struct mc_boot_ctl {
@@ -110,6 +115,8 @@ struct mc_boot_ctl {
   int32_t n_ranks;
   int32_t code;
   int32_t pid;
+  int32_t n_roots; /* REGISTER, NEIGHBOR: the job's roots (nId); 1 with one root */
+  int32_t root;    /* REGISTER, NEIGHBOR: which of them the sender takes this root for */
   union mc_sockaddr addr;
   char host[MC_BOOT_HOST_BYTES];
   char text[MC_BOOT_TEXT_BYTES];
@@ -141,7 +148,8 @@ void mc_boot_rx_free(struct mc_boot_rx *rx);
 bool mc_boot_addr_check(const union mc_sockaddr *a, char *why, size_t why_bytes);
 /* Validators of received messages; they terminate host and text, and
  * return false with why when the message must not be used. */
-/* rank -> root, first message: a REGISTER with 0 <= rank < n_ranks <= MC_BOOT_MAX_RANKS. */
+/* rank -> root, first message: a REGISTER or NEIGHBOR with 0 <= rank < n_ranks <=
+ * MC_BOOT_MAX_RANKS, 1 <= n_roots <= n_ranks, 0 <= root < n_roots. */
 bool mc_boot_ctl_check_register(struct mc_boot_ctl *m, char *why, size_t why_bytes);
 /* rank -> root after the registration: DONE, or FAIL with a failure code. */
 bool mc_boot_ctl_check_from_rank(struct mc_boot_ctl *m, char *why, size_t why_bytes);

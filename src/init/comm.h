@@ -90,7 +90,7 @@ struct mc_comm_timings {
   double total, kernels, alloc, bootstrap, allgathers, topo, graphs, connections, rest;
 };
 
-enum mc_comm_init_kind { MC_INIT_RANK, MC_INIT_ALL, MC_INIT_SPLIT };
+enum mc_comm_init_kind { MC_INIT_RANK, MC_INIT_ALL, MC_INIT_SPLIT, MC_INIT_GROW };
 
 /* Whether a handle is a live communicator is the registry's to say
  * (core/registry.h: mc_comm_check), never the object's: a destroyed one is freed. */
@@ -118,6 +118,11 @@ struct ncclComm {
   bool is_finalized;
   struct mc_boot *boot;
   struct mc_boot_root *root; /* when this process hosts the root of this comm */
+  /* ncclCommInitRankScalable with nId > 1: the ids of the roots (id is then
+   * mc_boot_job_id's), and a reference on each root this process hosts. */
+  int n_ids;
+  ncclUniqueId *ids;
+  struct mc_boot_root **id_roots;
   struct mc_peer_info *peers;
   struct mc_comm_nodes nodes;
   struct mc_comm_timings t;
@@ -174,6 +179,7 @@ struct ncclComm {
   int is_suspended;                  /* ncclCommSuspend .. ncclCommResume; atomic */
   int is_revoked;                    /* ncclCommRevoke: collectives fail; atomic */
   bool has_grow_id;                  /* an id from ncclCommGetUniqueId not consumed yet */
+  ncclUniqueId grow_id;              /* that id (its n_ranks: this communicator's size) */
   struct mc_boot_root *grow_root;    /* its root (in this process), stopped at destroy */
 };
 

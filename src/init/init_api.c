@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "check.h"
+#include "crypto.h"
 #include "log.h"
 #include "meshccl.h"
 #include "params.h"
@@ -132,9 +133,16 @@ ncclResult_t ncclGetUniqueId(ncclUniqueId *uniqueId)
   return mc_boot_unique_id(true, uniqueId);
 }
 
-static ncclResult_t init_rank(ncclComm_t *newcomm, int nranks, const ncclUniqueId *id, int rank,
-                              int dev, ncclConfig_t *config, enum mc_comm_init_kind kind,
-                              const char *call)
+/* What some inits add to an id (NULL: nothing). */
+struct init_extra {
+  int n_ids;                     /* ncclCommInitRankScalable: nId > 1 roots ... */
+  const ncclUniqueId *ids;       /* ... their ids (id is mc_boot_job_id's) */
+  struct mc_boot_root **root_io; /* ncclCommGrow: the grow id's root, handed over on success */
+};
+
+static ncclResult_t init_rank_ex(ncclComm_t *newcomm, int nranks, const ncclUniqueId *id, int rank,
+                                 int dev, ncclConfig_t *config, enum mc_comm_init_kind kind,
+                                 const char *call, const struct init_extra *x)
 {
   ncclConfig_t resolved;
   struct ncclComm *comm = NULL;
@@ -149,8 +157,28 @@ static ncclResult_t init_rank(ncclComm_t *newcomm, int nranks, const ncclUniqueI
     return MC_FAIL(ncclInvalidArgument, "%s : invalid rank requested : %d/%d", call, rank, nranks);
   MC_CHECK(mc_comm_config_resolve(config, &resolved));
   MC_CHECK(mc_comm_alloc(nranks, id, rank, dev, &resolved, kind, &comm));
+  if ((x != NULL) && (x->n_ids > 1)) {
+    ncclResult_t res = mc_calloc(&comm->ids, (size_t)x->n_ids);
+    if (res != ncclSuccess) {
+      mc_comm_free(comm, 0);
+      return res;
+    }
+    memcpy(comm->ids, x->ids, (size_t)x->n_ids * sizeof(*x->ids));
+    comm->n_ids = x->n_ids;
+  }
+  if ((x != NULL) && (x->root_io != NULL)) {
+    comm->root = *x->root_io; /* the new communicator stops it when it is destroyed */
+    *x->root_io = NULL;
+  }
   *newcomm = comm;
   return mc_group_launch_init(comm);
+}
+
+static ncclResult_t init_rank(ncclComm_t *newcomm, int nranks, const ncclUniqueId *id, int rank,
+                              int dev, ncclConfig_t *config, enum mc_comm_init_kind kind,
+                              const char *call)
+{
+  return init_rank_ex(newcomm, nranks, id, rank, dev, config, kind, call, NULL);
 }
 
 static int default_device(void)
@@ -514,12 +542,24 @@ ncclResult_t ncclCommGetUniqueId(ncclComm_t comm, ncclUniqueId *uniqueId)
                    "ncclCommGetUniqueId : comm %p already has an id not consumed by "
                    "ncclCommGrow; grow with it before asking for another",
                    (void *)comm);
-  /* A root listening in this process, as ncclGetUniqueId starts one. */
+  /* A root listening in this process, as ncclGetUniqueId starts one. Like
+   * NCCL's grow handle, the id carries this communicator's size: new ranks
+   * check their rank against it. */
   MC_CHECK(mc_boot_unique_id(false, &id));
+  {
+    struct mc_boot_handle h;
+    memcpy(&h, id.internal, sizeof(h));
+    h.n_ranks = comm->n_ranks;
+    memcpy(id.internal, &h, sizeof(h));
+    mc_crypto_wipe(&h, sizeof(h));
+  }
   /* The communicator holds the root, so that destroying it stops the root. */
   comm->grow_root = mc_boot_root_claim(&id);
+  comm->grow_id = id;
   comm->has_grow_id = true;
   *uniqueId = id;
+  MC_INFO(MC_SUB_INIT, "ncclCommGetUniqueId comm %p rank %d nranks %d: grow id made", (void *)comm,
+          comm->rank, comm->n_ranks);
   return ncclSuccess;
 }
 
@@ -659,15 +699,168 @@ out:
   return res;
 }
 
+/* What each existing rank says in a grow (allgathered over the parent). */
+struct grow_entry {
+  int32_t has_id; /* holds the id of ncclCommGetUniqueId(parent) */
+  int32_t n_ranks;
+  ncclUniqueId id;
+};
+
+/*
+ * The existing ranks agree over the parent's bootstrap on nRanks and on
+ * the one rank holding the grow id (NCCL sends the id from that rank to the
+ * parent's first and last ranks; an allgather lets every existing rank
+ * check the others' arguments too). Every existing rank sees the same
+ * entries, so all of them fail alike. *holder_out: that rank.
+ */
+static ncclResult_t grow_agree(struct ncclComm *comm, int n_ranks, ncclUniqueId *id_out,
+                               int *holder_out)
+{
+  struct grow_entry *all = NULL;
+  ncclResult_t res = ncclSuccess;
+  int holder = -1;
+
+  MC_CHECK(mc_calloc(&all, (size_t)comm->n_ranks));
+  all[comm->rank].has_id = comm->has_grow_id ? 1 : 0;
+  all[comm->rank].n_ranks = n_ranks;
+  if (comm->has_grow_id)
+    all[comm->rank].id = comm->grow_id;
+  MC_CHECK_GOTO(mc_boot_allgather(comm->boot, all, sizeof(*all)), res, out);
+  for (int r = 0; r < comm->n_ranks; r++) {
+    if (all[r].n_ranks != n_ranks) {
+      res = MC_FAIL(ncclInvalidUsage,
+                    "ncclCommGrow : rank %d of comm %p passes nRanks %d, but rank %d passes %d: "
+                    "every rank (existing and new) must pass the same nRanks",
+                    comm->rank, (void *)comm, n_ranks, r, all[r].n_ranks);
+      goto out;
+    }
+    if (all[r].has_id == 0)
+      continue;
+    if (holder >= 0) {
+      res = MC_FAIL(ncclInvalidUsage,
+                    "ncclCommGrow : ranks %d and %d of comm %p both hold an id of "
+                    "ncclCommGetUniqueId: one grow needs one id (the new ranks pass that one)",
+                    holder, r, (void *)comm);
+      goto out;
+    }
+    holder = r;
+  }
+  if (holder < 0) {
+    res = MC_FAIL(ncclInvalidUsage,
+                  "ncclCommGrow : no rank of comm %p (%d ranks) holds an id of "
+                  "ncclCommGetUniqueId: one existing rank calls ncclCommGetUniqueId(comm) first "
+                  "and gives that id to the new ranks",
+                  (void *)comm, comm->n_ranks);
+    goto out;
+  }
+  *id_out = all[holder].id;
+  *holder_out = holder;
+out:
+  if (all != NULL)
+    mc_crypto_wipe(all, (size_t)comm->n_ranks * sizeof(*all));
+  free(all);
+  return res;
+}
+
+/* An existing rank: comm, rank -1, the id only from its holder (NULL elsewhere). */
+static ncclResult_t grow_existing(struct ncclComm *comm, int n_ranks, const ncclUniqueId *unique_id,
+                                  int rank, ncclComm_t *newcomm, ncclConfig_t *config)
+{
+  struct init_extra x = {.n_ids = 1};
+  ncclUniqueId id;
+  ncclResult_t res;
+  int holder = -1;
+
+  MC_CHECK(mc_comm_ready(comm, "ncclCommGrow"));
+  if (rank != -1)
+    return MC_FAIL(ncclInvalidArgument,
+                   "ncclCommGrow : rank %d with comm %p: existing ranks pass rank -1 (they keep "
+                   "their rank, %d here); only new ranks (comm NULL) name theirs",
+                   rank, (void *)comm, comm->rank);
+  if (n_ranks <= comm->n_ranks)
+    return MC_FAIL(ncclInvalidArgument,
+                   "ncclCommGrow : nRanks %d is not larger than the %d ranks of comm %p", n_ranks,
+                   comm->n_ranks, (void *)comm);
+  if ((unique_id != NULL) && comm->has_grow_id &&
+      (memcmp(unique_id->internal, comm->grow_id.internal, sizeof(unique_id->internal)) != 0))
+    return MC_FAIL(ncclInvalidArgument,
+                   "ncclCommGrow : uniqueId is not the id ncclCommGetUniqueId gave for comm %p "
+                   "(rank %d): pass that one, or NULL",
+                   (void *)comm, comm->rank);
+  MC_CHECK(grow_agree(comm, n_ranks, &id, &holder));
+  if (holder == comm->rank) {
+    /* Consumed: the new communicator takes over the root's reference. */
+    x.root_io = &comm->grow_root;
+    comm->has_grow_id = false;
+    mc_crypto_wipe(&comm->grow_id, sizeof(comm->grow_id));
+  }
+  res = init_rank_ex(newcomm, n_ranks, &id, comm->rank, comm->dev,
+                     (config != NULL) ? config : &comm->config, MC_INIT_GROW, "ncclCommGrow", &x);
+  mc_crypto_wipe(&id, sizeof(id));
+  if ((res == ncclSuccess) || (res == ncclInProgress))
+    MC_INFO(MC_SUB_INIT,
+            "ncclCommGrow comm %p rank %d of %d -> comm %p rank %d of %d (id of rank %d)",
+            (void *)comm, comm->rank, comm->n_ranks, (void *)*newcomm, comm->rank, n_ranks, holder);
+  return res;
+}
+
+/* A new rank: comm NULL, the id, a rank after the parent's. */
+static ncclResult_t grow_new(int n_ranks, const ncclUniqueId *unique_id, int rank,
+                             ncclComm_t *newcomm, ncclConfig_t *config)
+{
+  struct mc_boot_handle h;
+  int n_old;
+
+  if (unique_id == NULL)
+    return MC_FAIL(ncclInvalidArgument,
+                   "ncclCommGrow : uniqueId argument is NULL: a new rank (comm NULL) passes the id "
+                   "an existing rank got from ncclCommGetUniqueId");
+  if (n_ranks < 1)
+    return MC_FAIL(ncclInvalidArgument, "ncclCommGrow : invalid nRanks %d (must be >= 1)", n_ranks);
+  if ((rank < 0) || (rank >= n_ranks))
+    return MC_FAIL(ncclInvalidArgument,
+                   "ncclCommGrow : new rank %d is out of range (0..%d for nRanks %d)", rank,
+                   n_ranks - 1, n_ranks);
+  memcpy(&h, unique_id->internal, sizeof(h));
+  n_old = h.n_ranks;
+  mc_crypto_wipe(&h, sizeof(h));
+  if (n_old < 1)
+    return MC_FAIL(ncclInvalidArgument,
+                   "ncclCommGrow : uniqueId is not an id of ncclCommGetUniqueId (it names no "
+                   "communicator to grow; ncclGetUniqueId's ids are for ncclCommInitRank)");
+  if (n_ranks <= n_old)
+    return MC_FAIL(ncclInvalidArgument,
+                   "ncclCommGrow : nRanks %d is not larger than the %d ranks of the communicator "
+                   "being grown",
+                   n_ranks, n_old);
+  if (rank < n_old)
+    return MC_FAIL(ncclInvalidArgument,
+                   "ncclCommGrow : new rank %d is a rank of the communicator being grown (ranks "
+                   "0..%d keep theirs); new ranks take %d..%d",
+                   rank, n_old - 1, n_old, n_ranks - 1);
+  return init_rank_ex(newcomm, n_ranks, unique_id, rank, default_device(), config, MC_INIT_GROW,
+                      "ncclCommGrow", NULL);
+}
+
+/*
+ * NCCL 2.28's contract (init.cc, ncclCommGrow): every rank of comm calls
+ * with comm and rank -1 and keeps its rank; the rank that called
+ * ncclCommGetUniqueId(comm) may pass that id, the others pass NULL; each
+ * new rank calls with comm NULL, the id and its rank (after comm's ranks).
+ * The new communicator is complete (its own bootstrap over the id's root,
+ * topology, channels, transports); comm stays usable.
+ */
 NCCL_API(ncclResult_t, ncclCommGrow, ncclComm_t comm, int nRanks, const ncclUniqueId *uniqueId,
          int rank, ncclComm_t *newcomm, ncclConfig_t *config);
 ncclResult_t ncclCommGrow(ncclComm_t comm, int nRanks, const ncclUniqueId *uniqueId, int rank,
                           ncclComm_t *newcomm, ncclConfig_t *config)
 {
-  (void)comm, (void)nRanks, (void)uniqueId, (void)rank, (void)config;
   mc_api_enter();
   PTR_CHECK(newcomm, "ncclCommGrow", "newcomm");
-  return MC_FAIL(ncclInvalidUsage, "ncclCommGrow : not supported yet by meshccl");
+  *newcomm = NULL;
+  if (comm != NULL)
+    return grow_existing(comm, nRanks, uniqueId, rank, newcomm, config);
+  return grow_new(nRanks, uniqueId, rank, newcomm, config);
 }
 
 NCCL_API(ncclResult_t, ncclCommInitRankScalable, ncclComm_t *newcomm, int nranks, int myrank,
@@ -675,6 +868,9 @@ NCCL_API(ncclResult_t, ncclCommInitRankScalable, ncclComm_t *newcomm, int nranks
 ncclResult_t ncclCommInitRankScalable(ncclComm_t *newcomm, int nranks, int myrank, int nId,
                                       ncclUniqueId *commIds, ncclConfig_t *config)
 {
+  struct init_extra x = {.n_ids = nId, .ids = commIds};
+  ncclUniqueId job;
+
   mc_api_enter();
   PTR_CHECK(newcomm, "ncclCommInitRankScalable", "newcomm");
   PTR_CHECK(commIds, "ncclCommInitRankScalable", "commIds");
@@ -682,13 +878,25 @@ ncclResult_t ncclCommInitRankScalable(ncclComm_t *newcomm, int nranks, int myran
     return MC_FAIL(ncclInvalidArgument,
                    "ncclCommInitRankScalable : invalid nId %d (must be in 1..nranks = %d)", nId,
                    nranks);
-  /* One id is ncclCommInitRankConfig; several roots (NCCL's bootstrap.cc
-   * spreading ranks over them) are not implemented. */
-  if (nId > 1)
-    return MC_FAIL(ncclInvalidUsage,
-                   "ncclCommInitRankScalable : nId %d > 1 (several bootstrap roots) is not "
-                   "supported yet by meshccl; pass one id",
-                   nId);
-  return init_rank(newcomm, nranks, &commIds[0], myrank, default_device(), config, MC_INIT_RANK,
-                   "ncclCommInitRankScalable");
+  /* One id is ncclCommInitRankConfig. Several: rank r registers with root
+   * mc_boot_root_of_rank(r) (NCCL's mapping) proving that root's secret;
+   * ring and peer connections prove the job secret derived from every id
+   * (mc_boot_job_id; docs/ARCHITECTURE.md, bootstrap). */
+  if (nId == 1)
+    return init_rank(newcomm, nranks, &commIds[0], myrank, default_device(), config, MC_INIT_RANK,
+                     "ncclCommInitRankScalable");
+  if ((myrank < 0) || (myrank >= nranks)) {
+    *newcomm = NULL;
+    return MC_FAIL(ncclInvalidArgument, "ncclCommInitRankScalable : invalid rank requested : %d/%d",
+                   myrank, nranks);
+  }
+  MC_CHECK(mc_boot_job_id(commIds, nId, "ncclCommInitRankScalable", &job));
+  MC_INFO(MC_SUB_INIT | MC_SUB_BOOTSTRAP,
+          "ncclCommInitRankScalable rank %d nranks %d: %d bootstrap roots, this rank registers "
+          "with commIds[%d] (ranks %d..%d)",
+          myrank, nranks, nId, mc_boot_root_of_rank(myrank, nranks, nId),
+          mc_boot_root_first_rank(mc_boot_root_of_rank(myrank, nranks, nId), nranks, nId),
+          mc_boot_root_first_rank(mc_boot_root_of_rank(myrank, nranks, nId) + 1, nranks, nId) - 1);
+  return init_rank_ex(newcomm, nranks, &job, myrank, default_device(), config, MC_INIT_RANK,
+                      "ncclCommInitRankScalable", &x);
 }

@@ -90,6 +90,8 @@ static const char *init_kind_name(enum mc_comm_init_kind kind)
     return "ncclCommInitAll";
   case MC_INIT_SPLIT:
     return "ncclCommSplit";
+  case MC_INIT_GROW:
+    return "ncclCommGrow";
   default:
     return "ncclCommInitRank";
   }
@@ -108,9 +110,18 @@ static ncclResult_t stage_bootstrap(struct ncclComm *comm)
   struct mc_boot_config cfg;
   struct mc_wait w = mc_boot_wait_make(mc_param_int(MC_P_INIT_TIMEOUT) * 1000, &comm->abort_flag);
 
-  /* This process may host the root: ncclGetUniqueId here, or rank 0 with NCCL_COMM_ID. */
-  comm->root = mc_boot_root_claim(&comm->id);
-  if ((comm->root == NULL) && (comm->rank == 0) && mc_boot_id_is_comm_id(&comm->id)) {
+  /* This process may host the root: ncclGetUniqueId here, or rank 0 with
+   * NCCL_COMM_ID. ncclCommGrow hands over the reference of the parent's grow
+   * id; with several roots, each one hosted here is held. */
+  if (comm->n_ids > 1) {
+    MC_CHECK(mc_calloc(&comm->id_roots, (size_t)comm->n_ids));
+    for (int i = 0; i < comm->n_ids; i++)
+      comm->id_roots[i] = mc_boot_root_claim(&comm->ids[i]);
+  } else if (comm->root == NULL) {
+    comm->root = mc_boot_root_claim(&comm->id);
+  }
+  if ((comm->n_ids <= 1) && (comm->root == NULL) && (comm->rank == 0) &&
+      mc_boot_id_is_comm_id(&comm->id)) {
     MC_CHECK(mc_boot_root_start_comm_id(&comm->id, &w));
     comm->root = mc_boot_root_claim(&comm->id);
   }
@@ -118,6 +129,8 @@ static ncclResult_t stage_bootstrap(struct ncclComm *comm)
   cfg.rank = comm->rank;
   cfg.n_ranks = comm->n_ranks;
   cfg.id = comm->id;
+  cfg.n_ids = (comm->n_ids > 1) ? comm->n_ids : 1;
+  cfg.ids = comm->ids;
   cfg.abort_flag = &comm->abort_flag;
   /* The root names missing ranks at MESHCCL_INIT_TIMEOUT; ranks wait a little
    * longer so that its report, not their own timeout, is what they return. */
@@ -282,6 +295,12 @@ void mc_comm_free(struct ncclComm *comm, int root_wait_ms)
   pthread_mutex_destroy(&comm->reg_lock);
   mc_boot_destroy(comm->boot);
   mc_boot_root_release(comm->root, root_wait_ms);
+  for (int i = 0; (comm->id_roots != NULL) && (i < comm->n_ids); i++)
+    mc_boot_root_release(comm->id_roots[i], root_wait_ms);
+  free(comm->id_roots);
+  if (comm->ids != NULL)
+    mc_crypto_wipe(comm->ids, (size_t)comm->n_ids * sizeof(*comm->ids));
+  free(comm->ids);
   mc_boot_root_release(comm->grow_root, 0); /* nobody grew with it: stop it now */
   mc_comm_nodes_free(&comm->nodes);
   mc_topo_system_destroy(comm->topo);

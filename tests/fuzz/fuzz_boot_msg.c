@@ -123,8 +123,9 @@ static void validate(const struct mc_boot_ctl *msg)
 
   m = *msg;
   if (mc_boot_ctl_check_register(&m, why, sizeof(why))) {
-    check((m.kind == MC_BOOT_CTL_REGISTER) && (m.rank >= 0) && (m.rank < m.n_ranks) &&
-              (m.n_ranks <= MC_BOOT_MAX_RANKS),
+    check(((m.kind == MC_BOOT_CTL_REGISTER) || (m.kind == MC_BOOT_CTL_NEIGHBOR)) && (m.rank >= 0) &&
+              (m.rank < m.n_ranks) && (m.n_ranks <= MC_BOOT_MAX_RANKS) && (m.n_roots >= 1) &&
+              (m.n_roots <= m.n_ranks) && (m.root >= 0) && (m.root < m.n_roots),
           "register: rank within nranks");
     check((m.addr.sa.sa_family == AF_INET) || (m.addr.sa.sa_family == AF_INET6),
           "register: a usable address");

@@ -12,6 +12,14 @@
  * environment (meshcclCommInitFromEnv). --threads N: ncclCommInitAll, one
  * thread per rank. --group N: ncclCommInitAll, one thread drives every rank
  * inside ncclGroupStart/End (nccl-tests' single-process mode).
+ * --scalable NID: the communicator under test comes from
+ * ncclCommInitRankScalable with NID roots, the ids made by ranks 0..NID-1
+ * (ncclGetUniqueId, one each) and exchanged over the launcher's communicator.
+ * --grow NOLD: ranks 0..NOLD-1 split off a parent, parent rank 0 makes the
+ * id (ncclCommGetUniqueId) and the parent grows with the other ranks
+ * (ncclCommGrow: existing ranks pass the parent and rank -1, only the id's
+ * owner passes the id; new ranks pass NULL, the id and their rank); after
+ * the cases on the grown communicator, the parent must still all-reduce.
  * Prints "ok <n> checks" on success; exits 1 with the first mismatch.
  */
 #include <math.h>
@@ -64,6 +72,8 @@ struct cfg {
   int iters;
   int threads;
   int group;
+  int scalable;
+  int grow;
 };
 
 static struct cfg g_cfg;
@@ -593,6 +603,105 @@ static int run_cases(struct rank_ctx *ctx, int nr)
   return 0;
 }
 
+static void die(const char *what, ncclResult_t res)
+{
+  fprintf(stderr, "mp_coll: %s failed: %d %s (%s)\n", what, (int)res, ncclGetErrorString(res),
+          ncclGetLastError(NULL));
+  exit(1);
+}
+
+/* ncclCommInitRankScalable over n_ids roots; world (the launcher's) carries the ids. */
+static ncclComm_t scalable_comm(ncclComm_t world, int n_ids)
+{
+  ncclUniqueId *all;
+  ncclUniqueId mine;
+  ncclComm_t comm = NULL;
+  ncclResult_t res;
+  int rank = -1;
+  int n = 0;
+
+  ncclCommUserRank(world, &rank);
+  ncclCommCount(world, &n);
+  if ((n_ids < 1) || (n_ids > n))
+    die("--scalable (nId out of 1..nranks)", ncclInvalidArgument);
+  all = calloc((size_t)n, sizeof(*all));
+  memset(&mine, 0, sizeof(mine));
+  if (rank < n_ids) {
+    res = ncclGetUniqueId(&mine);
+    if (res != ncclSuccess)
+      die("ncclGetUniqueId", res);
+  }
+  res = ncclAllGather(&mine, all, sizeof(mine), ncclUint8, world, NULL);
+  if (res != ncclSuccess)
+    die("ncclAllGather of the ids", res);
+  res = ncclCommInitRankScalable(&comm, n, rank, n_ids, all, NULL);
+  if (res != ncclSuccess)
+    die("ncclCommInitRankScalable", res);
+  free(all);
+  return comm;
+}
+
+/* ncclCommGrow from a parent of ranks 0..n_old-1 to every rank of world. */
+static ncclComm_t grown_comm(ncclComm_t world, int n_old, ncclComm_t *parent_out)
+{
+  ncclComm_t parent = NULL;
+  ncclComm_t grown = NULL;
+  ncclUniqueId id;
+  ncclResult_t res;
+  int rank = -1;
+  int n = 0;
+  int prank = -1;
+
+  ncclCommUserRank(world, &rank);
+  ncclCommCount(world, &n);
+  if ((n_old < 1) || (n_old >= n))
+    die("--grow (parent size out of 1..nranks-1)", ncclInvalidArgument);
+  res = ncclCommSplit(world, (rank < n_old) ? 0 : NCCL_SPLIT_NOCOLOR, rank, &parent, NULL);
+  if (res != ncclSuccess)
+    die("ncclCommSplit", res);
+  memset(&id, 0, sizeof(id));
+  if (parent != NULL)
+    ncclCommUserRank(parent, &prank);
+  if (prank == 0) {
+    res = ncclCommGetUniqueId(parent, &id);
+    if (res != ncclSuccess)
+      die("ncclCommGetUniqueId", res);
+  }
+  /* The id travels to the new ranks out of band (here: the launcher's communicator). */
+  res = ncclBroadcast(&id, &id, sizeof(id), ncclUint8, 0, world, NULL);
+  if (res != ncclSuccess)
+    die("ncclBroadcast of the id", res);
+  if (parent != NULL)
+    res = ncclCommGrow(parent, n, (prank == 0) ? &id : NULL, -1, &grown, NULL);
+  else
+    res = ncclCommGrow(NULL, n, &id, rank, &grown, NULL);
+  if (res != ncclSuccess)
+    die("ncclCommGrow", res);
+  *parent_out = parent;
+  return grown;
+}
+
+/* The parent of a grow keeps working: an all-reduce of its ranks. */
+static void parent_still_works(ncclComm_t parent)
+{
+  int32_t x = 0;
+  int rank = -1;
+  int n = 0;
+  ncclResult_t res;
+
+  ncclCommUserRank(parent, &rank);
+  ncclCommCount(parent, &n);
+  x = rank + 1;
+  res = ncclAllReduce(&x, &x, 1, ncclInt32, ncclSum, parent, NULL);
+  if (res != ncclSuccess)
+    die("ncclAllReduce on the parent after the grow", res);
+  if (x != n * (n + 1) / 2) {
+    fprintf(stderr, "mp_coll: all-reduce on the parent after the grow gave %d, expected %d\n",
+            (int)x, n * (n + 1) / 2);
+    exit(1);
+  }
+}
+
 static void *thread_main(void *arg)
 {
   struct rank_ctx *c = arg;
@@ -624,6 +733,8 @@ int main(int argc, char **argv)
   struct cfg *g = &g_cfg;
   static const size_t default_sizes[] = {0, 1, 7, 1000, 4099, 262147};
   struct rank_ctx ctx[MAX_RANKS];
+  ncclComm_t world = NULL;
+  ncclComm_t parent = NULL;
   int nr = 1;
   long checks = 0;
 
@@ -657,6 +768,10 @@ int main(int argc, char **argv)
       g->threads = atoi(argv[i + 1]);
     } else if (strcmp(argv[i], "--group") == 0) {
       g->group = atoi(argv[i + 1]);
+    } else if (strcmp(argv[i], "--scalable") == 0) {
+      g->scalable = atoi(argv[i + 1]);
+    } else if (strcmp(argv[i], "--grow") == 0) {
+      g->grow = atoi(argv[i + 1]);
     } else {
       fprintf(stderr, "mp_coll: unknown option %s\n", argv[i]);
       return 2;
@@ -682,13 +797,25 @@ int main(int argc, char **argv)
       (void)run_cases(ctx, nr);
     }
   } else {
-    if (meshcclCommInitFromEnv(&ctx[0].comm, NULL) != ncclSuccess) {
+    /* With NCCL_COMM_ID set, ncclGetUniqueId returns that one id (as in
+     * NCCL): the launcher's communicator then comes from MASTER_ADDR:PORT. */
+    if (g->scalable > 0)
+      unsetenv("NCCL_COMM_ID");
+    if (meshcclCommInitFromEnv(&world, NULL) != ncclSuccess) {
       fprintf(stderr, "mp_coll: init failed: %s\n", ncclGetLastError(NULL));
       return 1;
     }
+    if (g->scalable > 0)
+      ctx[0].comm = scalable_comm(world, g->scalable);
+    else if (g->grow > 0)
+      ctx[0].comm = grown_comm(world, g->grow, &parent);
+    else
+      ctx[0].comm = world;
     ncclCommUserRank(ctx[0].comm, &ctx[0].rank);
     ncclCommCount(ctx[0].comm, &ctx[0].n);
     (void)run_cases(ctx, 1);
+    if ((parent != NULL) && !ctx[0].failed)
+      parent_still_works(parent);
   }
   for (int i = 0; i < nr; i++) {
     if (ctx[i].failed) {
@@ -699,6 +826,10 @@ int main(int argc, char **argv)
   }
   for (int i = 0; i < nr; i++)
     ncclCommDestroy(ctx[i].comm);
+  if (parent != NULL)
+    ncclCommDestroy(parent);
+  if ((world != NULL) && (world != ctx[0].comm))
+    ncclCommDestroy(world);
   printf("ok %ld checks\n", checks);
   return 0;
 }

@@ -7,6 +7,12 @@
  *                      NCCL_COMM_ID is reused by every communicator
  *   mp_leaks abort N   (meshccl-run job) N x meshcclCommInitFromEnv + ncclCommAbort
  *   mp_leaks all N     (alone) N x ncclCommInitAll(4) + ncclCommDestroy of each
+ *   mp_leaks scalable N (meshccl-run job) N x ncclCommInitRankScalable over 2
+ *                      roots (ids of ranks 0 and 1, exchanged over a
+ *                      communicator made once before the count) + destroy
+ *   mp_leaks grow N    (meshccl-run job) N x a parent of ranks 0..1 split off,
+ *                      ncclCommGetUniqueId, ncclCommGrow to every rank,
+ *                      destroy of both
  * After every cycle the process has exactly the fds and threads it had
  * before the first init; in mode all (a single process, so no other rank
  * races with it) /dev/shm also holds exactly the meshccl segments of this
@@ -27,6 +33,7 @@
 #define ALL_NDEV 4
 
 static int g_rank = -1;
+static ncclComm_t g_world; /* scalable, grow: carries the ids, lives across cycles */
 
 /* This process's meshccl segments (named "meshccl-...-<pid of the creator>"):
  * other jobs running at the same time may have their own. */
@@ -49,6 +56,26 @@ static int count_shm(void)
   }
   closedir(d);
   return n;
+}
+
+/* Waits (up to 2 s) until the fd count holds still for 200 ms. */
+static void fds_settle(void)
+{
+  double t_end = mc_mp_now_sec() + 2.0;
+  double t_same = mc_mp_now_sec();
+  int last = mc_count_fds();
+
+  while (mc_mp_now_sec() < t_end) {
+    int now;
+    usleep(10000);
+    now = mc_count_fds();
+    if (now != last) {
+      last = now;
+      t_same = mc_mp_now_sec();
+    } else if (mc_mp_now_sec() - t_same >= 0.2) {
+      return;
+    }
+  }
 }
 
 #define COLL_COUNT (256 * 1024)
@@ -93,6 +120,48 @@ static void one_cycle(const char *mode)
     free(buf);
     for (int i = 0; i < ALL_NDEV; i++)
       MC_MP_CHECK(ncclCommDestroy(comms[i]));
+  } else if (strcmp(mode, "scalable") == 0) {
+    ncclUniqueId all[64];
+    ncclUniqueId mine;
+    ncclComm_t comm = NULL;
+    float *buf = buffers(2);
+    int n = 0;
+    int r = 0;
+    MC_MP_CHECK(ncclCommCount(g_world, &n));
+    MC_MP_CHECK(ncclCommUserRank(g_world, &r));
+    if (n > 64)
+      MC_MP_FAIL("scalable: at most 64 ranks");
+    memset(&mine, 0, sizeof(mine));
+    if (r < 2)
+      MC_MP_CHECK(ncclGetUniqueId(&mine));
+    MC_MP_CHECK(ncclAllGather(&mine, all, sizeof(mine), ncclUint8, g_world, NULL));
+    MC_MP_CHECK(ncclCommInitRankScalable(&comm, n, r, 2, all, NULL));
+    collectives(comm, buf, buf + COLL_COUNT);
+    free(buf);
+    MC_MP_CHECK(ncclCommDestroy(comm));
+  } else if (strcmp(mode, "grow") == 0) {
+    ncclComm_t parent = NULL;
+    ncclComm_t grown = NULL;
+    ncclUniqueId id;
+    float *buf = buffers(2);
+    int n = 0;
+    int r = 0;
+    MC_MP_CHECK(ncclCommCount(g_world, &n));
+    MC_MP_CHECK(ncclCommUserRank(g_world, &r));
+    memset(&id, 0, sizeof(id));
+    MC_MP_CHECK(ncclCommSplit(g_world, (r < 2) ? 0 : NCCL_SPLIT_NOCOLOR, r, &parent, NULL));
+    if (r == 0)
+      MC_MP_CHECK(ncclCommGetUniqueId(parent, &id));
+    MC_MP_CHECK(ncclBroadcast(&id, &id, sizeof(id), ncclUint8, 0, g_world, NULL));
+    if (parent != NULL)
+      MC_MP_CHECK(ncclCommGrow(parent, n, (r == 0) ? &id : NULL, -1, &grown, NULL));
+    else
+      MC_MP_CHECK(ncclCommGrow(NULL, n, &id, r, &grown, NULL));
+    collectives(grown, buf, buf + COLL_COUNT);
+    free(buf);
+    MC_MP_CHECK(ncclCommDestroy(grown));
+    if (parent != NULL)
+      MC_MP_CHECK(ncclCommDestroy(parent));
   } else {
     ncclComm_t comm = NULL;
     int n = -1;
@@ -113,16 +182,28 @@ int main(int argc, char **argv)
   const char *mode = (argc == 3) ? argv[1] : "";
   int cycles = (argc == 3) ? atoi(argv[2]) : 0;
   bool single = strcmp(mode, "all") == 0;
+  bool has_world = (strcmp(mode, "scalable") == 0) || (strcmp(mode, "grow") == 0);
   int fds0;
   int threads0;
   int shm0;
 
-  if ((cycles < 1) || (!single && (strcmp(mode, "env") != 0) && (strcmp(mode, "abort") != 0))) {
-    fprintf(stderr, "usage: mp_leaks env|abort|all CYCLES\n");
+  if ((cycles < 1) ||
+      (!single && !has_world && (strcmp(mode, "env") != 0) && (strcmp(mode, "abort") != 0))) {
+    fprintf(stderr, "usage: mp_leaks env|abort|all|scalable|grow CYCLES\n");
     return 2;
   }
   g_rank = single ? 0 : mc_mp_env_int("RANK", -1);
   mc_mp_set_name("mp_leaks", g_rank);
+  if (has_world) {
+    /* With NCCL_COMM_ID set, ncclGetUniqueId returns that one id (as in NCCL). */
+    if (strcmp(mode, "scalable") == 0)
+      unsetenv("NCCL_COMM_ID");
+    MC_MP_CHECK(meshcclCommInitFromEnv(&g_world, NULL));
+    /* The world's root (rank 0's process) closes each rank's connection when
+     * that rank's init is done: after a barrier, wait for its count to settle. */
+    MC_MP_CHECK(ncclAllReduce(&cycles, &cycles, 1, ncclInt32, ncclMax, g_world, NULL));
+    fds_settle();
+  }
   fds0 = mc_count_fds();
   threads0 = mc_count_threads_stable();
   shm0 = count_shm();
@@ -140,6 +221,8 @@ int main(int argc, char **argv)
       MC_MP_FAIL("%s cycle %d: %d entries in /dev/shm, %d before the first init", mode, c,
                  count_shm(), shm0);
   }
+  if (g_world != NULL)
+    MC_MP_CHECK(ncclCommDestroy(g_world));
   printf("rank %d: %s x %d: ok (fds %d, threads %d)\n", g_rank, mode, cycles, fds0, threads0);
   return 0;
 }
