@@ -44,6 +44,9 @@ _Static_assert(sizeof(union mc_sockaddr) == 28, "NCCL's ncclSocketAddress size")
  * before init's deadline, so that its notice crosses to the other groups
  * (through the previous root) before their ranks give up on their own. */
 #define ROOT_REACH_MARGIN_MS 3000
+/* The first rank of a group whose own root failed the job while it joins the
+ * previous group's root: how much longer it tries, to pass the cause on. */
+#define ROOT_PASS_ON_MS 2000
 
 struct boot_peer {
   union mc_sockaddr p2p;
@@ -72,6 +75,16 @@ struct mc_boot {
    * previous group's root (MC_BOOT_CTL_NEIGHBOR), open until init ends. */
   struct mc_sock nbr;
   union mc_sockaddr nbr_addr;
+  /* The own root's answer (NEXT), once received: by boot_register, or by
+   * own_link_check when it came while this rank was still joining the
+   * previous group's root or explaining a failure of that join. */
+  struct mc_boot_ctl next_msg;
+  bool has_next;
+  /* The own root's failure notice when it came during that join: the join
+   * goes on until own_fail_dl, so that the previous group learns it too. */
+  struct mc_boot_ctl own_fail;
+  bool has_own_fail;
+  struct mc_deadline own_fail_dl;
   struct mc_boot_acceptor ring_listen; /* ring_listen and p2p_listen: under svc_lock */
   struct mc_boot_acceptor p2p_listen;
   pthread_mutex_t svc_lock;
@@ -262,10 +275,13 @@ static ncclResult_t boot_connect(struct mc_boot *b, const union mc_sockaddr *to,
 /*
  * Reads what a root sent on one of this rank's connections to it (its own
  * root's, or the previous root's as its neighbor): a failure notice becomes
- * this rank's error.
+ * this rank's error. With next_out, the own root's answer (NEXT) is kept
+ * there and the connection stays open; with fail_out, a failure notice is
+ * kept there instead of becoming the error.
  */
 static ncclResult_t link_check(struct mc_boot *b, struct mc_sock *s, const union mc_sockaddr *at,
-                               int root_idx, bool is_neighbor)
+                               int root_idx, bool is_neighbor, struct mc_boot_ctl *next_out,
+                               struct mc_boot_ctl *fail_out)
 {
   struct mc_wait w = mc_boot_wait_make(ROOT_EXPLAIN_WAIT_MS, b->abort_flag);
   struct mc_boot_ctl m;
@@ -291,12 +307,37 @@ static ncclResult_t link_check(struct mc_boot *b, struct mc_sock *s, const union
                    b->rank, mc_sockaddr_str(at, a, sizeof(a)), which,
                    (s->err[0] != '\0') ? s->err : "a message of the wrong size");
   }
-  mc_sock_close(s);
-  if (!mc_boot_ctl_check_from_root(&m, b->rank, b->n_ranks, false, why, sizeof(why)))
+  if (!mc_boot_ctl_check_from_root(&m, b->rank, b->n_ranks, next_out != NULL, why, sizeof(why))) {
+    mc_sock_close(s);
     return MC_FAIL(ncclRemoteError,
                    "Bootstrap: rank %d: protocol error from the bootstrap root at %s%s: %s",
                    b->rank, mc_sockaddr_str(at, a, sizeof(a)), which, why);
+  }
+  if (m.kind == MC_BOOT_CTL_NEXT) {
+    *next_out = m;
+    return ncclSuccess;
+  }
+  mc_sock_close(s);
+  if (fail_out != NULL) {
+    *fail_out = m;
+    return ncclSuccess;
+  }
   return MC_FAIL((ncclResult_t)m.code, "Bootstrap: rank %d: %s", b->rank, m.text);
+}
+
+/*
+ * Failure notices from this rank's own root. Before its answer was read,
+ * the answer may come first (the first rank of a group joins the previous
+ * group's root before it reads its own root's): it is kept for boot_register.
+ */
+static ncclResult_t own_link_check(struct mc_boot *b)
+{
+  struct mc_boot_ctl *keep = b->has_next ? NULL : &b->next_msg;
+
+  MC_CHECK(link_check(b, &b->ctl, &b->root_addr, b->root_idx, false, keep, NULL));
+  if ((keep != NULL) && (b->next_msg.kind == MC_BOOT_CTL_NEXT))
+    b->has_next = true;
+  return ncclSuccess;
 }
 
 /* The wait check of init: failure notices from this rank's roots. */
@@ -304,8 +345,9 @@ static ncclResult_t ctl_check(void *arg)
 {
   struct mc_boot *b = arg;
 
-  MC_CHECK(link_check(b, &b->ctl, &b->root_addr, b->root_idx, false));
-  return link_check(b, &b->nbr, &b->nbr_addr, (b->root_idx + b->n_roots - 1) % b->n_roots, true);
+  MC_CHECK(own_link_check(b));
+  return link_check(b, &b->nbr, &b->nbr_addr, (b->root_idx + b->n_roots - 1) % b->n_roots, true,
+                    NULL, NULL);
 }
 
 /* The same for the wait of the own root's answer: only the neighbor link. */
@@ -313,7 +355,41 @@ static ncclResult_t nbr_check(void *arg)
 {
   struct mc_boot *b = arg;
 
-  return link_check(b, &b->nbr, &b->nbr_addr, (b->root_idx + b->n_roots - 1) % b->n_roots, true);
+  return link_check(b, &b->nbr, &b->nbr_addr, (b->root_idx + b->n_roots - 1) % b->n_roots, true,
+                    NULL, NULL);
+}
+
+/* The own root's failure notice kept by own_root_check, as this rank's error. */
+static ncclResult_t own_fail_error(struct mc_boot *b)
+{
+  return MC_FAIL((ncclResult_t)b->own_fail.code, "Bootstrap: rank %d: %s", b->rank,
+                 b->own_fail.text);
+}
+
+/*
+ * The wait check while the first rank of a group joins the previous group's
+ * root. Its own root may already have failed the job: the join then goes on
+ * for ROOT_PASS_ON_MS more, so that the failure reaches the previous group
+ * (boot_register passes it on), and then ends with the own root's notice.
+ * It must not wait longer: the previous root may be gone for that very
+ * reason (this rank disagrees on nranks and takes the wrong root for its
+ * previous one, say), and a connect would retry until the init timeout.
+ */
+static ncclResult_t own_root_check(void *arg)
+{
+  struct mc_boot *b = arg;
+  struct mc_boot_ctl *keep = b->has_next ? NULL : &b->next_msg;
+
+  if (b->has_own_fail)
+    return mc_deadline_passed(b->own_fail_dl) ? own_fail_error(b) : ncclSuccess;
+  MC_CHECK(link_check(b, &b->ctl, &b->root_addr, b->root_idx, false, keep, &b->own_fail));
+  if ((keep != NULL) && (b->next_msg.kind == MC_BOOT_CTL_NEXT))
+    b->has_next = true;
+  if (b->own_fail.kind == MC_BOOT_CTL_FAIL) {
+    b->has_own_fail = true;
+    b->own_fail_dl = mc_deadline_in_ms(ROOT_PASS_ON_MS);
+  }
+  return ncclSuccess;
 }
 
 ncclResult_t mc_boot_root_reason(struct mc_boot *b, int64_t wait_ms)
@@ -426,6 +502,22 @@ static const char *root_which(const struct mc_boot *b, int root_idx, char *buf, 
  * this rank's registration of `kind` there: its own root (REGISTER) or the
  * previous group's (NEIGHBOR). *s is the open connection on success.
  */
+/* A REGISTER or NEIGHBOR message of this rank for root root_idx. */
+static void register_msg(const struct mc_boot *b, uint32_t kind, int root_idx,
+                         struct mc_boot_ctl *m)
+{
+  memset(m, 0, sizeof(*m));
+  m->kind = kind;
+  m->version = NCCL_VERSION_CODE;
+  m->rank = b->rank;
+  m->n_ranks = b->n_ranks;
+  m->n_roots = b->n_roots;
+  m->root = root_idx;
+  m->pid = b->pid;
+  m->addr = b->ring_listen.listener.sock.addr;
+  snprintf(m->host, sizeof(m->host), "%s", b->host);
+}
+
 static ncclResult_t root_join(struct mc_boot *b, const struct mc_boot_handle *h, uint32_t kind,
                               int root_idx, const struct mc_wait *w, struct mc_sock *s)
 {
@@ -455,20 +547,43 @@ static ncclResult_t root_join(struct mc_boot *b, const struct mc_boot_handle *h,
                    b->rank, mc_sockaddr_str(&h->addr, a, sizeof(a)), which, b->ifc.name, s->err,
                    mc_sockaddr_str(&h->addr, a, sizeof(a)), b->ifc.name);
   }
-  memset(&m, 0, sizeof(m));
-  m.kind = kind;
-  m.version = NCCL_VERSION_CODE;
-  m.rank = b->rank;
-  m.n_ranks = b->n_ranks;
-  m.n_roots = b->n_roots;
-  m.root = root_idx;
-  m.pid = b->pid;
-  m.addr = b->ring_listen.listener.sock.addr;
-  snprintf(m.host, sizeof(m.host), "%s", b->host);
+  register_msg(b, kind, root_idx, &m);
   res = mc_sock_send_msg(s, &m, sizeof(m), w);
   if (res != ncclSuccess)
     return boot_fail(b, res, s, -1, "registering with the bootstrap root");
   return ncclSuccess;
+}
+
+/*
+ * The first rank of a group whose own root failed it (or could not be
+ * reached) joins the previous group's root all the same, quietly and for
+ * ROOT_PASS_ON_MS at most: mc_boot_init's failure path then tells that root
+ * why, and the previous group fails with the cause instead of waiting for
+ * this rank until its timeout. Nothing is recorded: the own failure stays
+ * this rank's error.
+ */
+static void pass_on_failure(struct mc_boot *b, const struct mc_boot_config *cfg)
+{
+  struct mc_wait w = mc_boot_wait_make(ROOT_PASS_ON_MS, b->abort_flag);
+  int prev = (b->root_idx + b->n_roots - 1) % b->n_roots;
+  struct mc_boot_handle h;
+  struct mc_boot_ctl m;
+  uint8_t key[MC_BOOT_KEY_BYTES];
+
+  if ((b->n_roots < 2) || (b->nbr.fd >= 0) ||
+      (b->rank != mc_boot_root_first_rank(b->root_idx, b->n_ranks, b->n_roots)))
+    return;
+  memcpy(&h, cfg->ids[prev].internal, sizeof(h));
+  b->nbr_addr = h.addr;
+  mc_boot_auth_key(h.secret, key);
+  if (mc_boot_auth_connect(&h.addr, h.magic, MC_SOCK_TYPE_ROOT, key, &w, &b->nbr, NULL) ==
+      ncclSuccess) {
+    register_msg(b, MC_BOOT_CTL_NEIGHBOR, prev, &m);
+    if (mc_sock_send_msg(&b->nbr, &m, sizeof(m), &w) != ncclSuccess)
+      mc_sock_close(&b->nbr);
+  }
+  mc_crypto_wipe(key, sizeof(key));
+  mc_crypto_wipe(&h, sizeof(h));
 }
 
 /*
@@ -503,7 +618,10 @@ static ncclResult_t boot_register(struct mc_boot *b, const struct mc_boot_config
     res = root_join(b, &h, MC_BOOT_CTL_REGISTER, b->root_idx, &w, &b->ctl);
   }
   mc_crypto_wipe(&h, sizeof(h));
-  MC_CHECK(res);
+  if (res != ncclSuccess) {
+    pass_on_failure(b, cfg);
+    return res;
+  }
   if ((b->n_roots > 1) &&
       (b->rank == mc_boot_root_first_rank(b->root_idx, b->n_ranks, b->n_roots))) {
     int prev = (b->root_idx + b->n_roots - 1) % b->n_roots;
@@ -513,8 +631,14 @@ static ncclResult_t boot_register(struct mc_boot *b, const struct mc_boot_config
     b->nbr_addr = h.addr;
     if (cfg->timeout_ms > 2 * ROOT_REACH_MARGIN_MS)
       wr.dl = mc_deadline_min(w.dl, mc_deadline_in_ms(cfg->timeout_ms - ROOT_REACH_MARGIN_MS));
+    wr.check = own_root_check;
+    wr.check_arg = b;
     res = root_join(b, &h, MC_BOOT_CTL_NEIGHBOR, prev, &wr, &b->nbr);
     mc_crypto_wipe(&h, sizeof(h));
+    /* The own root's notice is the cause (mc_boot_init's failure path tells
+     * the previous root, when the join got through). */
+    if (b->has_own_fail)
+      return own_fail_error(b);
     MC_CHECK(res);
     /* From here on, a failure the previous root reports ends every wait. */
     w.check = nbr_check;
@@ -522,7 +646,13 @@ static ncclResult_t boot_register(struct mc_boot *b, const struct mc_boot_config
   }
   b->t.send = mc_time_sec() - t0;
   t0 = mc_time_sec();
-  res = mc_sock_recv_msg(&b->ctl, &m, sizeof(m), &n, &w);
+  if (b->has_next) {
+    m = b->next_msg; /* checked by link_check */
+    n = sizeof(m);
+    res = ncclSuccess;
+  } else {
+    res = mc_sock_recv_msg(&b->ctl, &m, sizeof(m), &n, &w);
+  }
   if ((res == ncclSuccess) && (n != sizeof(m)))
     res = ncclRemoteError;
   if (res != ncclSuccess) {
@@ -552,6 +682,7 @@ static ncclResult_t boot_register(struct mc_boot *b, const struct mc_boot_config
     return MC_FAIL((ncclResult_t)m.code, "Bootstrap: rank %d: %s", b->rank, m.text);
   }
   b->t.recv = mc_time_sec() - t0;
+  b->has_next = true; /* from here on, a second NEXT is a protocol error */
   *next_out = m.addr;
   return ncclSuccess;
 }

@@ -104,8 +104,12 @@ struct mc_boot_root {
   int *owner;         /* per pfd entry: -1 acceptor, -2 - i unreg[i], i ranks[i] */
   size_t pfd_cap;
   bool is_failed;
+  /* An NCCL_COMM_ID root: its fixed port is freed once every rank joined,
+   * for the next communicator on it. A root of ncclGetUniqueId's random port
+   * listens until it ends, so that a rank that took it for another root (a
+   * different nId or nranks) still reaches it and is told. */
+  bool frees_port;
   struct mc_boot_ctl fail_msg;
-  int n_told;
   int64_t timeout_ms;
   struct mc_deadline join_dl; /* set at the first registration */
   struct mc_deadline end_dl;
@@ -190,20 +194,19 @@ static void root_fail(struct mc_boot_root *r, int skip_rank, ncclResult_t code, 
     if (i != skip_rank)
       rank_send(r, rr, &r->fail_msg);
     rank_close(r, rr);
-    r->n_told++;
   }
   /* Connections that proved the secret but did not register yet are ranks
-   * of this job on their way: tell them too. */
+   * of this job on their way: tell them too. Which ranks they are is not
+   * known (one may be a rank that disagrees on the job's shape and belongs
+   * to no entry), so they do not count as told: the root stays until every
+   * entry has registered and been told, or until the deadline. */
   while (r->n_unreg > 0) {
     send_ctl(&r->unreg[r->n_unreg - 1].sock, &r->fail_msg);
     mc_sock_close(&r->unreg[r->n_unreg - 1].sock);
     unreg_remove(r, r->n_unreg - 1);
-    r->n_told++;
   }
   __atomic_store_n(&r->accepting, 0, __ATOMIC_RELEASE);
   __atomic_store_n(&r->failed, 1, __ATOMIC_RELEASE);
-  if (skip_rank >= 0)
-    r->n_told++; /* the rank that failed or died knows */
   /* Late ranks are told until the deadline; the port is then free again. */
   if (!mc_deadline_passed(r->end_dl))
     r->end_dl = mc_deadline_min(r->end_dl, mc_deadline_in_ms(r->timeout_ms));
@@ -339,6 +342,25 @@ static bool root_shape_matches(struct mc_boot_root *r, struct mc_sock *s,
   return false;
 }
 
+/*
+ * A registration after the job failed: the rank is told at once; when it is
+ * one of this root's entries (its shape matches), the entry counts as told,
+ * so the root can end once every entry has been (root_finished).
+ */
+static void root_register_late(struct mc_boot_root *r, const struct mc_boot_ctl *m)
+{
+  int i;
+
+  if ((r->ranks == NULL) || (m->n_ranks != r->n_ranks) || (m->n_roots != r->n_roots) ||
+      (m->root != r->root_idx))
+    return;
+  i = (m->kind == MC_BOOT_CTL_NEIGHBOR) ? r->n_local : m->rank - r->first;
+  if ((i < 0) || (i >= r->n_entries) || (entry_rank(r, i) != m->rank) || r->ranks[i].is_registered)
+    return;
+  r->ranks[i].is_registered = true;
+  r->n_registered++;
+}
+
 /* A registration (validated by mc_boot_ctl_check_register); takes ownership of *s. */
 static void root_register(struct mc_boot_root *r, struct mc_sock *s, const struct mc_boot_ctl *m)
 {
@@ -348,9 +370,9 @@ static void root_register(struct mc_boot_root *r, struct mc_sock *s, const struc
   int i;
 
   if (r->is_failed) {
+    root_register_late(r, m);
     send_ctl(s, &r->fail_msg);
     mc_sock_close(s);
-    r->n_told++;
     return;
   }
   if ((r->n_ranks < 0) && !root_setup_ranks(r, m)) {
@@ -398,7 +420,8 @@ static void root_register(struct mc_boot_root *r, struct mc_sock *s, const struc
      * NCCL_COMM_ID. Before the last NEXT goes out: once it has, ranks may
      * finish this init and connect for the next one, and a connection left
      * in this listener's backlog would be reset when it closes. */
-    root_stop_listening(r);
+    if (r->frees_port)
+      root_stop_listening(r);
     MC_INFO(MC_SUB_BOOTSTRAP, "Bootstrap root %s: all %d ranks joined in %.3f s",
             addr_str(&r->addr, a), r->n_entries, mc_time_sec() - r->t_start);
   }
@@ -612,8 +635,8 @@ static bool root_finished(struct mc_boot_root *r)
 {
   if (mc_deadline_passed(r->end_dl))
     return true;
-  if (r->is_failed)
-    return (r->n_ranks > 0) && (r->n_told >= r->n_entries);
+  if (r->is_failed) /* every entry registered was told (root_fail, root_register_late) */
+    return (r->n_ranks > 0) && (r->n_registered == r->n_entries);
   return (r->n_ranks > 0) && (r->n_done == r->n_entries);
 }
 
@@ -738,6 +761,7 @@ static ncclResult_t root_start(const union mc_sockaddr *addr, uint64_t magic,
     goto err_free;
   }
   r->is_listening = true;
+  r->frees_port = (busy_err != NULL); /* mc_boot_root_start_comm_id */
   if (!root_grow_pfd(r, 0)) {
     res = MC_FAIL(ncclSystemError, "bootstrap root: out of memory");
     goto err_close;
