@@ -70,14 +70,6 @@ ncclResult_t mc_conn_read(const struct mc_conn *c, void *dst, const char *src, s
 /* NCCL's order: the first transport that can carry the connection. */
 static const struct mc_transport *const transports[] = {&mc_tp_p2p, &mc_tp_shm, &mc_tp_net};
 
-/* The peer's pid and host hash are this process's (its own pid, not what
- * the allgather says of this rank). */
-static bool same_process(const struct mc_tp_comm *tc, int peer)
-{
-  return (tc->peers[peer].pid == (int)getpid()) &&
-         (tc->peers[peer].host_hash == tc->peers[tc->rank].host_hash);
-}
-
 ncclResult_t mc_tp_ctrl_alloc(struct mc_conn *c)
 {
   struct mc_conn_ctrl *ctrl = aligned_alloc(_Alignof(struct mc_conn_ctrl), sizeof(*ctrl));
@@ -99,7 +91,7 @@ static const struct mc_transport *choose(struct mc_tp_comm *tc, int peer)
   const struct mc_tp_peer *p = &tc->peers[peer];
   struct mc_tp_select sel = {.peer = peer,
                              .same_host = (p->host_hash == me->host_hash),
-                             .same_process = same_process(tc, peer),
+                             .same_process = mc_tp_peer_is_this_process(tc, peer),
                              .topo_choice = MC_TOPO_TRANSPORT_NET};
 
   if (sel.same_host && (tc->topo != NULL)) {
@@ -136,7 +128,7 @@ static ncclResult_t recv_setup(struct mc_tp_comm *tc, struct mc_conn_req *q, str
   c->slot_bytes = (q->slot_bytes != 0) ? q->slot_bytes : tc->slot_bytes;
   r1->kind = (uint32_t)c->kind;
   r1->bytes = c->slot_bytes;
-  r1->same_process = same_process(tc, q->peer);
+  r1->same_process = mc_tp_peer_is_this_process(tc, q->peer);
   return c->tp->recv_setup(tc, q, r1);
 }
 
