@@ -139,6 +139,12 @@ fuzz: build-asan
 	    $(ASAN_BUILD)/fuzz-corpus/$$t tests/data/fuzz/$$t || exit 1; \
 	done
 
+# The fault matrix (tests/faults/fault_matrix.py, docs/TOOLS.md): kill, stop and link
+# cut at each init stage and mid-collective, 2-16 ranks, P2P, SHM, NET and namespace
+# hosts (those need root); a table of how every survivor reported. About 12 minutes.
+faults: build
+	python3 tests/faults/fault_matrix.py $(BUILD)
+
 envdoc: build
 	./$(BUILD)/bin/meshccl-env --markdown > docs/ENV.md
 

@@ -362,6 +362,7 @@ ncclResult_t mc_transport_connect_sets(struct mc_tp_set *sets, int n_sets)
   }
   /* Each round is a batch of non-blocking sends, then the receives. */
   MC_CHECK_GOTO(run_round(sets, n_sets, false, r1_post, &st), res, fail);
+  mc_fault_point("connect");
   MC_CHECK_GOTO(run_round(sets, n_sets, true, r2_post, &st), res, fail);
   MC_CHECK_GOTO(run_round(sets, n_sets, false, r2_take, &st), res, fail);
   if (st.local != ncclSuccess) {
