@@ -342,6 +342,27 @@ static ncclResult_t finish(struct mc_tp_set *sets, int n_sets)
   return ncclSuccess;
 }
 
+/* After a failed set-up, the sender of q removes the /dev/shm names its
+ * same-host peer may have created for the connection (P2P counters, SHM
+ * segment) and that it would have unlinked once mapped: a peer killed after
+ * its round-1 message leaves them otherwise until the next init on the host
+ * finds their creator gone. Names are exact (creator pid included), so
+ * nothing else is touched; a name that does not exist is nothing. */
+static void unlink_peer_segments(const struct mc_tp_comm *tc, const struct mc_conn_req *q)
+{
+  static const char *const kinds[] = {"p2p", "shm"};
+  const struct mc_tp_peer *p = &tc->peers[q->peer];
+  char name[MC_SHM_NAME_BYTES];
+
+  if ((p->host_hash != tc->peers[tc->rank].host_hash) || mc_tp_peer_is_this_process(tc, q->peer))
+    return;
+  for (size_t k = 0; k < sizeof(kinds) / sizeof(kinds[0]); k++) {
+    mc_shm_name(name, tc->comm_hash, kinds[k], q->peer, tc->rank, q->channel, q->conn_index,
+                p->pid);
+    mc_shm_unlink(name);
+  }
+}
+
 ncclResult_t mc_transport_connect_sets(struct mc_tp_set *sets, int n_sets)
 {
   struct round_state st = {.local = ncclSuccess};
@@ -372,9 +393,13 @@ ncclResult_t mc_transport_connect_sets(struct mc_tp_set *sets, int n_sets)
   MC_CHECK_GOTO(finish(sets, n_sets), res, fail);
   return ncclSuccess;
 fail:
-  for (int s = 0; s < n_sets; s++)
-    for (int i = 0; i < sets[s].n; i++)
+  for (int s = 0; s < n_sets; s++) {
+    for (int i = 0; i < sets[s].n; i++) {
       mc_conn_free(sets[s].reqs[i].conn);
+      if (sets[s].reqs[i].is_send)
+        unlink_peer_segments(sets[s].tc, &sets[s].reqs[i]);
+    }
+  }
   return res;
 }
 
