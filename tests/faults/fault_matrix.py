@@ -199,9 +199,10 @@ def run_row(build, hosts, fault, stage, n, transport):
     cut_host = None
 
     def reap():
+        t = time.time()  # one reading for all: a victim seen with its survivors is not later
         for r, p in enumerate(procs):
             if (exit_at[r] is None) and (p.poll() is not None):
-                exit_at[r] = time.time()
+                exit_at[r] = t
 
     try:
         # The fault.
