@@ -857,8 +857,6 @@ static bool proxies_help(struct mc_coll_batch *b)
   return moved;
 }
 
-/* Every few ms of waiting: the tasks' connections, then the others (NET
- * ones after STRAY_NET_MS of waiting). */
 /* Whether process pid (of this host) is stopped: state T (SIGSTOP) or t (a
  * tracer stopped it) in /proc/<pid>/stat. */
 static bool pid_stopped(int pid)
@@ -885,30 +883,53 @@ static bool pid_stopped(int pid)
   return (p != NULL) && (p[1] == ' ') && ((p[2] == 'T') || (p[2] == 't'));
 }
 
-/* A same-host connection of t whose peer's process is stopped, while the
- * rank has waited waited_s (at least MESHCCL_NET_TIMEOUT) for the batch. */
+static ncclResult_t stopped_fail(const struct mc_task *t, int peer, const char *how,
+                                 double waited_s)
+{
+  struct ncclComm *comm = t->op->comm;
+  const struct mc_peer_info *p = &comm->peers[peer];
+
+  return MC_FAIL(ncclRemoteError,
+                 "%s: rank %d: peer rank %d (pid %d on %s) is stopped (SIGSTOP, or a debugger) "
+                 "and this rank waited %.1f s on %s (MESHCCL_NET_TIMEOUT=%lld s); "
+                 "docs/TROUBLESHOOTING.md#net-timeout",
+                 mc_coll_name(t->op->kind), comm->rank, peer, p->pid, p->host, waited_s, how,
+                 (long long)mc_param_int(MC_P_NET_TIMEOUT));
+}
+
+/* A same-host peer of t whose process is stopped, while the rank has waited
+ * waited_s (at least MESHCCL_NET_TIMEOUT) for the batch: the peers of t's
+ * P2P and SHM connections, or, for a task that keeps its connections
+ * elsewhere (the one-shot: every rank of the host), every other rank of the
+ * communicator on this host. */
 static ncclResult_t task_stopped_peers(const struct mc_task *t, double waited_s)
 {
   struct ncclComm *comm = t->op->comm;
+  const struct mc_peer_info *me = &comm->peers[comm->rank];
+  char how[64];
 
   for (int i = 0; i < t->n_send + t->n_recv; i++) {
     const struct mc_conn *c = (i < t->n_send) ? t->send[i] : t->recv[i - t->n_send];
-    const struct mc_peer_info *p;
-    if ((c == NULL) || (c->kind == MC_TOPO_TRANSPORT_NET))
+    if ((c == NULL) || (c->kind == MC_TOPO_TRANSPORT_NET) ||
+        (comm->peers[c->peer].pid == me->pid) || !pid_stopped(comm->peers[c->peer].pid))
       continue;
-    p = &comm->peers[c->peer];
-    if ((p->pid != (int)getpid()) && pid_stopped(p->pid))
-      return MC_FAIL(ncclRemoteError,
-                     "%s: rank %d: peer rank %d (pid %d on %s) is stopped (SIGSTOP, or a "
-                     "debugger) and this rank waited %.1f s on its %s connection %s it "
-                     "(MESHCCL_NET_TIMEOUT=%lld s); docs/TROUBLESHOOTING.md#net-timeout",
-                     mc_coll_name(t->op->kind), comm->rank, c->peer, p->pid, p->host, waited_s,
-                     mc_topo_transport_str(c->kind), c->is_send ? "to" : "from",
-                     (long long)mc_param_int(MC_P_NET_TIMEOUT));
+    snprintf(how, sizeof(how), "its %s connection %s it", mc_topo_transport_str(c->kind),
+             c->is_send ? "to" : "from");
+    return stopped_fail(t, c->peer, how, waited_s);
+  }
+  if (t->n_send + t->n_recv > 0)
+    return ncclSuccess;
+  for (int r = 0; r < comm->n_ranks; r++) {
+    const struct mc_peer_info *p = &comm->peers[r];
+    if ((r != comm->rank) && (p->host_hash == me->host_hash) && (p->pid != me->pid) &&
+        pid_stopped(p->pid))
+      return stopped_fail(t, r, "it", waited_s);
   }
   return ncclSuccess;
 }
 
+/* Every few ms of waiting: the tasks' connections, then the others (NET
+ * ones after STRAY_NET_MS of waiting). */
 static ncclResult_t health(struct mc_coll_batch *b, struct mc_coll_plan *pl, double waited_s,
                            bool check_stopped, struct ncclComm **failed)
 {

@@ -12,7 +12,9 @@
 #     ranks: its peer fails after MESHCCL_NET_TIMEOUT (3 s) naming it (on SHM
 #     because its process is stopped, on NET because nothing moved);
 #   - a rank SIGSTOPped after the bootstrap (peers:stop), 2 ranks: its peer
-#     fails at the bootstrap's init deadline (MESHCCL_INIT_TIMEOUT + 3 s).
+#     fails at the bootstrap's init deadline (MESHCCL_INIT_TIMEOUT + 3 s);
+#   - and, outside the matrix, a rank SIGSTOPped during one-shot all-reduces
+#     over SHM: named after MESHCCL_NET_TIMEOUT too.
 # shellcheck source=mp_lib.sh
 . "$(dirname "$0")/mp_lib.sh"
 need_progs mp_net_timeout
@@ -42,4 +44,25 @@ row kill connect 4 SHM 5 "init failed: remote process exited or there was a netw
 row stop mid-coll 2 SHM 8 "AllReduce: rank 0: peer rank 1 \(pid [0-9]+ on [^)]+\) is stopped \(SIGSTOP, or a debugger\) and this rank waited [3-9]\.[0-9]"
 row stop mid-coll 2 NET 8 "AllReduce: rank 0: the NET connection (to|from) rank 1 \([^)]*\) failed: NET/Socket: nothing moved (to|from) rank"
 row stop post-boot 2 P2P 13 "init failed: timeout: Bootstrap: rank 0: in a bootstrap allgather with rank 1 \(pid\): timed out after 8000 ms"
+
+# The one-shot all-reduce (16 floats, every rank on one host) keeps its
+# connections apart from its task: a rank stopped there is named all the same.
+port=$(free_port)
+for r in 0 1; do
+  bg "os_$r" env NCCL_P2P_DISABLE=1 RANK=$r WORLD_SIZE=2 NCCL_COMM_ID=127.0.0.1:$port \
+    MESHCCL_NET_TIMEOUT=3 "$T/mp_net_timeout" 0 16
+done
+for _ in $(seq 300); do
+  [ "$(cat "$TMP"/os_[01].out | grep -c ': running$')" = 2 ] && break
+  sleep 0.1
+done
+kill -STOP "$PID_os_1"
+T0_MS=$(now_ms)
+wait_bg os_0 15
+kill -KILL "$PID_os_1"
+wait_bg os_1 5
+expect_eq "one-shot all-reduce, rank 1 stopped: rank 0 fails (exit 3)" "$RC_os_0" 3
+expect_grep "one-shot all-reduce, rank 1 stopped: rank 0 names it" "$TMP/os_0.out" \
+  "^rank 0: remote process exited or there was a network error after [0-9]+ all-reduces .*: AllReduce: rank 0: peer rank 1 \(pid $PID_os_1 on [^)]+\) is stopped \(SIGSTOP, or a debugger\) and this rank waited [3-9]\.[0-9] s on it \(MESHCCL_NET_TIMEOUT=3 s\)"
+expect_le "one-shot all-reduce, rank 1 stopped: rank 0 fails within 3 s + 5 s" "$MS_os_0" 8000
 mp_finish
