@@ -141,7 +141,7 @@ fuzz: build-asan
 
 # The fault matrix (tests/faults/fault_matrix.py, docs/TOOLS.md): kill, stop and link
 # cut at each init stage and mid-collective, 2-16 ranks, P2P, SHM, NET and namespace
-# hosts (those need root); a table of how every survivor reported. About 12 minutes.
+# hosts (those need root); a table of how every survivor reported. About 10 minutes.
 faults: build
 	python3 tests/faults/fault_matrix.py $(BUILD)
 
