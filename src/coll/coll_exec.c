@@ -747,6 +747,20 @@ static bool pid_gone(int pid)
   return (pid > 0) && (kill(pid, 0) != 0) && (errno == ESRCH);
 }
 
+/* Nothing of c waits on its peer right now: a send whose every step the
+ * receiver took, or a receive whose next step has arrived (in this process:
+ * with cross-memory attach the data stays in the peer's). A peer that
+ * exits then (it finished its part: a broadcast's last ranks return while
+ * the root still waits for the chain's check over the network) fails
+ * nothing; if the task needs more of that peer, the connection waits again
+ * and the peer's exit counts. */
+static bool peer_owes_nothing(const struct mc_conn *c)
+{
+  if (c->is_send)
+    return __atomic_load_n(&c->ctrl->head, __ATOMIC_ACQUIRE) >= c->step;
+  return !c->remote_read && mc_conn_recv_ready(c);
+}
+
 ncclResult_t mc_coll_conn_health(const struct mc_task *t, const struct mc_conn *c)
 {
   struct ncclComm *comm = t->op->comm;
@@ -777,7 +791,7 @@ ncclResult_t mc_coll_conn_health(const struct mc_task *t, const struct mc_conn *
                    mc_coll_name(t->op->kind), comm->rank, mc_topo_transport_str(c->kind),
                    c->is_send ? "to" : "from", c->peer, p->host, p->pid,
                    (c->error_text[0] != '\0') ? ": " : "", c->error_text);
-  if ((c->kind != MC_TOPO_TRANSPORT_NET) && pid_gone(p->pid))
+  if ((c->kind != MC_TOPO_TRANSPORT_NET) && !peer_owes_nothing(c) && pid_gone(p->pid))
     return MC_FAIL(ncclRemoteError, "%s: rank %d: peer rank %d (pid %d on %s) exited",
                    mc_coll_name(t->op->kind), comm->rank, c->peer, p->pid, p->host);
   return ncclSuccess;
@@ -910,7 +924,7 @@ static ncclResult_t task_stopped_peers(const struct mc_task *t, double waited_s)
 
   for (int i = 0; i < t->n_send + t->n_recv; i++) {
     const struct mc_conn *c = (i < t->n_send) ? t->send[i] : t->recv[i - t->n_send];
-    if ((c == NULL) || (c->kind == MC_TOPO_TRANSPORT_NET) ||
+    if ((c == NULL) || (c->kind == MC_TOPO_TRANSPORT_NET) || peer_owes_nothing(c) ||
         (comm->peers[c->peer].pid == me->pid) || !pid_stopped(comm->peers[c->peer].pid))
       continue;
     snprintf(how, sizeof(how), "its %s connection %s it", mc_topo_transport_str(c->kind),

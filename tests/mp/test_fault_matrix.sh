@@ -14,7 +14,8 @@
 #   - a rank SIGSTOPped after the bootstrap (peers:stop), 2 ranks: its peer
 #     fails at the bootstrap's init deadline (MESHCCL_INIT_TIMEOUT + 3 s);
 #   - and, outside the matrix, a rank SIGSTOPped during one-shot all-reduces
-#     over SHM: named after MESHCCL_NET_TIMEOUT too.
+#     over SHM: named after MESHCCL_NET_TIMEOUT too; a rank stopped for less
+#     than MESHCCL_NET_TIMEOUT and continued: every all-reduce completes.
 # shellcheck source=mp_lib.sh
 . "$(dirname "$0")/mp_lib.sh"
 need_progs mp_net_timeout
@@ -65,4 +66,31 @@ expect_eq "one-shot all-reduce, rank 1 stopped: rank 0 fails (exit 3)" "$RC_os_0
 expect_grep "one-shot all-reduce, rank 1 stopped: rank 0 names it" "$TMP/os_0.out" \
   "^rank 0: remote process exited or there was a network error after [0-9]+ all-reduces .*: AllReduce: rank 0: peer rank 1 \(pid $PID_os_1 on [^)]+\) is stopped \(SIGSTOP, or a debugger\) and this rank waited [3-9]\.[0-9] s on it \(MESHCCL_NET_TIMEOUT=3 s\)"
 expect_le "one-shot all-reduce, rank 1 stopped: rank 0 fails within 3 s + 5 s" "$MS_os_0" 8000
+
+# A stop shorter than MESHCCL_NET_TIMEOUT (a debugger pausing a rank) is
+# survived: 2 ranks over SHM, rank 1 stopped for 2 s under a 6 s bound while
+# both run 256 KiB all-reduces; every all-reduce completes and is exact.
+port=$(free_port)
+for r in 0 1; do
+  bg "pause_$r" env NCCL_P2P_DISABLE=1 RANK=$r WORLD_SIZE=2 NCCL_COMM_ID=127.0.0.1:$port \
+    MESHCCL_NET_TIMEOUT=6 "$T/mp_net_timeout" 20000 65536
+done
+for _ in $(seq 300); do
+  [ "$(cat "$TMP"/pause_[01].out | grep -c ': running$')" = 2 ] && break
+  sleep 0.1
+done
+stopped=no
+kill -STOP "$PID_pause_1" 2>/dev/null && stopped=yes
+sleep 2
+kill -CONT "$PID_pause_1" 2>/dev/null
+wait_bg pause_0 120
+wait_bg pause_1 120
+expect_eq "rank 1 stopped for 2 s (MESHCCL_NET_TIMEOUT=6): it was still running when stopped" \
+  "$stopped" yes
+for r in 0 1; do
+  rc="RC_pause_$r"
+  expect_eq "rank 1 stopped for 2 s (MESHCCL_NET_TIMEOUT=6): rank $r completed every all-reduce exactly" \
+    "${!rc}" 0
+  [ "${!rc}" = 0 ] || show "$TMP/pause_$r.out"
+done
 mp_finish

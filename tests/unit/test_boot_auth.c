@@ -526,16 +526,16 @@ static void connections_have_liveness_options(void)
   mc_param_set_for_tests(MC_P_NET_TIMEOUT, NULL);
   MC_T_OK(d.res);
   MC_T_EQ_INT(value, 42);
-  /* 4 s -> 6000 ms; probes after 2 s idle, every 2 s, 3 of them */
+  /* 4 s -> 6000 ms; probes after 2 s idle, then every 1 s (a tenth, at least 1 s) */
   MC_T_EQ_INT(live.keepalive, 1);
   MC_T_EQ_INT(live.idle_s, 2);
-  MC_T_EQ_INT(live.interval_s, 2);
-  MC_T_EQ_INT(live.count, 3);
+  MC_T_EQ_INT(live.interval_s, 1);
+  MC_T_EQ_INT(live.count, 10);
   MC_T_EQ_INT((int)live.user_timeout_ms, 6000);
   MC_T_EQ_INT(d.live.keepalive, 1);
   MC_T_EQ_INT(d.live.idle_s, 2);
-  MC_T_EQ_INT(d.live.interval_s, 2);
-  MC_T_EQ_INT(d.live.count, 3);
+  MC_T_EQ_INT(d.live.interval_s, 1);
+  MC_T_EQ_INT(d.live.count, 10);
   MC_T_EQ_INT((int)d.live.user_timeout_ms, 6000);
 }
 
