@@ -3,13 +3,17 @@
 SHELL := /bin/bash
 BUILD ?= build
 ASAN_BUILD ?= build-asan
+TSAN_BUILD ?= build-tsan
+# What the ThreadSanitizer stage runs (the tests labelled tsan, tests/CMakeLists.txt).
+TSAN_TARGETS := meshccl meshccl-run mp_coll mp_fault mp_nonblocking mp_hostile mp_errors mp_misuse \
+  mp_shrink mp_init_all mp_net_timeout
 JOBS ?= $(shell nproc)
 DEB_PKGS := pkg-config gcc g++ clang clang-format libclang-rt-14-dev make cmake libc6-dev iproute2 procps git python3 openmpi-bin libopenmpi-dev graphviz nftables iperf3
 # The Python packages (python/, `make python`): the torch.distributed backend
 # builds against Debian's PyTorch 1.13, the numpy module needs numpy.
 DEB_PKGS_PYTHON := python3-torch libtorch-dev pybind11-dev python3-numpy python3-dev python3-setuptools
 
-.PHONY: all deps deps-python build build-asan python install run test test-fast bench bench-mpi fuzz format envdoc clean
+.PHONY: all deps deps-python build build-asan build-tsan faults python install run test test-tsan test-fast bench bench-mpi fuzz format envdoc clean
 
 all: build
 
@@ -47,6 +51,13 @@ $(ASAN_BUILD)/CMakeCache.txt:
 build-asan: deps $(ASAN_BUILD)/CMakeCache.txt
 	cmake --build $(ASAN_BUILD) -j $(JOBS)
 
+# ThreadSanitizer (clang, -O1): the library and the programs of the tsan tests only.
+$(TSAN_BUILD)/CMakeCache.txt:
+	CC=clang CXX=clang++ cmake -S . -B $(TSAN_BUILD) -DCMAKE_BUILD_TYPE=Debug -DMESHCCL_TSAN=ON
+
+build-tsan: deps $(TSAN_BUILD)/CMakeCache.txt
+	cmake --build $(TSAN_BUILD) -j $(JOBS) --target $(TSAN_TARGETS)
+
 # meshccl (numpy) and meshccl_torch (torch.distributed backend) into
 # $(BUILD)/python; without torch, one line says what is skipped (docs/PYTORCH.md).
 python: build deps-python
@@ -70,10 +81,21 @@ run: build
 
 # Everything CI must pass: the release build's tests (the Python ones with
 # the packages of `make python`), then the unit and multi-process tests again
-# under ASan+UBSan.
-test: build build-asan python
+# under ASan+UBSan, then the tests labelled tsan under ThreadSanitizer: every
+# process of theirs writes its reports to $(TSAN_BUILD)/tsan-logs and stops at
+# the first (exit 66); any report fails the stage and is printed.
+test: build build-asan build-tsan python
 	cd $(BUILD) && ctest --output-on-failure -j 2
 	cd $(ASAN_BUILD) && ASAN_OPTIONS=detect_leaks=1 ctest --output-on-failure -j 2 -L 'unit|mp' -LE nosan
+	$(MAKE) -s test-tsan
+
+test-tsan: build-tsan
+	rm -rf $(TSAN_BUILD)/tsan-logs && mkdir -p $(TSAN_BUILD)/tsan-logs
+	cd $(TSAN_BUILD) && TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1 log_path=$(CURDIR)/$(TSAN_BUILD)/tsan-logs/tsan" \
+	  ctest --output-on-failure -j 2 -L tsan
+	@if ls $(TSAN_BUILD)/tsan-logs | grep -q .; then \
+	  cat $(TSAN_BUILD)/tsan-logs/*; echo "test-tsan: ThreadSanitizer reports above ($(TSAN_BUILD)/tsan-logs)"; exit 1; \
+	fi; echo "test-tsan: no ThreadSanitizer report"
 
 test-fast: build python
 	cd $(BUILD) && ctest --output-on-failure -j 2
@@ -118,6 +140,12 @@ fuzz: build-asan
 	    $(ASAN_BUILD)/fuzz-corpus/$$t tests/data/fuzz/$$t || exit 1; \
 	done
 
+# The fault matrix (tests/faults/fault_matrix.py, docs/TOOLS.md): kill, stop and link
+# cut at each init stage and mid-collective, 2-16 ranks, P2P, SHM, NET and namespace
+# hosts (those need root); a table of how every survivor reported. About 10 minutes.
+faults: build
+	python3 tests/faults/fault_matrix.py $(BUILD)
+
 envdoc: build
 	$(BUILD)/bin/meshccl-env --markdown > docs/ENV.md
 
@@ -125,4 +153,4 @@ format:
 	clang-format -i $$(git ls-files '*.c' '*.h')
 
 clean:
-	rm -rf $(BUILD) $(ASAN_BUILD)
+	rm -rf $(BUILD) $(ASAN_BUILD) $(TSAN_BUILD)

@@ -37,6 +37,11 @@
 #define RETRY_FIRST_MS     5
 #define RETRY_MAX_PAUSE_MS 500
 
+/* TCP_USER_TIMEOUT of bootstrap connections, in ms per second of
+ * MESHCCL_NET_TIMEOUT: the socket net's rule (net_socket.c), so that one
+ * bound says when a silent peer host counts as down. */
+#define LIVENESS_PER_MILLE 1500
+
 enum pend_state { PEND_HELLO, PEND_PROOF, PEND_READY };
 
 static const char *addr_str(const union mc_sockaddr *a, char *buf)
@@ -433,6 +438,7 @@ bool mc_boot_acceptor_take(struct mc_boot_acceptor *a, struct mc_sock *conn_out)
   a->pend[best] = a->pend[a->n_pend - 1];
   a->n_pend--;
   mc_sock_adopt(conn_out, p.fd, &p.peer, a->listener.sock.magic, a->listener.sock.type);
+  mc_boot_sock_liveness(conn_out);
   return true;
 }
 
@@ -452,6 +458,20 @@ ncclResult_t mc_boot_acceptor_accept(struct mc_boot_acceptor *a, const struct mc
     (void)poll(a->pfd, (nfds_t)n, mc_deadline_left_ms(w->dl, ACCEPT_TICK_MS));
     mc_boot_acceptor_progress(a, a->pfd, n);
   }
+}
+
+void mc_boot_sock_liveness(struct mc_sock *s)
+{
+  char at[MC_SOCKADDR_STRLEN];
+
+  if (mc_sock_set_liveness(s, mc_param_int(MC_P_NET_TIMEOUT) * LIVENESS_PER_MILLE) == ncclSuccess)
+    return;
+  /* The connection itself is fine: its waits keep their deadlines. */
+  MC_WARN_ONCE("Bootstrap: %s on the connection with %s: a dead peer host is found at the "
+               "bootstrap's deadlines only (MESHCCL_INIT_TIMEOUT, MESHCCL_BOOTSTRAP_TIMEOUT)",
+               s->err, addr_str(&s->addr, at));
+  s->err[0] = '\0';
+  s->end = MC_SOCK_END_NONE;
 }
 
 /* ---------- connecting side ---------- */
@@ -653,6 +673,8 @@ ncclResult_t mc_boot_auth_connect(const union mc_sockaddr *to, uint64_t magic, u
     if (is_auth_failure_out != NULL)
       *is_auth_failure_out = d.is_auth_failure;
   }
+  if (res == ncclSuccess)
+    mc_boot_sock_liveness(&d.c.sock);
   *conn_out = d.c.sock;
   return res;
 }

@@ -250,6 +250,14 @@ bool mc_boot_acceptor_has_ready(const struct mc_boot_acceptor *a);
 /* Takes an authenticated connection (oldest first): true and *conn_out
  * (owned by the caller) when there was one. */
 bool mc_boot_acceptor_take(struct mc_boot_acceptor *a, struct mc_sock *conn_out);
+/* Gives an authenticated bootstrap connection TCP keepalive and
+ * TCP_USER_TIMEOUT (1.5 x MESHCCL_NET_TIMEOUT, as the socket net's), so that
+ * a peer host or link that went silent fails the connection's next wait
+ * instead of leaving it to the deadline (the ring stays open for the
+ * communicator's life). Every connection the acceptor hands out and every
+ * one mc_boot_auth_connect returns has them; a failure to set them WARNs
+ * once and leaves the connection as it is. */
+void mc_boot_sock_liveness(struct mc_sock *s);
 /* Waits for the next authenticated connection (the wait's deadline, abort
  * flag and check), moving the others on meanwhile; for an acceptor that
  * only this thread uses. On failure the listener's sock.err and sock.end

@@ -17,6 +17,9 @@
  * peers still exist; a dead or failed peer becomes ncclRemoteError on this
  * rank, which then poisons its own connections and closes its network
  * connections so that its other peers learn it too, within milliseconds.
+ * A same-host peer whose process is stopped (SIGSTOP, a debugger) while the
+ * rank has waited MESHCCL_NET_TIMEOUT fails it the same way, as a stalled
+ * NET peer does (tp_net.c's watchdog).
  *
  * Signatures (coll_sig.c, coll_check.c): the first step a task sends on
  * each connection carries its operation's signature; before the first
@@ -27,12 +30,14 @@
 #include "coll/coll_int.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <sched.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "check.h"
 #include "log.h"
@@ -47,6 +52,9 @@
  * does not use (stray steps): a receive posted there stays posted, and a
  * peer that closes the connection then makes its net report an error. */
 #define STRAY_NET_MS 1000
+/* Once a wait passed MESHCCL_NET_TIMEOUT, same-host peers are looked at
+ * (/proc/<pid>/stat: stopped or not) at most this often. */
+#define STOPPED_CHECK_MS 100
 
 const char *mc_coll_name(enum mc_coll_kind kind)
 {
@@ -739,6 +747,20 @@ static bool pid_gone(int pid)
   return (pid > 0) && (kill(pid, 0) != 0) && (errno == ESRCH);
 }
 
+/* Nothing of c waits on its peer right now: a send whose every step the
+ * receiver took, or a receive whose next step has arrived (in this process:
+ * with cross-memory attach the data stays in the peer's). A peer that
+ * exits then (it finished its part: a broadcast's last ranks return while
+ * the root still waits for the chain's check over the network) fails
+ * nothing; if the task needs more of that peer, the connection waits again
+ * and the peer's exit counts. */
+static bool peer_owes_nothing(const struct mc_conn *c)
+{
+  if (c->is_send)
+    return __atomic_load_n(&c->ctrl->head, __ATOMIC_ACQUIRE) >= c->step;
+  return !c->remote_read && mc_conn_recv_ready(c);
+}
+
 ncclResult_t mc_coll_conn_health(const struct mc_task *t, const struct mc_conn *c)
 {
   struct ncclComm *comm = t->op->comm;
@@ -769,7 +791,7 @@ ncclResult_t mc_coll_conn_health(const struct mc_task *t, const struct mc_conn *
                    mc_coll_name(t->op->kind), comm->rank, mc_topo_transport_str(c->kind),
                    c->is_send ? "to" : "from", c->peer, p->host, p->pid,
                    (c->error_text[0] != '\0') ? ": " : "", c->error_text);
-  if ((c->kind != MC_TOPO_TRANSPORT_NET) && pid_gone(p->pid))
+  if ((c->kind != MC_TOPO_TRANSPORT_NET) && !peer_owes_nothing(c) && pid_gone(p->pid))
     return MC_FAIL(ncclRemoteError, "%s: rank %d: peer rank %d (pid %d on %s) exited",
                    mc_coll_name(t->op->kind), comm->rank, c->peer, p->pid, p->host);
   return ncclSuccess;
@@ -849,10 +871,81 @@ static bool proxies_help(struct mc_coll_batch *b)
   return moved;
 }
 
+/* Whether process pid (of this host) is stopped: state T (SIGSTOP) or t (a
+ * tracer stopped it) in /proc/<pid>/stat. */
+static bool pid_stopped(int pid)
+{
+  char path[64];
+  char buf[512];
+  const char *p;
+  ssize_t n;
+  int fd;
+
+  if (pid <= 0)
+    return false;
+  snprintf(path, sizeof(path), "/proc/%d/stat", pid);
+  fd = open(path, O_RDONLY | O_CLOEXEC);
+  if (fd < 0)
+    return false;
+  n = read(fd, buf, sizeof(buf) - 1);
+  close(fd);
+  if (n <= 0)
+    return false;
+  buf[n] = '\0';
+  /* "pid (comm) S ...": the name may hold anything, the state follows the last ')' */
+  p = strrchr(buf, ')');
+  return (p != NULL) && (p[1] == ' ') && ((p[2] == 'T') || (p[2] == 't'));
+}
+
+static ncclResult_t stopped_fail(const struct mc_task *t, int peer, const char *how,
+                                 double waited_s)
+{
+  struct ncclComm *comm = t->op->comm;
+  const struct mc_peer_info *p = &comm->peers[peer];
+
+  return MC_FAIL(ncclRemoteError,
+                 "%s: rank %d: peer rank %d (pid %d on %s) is stopped (SIGSTOP, or a debugger) "
+                 "and this rank waited %.1f s on %s (MESHCCL_NET_TIMEOUT=%lld s); "
+                 "docs/TROUBLESHOOTING.md#net-timeout",
+                 mc_coll_name(t->op->kind), comm->rank, peer, p->pid, p->host, waited_s, how,
+                 (long long)mc_param_int(MC_P_NET_TIMEOUT));
+}
+
+/* A same-host peer of t whose process is stopped, while the rank has waited
+ * waited_s (at least MESHCCL_NET_TIMEOUT) for the batch: the peers of t's
+ * P2P and SHM connections, or, for a task that keeps its connections
+ * elsewhere (the one-shot: every rank of the host), every other rank of the
+ * communicator on this host. */
+static ncclResult_t task_stopped_peers(const struct mc_task *t, double waited_s)
+{
+  struct ncclComm *comm = t->op->comm;
+  const struct mc_peer_info *me = &comm->peers[comm->rank];
+  char how[64];
+
+  for (int i = 0; i < t->n_send + t->n_recv; i++) {
+    const struct mc_conn *c = (i < t->n_send) ? t->send[i] : t->recv[i - t->n_send];
+    if ((c == NULL) || (c->kind == MC_TOPO_TRANSPORT_NET) || peer_owes_nothing(c) ||
+        (comm->peers[c->peer].pid == me->pid) || !pid_stopped(comm->peers[c->peer].pid))
+      continue;
+    snprintf(how, sizeof(how), "its %s connection %s it", mc_topo_transport_str(c->kind),
+             c->is_send ? "to" : "from");
+    return stopped_fail(t, c->peer, how, waited_s);
+  }
+  if (t->n_send + t->n_recv > 0)
+    return ncclSuccess;
+  for (int r = 0; r < comm->n_ranks; r++) {
+    const struct mc_peer_info *p = &comm->peers[r];
+    if ((r != comm->rank) && (p->host_hash == me->host_hash) && (p->pid != me->pid) &&
+        pid_stopped(p->pid))
+      return stopped_fail(t, r, "it", waited_s);
+  }
+  return ncclSuccess;
+}
+
 /* Every few ms of waiting: the tasks' connections, then the others (NET
  * ones after STRAY_NET_MS of waiting). */
 static ncclResult_t health(struct mc_coll_batch *b, struct mc_coll_plan *pl, double waited_s,
-                           struct ncclComm **failed)
+                           bool check_stopped, struct ncclComm **failed)
 {
   ncclResult_t res;
   struct mc_op *op = NULL;
@@ -860,6 +953,10 @@ static ncclResult_t health(struct mc_coll_batch *b, struct mc_coll_plan *pl, dou
   for (int i = 0; i < pl->n_tasks; i++) {
     struct mc_task *t = &pl->tasks[i];
     if (!t->done && ((res = task_health(t)) != ncclSuccess)) {
+      *failed = t->op->comm;
+      return res;
+    }
+    if (!t->done && check_stopped && ((res = task_stopped_peers(t, waited_s)) != ncclSuccess)) {
       *failed = t->op->comm;
       return res;
     }
@@ -894,6 +991,8 @@ ncclResult_t mc_coll_tasks_run(struct mc_coll_batch *b, struct mc_coll_plan *pl,
   int left = pl->n_tasks;
   double last_check = 0; /* the clock is read only once waiting starts */
   double wait_start = 0; /* when nothing moved any more (0: moving) */
+  double last_stopped_check = 0;
+  double stalled_s = (double)mc_param_int(MC_P_NET_TIMEOUT);
   ncclResult_t res = ncclSuccess;
 
   while (left > 0) {
@@ -930,8 +1029,12 @@ ncclResult_t mc_coll_tasks_run(struct mc_coll_batch *b, struct mc_coll_plan *pl,
       if (wait_start == 0)
         wait_start = now;
       if (now - last_check >= CHECK_MS * 1e-3) {
+        bool check_stopped = (now - wait_start >= stalled_s) &&
+                             (now - last_stopped_check >= STOPPED_CHECK_MS * 1e-3);
         last_check = now;
-        if ((res = health(b, pl, now - wait_start, failed)) != ncclSuccess)
+        if (check_stopped)
+          last_stopped_check = now;
+        if ((res = health(b, pl, now - wait_start, check_stopped, failed)) != ncclSuccess)
           return res;
       }
     }

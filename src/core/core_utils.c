@@ -9,6 +9,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -19,6 +20,7 @@
 #include <unistd.h>
 
 #include "check.h"
+#include "log.h"
 #include "params.h"
 
 uint64_t mc_time_ns(void)
@@ -238,4 +240,40 @@ ncclResult_t mc_calloc_impl(void **ptr_out, size_t n, size_t elem_bytes, const c
                            "out of memory allocating %zu x %zu bytes", n, elem_bytes);
   *ptr_out = p;
   return ncclSuccess;
+}
+
+void mc_fault_point(const char *stage)
+{
+  static const char *const stages[] = {"bootstrap", "peers", "connect"};
+  static int fired;
+  const char *v = mc_param_str(MC_P_FAULT_INIT);
+  const char *colon;
+  bool is_valid = false;
+  int sig = 0;
+
+  if (v == NULL)
+    return;
+  colon = strchr(v, ':');
+  if (colon != NULL) {
+    if (strcmp(colon + 1, "kill") == 0)
+      sig = SIGKILL;
+    else if (strcmp(colon + 1, "stop") == 0)
+      sig = SIGSTOP;
+    for (size_t i = 0; i < sizeof(stages) / sizeof(stages[0]); i++)
+      is_valid |= (strlen(stages[i]) == (size_t)(colon - v)) &&
+                  (strncmp(v, stages[i], (size_t)(colon - v)) == 0);
+  }
+  if (!is_valid || (sig == 0)) {
+    MC_WARN_ONCE("MESHCCL_FAULT_INIT='%s' is not STAGE:ACTION (STAGE bootstrap, peers or connect; "
+                 "ACTION kill or stop); no fault is injected",
+                 v);
+    return;
+  }
+  if ((strncmp(v, stage, (size_t)(colon - v)) != 0) || (strlen(stage) != (size_t)(colon - v)))
+    return;
+  if (__atomic_exchange_n(&fired, 1, __ATOMIC_RELAXED) != 0)
+    return;
+  MC_WARN("Fault injection: MESHCCL_FAULT_INIT=%s: pid %d sends itself %s at stage %s", v,
+          (int)getpid(), (sig == SIGKILL) ? "SIGKILL" : "SIGSTOP", stage);
+  (void)raise(sig);
 }

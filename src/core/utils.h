@@ -45,6 +45,12 @@ uint64_t mc_host_hash(void);
 /* Hash of the pid and the pid namespace (NCCL's getPidHash). */
 uint64_t mc_pid_hash(void);
 
+/* Fault injection (MESHCCL_FAULT_INIT=STAGE:ACTION): when stage is STAGE,
+ * the first time only, WARNs and sends this process ACTION's signal (kill:
+ * SIGKILL; stop: SIGSTOP, returning once continued). Anything else: nothing.
+ * An invalid value WARNs once. Thread-safe. */
+void mc_fault_point(const char *stage);
+
 /* Kernel thread id. */
 int mc_gettid(void);
 

@@ -188,9 +188,11 @@ static ncclResult_t init_stages(struct ncclComm *comm)
   double sum;
 
   comm->t.alloc = t0 - comm->t_start;
+  mc_fault_point("bootstrap");
   MC_CHECK(stage_bootstrap(comm));
   comm->t.bootstrap = mc_time_sec() - t0;
   t0 = mc_time_sec();
+  mc_fault_point("peers");
   MC_CHECK(stage_peers(comm));
   comm->t.allgathers = mc_time_sec() - t0;
   MC_INFO(MC_SUB_INIT, "comm %p rank %d nRanks %d nNodes %d localRanks %d localRank %d MNNVL %d",

@@ -17,7 +17,14 @@
 #include <string.h>
 #include <sys/socket.h>
 
-#define KEEPALIVE_PROBES 3
+/* Keepalive probes per bound: with TCP_USER_TIMEOUT set, Linux resets an
+ * idle connection once the bound passed with a probe unanswered, so the
+ * count only says how many chances a live peer gets. Every tenth of the
+ * bound (at least 1 s): on a lossy link one lost probe or answer must not
+ * pass for a dead peer. With a probe every third, three losses in a row
+ * (about 2% of windows at 15% loss each way) reset live connections:
+ * tests/mp/test_netns_loss.sh saw it. */
+#define KEEPALIVE_PROBES 10
 
 static ncclResult_t opt_fail(struct mc_sock *s, const char *what)
 {
@@ -30,9 +37,12 @@ ncclResult_t mc_sock_set_liveness(struct mc_sock *s, int64_t timeout_ms)
 {
   int one = 1;
   int cnt = KEEPALIVE_PROBES;
-  /* Idle connections probe after a third of the timeout, every third: a
-   * dead peer shows within about the timeout. */
-  int probe_s = (timeout_ms / 3000 > 0) ? (int)(timeout_ms / 3000) : 1;
+  /* Idle connections start probing after a third of the timeout, then probe
+   * every tenth: a dead peer shows within about the timeout. */
+  int idle_s = (timeout_ms / 3000 > 0) ? (int)(timeout_ms / 3000) : 1;
+  int probe_s = (timeout_ms / (1000 * KEEPALIVE_PROBES) > 0)
+                    ? (int)(timeout_ms / (1000 * KEEPALIVE_PROBES))
+                    : 1;
   unsigned int user_ms =
       (timeout_ms > (int64_t)INT32_MAX) ? (unsigned int)INT32_MAX : (unsigned int)timeout_ms;
 
@@ -46,7 +56,7 @@ ncclResult_t mc_sock_set_liveness(struct mc_sock *s, int64_t timeout_ms)
     return ncclSuccess; /* not TCP over IP: nothing to set */
   if (setsockopt(s->fd, SOL_SOCKET, SO_KEEPALIVE, &one, sizeof(one)) != 0)
     return opt_fail(s, "SO_KEEPALIVE");
-  if (setsockopt(s->fd, IPPROTO_TCP, TCP_KEEPIDLE, &probe_s, sizeof(probe_s)) != 0)
+  if (setsockopt(s->fd, IPPROTO_TCP, TCP_KEEPIDLE, &idle_s, sizeof(idle_s)) != 0)
     return opt_fail(s, "TCP_KEEPIDLE");
   if (setsockopt(s->fd, IPPROTO_TCP, TCP_KEEPINTVL, &probe_s, sizeof(probe_s)) != 0)
     return opt_fail(s, "TCP_KEEPINTVL");

@@ -302,8 +302,8 @@ void mc_listener_close(struct mc_listener *l);
 
 /* ---------- liveness options (sock_opts.c) ---------- */
 
-/* Sets TCP keepalive (probes after timeout_ms / 3, every timeout_ms / 3,
- * at least 1 s) and TCP_USER_TIMEOUT = timeout_ms on a connected TCP socket,
+/* Sets TCP keepalive (probes after timeout_ms / 3, then every timeout_ms /
+ * 10, at least 1 s each) and TCP_USER_TIMEOUT = timeout_ms on a connected TCP socket,
  * so that a dead link or peer host fails the socket's next send or recv with
  * ETIMEDOUT within about timeout_ms, whether the connection is idle or
  * waiting for acknowledgements. Non-IP sockets are left alone. Describes a

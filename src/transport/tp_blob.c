@@ -10,15 +10,17 @@
  * collectives write into them. What a rank knows of a peer comes from the
  * bootstrap allgather and its own process (pid, host hash); what a message
  * may say is then fixed:
- *   P2P, same process   only when the peer's pid and host hash are this
- *                       process's: the counters' address, non-NULL, aligned;
+ *   P2P, same process   only when the peer's pid, pid namespace and host
+ *                       hash are this process's and its communicator is a
+ *                       live one of this process (mc_tp_peer_is_this_process):
+ *                       the counters' address, non-NULL, aligned;
  *   P2P, other process  same host; the counters page's /dev/shm name this
  *                       rank would give it (creator: the peer's pid);
  *   SHM                 same host; the segment's name as above, and its size
  *                       for this rank's slot size;
  *   NET                 the slot size; the net handle is the net's to check
  *                       (net_socket_handle.c, mesh_handle.c).
- * Pure (no sockets, no allocation), so that tests/fuzz/fuzz_tp_blob.c feeds
+ * Pure (no sockets, no allocation; a registry lookup), so that tests/fuzz/fuzz_tp_blob.c feeds
  * it arbitrary bytes.
  */
 #include "transport/tp_int.h"
@@ -28,6 +30,8 @@
 #include <unistd.h>
 
 #include "check.h"
+#include "registry.h"
+#include "utils.h"
 
 #define CTRL_ALIGN 64 /* struct mc_conn_ctrl's alignment */
 
@@ -41,6 +45,19 @@ void mc_shm_name(char *out, uint64_t comm_hash, const char *what, int recv_rank,
 {
   snprintf(out, MC_SHM_NAME_BYTES, "/meshccl-%s-%016llx-%d-%d-%d-%d-%d", what,
            (unsigned long long)comm_hash, send_rank, recv_rank, channel, conn_index, creator_pid);
+}
+
+bool mc_tp_peer_is_this_process(const struct mc_tp_comm *tc, int peer)
+{
+  const struct mc_tp_peer *p = &tc->peers[peer];
+
+  /* This process's own pid and pid namespace, not what the allgather says of
+   * this rank: equal pids in two pid namespaces (containers), or on two
+   * hosts given one NCCL_HOSTID, are different processes. The peer's
+   * communicator must then be one this process created and has not freed. */
+  return (p->host_hash == tc->peers[tc->rank].host_hash) && (p->pid == (int)getpid()) &&
+         (p->pid_hash == mc_pid_hash() + tc->comm_hash) &&
+         (mc_registry_state((const void *)(uintptr_t)p->canary) == MC_HANDLE_LIVE);
 }
 
 void mc_tp_blob_view_make(const struct mc_tp_comm *tc, const struct mc_conn_req *q,
@@ -57,8 +74,7 @@ void mc_tp_blob_view_make(const struct mc_tp_comm *tc, const struct mc_conn_req 
   v_out->comm_hash = tc->comm_hash;
   v_out->peer_pid = p->pid;
   v_out->same_host = (p->host_hash == me->host_hash);
-  /* This process's own pid, not what the allgather says of this rank. */
-  v_out->same_process = v_out->same_host && (p->pid == (int)getpid());
+  v_out->same_process = mc_tp_peer_is_this_process(tc, q->peer);
   v_out->slot_bytes = (q->slot_bytes != 0) ? q->slot_bytes : tc->slot_bytes;
 }
 

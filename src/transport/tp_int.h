@@ -101,6 +101,14 @@ struct mc_tp_blob_view {
   size_t slot_bytes; /* what this rank's collectives put in one slot */
 };
 
+/* Whether peer is a rank of this very process: its host hash is this
+ * rank's, its pid and pid hash (pid namespace included) this process's own,
+ * and its communicator (mc_tp_peer.canary) a live one of this process
+ * (core/registry.h). Only then may a connect message's pointers be used,
+ * and only otherwise may process_vm_readv read the peer (at the pid the
+ * bootstrap's authenticated allgather gave, mc_tp_peer.pid). */
+bool mc_tp_peer_is_this_process(const struct mc_tp_comm *tc, int peer);
+
 void mc_tp_blob_view_make(const struct mc_tp_comm *tc, const struct mc_conn_req *q,
                           struct mc_tp_blob_view *v_out);
 /* The sender's check of the receiver's round-1 message (kind not

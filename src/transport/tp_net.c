@@ -402,7 +402,7 @@ static bool progress_recv(struct mc_conn *c)
     }
     if (req == NULL)
       break;
-    nc->hdr[s] = (nc->posted == c->ctrl->hdr_step);
+    nc->hdr[s] = (nc->posted == __atomic_load_n(&c->ctrl->hdr_step, __ATOMIC_RELAXED));
     nc->reqs[s] = req;
     nc->posted++;
     moved = true;

@@ -71,14 +71,6 @@ ncclResult_t mc_conn_read(const struct mc_conn *c, void *dst, const char *src, s
 /* NCCL's order: the first transport that can carry the connection. */
 static const struct mc_transport *const transports[] = {&mc_tp_p2p, &mc_tp_shm, &mc_tp_net};
 
-/* The peer's pid and host hash are this process's (its own pid, not what
- * the allgather says of this rank). */
-static bool same_process(const struct mc_tp_comm *tc, int peer)
-{
-  return (tc->peers[peer].pid == (int)getpid()) &&
-         (tc->peers[peer].host_hash == tc->peers[tc->rank].host_hash);
-}
-
 ncclResult_t mc_tp_ctrl_alloc(struct mc_conn *c)
 {
   struct mc_conn_ctrl *ctrl = aligned_alloc(_Alignof(struct mc_conn_ctrl), sizeof(*ctrl));
@@ -104,7 +96,7 @@ static void select_for(struct mc_tp_comm *tc, int peer, struct mc_tp_select *sel
   memset(ch, 0, sizeof(*ch));
   sel->peer = peer;
   sel->same_host = (p->host_hash == me->host_hash);
-  sel->same_process = same_process(tc, peer);
+  sel->same_process = mc_tp_peer_is_this_process(tc, peer);
   sel->topo_choice = MC_TOPO_TRANSPORT_NET;
   ch->transport = MC_TOPO_TRANSPORT_NET;
   snprintf(ch->reason, sizeof(ch->reason), "NET: %s",
@@ -152,7 +144,7 @@ static ncclResult_t recv_setup(struct mc_tp_comm *tc, struct mc_conn_req *q, str
   c->slot_bytes = (q->slot_bytes != 0) ? q->slot_bytes : tc->slot_bytes;
   r1->kind = (uint32_t)c->kind;
   r1->bytes = c->slot_bytes;
-  r1->same_process = same_process(tc, q->peer);
+  r1->same_process = mc_tp_peer_is_this_process(tc, q->peer);
   return c->tp->recv_setup(tc, q, r1);
 }
 
@@ -424,6 +416,27 @@ static ncclResult_t finish(struct mc_tp_set *sets, int n_sets)
   return ncclSuccess;
 }
 
+/* After a failed set-up, the sender of q removes the /dev/shm names its
+ * same-host peer may have created for the connection (P2P counters, SHM
+ * segment) and that it would have unlinked once mapped: a peer killed after
+ * its round-1 message leaves them otherwise until the next init on the host
+ * finds their creator gone. Names are exact (creator pid included), so
+ * nothing else is touched; a name that does not exist is nothing. */
+static void unlink_peer_segments(const struct mc_tp_comm *tc, const struct mc_conn_req *q)
+{
+  static const char *const kinds[] = {"p2p", "shm"};
+  const struct mc_tp_peer *p = &tc->peers[q->peer];
+  char name[MC_SHM_NAME_BYTES];
+
+  if ((p->host_hash != tc->peers[tc->rank].host_hash) || mc_tp_peer_is_this_process(tc, q->peer))
+    return;
+  for (size_t k = 0; k < sizeof(kinds) / sizeof(kinds[0]); k++) {
+    mc_shm_name(name, tc->comm_hash, kinds[k], q->peer, tc->rank, q->channel, q->conn_index,
+                p->pid);
+    mc_shm_unlink(name);
+  }
+}
+
 ncclResult_t mc_transport_connect_sets(struct mc_tp_set *sets, int n_sets)
 {
   struct round_state st = {.local = ncclSuccess};
@@ -444,6 +457,7 @@ ncclResult_t mc_transport_connect_sets(struct mc_tp_set *sets, int n_sets)
   }
   /* Each round is a batch of non-blocking sends, then the receives. */
   MC_CHECK_GOTO(run_round(sets, n_sets, false, r1_post, &st), res, fail);
+  mc_fault_point("connect");
   MC_CHECK_GOTO(run_round(sets, n_sets, true, r2_post, &st), res, fail);
   MC_CHECK_GOTO(run_round(sets, n_sets, false, r2_take, &st), res, fail);
   if (st.local != ncclSuccess) {
@@ -453,9 +467,13 @@ ncclResult_t mc_transport_connect_sets(struct mc_tp_set *sets, int n_sets)
   MC_CHECK_GOTO(finish(sets, n_sets), res, fail);
   return ncclSuccess;
 fail:
-  for (int s = 0; s < n_sets; s++)
-    for (int i = 0; i < sets[s].n; i++)
+  for (int s = 0; s < n_sets; s++) {
+    for (int i = 0; i < sets[s].n; i++) {
       mc_conn_free(sets[s].reqs[i].conn);
+      if (sets[s].reqs[i].is_send)
+        unlink_peer_segments(sets[s].tc, &sets[s].reqs[i]);
+    }
+  }
   return res;
 }
 

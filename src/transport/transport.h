@@ -219,7 +219,9 @@ static inline void mc_conn_recv_expect(struct mc_conn *c, uint64_t n)
 {
   uint64_t want = c->step + n;
 
-  c->ctrl->hdr_step = c->step;
+  /* Atomic: the proxy thread reads it while it posts receives; the release
+   * store of want below publishes it with the steps it belongs to. */
+  __atomic_store_n(&c->ctrl->hdr_step, c->step, __ATOMIC_RELAXED);
   if (want > c->ctrl->want)
     __atomic_store_n(&c->ctrl->want, want, __ATOMIC_RELEASE);
 }

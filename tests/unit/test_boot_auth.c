@@ -6,7 +6,9 @@
  * registering or failing the job without the id's secret, a root that does
  * not know the secret, a root that answers FAIL with code 0, half messages
  * and half handshakes, a flood of silent connections, a squatted
- * NCCL_COMM_ID port, a process out of file descriptors. The job must
+ * NCCL_COMM_ID port, a process out of file descriptors; and the liveness
+ * options (keepalive, TCP_USER_TIMEOUT) of both ends of a bootstrap
+ * connection. The job must
  * succeed (or fail with the exact error), and the attacker must be logged
  * with its address, never blamed on a rank.
  *
@@ -25,6 +27,8 @@
 #include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <poll.h>
 #include <pthread.h>
 #include <sys/resource.h>
@@ -389,6 +393,28 @@ static void strangers_cannot_register_or_fail_the_job(void)
 
 /* ---------- the acceptor of ring and p2p connections ---------- */
 
+/* What getsockopt says of a connected socket's liveness options. */
+struct sock_liveness {
+  int keepalive;
+  int idle_s;
+  int interval_s;
+  int count;
+  unsigned int user_timeout_ms;
+};
+
+static void liveness_read(int fd, struct sock_liveness *l)
+{
+  socklen_t len = sizeof(int);
+
+  memset(l, 0, sizeof(*l));
+  MC_T_EQ_INT(getsockopt(fd, SOL_SOCKET, SO_KEEPALIVE, &l->keepalive, &len), 0);
+  MC_T_EQ_INT(getsockopt(fd, IPPROTO_TCP, TCP_KEEPIDLE, &l->idle_s, &len), 0);
+  MC_T_EQ_INT(getsockopt(fd, IPPROTO_TCP, TCP_KEEPINTVL, &l->interval_s, &len), 0);
+  MC_T_EQ_INT(getsockopt(fd, IPPROTO_TCP, TCP_KEEPCNT, &l->count, &len), 0);
+  len = sizeof(l->user_timeout_ms);
+  MC_T_EQ_INT(getsockopt(fd, IPPROTO_TCP, TCP_USER_TIMEOUT, &l->user_timeout_ms, &len), 0);
+}
+
 struct dialer {
   union mc_sockaddr to;
   uint64_t magic;
@@ -396,6 +422,7 @@ struct dialer {
   ncclResult_t res;
   bool is_auth_failure;
   char err[MC_SOCK_ERR_BYTES];
+  struct sock_liveness live;
   uint32_t is_done;
   pthread_t th;
 };
@@ -410,8 +437,10 @@ static void *dialer_main(void *arg)
   d->res = mc_boot_auth_connect(&d->to, d->magic, MC_SOCK_TYPE_BOOTSTRAP, d->key, &w, &s,
                                 &d->is_auth_failure);
   snprintf(d->err, sizeof(d->err), "%s", s.err);
-  if (d->res == ncclSuccess)
+  if (d->res == ncclSuccess) {
+    liveness_read(s.fd, &d->live);
     d->res = mc_sock_send_all(&s, &value, sizeof(value), &w);
+  }
   mc_sock_close(&s);
   __atomic_store_n(&d->is_done, 1, __ATOMIC_RELEASE);
   return NULL;
@@ -467,6 +496,54 @@ static void listener_accepts_only_the_secret(void)
   MC_T_EQ_INT(value, 42);
   MC_T_CONTAINS(log_text(), "WARN Bootstrap: rank 5 p2p listener 127.0.0.1<");
   MC_T_CONTAINS(log_text(), "wrong proof of the job's secret");
+}
+
+/* Both ends of a bootstrap connection (the acceptor's, which the root, the
+ * ring and the p2p listeners all use, and mc_boot_auth_connect's) carry TCP
+ * keepalive and TCP_USER_TIMEOUT at 1.5 x MESHCCL_NET_TIMEOUT, as the socket
+ * net's sockets do: a silent peer host fails an idle ring connection. */
+static void connections_have_liveness_options(void)
+{
+  struct mc_boot_acceptor acc;
+  union mc_sockaddr local;
+  uint8_t secret[MC_BOOT_SECRET_BYTES];
+  struct mc_wait w = mc_boot_wait_make(10000, NULL);
+  struct dialer d;
+  struct sock_liveness live;
+  struct mc_sock s;
+  int32_t value = 0;
+
+  setup();
+  mc_param_set_for_tests(MC_P_NET_TIMEOUT, "4");
+  loopback_any(&local);
+  memset(&d, 0, sizeof(d));
+  MC_T_OK(mc_random_bytes(secret, sizeof(secret)));
+  mc_boot_auth_key(secret, d.key);
+  MC_T_OK(mc_boot_acceptor_open(&acc, &local, 78, MC_SOCK_TYPE_BOOTSTRAP, d.key, 8, 8,
+                                "rank 0 ring listener"));
+  d.to = acc.listener.sock.addr;
+  d.magic = 78;
+  MC_T_EQ_INT(pthread_create(&d.th, NULL, dialer_main, &d), 0);
+  MC_T_OK(mc_boot_acceptor_accept(&acc, &w, &s));
+  liveness_read(s.fd, &live);
+  MC_T_OK(mc_sock_recv_all(&s, &value, sizeof(value), &w));
+  MC_T_EQ_INT(pthread_join(d.th, NULL), 0);
+  mc_sock_close(&s);
+  mc_boot_acceptor_close(&acc);
+  mc_param_set_for_tests(MC_P_NET_TIMEOUT, NULL);
+  MC_T_OK(d.res);
+  MC_T_EQ_INT(value, 42);
+  /* 4 s -> 6000 ms; probes after 2 s idle, then every 1 s (a tenth, at least 1 s) */
+  MC_T_EQ_INT(live.keepalive, 1);
+  MC_T_EQ_INT(live.idle_s, 2);
+  MC_T_EQ_INT(live.interval_s, 1);
+  MC_T_EQ_INT(live.count, 10);
+  MC_T_EQ_INT((int)live.user_timeout_ms, 6000);
+  MC_T_EQ_INT(d.live.keepalive, 1);
+  MC_T_EQ_INT(d.live.idle_s, 2);
+  MC_T_EQ_INT(d.live.interval_s, 1);
+  MC_T_EQ_INT(d.live.count, 10);
+  MC_T_EQ_INT((int)d.live.user_timeout_ms, 6000);
 }
 
 /* ---------- a fake root ---------- */
@@ -1000,8 +1077,8 @@ static void out_of_fds_at_the_root(void)
 /* comm_id_secrets first: it checks the once-per-process INFO that the
  * other NCCL_COMM_ID cases also trigger. */
 MC_T_MAIN(comm_id_secrets, strangers_cannot_register_or_fail_the_job,
-          listener_accepts_only_the_secret, rank_refuses_root_without_the_secret,
-          root_fail_with_code_zero_is_a_protocol_error, half_messages_do_not_stall_the_root,
-          flood_of_silent_connections_is_evicted, squatted_comm_id_port_fails_at_once,
-          rank_with_another_secret_fails_at_once, net_secret_depends_on_the_bootstrap_secret,
-          out_of_fds_at_the_root)
+          listener_accepts_only_the_secret, connections_have_liveness_options,
+          rank_refuses_root_without_the_secret, root_fail_with_code_zero_is_a_protocol_error,
+          half_messages_do_not_stall_the_root, flood_of_silent_connections_is_evicted,
+          squatted_comm_id_port_fails_at_once, rank_with_another_secret_fails_at_once,
+          net_secret_depends_on_the_bootstrap_secret, out_of_fds_at_the_root)

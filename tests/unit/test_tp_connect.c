@@ -17,6 +17,7 @@
 #include "bootstrap/bootstrap.h"
 #include "core/log.h"
 #include "core/params.h"
+#include "core/registry.h"
 #include "core/utils.h"
 
 #include "mc_test.h"
@@ -320,6 +321,69 @@ static void r2_checks(void)
   MC_T_EQ_INT(mc_tp_blob_r2_check(&v, MC_TOPO_TRANSPORT_NET, &r2), ncclRemoteError);
 }
 
+/* A peer is this process only when its pid, its pid namespace (in the pid
+ * hash), its host hash and its communicator all say so: the same pid in
+ * another pid namespace (a container), or on another host given the same
+ * NCCL_HOSTID, is another process, and its "same process" connect message is
+ * refused before its counters' address is used. */
+static void this_process_needs_pid_namespace_and_live_comm(void)
+{
+  static int comm_stand_in; /* an address registered as a live communicator */
+  struct mc_tp_peer self = {.pid = (int)getpid(),
+                            .host_hash = 77,
+                            .pid_hash = mc_pid_hash() + COMM_HASH,
+                            .canary = (uint64_t)(uintptr_t)&comm_stand_in};
+  struct mc_tp_peer peers[2] = {self, self};
+  struct mc_conn_req q = {.peer = 1, .is_send = true, .channel = 0, .conn_index = 0};
+  struct mc_tp_comm tc;
+  struct mc_tp_blob_view v;
+  struct mc_blob_r1 r1;
+
+  memset(&tc, 0, sizeof(tc));
+  tc.rank = 0;
+  tc.n_ranks = 2;
+  tc.peers = peers;
+  tc.comm_hash = COMM_HASH;
+  tc.slot_bytes = SLOT_BYTES;
+  memset(&r1, 0, sizeof(r1));
+  r1.kind = MC_TOPO_TRANSPORT_P2P;
+  r1.same_process = 1;
+  r1.bytes = SLOT_BYTES;
+  r1.addr = FORGED;
+
+  MC_T_OK(mc_registry_add(&comm_stand_in));
+  MC_T_TRUE(mc_tp_peer_is_this_process(&tc, 1));
+  mc_tp_blob_view_make(&tc, &q, &v);
+  MC_T_TRUE(v.same_process);
+  MC_T_OK(mc_tp_blob_r1_check(&v, &r1));
+  /* another pid namespace: same pid, another pid hash */
+  peers[1].pid_hash = self.pid_hash + 1;
+  MC_T_TRUE(!mc_tp_peer_is_this_process(&tc, 1));
+  mc_tp_blob_view_make(&tc, &q, &v);
+  MC_T_TRUE(!v.same_process);
+  MC_T_TRUE(v.same_host);
+  MC_T_EQ_INT(mc_tp_blob_r1_check(&v, &r1), ncclRemoteError);
+  MC_T_CONTAINS(mc_t_last_error(), "refusing the P2P connect message of rank 1 (channel 0, "
+                                   "connection 0): it claims to share this process");
+  peers[1] = self;
+  /* another host hash, another pid */
+  peers[1].host_hash = 78;
+  MC_T_TRUE(!mc_tp_peer_is_this_process(&tc, 1));
+  peers[1] = self;
+  peers[1].pid = OTHER_PID;
+  MC_T_TRUE(!mc_tp_peer_is_this_process(&tc, 1));
+  peers[1] = self;
+  /* a communicator this process never made (another host's heap) */
+  peers[1].canary = FORGED;
+  MC_T_TRUE(!mc_tp_peer_is_this_process(&tc, 1));
+  mc_tp_blob_view_make(&tc, &q, &v);
+  MC_T_EQ_INT(mc_tp_blob_r1_check(&v, &r1), ncclRemoteError);
+  peers[1] = self;
+  /* a communicator freed since */
+  mc_registry_release(&comm_stand_in);
+  MC_T_TRUE(!mc_tp_peer_is_this_process(&tc, 1));
+}
+
 /* A pointer in an SHM FIFO (counters another process writes) is never
  * followed: the data is the slot's. */
 static void shm_fifo_pointer_is_not_followed(void)
@@ -349,4 +413,4 @@ static void shm_fifo_pointer_is_not_followed(void)
 
 MC_T_MAIN(forged_same_process_claim_is_refused, foreign_shm_segment_is_left_alone,
           other_slot_size_is_refused, unknown_transport_is_refused, r1_checks, r2_checks,
-          shm_fifo_pointer_is_not_followed)
+          this_process_needs_pid_namespace_and_live_comm, shm_fifo_pointer_is_not_followed)

@@ -1,0 +1,96 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
+# A few rows of the fault matrix (tests/faults/fault_matrix.py --quick; the
+# whole matrix is `make faults`), each with its exact outcome: every survivor
+# reports within its bound, names the cause, nothing hangs and nothing is
+# left in /dev/shm:
+#   - a rank SIGKILLed mid-collective over P2P (cross-memory attach), 4 ranks;
+#   - a rank SIGKILLed in transport set-up (MESHCCL_FAULT_INIT=connect:kill,
+#     after its round-1 messages) over SHM, 4 ranks: the segments it created
+#     for its peers are removed by them;
+#   - a rank SIGSTOPped mid-collective over SHM and over NET (loopback), 2
+#     ranks: its peer fails after MESHCCL_NET_TIMEOUT (3 s) naming it (on SHM
+#     because its process is stopped, on NET because nothing moved);
+#   - a rank SIGSTOPped after the bootstrap (peers:stop), 2 ranks: its peer
+#     fails at the bootstrap's init deadline (MESHCCL_INIT_TIMEOUT + 3 s);
+#   - and, outside the matrix, a rank SIGSTOPped during one-shot all-reduces
+#     over SHM: named after MESHCCL_NET_TIMEOUT too; a rank stopped for less
+#     than MESHCCL_NET_TIMEOUT and continued: every all-reduce completes.
+# shellcheck source=mp_lib.sh
+. "$(dirname "$0")/mp_lib.sh"
+need_progs mp_net_timeout
+SRC=${MC_SRC:-$(cd "$(dirname "$0")/../.." && pwd)}
+
+timeout 300 python3 "$SRC/tests/faults/fault_matrix.py" "$MC_BUILD" --quick >"$TMP/m.out" 2>&1
+rc=$?
+sed 's/^/# /' "$TMP/m.out"
+expect_eq "fault matrix (--quick): exit 0 (no hang, nothing left in /dev/shm)" "$rc" 0
+
+# row FAULT STAGE RANKS TRANSPORT MAX_S ERE: the row's survivors took at most
+# MAX_S seconds and the first one said ERE; no hang, no /dev/shm leftover.
+row() {
+  local line t
+  line=$(grep -E "^\| $1 \| $2 \| $3 \| $4 \| " "$TMP/m.out")
+  t=$(sed -E 's/^([^|]*\|){5} ([0-9.]+) s \|.*/\2/' <<<"$line")
+  if [[ "$line" =~ \|\ no\ \|\ 0\ \|$ ]] && grep -Eq -- "$6" <<<"$line" &&
+    [ -n "$t" ] && awk -v t="$t" -v m="$5" 'BEGIN { exit !(t <= m) }'; then
+    ok "$1 $2, $3 ranks, $4: every survivor reported within $5 s ($t s), no hang, /dev/shm clean"
+  else
+    not_ok "$1 $2, $3 ranks, $4 (within $5 s: $6)"
+    echo "#   got: ${line:-no row}"
+  fi
+}
+row kill mid-coll 4 P2P 5 "AllReduce: rank 0: (peer rank 3 \(pid [0-9]+ on [^)]+\) exited|the P2P connection (to|from) rank [13] )"
+row kill connect 4 SHM 5 "init failed: remote process exited or there was a network error: Bootstrap: rank 0: rank 3 \(pid\) left before i"
+row stop mid-coll 2 SHM 8 "AllReduce: rank 0: peer rank 1 \(pid [0-9]+ on [^)]+\) is stopped \(SIGSTOP, or a debugger\) and this rank waited [3-9]\.[0-9]"
+row stop mid-coll 2 NET 8 "AllReduce: rank 0: the NET connection (to|from) rank 1 \([^)]*\) failed: NET/Socket: nothing moved (to|from) rank"
+row stop post-boot 2 P2P 13 "init failed: timeout: Bootstrap: rank 0: in a bootstrap allgather with rank 1 \(pid\): timed out after 8000 ms"
+
+# The one-shot all-reduce (16 floats, every rank on one host) keeps its
+# connections apart from its task: a rank stopped there is named all the same.
+port=$(free_port)
+for r in 0 1; do
+  bg "os_$r" env NCCL_P2P_DISABLE=1 RANK=$r WORLD_SIZE=2 NCCL_COMM_ID=127.0.0.1:$port \
+    MESHCCL_NET_TIMEOUT=3 "$T/mp_net_timeout" 0 16
+done
+for _ in $(seq 300); do
+  [ "$(cat "$TMP"/os_[01].out | grep -c ': running$')" = 2 ] && break
+  sleep 0.1
+done
+kill -STOP "$PID_os_1"
+T0_MS=$(now_ms)
+wait_bg os_0 15
+kill -KILL "$PID_os_1"
+wait_bg os_1 5
+expect_eq "one-shot all-reduce, rank 1 stopped: rank 0 fails (exit 3)" "$RC_os_0" 3
+expect_grep "one-shot all-reduce, rank 1 stopped: rank 0 names it" "$TMP/os_0.out" \
+  "^rank 0: remote process exited or there was a network error after [0-9]+ all-reduces .*: AllReduce: rank 0: peer rank 1 \(pid $PID_os_1 on [^)]+\) is stopped \(SIGSTOP, or a debugger\) and this rank waited [3-9]\.[0-9] s on it \(MESHCCL_NET_TIMEOUT=3 s\)"
+expect_le "one-shot all-reduce, rank 1 stopped: rank 0 fails within 3 s + 5 s" "$MS_os_0" 8000
+
+# A stop shorter than MESHCCL_NET_TIMEOUT (a debugger pausing a rank) is
+# survived: 2 ranks over SHM, rank 1 stopped for 2 s under a 6 s bound while
+# both run 256 KiB all-reduces; every all-reduce completes and is exact.
+port=$(free_port)
+for r in 0 1; do
+  bg "pause_$r" env NCCL_P2P_DISABLE=1 RANK=$r WORLD_SIZE=2 NCCL_COMM_ID=127.0.0.1:$port \
+    MESHCCL_NET_TIMEOUT=6 "$T/mp_net_timeout" 20000 65536
+done
+for _ in $(seq 300); do
+  [ "$(cat "$TMP"/pause_[01].out | grep -c ': running$')" = 2 ] && break
+  sleep 0.1
+done
+stopped=no
+kill -STOP "$PID_pause_1" 2>/dev/null && stopped=yes
+sleep 2
+kill -CONT "$PID_pause_1" 2>/dev/null
+wait_bg pause_0 120
+wait_bg pause_1 120
+expect_eq "rank 1 stopped for 2 s (MESHCCL_NET_TIMEOUT=6): it was still running when stopped" \
+  "$stopped" yes
+for r in 0 1; do
+  rc="RC_pause_$r"
+  expect_eq "rank 1 stopped for 2 s (MESHCCL_NET_TIMEOUT=6): rank $r completed every all-reduce exactly" \
+    "${!rc}" 0
+  [ "${!rc}" = 0 ] || show "$TMP/pause_$r.out"
+done
+mp_finish
