@@ -40,23 +40,32 @@ row() {
     echo "#   got: ${line:-no row}"
   fi
 }
-row kill mid-coll 4 P2P 5 "AllReduce: rank 0: (peer rank 3 \(pid [0-9]+ on [^)]+\) exited|the P2P connection (to|from) rank [13] )"
+# (Over cross-memory attach the first survivor may be the one whose read of
+# the victim's memory failed: that message names the rank and pid too.)
+row kill mid-coll 4 P2P 5 "AllReduce: rank 0: (peer rank 3 \(pid [0-9]+ on [^)]+\) exited|the P2P connection (to|from) rank [13] )|P2P/CMA: reading [0-9]+ bytes of rank 3 \(pid [0-9]+\) failed: No such process"
 row kill connect 4 SHM 5 "init failed: remote process exited or there was a network error: Bootstrap: rank 0: rank 3 \(pid\) left before i"
 row stop mid-coll 2 SHM 8 "AllReduce: rank 0: peer rank 1 \(pid [0-9]+ on [^)]+\) is stopped \(SIGSTOP, or a debugger\) and this rank waited [3-9]\.[0-9]"
 row stop mid-coll 2 NET 8 "AllReduce: rank 0: the NET connection (to|from) rank 1 \([^)]*\) failed: NET/Socket: nothing moved (to|from) rank"
 row stop post-boot 2 P2P 13 "init failed: timeout: Bootstrap: rank 0: in a bootstrap allgather with rank 1 \(pid\): timed out after 8000 ms"
 
+# shm_pair NAME NET_TIMEOUT_S ITERS COUNT: ranks NAME_0 and NAME_1 of
+# mp_net_timeout over SHM in the background, returning once both run.
+shm_pair() {
+  local name=$1 timeout_s=$2 iters=$3 count=$4 port r
+  port=$(free_port)
+  for r in 0 1; do
+    bg "${name}_$r" env NCCL_P2P_DISABLE=1 RANK=$r WORLD_SIZE=2 NCCL_COMM_ID=127.0.0.1:$port \
+      MESHCCL_NET_TIMEOUT="$timeout_s" "$T/mp_net_timeout" "$iters" "$count"
+  done
+  for _ in $(seq 300); do
+    [ "$(cat "$TMP/${name}_0.out" "$TMP/${name}_1.out" | grep -c ': running$')" = 2 ] && break
+    sleep 0.1
+  done
+}
+
 # The one-shot all-reduce (16 floats, every rank on one host) keeps its
 # connections apart from its task: a rank stopped there is named all the same.
-port=$(free_port)
-for r in 0 1; do
-  bg "os_$r" env NCCL_P2P_DISABLE=1 RANK=$r WORLD_SIZE=2 NCCL_COMM_ID=127.0.0.1:$port \
-    MESHCCL_NET_TIMEOUT=3 "$T/mp_net_timeout" 0 16
-done
-for _ in $(seq 300); do
-  [ "$(cat "$TMP"/os_[01].out | grep -c ': running$')" = 2 ] && break
-  sleep 0.1
-done
+shm_pair os 3 0 16
 kill -STOP "$PID_os_1"
 T0_MS=$(now_ms)
 wait_bg os_0 15
@@ -70,15 +79,7 @@ expect_le "one-shot all-reduce, rank 1 stopped: rank 0 fails within 3 s + 5 s" "
 # A stop shorter than MESHCCL_NET_TIMEOUT (a debugger pausing a rank) is
 # survived: 2 ranks over SHM, rank 1 stopped for 2 s under a 6 s bound while
 # both run 256 KiB all-reduces; every all-reduce completes and is exact.
-port=$(free_port)
-for r in 0 1; do
-  bg "pause_$r" env NCCL_P2P_DISABLE=1 RANK=$r WORLD_SIZE=2 NCCL_COMM_ID=127.0.0.1:$port \
-    MESHCCL_NET_TIMEOUT=6 "$T/mp_net_timeout" 20000 65536
-done
-for _ in $(seq 300); do
-  [ "$(cat "$TMP"/pause_[01].out | grep -c ': running$')" = 2 ] && break
-  sleep 0.1
-done
+shm_pair pause 6 20000 65536
 stopped=no
 kill -STOP "$PID_pause_1" 2>/dev/null && stopped=yes
 sleep 2

@@ -16,6 +16,8 @@
 # Only addresses inside the namespaces made here are used; all are removed.
 # shellcheck source=mp_lib.sh
 . "$(dirname "$0")/mp_lib.sh"
+# shellcheck source=netns_lib.sh
+. "$(dirname "$0")/netns_lib.sh"
 need_progs mp_loss
 
 if [ "$(id -u)" != 0 ] || ! command -v ip >/dev/null || ! command -v nft >/dev/null; then
@@ -30,15 +32,7 @@ LOOP_S=20
 NET_TIMEOUT_S=8
 SLACK_S=5
 
-ns_cleanup() {
-  local n
-  for n in "${NS[@]}" "$SW"; do
-    ip netns pids "$n" 2>/dev/null | xargs -r kill -KILL 2>/dev/null
-    ip netns del "$n" 2>/dev/null
-  done
-  NS=()
-}
-trap 'ns_cleanup; mp_cleanup' EXIT
+trap 'ns_cleanup; mp_cleanup' EXIT # ns_cleanup: netns_lib.sh
 ls /dev/shm | grep '^meshccl-' | sort >"$TMP/shm.before"
 
 make_hosts() {
