@@ -636,9 +636,10 @@ static ncclResult_t boot_register(struct mc_boot *b, const struct mc_boot_config
     res = root_join(b, &h, MC_BOOT_CTL_NEIGHBOR, prev, &wr, &b->nbr);
     mc_crypto_wipe(&h, sizeof(h));
     /* The own root's notice is the cause (mc_boot_init's failure path tells
-     * the previous root, when the join got through). */
+     * the previous root, when the join got through). When the join ended
+     * by own_root_check, the notice is this rank's error already. */
     if (b->has_own_fail)
-      return own_fail_error(b);
+      return ((res != ncclSuccess) && (b->nbr.end == MC_SOCK_END_CHECK)) ? res : own_fail_error(b);
     MC_CHECK(res);
     /* From here on, a failure the previous root reports ends every wait. */
     w.check = nbr_check;
