@@ -13,14 +13,11 @@
 . "$(dirname "$0")/../mp/mp_lib.sh"
 need_progs mp_coll
 
-run_case() { # NAME TIMEOUT CMD...
-  local name=$1 limit=$2
-  shift 2
-  local t0 rc
-  t0=$(now_ms)
-  timeout "$limit" "$@" >"$TMP/case.out" 2>&1
-  rc=$?
-  expect_success "$name ($(($(now_ms) - t0)) ms)" "$rc" "$TMP/case.out"
+# tsan_case NAME TIMEOUT CMD...: mp_lib.sh's run_case, then no ThreadSanitizer
+# report in the case's output.
+tsan_case() {
+  local name=$1
+  run_case "$@"
   if grep -q 'WARNING: ThreadSanitizer' "$TMP/case.out"; then
     not_ok "$name: ThreadSanitizer reported"
     grep -A 30 'WARNING: ThreadSanitizer' "$TMP/case.out" | head -60 | sed 's/^/#   /'
@@ -28,22 +25,22 @@ run_case() { # NAME TIMEOUT CMD...
 }
 
 SIZES=0,1,4099,262147
-run_case "P2P, one process, 3 threads" 240 "$T/mp_coll" --threads 3 --types float,int32 \
+tsan_case "P2P, one process, 3 threads" 240 "$T/mp_coll" --threads 3 --types float,int32 \
   --ops sum,max --sizes $SIZES
-run_case "P2P, one thread drives 3 ranks in groups" 240 "$T/mp_coll" --group 3 --types float \
+tsan_case "P2P, one thread drives 3 ranks in groups" 240 "$T/mp_coll" --group 3 --types float \
   --ops sum --sizes $SIZES
-run_case "P2P across 2 processes (shared FIFO)" 240 "$RUN" -n 2 "$T/mp_coll" --types float \
+tsan_case "P2P across 2 processes (shared FIFO)" 240 "$RUN" -n 2 "$T/mp_coll" --types float \
   --ops sum --sizes $SIZES
-MESHCCL_P2P_CMA=1 run_case "P2P across 2 processes (cross-memory attach)" 240 "$RUN" -n 2 \
+MESHCCL_P2P_CMA=1 tsan_case "P2P across 2 processes (cross-memory attach)" 240 "$RUN" -n 2 \
   "$T/mp_coll" --types float --ops sum --sizes $SIZES
-NCCL_P2P_DISABLE=1 run_case "SHM, 3 processes" 240 "$RUN" -n 3 "$T/mp_coll" --types int32 \
+NCCL_P2P_DISABLE=1 tsan_case "SHM, 3 processes" 240 "$RUN" -n 3 "$T/mp_coll" --types int32 \
   --ops sum --sizes $SIZES
-NCCL_P2P_DISABLE=1 NCCL_SHM_DISABLE=1 run_case "NET over loopback, 3 processes" 240 "$RUN" -n 3 \
+NCCL_P2P_DISABLE=1 NCCL_SHM_DISABLE=1 tsan_case "NET over loopback, 3 processes" 240 "$RUN" -n 3 \
   "$T/mp_coll" --types float --ops sum --sizes $SIZES
 NCCL_P2P_DISABLE=1 NCCL_SHM_DISABLE=1 NCCL_SOCKET_NTHREADS=2 NCCL_NSOCKS_PERTHREAD=1 \
-  run_case "NET over loopback, socket-net helper threads" 240 "$RUN" -n 2 "$T/mp_coll" \
+  tsan_case "NET over loopback, socket-net helper threads" 240 "$RUN" -n 2 "$T/mp_coll" \
   --types float --ops sum --sizes 1,262147
-run_case "4 ranks on 2 NCCL_HOSTID hosts (NET between, P2P inside)" 240 "$RUN" -n 4 \
+tsan_case "4 ranks on 2 NCCL_HOSTID hosts (NET between, P2P inside)" 240 "$RUN" -n 4 \
   bash -c 'NCCL_HOSTID=h$((RANK / 2)) exec "$0" "$@"' "$T/mp_coll" --types float \
   --ops sum --sizes 1,4099,262147
 mp_finish
