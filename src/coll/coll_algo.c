@@ -128,6 +128,14 @@ static int channels_for(const struct ncclComm *comm, size_t bytes)
   return (nc > 0) ? nc : 1;
 }
 
+/* From this size a tree all-reduce runs on an even number of channels, so on
+ * both trees of NCCL's double binary tree: on one tree a link carries data
+ * up, then down, one way at a time, where the mirrored tree uses the other
+ * way. Between 2 namespace hosts, 64 KiB to 1 MiB took 1.2-1.6x the ring's
+ * time on one tree and as long as the ring's on both; below 32 KiB a second
+ * message costs more than it saves (bench/algo_pair.c). */
+#define TREE_BOTH_BYTES (64u << 10)
+
 ncclResult_t mc_coll_algo_choose(struct mc_op *op)
 {
   struct ncclComm *comm = op->comm;
@@ -186,6 +194,9 @@ ncclResult_t mc_coll_algo_choose(struct mc_op *op)
     op->est_us = 0.0f;
   op->n_channels =
       ((algo == &mc_coll_ring_ops) || (algo == &mc_coll_tree_ops)) ? channels_for(comm, bytes) : 0;
+  if ((algo == &mc_coll_tree_ops) && (bytes >= TREE_BOTH_BYTES) && (op->n_channels % 2 != 0) &&
+      (op->n_channels < comm->n_channels))
+    op->n_channels++;
   if ((op->count > 0) && (comm->n_ranks > 1))
     MC_INFO(MC_SUB_TUNING, "%s: %zu Bytes -> Algo %d proto %d time %f nchannels %d (%s: %s)",
             mc_coll_name(op->kind), bytes, (int)algo->id, MC_PROTO_SIMPLE, (double)time,

@@ -168,6 +168,12 @@ if wait_running cut 60; then
     "$(cat "$TMP"/cut_*.out | grep -Ec "nothing moved (to|from) rank [0-3] $LINK")" \
     "$(cat "$TMP"/cut_*.out | grep -c "the NET connection")"
   ip -n "$SW" link set "${TAG}b2" up
+  # Host 2's end has its carrier back a moment later; until then the next
+  # case's rank finds no usable interface but mcx0.
+  for _ in $(seq 50); do
+    ip -n "${TAG}h2" link show mcv0 | grep -q LOWER_UP && break
+    sleep 0.1
+  done
 else
   not_ok "link cut: the ranks never ran"
   show_all cut

@@ -84,8 +84,9 @@ static int faster(const struct mc_tune *t, size_t bytes)
 }
 
 /* The choices the measurements call for between namespace hosts: at 2
- * hosts tree up to 16 KiB (a ring step costs more than a tree hop), ring from
- * 64 KiB; 4 and 8 hosts tree (fewer hops, larger pieces). */
+ * hosts tree up to 32 KiB (a ring step costs more than a tree hop), ring from
+ * 64 KiB; at 4 hosts tree up to 1 MiB (fewer hops), ring from 2 MiB (a ring
+ * moves its bytes faster); at 8 hosts tree at every size. */
 static void choices_between_hosts(void)
 {
   struct mc_tune_consts c;
@@ -95,16 +96,20 @@ static void choices_between_hosts(void)
   mc_tune_consts_default(&c);
   in = hosts(2, 1);
   mc_tune_model(&in, &c, &t);
-  for (size_t b = 8; b <= (16u << 10); b *= 2)
+  for (size_t b = 8; b <= (32u << 10); b *= 2)
     MC_T_EQ_INT(faster(&t, b), MC_TUNE_TREE);
   for (size_t b = 64u << 10; b <= (64u << 20); b *= 2)
     MC_T_EQ_INT(faster(&t, b), MC_TUNE_RING);
-  for (int n = 4; n <= 8; n *= 2) {
-    in = hosts(n, 1);
-    mc_tune_model(&in, &c, &t);
-    MC_T_EQ_INT(faster(&t, 8), MC_TUNE_TREE);
-    MC_T_EQ_INT(faster(&t, 64u << 20), MC_TUNE_TREE);
-  }
+  in = hosts(4, 1);
+  mc_tune_model(&in, &c, &t);
+  for (size_t b = 8; b <= (1u << 20); b *= 2)
+    MC_T_EQ_INT(faster(&t, b), MC_TUNE_TREE);
+  for (size_t b = 2u << 20; b <= (64u << 20); b *= 2)
+    MC_T_EQ_INT(faster(&t, b), MC_TUNE_RING);
+  in = hosts(8, 1);
+  mc_tune_model(&in, &c, &t);
+  for (size_t b = 8; b <= (64u << 20); b *= 2)
+    MC_T_EQ_INT(faster(&t, b), MC_TUNE_TREE);
 }
 
 MC_T_MAIN(formulas, choices_between_hosts)
