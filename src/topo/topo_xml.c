@@ -49,6 +49,7 @@
 #include <limits.h>
 #include <stdarg.h>
 #include <stdlib.h>
+#include <stddef.h>
 #include <string.h>
 
 /* Deepest element nesting the parser follows (real files: about 10). */
@@ -680,7 +681,9 @@ ncclResult_t mc_xml_add_node(struct mc_xml *xml, struct mc_xml_node *parent, con
     return MC_FAIL(ncclInvalidUsage, "topology XML: cannot add <%s> to <%s>: at most %d children",
                    name, parent->name, MC_XML_MAX_SUBS);
   node = &xml->nodes[xml->n_nodes++];
-  memset(node, 0, sizeof(*node));
+  /* The attributes and children past n_attrs and n_subs are never read:
+   * clearing all 13.6 KB faulted in every page of every element. */
+  memset(node, 0, offsetof(struct mc_xml_node, attrs));
   snprintf(node->name, sizeof(node->name), "%s", name);
   node->parent = parent;
   if (parent != NULL)
