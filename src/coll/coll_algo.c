@@ -115,19 +115,6 @@ static int tune_func(enum mc_coll_kind kind)
   }
 }
 
-/* NCCL reduces the channels of small operations (enqueue.cc: fewer channels
- * while nBytes < nc x threads x threshold); on hosts a channel earns its
- * place with at least one FIFO slot of data. */
-static int channels_for(const struct ncclComm *comm, size_t bytes)
-{
-  int nc = comm->n_channels;
-  size_t per = (comm->tp.slot_bytes > 0) ? comm->tp.slot_bytes : 1;
-
-  while ((nc > 1) && (bytes < (size_t)nc * per))
-    nc--;
-  return (nc > 0) ? nc : 1;
-}
-
 /* From this size a tree all-reduce runs on an even number of channels, so on
  * both trees of NCCL's double binary tree: on one tree a link carries data
  * up, then down, one way at a time, where the mirrored tree uses the other
@@ -135,6 +122,26 @@ static int channels_for(const struct ncclComm *comm, size_t bytes)
  * time on one tree and as long as the ring's on both; below 32 KiB a second
  * message costs more than it saves (bench/algo_pair.c). */
 #define TREE_BOTH_BYTES (64u << 10)
+
+/* The channels algo runs an operation of bytes on. NCCL reduces the channels
+ * of small operations (enqueue.cc: fewer channels while nBytes < nc x
+ * threads x threshold); on hosts a channel earns its place with at least one
+ * FIFO slot of data, and a tree from TREE_BOTH_BYTES keeps both trees. */
+static int channels_for(const struct ncclComm *comm, const struct mc_coll_algo_ops *algo,
+                        size_t bytes)
+{
+  int nc = comm->n_channels;
+  size_t per = (comm->tp.slot_bytes > 0) ? comm->tp.slot_bytes : 1;
+
+  if ((algo != &mc_coll_ring_ops) && (algo != &mc_coll_tree_ops))
+    return 0;
+  while ((nc > 1) && (bytes < (size_t)nc * per))
+    nc--;
+  if ((algo == &mc_coll_tree_ops) && (bytes >= TREE_BOTH_BYTES) && (nc % 2 != 0) &&
+      (nc < comm->n_channels))
+    nc++;
+  return (nc > 0) ? nc : 1;
+}
 
 ncclResult_t mc_coll_algo_choose(struct mc_op *op)
 {
@@ -192,11 +199,7 @@ ncclResult_t mc_coll_algo_choose(struct mc_op *op)
                                           MC_TUNE_SIMPLE, bytes);
   if (op->est_us < 0)
     op->est_us = 0.0f;
-  op->n_channels =
-      ((algo == &mc_coll_ring_ops) || (algo == &mc_coll_tree_ops)) ? channels_for(comm, bytes) : 0;
-  if ((algo == &mc_coll_tree_ops) && (bytes >= TREE_BOTH_BYTES) && (op->n_channels % 2 != 0) &&
-      (op->n_channels < comm->n_channels))
-    op->n_channels++;
+  op->n_channels = channels_for(comm, algo, bytes);
   if ((op->count > 0) && (comm->n_ranks > 1))
     MC_INFO(MC_SUB_TUNING, "%s: %zu Bytes -> Algo %d proto %d time %f nchannels %d (%s: %s)",
             mc_coll_name(op->kind), bytes, (int)algo->id, MC_PROTO_SIMPLE, (double)time,

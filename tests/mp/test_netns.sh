@@ -163,14 +163,18 @@ for i in 1 2; do
   ip netns exec "${TAG}h$i" nft delete table inet mcloss 2>/dev/null
 done
 
-# A rank of host 3 dies during back-to-back allreduces of 1 MiB.
+# A rank of host 3 dies during back-to-back allreduces of 1 MiB. The
+# failure travels through closed connections, rank to rank: each survivor
+# must know well before MESHCCL_NET_TIMEOUT (30 s) would tell it. Under
+# AddressSanitizer, beside another namespace test on 2 cores, the last one
+# knew after 7.9 s; alone, within 5 s.
 job fault 3 2 "$T/mp_fault" 5 500 262144
 survivors=0
 for r in 0 1 2 3 4; do
-  grep -Eq "^rank $r: remote process exited or there was a network error after [0-4]\.[0-9]+ s.*async 6, again 6" \
+  grep -Eq "^rank $r: remote process exited or there was a network error after (1[0-4]|[0-9])\.[0-9]+ s.*async 6, again 6" \
     "$TMP/fault.$r.out" && survivors=$((survivors + 1))
 done
-expect_eq "rank 5 (host 3) killed: the 5 others on 3 hosts get ncclRemoteError within 5 s" \
+expect_eq "rank 5 (host 3) killed: the 5 others on 3 hosts get ncclRemoteError within 15 s" \
   "$survivors" 5
 [ "$survivors" = 5 ] || show_job fault
 mp_finish

@@ -83,33 +83,29 @@ static int faster(const struct mc_tune *t, size_t bytes)
   return (tree >= 0) && (tree <= ring) ? MC_TUNE_TREE : MC_TUNE_RING;
 }
 
+/* n namespace hosts, one rank each: the model picks Tree from 8 B up to
+ * last_tree bytes and Ring above, up to 64 MiB. */
+static void expect_choices(int n, size_t last_tree)
+{
+  struct mc_tune_consts c;
+  struct mc_tune t;
+  struct mc_tune_in in = hosts(n, 1);
+
+  mc_tune_consts_default(&c);
+  mc_tune_model(&in, &c, &t);
+  for (size_t b = 8; b <= (64u << 20); b *= 2)
+    MC_T_EQ_INT(faster(&t, b), (b <= last_tree) ? MC_TUNE_TREE : MC_TUNE_RING);
+}
+
 /* The choices the measurements call for between namespace hosts: at 2
  * hosts tree up to 32 KiB (a ring step costs more than a tree hop), ring from
  * 64 KiB; at 4 hosts tree up to 1 MiB (fewer hops), ring from 2 MiB (a ring
  * moves its bytes faster); at 8 hosts tree at every size. */
 static void choices_between_hosts(void)
 {
-  struct mc_tune_consts c;
-  struct mc_tune t;
-  struct mc_tune_in in;
-
-  mc_tune_consts_default(&c);
-  in = hosts(2, 1);
-  mc_tune_model(&in, &c, &t);
-  for (size_t b = 8; b <= (32u << 10); b *= 2)
-    MC_T_EQ_INT(faster(&t, b), MC_TUNE_TREE);
-  for (size_t b = 64u << 10; b <= (64u << 20); b *= 2)
-    MC_T_EQ_INT(faster(&t, b), MC_TUNE_RING);
-  in = hosts(4, 1);
-  mc_tune_model(&in, &c, &t);
-  for (size_t b = 8; b <= (1u << 20); b *= 2)
-    MC_T_EQ_INT(faster(&t, b), MC_TUNE_TREE);
-  for (size_t b = 2u << 20; b <= (64u << 20); b *= 2)
-    MC_T_EQ_INT(faster(&t, b), MC_TUNE_RING);
-  in = hosts(8, 1);
-  mc_tune_model(&in, &c, &t);
-  for (size_t b = 8; b <= (64u << 20); b *= 2)
-    MC_T_EQ_INT(faster(&t, b), MC_TUNE_TREE);
+  expect_choices(2, 32u << 10);
+  expect_choices(4, 1u << 20);
+  expect_choices(8, 64u << 20);
 }
 
 MC_T_MAIN(formulas, choices_between_hosts)
