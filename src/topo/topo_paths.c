@@ -296,6 +296,13 @@ static ncclResult_t set_paths(struct mc_topo_system *sys, struct bfs *b, struct 
     n_cur = n_next;
   }
   for (int t = 0; t < MC_TOPO_NODE_TYPES; t++) {
+    /* NCCL gives PCI switches path arrays too, but nothing reads them (the
+     * search, the transports and ncclTopoPrint read the paths of GPUs, NETs,
+     * CPUs, NVSwitches and DEVs): with a PCI device per rank on a host of
+     * 256 ranks they were a third of the path memory of every rank. */
+    if (t == MC_TOPO_PCI) {
+      continue;
+    }
     for (int i = 0; i < sys->nodes[t].count; i++) {
       struct mc_topo_node *node = sys->nodes[t].nodes[i];
       if (b->touched[b->off[t] + i] != b->serial) {

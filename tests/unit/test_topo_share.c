@@ -133,6 +133,9 @@ static char *dump_paths(const struct mc_topo_system *sys)
 
   MC_T_TRUE(f != NULL);
   for (int ft = 0; ft < MC_TOPO_NODE_TYPES; ft++) {
+    if (ft == MC_TOPO_PCI) {
+      continue; /* PCI switches hold no paths (topo_paths.c, set_paths) */
+    }
     for (int fi = 0; fi < sys->nodes[ft].count; fi++) {
       const struct mc_topo_node *from = sys->nodes[ft].nodes[fi];
       for (int tt = 0; tt < MC_TOPO_NODE_TYPES; tt++) {
