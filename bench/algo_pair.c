@@ -6,13 +6,17 @@
  * is the median over the rounds of its mean time per call, so both meet the
  * same process placement, the same connections and the same moments of a
  * noisy host: run as separate processes, the two differed by 1.5x from one
- * run to the next at 2 namespace hosts on a 2-core VM. The tuning model's
- * choice for each size (mc_coll_algo_choose with every algorithm allowed)
- * is printed next to them.
+ * run to the next at 2 namespace hosts on a 2-core VM. The comparison is the
+ * median over the rounds of each round's tree/ring ratio: the two halves of a
+ * round run a few milliseconds apart, in the same state of the host, so a
+ * round spent in a slow state (the scheduler's placement of the ranks'
+ * threads changes a call's time by up to 3x here) slows both alike and does
+ * not move the ratio. The tuning model's choice for each size
+ * (mc_coll_algo_choose with every algorithm allowed) is printed next to them.
  *
  * Launched like meshccl-perf (meshccl-run, mpirun, or RANK/WORLD_SIZE and
  * NCCL_COMM_ID); rank 0 prints one line per size:
- *   size ring_us tree_us model-choice
+ *   size ring_us tree_us tree/ring model-choice
  * Not a test: timings belong here. Usage: algo_pair [min-bytes] [max-bytes] [rounds]
  */
 #include "coll/coll.h"
@@ -129,6 +133,7 @@ int main(int argc, char **argv)
   float *buf = NULL;
   double *t_ring = NULL;
   double *t_tree = NULL;
+  double *ratio = NULL;
   int rank = 0;
   int n_ranks = 0;
   int rc = 1;
@@ -146,7 +151,8 @@ int main(int argc, char **argv)
   buf = calloc(max_bytes / sizeof(float) + 1, sizeof(float));
   t_ring = calloc((size_t)rounds, sizeof(double));
   t_tree = calloc((size_t)rounds, sizeof(double));
-  if ((buf == NULL) || (t_ring == NULL) || (t_tree == NULL)) {
+  ratio = calloc((size_t)rounds, sizeof(double));
+  if ((buf == NULL) || (t_ring == NULL) || (t_tree == NULL) || (ratio == NULL)) {
     fprintf(stderr, "algo_pair: out of memory for %zu bytes\n", max_bytes);
     goto out;
   }
@@ -156,9 +162,10 @@ int main(int argc, char **argv)
   all = comm->algo_allowed[MC_COLL_ALLREDUCE];
   if (rank == 0) {
     printf("# algo_pair: all_reduce float sum, %d ranks, Ring and Tree interleaved in one "
-           "communicator, median of %d rounds (us per call)\n",
+           "communicator, median of %d rounds (us per call; tree/ring: median of the rounds' "
+           "ratios)\n",
            n_ranks, rounds);
-    printf("# %10s %10s %10s %6s\n", "size", "ring", "tree", "model");
+    printf("# %10s %10s %10s %9s %6s\n", "size", "ring", "tree", "tree/ring", "model");
   }
   for (size_t bytes = min_bytes; bytes <= max_bytes; bytes *= 2) {
     size_t count = bytes / sizeof(float);
@@ -179,11 +186,12 @@ int main(int argc, char **argv)
         goto out;
       t_ring[r] = (first == ring) ? a : b;
       t_tree[r] = (first == ring) ? b : a;
+      ratio[r] = t_tree[r] / t_ring[r];
     }
     choice = model_choice(comm, all, count);
     if (rank == 0) {
-      printf("  %10zu %10.1f %10.1f %6s\n", bytes, median(t_ring, rounds), median(t_tree, rounds),
-             choice);
+      printf("  %10zu %10.1f %10.1f %9.3f %6s\n", bytes, median(t_ring, rounds),
+             median(t_tree, rounds), median(ratio, rounds), choice);
       fflush(stdout);
     }
   }
@@ -191,6 +199,7 @@ int main(int argc, char **argv)
 out:
   if (rc != 0)
     fprintf(stderr, "algo_pair: rank %d: an all-reduce failed\n", rank);
+  free(ratio);
   free(t_tree);
   free(t_ring);
   free(buf);

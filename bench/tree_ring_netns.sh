@@ -8,7 +8,9 @@
 # Both algorithms run in one communicator, in turns (bench/algo_pair.c):
 # each time is the median of ROUNDS rounds (default 9). Run as separate
 # processes, on a 2-core VM, the two differed by 1.5x from one run to the
-# next at small sizes.
+# next at small sizes. The choice is judged by the median of the rounds'
+# tree/ring ratios (the two halves of a round meet the same state of the
+# host): choice/fastest is that ratio, or its inverse, or 1.
 # Then the host constants of the model are fitted from the same runs
 # (latency per NET hop from the 8 B times, bandwidth per channel from the
 # largest size): the values src/topo/topo_tuning.c carries.
@@ -79,17 +81,19 @@ run() {
 }
 
 echo "# all_reduce float sum, 1 rank per namespace host, time per call in us: Ring and Tree"
-echo "# interleaved in one communicator (bench/algo_pair.c), median of $rounds rounds"
-echo "# hosts      size      ring      tree  model's  choice/fastest"
+echo "# interleaved in one communicator (bench/algo_pair.c), median of $rounds rounds;"
+echo "# tree/ring is the median of the rounds' ratios, choice/fastest follows from it"
+echo "# hosts      size      ring      tree tree/ring  model's  choice/fastest"
 fit_in="$tmp/fit.txt"
 : >"$fit_in"
 for n in $hosts_list; do
   run "$n" "$tmp/pair.$n"
   awk -v n="$n" -v fit="$fit_in" '
-    !/^#/ && NF == 4 {
-      s = $1; r = $2; t = $3; pick = ($4 == "Tree") ? t : r; best = (r < t) ? r : t
-      printf "%7d %9d %9.1f %9.1f %8s %15.2f%s\n", n, s, r, t, $4, pick / best,
-        (pick / best > 1.10) ? "  > 1.10" : ""
+    !/^#/ && NF == 5 {
+      s = $1; r = $2; t = $3; q = $4
+      if ($5 == "Tree") cost = (q > 1) ? q : 1; else cost = (q < 1) ? 1 / q : 1
+      printf "%7d %9d %9.1f %9.1f %9.3f %8s %15.2f%s\n", n, s, r, t, q, $5, cost,
+        (cost > 1.10) ? "  > 1.10" : ""
       print n, s, r, t >> fit
     }' "$tmp/pair.$n"
 done

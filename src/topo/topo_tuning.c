@@ -18,24 +18,26 @@
 
 /*
  * Measured by bench/tree_ring_netns.sh on a quiet 2-core VM (bench/algo_pair.c:
- * Ring and Tree in turns in one communicator, medians of 9 rounds, rank r on
- * core r mod 2; the figures are in docs/ARCHITECTURE.md, "Algorithms and
- * tuning"):
+ * Ring and Tree in turns in one communicator, compared by the median of the
+ * rounds' ratios, rank r on core r mod 2; the figures are in
+ * docs/ARCHITECTURE.md, "Algorithms and tuning"):
  *  - a call costs about 5 us; a hop through a host FIFO about 1 us;
  *  - a NET hop (socket net between network namespaces) costs 15-20 us at 2
  *    hosts, ring step and tree hop alike once a message up to 64 KiB travels
  *    inline (NCCL_SOCKET_INLINE); from 4 hosts, which share the VM's two
- *    cores, 60-90 us, and trees, with fewer hops, win up to 2 MiB. The ring
- *    keeps 30 us to the tree's 20 (a ring step has every rank send and
- *    receive at once), which puts 2 hosts' crossover at 32-64 KiB; meshccl
- *    keeps the ring's own NET latency at one rank per node, where NCCL 2.30
- *    (tuning.cc) uses the tree's;
+ *    cores, 40-75 us. The ring keeps 30 us to the tree's 20 (a ring step has
+ *    every rank send and receive at once), which puts 2 hosts' crossover at
+ *    32-64 KiB; meshccl keeps the ring's own NET latency at one rank per
+ *    node, where NCCL 2.30 (tuning.cc) uses the tree's;
  *  - bandwidth between namespace hosts is the cores', shared by all ranks,
  *    and a ring and a tree all-reduce move the same bytes: at 64 MiB the
- *    tree takes 1.21x the ring's time at 2 hosts, 1.12x at 4 and 1.03x at 8.
- *    A tree's 0.9 per channel (x0.92 x0.5: 0.83 GB/s for 2 channels) and a
- *    ring's 0.65 (1.3 GB/s at 2 hosts, 0.87 at 4, 0.74 at 8) keep that order:
- *    rings from 2 MiB at 4 hosts, trees at 8;
+ *    tree takes 1.1-1.2x the ring's time at 2 hosts and 0.95-1.2x at 4 and
+ *    8. The searched tree between hosts has pattern 3 (NCCL's x0.85 on top
+ *    of x0.92 x0.5: 0.70 GB/s for 2 channels of 0.9); a ring's 0.55 per
+ *    channel (1.1 GB/s at 2 hosts, 0.73 at 4, 0.63 at 8) puts the crossover
+ *    where it was measured: rings from 2 MiB at 4 hosts, where trees win
+ *    at 512 KiB-1 MiB by 5-30%, and trees at every size at 8 hosts, where
+ *    they win up to 4 MiB and the two are level above;
  *  - a tree's pipeline runs short of chunks at 64-128 KiB (the correction
  *    factors below);
  *  - on one host both are bound by memory bandwidth, 5 GB/s per channel.
@@ -52,7 +54,7 @@ void mc_tune_consts_default(struct mc_tune_consts *c)
   c->per_ch_bw[MC_TUNE_HW_HOST][MC_TUNE_TREE] = 5.0f;
   c->per_ch_bw[MC_TUNE_HW_HOST][MC_TUNE_RING] = 5.0f;
   c->per_ch_bw[MC_TUNE_HW_NET][MC_TUNE_TREE] = 0.9f;
-  c->per_ch_bw[MC_TUNE_HW_NET][MC_TUNE_RING] = 0.65f;
+  c->per_ch_bw[MC_TUNE_HW_NET][MC_TUNE_RING] = 0.55f;
   for (int i = 0; i < MC_TUNE_TREE_CORR_SIZES; i++)
     c->tree_corr[i] = 1.0f;
   c->tree_corr[10] = 0.8f; /* 64 KiB */
