@@ -38,8 +38,10 @@
  *    where it was measured: rings from 2 MiB at 4 hosts, where trees win
  *    at 512 KiB-1 MiB by 5-30%, and trees at every size at 8 hosts, where
  *    they win up to 4 MiB and the two are level above;
- *  - a tree's pipeline runs short of chunks at 64-128 KiB (the correction
- *    factors below);
+ *  - a tree all-reduce below 512 KiB is one chunk on one tree, which climbs
+ *    and descends it without a pipeline: between 4 hosts, 128-256 KiB took
+ *    0.95-1.2x the ring's time, where 64 KiB took 0.85x and 512 KiB 0.7x
+ *    (the correction factors below: 64 KiB 0.8, 128 KiB 0.6, 256 KiB 0.75);
  *  - on one host both are bound by memory bandwidth, 5 GB/s per channel.
  */
 void mc_tune_consts_default(struct mc_tune_consts *c)
@@ -57,8 +59,9 @@ void mc_tune_consts_default(struct mc_tune_consts *c)
   c->per_ch_bw[MC_TUNE_HW_NET][MC_TUNE_RING] = 0.55f;
   for (int i = 0; i < MC_TUNE_TREE_CORR_SIZES; i++)
     c->tree_corr[i] = 1.0f;
-  c->tree_corr[10] = 0.8f; /* 64 KiB */
-  c->tree_corr[11] = 0.9f; /* 128 KiB */
+  c->tree_corr[10] = 0.8f;  /* 64 KiB */
+  c->tree_corr[11] = 0.6f;  /* 128 KiB */
+  c->tree_corr[12] = 0.75f; /* 256 KiB */
 }
 
 static int log2i(int n)

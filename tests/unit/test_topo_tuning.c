@@ -88,29 +88,37 @@ static int faster(const struct mc_tune *t, size_t bytes)
   return (tree >= 0) && (tree <= ring) ? MC_TUNE_TREE : MC_TUNE_RING;
 }
 
-/* n namespace hosts, one rank each: the model picks Tree from 8 B up to
- * last_tree bytes and Ring above, up to 64 MiB. */
-static void expect_choices(int n, size_t last_tree)
+/* n namespace hosts, one rank each: the model's choice at each size from
+ * 8 B to 64 MiB, one letter per power of two ('T' Tree, 'R' Ring). */
+static void expect_choices(int n, const char *want)
 {
   struct mc_tune_consts c;
   struct mc_tune t;
   struct mc_tune_in in = hosts(n, 1);
+  char got[32];
+  int k = 0;
 
   mc_tune_consts_default(&c);
   mc_tune_model(&in, &c, &t);
   for (size_t b = 8; b <= (64u << 20); b *= 2)
-    MC_T_EQ_INT(faster(&t, b), (b <= last_tree) ? MC_TUNE_TREE : MC_TUNE_RING);
+    got[k++] = (faster(&t, b) == MC_TUNE_TREE) ? 'T' : 'R';
+  got[k] = '\0';
+  MC_T_EQ_STR(got, want);
 }
 
-/* The choices the measurements call for between namespace hosts: at 2
- * hosts tree up to 32 KiB (a ring step costs more than a tree hop), ring from
- * 64 KiB; at 4 hosts tree up to 1 MiB (fewer hops), ring from 2 MiB (a ring
- * moves its bytes faster); at 8 hosts tree at every size. */
+/* The choices the measurements call for between namespace hosts:
+ *  - 2 hosts: tree up to 32 KiB (a ring step costs more than a tree hop),
+ *    ring from 64 KiB;
+ *  - 4 hosts: tree up to 64 KiB, ring at 128-256 KiB (a tree on one channel
+ *    of one chunk: the correction factors), tree at 512 KiB-1 MiB (both
+ *    trees), ring from 2 MiB (a ring moves its bytes faster);
+ *  - 8 hosts: tree at every size. */
 static void choices_between_hosts(void)
 {
-  expect_choices(2, 32u << 10);
-  expect_choices(4, 1u << 20);
-  expect_choices(8, 64u << 20);
+  /*                 8 B ... 1 KiB ... 1 MiB ... 64 MiB */
+  expect_choices(2, "TTTTTTTTTTTTTRRRRRRRRRRR");
+  expect_choices(4, "TTTTTTTTTTTTTTRRTTRRRRRR");
+  expect_choices(8, "TTTTTTTTTTTTTTTTTTTTTTTT");
 }
 
 MC_T_MAIN(formulas, choices_between_hosts)
