@@ -95,6 +95,12 @@ for n in $hosts_list; do
       printf "%7d %9d %9.1f %9.1f %9.3f %8s %15.2f%s\n", n, s, r, t, q, $5, cost,
         (cost > 1.10) ? "  > 1.10" : ""
       print n, s, r, t >> fit
+      sizes++; ok += (cost <= 1.10); if (cost > worst) { worst = cost; at = s }
+    }
+    END {
+      if (sizes > 0)
+        printf "# %d hosts: the choice within 10%% of the faster at %d of %d sizes (worst %.2fx at %d B)\n",
+          n, ok, sizes, worst, at
     }' "$tmp/pair.$n"
 done
 

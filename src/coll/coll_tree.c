@@ -82,8 +82,8 @@ static ncclResult_t tree_plan(struct mc_op *op, struct mc_coll_plan *pl)
      * 32 KiB, while a channel's share holds few chunks per level of the tree
      * (enqueue.cc, calcCollChunking), to pipeline on GPUs; on hosts every
      * message costs a socket or FIFO hand-off, and between 4 namespace hosts
-     * that rule made 128 KiB-1 MiB tree all-reduces 1.1-1.5x slower
-     * (bench/algo_pair.c), so meshccl keeps whole slots. */
+     * that rule (or its last step alone) made 128 KiB-1 MiB tree all-reduces
+     * 1.04-2x slower (bench/algo_pair.c), so meshccl keeps whole slots. */
     t.chunk = mc_coll_chunk_elems(comm, op->esize);
     t.n_steps = 1;
     t.bounce = comm->scratch + (size_t)c * comm->tp.slot_bytes;
