@@ -11,9 +11,12 @@
 # next at small sizes. The choice is judged by the median of the rounds'
 # tree/ring ratios (the two halves of a round meet the same state of the
 # host): choice/fastest is that ratio, or its inverse, or 1.
-# Then the host constants of the model are fitted from the same runs
-# (latency per NET hop from the 8 B times, bandwidth per channel from the
-# largest size): the values src/topo/topo_tuning.c carries.
+# Then, per host count, what the model's host constants are read from: the
+# 8 B time per NET hop of each algorithm (2(n-1) hops for the ring, 2 log2(n)
+# for the tree) and the bandwidths at the largest size. The comment of
+# mc_tune_consts_default (src/topo/topo_tuning.c) carries the values; a
+# straight-line fit across host counts means nothing here, where hosts share
+# the cores and a hop costs more the more hosts there are.
 # Needs root and iproute2; only the namespaces made here are used.
 # Usage: bench/tree_ring_netns.sh [build-dir] [hosts...]   (default: 2 4 8)
 set -euo pipefail
@@ -84,17 +87,17 @@ echo "# all_reduce float sum, 1 rank per namespace host, time per call in us: Ri
 echo "# interleaved in one communicator (bench/algo_pair.c), median of $rounds rounds;"
 echo "# tree/ring is the median of the rounds' ratios, choice/fastest follows from it"
 echo "# hosts      size      ring      tree tree/ring  model's  choice/fastest"
-fit_in="$tmp/fit.txt"
-: >"$fit_in"
+rows_in="$tmp/rows.txt"
+: >"$rows_in"
 for n in $hosts_list; do
   run "$n" "$tmp/pair.$n"
-  awk -v n="$n" -v fit="$fit_in" '
+  awk -v n="$n" -v rows="$rows_in" '
     !/^#/ && NF == 5 {
       s = $1; r = $2; t = $3; q = $4
       if ($5 == "Tree") cost = (q > 1) ? q : 1; else cost = (q < 1) ? 1 / q : 1
       printf "%7d %9d %9.1f %9.1f %9.3f %8s %15.2f%s\n", n, s, r, t, q, $5, cost,
         (cost > 1.10) ? "  > 1.10" : ""
-      print n, s, r, t >> fit
+      print n, s, r, t >> rows
       sizes++; ok += (cost <= 1.10); if (cost > worst) { worst = cost; at = s }
     }
     END {
@@ -104,26 +107,17 @@ for n in $hosts_list; do
     }' "$tmp/pair.$n"
 done
 
-# The model's NET constants: ring 8 B = base + 2(n-1) L, tree 8 B = base + 2 log2(n) L;
-# per-channel bandwidth from the largest size (2 channels between hosts).
-python3 - "$fit_in" <<'PY'
+# What the model's NET constants are read from, per host count.
+python3 - "$rows_in" <<'PY'
 import math, sys
 rows = [list(map(float, l.split())) for l in open(sys.argv[1]) if l.strip()]
-small = [r for r in rows if r[1] == 8]
-def fit(xs, ys):
-    n = len(xs); mx = sum(xs) / n; my = sum(ys) / n
-    sxx = sum((x - mx) ** 2 for x in xs)
-    b = sum((x - mx) * (y - my) for x, y in zip(xs, ys)) / sxx if sxx else 0.0
-    return my - b * mx, b
-if len(small) >= 2:
-    a, b = fit([2 * (r[0] - 1) for r in small], [r[2] for r in small])
-    print("# fit ring 8 B: base %.1f us + %.1f us per NET hop" % (a, b))
-    a, b = fit([2 * math.log2(r[0]) for r in small], [r[3] for r in small])
-    print("# fit tree 8 B: base %.1f us + %.1f us per NET hop" % (a, b))
 big = max(r[1] for r in rows)
 for r in rows:
+    n = r[0]
+    if r[1] == 8:
+        print("# %d hosts, 8 B: ring %.1f us per NET hop, tree %.1f" %
+              (n, r[2] / (2 * (n - 1)), r[3] / (2 * math.log2(n))))
     if r[1] == big:
-        n = r[0]
         ring_bus = big / r[2] / 1e3 * 2 * (n - 1) / n
         tree_alg = big / r[3] / 1e3
         print("# %d hosts, %d B: ring busbw %.2f GB/s, tree algbw %.2f GB/s" % (n, big, ring_bus, tree_alg))
