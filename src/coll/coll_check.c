@@ -356,6 +356,59 @@ int mc_coll_stray_check(struct mc_coll_batch *b, const struct mc_coll_plan *pl, 
   return 0;
 }
 
+/* ------------------------------------------------------ notices ahead */
+
+/* Step k of c (arrived, not taken yet) is a peer's notice: *n. Sent at a
+ * boundary it is a header (the failed call) with the other call as data;
+ * sent mid-stream, 64 or 72 bytes of data. A receiver that expected a
+ * header where the sender sent none takes the first 32 bytes as the header,
+ * and one that expected none takes the header as data: both forms arrive in
+ * either shape. */
+static bool step_notice(const struct mc_conn *c, uint64_t k, struct mc_coll_notice *n)
+{
+  const void *hdr = mc_conn_recv_hdr_at(c, k);
+  size_t bytes = 0;
+  const char *data = mc_conn_recv_data_at(c, k, &bytes);
+
+  if (hdr == NULL)
+    return mc_coll_notice_parse(data, bytes, n);
+  memcpy(&n->failed, hdr, sizeof(n->failed));
+  if (!mc_coll_sig_valid(&n->failed) || ((n->failed.flags & MC_SIG_FAILED) == 0) ||
+      (bytes == (size_t)-1) || (bytes < sizeof(n->other)))
+    return false;
+  memcpy(&n->other, data, sizeof(n->other));
+  return mc_coll_sig_valid(&n->other);
+}
+
+int mc_coll_notice_scan(struct mc_coll_batch *b, ncclResult_t *res, struct mc_op **op_out)
+{
+  for (int i = 0; i < b->n_ops; i++) {
+    struct ncclComm *comm = b->ops[i].comm;
+    bool first = true;
+    for (int k = 0; k < i; k++)
+      first = first && (b->ops[k].comm != comm);
+    for (int j = 0; first && (j < mc_coll_comm_conns(comm)); j++) {
+      struct mc_conn *c = mc_coll_comm_conn(comm, j);
+      uint64_t end;
+      if ((c == NULL) || c->is_send || (c->kind != MC_TOPO_TRANSPORT_NET))
+        continue;
+      end = mc_conn_recv_arrived(c);
+      for (uint64_t k = c->step; k < end; k++) {
+        struct mc_coll_notice n;
+        struct mc_coll_sig named;
+        struct mc_op *op;
+        if (!step_notice(c, k, &n) || ((op = batch_op_for(b, comm, &n.failed)) == NULL))
+          continue;
+        *res = mc_coll_notice_fail(&op->sig, &n, &named);
+        mc_coll_note_mismatch(op, &named);
+        *op_out = op;
+        return 1;
+      }
+    }
+  }
+  return 0;
+}
+
 /* --------------------------------------------------------------- probe */
 
 /*

@@ -55,6 +55,9 @@
 /* Once a wait passed MESHCCL_NET_TIMEOUT, same-host peers are looked at
  * (/proc/<pid>/stat: stopped or not) at most this often. */
 #define STOPPED_CHECK_MS 100
+/* After a NET connection failed, a rank looks this long for a peer's
+ * mismatch notice before it reports the failure (health). */
+#define NOTICE_WAIT_MS 1000
 
 const char *mc_coll_name(enum mc_coll_kind kind)
 {
@@ -797,14 +800,21 @@ ncclResult_t mc_coll_conn_health(const struct mc_task *t, const struct mc_conn *
   return ncclSuccess;
 }
 
-/* A failure seen on t's connections or peers, or the communicator's abort. */
-static ncclResult_t task_health(const struct mc_task *t)
+/* t's communicator was aborted (ncclCommAbort from another thread). */
+static ncclResult_t task_aborted(const struct mc_task *t)
 {
   struct ncclComm *comm = t->op->comm;
 
   if (__atomic_load_n(&comm->abort_flag, __ATOMIC_ACQUIRE))
     return MC_FAIL(ncclInvalidUsage, "%s: communicator %p was aborted", mc_coll_name(t->op->kind),
                    (void *)comm);
+  return ncclSuccess;
+}
+
+/* A failure seen on t's connections or peers, or the communicator's abort. */
+static ncclResult_t task_health(const struct mc_task *t)
+{
+  MC_CHECK(task_aborted(t));
   if (t->algo->task_health != NULL)
     return t->algo->task_health(t);
   for (int i = 0; i < t->n_send; i++)
@@ -814,9 +824,41 @@ static ncclResult_t task_health(const struct mc_task *t)
   return ncclSuccess;
 }
 
+#define CONNS_PER_CHANNEL (4 + 2 * MC_TREE_MAX_ARITY)
+#define CONNS_PER_PEER    4
+
+int mc_coll_comm_conns(const struct ncclComm *comm)
+{
+  return ((comm->channels != NULL) ? comm->n_channels * CONNS_PER_CHANNEL : 0) +
+         comm->n_ranks * CONNS_PER_PEER;
+}
+
+struct mc_conn *mc_coll_comm_conn(struct ncclComm *comm, int i)
+{
+  int n_ch = (comm->channels != NULL) ? comm->n_channels * CONNS_PER_CHANNEL : 0;
+  struct mc_conn *c = NULL;
+
+  if (i < n_ch) {
+    struct mc_channel *ch = &comm->channels[i / CONNS_PER_CHANNEL];
+    int j = i % CONNS_PER_CHANNEL;
+    struct mc_conn *fixed[4] = {&ch->send, &ch->recv, &ch->tree_send_up, &ch->tree_recv_up};
+    if (j < 4)
+      c = fixed[j];
+    else
+      c = ((j - 4) % 2 == 0) ? &ch->tree_send_down[(j - 4) / 2] : &ch->tree_recv_down[(j - 4) / 2];
+  } else {
+    int r = (i - n_ch) / CONNS_PER_PEER;
+    struct mc_conn **per_peer[CONNS_PER_PEER] = {comm->p2p_send, comm->p2p_recv, comm->os_send,
+                                                 comm->os_recv};
+    struct mc_conn **arr = per_peer[(i - n_ch) % CONNS_PER_PEER];
+    c = (arr != NULL) ? arr[r] : NULL;
+  }
+  return ((c != NULL) && (c->ctrl != NULL)) ? c : NULL;
+}
+
 static void poison_conn(struct mc_conn *c)
 {
-  if ((c != NULL) && (c->ctrl != NULL) && (mc_conn_error(c) == 0))
+  if ((c != NULL) && (mc_conn_error(c) == 0))
     mc_conn_set_error(c, ncclRemoteError);
 }
 
@@ -829,23 +871,8 @@ static void comm_fail(struct ncclComm *comm, ncclResult_t res)
   if (!__atomic_compare_exchange_n(&comm->coll_result, &expected, (int)res, false, __ATOMIC_ACQ_REL,
                                    __ATOMIC_ACQUIRE))
     return;
-  for (int c = 0; (comm->channels != NULL) && (c < comm->n_channels); c++) {
-    struct mc_channel *ch = &comm->channels[c];
-    poison_conn(&ch->send);
-    poison_conn(&ch->recv);
-    poison_conn(&ch->tree_send_up);
-    poison_conn(&ch->tree_recv_up);
-    for (int i = 0; i < MC_TREE_MAX_ARITY; i++) {
-      poison_conn(&ch->tree_send_down[i]);
-      poison_conn(&ch->tree_recv_down[i]);
-    }
-  }
-  for (int r = 0; (comm->p2p_send != NULL) && (r < comm->n_ranks); r++) {
-    poison_conn(comm->p2p_send[r]);
-    poison_conn(comm->p2p_recv[r]);
-    poison_conn(comm->os_send[r]);
-    poison_conn(comm->os_recv[r]);
-  }
+  for (int i = 0; i < mc_coll_comm_conns(comm); i++)
+    poison_conn(mc_coll_comm_conn(comm, i));
   mc_comm_free_connections(comm);
   __atomic_store_n(&comm->async_result, (int)res, __ATOMIC_RELEASE);
 }
@@ -942,21 +969,52 @@ static ncclResult_t task_stopped_peers(const struct mc_task *t, double waited_s)
   return ncclSuccess;
 }
 
-/* Every few ms of waiting: the tasks' connections, then the others (NET
- * ones after STRAY_NET_MS of waiting). */
-static ncclResult_t health(struct mc_coll_batch *b, struct mc_coll_plan *pl, double waited_s,
-                           bool check_stopped, struct ncclComm **failed)
+/* A NET connection of one of b's communicators failed. */
+static bool batch_net_failed(struct mc_coll_batch *b)
+{
+  for (int i = 0; i < b->n_ops; i++) {
+    struct ncclComm *comm = b->ops[i].comm;
+    for (int j = 0; j < mc_coll_comm_conns(comm); j++) {
+      const struct mc_conn *c = mc_coll_comm_conn(comm, j);
+      if ((c != NULL) && (c->kind == MC_TOPO_TRANSPORT_NET) && (mc_conn_error(c) != 0))
+        return true;
+    }
+  }
+  return false;
+}
+
+/* Every few ms of waiting (now, waited_s of it): the tasks' connections,
+ * then the others (NET ones after STRAY_NET_MS of waiting). A peer that
+ * stopped on a mismatch closes its NET connections once its notices left:
+ * this rank may see the close before the notice, which can also come
+ * through another peer (one that heard of the mismatch first). So from the
+ * first NET failure (*net_down_at) the rank keeps running for NOTICE_WAIT_MS,
+ * looking for a notice among the steps that arrived (its tasks may be
+ * blocked on a send), before it reports the failure. */
+static ncclResult_t health(struct mc_coll_batch *b, struct mc_coll_plan *pl, double now,
+                           double waited_s, bool check_stopped, double *net_down_at,
+                           struct ncclComm **failed)
 {
   ncclResult_t res;
   struct mc_op *op = NULL;
+  bool grace;
 
+  if ((*net_down_at == 0) && batch_net_failed(b))
+    *net_down_at = now;
+  if (((*net_down_at != 0) || (waited_s * 1e3 >= STRAY_NET_MS)) &&
+      mc_coll_notice_scan(b, &res, &op)) {
+    *failed = op->comm;
+    return res;
+  }
+  grace = (*net_down_at != 0) && (now - *net_down_at < NOTICE_WAIT_MS * 1e-3);
   for (int i = 0; i < pl->n_tasks; i++) {
     struct mc_task *t = &pl->tasks[i];
-    if (!t->done && ((res = task_health(t)) != ncclSuccess)) {
+    if (!t->done && ((res = grace ? task_aborted(t) : task_health(t)) != ncclSuccess)) {
       *failed = t->op->comm;
       return res;
     }
-    if (!t->done && check_stopped && ((res = task_stopped_peers(t, waited_s)) != ncclSuccess)) {
+    if (!t->done && !grace && check_stopped &&
+        ((res = task_stopped_peers(t, waited_s)) != ncclSuccess)) {
       *failed = t->op->comm;
       return res;
     }
@@ -993,6 +1051,7 @@ ncclResult_t mc_coll_tasks_run(struct mc_coll_batch *b, struct mc_coll_plan *pl,
   double wait_start = 0; /* when nothing moved any more (0: moving) */
   double last_stopped_check = 0;
   double stalled_s = (double)mc_param_int(MC_P_NET_TIMEOUT);
+  double net_down_at = 0; /* when a NET connection's failure was first seen */
   ncclResult_t res = ncclSuccess;
 
   while (left > 0) {
@@ -1034,7 +1093,8 @@ ncclResult_t mc_coll_tasks_run(struct mc_coll_batch *b, struct mc_coll_plan *pl,
         last_check = now;
         if (check_stopped)
           last_stopped_check = now;
-        if ((res = health(b, pl, now - wait_start, check_stopped, failed)) != ncclSuccess)
+        if ((res = health(b, pl, now, now - wait_start, check_stopped, &net_down_at, failed)) !=
+            ncclSuccess)
           return res;
       }
     }

@@ -41,6 +41,12 @@ bool mc_coll_op_needs_oneshot(const struct mc_op *op);
 bool mc_coll_op_needs_trees(const struct mc_op *op);
 /* The NET proxies of the batch's communicators: a collective starts (+1) or ends (-1). */
 void mc_coll_batch_proxies(struct mc_coll_batch *b, int delta);
+/* The connections of comm, numbered 0 .. mc_coll_comm_conns(comm) - 1: each
+ * channel's (ring, tree up, tree down; send before receive), then per peer
+ * point-to-point and one-shot ones. mc_coll_comm_conn: NULL where that one
+ * is not connected. */
+int mc_coll_comm_conns(const struct ncclComm *comm);
+struct mc_conn *mc_coll_comm_conn(struct ncclComm *comm, int i);
 /* Runs pl's tasks (of b's operations) to completion: spin, yield, sleep;
  * every few ms the connections' and the peers' health and stray steps.
  * On failure *failed_out is the communicator it happened on. */
@@ -65,6 +71,11 @@ ncclResult_t mc_coll_batch_probe(struct mc_coll_batch *b, struct ncclComm **fail
  * operation in *op_out, else 0. */
 int mc_coll_stray_check(struct mc_coll_batch *b, const struct mc_coll_plan *pl, bool net_too,
                         ncclResult_t *res, struct mc_op **op_out);
+/* A peer's notice among the steps that arrived on the NET receive
+ * connections of b's communicators and that no task took yet (a task that
+ * waits to send does not take them): 1 with *res naming the mismatch and
+ * the operation in *op_out, else 0. */
+int mc_coll_notice_scan(struct mc_coll_batch *b, ncclResult_t *res, struct mc_op **op_out);
 /* comm stopped on the mismatch n: tells every peer through every connection. */
 void mc_coll_notices_send(const struct mc_coll_plan *pl, struct ncclComm *comm,
                           const struct mc_coll_notice *n);

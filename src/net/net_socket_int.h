@@ -161,6 +161,12 @@ struct mc_net_sock_comm {
   bool is_quiet;
   pthread_mutex_t err_mu;
   int has_err; /* atomic */
+  /* atomic: the error is not confined to the control stream (a data socket
+   * failed, or the comm was closed under it): every unfinished request is
+   * lost. Without it, the requests whose control part went through still
+   * complete as their data arrives (a peer that closes after its last
+   * message: what it sent before is delivered). */
+  int err_all;
   ncclResult_t err;
   bool err_reported;
   char err_text[MC_NET_SOCK_ERR_BYTES];

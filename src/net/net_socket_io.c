@@ -16,8 +16,12 @@
  * caller's test() runs the same code without polling.
  *
  * Errors found by any thread are stored once per comm (the first wins) and
- * reported with MC_FAIL by the caller's next call, so that the WARN and
- * ncclGetLastError belong to the caller's thread.
+ * reported with MC_FAIL by the caller's next call that cannot complete, so
+ * that the WARN and ncclGetLastError belong to the caller's thread. An
+ * error of the control stream (the peer closed it, a message too large for
+ * its receive) loses the requests whose size was not through yet; those
+ * before it still complete on the data sockets. So a receiver that posted
+ * receives ahead gets every message the peer sent before it closed.
  */
 #include "net_socket_int.h"
 
@@ -39,12 +43,17 @@
 
 /* ---------- errors ---------- */
 
-static void comm_set_err(struct mc_net_sock_comm *comm, ncclResult_t res, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-static void comm_set_err(struct mc_net_sock_comm *comm, ncclResult_t res, const char *fmt, ...)
+/* Records an error; all: it loses every unfinished request (else only
+ * those whose control part is unfinished). */
+static void comm_set_err(struct mc_net_sock_comm *comm, ncclResult_t res, bool all, const char *fmt,
+                         ...) __attribute__((format(printf, 4, 5)));
+static void comm_set_err(struct mc_net_sock_comm *comm, ncclResult_t res, bool all, const char *fmt,
+                         ...)
 {
   va_list ap;
 
+  if (all)
+    __atomic_store_n(&comm->err_all, 1, __ATOMIC_RELEASE);
   pthread_mutex_lock(&comm->err_mu);
   if (comm->err == ncclSuccess) {
     va_start(ap, fmt);
@@ -83,19 +92,23 @@ static bool is_aborted(const struct mc_net_sock_comm *comm)
 static void io_err(struct mc_net_sock_comm *comm, const char *which, bool is_send, ssize_t n, int e,
                    size_t done, size_t bytes)
 {
+  /* The peer closing the control stream loses only what follows in it; a
+   * dead link (keepalive) loses the data sockets' messages too. */
+  bool all = (strcmp(which, "control") != 0) || ((n < 0) && (e == ETIMEDOUT));
+
   if ((n < 0) && (e == ETIMEDOUT) && (comm->liveness_ms > 0))
-    comm_set_err(comm, ncclRemoteError,
+    comm_set_err(comm, ncclRemoteError, all,
                  "link %s: the peer acknowledged nothing for %lld ms (%s socket, TCP keepalive "
                  "and TCP_USER_TIMEOUT from MESHCCL_NET_TIMEOUT): the link or the peer's host "
                  "is down",
                  comm->link_str, (long long)comm->liveness_ms, which);
   else if ((n == 0) || (e == EPIPE) || (e == ECONNRESET))
-    comm_set_err(comm, ncclRemoteError,
+    comm_set_err(comm, ncclRemoteError, all,
                  "%s closed the connection (%s socket, %s %zu of %zu bytes of a message%s%s)",
                  comm->peer_str, which, is_send ? "sent" : "received", done, bytes,
                  (n == 0) ? "" : ": ", (n == 0) ? "" : strerror(e));
   else
-    comm_set_err(comm, ncclRemoteError, "%s %s failed (%s socket): %s",
+    comm_set_err(comm, ncclRemoteError, all, "%s %s failed (%s socket): %s",
                  is_send ? "send to" : "recv from", comm->peer_str, which, strerror(e));
 }
 
@@ -324,14 +337,14 @@ static ncclResult_t ctrl_progress_recv(struct mc_net_sock_comm *comm)
         return ncclSuccess;
       r->bytes = r->hdr;
       if (r->bytes > r->posted_bytes) {
-        comm_set_err(comm, ncclInvalidUsage,
+        comm_set_err(comm, ncclInvalidUsage, false,
                      "message truncated: %s sent %zu bytes, but the receive was posted for %zu "
                      "bytes (receives must be at least as large as the matching send)",
                      comm->peer_str, r->bytes, r->posted_bytes);
         return ncclInvalidUsage;
       }
       if (r->bytes > MC_NET_SOCK_MAX_BYTES) {
-        comm_set_err(comm, ncclRemoteError,
+        comm_set_err(comm, ncclRemoteError, false,
                      "protocol error: %s announced a message of %zu bytes (at most %llu)",
                      comm->peer_str, r->bytes, (unsigned long long)MC_NET_SOCK_MAX_BYTES);
         return ncclRemoteError;
@@ -356,8 +369,9 @@ static ncclResult_t ctrl_progress_recv(struct mc_net_sock_comm *comm)
   return ncclSuccess;
 }
 
-/* Everything the caller's thread drives. */
-static ncclResult_t comm_progress(struct mc_net_sock_comm *comm)
+/* Everything the caller's thread drives: the control stream until it
+ * failed, the inline worker's data sockets until they did. */
+static void comm_progress(struct mc_net_sock_comm *comm)
 {
   if (__atomic_load_n(&comm->has_err, __ATOMIC_ACQUIRE) == 0) {
     if (comm->is_send)
@@ -366,11 +380,18 @@ static ncclResult_t comm_progress(struct mc_net_sock_comm *comm)
       (void)ctrl_progress_recv(comm);
   }
   if ((comm->n_threads == 0) && (comm->n_workers > 0) &&
-      (__atomic_load_n(&comm->has_err, __ATOMIC_ACQUIRE) == 0))
+      (__atomic_load_n(&comm->err_all, __ATOMIC_ACQUIRE) == 0))
     (void)worker_progress(&comm->workers[0], NULL, NULL);
-  if (__atomic_load_n(&comm->has_err, __ATOMIC_ACQUIRE) != 0)
-    return comm_report_err(comm);
-  return ncclSuccess;
+}
+
+/* r (unfinished) can no longer complete. */
+static bool req_lost(const struct mc_net_sock_req *r)
+{
+  const struct mc_net_sock_comm *comm = r->comm;
+
+  return (__atomic_load_n(&comm->has_err, __ATOMIC_ACQUIRE) != 0) &&
+         ((__atomic_load_n(&comm->err_all, __ATOMIC_ACQUIRE) != 0) ||
+          (r->state == MC_NET_SOCK_REQ_CTRL));
 }
 
 /* ---------- the ops ---------- */
@@ -390,12 +411,15 @@ static struct mc_net_sock_req *req_alloc(struct mc_net_sock_comm *comm)
   return NULL;
 }
 
-/* Common entry checks: abort, earlier failure. */
+/* Entry checks of isend / irecv: abort, an earlier failure that loses
+ * everything. After a failure of the control stream alone a request is
+ * still taken: its test reports the failure, once the earlier ones are
+ * delivered. */
 static ncclResult_t comm_entry(struct mc_net_sock_comm *comm)
 {
   if (is_aborted(comm))
     return ncclInternalError; /* aborted by the user (NCCL returns this too): no WARN */
-  if (__atomic_load_n(&comm->has_err, __ATOMIC_ACQUIRE) != 0)
+  if (__atomic_load_n(&comm->err_all, __ATOMIC_ACQUIRE) != 0)
     return comm_report_err(comm);
   return ncclSuccess;
 }
@@ -434,7 +458,7 @@ ncclResult_t mc_net_sock_isend(void *send_comm, void *data, size_t size, int tag
   comm->fifo_tail++;
   if (!r->payload_on_ctrl && (size > 0))
     post_tasks(comm, r);
-  MC_CHECK(comm_progress(comm));
+  comm_progress(comm);
   *request = r;
   return ncclSuccess;
 }
@@ -472,7 +496,7 @@ ncclResult_t mc_net_sock_irecv(void *recv_comm, int n, void **data, size_t *size
   r->state = MC_NET_SOCK_REQ_CTRL;
   comm->fifo[comm->fifo_tail % QLEN] = r;
   comm->fifo_tail++;
-  MC_CHECK(comm_progress(comm));
+  comm_progress(comm);
   *request = r;
   return ncclSuccess;
 }
@@ -487,21 +511,20 @@ ncclResult_t mc_net_sock_test(void *request, int *done, size_t *sizes)
 {
   struct mc_net_sock_req *r = request;
   struct mc_net_sock_comm *comm;
-  ncclResult_t res = ncclSuccess;
 
   if ((r == NULL) || (done == NULL) || (r->state == MC_NET_SOCK_REQ_FREE))
     return MC_FAIL(ncclInvalidArgument, "NET/Socket: test(%p): not a pending request", request);
   comm = r->comm;
   *done = 0;
   if (!req_complete(r)) {
-    res = comm_entry(comm);
-    if (res == ncclSuccess)
-      res = comm_progress(comm);
+    if (is_aborted(comm))
+      return ncclInternalError;
+    comm_progress(comm);
   }
-  /* A message that arrived whole before the peer closed (a failure notice,
-   * say) is delivered; the failure counts for the requests after it. */
+  /* A message whose size went through before the peer closed (a failure
+   * notice, say) is delivered; the failure counts for the requests after it. */
   if (!req_complete(r))
-    return res;
+    return req_lost(r) ? comm_report_err(comm) : ncclSuccess;
   if (sizes != NULL)
     sizes[0] = r->bytes;
   r->state = MC_NET_SOCK_REQ_FREE;

@@ -185,16 +185,23 @@ static inline bool mc_conn_send_drained(const struct mc_conn *c)
   return __atomic_load_n(&c->ctrl->head, __ATOMIC_ACQUIRE) >= need;
 }
 
+/* Receiver: steps c->step .. the returned one - 1 have arrived. */
+static inline uint64_t mc_conn_recv_arrived(const struct mc_conn *c)
+{
+  return __atomic_load_n(&c->ctrl->tail, __ATOMIC_ACQUIRE);
+}
+
 /* Receiver: the next step has arrived. */
 static inline bool mc_conn_recv_ready(const struct mc_conn *c)
 {
-  return __atomic_load_n(&c->ctrl->tail, __ATOMIC_ACQUIRE) > c->step;
+  return mc_conn_recv_arrived(c) > c->step;
 }
 
-/* Receiver: where the step's data is (in the sender when c->remote_read) and its size. */
-static inline const char *mc_conn_recv_data(const struct mc_conn *c, size_t *bytes)
+/* Receiver: where the data of step k (arrived, not released) is (in the
+ * sender when c->remote_read) and its size. */
+static inline const char *mc_conn_recv_data_at(const struct mc_conn *c, uint64_t k, size_t *bytes)
 {
-  unsigned s = (unsigned)(c->step % MC_STEPS);
+  unsigned s = (unsigned)(k % MC_STEPS);
   uint64_t p = c->ctrl->fifo[s].ptr;
   /* UINT64_MAX: the net could not tell (MC_NET_SIZE_UNKNOWN). */
   *bytes = (c->ctrl->fifo[s].bytes == UINT64_MAX) ? (size_t)-1 : (size_t)c->ctrl->fifo[s].bytes;
@@ -202,12 +209,24 @@ static inline const char *mc_conn_recv_data(const struct mc_conn *c, size_t *byt
                                        : c->slots + (size_t)s * c->slot_bytes;
 }
 
-/* Receiver (after mc_conn_recv_ready): the header of the step, NULL when it carries none. */
-static inline const void *mc_conn_recv_hdr(const struct mc_conn *c)
+/* Receiver: the header of step k (arrived, not released), NULL when it carries none. */
+static inline const void *mc_conn_recv_hdr_at(const struct mc_conn *c, uint64_t k)
 {
-  unsigned s = (unsigned)(c->step % MC_STEPS);
+  unsigned s = (unsigned)(k % MC_STEPS);
 
   return (c->ctrl->fifo[s].hdr_bytes == MC_CONN_HDR_BYTES) ? c->ctrl->fifo[s].hdr : NULL;
+}
+
+/* Receiver: where the next step's data is and its size. */
+static inline const char *mc_conn_recv_data(const struct mc_conn *c, size_t *bytes)
+{
+  return mc_conn_recv_data_at(c, c->step, bytes);
+}
+
+/* Receiver (after mc_conn_recv_ready): the header of the next step, NULL when it carries none. */
+static inline const void *mc_conn_recv_hdr(const struct mc_conn *c)
+{
+  return mc_conn_recv_hdr_at(c, c->step);
 }
 
 /* Receiver: an operation starting now (c's earlier steps all taken) takes

@@ -603,6 +603,56 @@ static void peer_closes_mid_message(void)
   free(r);
 }
 
+/* The sender sends a message on the data sockets and a small one inline,
+ * then closes; the receiver posts three receives only then. The two
+ * messages arrive whole (the close shows in the control stream before the
+ * first one's data is read), the third receive fails naming the close: a
+ * peer's last words (a failure notice) are never lost to its close. */
+static void peer_closes_after_its_messages(void)
+{
+  const size_t big = 96 * 1024;
+  const size_t posted = 256 * 1024;
+  unsigned char small[64];
+  unsigned char *s = malloc(big);
+  unsigned char *r[3] = {malloc(posted), malloc(posted), malloc(posted)};
+
+  MC_T_TRUE((s != NULL) && (r[0] != NULL) && (r[1] != NULL) && (r[2] != NULL));
+  fill(s, big, 7);
+  fill(small, sizeof(small), 8);
+  for (size_t t = 0; t < sizeof(thread_counts) / sizeof(thread_counts[0]); t++) {
+    struct counts before = counts_now();
+    struct pair p;
+    void *rreq[3];
+    size_t got[2] = {0, 0};
+    ncclResult_t res = ncclSuccess;
+    int done = 0;
+    struct mc_deadline dl = mc_deadline_in_ms(LONG_WAIT);
+
+    pair_open(&p, thread_counts[t], 2);
+    wait_both(post_send(&p, s, big), NULL, NULL);
+    wait_both(post_send(&p, small, sizeof(small)), NULL, NULL);
+    MC_T_OK(net->close_send(p.send));
+    p.send = NULL;
+    for (int i = 0; i < 3; i++)
+      rreq[i] = post_recv(&p, r[i], posted);
+    for (int i = 0; i < 2; i++)
+      wait_both(NULL, rreq[i], &got[i]);
+    MC_T_EQ_INT(got[0], big);
+    MC_T_EQ_INT(memcmp(r[0], s, big), 0);
+    MC_T_EQ_INT(got[1], sizeof(small));
+    MC_T_EQ_INT(memcmp(r[1], small, sizeof(small)), 0);
+    while ((res == ncclSuccess) && !done && !mc_deadline_passed(dl))
+      res = net->test(rreq[2], &done, NULL);
+    MC_T_EQ_INT(res, ncclRemoteError);
+    MC_T_CONTAINS(mc_t_last_error(), "closed the connection (control socket, received 0 of 262144");
+    pair_close(&p);
+    counts_back(before);
+  }
+  free(s);
+  for (int i = 0; i < 3; i++)
+    free(r[i]);
+}
+
 static int raw_connect(const void *handle)
 {
   union mc_sockaddr a;
@@ -752,5 +802,5 @@ static void bad_arguments(void)
 
 MC_T_MAIN(devices_and_properties, connect_accept_two_threads, one_listener_many_connections,
           exact_bytes_every_config, no_data_sockets, posting_order_32_outstanding,
-          send_larger_than_recv_fails, peer_closes_mid_message, garbage_connections_rejected,
-          abort_flag_fails_fast, bad_arguments)
+          send_larger_than_recv_fails, peer_closes_mid_message, peer_closes_after_its_messages,
+          garbage_connections_rejected, abort_flag_fails_fast, bad_arguments)
