@@ -20,8 +20,8 @@ small_shm() { # CMD...: run with a 1 MiB /dev/shm; prints what is left in it aft
   timeout 60 unshare -m sh -c 'mount -t tmpfs -o size=1m tmpfs /dev/shm || exit 99; "$@"; rc=$?;
     echo "left in /dev/shm: $(ls /dev/shm | wc -l)"; exit $rc' sh "$@"
 }
-NCCL_P2P_DISABLE=1 small_shm "$RUN" -n 2 "$T/mp_coll" --types float --sizes 7 \
-  >"$TMP/full.out" 2>&1
+NCCL_P2P_DISABLE=1 NCCL_BUFFSIZE=4194304 small_shm "$RUN" -n 2 "$T/mp_coll" --types float \
+  --sizes 7 >"$TMP/full.out" 2>&1
 expect_eq "1 MiB /dev/shm, 4 MiB FIFOs: the job fails" "$?" 1
 expect_grep "the message names the size and the remedy" "$TMP/full.out" \
   "init failed: (.*failed: )?NCCL SHM: /dev/shm has no room for 4198400 bytes \(segment /meshccl-shm-.*\): enlarge /dev/shm \(docker run --shm-size\) or lower NCCL_BUFFSIZE"
