@@ -130,6 +130,10 @@ struct ncclComm {
   char last_error[MC_LAST_ERROR_BYTES];
   struct mc_comm_group *group; /* siblings launched together (abort propagation) */
   struct mc_topo_system *topo; /* this rank's final (trimmed) system, with paths */
+  /* Local rank 0 with MESHCCL_PATHS_SHARE: the memfd of its paths, which the
+   * other local ranks open through /proc, closed once every local rank has
+   * passed init (or init failed); -1 when none. */
+  int paths_fd;
   /* Stage "graphs": the searched graphs of this rank's node and its channels. */
   struct mc_topo_graph ring_graph;
   struct mc_topo_graph tree_graph;
@@ -240,6 +244,8 @@ ncclResult_t mc_comm_bcast_tree(struct ncclComm *comm, const int *ranks, int n, 
  * allgather and fusion of the XML, system, paths, trim; logs the transport
  * each local peer would use. Sets comm->topo. */
 ncclResult_t mc_comm_stage_topo(struct ncclComm *comm);
+/* Closes the memfd of the shared paths, if this rank made one (idempotent). */
+void mc_comm_paths_close(struct ncclComm *comm);
 
 /* Stage "graphs" (init_graphs.c): ring and tree search on comm->topo,
  * NCCL_GRAPH_DUMP_FILE, Preset, the gather of every rank's Preset output,

@@ -63,6 +63,7 @@ ncclResult_t mc_comm_alloc(int n_ranks, const ncclUniqueId *id, int rank, int de
   struct ncclComm *comm = NULL;
 
   MC_CHECK(mc_calloc(&comm, 1));
+  comm->paths_fd = -1;
   if (mc_registry_add(comm) != ncclSuccess) {
     free(comm);
     return ncclSystemError;
@@ -214,6 +215,7 @@ static ncclResult_t init_stages(struct ncclComm *comm)
   comm->t.connections = mc_time_sec() - t0;
   MC_CHECK(mc_boot_barrier(comm->boot, nd->local_rank_to_rank, nd->local_ranks, nd->local_rank,
                            nd->local_rank_to_rank[0]));
+  mc_comm_paths_close(comm); /* every local rank mapped the shared paths by now */
   comm->t.total = mc_time_sec() - comm->t_start;
   sum = comm->t.kernels + comm->t.alloc + comm->t.bootstrap + comm->t.allgathers + comm->t.topo +
         comm->t.graphs + comm->t.connections;
@@ -236,6 +238,7 @@ ncclResult_t mc_comm_init_run(struct ncclComm *comm)
   res = init_stages(comm);
   if (res != ncclSuccess) {
     char why[MC_LAST_ERROR_BYTES];
+    mc_comm_paths_close(comm);
     /* When another rank failed first, the root's notice is the cause. */
     ncclResult_t first = mc_boot_root_reason(comm->boot, ROOT_REASON_WAIT_MS);
     if (first != ncclSuccess)
@@ -284,6 +287,7 @@ void mc_comm_free(struct ncclComm *comm, int root_wait_ms)
   /* First: from here on every API call that is given comm says it was destroyed. */
   mc_registry_release(comm);
   mc_group_forget(comm);
+  mc_comm_paths_close(comm);
   mc_comm_free_connections(comm);
   /* After every connection: they are the net context's. */
   mc_comm_net_fini(comm);

@@ -13,9 +13,12 @@
 #include "comm.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "check.h"
@@ -23,12 +26,17 @@
 #include "params.h"
 #include "topo/topo.h"
 #include "topo/topo_detect.h"
+#include "topo/topo_graph.h"
 #include "topo/topo_xml.h"
 #include "utils.h"
 
 #define RANK_XML_NODES 256                             /* NCCL_TOPO_XML_MAX_NODES: one rank's XML */
 #define TAG_TOPO_XML   (MC_BOOT_TAG_INTRANODE | 0x102) /* to + 3 */
-#define XML_MAX_BYTES  (4u << 20)                      /* one rank's serialized XML */
+#define TAG_TOPO_PATHS (MC_BOOT_TAG_INTRANODE | 0x106)
+/* The shared paths' memfd: a token, then the paths a page in (the mapping's
+ * offsets keep mc_topo_paths_export's alignment). */
+#define PATHS_TOKEN_BYTES 4096
+#define XML_MAX_BYTES     (4u << 20) /* one rank's serialized XML */
 /* This rank's gdrSupport (NCCL 2.30 src/init.cc ncclGpuGdrSupport: 1 when a
  * net device can register GPU memory). meshccl's buffers are host memory and
  * its nets register host memory only, so no rank supports GPUDirect RDMA. */
@@ -298,6 +306,162 @@ out:
   return res;
 }
 
+/* ---------------------------------------------------------- shared paths */
+
+/* What local rank 0 sends down the host's tree once its paths are computed. */
+struct paths_msg {
+  uint8_t digest[MC_TOPO_SEARCH_DIGEST_BYTES]; /* of its system and path options */
+  uint64_t bytes; /* of the memfd; 0: none, every rank computes its own */
+  uint64_t token; /* random, also the memfd's first 8 bytes */
+  int32_t pid;    /* the memfd is /proc/<pid>/fd/<fd> */
+  int32_t fd;
+};
+
+void mc_comm_paths_close(struct ncclComm *comm)
+{
+  if (comm->paths_fd >= 0) {
+    close(comm->paths_fd);
+    comm->paths_fd = -1;
+  }
+}
+
+/* Local rank 0: its paths into a memfd (the token, then
+ * mc_topo_paths_export's bytes), kept open in comm->paths_fd. One that
+ * cannot be made leaves msg->bytes 0. No name: the memory goes with the last
+ * process that holds it, whatever happens to rank 0. */
+static void paths_publish(struct ncclComm *comm, const struct mc_topo_system *sys,
+                          struct paths_msg *msg)
+{
+  size_t paths = mc_topo_paths_export_bytes(sys);
+  size_t bytes = PATHS_TOKEN_BYTES + paths;
+  char *map = MAP_FAILED;
+  int err = 0;
+  int fd = memfd_create("meshccl-paths", MFD_CLOEXEC);
+
+  if ((fd < 0) || (mc_random_bytes(&msg->token, sizeof(msg->token)) != ncclSuccess)) {
+    err = (fd < 0) ? errno : EIO;
+  }
+  /* Every byte now: a write beyond what memory allows would be a SIGBUS. */
+  if ((err == 0) && ((err = posix_fallocate(fd, 0, (off_t)bytes)) == 0)) {
+    map = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    err = (map == MAP_FAILED) ? errno : 0;
+  }
+  if ((err == 0) && (mc_topo_paths_export(sys, map + PATHS_TOKEN_BYTES, paths) != ncclSuccess)) {
+    err = EINVAL;
+  }
+  if (err == 0) {
+    memcpy(map, &msg->token, sizeof(msg->token));
+    msg->bytes = bytes;
+    msg->pid = (int32_t)getpid();
+    msg->fd = fd;
+    comm->paths_fd = fd;
+  } else {
+    MC_INFO(MC_SUB_GRAPH | MC_SUB_INIT,
+            "Topo: no shared paths (a memfd of %zu bytes: %s): each local rank computes its own",
+            bytes, strerror(err));
+    mc_error_clear_thread();
+    if (fd >= 0) {
+      close(fd);
+    }
+  }
+  if (map != MAP_FAILED) {
+    (void)munmap(map, bytes);
+  }
+}
+
+/* The other local ranks: local rank 0's paths, mapped read-only. */
+static ncclResult_t paths_take(struct mc_topo_system *sys, const struct paths_msg *msg)
+{
+  char path[64];
+  struct stat st;
+  char *map;
+  uint64_t token;
+  int fd;
+
+  snprintf(path, sizeof(path), "/proc/%d/fd/%d", (int)msg->pid, (int)msg->fd);
+  fd = open(path, O_RDONLY | O_CLOEXEC);
+  if (fd < 0) {
+    return MC_FAIL(ncclSystemError, "open %s: %s", path, strerror(errno));
+  }
+  if ((fstat(fd, &st) != 0) || ((uint64_t)st.st_size != msg->bytes) ||
+      (msg->bytes <= PATHS_TOKEN_BYTES)) {
+    close(fd);
+    return MC_FAIL(ncclSystemError, "%s is not the announced %llu bytes", path,
+                   (unsigned long long)msg->bytes);
+  }
+  map = mmap(NULL, (size_t)msg->bytes, PROT_READ, MAP_SHARED, fd, 0);
+  close(fd);
+  if (map == MAP_FAILED) {
+    return MC_FAIL(ncclSystemError, "mmap of %s: %s", path, strerror(errno));
+  }
+  memcpy(&token, map, sizeof(token));
+  if (token != msg->token) {
+    (void)munmap(map, (size_t)msg->bytes);
+    return MC_FAIL(ncclSystemError, "%s is another file (another pid namespace?)", path);
+  }
+  if (mc_topo_paths_import(sys, map, (size_t)msg->bytes, PATHS_TOKEN_BYTES) != ncclSuccess) {
+    (void)munmap(map, (size_t)msg->bytes);
+    return ncclInternalError;
+  }
+  return ncclSuccess;
+}
+
+/*
+ * The paths of the host's system, once per host from MESHCCL_PATHS_SHARE
+ * local ranks on: local rank 0 computes them and puts them in a memfd;
+ * every local rank whose system and path options have
+ * the same digest maps them instead of computing them (NCCL has every rank
+ * compute every path of the host: O(GPUs^2) per rank). All local ranks built
+ * their system from the same fused XML, so they differ only by their
+ * parameters. Rank 0 closes its memfd after init's last barrier of the
+ * host (every local rank has mapped it then), or when init fails; the
+ * mappings stay, and the memory goes with the last of them.
+ */
+static ncclResult_t host_paths(struct ncclComm *comm, struct mc_topo_system *sys,
+                               const struct mc_topo_paths_opts *opts)
+{
+  const struct mc_comm_nodes *nd = &comm->nodes;
+  uint8_t mine[MC_TOPO_SEARCH_DIGEST_BYTES];
+  struct paths_msg msg;
+  ncclResult_t res;
+
+  int64_t from = mc_param_int(MC_P_PATHS_SHARE);
+
+  if ((from == 0) || (nd->local_ranks < 2) || (nd->local_ranks < from)) {
+    return mc_topo_compute_paths(sys, opts);
+  }
+  mc_topo_paths_digest(sys, opts, mine);
+  memset(&msg, 0, sizeof(msg));
+  if (nd->local_rank == 0) {
+    MC_CHECK(mc_topo_compute_paths(sys, opts));
+    memcpy(msg.digest, mine, sizeof(mine));
+    paths_publish(comm, sys, &msg);
+  }
+  res = mc_comm_bcast_tree(comm, nd->local_rank_to_rank, nd->local_ranks, nd->local_rank, &msg,
+                           sizeof(msg), TAG_TOPO_PATHS);
+  if ((res == ncclSuccess) && (nd->local_rank != 0)) {
+    bool same = (msg.bytes > 0) && (memcmp(msg.digest, mine, sizeof(mine)) == 0);
+    if (same && (paths_take(sys, &msg) == ncclSuccess)) {
+      MC_INFO(MC_SUB_GRAPH, "Topo: rank %d maps the paths of rank %d (same system, %llu bytes)",
+              comm->rank, nd->local_rank_to_rank[0], (unsigned long long)msg.bytes);
+    } else {
+      if (same) {
+        MC_INFO(MC_SUB_GRAPH,
+                "Topo: rank %d could not map the paths of rank %d (%s): computing them", comm->rank,
+                nd->local_rank_to_rank[0], mc_error_last());
+        mc_error_clear_thread();
+      } else if (msg.bytes > 0) {
+        MC_INFO(
+            MC_SUB_GRAPH,
+            "Topo: rank %d's system differs from rank %d's (other parameters): computing its paths",
+            comm->rank, nd->local_rank_to_rank[0]);
+      }
+      res = mc_topo_compute_paths(sys, opts);
+    }
+  }
+  return res;
+}
+
 /* ncclTopoPrint's lines at INFO (GRAPH), as NCCL logs them. */
 static void log_system(const struct mc_topo_system *sys)
 {
@@ -341,7 +505,7 @@ ncclResult_t mc_comm_stage_topo(struct ncclComm *comm)
   mc_topo_paths_opts_from_params(&opts);
   MC_CHECK_GOTO(mc_topo_system_from_xml(fused, comm->peers[comm->rank].host_hash, &sys), res, out);
   mc_comm_steps_mark(&steps, "system");
-  MC_CHECK_GOTO(mc_topo_compute_paths(sys, &opts), res, out);
+  MC_CHECK_GOTO(host_paths(comm, sys, &opts), res, out);
   mc_comm_steps_mark(&steps, "paths");
   MC_CHECK_GOTO(mc_topo_trim_system(sys, comm->rank, comm->n_ranks, &trimmed), res, out);
   mc_comm_steps_mark(&steps, "trim");

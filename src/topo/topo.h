@@ -101,30 +101,29 @@ struct mc_topo_link {
   struct mc_topo_node *rem;
 };
 
-/* One hop of a path: the link to follow, then the rest of the path (NULL
- * after the last hop). Hops never change once made, so paths share them: a
- * path that NCCL builds as "this link, then a copy of that path's list"
+/* One hop of a path: the link to follow (its number in the system's link
+ * table) and the rest of the path (the next hop's number + 1 in the system's
+ * hops; 0 after the last). Hops never change once made, so paths share them:
+ * a path that NCCL builds as "this link, then a copy of that path's list"
  * (ncclTopoSetPaths, addInterStep) is here one new hop in front of the other
- * path's hops, and keeps the links, their order and their count exactly. */
+ * path's hops, and keeps the links, their order and their count exactly.
+ * Numbers rather than pointers: another process with the same system can
+ * use the paths of this one as they are (mc_topo_paths_export). */
 struct mc_topo_hop {
-  struct mc_topo_link *link;
-  const struct mc_topo_hop *next;
+  uint32_t link;
+  uint32_t next;
 };
 
 /* A path from a node to a base node (NCCL's ncclTopoLinkList): its hops,
- * bottleneck bandwidth, hop count and type, in 16 bytes (the hops live in
- * the system's hop arena, mc_topo_compute_paths allocates them). Paths to a
- * DEV node keep their count but no hops (hops NULL): NCCL only reads their
- * type, bandwidth and count. */
+ * bottleneck bandwidth, hop count and type, in 12 bytes. Paths to a DEV node
+ * keep their count but no hops (0): NCCL only reads their type, bandwidth
+ * and count. */
 struct mc_topo_path {
-  const struct mc_topo_hop *hops; /* first hop; NULL when count is 0 */
+  uint32_t hops; /* the first hop's number + 1 in the system's hops; 0: none */
   float bw;
   int16_t count;
   uint8_t type; /* enum mc_path_type */
 };
-
-/* Link of hop i (0 <= i < count) of a path: walks the hops, O(i). */
-struct mc_topo_link *mc_topo_path_link(const struct mc_topo_path *path, int i);
 
 struct mc_topo_node {
   enum mc_topo_node_type type;
@@ -167,6 +166,7 @@ struct mc_topo_node {
   uint64_t used; /* GPUs: bit c set while channel c of a search goes through it */
   int index;     /* position in the system's node set of its type */
   unsigned mark; /* scratch of the path computation (BFS level it was queued for) */
+  int link_base; /* number of links[0] in the system's link table (mc_topo_compute_paths) */
   int n_links;
   int cap_links;
   struct mc_topo_link *links; /* sorted: NVLink first, PCI down, PCI up, SYS */
@@ -179,8 +179,6 @@ struct mc_topo_node_set {
   int cap;
   struct mc_topo_node **nodes; /* index order = creation order (fused XML order) */
 };
-
-struct mc_topo_hop_chunk;
 
 struct mc_topo_system {
   int system_id; /* index of the local host hash */
@@ -195,10 +193,37 @@ struct mc_topo_system {
   int rank_lo;
   int n_rank_slots;
   int *rank_gpu;
-  /* The hops of every path (mc_topo_compute_paths), freed with the paths. */
-  struct mc_topo_hop_chunk *hop_chunks;
+  /* The hops of every path and the links they name (numbered node by node,
+   * type by type), made by mc_topo_compute_paths and freed with the paths. */
+  struct mc_topo_hop *hops;
+  uint32_t n_hops;
+  uint32_t cap_hops;
+  struct mc_topo_link **link_table;
+  int n_link_table;
+  /* Paths taken from another process (mc_topo_paths_import): the read-only
+   * mapping their arrays and hops live in; NULL when computed here. */
+  void *paths_map;
+  size_t paths_map_bytes;
   unsigned bfs_level; /* last BFS level number handed out (node marks) */
 };
+
+/* Hop ref of sys (a path's hops, a hop's next): NULL for 0. */
+static inline const struct mc_topo_hop *mc_topo_hop_at(const struct mc_topo_system *sys,
+                                                       uint32_t ref)
+{
+  return (ref == 0) ? NULL : &sys->hops[ref - 1];
+}
+
+/* The link hop h follows. */
+static inline struct mc_topo_link *mc_topo_hop_link(const struct mc_topo_system *sys,
+                                                    const struct mc_topo_hop *h)
+{
+  return sys->link_table[h->link];
+}
+
+/* Link of hop i (0 <= i < count) of a path: walks the hops, O(i). */
+struct mc_topo_link *mc_topo_path_link(const struct mc_topo_system *sys,
+                                       const struct mc_topo_path *path, int i);
 
 /* Knobs of the path computation; NCCL reads them from the environment, here
  * the caller passes them (defaults from mc_topo_paths_opts_init). */
@@ -252,6 +277,23 @@ ncclResult_t mc_topo_compute_paths(struct mc_topo_system *sys,
                                    const struct mc_topo_paths_opts *opts);
 /* Frees all paths (done before any change of nodes). */
 void mc_topo_free_paths(struct mc_topo_system *sys);
+
+/*
+ * The paths of one process for another with the same system and path
+ * options (mc_topo_paths_digest equal): mc_topo_paths_export writes every
+ * path array and the hops, position-independent (hops and links are
+ * numbers), into bytes (mc_topo_paths_export_bytes of them);
+ * mc_topo_paths_import makes them the paths of sys where they lie, offset
+ * bytes into the mapping map of map_bytes, which becomes sys's (read-only
+ * from then on, unmapped with the paths); each NET's local GPU is set as
+ * mc_topo_compute_paths sets it. Import checks the layout against sys
+ * (ncclInternalError, map still the caller's, sys without paths, when it
+ * does not fit).
+ */
+size_t mc_topo_paths_export_bytes(const struct mc_topo_system *sys);
+ncclResult_t mc_topo_paths_export(const struct mc_topo_system *sys, void *buf, size_t bytes);
+ncclResult_t mc_topo_paths_import(struct mc_topo_system *sys, void *map, size_t map_bytes,
+                                  size_t offset);
 
 /*
  * ncclTopoTrimSystem: removes the GPUs that are not in my_rank's domain

@@ -110,6 +110,12 @@ ncclResult_t mc_topo_compute(struct mc_topo_system *sys, struct mc_topo_graph *g
 
 #define MC_TOPO_SEARCH_DIGEST_BYTES 32
 
+/* SHA-256 of what mc_topo_compute_paths reads: the system's nodes and links
+ * and the path options. Equal digests, equal paths (mc_topo_paths_export). */
+void mc_topo_paths_digest(const struct mc_topo_system *sys,
+                          const struct mc_topo_paths_opts *paths_opts,
+                          uint8_t digest_out[MC_TOPO_SEARCH_DIGEST_BYTES]);
+
 /*
  * SHA-256 of everything mc_topo_compute reads for graphs[0..n_graphs) (their
  * inputs: id, pattern, collnet, channel limits, GPU count): the system's nodes

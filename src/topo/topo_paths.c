@@ -14,6 +14,7 @@
 
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 
 #define MAXCHANNELS 64
 
@@ -67,51 +68,68 @@ int mc_topo_level_parse(const char *str)
 
 /* ---------------------------------------------------------------- storage */
 
-/* Hops are handed out from chunks that grow geometrically; all of them are
- * freed at once with the paths. */
-#define HOP_CHUNK_MIN 256
-#define HOP_CHUNK_MAX 65536
+#define HOPS_MIN 256
 
-struct mc_topo_hop_chunk {
-  struct mc_topo_hop_chunk *next;
-  int used;
-  int cap;
-  struct mc_topo_hop hops[];
-};
-
-static ncclResult_t hop_new(struct mc_topo_system *sys, struct mc_topo_link *link,
-                            const struct mc_topo_hop *next, struct mc_topo_hop **hop_out)
+/* A new hop over link number link, followed by hop ref next: *ref_out. The
+ * hops grow geometrically (a realloc: hop pointers do not outlive it, refs
+ * do); all of them are freed at once with the paths. */
+static ncclResult_t hop_new(struct mc_topo_system *sys, uint32_t link, uint32_t next,
+                            uint32_t *ref_out)
 {
-  struct mc_topo_hop_chunk *c = sys->hop_chunks;
-  struct mc_topo_hop *h;
-
-  if ((c == NULL) || (c->used == c->cap)) {
-    int cap = (c == NULL) ? HOP_CHUNK_MIN : ((c->cap < HOP_CHUNK_MAX) ? c->cap * 2 : c->cap);
-    struct mc_topo_hop_chunk *n = malloc(sizeof(*n) + (size_t)cap * sizeof(n->hops[0]));
-    if (n == NULL) {
-      return MC_FAIL(ncclSystemError, "Topo: out of memory for %d path hops", cap);
+  if (sys->n_hops == sys->cap_hops) {
+    uint32_t cap = (sys->cap_hops == 0) ? HOPS_MIN : 2 * sys->cap_hops;
+    struct mc_topo_hop *n;
+    if (sys->cap_hops > UINT32_MAX / 4) {
+      return MC_FAIL(ncclSystemError, "Topo: more than %u path hops", sys->cap_hops);
     }
-    n->next = c;
-    n->used = 0;
-    n->cap = cap;
-    sys->hop_chunks = n;
-    c = n;
+    n = realloc(sys->hops, (size_t)cap * sizeof(*n));
+    if (n == NULL) {
+      return MC_FAIL(ncclSystemError, "Topo: out of memory for %u path hops", cap);
+    }
+    sys->hops = n;
+    sys->cap_hops = cap;
   }
-  h = &c->hops[c->used++];
-  h->link = link;
-  h->next = next;
-  *hop_out = h;
+  sys->hops[sys->n_hops] = (struct mc_topo_hop){.link = link, .next = next};
+  *ref_out = ++sys->n_hops;
   return ncclSuccess;
 }
 
-struct mc_topo_link *mc_topo_path_link(const struct mc_topo_path *path, int i)
+/* Numbers every link, node by node in type order (the same numbers in every
+ * process with the same system): node->link_base and the link table. */
+static ncclResult_t links_number(struct mc_topo_system *sys)
 {
-  const struct mc_topo_hop *h = path->hops;
+  int n = 0;
+
+  for (int t = 0; t < MC_TOPO_NODE_TYPES; t++) {
+    for (int i = 0; i < sys->nodes[t].count; i++) {
+      n += sys->nodes[t].nodes[i]->n_links;
+    }
+  }
+  free(sys->link_table);
+  sys->link_table = NULL;
+  sys->n_link_table = 0;
+  MC_CHECK(mc_calloc(&sys->link_table, (size_t)(n > 0 ? n : 1)));
+  for (int t = 0; t < MC_TOPO_NODE_TYPES; t++) {
+    for (int i = 0; i < sys->nodes[t].count; i++) {
+      struct mc_topo_node *node = sys->nodes[t].nodes[i];
+      node->link_base = sys->n_link_table;
+      for (int l = 0; l < node->n_links; l++) {
+        sys->link_table[sys->n_link_table++] = &node->links[l];
+      }
+    }
+  }
+  return ncclSuccess;
+}
+
+struct mc_topo_link *mc_topo_path_link(const struct mc_topo_system *sys,
+                                       const struct mc_topo_path *path, int i)
+{
+  const struct mc_topo_hop *h = mc_topo_hop_at(sys, path->hops);
 
   for (; (h != NULL) && (i > 0); i--) {
-    h = h->next;
+    h = mc_topo_hop_at(sys, h->next);
   }
-  return (h != NULL) ? h->link : NULL;
+  return (h != NULL) ? mc_topo_hop_link(sys, h) : NULL;
 }
 
 static ncclResult_t paths_alloc(struct mc_topo_system *sys, struct mc_topo_node *node, int type)
@@ -130,23 +148,30 @@ static ncclResult_t paths_alloc(struct mc_topo_system *sys, struct mc_topo_node 
 
 void mc_topo_free_paths(struct mc_topo_system *sys)
 {
-  struct mc_topo_hop_chunk *c = sys->hop_chunks;
-
   for (int t = 0; t < MC_TOPO_NODE_TYPES; t++) {
     for (int i = 0; i < sys->nodes[t].count; i++) {
       struct mc_topo_node *node = sys->nodes[t].nodes[i];
       for (int t2 = 0; t2 < MC_TOPO_NODE_TYPES; t2++) {
-        free(node->paths[t2]);
+        if (sys->paths_map == NULL) {
+          free(node->paths[t2]);
+        }
         node->paths[t2] = NULL;
       }
     }
   }
-  while (c != NULL) {
-    struct mc_topo_hop_chunk *next = c->next;
-    free(c);
-    c = next;
+  if (sys->paths_map != NULL) {
+    (void)munmap(sys->paths_map, sys->paths_map_bytes);
+  } else {
+    free(sys->hops);
   }
-  sys->hop_chunks = NULL;
+  sys->paths_map = NULL;
+  sys->paths_map_bytes = 0;
+  sys->hops = NULL;
+  sys->n_hops = 0;
+  sys->cap_hops = 0;
+  free(sys->link_table);
+  sys->link_table = NULL;
+  sys->n_link_table = 0;
 }
 
 /* ---------------------------------------------------------------- BFS */
@@ -192,8 +217,8 @@ static ncclResult_t relax(struct mc_topo_system *sys, struct bfs *b, struct mc_t
   struct mc_topo_node *rem = link->rem;
   struct mc_topo_path *p = &b->dist[bfs_index(b, node)];
   struct mc_topo_path *rp = &b->dist[bfs_index(b, rem)];
-  struct mc_topo_link *rev = NULL;
-  struct mc_topo_hop *hop = NULL;
+  int rev = -1;
+  uint32_t hop = 0;
   int max_len = (base->type == MC_TOPO_GPU) ? 2 : 1;
   const struct mc_topo_node *base_dev = (base->type == MC_TOPO_GPU) ? base->gpu.parent : base;
   float bw = (p->bw < link->bw) ? p->bw : link->bw;
@@ -230,11 +255,11 @@ static ncclResult_t relax(struct mc_topo_system *sys, struct bfs *b, struct mc_t
   }
   for (int l = 0; l < rem->n_links; l++) {
     if ((rem->links[l].rem == node) && (rem->links[l].type == link->type)) {
-      rev = &rem->links[l];
+      rev = l;
       break;
     }
   }
-  if (rev == NULL) {
+  if (rev < 0) {
     return MC_FAIL(ncclInternalError, "Topo: no reverse link from %s/%lx to %s/%lx",
                    mc_topo_node_type_str(rem->type), (unsigned long)rem->id,
                    mc_topo_node_type_str(node->type), (unsigned long)node->id);
@@ -243,7 +268,7 @@ static ncclResult_t relax(struct mc_topo_system *sys, struct bfs *b, struct mc_t
    * Nothing follows a path to a DEV (NCCL reads their type, bw and count
    * only: ncclTopoSearchInit, ncclTopoPrintPaths): no hops for those. */
   if (base->type != MC_TOPO_DEV) {
-    MC_CHECK(hop_new(sys, rev, p->hops, &hop));
+    MC_CHECK(hop_new(sys, (uint32_t)(rem->link_base + rev), p->hops, &hop));
   }
   rp->hops = hop;
   rp->count = (int16_t)(p->count + 1);
@@ -267,7 +292,7 @@ static ncclResult_t set_paths(struct mc_topo_system *sys, struct bfs *b, struct 
   /* Each BFS writes entry bidx of the arrays only: it starts from NCCL's
    * fresh entries (DIS, no hops). */
   for (int i = 0; i < b->total; i++) {
-    b->dist[i] = (struct mc_topo_path){.hops = NULL, .bw = 0, .count = 0, .type = MC_PATH_DIS};
+    b->dist[i] = (struct mc_topo_path){.hops = 0, .bw = 0, .count = 0, .type = MC_PATH_DIS};
   }
   b->touched[bfs_index(b, base)] = b->serial;
   bp->count = 0;
@@ -533,9 +558,11 @@ ncclResult_t mc_topo_check_p2p(const struct mc_topo_system *sys,
   gpu1 = sys->nodes[MC_TOPO_GPU].nodes[g1];
   path = &gpu1->paths[MC_TOPO_GPU][g2];
   /* 2.30: GPU-DEV-DEV-DEV-GPU, the intermediate DEV is the remote of list[1]. */
-  if ((path->count == 4) && (path->hops->next->link->rem->type == MC_TOPO_DEV)) {
-    const struct mc_topo_node *mid = path->hops->next->link->rem;
-    MC_CHECK(dev_to_rank(sys, MC_TOPO_ID_SYSTEM(mid->id), mid->dev.dev, &inter));
+  if (path->count == 4) {
+    const struct mc_topo_node *mid = mc_topo_path_link(sys, path, 1)->rem;
+    if (mid->type == MC_TOPO_DEV) {
+      MC_CHECK(dev_to_rank(sys, MC_TOPO_ID_SYSTEM(mid->id), mid->dev.dev, &inter));
+    }
   }
   if (cpu0_is_amd_x86(sys) && (sys->nodes[MC_TOPO_DEV].count <= 2)) {
     level = MC_PATH_SYS;
@@ -607,12 +634,13 @@ ncclResult_t mc_topo_intermediate_rank(const struct mc_topo_system *sys, int ran
     *rank_out = rank;
     return ncclSuccess;
   }
-  hop = (path->hops != NULL) ? path->hops->next : NULL;
-  while ((i < path->count) && (hop->link->rem->type == MC_TOPO_NVS)) {
-    hop = hop->next;
+  hop = mc_topo_hop_at(sys, path->hops);
+  hop = (hop != NULL) ? mc_topo_hop_at(sys, hop->next) : NULL;
+  while ((i < path->count) && (mc_topo_hop_link(sys, hop)->rem->type == MC_TOPO_NVS)) {
+    hop = mc_topo_hop_at(sys, hop->next);
     i++;
   }
-  node = (i < path->count) ? hop->link->rem : NULL;
+  node = (i < path->count) ? mc_topo_hop_link(sys, hop)->rem : NULL;
   if ((node != NULL) && (node->type == MC_TOPO_DEV)) {
     for (int l = 0; l < node->n_links; l++) {
       if (node->links[l].rem->type == MC_TOPO_GPU) {
@@ -714,16 +742,17 @@ static ncclResult_t add_inter_step(struct mc_topo_system *sys, int tx, int ix, i
   struct mc_topo_path *b = &mid->paths[t2][i2];
   struct mc_topo_path *p = &src->paths[t2][i2];
   struct mc_topo_path merged = {.hops = b->hops, .count = (int16_t)(a->count + b->count)};
-  struct mc_topo_hop *last = NULL;
+  uint32_t last = 0;
 
-  /* a's links copied, then b's hops themselves (they never change). */
-  for (const struct mc_topo_hop *h = a->hops; h != NULL; h = h->next) {
-    struct mc_topo_hop *hop = NULL;
-    MC_CHECK(hop_new(sys, h->link, b->hops, &hop));
-    if (last == NULL) {
+  /* a's links copied, then b's hops themselves (they never change). The
+   * hops may move as they grow: refs, not pointers, across hop_new. */
+  for (uint32_t h = a->hops; h != 0; h = sys->hops[h - 1].next) {
+    uint32_t hop = 0;
+    MC_CHECK(hop_new(sys, sys->hops[h - 1].link, b->hops, &hop));
+    if (last == 0) {
       merged.hops = hop;
     } else {
-      last->next = hop;
+      sys->hops[last - 1].next = hop;
     }
     last = hop;
   }
@@ -855,6 +884,16 @@ static ncclResult_t net_step(struct mc_topo_system *sys, const struct mc_topo_pa
   return ncclSuccess;
 }
 
+/* Each NET's local GPU, once the paths are final. */
+static ncclResult_t nets_local_gpu(struct mc_topo_system *sys)
+{
+  for (int n = 0; n < sys->nodes[MC_TOPO_NET].count; n++) {
+    struct mc_topo_node *net = sys->nodes[MC_TOPO_NET].nodes[n];
+    MC_CHECK(mc_topo_get_local_gpu(sys, n, &net->net.local_gpu));
+  }
+  return ncclSuccess;
+}
+
 ncclResult_t mc_topo_compute_paths(struct mc_topo_system *sys,
                                    const struct mc_topo_paths_opts *opts)
 {
@@ -864,6 +903,7 @@ ncclResult_t mc_topo_compute_paths(struct mc_topo_system *sys,
   ncclResult_t res = ncclSuccess;
 
   mc_topo_free_paths(sys);
+  MC_CHECK(links_number(sys));
   for (int t = 0; t < MC_TOPO_NODE_TYPES; t++) {
     b.off[t] = b.total;
     b.total += sys->nodes[t].count;
@@ -891,11 +931,175 @@ out:
     MC_CHECK(p2c_step(sys));
     MC_CHECK(net_step(sys, opts));
   }
-  for (int n = 0; n < sys->nodes[MC_TOPO_NET].count; n++) {
-    struct mc_topo_node *net = sys->nodes[MC_TOPO_NET].nodes[n];
-    MC_CHECK(mc_topo_get_local_gpu(sys, n, &net->net.local_gpu));
+  return nets_local_gpu(sys);
+}
+
+/* ---------------------------------------------------------------- sharing */
+
+#define PATHS_MAGIC 0x6d637061u /* "mcpa" */
+#define PATHS_ALIGN 64
+
+/* The bytes of mc_topo_paths_export: this head, the directory of the path
+ * arrays, the arrays, the hops (each part PATHS_ALIGN-aligned). */
+struct paths_head {
+  uint32_t magic;
+  uint32_t n_arrays;
+  uint32_t n_hops;
+  uint32_t n_links;
+  uint64_t bytes;
+  uint64_t hops_off;
+};
+
+/* One path array: from node (type, index) to every node of type base. */
+struct paths_dir {
+  uint8_t type;
+  uint8_t base;
+  uint16_t pad;
+  uint32_t index;
+  uint64_t off;
+};
+
+static size_t paths_align(size_t x)
+{
+  return (x + PATHS_ALIGN - 1) & ~(size_t)(PATHS_ALIGN - 1);
+}
+
+static size_t array_bytes(const struct mc_topo_system *sys, int base)
+{
+  int n = sys->nodes[base].count;
+  return paths_align((size_t)(n > 0 ? n : 1) * sizeof(struct mc_topo_path));
+}
+
+/* The number of path arrays of sys, and their bytes. */
+static uint32_t paths_arrays(const struct mc_topo_system *sys, size_t *array_bytes_out)
+{
+  uint32_t n = 0;
+  size_t bytes = 0;
+
+  for (int t = 0; t < MC_TOPO_NODE_TYPES; t++) {
+    for (int i = 0; i < sys->nodes[t].count; i++) {
+      for (int b = 0; b < MC_TOPO_NODE_TYPES; b++) {
+        if (sys->nodes[t].nodes[i]->paths[b] != NULL) {
+          n++;
+          bytes += array_bytes(sys, b);
+        }
+      }
+    }
   }
+  *array_bytes_out = bytes;
+  return n;
+}
+
+size_t mc_topo_paths_export_bytes(const struct mc_topo_system *sys)
+{
+  size_t arrays = 0;
+  uint32_t n = paths_arrays(sys, &arrays);
+
+  return paths_align(sizeof(struct paths_head)) +
+         paths_align((size_t)n * sizeof(struct paths_dir)) + arrays +
+         (size_t)sys->n_hops * sizeof(struct mc_topo_hop);
+}
+
+ncclResult_t mc_topo_paths_export(const struct mc_topo_system *sys, void *buf, size_t bytes)
+{
+  char *base = buf;
+  size_t arrays = 0;
+  struct paths_head head = {.magic = PATHS_MAGIC,
+                            .n_hops = sys->n_hops,
+                            .n_links = (uint32_t)sys->n_link_table,
+                            .bytes = bytes};
+  struct paths_dir *dir;
+  size_t off;
+  uint32_t k = 0;
+
+  head.n_arrays = paths_arrays(sys, &arrays);
+  if (bytes != mc_topo_paths_export_bytes(sys)) {
+    return MC_FAIL(ncclInternalError, "Topo: paths export into %zu bytes, %zu needed", bytes,
+                   mc_topo_paths_export_bytes(sys));
+  }
+  dir = (struct paths_dir *)(base + paths_align(sizeof(head)));
+  off = paths_align(sizeof(head)) + paths_align((size_t)head.n_arrays * sizeof(*dir));
+  for (int t = 0; t < MC_TOPO_NODE_TYPES; t++) {
+    for (int i = 0; i < sys->nodes[t].count; i++) {
+      const struct mc_topo_node *node = sys->nodes[t].nodes[i];
+      for (int b = 0; b < MC_TOPO_NODE_TYPES; b++) {
+        if (node->paths[b] == NULL) {
+          continue;
+        }
+        dir[k++] = (struct paths_dir){
+            .type = (uint8_t)t, .base = (uint8_t)b, .index = (uint32_t)i, .off = off};
+        memcpy(base + off, node->paths[b],
+               (size_t)sys->nodes[b].count * sizeof(struct mc_topo_path));
+        off += array_bytes(sys, b);
+      }
+    }
+  }
+  head.hops_off = off;
+  if (sys->n_hops > 0) {
+    memcpy(base + off, sys->hops, (size_t)sys->n_hops * sizeof(struct mc_topo_hop));
+  }
+  memcpy(base, &head, sizeof(head));
   return ncclSuccess;
+}
+
+static ncclResult_t import_fail(struct mc_topo_system *sys, const char *why)
+{
+  for (int t = 0; t < MC_TOPO_NODE_TYPES; t++) {
+    for (int i = 0; i < sys->nodes[t].count; i++) {
+      memset(sys->nodes[t].nodes[i]->paths, 0, sizeof(sys->nodes[t].nodes[i]->paths));
+    }
+  }
+  sys->hops = NULL;
+  sys->n_hops = 0;
+  sys->cap_hops = 0;
+  return MC_FAIL(ncclInternalError, "Topo: shared paths do not fit this system: %s", why);
+}
+
+ncclResult_t mc_topo_paths_import(struct mc_topo_system *sys, void *map, size_t map_bytes,
+                                  size_t offset)
+{
+  char *base = (char *)map + offset;
+  size_t bytes = (offset < map_bytes) ? map_bytes - offset : 0;
+  struct paths_head head;
+  const struct paths_dir *dir;
+  size_t dir_end;
+
+  mc_topo_free_paths(sys);
+  if (bytes < sizeof(head)) {
+    return import_fail(sys, "shorter than its head");
+  }
+  memcpy(&head, base, sizeof(head));
+  dir_end = paths_align(sizeof(head)) + paths_align((size_t)head.n_arrays * sizeof(*dir));
+  if ((head.magic != PATHS_MAGIC) || (head.bytes != bytes) || (dir_end > bytes) ||
+      (head.hops_off < dir_end) || (head.hops_off > bytes) ||
+      ((bytes - head.hops_off) / sizeof(struct mc_topo_hop) < head.n_hops)) {
+    return import_fail(sys, "bad head");
+  }
+  MC_CHECK(links_number(sys));
+  if (head.n_links != (uint32_t)sys->n_link_table) {
+    return import_fail(sys, "another link count");
+  }
+  dir = (const struct paths_dir *)(base + paths_align(sizeof(head)));
+  for (uint32_t k = 0; k < head.n_arrays; k++) {
+    const struct paths_dir *e = &dir[k];
+    struct mc_topo_node *node;
+    if ((e->type >= MC_TOPO_NODE_TYPES) || (e->base >= MC_TOPO_NODE_TYPES) ||
+        (e->index >= (uint32_t)sys->nodes[e->type].count) || (e->off < dir_end) ||
+        (e->off > head.hops_off) || (head.hops_off - e->off < array_bytes(sys, e->base))) {
+      return import_fail(sys, "bad directory entry");
+    }
+    node = sys->nodes[e->type].nodes[e->index];
+    if (node->paths[e->base] != NULL) {
+      return import_fail(sys, "a path array twice");
+    }
+    node->paths[e->base] = (struct mc_topo_path *)(base + e->off);
+  }
+  sys->hops = (struct mc_topo_hop *)(base + head.hops_off);
+  sys->n_hops = head.n_hops;
+  sys->cap_hops = head.n_hops;
+  sys->paths_map = map;
+  sys->paths_map_bytes = map_bytes;
+  return nets_local_gpu(sys);
 }
 
 ncclResult_t mc_topo_trim_system(struct mc_topo_system *sys, int my_rank, int n_ranks,

@@ -96,24 +96,24 @@ static inline void sub_round(float *a, float b)
 
 /* followPath: charges bw on the first max_steps links of path; *steps_out is
  * the number of links charged (< max_steps when one lacked bandwidth). */
-static ncclResult_t follow_path(const struct mc_topo_path *path, struct mc_topo_node *start,
-                                int max_steps, float bw, int *steps_out)
+static ncclResult_t follow_path(const struct mc_topo_system *sys, const struct mc_topo_path *path,
+                                struct mc_topo_node *start, int max_steps, float bw, int *steps_out)
 {
   float pci_bw = bw;
   struct mc_topo_node *node = start;
-  const struct mc_topo_hop *hop = path->hops;
+  const struct mc_topo_hop *hop = mc_topo_hop_at(sys, path->hops);
 
   if ((path->type == MC_PATH_PHB) && (start->type == MC_TOPO_GPU)) {
-    for (const struct mc_topo_hop *h = path->hops; h != NULL; h = h->next) {
-      const struct mc_topo_node *n = h->link->rem;
+    for (const struct mc_topo_hop *h = hop; h != NULL; h = mc_topo_hop_at(sys, h->next)) {
+      const struct mc_topo_node *n = mc_topo_hop_link(sys, h)->rem;
       if ((n->type == MC_TOPO_CPU) && (n->cpu.arch == MC_TOPO_CPU_ARCH_X86) &&
           (n->cpu.vendor == MC_TOPO_CPU_VENDOR_INTEL)) {
         pci_bw = INTEL_P2P_OVERHEAD(bw);
       }
     }
   }
-  for (int step = 0; step < max_steps; step++, hop = hop->next) {
-    struct mc_topo_link *link = hop->link;
+  for (int step = 0; step < max_steps; step++, hop = mc_topo_hop_at(sys, hop->next)) {
+    struct mc_topo_link *link = mc_topo_hop_link(sys, hop);
     struct mc_topo_link *rev = NULL;
     float fw_bw = (link->type == MC_TOPO_LINK_PCI) ? pci_bw : bw;
     float rev_bw = 0;
@@ -203,10 +203,10 @@ static ncclResult_t follow(struct search *s, int type1, int i1, int type2, int i
     return ncclSuccess;
   }
   bw *= mult;
-  MC_CHECK(follow_path(path, n1, path->count, bw, &step));
+  MC_CHECK(follow_path(sys, path, n1, path->count, bw, &step));
   if (step < path->count) {
     /* Not enough bandwidth: give back what was charged. */
-    MC_CHECK(follow_path(path, n1, step, -bw, &step));
+    MC_CHECK(follow_path(sys, path, n1, step, -bw, &step));
     return ncclSuccess;
   }
   g->n_hops += (int)(mult * (float)path->count);

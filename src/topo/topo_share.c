@@ -33,6 +33,7 @@
 #include <string.h>
 
 #define SHARE_MAGIC 0x6d637368u /* "mcsh" */
+#define PATHS_MAGIC 0x6d637061u /* "mcpa" */
 
 /* Values are gathered in blocks and hashed a block at a time (a call per
  * value made the digest cost more than the search it replaces). */
@@ -112,6 +113,62 @@ static void digest_node(struct digest *d, const struct mc_topo_node *n)
   }
 }
 
+/* The system and the path options: what the paths are a function of. */
+static void digest_system(struct digest *d, const struct mc_topo_system *sys,
+                          const struct mc_topo_paths_opts *paths_opts)
+{
+  put_i64(d, sys->system_id);
+  put_i64(d, sys->n_hosts);
+  for (int i = 0; (i < sys->n_hosts) && (i < (int)(sizeof(sys->host_hashes) / 8)); i++) {
+    put_i64(d, (int64_t)sys->host_hashes[i]);
+  }
+  put_f32(d, sys->max_bw);
+  put_f32(d, sys->total_bw);
+  put_i64(d, sys->inter);
+  for (int t = 0; t < MC_TOPO_NODE_TYPES; t++) {
+    put_i64(d, sys->nodes[t].count);
+    for (int i = 0; i < sys->nodes[t].count; i++) {
+      digest_node(d, sys->nodes[t].nodes[i]);
+    }
+  }
+  put_i64(d, paths_opts->p2p_level);
+  put_i64(d, paths_opts->p2p_disable);
+  put_i64(d, paths_opts->nvb_disable);
+  put_i64(d, paths_opts->pxn_disable);
+  put_i64(d, paths_opts->pxn_c2c);
+  put_i64(d, paths_opts->net_gdr_level);
+  put_i64(d, paths_opts->net_gdr_read);
+  put_i64(d, paths_opts->net_gdr_c2c);
+  put_i64(d, paths_opts->net_gdr_mlopart);
+  put_i64(d, paths_opts->net_disable_intra);
+  put_i64(d, paths_opts->shm_disable);
+  put_i64(d, paths_opts->check_transports);
+}
+
+static void digest_start(struct digest *d, int64_t magic)
+{
+  mc_sha256_init(&d->sha);
+  d->n = 0;
+  put_i64(d, magic);
+}
+
+static void digest_end(struct digest *d, uint8_t digest_out[MC_TOPO_SEARCH_DIGEST_BYTES])
+{
+  mc_sha256_update(&d->sha, d->v, (size_t)d->n * sizeof(d->v[0]));
+  mc_sha256_final(&d->sha, digest_out);
+}
+
+void mc_topo_paths_digest(const struct mc_topo_system *sys,
+                          const struct mc_topo_paths_opts *paths_opts,
+                          uint8_t digest_out[MC_TOPO_SEARCH_DIGEST_BYTES])
+{
+  struct digest d;
+
+  digest_start(&d, PATHS_MAGIC);
+  digest_system(&d, sys, paths_opts);
+  digest_end(&d, digest_out);
+}
+
 void mc_topo_search_digest(const struct mc_topo_system *sys,
                            const struct mc_topo_paths_opts *paths_opts,
                            const struct mc_topo_search_opts *search_opts,
@@ -120,35 +177,8 @@ void mc_topo_search_digest(const struct mc_topo_system *sys,
 {
   struct digest d;
 
-  mc_sha256_init(&d.sha);
-  d.n = 0;
-  put_i64(&d, SHARE_MAGIC);
-  put_i64(&d, sys->system_id);
-  put_i64(&d, sys->n_hosts);
-  for (int i = 0; (i < sys->n_hosts) && (i < (int)(sizeof(sys->host_hashes) / 8)); i++) {
-    put_i64(&d, (int64_t)sys->host_hashes[i]);
-  }
-  put_f32(&d, sys->max_bw);
-  put_f32(&d, sys->total_bw);
-  put_i64(&d, sys->inter);
-  for (int t = 0; t < MC_TOPO_NODE_TYPES; t++) {
-    put_i64(&d, sys->nodes[t].count);
-    for (int i = 0; i < sys->nodes[t].count; i++) {
-      digest_node(&d, sys->nodes[t].nodes[i]);
-    }
-  }
-  put_i64(&d, paths_opts->p2p_level);
-  put_i64(&d, paths_opts->p2p_disable);
-  put_i64(&d, paths_opts->nvb_disable);
-  put_i64(&d, paths_opts->pxn_disable);
-  put_i64(&d, paths_opts->pxn_c2c);
-  put_i64(&d, paths_opts->net_gdr_level);
-  put_i64(&d, paths_opts->net_gdr_read);
-  put_i64(&d, paths_opts->net_gdr_c2c);
-  put_i64(&d, paths_opts->net_gdr_mlopart);
-  put_i64(&d, paths_opts->net_disable_intra);
-  put_i64(&d, paths_opts->shm_disable);
-  put_i64(&d, paths_opts->check_transports);
+  digest_start(&d, SHARE_MAGIC);
+  digest_system(&d, sys, paths_opts);
   put_i64(&d, search_opts->cross_nic);
   put_i64(&d, search_opts->scatter_nets);
   put_i64(&d, search_opts->graph_file != NULL);
@@ -160,8 +190,7 @@ void mc_topo_search_digest(const struct mc_topo_system *sys,
     put_i64(&d, graphs[g]->max_channels);
     put_i64(&d, graphs[g]->n_gpus);
   }
-  mc_sha256_update(&d.sha, d.v, (size_t)d.n * sizeof(d.v[0]));
-  mc_sha256_final(&d.sha, digest_out);
+  digest_end(&d, digest_out);
 }
 
 /* ---------------------------------------------------------------- bytes */

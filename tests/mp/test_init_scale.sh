@@ -1,11 +1,15 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: Apache-2.0
 # Init with many local ranks (the scaling of docs/ARCHITECTURE.md, "Init with
-# many local ranks"): a 128-rank job on this host completes; the search made
-# once per host (MESHCCL_SEARCH_SHARE=1) gives every rank the graph, ring,
-# tree, system and transport lines the search on every rank (=0, NCCL's way)
-# gives; and a host with more devices than NCCL's NCCL_TOPO_MAX_NODES is
-# refused naming the limit. Results only: no timing is checked.
+# many local ranks"): a 128-rank job on this host completes; the paths and
+# the search made once per host (MESHCCL_PATHS_SHARE=2: from 2 local ranks on,
+# MESHCCL_SEARCH_SHARE=1)
+# give every rank the graph, ring, tree, system (its paths printed) and
+# transport lines that computing and searching on every rank (=0, NCCL's way)
+# gives (the shared paths are a memfd: nothing in /dev/shm); a rank with other path options
+# computes its own paths; and a host with more devices than NCCL's
+# NCCL_TOPO_MAX_NODES is refused naming the limit. Results only: no timing
+# is checked.
 # shellcheck source=mp_lib.sh
 . "$(dirname "$0")/mp_lib.sh"
 HELLO="$MC_BUILD/bin/meshccl-hello"
@@ -28,17 +32,36 @@ graph_lines() {
   grep -E 'Pattern [0-9]|^\[[0-9]+\] [^ ]+ \[[0-9]+\] NCCL INFO +[0-9]+ : |Channel [0-9]|Trees|Ring [0-9]|coll channels|GPU/|NET/|CPU/|Transport: ' "$1" |
     sed -E 's/^\[[0-9]+\] [^ ]+ \[[0-9]+\] //' | sort
 }
+shm_paths() { find /dev/shm -maxdepth 1 -name 'meshccl-paths-*' 2>/dev/null | wc -l; }
+shm_before=$(shm_paths)
 for share in 1 0; do
-  MESHCCL_SEARCH_SHARE=$share NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=INIT,GRAPH \
-    timeout 120 "$RUN" -n 24 "$HELLO" -q >"$TMP/share$share" 2>&1
+  MESHCCL_PATHS_SHARE=$((2 * share)) MESHCCL_SEARCH_SHARE=$share NCCL_DEBUG=INFO \
+    NCCL_DEBUG_SUBSYS=INIT,GRAPH timeout 120 "$RUN" -n 24 "$HELLO" -q >"$TMP/share$share" 2>&1
   rc=$?
-  expect_success "24 ranks, MESHCCL_SEARCH_SHARE=$share: init completes" "$rc" "$TMP/share$share"
+  expect_success "24 ranks, MESHCCL_PATHS_SHARE=$((2 * share)) MESHCCL_SEARCH_SHARE=$share: init completes" \
+    "$rc" "$TMP/share$share"
   graph_lines "$TMP/share$share" >"$TMP/lines$share"
 done
-expect_eq "24 ranks: graph, ring, tree, system and transport lines the same with and without the shared search" \
+expect_eq "24 ranks: graph, ring, tree, system, path and transport lines the same with and without the shared paths and search" \
   "$(cmp -s "$TMP/lines1" "$TMP/lines0" && echo same || diff "$TMP/lines1" "$TMP/lines0" | head -5)" same
+expect_eq "24 ranks, shared paths: the 23 other ranks map local rank 0's paths" \
+  "$(grep -c 'Topo: rank [0-9]* maps the paths of rank 0 (same system, [0-9]* bytes)' "$TMP/share1")" 23
 expect_eq "24 ranks, shared search: the 23 other ranks take local rank 0's graphs" \
   "$(grep -c 'takes the ring and tree graphs of rank 0 (same system)' "$TMP/share1")" 23
+expect_eq "shared paths: nothing left in /dev/shm" "$(shm_paths)" "$shm_before"
+
+# Rank 3 alone with NCCL_NVB_DISABLE=1 (a path option): its digest differs,
+# it computes its own paths, the others map rank 0's, and init completes.
+MESHCCL_PATHS_SHARE=2 NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=INIT,GRAPH timeout 60 "$RUN" -n 6 \
+  bash -c '[ "$RANK" = 3 ] && export NCCL_NVB_DISABLE=1; exec "$0" -q' "$HELLO" \
+  >"$TMP/nvb" 2>&1
+rc=$?
+expect_success "6 ranks, rank 3 with NCCL_NVB_DISABLE=1: init completes" "$rc" "$TMP/nvb"
+expect_grep "rank 3 computes its own paths" "$TMP/nvb" \
+  "Topo: rank 3's system differs from rank 0's \(other parameters\): computing its paths"
+expect_eq "the 4 others map rank 0's paths" \
+  "$(grep -c 'maps the paths of rank 0 (same system' "$TMP/nvb")" 4
+expect_eq "then too, nothing left in /dev/shm" "$(shm_paths)" "$shm_before"
 expect_eq "24 ranks: as many lines each way (and some)" \
   "$(($(wc -l <"$TMP/lines1") > 24 * 24))" 1
 

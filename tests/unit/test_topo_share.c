@@ -24,6 +24,7 @@
 
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 
 struct golden {
   const char *file; /* under tests/data/topo */
@@ -150,7 +151,7 @@ static char *dump_paths(const struct mc_topo_system *sys)
           fprintf(f, " %s %a %d", mc_topo_path_type_str(p->type), (double)p->bw, p->count);
           if (tt != MC_TOPO_DEV) {
             for (int h = 0; h < p->count; h++) {
-              const struct mc_topo_link *l = mc_topo_path_link(p, h);
+              const struct mc_topo_link *l = mc_topo_path_link(sys, p, h);
               MC_T_TRUE(l != NULL);
               fprintf(f, " %s:", mc_topo_link_type_str(l->type));
               node_name(f, l->rem);
@@ -198,9 +199,11 @@ static void paths_match_list_storage(void)
             if ((bt == MC_TOPO_DEV) || (p->count == 0)) {
               continue;
             }
-            for (const struct mc_topo_hop *h = p->hops; h != NULL; h = h->next) {
-              MC_T_TRUE((h->link >= at->links) && (h->link < at->links + at->n_links));
-              at = h->link->rem;
+            for (const struct mc_topo_hop *h = mc_topo_hop_at(sys, p->hops); h != NULL;
+                 h = mc_topo_hop_at(sys, h->next)) {
+              const struct mc_topo_link *l = mc_topo_hop_link(sys, h);
+              MC_T_TRUE((l >= at->links) && (l < at->links + at->n_links));
+              at = l->rem;
             }
             MC_T_TRUE(at == sys->nodes[bt].nodes[b]);
           }
@@ -295,6 +298,99 @@ static void digest_of(const struct mc_topo_system *sys, const struct mc_topo_sea
                              MC_TOPO_MAX_RING_CHANNELS, sys->nodes[MC_TOPO_GPU].count));
   mc_topo_search_digest(sys, &popts, opts, inputs, 1, d);
   mc_topo_graph_fini(&ring);
+}
+
+/* A golden's system before any path. */
+static struct mc_topo_system *bare_system(const struct golden *g)
+{
+  struct mc_xml *xml = load(g);
+  struct mc_topo_system *sys = NULL;
+
+  MC_T_OK(mc_topo_system_from_xml(xml, first_host_hash(xml), &sys));
+  mc_xml_destroy(xml);
+  return sys;
+}
+
+/* sys's paths exported into a fresh read-only mapping (*bytes_out). */
+static void *export_mapped(const struct mc_topo_system *sys, size_t *bytes_out)
+{
+  size_t bytes = mc_topo_paths_export_bytes(sys);
+  void *map = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+
+  MC_T_TRUE(map != MAP_FAILED);
+  MC_T_OK(mc_topo_paths_export(sys, map, bytes));
+  MC_T_EQ_INT(mprotect(map, bytes, PROT_READ), 0);
+  *bytes_out = bytes;
+  return map;
+}
+
+/* A system that takes another's exported paths (same digest) has every path,
+ * hop by hop, and every NET's local GPU, of its own computation; trimmed and
+ * searched, it ends as the computing one. A system with other links refuses
+ * them and is left without paths. */
+static void imported_paths_are_computed_ones(void)
+{
+  struct mc_topo_paths_opts opts;
+
+  mc_topo_paths_opts_init(&opts);
+  for (int g = 0; g < N_GOLDENS; g++) {
+    struct mc_topo_system *a = bare_system(&goldens[g]);
+    struct mc_topo_system *b = bare_system(&goldens[g]);
+    /* The 64-rank host against the servers: other nodes, other links. */
+    struct mc_topo_system *other = bare_system(&goldens[(g == N_GOLDENS - 1) ? 0 : N_GOLDENS - 1]);
+    struct mc_topo_search_opts sopts;
+    struct mc_topo_graph ring_a, tree_a, ring_b, tree_b;
+    uint8_t da[MC_TOPO_SEARCH_DIGEST_BYTES];
+    uint8_t db[MC_TOPO_SEARCH_DIGEST_BYTES];
+    int n = a->nodes[MC_TOPO_GPU].count;
+    bool removed_a = false;
+    bool removed_b = false;
+    size_t bytes = 0;
+    void *map;
+    char *ta;
+    char *tb;
+
+    mc_topo_paths_digest(a, &opts, da);
+    mc_topo_paths_digest(b, &opts, db);
+    MC_T_EQ_INT(memcmp(da, db, sizeof(da)), 0);
+    MC_T_OK(mc_topo_compute_paths(a, &opts));
+    map = export_mapped(a, &bytes);
+    MC_T_EQ_INT(mc_topo_paths_import(other, map, bytes, 0), ncclInternalError);
+    MC_T_CONTAINS(mc_t_last_error(), "shared paths do not fit this system");
+    MC_T_TRUE(other->nodes[MC_TOPO_GPU].nodes[0]->paths[MC_TOPO_GPU] == NULL);
+    MC_T_OK(mc_topo_paths_import(b, map, bytes, 0));
+    ta = dump_paths(a);
+    tb = dump_paths(b);
+    MC_T_EQ_STR(ta, tb);
+    for (int i = 0; i < a->nodes[MC_TOPO_NET].count; i++) {
+      MC_T_EQ_INT(b->nodes[MC_TOPO_NET].nodes[i]->net.local_gpu,
+                  a->nodes[MC_TOPO_NET].nodes[i]->net.local_gpu);
+    }
+    MC_T_OK(mc_topo_trim_system(a, goldens[g].rank, n, &removed_a));
+    MC_T_OK(mc_topo_trim_system(b, goldens[g].rank, n, &removed_b));
+    MC_T_EQ_INT(removed_a, removed_b);
+    if (removed_a) { /* as init: both compute them again */
+      MC_T_OK(mc_topo_compute_paths(a, &opts));
+      MC_T_OK(mc_topo_compute_paths(b, &opts));
+    }
+    mc_topo_search_init(a);
+    mc_topo_search_init(b);
+    mc_topo_search_opts_init(&sopts);
+    search(a, &sopts, &ring_a, &tree_a);
+    search(b, &sopts, &ring_b, &tree_b);
+    expect_same_graph(&ring_a, &ring_b);
+    expect_same_graph(&tree_a, &tree_b);
+    expect_same_bws(a, b);
+    mc_topo_graph_fini(&ring_a);
+    mc_topo_graph_fini(&tree_a);
+    mc_topo_graph_fini(&ring_b);
+    mc_topo_graph_fini(&tree_b);
+    free(ta);
+    free(tb);
+    mc_topo_system_destroy(a);
+    mc_topo_system_destroy(b);
+    mc_topo_system_destroy(other);
+  }
 }
 
 /* A rank that takes another rank's search (same digest) ends with the
@@ -434,5 +530,5 @@ static void xml_pack_round_trip(void)
   }
 }
 
-MC_T_MAIN(paths_match_list_storage, trim_keeps_equal_paths, shared_search_is_own_search,
-          digest_tells_systems_apart, xml_pack_round_trip)
+MC_T_MAIN(paths_match_list_storage, trim_keeps_equal_paths, imported_paths_are_computed_ones,
+          shared_search_is_own_search, digest_tells_systems_apart, xml_pack_round_trip)
