@@ -5,7 +5,8 @@
  *   NCCL_TOPO_FILE (this rank takes the dev-th GPU of the file) or detection
  *   of this host with the devices of the communicator's net as its NICs
  *   (stage "net" chose and initialised it) -> allgather of the XML among the ranks of the host ->
- * fusion in local-rank order -> NCCL_TOPO_DUMP_FILE -> system graph -> paths -> trim -> paths.
+ * fusion in local-rank order -> NCCL_TOPO_DUMP_FILE -> system graph -> paths (once per host from
+ * MESHCCL_PATHS_SHARE local ranks, host_paths) -> trim -> paths.
  * The transport of each peer is logged where connections are made (src/transport/transport.c),
  * with the topology's reason, so that the log names the transport really used. Input: comm with
  * bootstrap, peers and nodes. Output: comm->topo.
