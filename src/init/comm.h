@@ -36,6 +36,11 @@ struct mc_peer_info {
   char if_name[16]; /* bootstrap interface, for reports */
   char if_addr[48];
   double t_bootstrap; /* seconds this rank spent in its bootstrap */
+  /* Its MESHCCL_PATHS_SHARE and MESHCCL_SEARCH_SHARE: every rank of a host
+   * follows its first local rank's, so that all take part in the same
+   * host-wide exchanges whatever their own environment says. */
+  int32_t paths_share;
+  int32_t search_share;
 };
 
 /* Who is where, derived from the peer infos (mc_comm_nodes_compute). */

@@ -159,6 +159,8 @@ static ncclResult_t stage_peers(struct ncclComm *comm)
   mc_sockaddr_str(&mc_boot_ifc(comm->boot)->addr, me->if_addr, sizeof(me->if_addr));
   me->if_addr[strcspn(me->if_addr, "<")] = '\0'; /* the interface's address, not a port */
   me->t_bootstrap = comm->t.bootstrap;
+  me->paths_share = (int32_t)mc_param_int(MC_P_PATHS_SHARE);
+  me->search_share = (int32_t)mc_param_int(MC_P_SEARCH_SHARE);
   MC_CHECK(mc_boot_allgather(comm->boot, comm->peers, sizeof(*comm->peers)));
   for (int i = 0; i < comm->n_ranks; i++) {
     comm->peers[i].host[MC_HOST_BYTES - 1] = '\0';

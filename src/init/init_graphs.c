@@ -187,7 +187,7 @@ static ncclResult_t search(struct ncclComm *comm, struct mc_comm_steps *steps)
                               MC_TOPO_MAX_RING_CHANNELS, ngpus));
   /* A graph file is read by every rank, as NCCL does. */
   if ((comm->nodes.local_ranks > 1) && (opts.graph_file == NULL) &&
-      (mc_param_int(MC_P_SEARCH_SHARE) != 0)) {
+      (comm->peers[comm->nodes.local_rank_to_rank[0]].search_share != 0)) {
     MC_CHECK(search_shared(comm, &opts, steps));
   } else {
     MC_CHECK(search_here(comm, &opts, steps));

@@ -426,7 +426,7 @@ static ncclResult_t host_paths(struct ncclComm *comm, struct mc_topo_system *sys
   struct paths_msg msg;
   ncclResult_t res;
 
-  int64_t from = mc_param_int(MC_P_PATHS_SHARE);
+  int64_t from = comm->peers[nd->local_rank_to_rank[0]].paths_share;
 
   if ((from == 0) || (nd->local_ranks < 2) || (nd->local_ranks < from)) {
     return mc_topo_compute_paths(sys, opts);

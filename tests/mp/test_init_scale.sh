@@ -7,7 +7,8 @@
 # give every rank the graph, ring, tree, system (its paths printed) and
 # transport lines that computing and searching on every rank (=0, NCCL's way)
 # gives (the shared paths are a memfd: nothing in /dev/shm); a rank with other path options
-# computes its own paths; and a host with more devices than NCCL's
+# computes its own paths; a rank whose own sharing settings differ follows
+# the host's first rank; and a host with more devices than NCCL's
 # NCCL_TOPO_MAX_NODES is refused naming the limit. Results only: no timing
 # is checked.
 # shellcheck source=mp_lib.sh
@@ -62,6 +63,19 @@ expect_grep "rank 3 computes its own paths" "$TMP/nvb" \
 expect_eq "the 4 others map rank 0's paths" \
   "$(grep -c 'maps the paths of rank 0 (same system' "$TMP/nvb")" 4
 expect_eq "then too, nothing left in /dev/shm" "$(shm_paths)" "$shm_before"
+
+# Rank 2 alone with MESHCCL_PATHS_SHARE=0 and MESHCCL_SEARCH_SHARE=0: the
+# host follows its first local rank, so rank 2 too maps the paths and takes
+# the graphs (instead of leaving the host's broadcasts waiting on it).
+MESHCCL_PATHS_SHARE=2 NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=INIT,GRAPH timeout 60 "$RUN" -n 6 \
+  bash -c '[ "$RANK" = 2 ] && export MESHCCL_PATHS_SHARE=0 MESHCCL_SEARCH_SHARE=0; exec "$0" -q' \
+  "$HELLO" >"$TMP/mixed" 2>&1
+rc=$?
+expect_success "6 ranks, rank 2 alone with both shares 0: init completes" "$rc" "$TMP/mixed"
+expect_eq "rank 2 follows rank 0: the 5 others map the paths" \
+  "$(grep -c 'maps the paths of rank 0 (same system' "$TMP/mixed")" 5
+expect_grep "rank 2 follows rank 0: it takes the graphs" "$TMP/mixed" \
+  "Graphs: rank 2 takes the ring and tree graphs of rank 0"
 expect_eq "24 ranks: as many lines each way (and some)" \
   "$(($(wc -l <"$TMP/lines1") > 24 * 24))" 1
 
