@@ -335,10 +335,7 @@ int mc_coll_stray_check(struct mc_coll_batch *b, const struct mc_coll_plan *pl, 
 {
   for (int i = 0; i < b->n_ops; i++) {
     struct ncclComm *comm = b->ops[i].comm;
-    bool first = true;
-    for (int k = 0; k < i; k++)
-      first = first && (b->ops[k].comm != comm);
-    if (!first || (comm->n_ranks < 2))
+    if (!mc_coll_batch_comm_first(b, i) || (comm->n_ranks < 2))
       continue;
     for (int c = 0; (comm->channels != NULL) && (c < comm->n_channels); c++) {
       struct mc_channel *ch = &comm->channels[c];
@@ -384,10 +381,9 @@ int mc_coll_notice_scan(struct mc_coll_batch *b, ncclResult_t *res, struct mc_op
 {
   for (int i = 0; i < b->n_ops; i++) {
     struct ncclComm *comm = b->ops[i].comm;
-    bool first = true;
-    for (int k = 0; k < i; k++)
-      first = first && (b->ops[k].comm != comm);
-    for (int j = 0; first && (j < mc_coll_comm_conns(comm)); j++) {
+    if (!mc_coll_batch_comm_first(b, i))
+      continue;
+    for (int j = 0; j < mc_coll_comm_conns(comm); j++) {
       struct mc_conn *c = mc_coll_comm_conn(comm, j);
       uint64_t end;
       if ((c == NULL) || c->is_send || (c->kind != MC_TOPO_TRANSPORT_NET))

@@ -576,12 +576,9 @@ static ncclResult_t runtime_connect(struct mc_coll_batch *b, struct ncclComm **f
   for (int i = 0; i < b->n_ops; i++) {
     struct ncclComm *comm = b->ops[i].comm;
     struct mc_tp_set *set = &sets[n_sets];
-    bool first = true;
     bool os_done = false;
     bool trees_done = false;
-    for (int k = 0; k < i; k++)
-      first = first && (b->ops[k].comm != comm);
-    if (!first)
+    if (!mc_coll_batch_comm_first(b, i))
       continue;
     *set = (struct mc_tp_set){.tc = &comm->tp, .reqs = &reqs[n_reqs], .n = 0};
     for (int k = i; k < b->n_ops; k++) {
@@ -879,15 +876,19 @@ static void comm_fail(struct ncclComm *comm, ncclResult_t res)
 
 /* ------------------------------------------------------------------ run */
 
+bool mc_coll_batch_comm_first(const struct mc_coll_batch *b, int i)
+{
+  for (int k = 0; k < i; k++)
+    if (b->ops[k].comm == b->ops[i].comm)
+      return false;
+  return true;
+}
+
 void mc_coll_batch_proxies(struct mc_coll_batch *b, int delta)
 {
-  for (int i = 0; i < b->n_ops; i++) {
-    bool first = true;
-    for (int k = 0; k < i; k++)
-      first = first && (b->ops[k].comm != b->ops[i].comm);
-    if (first)
+  for (int i = 0; i < b->n_ops; i++)
+    if (mc_coll_batch_comm_first(b, i))
       mc_proxy_activity(b->ops[i].comm->tp.proxy, delta);
-  }
 }
 
 static bool proxies_help(struct mc_coll_batch *b)
@@ -974,6 +975,8 @@ static bool batch_net_failed(struct mc_coll_batch *b)
 {
   for (int i = 0; i < b->n_ops; i++) {
     struct ncclComm *comm = b->ops[i].comm;
+    if (!mc_coll_batch_comm_first(b, i))
+      continue;
     for (int j = 0; j < mc_coll_comm_conns(comm); j++) {
       const struct mc_conn *c = mc_coll_comm_conn(comm, j);
       if ((c != NULL) && (c->kind == MC_TOPO_TRANSPORT_NET) && (mc_conn_error(c) != 0))

@@ -39,6 +39,9 @@ bool mc_coll_op_runs(const struct mc_op *op);
 /* Its one-shot (tree) connections are still to be made, with every peer at once. */
 bool mc_coll_op_needs_oneshot(const struct mc_op *op);
 bool mc_coll_op_needs_trees(const struct mc_op *op);
+/* Op i of b is the first of the batch on its communicator (per-communicator
+ * work is done once). */
+bool mc_coll_batch_comm_first(const struct mc_coll_batch *b, int i);
 /* The NET proxies of the batch's communicators: a collective starts (+1) or ends (-1). */
 void mc_coll_batch_proxies(struct mc_coll_batch *b, int delta);
 /* The connections of comm, numbered 0 .. mc_coll_comm_conns(comm) - 1: each

@@ -964,6 +964,14 @@ static size_t paths_align(size_t x)
   return (x + PATHS_ALIGN - 1) & ~(size_t)(PATHS_ALIGN - 1);
 }
 
+#define PATHS_DIR_OFF paths_align(sizeof(struct paths_head))
+
+/* Where the arrays start after a directory of n_arrays entries. */
+static size_t arrays_off(uint32_t n_arrays)
+{
+  return PATHS_DIR_OFF + paths_align((size_t)n_arrays * sizeof(struct paths_dir));
+}
+
 static size_t array_bytes(const struct mc_topo_system *sys, int base)
 {
   int n = sys->nodes[base].count;
@@ -995,9 +1003,7 @@ size_t mc_topo_paths_export_bytes(const struct mc_topo_system *sys)
   size_t arrays = 0;
   uint32_t n = paths_arrays(sys, &arrays);
 
-  return paths_align(sizeof(struct paths_head)) +
-         paths_align((size_t)n * sizeof(struct paths_dir)) + arrays +
-         (size_t)sys->n_hops * sizeof(struct mc_topo_hop);
+  return arrays_off(n) + arrays + (size_t)sys->n_hops * sizeof(struct mc_topo_hop);
 }
 
 ncclResult_t mc_topo_paths_export(const struct mc_topo_system *sys, void *buf, size_t bytes)
@@ -1010,15 +1016,16 @@ ncclResult_t mc_topo_paths_export(const struct mc_topo_system *sys, void *buf, s
                             .bytes = bytes};
   struct paths_dir *dir;
   size_t off;
+  size_t need;
   uint32_t k = 0;
 
   head.n_arrays = paths_arrays(sys, &arrays);
-  if (bytes != mc_topo_paths_export_bytes(sys)) {
-    return MC_FAIL(ncclInternalError, "Topo: paths export into %zu bytes, %zu needed", bytes,
-                   mc_topo_paths_export_bytes(sys));
+  off = arrays_off(head.n_arrays);
+  need = off + arrays + (size_t)sys->n_hops * sizeof(struct mc_topo_hop);
+  if (bytes != need) {
+    return MC_FAIL(ncclInternalError, "Topo: paths export into %zu bytes, %zu needed", bytes, need);
   }
-  dir = (struct paths_dir *)(base + paths_align(sizeof(head)));
-  off = paths_align(sizeof(head)) + paths_align((size_t)head.n_arrays * sizeof(*dir));
+  dir = (struct paths_dir *)(base + PATHS_DIR_OFF);
   for (int t = 0; t < MC_TOPO_NODE_TYPES; t++) {
     for (int i = 0; i < sys->nodes[t].count; i++) {
       const struct mc_topo_node *node = sys->nodes[t].nodes[i];
@@ -1069,7 +1076,7 @@ ncclResult_t mc_topo_paths_import(struct mc_topo_system *sys, void *map, size_t 
     return import_fail(sys, "shorter than its head");
   }
   memcpy(&head, base, sizeof(head));
-  dir_end = paths_align(sizeof(head)) + paths_align((size_t)head.n_arrays * sizeof(*dir));
+  dir_end = arrays_off(head.n_arrays);
   if ((head.magic != PATHS_MAGIC) || (head.bytes != bytes) || (dir_end > bytes) ||
       (head.hops_off < dir_end) || (head.hops_off > bytes) ||
       ((bytes - head.hops_off) / sizeof(struct mc_topo_hop) < head.n_hops)) {
@@ -1079,7 +1086,7 @@ ncclResult_t mc_topo_paths_import(struct mc_topo_system *sys, void *map, size_t 
   if (head.n_links != (uint32_t)sys->n_link_table) {
     return import_fail(sys, "another link count");
   }
-  dir = (const struct paths_dir *)(base + paths_align(sizeof(head)));
+  dir = (const struct paths_dir *)(base + PATHS_DIR_OFF);
   for (uint32_t k = 0; k < head.n_arrays; k++) {
     const struct paths_dir *e = &dir[k];
     struct mc_topo_node *node;
