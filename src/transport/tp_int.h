@@ -124,6 +124,12 @@ ncclResult_t mc_shm_create(const char *name, size_t bytes, void **map_out);
 ncclResult_t mc_shm_attach(const char *name, size_t bytes, void **map_out);
 void mc_shm_unlink(const char *name);
 
+/* How long a NET connection a collective waits on may move nothing:
+ * MESHCCL_NET_TIMEOUT, and for the Mesh net at least its failover time
+ * (tp_net.c: the proxy's watchdog, and the connections a collective makes
+ * at first use, transport.c). */
+uint64_t mc_tp_net_timeout_ns(const struct mc_tp_comm *tc);
+
 /* The proxy thread (tp_net.c). */
 void mc_proxy_remove(struct mc_proxy *p, struct mc_conn *c);
 void mc_proxy_stop(struct mc_proxy *p);

@@ -103,7 +103,7 @@ static bool net_can_connect(struct mc_tp_comm *tc, const struct mc_tp_select *se
  * the Mesh net's own failover (a new route after a link broke) may take
  * MESHCCL_MESH_LINK_TIMEOUT_MS + MESHCCL_MESH_ROUTE_TIMEOUT_MS, which the
  * watchdog always leaves it. */
-static uint64_t watchdog_timeout_ns(const struct mc_tp_comm *tc)
+uint64_t mc_tp_net_timeout_ns(const struct mc_tp_comm *tc)
 {
   int64_t ms = mc_param_int(MC_P_NET_TIMEOUT) * 1000;
 
@@ -142,7 +142,7 @@ static ncclResult_t net_recv_setup(struct mc_tp_comm *tc, struct mc_conn_req *q,
   c->net = nc;
   nc->net = tc->net;
   nc->dev = net_dev_of(tc, q);
-  nc->wd_timeout_ns = watchdog_timeout_ns(tc);
+  nc->wd_timeout_ns = mc_tp_net_timeout_ns(tc);
   snprintf(nc->how, sizeof(nc->how), "%s/%d", tc->net->name, nc->dev);
   MC_CHECK(mc_tp_ctrl_alloc(c));
   c->ctrl->hdr_step = UINT64_MAX;
@@ -171,7 +171,7 @@ static ncclResult_t net_send_setup(struct mc_tp_comm *tc, struct mc_conn_req *q,
   c->net = nc;
   nc->net = tc->net;
   nc->dev = net_dev_of(tc, q);
-  nc->wd_timeout_ns = watchdog_timeout_ns(tc);
+  nc->wd_timeout_ns = mc_tp_net_timeout_ns(tc);
   snprintf(nc->how, sizeof(nc->how), "%s/%d", tc->net->name, nc->dev);
   memcpy(nc->handle, r1->handle, sizeof(nc->handle));
   c->slot_bytes = (size_t)r1->bytes;

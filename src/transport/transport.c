@@ -17,7 +17,10 @@
  * within the set-up deadline (the communicator's init deadline, or the
  * bootstrap's operation timeout after init), and only while the bootstrap
  * root has not announced that another rank failed: NCCL's
- * ncclTransportP2pSetup waits for them with no bound.
+ * ncclTransportP2pSetup waits for them with no bound. After init (a
+ * collective's connections at first use) they also fail once none
+ * completed for MESHCCL_NET_TIMEOUT, as the collective's other waits on
+ * another host do.
  */
 #include "transport/tp_int.h"
 
@@ -360,9 +363,50 @@ static ncclResult_t finish_timeout(const struct mc_tp_comm *tc, const struct mc_
                  tc->has_setup_dl ? "MESHCCL_INIT_TIMEOUT" : "MESHCCL_BOOTSTRAP_TIMEOUT", q->peer);
 }
 
+/* Connections a collective makes at first use (after init: no set-up
+ * deadline) belong to that call, whose waits on another host are bounded by
+ * MESHCCL_NET_TIMEOUT. Their peer's end may complete first (it only needs
+ * its own bytes to leave; this end needs them to arrive), and the peer then
+ * runs the collective and fails after that long (tp_net.c's watchdog): this
+ * end never completes, and nothing else would end its wait before the
+ * bootstrap's timeout. So no connection completing for that long fails the
+ * call too. Returns the bound (the longest of the sets'), 0 for init's. */
+static uint64_t stall_limit_ns(const struct mc_tp_set *sets, int n_sets)
+{
+  uint64_t limit = 0;
+
+  for (int s = 0; s < n_sets; s++) {
+    uint64_t ns;
+    if (sets[s].tc->has_setup_dl)
+      return 0;
+    ns = mc_tp_net_timeout_ns(sets[s].tc);
+    limit = (ns > limit) ? ns : limit;
+  }
+  return limit;
+}
+
+/* No connection completed for stalled_ns with n_pending still pending, q
+ * the first: a collective's failure, as the watchdog reports a stalled one. */
+static ncclResult_t finish_stalled(const struct mc_tp_comm *tc, const struct mc_conn_req *q,
+                                   uint64_t stalled_ns, int n_pending)
+{
+  return MC_FAIL(ncclRemoteError,
+                 "transport: rank %d: the %s connection %s rank %d (channel %d) failed: not "
+                 "established after %.1f s while a collective waited on it (%d connection%s "
+                 "pending; MESHCCL_NET_TIMEOUT=%lld s): rank %d is unreachable from this rank, "
+                 "hangs, or completed its end of the connection and failed since; "
+                 "docs/TROUBLESHOOTING.md#net-timeout",
+                 tc->rank, mc_topo_transport_str(q->conn->kind), q->is_send ? "to" : "from",
+                 q->peer, q->channel, (double)stalled_ns * 1e-9, n_pending,
+                 (n_pending == 1) ? "" : "s", (long long)mc_param_int(MC_P_NET_TIMEOUT), q->peer);
+}
+
 static ncclResult_t finish(struct mc_tp_set *sets, int n_sets)
 {
   struct mc_deadline dl = setup_deadline(sets, n_sets);
+  uint64_t stall_ns = stall_limit_ns(sets, n_sets);
+  uint64_t moved_ns = mc_time_ns(); /* when a connection last completed */
+  int last_pending = -1;
   uint64_t next_notice_ns = 0;
   bool pending = true;
 
@@ -402,6 +446,12 @@ static ncclResult_t finish(struct mc_tp_set *sets, int n_sets)
     }
     if (mc_deadline_passed(dl))
       return finish_timeout(first_tc, first, dl, n_pending);
+    if (n_pending != last_pending) {
+      last_pending = n_pending;
+      moved_ns = mc_time_ns();
+    } else if ((stall_ns != 0) && (mc_time_ns() - moved_ns >= stall_ns)) {
+      return finish_stalled(first_tc, first, mc_time_ns() - moved_ns, n_pending);
+    }
     usleep(CONNECT_WAIT_US);
   }
   for (int s = 0; s < n_sets; s++) {

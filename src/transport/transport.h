@@ -308,7 +308,9 @@ struct mc_conn_req {
 /* Connects every request (a collective call: each request's peer must make
  * the matching one). Blocks until every connection is up, the set-up
  * deadline (tc->setup_dl) passes (ncclTimeout naming a pending connection),
- * the bootstrap root reports another rank's failure (that report, naming
+ * without a set-up deadline (a collective's connections at first use) no
+ * NET connection completed for MESHCCL_NET_TIMEOUT (ncclRemoteError naming
+ * a pending connection), the bootstrap root reports another rank's failure (that report, naming
  * the rank), or the abort flag is set. On failure every connection made is
  * freed. */
 ncclResult_t mc_transport_connect(struct mc_tp_comm *tc, struct mc_conn_req *reqs, int n);

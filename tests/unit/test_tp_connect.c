@@ -8,7 +8,9 @@
  * crafted messages. The transport view of rank 1 says it is another process
  * on this host (the allgather's word, which rank 0 goes by).
  * Then the checks alone, message by message (what tests/fuzz/fuzz_tp_blob.c
- * explores at random).
+ * explores at random). Last, a NET connection made after init whose sender
+ * answers both rounds and never connects: the wait ends after
+ * MESHCCL_NET_TIMEOUT.
  *
  * Assertions run on the main thread only: rank threads record what they saw.
  */
@@ -46,9 +48,13 @@ struct rank {
   struct mc_conn conn; /* rank 0's connection */
   uint64_t ctrl_seen;  /* where its counters were, had it connected */
   struct mc_blob_r2 r2;
+  uint64_t took_ms; /* how long rank 0's connect took */
 };
 
 static struct rank ranks[2];
+/* The roles of run_roles' ranks (run_pair: honest and hostile). */
+typedef void (*role_fn)(struct rank *r, struct mc_boot *b);
+static role_fn roles[2];
 
 static void setup(void)
 {
@@ -104,22 +110,21 @@ static void *rank_main(void *arg)
     snprintf(r->err, sizeof(r->err), "%s", mc_error_last());
     return NULL;
   }
-  if (r->rank == 0)
-    honest(r, b);
-  else
-    hostile(r, b);
+  roles[r->rank](r, b);
   mc_boot_init_done(b);
   mc_boot_destroy(b);
   return NULL;
 }
 
-/* Runs the pair with rank 1 sending r1; rank 0's result is returned. */
-static ncclResult_t run_pair(const struct mc_blob_r1 *r1)
+/* Runs rank 0 as role0 and rank 1 as role1 (rank 1 sends r1 if it is hostile). */
+static void run_roles(role_fn role0, role_fn role1, const struct mc_blob_r1 *r1)
 {
   ncclUniqueId id;
   struct mc_boot_root *root;
 
   setup();
+  roles[0] = role0;
+  roles[1] = role1;
   MC_T_OK(mc_boot_unique_id(false, &id));
   root = mc_boot_root_claim(&id);
   MC_T_TRUE(root != NULL);
@@ -133,12 +138,19 @@ static ncclResult_t run_pair(const struct mc_blob_r1 *r1)
     r->cfg.abort_flag = &r->abort_flag;
     r->cfg.timeout_ms = TIMEOUT_MS;
   }
-  ranks[1].r1 = *r1;
+  if (r1 != NULL)
+    ranks[1].r1 = *r1;
   for (int i = 0; i < 2; i++)
     MC_T_EQ_INT(pthread_create(&ranks[i].th, NULL, rank_main, &ranks[i]), 0);
   for (int i = 0; i < 2; i++)
     MC_T_EQ_INT(pthread_join(ranks[i].th, NULL), 0);
   mc_boot_root_release(root, 2000);
+}
+
+/* Runs the pair with rank 1 sending r1; rank 0's result is returned. */
+static ncclResult_t run_pair(const struct mc_blob_r1 *r1)
+{
+  run_roles(honest, hostile, r1);
   /* The hostile rank learns of the refusal as every peer does: a failed answer. */
   MC_T_OK(ranks[1].res);
   MC_T_EQ_INT(ranks[1].r2.kind, MC_TP_BLOB_FAILED);
@@ -411,6 +423,104 @@ static void shm_fifo_pointer_is_not_followed(void)
   free(ctrl);
 }
 
+/* ------------------------------------ a NET end that never completes */
+
+#define NET_TIMEOUT_S 1 /* MESHCCL_NET_TIMEOUT of the test below */
+
+static int receiver_done; /* rank 0 is done (atomic: rank 1 waits for it) */
+
+/* Rank 0, after init: receives a NET connection from rank 1 (another host)
+ * through the socket net on loopback, as a collective's connection at first
+ * use (no set-up deadline). */
+static void net_receiver(struct rank *r, struct mc_boot *b)
+{
+  struct mc_tp_peer peers[2] = {
+      {.pid = (int)getpid(), .host_hash = 77, .pid_hash = 1},
+      {.pid = OTHER_PID, .host_hash = 78, .pid_hash = 2},
+  };
+  struct mc_tp_comm tc;
+  struct mc_conn_req q = {.peer = 1, .is_send = false, .channel = 0, .conn_index = 0};
+  void *ctx = NULL;
+  uint64_t t0;
+
+  memset(&tc, 0, sizeof(tc));
+  tc.boot = b;
+  tc.rank = 0;
+  tc.n_ranks = 2;
+  tc.peers = peers;
+  tc.comm_hash = COMM_HASH;
+  tc.abort_flag = &r->abort_flag;
+  tc.slot_bytes = SLOT_BYTES;
+  tc.net = &mc_net_socket_ops;
+  r->res = tc.net->init(&(struct mc_net_init_args){.abort_flag = &r->abort_flag}, &ctx);
+  if (r->res == ncclSuccess)
+    r->res = tc.net->devices(ctx, &tc.net_ndev);
+  if (r->res != ncclSuccess) {
+    snprintf(r->err, sizeof(r->err), "%s", mc_error_last());
+    __atomic_store_n(&receiver_done, 1, __ATOMIC_RELEASE);
+    return;
+  }
+  tc.net_ctx = ctx;
+  q.conn = &r->conn;
+  t0 = mc_time_ns();
+  r->res = mc_transport_connect(&tc, &q, 1);
+  r->took_ms = (mc_time_ns() - t0) / 1000000u;
+  if (r->res != ncclSuccess)
+    snprintf(r->err, sizeof(r->err), "%s", mc_error_last());
+  else
+    mc_conn_free(&r->conn);
+  mc_tp_proxy_stop(&tc);
+  (void)tc.net->finalize(ctx);
+  __atomic_store_n(&receiver_done, 1, __ATOMIC_RELEASE);
+}
+
+/* Rank 1: a sender whose end of the connection completed without this
+ * rank's ever doing so (the socket net's listener dropped its sockets, say,
+ * whose first bytes TCP was still retransmitting), and which went on: it
+ * answers both rounds, then never connects, and stays until rank 0 is done
+ * (a bootstrap it closed would tell rank 0 by itself). */
+static void silent_sender(struct rank *r, struct mc_boot *b)
+{
+  struct mc_blob_r1 r1;
+  struct mc_blob_r2 r2 = {.kind = MC_TOPO_TRANSPORT_NET, .ok = 1};
+
+  r->res = mc_boot_recv(b, 0, MC_TP_TAG_R1(0, 0), &r1, sizeof(r1));
+  if ((r->res == ncclSuccess) && (r1.kind != MC_TOPO_TRANSPORT_NET))
+    r->res = ncclInternalError;
+  if (r->res == ncclSuccess)
+    r->res = mc_boot_send(b, 0, MC_TP_TAG_R2(0, 0), &r2, sizeof(r2));
+  for (int ms = 0; !__atomic_load_n(&receiver_done, __ATOMIC_ACQUIRE) && (ms < TIMEOUT_MS);
+       ms += 10)
+    usleep(10000);
+}
+
+/* A collective's NET connection whose peer never completes it fails the
+ * call after MESHCCL_NET_TIMEOUT with ncclRemoteError naming it, as the
+ * collective's other waits on another host do (before: only the
+ * bootstrap's timeout, 300 s by default, ended the wait; test_netns_loss.sh
+ * hung on it when the listener dropped a socket). */
+static void net_connect_without_peer_fails_after_net_timeout(void)
+{
+  char buf[16];
+
+  snprintf(buf, sizeof(buf), "%d", NET_TIMEOUT_S);
+  mc_param_set_for_tests(MC_P_NET_TIMEOUT, buf);
+  /* Where the bug is back, the test ends after this instead of 300 s. */
+  snprintf(buf, sizeof(buf), "%d", TIMEOUT_MS / 1000);
+  mc_param_set_for_tests(MC_P_BOOTSTRAP_TIMEOUT, buf);
+  __atomic_store_n(&receiver_done, 0, __ATOMIC_RELEASE);
+  run_roles(net_receiver, silent_sender, NULL);
+  mc_param_set_for_tests(MC_P_NET_TIMEOUT, NULL);
+  mc_param_set_for_tests(MC_P_BOOTSTRAP_TIMEOUT, NULL);
+  MC_T_OK(ranks[1].res);
+  MC_T_EQ_INT(ranks[0].res, ncclRemoteError);
+  MC_T_CONTAINS(ranks[0].err, "the NET connection from rank 1 (channel 0) failed: not established");
+  MC_T_CONTAINS(ranks[0].err, "MESHCCL_NET_TIMEOUT=1 s");
+  MC_T_TRUE(ranks[0].took_ms >= NET_TIMEOUT_S * 1000u);
+  MC_T_TRUE(ranks[0].took_ms < NET_TIMEOUT_S * 1000u + 5000u);
+}
+
 MC_T_MAIN(forged_same_process_claim_is_refused, foreign_shm_segment_is_left_alone,
           other_slot_size_is_refused, unknown_transport_is_refused, r1_checks, r2_checks,
-          this_process_needs_pid_namespace_and_live_comm, shm_fifo_pointer_is_not_followed)
+          this_process_needs_pid_namespace_and_live_comm, shm_fifo_pointer_is_not_followed,
+          net_connect_without_peer_fails_after_net_timeout)
