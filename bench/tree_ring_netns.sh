@@ -6,11 +6,14 @@
 # mc_coll_algo_choose picks it with every algorithm allowed) is timed in the
 # same run as the other, and its time is compared with the faster of the two.
 # Both algorithms run in one communicator, in turns (bench/algo_pair.c):
-# each time is the median of ROUNDS rounds (default 9). Run as separate
-# processes, on a 2-core VM, the two differed by 1.5x from one run to the
-# next at small sizes. The choice is judged by the median of the rounds'
-# tree/ring ratios (the two halves of a round meet the same state of the
-# host): choice/fastest is that ratio, or its inverse, or 1.
+# each time is the median of the rounds, MIN_ROUNDS (default 9) and more,
+# up to MAX_ROUNDS (101), until the median of the rounds' tree/ring ratios
+# is known within +-3% (95% interval) or the size has had 20 s. Run as
+# separate processes, on a 2-core VM, the two differed by 1.5x from one run
+# to the next at small sizes. The choice is judged by that median ratio (the
+# two halves of a round meet the same state of the host): choice/fastest is
+# the ratio, or its inverse, or 1; the interval's end nearest 1 says whether
+# a miss (> 1.10) is one the run can tell from noise ("> 1.10 sure") or not.
 # Then, per host count, what the model's host constants are read from: the
 # 8 B time per NET hop of each algorithm (2(n-1) hops for the ring, 2 log2(n)
 # for the tree) and the bandwidths at the largest size. The comment of
@@ -19,12 +22,14 @@
 # the cores and a hop costs more the more hosts there are.
 # Needs root and iproute2; only the namespaces made here are used.
 # Usage: bench/tree_ring_netns.sh [build-dir] [hosts...]   (default: 2 4 8)
+# MIN_BYTES and MAX_BYTES (default 8 and 64M) bound the sizes.
 set -euo pipefail
 build=${1:-build}
 shift || true
 hosts_list=${*:-2 4 8}
 pair=$build/bin/algo_pair
-rounds=${ROUNDS:-9}
+min_rounds=${MIN_ROUNDS:-9}
+max_rounds=${MAX_ROUNDS:-101}
 [ -x "$pair" ] || { echo "build first: make build" >&2; exit 2; }
 if [ "$(id -u)" != 0 ] || ! command -v ip >/dev/null; then
   echo "tree_ring_netns: needs root and iproute2; skipped" >&2
@@ -70,7 +75,7 @@ run() {
   for r in $(seq 0 $((n - 1))); do
     ip netns exec "${tag}h$((r + 1))" env RANK=$r WORLD_SIZE="$n" LOCAL_RANK=0 LOCAL_WORLD_SIZE=1 \
       NCCL_HOSTID="h$r" NCCL_COMM_ID="$sub.1:$port" NCCL_SOCKET_IFNAME=mcv0 \
-      taskset -c $((r % cores)) "$pair" 8 64M "$rounds" >"$out.$r" 2>&1 &
+      $([ "${PIN:-1}" = 1 ] && echo taskset -c $((r % cores))) "$pair" "${MIN_BYTES:-8}" "${MAX_BYTES:-64M}" "$min_rounds" "$max_rounds" >"$out.$r" 2>&1 &
     pids+=($!)
   done
   local failed=0
@@ -84,26 +89,30 @@ run() {
 }
 
 echo "# all_reduce float sum, 1 rank per namespace host, time per call in us: Ring and Tree"
-echo "# interleaved in one communicator (bench/algo_pair.c), median of $rounds rounds;"
-echo "# tree/ring is the median of the rounds' ratios, choice/fastest follows from it"
-echo "# hosts      size      ring      tree tree/ring  model's  choice/fastest"
+echo "# interleaved in one communicator (bench/algo_pair.c), $min_rounds-$max_rounds rounds until the"
+echo "# median tree/ring ratio is known within +-3%; choice/fastest follows from it, and from the"
+echo "# end of its 95% interval nearest 1 (\"sure\": a miss even there)"
+echo "# hosts      size      ring      tree tree/ring  [interval]    rounds  model's  choice/fastest"
 rows_in="$tmp/rows.txt"
 : >"$rows_in"
 for n in $hosts_list; do
   run "$n" "$tmp/pair.$n"
   awk -v n="$n" -v rows="$rows_in" '
-    !/^#/ && NF == 5 {
-      s = $1; r = $2; t = $3; q = $4
-      if ($5 == "Tree") cost = (q > 1) ? q : 1; else cost = (q < 1) ? 1 / q : 1
-      printf "%7d %9d %9.1f %9.1f %9.3f %8s %15.2f%s\n", n, s, r, t, q, $5, cost,
-        (cost > 1.10) ? "  > 1.10" : ""
+    $1 ~ /^[0-9]+$/ && NF == 8 {
+      s = $1; r = $2; t = $3; q = $4; lo = $7; hi = $8
+      if ($5 == "Tree") { cost = (q > 1) ? q : 1; sure = (lo > 1) ? lo : 1 }
+      else { cost = (q < 1) ? 1 / q : 1; sure = (hi < 1) ? 1 / hi : 1 }
+      mark = (cost <= 1.10) ? "" : (sure > 1.10) ? "  > 1.10 sure" : "  > 1.10"
+      printf "%7d %9d %9.1f %9.1f %9.3f [%5.3f,%5.3f] %5d %8s %15.2f%s\n", n, s, r, t, q, lo, hi,
+        $6, $5, cost, mark
       print n, s, r, t >> rows
-      sizes++; ok += (cost <= 1.10); if (cost > worst) { worst = cost; at = s }
+      sizes++; ok += (cost <= 1.10); nsure += (sure > 1.10)
+      if (cost > worst) { worst = cost; at = s }
     }
     END {
       if (sizes > 0)
-        printf "# %d hosts: the choice within 10%% of the faster at %d of %d sizes (worst %.2fx at %d B)\n",
-          n, ok, sizes, worst, at
+        printf "# %d hosts: the choice within 10%% of the faster at %d of %d sizes (worst %.2fx at %d B; %d beyond 10%% at the interval end too)\n",
+          n, ok, sizes, worst, at, nsure
     }' "$tmp/pair.$n"
 done
 
