@@ -41,7 +41,7 @@
 
 /* The confidence interval the rounds aim at (+-3% of the median ratio), and
  * the time one size may take beyond its first min-rounds rounds. */
-#define CI_TARGET 0.03
+#define CI_TARGET     0.03
 #define TIME_BUDGET_S 20.0
 
 static double now_us(void)
@@ -70,8 +70,7 @@ static double median(double *v, int n)
  * the order statistics j = floor(n/2 - 0.98 sqrt(n)) and
  * k = ceil(1 + n/2 + 0.98 sqrt(n)), counted from 1 (the whole range below 9
  * values). v is left as it was; scratch holds n values. */
-static void median_ci(const double *v, int n, double *scratch, double *med, double *lo,
-                      double *hi)
+static void median_ci(const double *v, int n, double *scratch, double *med, double *lo, double *hi)
 {
   double half = 0.98 * sqrt((double)n);
   int j = (int)floor((double)n / 2 - half);
@@ -177,9 +176,8 @@ static ncclResult_t one_round(ncclComm_t comm, int r, float *buf, size_t count, 
 }
 
 /* Rank 0's answer to "one more round?", the same on every rank. */
-static ncclResult_t more_rounds(ncclComm_t comm, int rank, int done, int min_rounds,
-                                int max_rounds, double started_us, const double *ratio,
-                                double *scratch, int *more)
+static ncclResult_t more_rounds(ncclComm_t comm, int rank, int done, int min_rounds, int max_rounds,
+                                double started_us, const double *ratio, double *scratch, int *more)
 {
   int32_t flag = 0;
 
@@ -188,9 +186,8 @@ static ncclResult_t more_rounds(ncclComm_t comm, int rank, int done, int min_rou
     double lo;
     double hi;
     median_ci(ratio, done, scratch, &med, &lo, &hi);
-    flag = (done < min_rounds) ||
-           (((hi - med) > CI_TARGET * med || (med - lo) > CI_TARGET * med) &&
-            (now_us() - started_us < TIME_BUDGET_S * 1e6));
+    flag = (done < min_rounds) || (((hi - med) > CI_TARGET * med || (med - lo) > CI_TARGET * med) &&
+                                   (now_us() - started_us < TIME_BUDGET_S * 1e6));
   }
   if (ncclBroadcast(&flag, &flag, 1, ncclInt32, 0, comm, NULL) != ncclSuccess)
     return ncclSystemError;
@@ -215,8 +212,8 @@ int main(int argc, char **argv)
   int n_ranks = 0;
   int rc = 1;
 
-  if ((min_bytes < 4) || (max_bytes < min_bytes) || (min_rounds < 1) ||
-      (max_rounds < min_rounds) || (max_rounds > 1000)) {
+  if ((min_bytes < 4) || (max_bytes < min_bytes) || (min_rounds < 1) || (max_rounds < min_rounds) ||
+      (max_rounds > 1000)) {
     fprintf(stderr, "usage: algo_pair [min-bytes >= 4] [max-bytes] [min-rounds >= 1] "
                     "[max-rounds, min-rounds to 1000]\n");
     return 2;
@@ -247,8 +244,8 @@ int main(int argc, char **argv)
            "+-%.0f%% (us per call: medians over the rounds; tree/ring: median of the rounds' "
            "ratios, and its interval)\n",
            n_ranks, min_rounds, max_rounds, CI_TARGET * 100);
-    printf("# %10s %10s %10s %9s %6s %6s %9s %9s\n", "size", "ring", "tree", "tree/ring",
-           "model", "rounds", "ratio_lo", "ratio_hi");
+    printf("# %10s %10s %10s %9s %6s %6s %9s %9s\n", "size", "ring", "tree", "tree/ring", "model",
+           "rounds", "ratio_lo", "ratio_hi");
   }
   for (size_t bytes = min_bytes; bytes <= max_bytes; bytes *= 2) {
     size_t count = bytes / sizeof(float);
@@ -270,8 +267,8 @@ int main(int argc, char **argv)
         goto out;
       ratio[done] = t_tree[done] / t_ring[done];
       done++;
-      if (more_rounds(comm, rank, done, min_rounds, max_rounds, started, ratio, scratch,
-                      &more) != ncclSuccess)
+      if (more_rounds(comm, rank, done, min_rounds, max_rounds, started, ratio, scratch, &more) !=
+          ncclSuccess)
         goto out;
     }
     choice = model_choice(comm, all, count);
