@@ -42,6 +42,14 @@
  *    and descends it without a pipeline: between 4 hosts, 128-256 KiB took
  *    0.95-1.2x the ring's time, where 64 KiB took 0.85x and 512 KiB 0.7x
  *    (the correction factors below: 64 KiB 0.8, 128 KiB 0.6, 256 KiB 0.75);
+ *  - from 512 KiB a tree all-reduce runs on both trees (coll_algo.c), one
+ *    slot per tree: between 2 hosts 512 KiB took 0.90-0.99x the ring's
+ *    time in 6 of 8 runs and 1.04-1.09x in the others (bench/algo_pair.c,
+ *    9-101 rounds each), where the pattern-3 bandwidth says 1.4x; 1.6 there
+ *    brings the model's tree under the ring (a choice that changes only
+ *    2 hosts': from 4 hosts trees were chosen there already). At 1 MiB
+ *    the runs split (0.58-0.77x in four, 1.19-1.68x in four) and the
+ *    model keeps the ring;
  *  - on one host both are bound by memory bandwidth, 5 GB/s per channel.
  */
 void mc_tune_consts_default(struct mc_tune_consts *c)
@@ -62,6 +70,7 @@ void mc_tune_consts_default(struct mc_tune_consts *c)
   c->tree_corr[10] = 0.8f;  /* 64 KiB */
   c->tree_corr[11] = 0.6f;  /* 128 KiB */
   c->tree_corr[12] = 0.75f; /* 256 KiB */
+  c->tree_corr[13] = 1.6f;  /* 512 KiB */
 }
 
 static int log2i(int n)
@@ -145,7 +154,10 @@ void mc_tune_model(const struct mc_tune_in *in, const struct mc_tune_consts *c, 
 {
   memset(out, 0, sizeof(*out));
   out->n_ranks = in->n_ranks;
-  memcpy(out->tree_corr, c->tree_corr, sizeof(out->tree_corr));
+  /* The corrections were measured between hosts; on one host the tree's
+   * bandwidth is the model's own. */
+  for (int i = 0; i < MC_TUNE_TREE_CORR_SIZES; i++)
+    out->tree_corr[i] = (in->n_nodes > 1) ? c->tree_corr[i] : 1.0f;
   if ((in->n_ranks <= 1) || (in->n_channels <= 0) || (in->n_nodes <= 0)) {
     return;
   }

@@ -43,7 +43,8 @@ struct mc_tune_consts {
   float hw_lat[MC_TUNE_NHW][MC_TUNE_NALGOS];    /* per hop */
   float per_ch_bw[MC_TUNE_NHW][MC_TUNE_NALGOS]; /* most one channel moves */
   /* NCCL's treeCorrectionFactor for Simple: the tree all-reduce's bandwidth
-   * x this factor at log2(bytes / 64) (0 .. MC_TUNE_TREE_CORR_SIZES-1). */
+   * x this factor at log2(bytes / 64) (0 .. MC_TUNE_TREE_CORR_SIZES-1),
+   * between hosts (measured there; 1 on one host). */
   float tree_corr[MC_TUNE_TREE_CORR_SIZES];
 };
 

@@ -90,11 +90,10 @@ static int faster(const struct mc_tune *t, size_t bytes)
 
 /* n namespace hosts, one rank each: the model's choice at each size from
  * 8 B to 64 MiB, one letter per power of two ('T' Tree, 'R' Ring). */
-static void expect_choices(int n, const char *want)
+static void expect_choices_of(struct mc_tune_in in, const char *want)
 {
   struct mc_tune_consts c;
   struct mc_tune t;
-  struct mc_tune_in in = hosts(n, 1);
   char got[32];
   int k = 0;
 
@@ -106,9 +105,14 @@ static void expect_choices(int n, const char *want)
   MC_T_EQ_STR(got, want);
 }
 
+static void expect_choices(int n, const char *want)
+{
+  expect_choices_of(hosts(n, 1), want);
+}
+
 /* The choices the measurements call for between namespace hosts:
  *  - 2 hosts: tree up to 32 KiB (a ring step costs more than a tree hop),
- *    ring from 64 KiB;
+ *    ring from 64 KiB but at 512 KiB (both trees, one slot each);
  *  - 4 hosts: tree up to 64 KiB, ring at 128-256 KiB (a tree on one channel
  *    of one chunk: the correction factors), tree at 512 KiB-1 MiB (both
  *    trees), ring from 2 MiB (a ring moves its bytes faster);
@@ -116,9 +120,23 @@ static void expect_choices(int n, const char *want)
 static void choices_between_hosts(void)
 {
   /*                 8 B ... 1 KiB ... 1 MiB ... 64 MiB */
-  expect_choices(2, "TTTTTTTTTTTTTRRRRRRRRRRR");
+  expect_choices(2, "TTTTTTTTTTTTTRRRTRRRRRRR");
   expect_choices(4, "TTTTTTTTTTTTTTRRTTRRRRRR");
   expect_choices(8, "TTTTTTTTTTTTTTTTTTTTTTTT");
 }
 
-MC_T_MAIN(formulas, choices_between_hosts)
+/* On one host (a graph of 10 GB/s per channel, a balanced tree) the tree's
+ * corrections, measured between hosts, do not apply: with 4 and 8 ranks the
+ * ring is the faster at every size, where 512 KiB's correction (1.6) would
+ * have made the tree so. */
+static void one_host_keeps_rings(void)
+{
+  for (int ppn = 4; ppn <= 8; ppn *= 2) {
+    struct mc_tune_in in = hosts(1, ppn);
+    in.max_tree_pattern = 1;
+    in.ring_bw_intra = in.ring_bw_inter = in.tree_bw_intra = in.tree_bw_inter = 10.0f;
+    expect_choices_of(in, "RRRRRRRRRRRRRRRRRRRRRRRR");
+  }
+}
+
+MC_T_MAIN(formulas, choices_between_hosts, one_host_keeps_rings)
