@@ -64,24 +64,31 @@ static void setup(void)
   }
 }
 
+/* Rank 0's transport view: itself, and rank 1 as another process on the
+ * host peer_host names (77: this one). */
+static void rank0_view(struct rank *r, struct mc_boot *b, uint64_t peer_host,
+                       struct mc_tp_peer peers[2], struct mc_tp_comm *tc)
+{
+  peers[0] = (struct mc_tp_peer){.pid = (int)getpid(), .host_hash = 77, .pid_hash = 1};
+  peers[1] = (struct mc_tp_peer){.pid = OTHER_PID, .host_hash = peer_host, .pid_hash = 2};
+  memset(tc, 0, sizeof(*tc));
+  tc->boot = b;
+  tc->rank = 0;
+  tc->n_ranks = 2;
+  tc->peers = peers;
+  tc->comm_hash = COMM_HASH;
+  tc->abort_flag = &r->abort_flag;
+  tc->slot_bytes = SLOT_BYTES;
+}
+
 /* Rank 0: sends to rank 1 over channel 0, connection 0. */
 static void honest(struct rank *r, struct mc_boot *b)
 {
-  struct mc_tp_peer peers[2] = {
-      {.pid = (int)getpid(), .host_hash = 77, .pid_hash = 1},
-      {.pid = OTHER_PID, .host_hash = 77, .pid_hash = 2},
-  };
+  struct mc_tp_peer peers[2];
   struct mc_tp_comm tc;
   struct mc_conn_req q = {.peer = 1, .is_send = true, .channel = 0, .conn_index = 0};
 
-  memset(&tc, 0, sizeof(tc));
-  tc.boot = b;
-  tc.rank = 0;
-  tc.n_ranks = 2;
-  tc.peers = peers;
-  tc.comm_hash = COMM_HASH;
-  tc.abort_flag = &r->abort_flag;
-  tc.slot_bytes = SLOT_BYTES;
+  rank0_view(r, b, 77, peers, &tc);
   q.conn = &r->conn;
   r->res = mc_transport_connect(&tc, &q, 1);
   r->ctrl_seen = (uint64_t)(uintptr_t)r->conn.ctrl;
@@ -434,23 +441,13 @@ static int receiver_done; /* rank 0 is done (atomic: rank 1 waits for it) */
  * use (no set-up deadline). */
 static void net_receiver(struct rank *r, struct mc_boot *b)
 {
-  struct mc_tp_peer peers[2] = {
-      {.pid = (int)getpid(), .host_hash = 77, .pid_hash = 1},
-      {.pid = OTHER_PID, .host_hash = 78, .pid_hash = 2},
-  };
+  struct mc_tp_peer peers[2];
   struct mc_tp_comm tc;
   struct mc_conn_req q = {.peer = 1, .is_send = false, .channel = 0, .conn_index = 0};
   void *ctx = NULL;
   uint64_t t0;
 
-  memset(&tc, 0, sizeof(tc));
-  tc.boot = b;
-  tc.rank = 0;
-  tc.n_ranks = 2;
-  tc.peers = peers;
-  tc.comm_hash = COMM_HASH;
-  tc.abort_flag = &r->abort_flag;
-  tc.slot_bytes = SLOT_BYTES;
+  rank0_view(r, b, 78, peers, &tc);
   tc.net = &mc_net_socket_ops;
   r->res = tc.net->init(&(struct mc_net_init_args){.abort_flag = &r->abort_flag}, &ctx);
   if (r->res == ncclSuccess)
