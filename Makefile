@@ -8,7 +8,7 @@ TSAN_BUILD ?= build-tsan
 TSAN_TARGETS := meshccl meshccl-run mp_coll mp_fault mp_nonblocking mp_hostile mp_errors mp_misuse \
   mp_shrink mp_init_all mp_net_timeout
 JOBS ?= $(shell nproc)
-DEB_PKGS := pkg-config gcc g++ clang clang-format libclang-rt-14-dev make cmake libc6-dev iproute2 procps git python3 openmpi-bin libopenmpi-dev graphviz nftables iperf3
+DEB_PKGS := pkg-config gcc g++ clang clang-format libclang-rt-14-dev make cmake libc6-dev iproute2 procps git python3 openmpi-bin libopenmpi-dev graphviz nftables iperf3 gdb
 # The Python packages (python/, `make python`): the torch.distributed backend
 # builds against Debian's PyTorch 1.13, the numpy module needs numpy.
 DEB_PKGS_PYTHON := python3-torch libtorch-dev pybind11-dev python3-numpy python3-dev python3-setuptools

@@ -17,7 +17,11 @@
  * address and contents (the handle is const): call it again with the same
  * handle buffer. accept keeps the sockets of unfinished connections in the
  * listen comm; a socket that sends a bad handshake or hello, closes, or says
- * nothing for HELLO_WINDOW_MS is closed and counted, never waited for.
+ * nothing for HELLO_WINDOW_MS is closed and counted, never waited for, and
+ * when MAX_HELLO_PENDING sockets are waiting a newcomer evicts the oldest.
+ * The window is long because a dropped socket is lost for good: its
+ * connector counts it complete once its bytes left the host, and on a lossy
+ * link TCP may retransmit them for several seconds.
  */
 #include "net.h"
 #include "net_socket_int.h"
@@ -44,7 +48,7 @@
 #define AUTO_NSOCKS   1
 
 #define MAX_COMMS          65536
-#define HELLO_WINDOW_MS    5000  /* a socket that does not say who it is is dropped */
+#define HELLO_WINDOW_MS    30000 /* a socket that does not say who it is is dropped */
 #define GROUP_WINDOW_MS    30000 /* an incomplete connection is dropped */
 #define MAX_HELLO_PENDING  128
 #define MAX_GROUPS         32
@@ -348,7 +352,7 @@ static void hellos_progress(struct mc_net_sock_listen *l)
       else if ((errno != EAGAIN) && (errno != EWOULDBLOCK) && (errno != EINTR))
         why = strerror(errno);
       else if (now - p->since_ns > (uint64_t)HELLO_WINDOW_MS * 1000000ull)
-        why = "did not say which connection it belongs to within 5 s";
+        why = "did not say which connection it belongs to within 30 s";
     } else if ((p->hello.n_socks != (uint32_t)l->n_socks) ||
                (p->hello.index > (uint32_t)l->n_socks)) {
       snprintf(buf, sizeof(buf),
@@ -417,18 +421,32 @@ static ncclResult_t sock_accept(void *listen_comm, void **recv_comm)
     return ncclInternalError; /* aborted by the user: no WARN */
   memset(&w, 0, sizeof(w));
   w.dl = mc_deadline_in_ms(0); /* take what is there, never wait */
-  while (l->n_pend < MAX_HELLO_PENDING) {
-    struct hello_pending *p = &l->pend[l->n_pend];
+  hellos_progress(l);          /* first: a hello already buffered is never evicted */
+  for (;;) {
+    struct hello_pending *p;
+    struct mc_sock s;
 
-    res = mc_sock_accept(&l->listener, &w, &p->sock);
+    res = mc_sock_accept(&l->listener, &w, &s);
     if (res != ncclSuccess) {
       if (l->listener.sock.end == MC_SOCK_END_TIMEOUT)
         break;
       return MC_FAIL(res, "NET/Socket: accept: %s", l->listener.sock.err);
     }
+    if (l->n_pend == MAX_HELLO_PENDING) {
+      int oldest = 0;
+
+      for (int i = 1; i < l->n_pend; i++) {
+        if (l->pend[i].since_ns < l->pend[oldest].since_ns)
+          oldest = i;
+      }
+      drop_sock(l, &l->pend[oldest].sock,
+                "evicted: too many sockets waiting to say which connection they belong to");
+      l->pend[oldest] = l->pend[--l->n_pend];
+    }
+    p = &l->pend[l->n_pend++];
+    p->sock = s;
     p->got = 0;
     p->since_ns = mc_time_ns();
-    l->n_pend++;
   }
   hellos_progress(l);
   for (int k = 0; k < MAX_GROUPS; k++) {

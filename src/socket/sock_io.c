@@ -26,9 +26,15 @@
 #include "log.h"
 #include "params.h"
 
-#define POLL_TICK_MS         10
-#define HANDSHAKE_BYTES      12
-#define HANDSHAKE_WINDOW_MS  5000 /* a silent connection is dropped after this */
+#define POLL_TICK_MS    10
+#define HANDSHAKE_BYTES 12
+/* A connection that has not sent its handshake is dropped after this, or
+ * sooner when MC_SOCK_MAX_PENDING newer ones arrive (the oldest is evicted).
+ * Long enough for TCP to retransmit a lost first segment several times on a
+ * lossy link (its timer starts at 1 s, 3 s after a lost SYN, and doubles):
+ * a legitimate connection dropped here is lost for good, because its sender
+ * counts it complete once the bytes left its host. */
+#define HANDSHAKE_WINDOW_MS  30000
 #define LISTEN_BACKLOG       16384
 #define MAX_RETRY_SLEEP_MS   1000
 #define FIRST_RETRY_SLEEP_MS 5
@@ -205,9 +211,8 @@ static int progress_pending(struct mc_listener *l, int i)
   return 1;
 }
 
-/* Moves connections from the kernel's backlog to the pending list. When the
- * list is full the rest wait in the backlog: silent connections leave the
- * list after the handshake window, so they delay others but never block them. */
+/* Moves connections from the kernel's backlog to the pending list, as many
+ * as it holds. */
 static void accept_new(struct mc_listener *l)
 {
   while (l->n_pending < MC_SOCK_MAX_PENDING) {
@@ -226,6 +231,27 @@ static void accept_new(struct mc_listener *l)
   }
 }
 
+/* A full pending list whose handshakes are all incomplete, with a newcomer
+ * in the backlog: the oldest pending connection makes room. A flood of silent
+ * connections thus delays a good one by at most MC_SOCK_MAX_PENDING arrivals,
+ * never by the handshake window. True when one was evicted. */
+static bool evict_for_newcomer(struct mc_listener *l)
+{
+  struct pollfd pfd = {.fd = l->sock.fd, .events = POLLIN};
+  int oldest = 0;
+
+  if ((l->n_pending < MC_SOCK_MAX_PENDING) || (poll(&pfd, 1, 0) != 1))
+    return false;
+  for (int i = 1; i < l->n_pending; i++) {
+    if (l->pending[i].since_ns < l->pending[oldest].since_ns)
+      oldest = i;
+  }
+  drop_pending(l, oldest,
+               "evicted: the pending list is full and a newer connection arrived before this "
+               "one sent its handshake");
+  return true;
+}
+
 ncclResult_t mc_sock_accept(struct mc_listener *l, const struct mc_wait *w,
                             struct mc_sock *conn_out)
 {
@@ -234,6 +260,7 @@ ncclResult_t mc_sock_accept(struct mc_listener *l, const struct mc_wait *w,
   for (;;) {
     ncclResult_t res;
     uint64_t now = mc_time_ns();
+    bool evicted;
     int n;
 
     /* Take what the backlog holds, then complete handshakes: their bytes may
@@ -256,14 +283,20 @@ ncclResult_t mc_sock_accept(struct mc_listener *l, const struct mc_wait *w,
       if (st == 0) {
         if ((now > l->pending[i].since_ns) &&
             (now - l->pending[i].since_ns > (uint64_t)HANDSHAKE_WINDOW_MS * 1000000ull))
-          drop_pending(l, i, "no handshake within 5 s");
+          drop_pending(l, i, "no handshake within 30 s");
         else
           i++;
       }
     }
+    /* One eviction per pass, before the deadline check: a call with no time
+     * left still makes room for the next one, and a flood cannot keep a
+     * call past its deadline. */
+    evicted = evict_for_newcomer(l);
     res = wait_check(&l->sock, w, "waiting for a connection on");
     if (res != ncclSuccess)
       return res;
+    if (evicted)
+      continue;
     /* A full pending list leaves the backlog alone: polling the listener
      * then would report it readable at once, every tick (a busy loop). */
     pfd[0].fd = (l->n_pending < MC_SOCK_MAX_PENDING) ? l->sock.fd : -1;

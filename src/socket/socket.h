@@ -207,8 +207,10 @@ ncclResult_t mc_sock_listen(const union mc_sockaddr *local, uint64_t magic, uint
 /*
  * Accepts the next connection that presents the listener's magic and type.
  * Connections with a wrong magic or type, that close before the handshake, or
- * that send nothing for MESHCCL handshake window (5 s) are closed and logged at
- * INFO, and the wait continues. Blocks until one arrives or the wait ends.
+ * that send nothing for the handshake window (30 s) are closed and logged at
+ * INFO, and the wait continues; when MC_SOCK_MAX_PENDING connections wait for
+ * their handshake, a newcomer evicts the oldest. Blocks until one arrives or
+ * the wait ends.
  */
 ncclResult_t mc_sock_accept(struct mc_listener *listener, const struct mc_wait *w,
                             struct mc_sock *conn_out);

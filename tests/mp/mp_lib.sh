@@ -117,14 +117,23 @@ bg() {
 # SIGKILLed: a hang). Sets RC_NAME (exit status; "hang" when killed) and
 # MS_NAME (ms from T0_MS, which the caller sets when the scenario starts).
 # A watchdog does the kill, so that only `wait` reaps ranks (and bash prints
-# no "Killed" notice for the ranks a test kills on purpose).
+# no "Killed" notice for the ranks a test kills on purpose). Before the kill,
+# the stacks of every thread of a hung process are appended to its output
+# (gdb, when installed), so that a hang seen once in CI can be diagnosed.
 wait_bg() {
   local name=$1 limit=$2 pidvar="PID_$1" rc wd
   local pid=${!pidvar}
   (
     if ! timeout "$limit" tail --pid="$pid" -s 0.05 -f /dev/null; then
       touch "$TMP/$name.hang"
+      if command -v gdb >/dev/null; then
+        echo "# $name (pid $pid) still running after $limit s: its threads' stacks"
+        timeout 30 gdb -p "$pid" -batch -nx -ex 'thread apply all bt' 2>&1 |
+          grep -E '^(Thread|#[0-9])'
+      fi >"$TMP/$name.stacks"
       kill -KILL "$pid"
+      tail --pid="$pid" -s 0.05 -f /dev/null
+      cat "$TMP/$name.stacks" >>"$TMP/$name.out"
     fi
   ) >/dev/null 2>&1 &
   wd=$!

@@ -730,6 +730,100 @@ static void garbage_connections_rejected(void)
   counts_back(before);
 }
 
+/* The 12-byte handshake, then the hello of socket `index` of connection
+ * conn_id with n_socks data sockets; hello_bytes of it are sent. */
+static void raw_hello(int fd, uint64_t conn_id, uint32_t index, uint32_t n_socks,
+                      size_t hello_bytes)
+{
+  uint64_t magic = (uint64_t)mc_param_int(MC_P_SOCKET_MAGIC);
+  uint32_t type = MC_SOCK_TYPE_NET;
+  unsigned char hs[12 + 16];
+
+  memcpy(hs, &magic, 8);
+  memcpy(hs + 8, &type, 4);
+  memcpy(hs + 12, &conn_id, 8);
+  memcpy(hs + 20, &index, 4);
+  memcpy(hs + 24, &n_socks, 4);
+  MC_T_EQ_INT(send(fd, hs, 12 + hello_bytes, MSG_NOSIGNAL), (long long)(12 + hello_bytes));
+}
+
+/* How many of fds the listener closed (EOF or reset), after 200 ms. */
+static int count_closed(const int *fds, int n)
+{
+  int closed = 0;
+
+  usleep(200000);
+  for (int i = 0; i < n; i++) {
+    char c;
+    ssize_t got = recv(fds[i], &c, 1, MSG_DONTWAIT);
+    if ((got == 0) || ((got < 0) && (errno == ECONNRESET)))
+      closed++;
+  }
+  return closed;
+}
+
+/* A socket whose hello comes 5.5 s after its handshake (TCP retransmitting
+ * on a lossy link) still makes its connection: the connector counted it
+ * complete long before, so dropping it would lose the connection for good. */
+static void late_hello_still_accepted(void)
+{
+  struct counts before = counts_now();
+  struct mc_deadline dl;
+  struct pair p;
+  void *comm = NULL;
+  int fd;
+
+  use_loopback(0, 0); /* a connection is its control socket alone */
+  ctx_open(&p, NULL);
+  fd = raw_connect(p.handle);
+  raw_hello(fd, 7, 0, 0, 0);
+  dl = mc_deadline_in_ms(5500);
+  while (!mc_deadline_passed(dl)) {
+    MC_T_OK(net->accept(p.listen, &comm));
+    MC_T_NULL(comm);
+    usleep(20000);
+  }
+  MC_T_EQ_INT(send(fd, (char[16]){7}, 16, MSG_NOSIGNAL), 16); /* conn 7, index 0, 0 socks */
+  dl = mc_deadline_in_ms(LONG_WAIT);
+  while ((comm == NULL) && !mc_deadline_passed(dl))
+    MC_T_OK(net->accept(p.listen, &comm));
+  MC_T_TRUE(comm != NULL);
+  p.recv = comm;
+  close(fd);
+  pair_close(&p);
+  counts_back(before);
+  mc_param_reset_for_tests();
+}
+
+/* More sockets that shook hands and then said nothing than the listener
+ * keeps (128): the oldest are evicted for newcomers, and a real connection
+ * is set up at once, not after the silent ones' 30 s window. */
+static void silent_sockets_evicted_for_a_real_connection(void)
+{
+  enum { N_SILENT = 134 };
+  struct counts before = counts_now();
+  struct pair p;
+  int fds[N_SILENT];
+
+  use_loopback(0, 1);
+  ctx_open(&p, NULL);
+  for (int i = 0; i < N_SILENT; i++) {
+    fds[i] = raw_connect(p.handle);
+    raw_hello(fds[i], 1000 + (uint64_t)i, 0, 1, 0);
+  }
+  pair_connect(&p);
+  check_xfer(&p, 4096, 0, 3);
+  /* exactly as many as made room for the real connection's 2 sockets were
+   * closed (sockets reach the net in no particular order, so which ones is
+   * not checked) */
+  MC_T_EQ_INT(count_closed(fds, N_SILENT), N_SILENT + 2 - 128);
+  for (int i = 0; i < N_SILENT; i++)
+    close(fds[i]);
+  pair_close(&p);
+  counts_back(before);
+  mc_param_reset_for_tests();
+}
+
 static void abort_flag_fails_fast(void)
 {
   for (size_t t = 0; t < sizeof(thread_counts) / sizeof(thread_counts[0]); t++) {
@@ -803,4 +897,5 @@ static void bad_arguments(void)
 MC_T_MAIN(devices_and_properties, connect_accept_two_threads, one_listener_many_connections,
           exact_bytes_every_config, no_data_sockets, posting_order_32_outstanding,
           send_larger_than_recv_fails, peer_closes_mid_message, peer_closes_after_its_messages,
-          garbage_connections_rejected, abort_flag_fails_fast, bad_arguments)
+          garbage_connections_rejected, late_hello_still_accepted,
+          silent_sockets_evicted_for_a_real_connection, abort_flag_fails_fast, bad_arguments)
