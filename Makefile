@@ -104,6 +104,7 @@ bench: build python
 	./bench/init.sh $(BUILD)
 	$(MAKE) -s bench-mpi
 	$(BUILD)/bench/membw
+	$(BUILD)/bench/core_pair 10
 	RANKS="2 4" PERF_FLAGS="-w 5 -n 20" ./bench/allreduce_compare.sh $(BUILD) all_reduce 256M
 	RUNS=20 RANKS="2 4" ./bench/bw_distribution.sh $(BUILD) all_reduce 64K 128M
 	./bench/netns_compare.sh $(BUILD) 256M || [ $$? = 77 ]
@@ -111,11 +112,14 @@ bench: build python
 	./bench/mesh_netns.sh $(BUILD) || [ $$? = 77 ]
 	./bench/torch_allreduce.sh $(BUILD) || [ $$? = 77 ]
 
-# The MPI baseline (bench/mpi_perf.c, with tools/perf/ for identical tables) and the
-# memcpy probe; used by bench/allreduce_compare.sh. Skipped without Open MPI's mpicc.
+# The MPI baseline (bench/mpi_perf.c, with tools/perf/ for identical tables), the
+# memcpy probe and the two-core probe (bench/core_pair.c); used by
+# bench/allreduce_compare.sh and bench/bw_distribution.sh. mpi_perf is skipped
+# without Open MPI's mpicc.
 bench-mpi:
 	@mkdir -p $(BUILD)/bench
 	$(CC) -O2 -Wall -Wextra -Werror -o $(BUILD)/bench/membw bench/membw.c
+	$(CC) -O2 -Wall -Wextra -Werror -std=c11 -o $(BUILD)/bench/core_pair bench/core_pair.c
 	@if command -v mpicc > /dev/null; then \
 	  echo "mpicc -O2 -o $(BUILD)/bench/mpi_perf bench/mpi_perf.c tools/perf/*.c"; \
 	  mpicc -O2 -Wall -Wextra -Werror -D_GNU_SOURCE -Iinclude -Itools/perf -o $(BUILD)/bench/mpi_perf \

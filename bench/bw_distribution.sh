@@ -4,7 +4,13 @@
 # ranks; per size the 10th percentile, median and 90th percentile of the
 # out-of-place busbw of both, the ratio of meshccl's p10 to MPI's median, and
 # each tool's spread (p90/p10). One run is noise; a distribution says whether a
-# user's job is fast by chance.
+# user's job is fast by chance. Before each meshccl run, build/bench/core_pair
+# (when built: make bench-mpi) measures what two processes on two cores do
+# with no meshccl code (cache-line round trip, FIFO copy bandwidth); a table of
+# the runs then puts it beside both tools' busbw at one size (4 MiB, or the
+# largest below it), with the correlation of each tool's busbw with the
+# probe's FIFO bandwidth: a run-level mode that the probe shares is the
+# machine's, not the library's.
 # Usage: bench/bw_distribution.sh [build-dir] [collective] [min-bytes] [max-bytes]
 #   RUNS=20 RANKS="2 4" PERF_FLAGS="-w 5 -n 20" (extra flags for both tools)
 #   MC_ENV="VAR=value ..." (environment for meshccl's runs only, e.g. to compare settings)
@@ -18,12 +24,13 @@ ranks=${RANKS:-2 4}
 flags=${PERF_FLAGS:--w 5 -n 20}
 src=$(cd "$(dirname "$0")/.." && pwd)
 mpi_perf=$build/bench/mpi_perf
+probe=$build/bench/core_pair
 perf=$build/bin/meshccl-perf
 run=$build/bin/meshccl-run
 # Python for the statistics: the interpreter make python found, else python3.
 py=$(cat "$build/python/PYTHON" 2> /dev/null || command -v python3)
 
-if [ ! -x "$mpi_perf" ]; then
+if [ ! -x "$mpi_perf" ] || [ ! -x "$probe" ]; then
   make -s -C "$src" bench-mpi BUILD="$(cd "$build" && pwd)" >&2
 fi
 [ -x "$mpi_perf" ] || { echo "bw_distribution: $mpi_perf missing (no mpicc?)" >&2; exit 77; }
@@ -37,7 +44,12 @@ trap 'rm -rf "$tmp"' EXIT
 for n in $ranks; do
   : > "$tmp/mc.$n"
   : > "$tmp/mpi.$n"
+  : > "$tmp/probe.$n"
   for ((i = 1; i <= runs; i++)); do
+    if [ -x "$probe" ]; then
+      "$probe" 1 | sed -nE 's/^run [0-9]+: round trip ([0-9.]+) ns .*FIFO ([0-9.]+) GB.s$/\1 \2/p' \
+        >> "$tmp/probe.$n"
+    fi
     # shellcheck disable=SC2086 # flags and MC_ENV are meant to split
     env ${MC_ENV:-} "$run" -n "$n" "$perf" "$coll" -b "$min" -e "$max" -f 4 $flags \
       > "$tmp/out" 2> "$tmp/err" || { echo "bw_distribution: meshccl-perf -n $n failed:" >&2; cat "$tmp/err" >&2; exit 1; }
@@ -48,7 +60,7 @@ for n in $ranks; do
     rows < "$tmp/out" >> "$tmp/mpi.$n"
   done
   echo "# $coll, float sum, $n ranks on $(hostname), $runs runs each, interleaved: out-of-place busbw (GB/s)"
-  "$py" - "$tmp/mc.$n" "$tmp/mpi.$n" << 'EOF'
+  "$py" - "$tmp/mc.$n" "$tmp/mpi.$n" "$tmp/probe.$n" << 'EOF'
 import sys
 def load(path):
     d = {}
@@ -71,5 +83,24 @@ for size in sorted(mc):
     sb = b90 / b10 if b10 > 0 else float("nan")
     print("%12d  %6.2f %6.2f %6.2f  %6.2f %6.2f %6.2f  %13.2f  %9.2f %9.2f" % (size, a10, a50, a90,
           b10, b50, b90, r, sa, sb))
+probe = [tuple(map(float, l.split())) for l in open(sys.argv[3]) if l.strip()]
+sizes = [s for s in sorted(mc) if s <= 4 << 20] or sorted(mc)
+at = sizes[-1]
+if probe and len(probe) == len(mc[at]) == len(mpi.get(at, [])):
+    def corr(x, y):
+        n = len(x)
+        mx, my = sum(x) / n, sum(y) / n
+        sxy = sum((a - mx) * (b - my) for a, b in zip(x, y))
+        sxx = sum((a - mx) ** 2 for a in x)
+        syy = sum((b - my) ** 2 for b in y)
+        return sxy / (sxx * syy) ** 0.5 if sxx > 0 and syy > 0 else float("nan")
+    print("# per run: bench/core_pair just before (no meshccl code), then busbw at %d bytes" % at)
+    print("%4s  %12s  %13s  %9s  %9s" % ("run", "probe_rtt_ns", "probe_fifo_GB", "mc_busbw",
+          "mpi_busbw"))
+    for i, (rtt, fifo) in enumerate(probe):
+        print("%4d  %12.0f  %13.2f  %9.2f  %9.2f" % (i + 1, rtt, fifo, mc[at][i], mpi[at][i]))
+    fifo = [f for _, f in probe]
+    print("# correlation with the probe's FIFO GB/s: meshccl %.2f, MPI %.2f" %
+          (corr(fifo, mc[at]), corr(fifo, mpi[at])))
 EOF
 done
