@@ -25,6 +25,9 @@
 #include "registry.h"
 #include "utils.h"
 
+/* The allgather of peer infos (and TAG_PEERS + 1). */
+#define TAG_PEERS (MC_BOOT_TAG_INTRANODE | 0x100)
+
 ncclResult_t mc_comm_config_resolve(const ncclConfig_t *user, ncclConfig_t *resolved_out)
 {
   ncclConfig_t def = NCCL_CONFIG_INITIALIZER;
@@ -161,7 +164,13 @@ static ncclResult_t stage_peers(struct ncclComm *comm)
   me->t_bootstrap = comm->t.bootstrap;
   me->paths_share = (int32_t)mc_param_int(MC_P_PATHS_SHARE);
   me->search_share = (int32_t)mc_param_int(MC_P_SEARCH_SHARE);
-  MC_CHECK(mc_boot_allgather(comm->boot, comm->peers, sizeof(*comm->peers)));
+  /* NCCL's bootstrapAllGather is the ring (mc_boot_allgather), whose n - 1
+   * messages through every rank are most of the stage's time on a host with
+   * many more ranks than cores (256 ranks on 2 cores: 65280 messages, about
+   * 1 s); a gather to rank 0 and a binomial broadcast give every rank the same
+   * array with 2 (n - 1) messages in all. */
+  MC_CHECK(mc_comm_allgather_tree(comm, NULL, comm->n_ranks, comm->rank, comm->peers,
+                                  sizeof(*comm->peers), TAG_PEERS));
   for (int i = 0; i < comm->n_ranks; i++) {
     comm->peers[i].host[MC_HOST_BYTES - 1] = '\0';
     comm->peers[i].if_name[sizeof(comm->peers[i].if_name) - 1] = '\0';

@@ -5,8 +5,8 @@
  *   NCCL_TOPO_FILE (this rank takes the dev-th GPU of the file) or detection
  *   of this host with the devices of the communicator's net as its NICs
  *   (stage "net" chose and initialised it) -> allgather of the XML among the ranks of the host ->
- * fusion in local-rank order -> NCCL_TOPO_DUMP_FILE -> system graph -> paths (once per host from
- * MESHCCL_PATHS_SHARE local ranks, host_paths) -> trim -> paths.
+ * fusion in local-rank order -> NCCL_TOPO_DUMP_FILE -> system graph -> paths (both once per host
+ * from MESHCCL_PATHS_SHARE local ranks, host_topo) -> trim -> paths.
  * The transport of each peer is logged where connections are made (src/transport/transport.c),
  * with the topology's reason, so that the log names the transport really used. Input: comm with
  * bootstrap, peers and nodes. Output: comm->topo.
@@ -34,9 +34,9 @@
 #define RANK_XML_NODES 256                             /* NCCL_TOPO_XML_MAX_NODES: one rank's XML */
 #define TAG_TOPO_XML   (MC_BOOT_TAG_INTRANODE | 0x102) /* to + 3 */
 #define TAG_TOPO_PATHS (MC_BOOT_TAG_INTRANODE | 0x106)
-/* The shared paths' memfd: a token, then the paths a page in (the mapping's
- * offsets keep mc_topo_paths_export's alignment). */
-#define PATHS_TOKEN_BYTES 4096
+/* The shared memfd: a token, the system, then the paths at a multiple of
+ * this (the mapping's offsets keep mc_topo_paths_export's alignment). */
+#define SHARED_PAGE_BYTES 4096
 #define XML_MAX_BYTES     (4u << 20) /* one rank's serialized XML */
 /* This rank's gdrSupport (NCCL 2.30 src/init.cc ncclGpuGdrSupport: 1 when a
  * net device can register GPU memory). meshccl's buffers are host memory and
@@ -215,16 +215,24 @@ out:
   return res;
 }
 
+/* The fused tree as it came from local rank 0, not yet unpacked. */
+struct packed_xml {
+  void *buf;
+  size_t bytes;
+};
+
 /*
  * NCCL's intra-node allgather of the ranks' XML and the fusion every rank
  * makes of them, done once: the texts go to local rank 0 (in a slot of
  * XML_SLOT_BYTES, a larger text in a message of its own), which fuses them in
  * local-rank order and sends the fused tree to every local rank, packed
  * (mc_xml_pack keeps elements, attributes, types, lines and order): each rank
- * holds the tree its own fusion would have made.
+ * holds the tree its own fusion would have made. With keep, a rank other than
+ * local rank 0 keeps the packed tree there instead of unpacking it (it may
+ * take the host's system from local rank 0, host_topo).
  */
 static ncclResult_t exchange_and_fuse(struct ncclComm *comm, const char *text, uint64_t bytes,
-                                      struct mc_xml *fused)
+                                      struct mc_xml *fused, struct packed_xml *keep)
 {
   const struct mc_comm_nodes *nd = &comm->nodes;
   void *packed = NULL;
@@ -263,8 +271,13 @@ static ncclResult_t exchange_and_fuse(struct ncclComm *comm, const char *text, u
   MC_CHECK_GOTO(mc_comm_bcast_tree(comm, nd->local_rank_to_rank, nd->local_ranks, nd->local_rank,
                                    packed, (size_t)total, TAG_TOPO_XML + 3),
                 res, out);
-  if (nd->local_rank != 0)
+  if ((nd->local_rank != 0) && (keep != NULL)) {
+    keep->buf = packed;
+    keep->bytes = (size_t)total;
+    packed = NULL;
+  } else if (nd->local_rank != 0) {
     MC_CHECK_GOTO(mc_xml_unpack(packed, (size_t)total, fused), res, out);
+  }
 out:
   free(packed);
   return res;
@@ -272,7 +285,8 @@ out:
 
 /* Every local rank's XML, fused in local-rank order. */
 static ncclResult_t fuse_host(struct ncclComm *comm, const struct mc_xml *mine,
-                              struct mc_comm_steps *steps, struct mc_xml **fused_out)
+                              struct mc_comm_steps *steps, struct packed_xml *keep,
+                              struct mc_xml **fused_out)
 {
   const struct mc_comm_nodes *nd = &comm->nodes;
   char *text = NULL;
@@ -287,7 +301,7 @@ static ncclResult_t fuse_host(struct ncclComm *comm, const struct mc_xml *mine,
   MC_CHECK(xml_to_text(mine, &text, &bytes));
   MC_CHECK_GOTO(mc_xml_create(cap, &fused), res, out);
   if (nd->local_ranks > 1) {
-    MC_CHECK_GOTO(exchange_and_fuse(comm, text, bytes, fused), res, out);
+    MC_CHECK_GOTO(exchange_and_fuse(comm, text, bytes, fused, keep), res, out);
     mc_comm_steps_mark(steps, "exchange");
   } else {
     /* The text, as the other ranks' would be: what NCCL fuses. */
@@ -307,14 +321,18 @@ out:
   return res;
 }
 
-/* ---------------------------------------------------------- shared paths */
+/* ------------------------------------------------ shared system and paths */
 
 /* What local rank 0 sends down the host's tree once its paths are computed. */
 struct paths_msg {
-  uint8_t digest[MC_TOPO_SEARCH_DIGEST_BYTES]; /* of its system and path options */
-  uint64_t bytes; /* of the memfd; 0: none, every rank computes its own */
-  uint64_t token; /* random, also the memfd's first 8 bytes */
-  int32_t pid;    /* the memfd is /proc/<pid>/fd/<fd> */
+  uint8_t digest[MC_TOPO_SEARCH_DIGEST_BYTES];     /* of its system and path options */
+  uint8_t sys_digest[MC_TOPO_SEARCH_DIGEST_BYTES]; /* of its system alone */
+  uint64_t bytes;     /* of the memfd; 0: none, every rank builds its own */
+  uint64_t token;     /* random, also the memfd's first 8 bytes */
+  uint64_t sys_off;   /* the system's bytes in the memfd (after the token) */
+  uint64_t sys_bytes; /* 0: no system, every rank builds its own */
+  uint64_t paths_off; /* the paths, from there to the end (page-aligned) */
+  int32_t pid;        /* the memfd is /proc/<pid>/fd/<fd> */
   int32_t fd;
 };
 
@@ -326,15 +344,19 @@ void mc_comm_paths_close(struct ncclComm *comm)
   }
 }
 
-/* Local rank 0: its paths into a memfd (the token, then
- * mc_topo_paths_export's bytes), kept open in comm->paths_fd. One that
- * cannot be made leaves msg->bytes 0. No name: the memory goes with the last
- * process that holds it, whatever happens to rank 0. */
+/* Local rank 0: the token, the system its paths were computed on (sys_bytes
+ * of mc_topo_system_export, made before the paths) and its paths
+ * (mc_topo_paths_export, a page in) in a memfd, kept open in comm->paths_fd.
+ * One that cannot be made leaves msg->bytes 0. No name: the memory goes with
+ * the last process that holds it, whatever happens to rank 0. */
 static void paths_publish(struct ncclComm *comm, const struct mc_topo_system *sys,
-                          struct paths_msg *msg)
+                          const void *sys_buf, size_t sys_bytes, struct paths_msg *msg)
 {
   size_t paths = mc_topo_paths_export_bytes(sys);
-  size_t bytes = PATHS_TOKEN_BYTES + paths;
+  size_t sys_off = 64; /* after the token */
+  size_t paths_off =
+      (sys_off + sys_bytes + SHARED_PAGE_BYTES - 1) & ~(size_t)(SHARED_PAGE_BYTES - 1);
+  size_t bytes = paths_off + paths;
   char *map = MAP_FAILED;
   int err = 0;
   int fd = memfd_create("meshccl-paths", MFD_CLOEXEC);
@@ -347,12 +369,17 @@ static void paths_publish(struct ncclComm *comm, const struct mc_topo_system *sy
     map = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
     err = (map == MAP_FAILED) ? errno : 0;
   }
-  if ((err == 0) && (mc_topo_paths_export(sys, map + PATHS_TOKEN_BYTES, paths) != ncclSuccess)) {
+  if ((err == 0) && (mc_topo_paths_export(sys, map + paths_off, paths) != ncclSuccess)) {
     err = EINVAL;
   }
   if (err == 0) {
     memcpy(map, &msg->token, sizeof(msg->token));
+    if (sys_bytes > 0)
+      memcpy(map + sys_off, sys_buf, sys_bytes);
     msg->bytes = bytes;
+    msg->sys_off = sys_off;
+    msg->sys_bytes = sys_bytes;
+    msg->paths_off = paths_off;
     msg->pid = (int32_t)getpid();
     msg->fd = fd;
     comm->paths_fd = fd;
@@ -370,8 +397,9 @@ static void paths_publish(struct ncclComm *comm, const struct mc_topo_system *sy
   }
 }
 
-/* The other local ranks: local rank 0's paths, mapped read-only. */
-static ncclResult_t paths_take(struct mc_topo_system *sys, const struct paths_msg *msg)
+/* The other local ranks: local rank 0's memfd, mapped read-only (*map_out,
+ * msg->bytes), once its token is checked. */
+static ncclResult_t shared_map(const struct paths_msg *msg, char **map_out)
 {
   char path[64];
   struct stat st;
@@ -385,7 +413,9 @@ static ncclResult_t paths_take(struct mc_topo_system *sys, const struct paths_ms
     return MC_FAIL(ncclSystemError, "open %s: %s", path, strerror(errno));
   }
   if ((fstat(fd, &st) != 0) || ((uint64_t)st.st_size != msg->bytes) ||
-      (msg->bytes <= PATHS_TOKEN_BYTES)) {
+      (msg->sys_off < sizeof(token)) || (msg->sys_off > msg->bytes) ||
+      (msg->sys_bytes > msg->bytes - msg->sys_off) || (msg->paths_off >= msg->bytes) ||
+      (msg->paths_off % SHARED_PAGE_BYTES != 0)) {
     close(fd);
     return MC_FAIL(ncclSystemError, "%s is not the announced %llu bytes", path,
                    (unsigned long long)msg->bytes);
@@ -400,67 +430,183 @@ static ncclResult_t paths_take(struct mc_topo_system *sys, const struct paths_ms
     (void)munmap(map, (size_t)msg->bytes);
     return MC_FAIL(ncclSystemError, "%s is another file (another pid namespace?)", path);
   }
-  if (mc_topo_paths_import(sys, map, (size_t)msg->bytes, PATHS_TOKEN_BYTES) != ncclSuccess) {
-    (void)munmap(map, (size_t)msg->bytes);
-    return ncclInternalError;
-  }
+  *map_out = map;
   return ncclSuccess;
 }
 
-/*
- * The paths of the host's system, once per host from MESHCCL_PATHS_SHARE
- * local ranks on: local rank 0 computes them and puts them in a memfd;
- * every local rank whose system and path options have
- * the same digest maps them instead of computing them (NCCL has every rank
- * compute every path of the host: O(GPUs^2) per rank). All local ranks built
- * their system from the same fused XML, so they differ only by their
- * parameters. Rank 0 closes its memfd after init's last barrier of the
- * host (every local rank has mapped it then), or when init fails; the
- * mappings stay, and the memory goes with the last of them.
- */
-static ncclResult_t host_paths(struct ncclComm *comm, struct mc_topo_system *sys,
-                               const struct mc_topo_paths_opts *opts)
+/* The system this rank would build from the fused tree, from local rank 0's
+ * bytes in map: refused (ncclInternalError) unless its digest is rank 0's. */
+static ncclResult_t system_take(const struct paths_msg *msg, const char *map,
+                                struct mc_topo_system **sys_out)
+{
+  uint8_t got[MC_TOPO_SEARCH_DIGEST_BYTES];
+  struct mc_topo_system *sys = NULL;
+
+  if (msg->sys_bytes == 0)
+    return MC_FAIL(ncclInternalError, "no system in the shared memory");
+  MC_CHECK(mc_topo_system_import(map + msg->sys_off, (size_t)msg->sys_bytes, &sys));
+  mc_topo_system_digest(sys, got);
+  if (memcmp(got, msg->sys_digest, sizeof(got)) != 0) {
+    mc_topo_system_destroy(sys);
+    return MC_FAIL(ncclInternalError, "the shared system's digest is not rank 0's");
+  }
+  *sys_out = sys;
+  return ncclSuccess;
+}
+
+/* A rank that cannot take local rank 0's system builds its own from the
+ * packed fused tree. */
+static ncclResult_t system_build(struct ncclComm *comm, struct mc_xml *fused,
+                                 const struct packed_xml *packed, struct mc_topo_system **sys_out)
+{
+  if ((packed != NULL) && (packed->buf != NULL))
+    MC_CHECK(mc_xml_unpack(packed->buf, packed->bytes, fused));
+  return mc_topo_system_from_xml(fused, comm->peers[comm->rank].host_hash, sys_out);
+}
+
+/* Whether the host's local rank 0 builds the system and computes the paths
+ * for every local rank: from MESHCCL_PATHS_SHARE local ranks on, as local
+ * rank 0's own setting says (every local rank follows it). */
+static bool host_shares(const struct ncclComm *comm)
+{
+  const struct mc_comm_nodes *nd = &comm->nodes;
+  int64_t from = comm->peers[nd->local_rank_to_rank[0]].paths_share;
+
+  return (from != 0) && (nd->local_ranks >= 2) && (nd->local_ranks >= from);
+}
+
+/* Local rank 0's side of host_topo: its system, exported before its paths,
+ * then its paths, both published. */
+static ncclResult_t host_topo_first(struct ncclComm *comm, struct mc_xml *fused,
+                                    const struct mc_topo_paths_opts *opts, struct paths_msg *msg,
+                                    struct mc_topo_system **sys_out)
+{
+  struct mc_topo_system *sys = NULL;
+  char *sys_buf = NULL;
+  size_t sys_bytes;
+  ncclResult_t res;
+
+  MC_CHECK(system_build(comm, fused, NULL, &sys));
+  sys_bytes = mc_topo_system_export_bytes(sys);
+  MC_CHECK_GOTO(mc_calloc(&sys_buf, sys_bytes), res, fail);
+  MC_CHECK_GOTO(mc_topo_system_export(sys, sys_buf, sys_bytes), res, fail);
+  mc_topo_system_digest(sys, msg->sys_digest);
+  mc_topo_paths_digest(sys, opts, msg->digest);
+  MC_CHECK_GOTO(mc_topo_compute_paths(sys, opts), res, fail);
+  paths_publish(comm, sys, sys_buf, sys_bytes, msg);
+  free(sys_buf);
+  *sys_out = sys;
+  return ncclSuccess;
+fail:
+  free(sys_buf);
+  mc_topo_system_destroy(sys);
+  return res;
+}
+
+/* Another local rank's side: rank 0's system and, with the same path
+ * options, its paths; whatever cannot be taken is made here. */
+static ncclResult_t host_topo_take(struct ncclComm *comm, struct mc_xml *fused,
+                                   const struct packed_xml *packed,
+                                   const struct mc_topo_paths_opts *opts,
+                                   const struct paths_msg *msg, struct mc_topo_system **sys_out)
 {
   const struct mc_comm_nodes *nd = &comm->nodes;
   uint8_t mine[MC_TOPO_SEARCH_DIGEST_BYTES];
+  struct mc_topo_system *sys = NULL;
+  char *map = NULL;
+  ncclResult_t res;
+
+  if ((msg->bytes > 0) && (shared_map(msg, &map) == ncclSuccess) &&
+      (system_take(msg, map, &sys) == ncclSuccess)) {
+    MC_INFO(MC_SUB_GRAPH, "Topo: rank %d takes the system of rank %d (%llu bytes)", comm->rank,
+            nd->local_rank_to_rank[0], (unsigned long long)msg->sys_bytes);
+  } else {
+    if (msg->bytes > 0) {
+      MC_INFO(MC_SUB_GRAPH, "Topo: rank %d could not take the system of rank %d (%s): building it",
+              comm->rank, nd->local_rank_to_rank[0], mc_error_last());
+      mc_error_clear_thread();
+    }
+    MC_CHECK_GOTO(system_build(comm, fused, packed, &sys), res, fail);
+  }
+  mc_topo_paths_digest(sys, opts, mine);
+  if ((map != NULL) && (memcmp(msg->digest, mine, sizeof(mine)) == 0)) {
+    if (mc_topo_paths_import(sys, map, (size_t)msg->bytes, (size_t)msg->paths_off) == ncclSuccess) {
+      MC_INFO(MC_SUB_GRAPH, "Topo: rank %d maps the paths of rank %d (same system, %llu bytes)",
+              comm->rank, nd->local_rank_to_rank[0], (unsigned long long)msg->bytes);
+      *sys_out = sys;
+      return ncclSuccess; /* the mapping is the system's now */
+    }
+    MC_INFO(MC_SUB_GRAPH, "Topo: rank %d could not map the paths of rank %d (%s): computing them",
+            comm->rank, nd->local_rank_to_rank[0], mc_error_last());
+    mc_error_clear_thread();
+  } else if (map != NULL) {
+    MC_INFO(MC_SUB_GRAPH,
+            "Topo: rank %d's path options differ from rank %d's (other parameters): computing "
+            "its paths",
+            comm->rank, nd->local_rank_to_rank[0]);
+  }
+  if (map != NULL)
+    (void)munmap(map, (size_t)msg->bytes);
+  MC_CHECK_GOTO(mc_topo_compute_paths(sys, opts), res, fail);
+  *sys_out = sys;
+  return ncclSuccess;
+fail:
+  mc_topo_system_destroy(sys);
+  return res;
+}
+
+/*
+ * The system and paths of the host, once per host from MESHCCL_PATHS_SHARE
+ * local ranks on (host_shares): local rank 0 builds the system from the
+ * fused XML, exports it, computes its paths and puts both in a memfd; every
+ * other local rank imports the system (equal to the one its own build of the
+ * same fused XML would give: the build reads no parameter, and the digests
+ * are compared) and maps the paths when its path options give the same
+ * digest, else computes its own. NCCL has every rank unpack the host's XML,
+ * build its system and compute every path (O(GPUs^2) per rank). A rank that
+ * cannot open the memfd (another pid namespace) builds its own from the
+ * packed tree. Rank 0 closes its memfd after init's last barrier of the host
+ * (every local rank has mapped it then), or when init fails; the mappings
+ * stay, and the memory goes with the last of them. Without sharing, each
+ * rank builds its system from fused and computes its paths.
+ */
+static ncclResult_t host_topo(struct ncclComm *comm, struct mc_xml *fused,
+                              const struct packed_xml *packed,
+                              const struct mc_topo_paths_opts *opts, struct mc_comm_steps *steps,
+                              struct mc_topo_system **sys_out)
+{
+  const struct mc_comm_nodes *nd = &comm->nodes;
+  struct mc_topo_system *sys = NULL;
   struct paths_msg msg;
   ncclResult_t res;
 
-  int64_t from = comm->peers[nd->local_rank_to_rank[0]].paths_share;
-
-  if ((from == 0) || (nd->local_ranks < 2) || (nd->local_ranks < from)) {
-    return mc_topo_compute_paths(sys, opts);
+  if (!host_shares(comm)) {
+    MC_CHECK(system_build(comm, fused, NULL, &sys));
+    mc_comm_steps_mark(steps, "system");
+    res = mc_topo_compute_paths(sys, opts);
+    if (res != ncclSuccess) {
+      mc_topo_system_destroy(sys);
+      return res;
+    }
+    mc_comm_steps_mark(steps, "paths");
+    *sys_out = sys;
+    return ncclSuccess;
   }
-  mc_topo_paths_digest(sys, opts, mine);
   memset(&msg, 0, sizeof(msg));
-  if (nd->local_rank == 0) {
-    MC_CHECK(mc_topo_compute_paths(sys, opts));
-    memcpy(msg.digest, mine, sizeof(mine));
-    paths_publish(comm, sys, &msg);
-  }
+  if (nd->local_rank == 0)
+    MC_CHECK(host_topo_first(comm, fused, opts, &msg, &sys));
+  mc_comm_steps_mark(steps, "system");
   res = mc_comm_bcast_tree(comm, nd->local_rank_to_rank, nd->local_ranks, nd->local_rank, &msg,
                            sizeof(msg), TAG_TOPO_PATHS);
-  if ((res == ncclSuccess) && (nd->local_rank != 0)) {
-    bool same = (msg.bytes > 0) && (memcmp(msg.digest, mine, sizeof(mine)) == 0);
-    if (same && (paths_take(sys, &msg) == ncclSuccess)) {
-      MC_INFO(MC_SUB_GRAPH, "Topo: rank %d maps the paths of rank %d (same system, %llu bytes)",
-              comm->rank, nd->local_rank_to_rank[0], (unsigned long long)msg.bytes);
-    } else {
-      if (same) {
-        MC_INFO(MC_SUB_GRAPH,
-                "Topo: rank %d could not map the paths of rank %d (%s): computing them", comm->rank,
-                nd->local_rank_to_rank[0], mc_error_last());
-        mc_error_clear_thread();
-      } else if (msg.bytes > 0) {
-        MC_INFO(
-            MC_SUB_GRAPH,
-            "Topo: rank %d's system differs from rank %d's (other parameters): computing its paths",
-            comm->rank, nd->local_rank_to_rank[0]);
-      }
-      res = mc_topo_compute_paths(sys, opts);
-    }
+  if ((res == ncclSuccess) && (nd->local_rank != 0))
+    res = host_topo_take(comm, fused, packed, opts, &msg, &sys);
+  if (res != ncclSuccess) {
+    mc_topo_system_destroy(sys);
+    return res;
   }
-  return res;
+  mc_comm_steps_mark(steps, "paths");
+  *sys_out = sys;
+  return ncclSuccess;
 }
 
 /* ncclTopoPrint's lines at INFO (GRAPH), as NCCL logs them. */
@@ -486,7 +632,12 @@ ncclResult_t mc_comm_stage_topo(struct ncclComm *comm)
   struct mc_xml *fused = NULL;
   struct mc_topo_system *sys = NULL;
   struct mc_topo_paths_opts opts;
+  struct packed_xml packed = {NULL, 0};
   const char *dump = mc_param_str(MC_P_TOPO_DUMP_FILE);
+  bool is_dump_rank = (dump != NULL) && (comm->rank == mc_param_int(MC_P_TOPO_DUMP_FILE_RANK));
+  /* A rank that may take its system from local rank 0 unpacks the fused
+   * tree only if it cannot (host_topo), unless it dumps it. */
+  bool defer = host_shares(comm) && !is_dump_rank;
   bool from_file = false;
   bool trimmed = false;
   struct mc_comm_steps steps;
@@ -496,18 +647,17 @@ ncclResult_t mc_comm_stage_topo(struct ncclComm *comm)
   MC_CHECK(mc_xml_create(RANK_XML_NODES, &mine));
   MC_CHECK_GOTO(rank_xml(comm, mine, &from_file), res, out);
   mc_comm_steps_mark(&steps, "detect");
-  MC_CHECK_GOTO(fuse_host(comm, mine, &steps, &fused), res, out);
-  mc_xml_log_loading(fused);
+  MC_CHECK_GOTO(fuse_host(comm, mine, &steps, defer ? &packed : NULL, &fused), res, out);
+  /* The fused tree's <system> is local rank 0's, which a rank that has not
+   * unpacked it read itself (the same file, or the same detection). */
+  mc_xml_log_loading((packed.buf != NULL) ? mine : fused);
   mc_comm_steps_mark(&steps, "fuse");
-  if ((dump != NULL) && (comm->rank == mc_param_int(MC_P_TOPO_DUMP_FILE_RANK))) {
+  if (is_dump_rank) {
     MC_INFO(MC_SUB_GRAPH | MC_SUB_ENV, "Dumping topology of the host to %s", dump);
     MC_CHECK_GOTO(mc_xml_dump_file(fused, dump), res, out);
   }
   mc_topo_paths_opts_from_params(&opts);
-  MC_CHECK_GOTO(mc_topo_system_from_xml(fused, comm->peers[comm->rank].host_hash, &sys), res, out);
-  mc_comm_steps_mark(&steps, "system");
-  MC_CHECK_GOTO(host_paths(comm, sys, &opts), res, out);
-  mc_comm_steps_mark(&steps, "paths");
+  MC_CHECK_GOTO(host_topo(comm, fused, &packed, &opts, &steps, &sys), res, out);
   MC_CHECK_GOTO(mc_topo_trim_system(sys, comm->rank, comm->n_ranks, &trimmed), res, out);
   mc_comm_steps_mark(&steps, "trim");
   /* NCCL computes the paths again; without a removed GPU they are the same. */
@@ -524,6 +674,7 @@ ncclResult_t mc_comm_stage_topo(struct ncclComm *comm)
   mc_comm_steps_log(&steps, comm, "Topo");
   res = ncclSuccess;
 out:
+  free(packed.buf);
   mc_topo_system_destroy(sys);
   mc_xml_destroy(fused);
   mc_xml_destroy(mine);

@@ -116,6 +116,28 @@ void mc_topo_paths_digest(const struct mc_topo_system *sys,
                           const struct mc_topo_paths_opts *paths_opts,
                           uint8_t digest_out[MC_TOPO_SEARCH_DIGEST_BYTES]);
 
+/* SHA-256 of the system's nodes and links alone (mc_topo_paths_digest's
+ * system part, without options): equal digests, equal systems. */
+void mc_topo_system_digest(const struct mc_topo_system *sys,
+                           uint8_t digest_out[MC_TOPO_SEARCH_DIGEST_BYTES]);
+
+/*
+ * The system itself for another process of the host (its local ranks build
+ * the same system from the same fused XML, so one may build it for all):
+ * mc_topo_system_export writes every node and link position-independent (a
+ * link and a GPU's parent name their node by type and index) into bytes
+ * (mc_topo_system_export_bytes of them; ncclInternalError for another size);
+ * mc_topo_system_import makes a system equal to the exported one
+ * (mc_topo_system_digest equal), without paths, from bytes at any alignment.
+ * Export a system as mc_topo_system_from_xml made it, before its paths: a
+ * system is exported with the NET fields its paths set. Import checks the
+ * build's node layout, every count and every reference (ncclInternalError
+ * naming what does not fit; *sys_out untouched, nothing kept).
+ */
+size_t mc_topo_system_export_bytes(const struct mc_topo_system *sys);
+ncclResult_t mc_topo_system_export(const struct mc_topo_system *sys, void *buf, size_t bytes);
+ncclResult_t mc_topo_system_import(const void *buf, size_t bytes, struct mc_topo_system **sys_out);
+
 /*
  * SHA-256 of everything mc_topo_compute reads for graphs[0..n_graphs) (their
  * inputs: id, pattern, collnet, channel limits, GPU count): the system's nodes

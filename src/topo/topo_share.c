@@ -385,3 +385,292 @@ ncclResult_t mc_topo_search_import(struct mc_topo_system *sys, struct mc_topo_gr
   }
   return ncclSuccess;
 }
+
+/* ---------------------------------------------------------------- system */
+
+#define SYSTEM_MAGIC 0x6d637379u /* "mcsy" */
+
+void mc_topo_system_digest(const struct mc_topo_system *sys,
+                           uint8_t digest_out[MC_TOPO_SEARCH_DIGEST_BYTES])
+{
+  struct mc_topo_paths_opts none;
+  struct digest d;
+
+  memset(&none, 0, sizeof(none));
+  digest_start(&d, SYSTEM_MAGIC);
+  digest_system(&d, sys, &none);
+  digest_end(&d, digest_out);
+}
+
+/* The bytes begin with this; the layout sizes make a system of another build
+ * (another node layout) refuse to import. */
+struct system_header {
+  uint32_t magic;
+  uint32_t node_bytes; /* sizeof(struct mc_topo_node) */
+  uint32_t link_bytes; /* sizeof(struct link_wire) */
+  int32_t n_types;     /* MC_TOPO_NODE_TYPES */
+  int32_t counts[MC_TOPO_NODE_TYPES];
+  int32_t n_links; /* all nodes' */
+  int32_t system_id;
+  int32_t n_hosts;
+  int32_t pad;
+  uint64_t host_hashes[64];
+};
+
+/* A node or a link names another node by type and index. */
+struct node_ref {
+  int32_t type; /* -1: none */
+  int32_t index;
+};
+
+/* A node's record: the node as this build lays it out (its pointers are
+ * meaningless in another process and are rebuilt), the GPU's parent, and
+ * how many of the link records are its own. */
+struct node_wire {
+  struct mc_topo_node node;
+  struct node_ref parent;
+  int32_t n_links;
+  int32_t pad;
+};
+
+struct link_wire {
+  int32_t type;
+  float bw;
+  struct node_ref rem;
+};
+
+static int count_links(const struct mc_topo_system *sys)
+{
+  int n = 0;
+
+  for (int t = 0; t < MC_TOPO_NODE_TYPES; t++) {
+    for (int i = 0; i < sys->nodes[t].count; i++) {
+      n += sys->nodes[t].nodes[i]->n_links;
+    }
+  }
+  return n;
+}
+
+static int count_nodes(const struct mc_topo_system *sys)
+{
+  int n = 0;
+
+  for (int t = 0; t < MC_TOPO_NODE_TYPES; t++) {
+    n += sys->nodes[t].count;
+  }
+  return n;
+}
+
+size_t mc_topo_system_export_bytes(const struct mc_topo_system *sys)
+{
+  return sizeof(struct system_header) + (size_t)count_nodes(sys) * sizeof(struct node_wire) +
+         (size_t)count_links(sys) * sizeof(struct link_wire);
+}
+
+static struct node_ref ref_of(const struct mc_topo_node *n)
+{
+  struct node_ref r = {.type = -1, .index = -1};
+
+  if (n != NULL) {
+    r.type = (int32_t)n->type;
+    r.index = n->index;
+  }
+  return r;
+}
+
+ncclResult_t mc_topo_system_export(const struct mc_topo_system *sys, void *buf, size_t bytes)
+{
+  struct system_header hdr;
+  char *p = buf;
+
+  if (bytes != mc_topo_system_export_bytes(sys)) {
+    return MC_FAIL(ncclInternalError, "Topo: system export into %zu bytes, %zu needed", bytes,
+                   mc_topo_system_export_bytes(sys));
+  }
+  memset(&hdr, 0, sizeof(hdr));
+  hdr.magic = SYSTEM_MAGIC;
+  hdr.node_bytes = (uint32_t)sizeof(struct mc_topo_node);
+  hdr.link_bytes = (uint32_t)sizeof(struct link_wire);
+  hdr.n_types = MC_TOPO_NODE_TYPES;
+  for (int t = 0; t < MC_TOPO_NODE_TYPES; t++) {
+    hdr.counts[t] = sys->nodes[t].count;
+  }
+  hdr.n_links = count_links(sys);
+  hdr.system_id = sys->system_id;
+  hdr.n_hosts = sys->n_hosts;
+  memcpy(hdr.host_hashes, sys->host_hashes, sizeof(hdr.host_hashes));
+  memcpy(p, &hdr, sizeof(hdr));
+  p += sizeof(hdr);
+  for (int t = 0; t < MC_TOPO_NODE_TYPES; t++) {
+    for (int i = 0; i < sys->nodes[t].count; i++) {
+      const struct mc_topo_node *n = sys->nodes[t].nodes[i];
+      struct node_wire w;
+      memset(&w, 0, sizeof(w));
+      w.node = *n;
+      w.node.gpu.parent = NULL;
+      w.node.links = NULL;
+      memset(w.node.paths, 0, sizeof(w.node.paths));
+      w.parent = ref_of((t == MC_TOPO_GPU) ? n->gpu.parent : NULL);
+      w.n_links = n->n_links;
+      memcpy(p, &w, sizeof(w));
+      p += sizeof(w);
+    }
+  }
+  for (int t = 0; t < MC_TOPO_NODE_TYPES; t++) {
+    for (int i = 0; i < sys->nodes[t].count; i++) {
+      const struct mc_topo_node *n = sys->nodes[t].nodes[i];
+      for (int l = 0; l < n->n_links; l++) {
+        struct link_wire w = {.type = (int32_t)n->links[l].type,
+                              .bw = n->links[l].bw,
+                              .rem = ref_of(n->links[l].rem)};
+        memcpy(p, &w, sizeof(w));
+        p += sizeof(w);
+      }
+    }
+  }
+  return ncclSuccess;
+}
+
+/* The node r names in sys, or NULL when r names none that exists. */
+static struct mc_topo_node *node_at(const struct mc_topo_system *sys, struct node_ref r)
+{
+  if ((r.type < 0) || (r.type >= MC_TOPO_NODE_TYPES) || (r.index < 0) ||
+      (r.index >= sys->nodes[r.type].count)) {
+    return NULL;
+  }
+  return sys->nodes[r.type].nodes[r.index];
+}
+
+/* Every node of the header's counts, each as its record says, without links. */
+static ncclResult_t import_nodes(struct mc_topo_system *sys, const struct system_header *hdr,
+                                 const struct node_wire *w)
+{
+  for (int t = 0; t < MC_TOPO_NODE_TYPES; t++) {
+    struct mc_topo_node_set *set = &sys->nodes[t];
+    MC_CHECK(mc_calloc(&set->nodes, (size_t)((hdr->counts[t] > 0) ? hdr->counts[t] : 1)));
+    set->cap = (hdr->counts[t] > 0) ? hdr->counts[t] : 1;
+    for (int i = 0; i < hdr->counts[t]; i++, w++) {
+      struct mc_topo_node *n = NULL;
+      if (((int)w->node.type != t) || (w->node.index != i) || (w->n_links < 0) ||
+          (w->n_links > hdr->n_links)) {
+        return MC_FAIL(ncclInternalError,
+                       "Topo: shared system node %d of type %d says type %d, index %d, %d links", i,
+                       t, (int)w->node.type, w->node.index, w->n_links);
+      }
+      MC_CHECK(mc_calloc(&n, 1));
+      set->nodes[set->count++] = n;
+      *n = w->node;
+      n->gpu.parent = NULL;
+      n->links = NULL;
+      n->n_links = 0;
+      n->cap_links = 0;
+      memset(n->paths, 0, sizeof(n->paths));
+      if (w->n_links > 0) {
+        MC_CHECK(mc_calloc(&n->links, (size_t)w->n_links));
+        n->cap_links = w->n_links;
+      }
+    }
+  }
+  return ncclSuccess;
+}
+
+/* The GPUs' parents and every node's links, now that every node exists. */
+static ncclResult_t import_refs(struct mc_topo_system *sys, const struct node_wire *nw,
+                                const struct link_wire *lw, int n_links)
+{
+  int used = 0;
+
+  for (int t = 0; t < MC_TOPO_NODE_TYPES; t++) {
+    for (int i = 0; i < sys->nodes[t].count; i++, nw++) {
+      struct mc_topo_node *n = sys->nodes[t].nodes[i];
+      if (nw->parent.type >= 0) {
+        n->gpu.parent = node_at(sys, nw->parent);
+        if ((t != MC_TOPO_GPU) || (n->gpu.parent == NULL)) {
+          return MC_FAIL(ncclInternalError,
+                         "Topo: shared system node %d of type %d has parent %d/%d", i, t,
+                         nw->parent.type, nw->parent.index);
+        }
+      }
+      if (used + nw->n_links > n_links) {
+        return MC_FAIL(ncclInternalError, "Topo: shared system has more than %d links", n_links);
+      }
+      for (int l = 0; l < nw->n_links; l++, lw++) {
+        n->links[l].type = (enum mc_topo_link_type)lw->type;
+        n->links[l].bw = lw->bw;
+        n->links[l].rem = node_at(sys, lw->rem);
+        if (n->links[l].rem == NULL) {
+          return MC_FAIL(ncclInternalError, "Topo: shared system node %d of type %d links to %d/%d",
+                         i, t, lw->rem.type, lw->rem.index);
+        }
+      }
+      n->n_links = nw->n_links;
+      used += nw->n_links;
+    }
+  }
+  if (used != n_links) {
+    return MC_FAIL(ncclInternalError, "Topo: shared system has %d links, its nodes %d", n_links,
+                   used);
+  }
+  return ncclSuccess;
+}
+
+ncclResult_t mc_topo_system_import(const void *buf, size_t bytes, struct mc_topo_system **sys_out)
+{
+  struct system_header hdr;
+  struct mc_topo_system *sys = NULL;
+  const char *p = buf;
+  size_t n_nodes = 0;
+  ncclResult_t res;
+
+  if (bytes < sizeof(hdr)) {
+    return MC_FAIL(ncclInternalError, "Topo: shared system of %zu bytes is truncated", bytes);
+  }
+  memcpy(&hdr, p, sizeof(hdr));
+  if ((hdr.magic != SYSTEM_MAGIC) || (hdr.node_bytes != sizeof(struct mc_topo_node)) ||
+      (hdr.link_bytes != sizeof(struct link_wire)) || (hdr.n_types != MC_TOPO_NODE_TYPES) ||
+      (hdr.n_links < 0) || (hdr.n_hosts < 0)) {
+    return MC_FAIL(ncclInternalError,
+                   "Topo: shared system made by another build (nodes of %u bytes, here %zu)",
+                   hdr.node_bytes, sizeof(struct mc_topo_node));
+  }
+  for (int t = 0; t < MC_TOPO_NODE_TYPES; t++) {
+    if ((hdr.counts[t] < 0) || (hdr.counts[t] > MC_TOPO_MAX_NODES)) {
+      return MC_FAIL(ncclInternalError, "Topo: shared system has %d nodes of type %d",
+                     hdr.counts[t], t);
+    }
+    n_nodes += (size_t)hdr.counts[t];
+  }
+  if (bytes != sizeof(hdr) + n_nodes * sizeof(struct node_wire) +
+                   (size_t)hdr.n_links * sizeof(struct link_wire)) {
+    return MC_FAIL(ncclInternalError, "Topo: shared system of %zu bytes for %zu nodes, %d links",
+                   bytes, n_nodes, hdr.n_links);
+  }
+  MC_CHECK(mc_calloc(&sys, 1));
+  sys->system_id = hdr.system_id;
+  sys->n_hosts = hdr.n_hosts;
+  memcpy(sys->host_hashes, hdr.host_hashes, sizeof(sys->host_hashes));
+  /* Records may sit at any offset of the caller's buffer: copy each one out. */
+  {
+    struct node_wire *nw = NULL;
+    struct link_wire *lw = NULL;
+    MC_CHECK_GOTO(mc_calloc(&nw, (n_nodes > 0) ? n_nodes : 1), res, fail);
+    res = mc_calloc(&lw, (hdr.n_links > 0) ? (size_t)hdr.n_links : 1);
+    if (res == ncclSuccess) {
+      memcpy(nw, p + sizeof(hdr), n_nodes * sizeof(*nw));
+      memcpy(lw, p + sizeof(hdr) + n_nodes * sizeof(*nw), (size_t)hdr.n_links * sizeof(*lw));
+      res = import_nodes(sys, &hdr, nw);
+      if (res == ncclSuccess)
+        res = import_refs(sys, nw, lw, hdr.n_links);
+    }
+    free(lw);
+    free(nw);
+    if (res != ncclSuccess)
+      goto fail;
+  }
+  MC_CHECK_GOTO(mc_topo_rank_table_build(sys), res, fail);
+  *sys_out = sys;
+  return ncclSuccess;
+fail:
+  mc_topo_system_destroy(sys);
+  return res;
+}

@@ -6,8 +6,10 @@
 # MESHCCL_SEARCH_SHARE=1)
 # give every rank the graph, ring, tree, system (its paths printed) and
 # transport lines that computing and searching on every rank (=0, NCCL's way)
-# gives (the shared paths are a memfd: nothing in /dev/shm); a rank with other path options
-# computes its own paths; a rank whose own sharing settings differ follows
+# gives (the shared system and paths are a memfd: nothing in /dev/shm), the
+# 23 other ranks take local rank 0's system and a rank that dumps the fused
+# XML (NCCL_TOPO_DUMP_FILE_RANK) writes the same file either way; a rank with
+# other path options takes the system and computes its own paths; a rank whose own sharing settings differ follows
 # the host's first rank; and a host with more devices than NCCL's
 # NCCL_TOPO_MAX_NODES is refused naming the limit. Results only: no timing
 # is checked.
@@ -37,7 +39,8 @@ shm_paths() { find /dev/shm -maxdepth 1 -name 'meshccl-paths-*' 2>/dev/null | wc
 shm_before=$(shm_paths)
 for share in 1 0; do
   MESHCCL_PATHS_SHARE=$((2 * share)) MESHCCL_SEARCH_SHARE=$share NCCL_DEBUG=INFO \
-    NCCL_DEBUG_SUBSYS=INIT,GRAPH timeout 120 "$RUN" -n 24 "$HELLO" -q >"$TMP/share$share" 2>&1
+    NCCL_DEBUG_SUBSYS=INIT,GRAPH NCCL_TOPO_DUMP_FILE="$TMP/dump$share.xml" \
+    NCCL_TOPO_DUMP_FILE_RANK=5 timeout 120 "$RUN" -n 24 "$HELLO" -q >"$TMP/share$share" 2>&1
   rc=$?
   expect_success "24 ranks, MESHCCL_PATHS_SHARE=$((2 * share)) MESHCCL_SEARCH_SHARE=$share: init completes" \
     "$rc" "$TMP/share$share"
@@ -45,6 +48,13 @@ for share in 1 0; do
 done
 expect_eq "24 ranks: graph, ring, tree, system, path and transport lines the same with and without the shared paths and search" \
   "$(cmp -s "$TMP/lines1" "$TMP/lines0" && echo same || diff "$TMP/lines1" "$TMP/lines0" | head -5)" same
+expect_eq "24 ranks, shared system: the 23 other ranks take local rank 0's system" \
+  "$(grep -c 'Topo: rank [0-9]* takes the system of rank 0 ([0-9]* bytes)' "$TMP/share1")" 23
+# (the host hash holds the communicator's hash: another per job)
+no_hash() { sed -E 's/ host_hash="[^"]*"//' "$1"; }
+expect_eq "24 ranks: rank 5 dumps the same fused XML with and without the shared system" \
+  "$(cmp -s <(no_hash "$TMP/dump1.xml") <(no_hash "$TMP/dump0.xml") && echo same || echo differ)" same
+expect_grep "24 ranks: the dump holds 24 GPUs" "$TMP/dump1.xml" '<gpu dev="23"'
 expect_eq "24 ranks, shared paths: the 23 other ranks map local rank 0's paths" \
   "$(grep -c 'Topo: rank [0-9]* maps the paths of rank 0 (same system, [0-9]* bytes)' "$TMP/share1")" 23
 expect_eq "24 ranks, shared search: the 23 other ranks take local rank 0's graphs" \
@@ -52,14 +62,17 @@ expect_eq "24 ranks, shared search: the 23 other ranks take local rank 0's graph
 expect_eq "shared paths: nothing left in /dev/shm" "$(shm_paths)" "$shm_before"
 
 # Rank 3 alone with NCCL_NVB_DISABLE=1 (a path option): its digest differs,
-# it computes its own paths, the others map rank 0's, and init completes.
+# it takes the system and computes its own paths, the others map rank 0's,
+# and init completes.
 MESHCCL_PATHS_SHARE=2 NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=INIT,GRAPH timeout 60 "$RUN" -n 6 \
   bash -c '[ "$RANK" = 3 ] && export NCCL_NVB_DISABLE=1; exec "$0" -q' "$HELLO" \
   >"$TMP/nvb" 2>&1
 rc=$?
 expect_success "6 ranks, rank 3 with NCCL_NVB_DISABLE=1: init completes" "$rc" "$TMP/nvb"
 expect_grep "rank 3 computes its own paths" "$TMP/nvb" \
-  "Topo: rank 3's system differs from rank 0's \(other parameters\): computing its paths"
+  "Topo: rank 3's path options differ from rank 0's \(other parameters\): computing its paths"
+expect_grep "rank 3 takes the system all the same" "$TMP/nvb" \
+  "Topo: rank 3 takes the system of rank 0 \([0-9]+ bytes\)"
 expect_eq "the 4 others map rank 0's paths" \
   "$(grep -c 'maps the paths of rank 0 (same system' "$TMP/nvb")" 4
 expect_eq "then too, nothing left in /dev/shm" "$(shm_paths)" "$shm_before"
@@ -78,6 +91,25 @@ expect_grep "rank 2 follows rank 0: it takes the graphs" "$TMP/mixed" \
   "Graphs: rank 2 takes the ring and tree graphs of rank 0"
 expect_eq "24 ranks: as many lines each way (and some)" \
   "$(($(wc -l <"$TMP/lines1") > 24 * 24))" 1
+
+# Rank 3 in a pid namespace of its own cannot open local rank 0's memfd
+# (/proc/<pid>/fd): it builds the system from the fused XML it received and
+# computes its paths, and logs the same system as rank 2, which took them.
+if [ "$(id -u)" != 0 ] || ! command -v unshare >/dev/null; then
+  skip_or_fail "a rank in a pid namespace of its own needs root and unshare"
+fi
+MESHCCL_PATHS_SHARE=2 NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=INIT,GRAPH timeout 60 "$RUN" -n 4 \
+  bash -c '[ "$RANK" = 3 ] && exec unshare --pid --fork --mount-proc "$0" -q; exec "$0" -q' \
+  "$HELLO" >"$TMP/pidns" 2>&1
+rc=$?
+expect_success "4 ranks, rank 3 in its own pid namespace: init completes" "$rc" "$TMP/pidns"
+expect_grep "rank 3 builds its own system" "$TMP/pidns" \
+  "Topo: rank 3 could not take the system of rank 0 \(open /proc/[0-9]+/fd/[0-9]+: "
+expect_grep "rank 2 takes rank 0's system" "$TMP/pidns" "Topo: rank 2 takes the system of rank 0"
+rank_system() { grep -E "^\[$1\] .*NCCL INFO +(CPU|GPU|NET|NIC|PCI)/" "$TMP/pidns" | sed -E 's/^[^]]*\] [^ ]+ \[[0-9]+\] //'; }
+expect_eq "rank 3's system is rank 2's" \
+  "$(cmp -s <(rank_system 3) <(rank_system 2) && echo same || echo differ)" same
+expect_eq "rank 3's system is printed" "$(($(rank_system 3 | wc -l) > 2))" 1
 
 # A 641st device on one host: NCCL's NCCL_TOPO_MAX_NODES (640) refuses it, so do we.
 MESHCCL_DEVICE=640 timeout 60 "$RUN" -n 1 "$HELLO" -q >"$TMP/dev640" 2>&1

@@ -393,6 +393,85 @@ static void imported_paths_are_computed_ones(void)
   }
 }
 
+/* mc_topo_print's text of sys (caller frees). */
+static char *print_text(const struct mc_topo_system *sys)
+{
+  char *buf = NULL;
+  size_t len = 0;
+  FILE *f = open_memstream(&buf, &len);
+
+  MC_T_TRUE(f != NULL);
+  MC_T_OK(mc_topo_print(sys, f));
+  fclose(f);
+  return buf;
+}
+
+/* A system imported from another's bytes (at any alignment) is the built
+ * one: the same digest and print, the same paths hop by hop (and so the same
+ * trim and searches: what they read has the same digest). Bytes cut short,
+ * naming a node that does not exist, or made with another node layout are
+ * refused, nothing kept. */
+static void imported_system_is_built_one(void)
+{
+  struct mc_topo_paths_opts opts;
+
+  mc_topo_paths_opts_init(&opts);
+  for (int g = 0; g < N_GOLDENS; g++) {
+    struct mc_topo_system *a = bare_system(&goldens[g]);
+    struct mc_topo_system *b = NULL;
+    struct mc_topo_system *bad = NULL;
+    uint8_t da[MC_TOPO_SEARCH_DIGEST_BYTES];
+    uint8_t db[MC_TOPO_SEARCH_DIGEST_BYTES];
+    size_t bytes = mc_topo_system_export_bytes(a);
+    char *buf = calloc(1, bytes + 1);
+    char *pa;
+    char *pb;
+    int32_t v;
+
+    MC_T_TRUE(buf != NULL);
+    MC_T_EQ_INT(mc_topo_system_export(a, buf + 1, bytes - 1), ncclInternalError);
+    MC_T_OK(mc_topo_system_export(a, buf + 1, bytes));
+    MC_T_OK(mc_topo_system_import(buf + 1, bytes, &b));
+    mc_topo_system_digest(a, da);
+    mc_topo_system_digest(b, db);
+    MC_T_EQ_INT(memcmp(da, db, sizeof(da)), 0);
+    pa = print_text(a);
+    pb = print_text(b);
+    MC_T_EQ_STR(pa, pb);
+    free(pa);
+    free(pb);
+    MC_T_OK(mc_topo_compute_paths(a, &opts));
+    MC_T_OK(mc_topo_compute_paths(b, &opts));
+    pa = dump_paths(a);
+    pb = dump_paths(b);
+    MC_T_EQ_STR(pa, pb);
+    free(pa);
+    free(pb);
+    mc_topo_paths_digest(a, &opts, da);
+    mc_topo_paths_digest(b, &opts, db);
+    MC_T_EQ_INT(memcmp(da, db, sizeof(da)), 0);
+
+    MC_T_EQ_INT(mc_topo_system_import(buf + 1, bytes - 1, &bad), ncclInternalError);
+    MC_T_CONTAINS(mc_t_last_error(), "shared system of");
+    /* the last link names node 9999 of its type */
+    memcpy(&v, buf + 1 + bytes - sizeof(v), sizeof(v));
+    v = 9999;
+    memcpy(buf + 1 + bytes - sizeof(v), &v, sizeof(v));
+    MC_T_EQ_INT(mc_topo_system_import(buf + 1, bytes, &bad), ncclInternalError);
+    MC_T_CONTAINS(mc_t_last_error(), "links to");
+    /* another build: the node size in the header differs */
+    memcpy(&v, buf + 1 + 4, sizeof(v));
+    v += 8;
+    memcpy(buf + 1 + 4, &v, sizeof(v));
+    MC_T_EQ_INT(mc_topo_system_import(buf + 1, bytes, &bad), ncclInternalError);
+    MC_T_CONTAINS(mc_t_last_error(), "another build");
+    MC_T_NULL(bad);
+    free(buf);
+    mc_topo_system_destroy(a);
+    mc_topo_system_destroy(b);
+  }
+}
+
 /* A rank that takes another rank's search (same digest) ends with the
  * graphs and the system its own search would have left: one host and two. */
 static void shared_search_is_own_search(void)
@@ -531,4 +610,5 @@ static void xml_pack_round_trip(void)
 }
 
 MC_T_MAIN(paths_match_list_storage, trim_keeps_equal_paths, imported_paths_are_computed_ones,
-          shared_search_is_own_search, digest_tells_systems_apart, xml_pack_round_trip)
+          imported_system_is_built_one, shared_search_is_own_search, digest_tells_systems_apart,
+          xml_pack_round_trip)
