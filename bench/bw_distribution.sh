@@ -9,8 +9,9 @@
 # with no meshccl code (cache-line round trip, FIFO copy bandwidth); a table of
 # the runs then puts it beside both tools' busbw at one size (4 MiB, or the
 # largest below it), with the correlation of each tool's busbw with the
-# probe's FIFO bandwidth: a run-level mode that the probe shares is the
-# machine's, not the library's.
+# probe's figures, and when the probe's round trip falls into two modes (2x
+# apart or more) each size's figures per mode: a run-level mode that the
+# probe shares is the machine's, not the library's.
 # Usage: bench/bw_distribution.sh [build-dir] [collective] [min-bytes] [max-bytes]
 #   RUNS=20 RANKS="2 4" PERF_FLAGS="-w 5 -n 20" (extra flags for both tools)
 #   MC_ENV="VAR=value ..." (environment for meshccl's runs only, e.g. to compare settings)
@@ -100,7 +101,26 @@ if probe and len(probe) == len(mc[at]) == len(mpi.get(at, [])):
     for i, (rtt, fifo) in enumerate(probe):
         print("%4d  %12.0f  %13.2f  %9.2f  %9.2f" % (i + 1, rtt, fifo, mc[at][i], mpi[at][i]))
     fifo = [f for _, f in probe]
-    print("# correlation with the probe's FIFO GB/s: meshccl %.2f, MPI %.2f" %
-          (corr(fifo, mc[at]), corr(fifo, mpi[at])))
+    rtt = [r for r, _ in probe]
+    print("# correlation with the probe's FIFO GB/s: meshccl %.2f, MPI %.2f; with its round trip: "
+          "meshccl %.2f, MPI %.2f" % (corr(fifo, mc[at]), corr(fifo, mpi[at]), corr(rtt, mc[at]),
+                                     corr(rtt, mpi[at])))
+    # The machine's modes: runs whose probe round trip is below the geometric
+    # middle of the fastest and slowest (when they are 2x apart or more).
+    lo, hi = min(rtt), max(rtt)
+    if hi >= 2 * lo and all(len(mc[s]) == len(rtt) == len(mpi.get(s, [])) for s in mc):
+        mid = (lo * hi) ** 0.5
+        print("# by the machine's mode (probe round trip below / above %.0f ns): busbw per size" % mid)
+        print("%12s  %5s  %6s %6s %6s  %13s" % ("size", "mode", "runs", "mc_p10", "mc_p50",
+              "mc_p10/mpi50") + "  %6s" % "mpi50")
+        for size in sorted(mc):
+            for name, keep in (("fast", lambda r: r < mid), ("slow", lambda r: r >= mid)):
+                a = [v for v, r in zip(mc[size], rtt) if keep(r)]
+                b = [v for v, r in zip(mpi[size], rtt) if keep(r)]
+                if not a or not b:
+                    continue
+                b50 = pct(b, 50)
+                print("%12d  %5s  %6d %6.2f %6.2f  %13.2f  %6.2f" % (size, name, len(a), pct(a, 10),
+                      pct(a, 50), pct(a, 10) / b50 if b50 > 0 else float("nan"), b50))
 EOF
 done
