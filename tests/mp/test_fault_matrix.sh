@@ -46,7 +46,7 @@ row kill mid-coll 4 P2P 5 "AllReduce: rank 0: (peer rank 3 \(pid [0-9]+ on [^)]+
 row kill connect 4 SHM 5 "init failed: remote process exited or there was a network error: Bootstrap: rank 0: rank 3 \(pid\) left before i"
 row stop mid-coll 2 SHM 8 "AllReduce: rank 0: peer rank 1 \(pid [0-9]+ on [^)]+\) is stopped \(SIGSTOP, or a debugger\) and this rank waited [3-9]\.[0-9]"
 row stop mid-coll 2 NET 8 "AllReduce: rank 0: the NET connection (to|from) rank 1 \([^)]*\) failed: NET/Socket: nothing moved (to|from) rank"
-row stop post-boot 2 P2P 13 "init failed: timeout: Bootstrap: rank 0: in a bootstrap allgather with rank 1 \(pid\): timed out after 8000 ms"
+row stop post-boot 2 P2P 13 "init failed: timeout: Bootstrap: rank 0: waiting for a bootstrap message with rank 1 \(pid\): timed out after 80"
 
 # shm_pair NAME NET_TIMEOUT_S ITERS COUNT: ranks NAME_0 and NAME_1 of
 # mp_net_timeout over SHM in the background, returning once both run.
