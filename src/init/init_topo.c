@@ -545,12 +545,16 @@ static ncclResult_t host_topo_take(struct ncclComm *comm, struct mc_xml *fused,
             "its paths",
             comm->rank, nd->local_rank_to_rank[0]);
   }
-  if (map != NULL)
+  if (map != NULL) {
     (void)munmap(map, (size_t)msg->bytes);
+    map = NULL;
+  }
   MC_CHECK_GOTO(mc_topo_compute_paths(sys, opts), res, fail);
   *sys_out = sys;
   return ncclSuccess;
 fail:
+  if (map != NULL)
+    (void)munmap(map, (size_t)msg->bytes);
   mc_topo_system_destroy(sys);
   return res;
 }
