@@ -315,6 +315,8 @@ bool mc_boot_ctl_check_register(struct mc_boot_ctl *m, char *why, size_t why_byt
     return fail_why(why, why_bytes, "neighbor registration of rank %d with a single root", m->rank);
   if (!mc_boot_addr_check(&m->addr, a, sizeof(a)))
     return fail_why(why, why_bytes, "registration of rank %d with ring address: %s", m->rank, a);
+  if ((m->kind == MC_BOOT_CTL_REGISTER) && !mc_boot_addr_check(&m->p2p, a, sizeof(a)))
+    return fail_why(why, why_bytes, "registration of rank %d with p2p address: %s", m->rank, a);
   return true;
 }
 
@@ -348,6 +350,9 @@ bool mc_boot_ctl_check_from_root(struct mc_boot_ctl *m, int rank, int n_ranks, b
                     m->n_ranks, (n_ranks > 0) ? (rank + 1) % n_ranks : -1, n_ranks);
   if (!mc_boot_addr_check(&m->addr, a, sizeof(a)))
     return fail_why(why, why_bytes, "NEXT with ring address: %s", a);
+  if ((m->table_bytes != 0) && (m->table_bytes != (uint64_t)n_ranks * sizeof(struct mc_boot_peer)))
+    return fail_why(why, why_bytes, "NEXT announcing an address table of %u bytes (%d ranks: %zu)",
+                    m->table_bytes, n_ranks, (size_t)n_ranks * sizeof(struct mc_boot_peer));
   return true;
 }
 

@@ -5,6 +5,9 @@
  * bootstrapIntraNodeAllGather (bootstrap.cc):
  *   listeners (ring, p2p) -> stagger -> register with the root -> next rank's
  *   address -> ring connect -> ring allgather of {p2p address, host, pid}.
+ * Unlike NCCL, one root of at most MESHCCL_BOOT_TABLE_MAX_RANKS ranks sends
+ * every rank that table after the next rank's address (boot_root.c,
+ * send_all_next), and the ring allgather is skipped.
  * During init every wait also watches the control connection to the root,
  * which reports failures of other ranks; see boot_root.c. Every connection
  * (to the root, along the ring, peer to peer) authenticates both ways with
@@ -48,12 +51,6 @@ _Static_assert(sizeof(union mc_sockaddr) == 28, "NCCL's ncclSocketAddress size")
  * previous group's root: how much longer it tries, to pass the cause on. */
 #define ROOT_PASS_ON_MS 2000
 
-struct boot_peer {
-  union mc_sockaddr p2p;
-  int32_t pid;
-  char host[MC_BOOT_HOST_BYTES];
-};
-
 struct unexpected {
   struct mc_boot_p2p_header hdr;
   struct mc_sock sock;
@@ -95,7 +92,7 @@ struct mc_boot {
   int svc_wake_fd;
   struct mc_sock ring_send; /* to rank + 1 */
   struct mc_sock ring_recv; /* from rank - 1 */
-  struct boot_peer *peers;
+  struct mc_boot_peer *peers;
   struct unexpected *unexp;
   int n_unexp;
   struct mc_boot_timings t;
@@ -515,6 +512,7 @@ static void register_msg(const struct mc_boot *b, uint32_t kind, int root_idx,
   m->root = root_idx;
   m->pid = b->pid;
   m->addr = b->ring_listen.listener.sock.addr;
+  m->p2p = b->p2p_listen.listener.sock.addr;
   snprintf(m->host, sizeof(m->host), "%s", b->host);
 }
 
@@ -584,6 +582,43 @@ static void pass_on_failure(struct mc_boot *b, const struct mc_boot_config *cfg)
   }
   mc_crypto_wipe(key, sizeof(key));
   mc_crypto_wipe(&h, sizeof(h));
+}
+
+/*
+ * The address table the root sends after NEXT (its size checked with NEXT):
+ * this rank's own entry must be what it registered.
+ */
+static ncclResult_t recv_table(struct mc_boot *b, const struct mc_wait *w, uint32_t bytes)
+{
+  struct mc_boot_peer *me;
+  char a[MC_SOCKADDR_STRLEN];
+  ncclResult_t res;
+  size_t n = 0;
+
+  MC_CHECK(mc_calloc(&b->peers, (size_t)b->n_ranks));
+  res = mc_sock_recv_msg(&b->ctl, b->peers, bytes, &n, w);
+  if ((res == ncclSuccess) && (n != bytes))
+    return MC_FAIL(ncclRemoteError,
+                   "Bootstrap: rank %d: protocol error from the bootstrap root at %s: an address "
+                   "table of %zu bytes, announced %u",
+                   b->rank, mc_sockaddr_str(&b->root_addr, a, sizeof(a)), n, bytes);
+  if (res != ncclSuccess) {
+    if ((b->ctl.end == MC_SOCK_END_ABORT) || (b->ctl.end == MC_SOCK_END_CHECK))
+      return res;
+    return MC_FAIL(res,
+                   "Bootstrap: rank %d: receiving the address table from the bootstrap root at "
+                   "%s: %s",
+                   b->rank, mc_sockaddr_str(&b->root_addr, a, sizeof(a)), b->ctl.err);
+  }
+  me = &b->peers[b->rank];
+  if ((me->pid != b->pid) ||
+      (memcmp(&me->p2p, &b->p2p_listen.listener.sock.addr, sizeof(me->p2p)) != 0))
+    return MC_FAIL(ncclRemoteError,
+                   "Bootstrap: rank %d: protocol error from the bootstrap root at %s: the address "
+                   "table gives this rank pid %d and p2p address %s, not what it registered",
+                   b->rank, mc_sockaddr_str(&b->root_addr, a, sizeof(a)), me->pid,
+                   mc_sockaddr_str(&me->p2p, a, sizeof(a)));
+  return ncclSuccess;
 }
 
 /*
@@ -682,8 +717,10 @@ static ncclResult_t boot_register(struct mc_boot *b, const struct mc_boot_config
     mc_sock_close(&b->ctl);
     return MC_FAIL((ncclResult_t)m.code, "Bootstrap: rank %d: %s", b->rank, m.text);
   }
-  b->t.recv = mc_time_sec() - t0;
   b->has_next = true; /* from here on, a second NEXT is a protocol error */
+  if (m.table_bytes != 0)
+    MC_CHECK(recv_table(b, &w, m.table_bytes));
+  b->t.recv = mc_time_sec() - t0;
   *next_out = m.addr;
   return ncclSuccess;
 }
@@ -739,7 +776,7 @@ ncclResult_t mc_boot_init(const struct mc_boot_config *cfg, struct mc_boot **boo
   struct mc_boot *b = NULL;
   struct mc_boot_handle h;
   union mc_sockaddr next_addr;
-  struct boot_peer me;
+  struct mc_boot_peer me;
   ncclResult_t res;
   double t_start = mc_time_sec();
   double t0;
@@ -800,13 +837,15 @@ ncclResult_t mc_boot_init(const struct mc_boot_config *cfg, struct mc_boot **boo
   MC_CHECK_GOTO(boot_ring_connect(b, &next_addr), res, fail);
   b->t.ring = mc_time_sec() - t0;
 
-  MC_CHECK_GOTO(mc_calloc(&b->peers, (size_t)b->n_ranks), res, fail);
-  memset(&me, 0, sizeof(me));
-  me.p2p = b->p2p_listen.listener.sock.addr;
-  me.pid = b->pid;
-  snprintf(me.host, sizeof(me.host), "%s", b->host);
-  b->peers[b->rank] = me;
-  MC_CHECK_GOTO(mc_boot_allgather(b, b->peers, sizeof(*b->peers)), res, fail);
+  if (b->peers == NULL) { /* no table from the root: NCCL's ring allgather */
+    MC_CHECK_GOTO(mc_calloc(&b->peers, (size_t)b->n_ranks), res, fail);
+    memset(&me, 0, sizeof(me));
+    me.p2p = b->p2p_listen.listener.sock.addr;
+    me.pid = b->pid;
+    snprintf(me.host, sizeof(me.host), "%s", b->host);
+    b->peers[b->rank] = me;
+    MC_CHECK_GOTO(mc_boot_allgather(b, b->peers, sizeof(*b->peers)), res, fail);
+  }
   MC_CHECK_GOTO(check_peers(b), res, fail);
   b->t.total = mc_time_sec() - t_start;
   MC_INFO(MC_SUB_BOOTSTRAP | MC_SUB_PROFILE,

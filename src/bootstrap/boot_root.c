@@ -69,8 +69,12 @@ struct root_rank {
   struct mc_boot_rx rx;
   union mc_sockaddr peer;
   union mc_sockaddr ring_addr;
+  union mc_sockaddr p2p;
   char host[MC_BOOT_HOST_BYTES];
   int pid;
+  /* Bytes of the table frame sent to this rank, while it is going out. */
+  size_t table_sent;
+  bool is_table_due;
 };
 
 struct mc_boot_root {
@@ -97,6 +101,12 @@ struct mc_boot_root {
   int n_entries; /* ranks[] entries: n_local, plus the neighbor with several roots */
   int n_registered;
   int n_done;
+  /* One root of at most table_max_ranks ranks sends every rank the address
+   * table (a uint32 length, then n_ranks struct mc_boot_peer) after its
+   * NEXT, once all have registered (see send_all_next). */
+  int table_max_ranks;
+  uint8_t *table;
+  size_t table_frame_bytes;
   struct root_rank *ranks;
   struct root_conn *unreg;
   int n_unreg;
@@ -191,8 +201,20 @@ static void root_fail(struct mc_boot_root *r, int skip_rank, ncclResult_t code, 
     struct root_rank *rr = &r->ranks[i];
     if (rr->fd < 0)
       continue;
-    if (i != skip_rank)
+    if (i != skip_rank) {
+      /* A table half sent is finished first: the notice must start a frame. */
+      if (rr->is_table_due) {
+        struct mc_sock s = rank_sock(rr, r->magic);
+        struct mc_wait w = {.dl = mc_deadline_in_ms(ROOT_MSG_WAIT_MS)};
+        rr->is_table_due = false;
+        if (mc_sock_send_all(&s, r->table + rr->table_sent, r->table_frame_bytes - rr->table_sent,
+                             &w) != ncclSuccess) {
+          rank_close(r, rr);
+          continue;
+        }
+      }
       rank_send(r, rr, &r->fail_msg);
+    }
     rank_close(r, rr);
   }
   /* Connections that proved the secret but did not register yet are ranks
@@ -232,7 +254,72 @@ static void send_next(struct mc_boot_root *r, int i)
   msg.n_roots = r->n_roots;
   msg.root = r->root_idx;
   msg.addr = r->ranks[next].ring_addr;
+  if (r->table != NULL)
+    msg.table_bytes = (uint32_t)(r->table_frame_bytes - sizeof(uint32_t));
   rank_send(r, &r->ranks[i], &msg);
+  if (r->table != NULL) {
+    r->ranks[i].table_sent = 0;
+    r->ranks[i].is_table_due = true;
+  }
+}
+
+/* Whether this root hands out the address table (one root, few enough ranks). */
+static bool root_has_table(const struct mc_boot_root *r)
+{
+  return (r->n_roots == 1) && (r->n_ranks <= r->table_max_ranks);
+}
+
+/*
+ * Every rank is here and this root hands out the table: it is built once,
+ * and each rank gets its NEXT followed by the table, which goes out as the
+ * rank's socket takes it (root_send_table), so that a slow reader holds up
+ * nobody. Instead of n - 1 ring steps through every rank (n * (n - 1)
+ * messages, a wake-up each), n messages.
+ */
+static void send_all_next(struct mc_boot_root *r)
+{
+  struct mc_boot_peer *e;
+  uint32_t bytes = (uint32_t)((size_t)r->n_entries * sizeof(struct mc_boot_peer));
+  char a[MC_SOCKADDR_STRLEN];
+
+  r->table_frame_bytes = sizeof(uint32_t) + bytes;
+  r->table = calloc(1, r->table_frame_bytes);
+  if (r->table == NULL) {
+    root_fail(r, -1, ncclSystemError, "bootstrap root at %s is out of memory for %d ranks' table",
+              addr_str(&r->addr, a), r->n_entries);
+    return;
+  }
+  memcpy(r->table, &bytes, sizeof(bytes));
+  e = (struct mc_boot_peer *)(r->table + sizeof(uint32_t));
+  for (int i = 0; i < r->n_entries; i++) {
+    e[i].p2p = r->ranks[i].p2p;
+    e[i].pid = r->ranks[i].pid;
+    memcpy(e[i].host, r->ranks[i].host, sizeof(e[i].host));
+  }
+  MC_INFO(MC_SUB_BOOTSTRAP, "Bootstrap root %s: sending every rank the address table (%u bytes)",
+          addr_str(&r->addr, a), bytes);
+  for (int i = 0; i < r->n_entries; i++)
+    send_next(r, i);
+}
+
+/* Sends rank i what its socket takes of the table now; a broken connection is
+ * left to the read that follows (root_read_rank sees it closed). */
+static void root_send_table(struct mc_boot_root *r, int i)
+{
+  struct root_rank *rr = &r->ranks[i];
+  ssize_t n;
+
+  while (rr->is_table_due && (rr->fd >= 0)) {
+    n = send(rr->fd, r->table + rr->table_sent, r->table_frame_bytes - rr->table_sent,
+             MSG_DONTWAIT | MSG_NOSIGNAL);
+    if (n < 0) {
+      if (errno != EINTR)
+        return;
+      continue;
+    }
+    rr->table_sent += (size_t)n;
+    rr->is_table_due = (rr->table_sent < r->table_frame_bytes);
+  }
 }
 
 /* Sizes the poll arrays for n_ranks registered connections. */
@@ -412,6 +499,7 @@ static void root_register(struct mc_boot_root *r, struct mc_sock *s, const struc
   rr->peer = s->addr;
   rr->is_registered = true;
   rr->ring_addr = m->addr;
+  rr->p2p = m->p2p;
   rr->pid = m->pid;
   snprintf(rr->host, sizeof(rr->host), "%s", m->host);
   r->n_registered++;
@@ -426,8 +514,12 @@ static void root_register(struct mc_boot_root *r, struct mc_sock *s, const struc
             addr_str(&r->addr, a), r->n_entries, mc_time_sec() - r->t_start);
   }
   /* The entry before i learns i's address (the neighbor has no NEXT to get:
-   * its own root tells it), and i learns the one after it. */
-  if (r->n_roots == 1) {
+   * its own root tells it), and i learns the one after it; with the table,
+   * every entry learns both once all are here. */
+  if (root_has_table(r)) {
+    if (r->n_registered == r->n_entries)
+      send_all_next(r);
+  } else if (r->n_roots == 1) {
     if (r->ranks[(i + r->n_entries - 1) % r->n_entries].is_registered)
       send_next(r, (i + r->n_entries - 1) % r->n_entries);
     if ((r->n_entries > 1) && r->ranks[(i + 1) % r->n_entries].is_registered)
@@ -624,7 +716,7 @@ static int root_poll(struct mc_boot_root *r, int *n_acc_out)
     if (r->ranks[i].fd < 0)
       continue;
     r->pfd[n].fd = r->ranks[i].fd;
-    r->pfd[n].events = POLLIN;
+    r->pfd[n].events = r->ranks[i].is_table_due ? (POLLIN | POLLOUT) : POLLIN;
     r->pfd[n].revents = 0;
     r->owner[n++] = i;
   }
@@ -653,7 +745,9 @@ static void root_step(struct mc_boot_root *r)
     if (r->pfd[k].revents == 0)
       continue;
     if (o >= 0) {
-      if (r->ranks[o].fd >= 0)
+      if ((r->pfd[k].revents & POLLOUT) != 0)
+        root_send_table(r, o);
+      if (((r->pfd[k].revents & ~POLLOUT) != 0) && (r->ranks[o].fd >= 0))
         root_read_rank(r, o);
     } else if (-2 - o < r->n_unreg) {
       root_read_unreg(r, -2 - o);
@@ -701,6 +795,8 @@ static void *root_main(void *arg)
   r->owner = NULL;
   free(r->ranks);
   r->ranks = NULL;
+  free(r->table);
+  r->table = NULL;
   free(r->unreg);
   r->unreg = NULL;
   __atomic_store_n(&r->finished, 1, __ATOMIC_RELEASE);
@@ -771,6 +867,7 @@ static ncclResult_t root_start(const union mc_sockaddr *addr, uint64_t magic,
   r->addr = r->acc.listener.sock.addr;
   r->n_ranks = -1;
   r->timeout_ms = mc_param_int(MC_P_INIT_TIMEOUT) * 1000;
+  r->table_max_ranks = (int)mc_param_int(MC_P_BOOT_TABLE_MAX_RANKS);
   r->join_dl = mc_deadline_in_ms(-1);
   /* A root whose id is never used ends after the init timeout plus margin. */
   r->end_dl = mc_deadline_in_ms(2 * r->timeout_ms + 10000);

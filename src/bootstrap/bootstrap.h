@@ -141,7 +141,8 @@ struct mc_boot_timings {
 
 /*
  * Joins the communicator: registers with the root, connects the ring, and
- * allgathers every rank's listening address, host name and pid. Blocks until
+ * learns every rank's listening address, host name and pid (from the root's
+ * table, or by the ring allgather). Blocks until
  * done, the deadline, the abort flag, or a failure elsewhere that the root
  * reports. The error names the rank(s) involved.
  */

@@ -118,8 +118,21 @@ struct mc_boot_ctl {
   int32_t n_roots; /* REGISTER, NEIGHBOR: the job's roots (nId); 1 with one root */
   int32_t root;    /* REGISTER, NEIGHBOR: which of them the sender takes this root for */
   union mc_sockaddr addr;
+  union mc_sockaddr p2p; /* REGISTER: the rank's p2p listener (for the address table) */
+  /* NEXT: the bytes of the address table the root sends right after it
+   * (n_ranks struct mc_boot_peer, framed by a uint32 length), or 0: the
+   * ranks then allgather the table over the ring, as NCCL's do. */
+  uint32_t table_bytes;
   char host[MC_BOOT_HOST_BYTES];
   char text[MC_BOOT_TEXT_BYTES];
+};
+
+/* One rank's entry of the bootstrap's address table: what every rank knows of
+ * every other after mc_boot_init (from the root's table or the ring allgather). */
+struct mc_boot_peer {
+  union mc_sockaddr p2p;
+  int32_t pid;
+  char host[MC_BOOT_HOST_BYTES];
 };
 
 /* A framed control message: uint32 length (sizeof(struct mc_boot_ctl)), then the struct. */
@@ -149,12 +162,14 @@ bool mc_boot_addr_check(const union mc_sockaddr *a, char *why, size_t why_bytes)
 /* Validators of received messages; they terminate host and text, and
  * return false with why when the message must not be used. */
 /* rank -> root, first message: a REGISTER or NEIGHBOR with 0 <= rank < n_ranks <=
- * MC_BOOT_MAX_RANKS, 1 <= n_roots <= n_ranks, 0 <= root < n_roots. */
+ * MC_BOOT_MAX_RANKS, 1 <= n_roots <= n_ranks, 0 <= root < n_roots, a usable
+ * ring address, and for a REGISTER a usable p2p address. */
 bool mc_boot_ctl_check_register(struct mc_boot_ctl *m, char *why, size_t why_bytes);
 /* rank -> root after the registration: DONE, or FAIL with a failure code. */
 bool mc_boot_ctl_check_from_rank(struct mc_boot_ctl *m, char *why, size_t why_bytes);
-/* root -> rank: NEXT naming rank + 1 of n_ranks (only when is_next_ok), or
- * FAIL with a failure code (a FAIL whose code is ncclSuccess is refused). */
+/* root -> rank: NEXT naming rank + 1 of n_ranks with a usable ring address
+ * and table_bytes 0 or n_ranks entries (only when is_next_ok), or FAIL with a
+ * failure code (a FAIL whose code is ncclSuccess is refused). */
 bool mc_boot_ctl_check_from_root(struct mc_boot_ctl *m, int rank, int n_ranks, bool is_next_ok,
                                  char *why, size_t why_bytes);
 

@@ -294,6 +294,14 @@ static void five_ranks(void)
   run_job(5);
 }
 
+/* The same over NCCL's ring allgather of the addresses (no table from the root). */
+static void five_ranks_over_the_ring(void)
+{
+  mc_param_set_for_tests(MC_P_BOOT_TABLE_MAX_RANKS, "4");
+  run_job(5);
+  mc_param_set_for_tests(MC_P_BOOT_TABLE_MAX_RANKS, NULL);
+}
+
 /* ---------- failures ---------- */
 
 static void rank_never_joins(void)
@@ -451,5 +459,6 @@ static void release_while_roots_come_and_go(void)
   MC_T_EQ_INT(wait_tasks(tasks0), tasks0);
 }
 
-MC_T_MAIN(one_rank, two_ranks, five_ranks, rank_never_joins, duplicate_rank, mismatched_nranks,
-          aborted_rank_named_to_others, release_while_roots_come_and_go)
+MC_T_MAIN(one_rank, two_ranks, five_ranks, five_ranks_over_the_ring, rank_never_joins,
+          duplicate_rank, mismatched_nranks, aborted_rank_named_to_others,
+          release_while_roots_come_and_go)

@@ -320,6 +320,7 @@ static struct mc_boot_ctl make_register(int rank, int n_ranks)
   m.n_roots = 1;
   m.pid = 4242;
   MC_T_OK(mc_sockaddr_parse("127.0.0.1:9", "test", &m.addr));
+  MC_T_OK(mc_sockaddr_parse("127.0.0.1:10", "test", &m.p2p));
   snprintf(m.host, sizeof(m.host), "attacker");
   return m;
 }
@@ -1076,9 +1077,104 @@ static void out_of_fds_at_the_root(void)
 
 /* comm_id_secrets first: it checks the once-per-process INFO that the
  * other NCCL_COMM_ID cases also trigger. */
+/* Reads one framed control message into *m; false unless it is one. */
+static bool raw_recv_ctl(int fd, struct mc_boot_ctl *m)
+{
+  uint32_t len = 0;
+
+  if ((raw_recv(fd, &len, sizeof(len)) != sizeof(len)) || (len != sizeof(*m)))
+    return false;
+  return raw_recv(fd, m, sizeof(*m)) == sizeof(*m);
+}
+
+/* Rank i's NEXT (ring address 30000 + i + 1) and the whole address table. */
+static void read_next_and_table(int fd, int i, int n, struct mc_boot_peer *table)
+{
+  struct mc_boot_ctl m;
+  uint32_t len = 0;
+
+  MC_T_TRUE(raw_recv_ctl(fd, &m));
+  MC_T_EQ_INT(m.kind, MC_BOOT_CTL_NEXT);
+  MC_T_EQ_INT(m.rank, (i + 1) % n);
+  MC_T_EQ_INT(ntohs(m.addr.sin.sin_port), 30000 + (i + 1) % n);
+  MC_T_EQ_INT(m.table_bytes, n * (int)sizeof(struct mc_boot_peer));
+  MC_T_EQ_INT(raw_recv(fd, &len, sizeof(len)), sizeof(len));
+  MC_T_EQ_INT(len, m.table_bytes);
+  memset(table, 0, len);
+  MC_T_EQ_INT(raw_recv(fd, table, len), len);
+  for (int k = 0; k < n; k++) {
+    char host[MC_BOOT_HOST_BYTES];
+    snprintf(host, sizeof(host), "h%d", k);
+    MC_T_EQ_INT(table[k].pid, 1000 + k);
+    MC_T_EQ_INT(ntohs(table[k].p2p.sin.sin_port), 20000 + k);
+    MC_T_EQ_STR(table[k].host, host);
+  }
+}
+
+/*
+ * One root hands every rank the address table after its NEXT, once all have
+ * registered, and sends it as each rank's socket takes it (never blocking on
+ * one; on loopback the kernel takes a table of this size whole): with 300
+ * ranks, rank 7 reading nothing holds up none of the others, each of which
+ * reads its NEXT and the whole table (every rank's registered p2p address,
+ * pid and host). Rank 7 then leaves; rank 8, which had read nothing either,
+ * reads its NEXT and table before the failure notice, which names rank 7,
+ * as every other rank does.
+ */
+static void table_goes_out_as_each_rank_reads(void)
+{
+  enum { N = 300, SILENT = 7, LATE = 8 };
+  static int fd[N];
+  static struct mc_boot_peer table[N];
+  ncclUniqueId id;
+  struct mc_boot_handle h;
+  struct mc_boot_root *root;
+  struct mc_boot_ctl m;
+  int fds0;
+  int tasks0;
+
+  setup();
+  fds0 = mc_count_fds();
+  tasks0 = mc_count_threads_stable();
+  log_start();
+  root = new_job(&id, &h);
+  for (int i = 0; i < N; i++) {
+    struct mc_boot_ctl reg = make_register(i, N);
+    reg.pid = 1000 + i;
+    reg.addr.sin.sin_port = htons((uint16_t)(30000 + i));
+    reg.p2p.sin.sin_port = htons((uint16_t)(20000 + i));
+    snprintf(reg.host, sizeof(reg.host), "h%d", i);
+    fd[i] = raw_connect(&h.addr);
+    MC_T_EQ_INT(raw_authenticate(fd[i], h.magic, MC_SOCK_TYPE_ROOT, h.secret),
+                MC_BOOT_VERDICT_ACCEPT);
+    frame_send(fd[i], &reg);
+  }
+  for (int i = 0; i < N; i++) {
+    if ((i != SILENT) && (i != LATE))
+      read_next_and_table(fd[i], i, N, table);
+  }
+  MC_T_EQ_INT(log_count("sending every rank the address table"), 1);
+  close(fd[SILENT]);
+  read_next_and_table(fd[LATE], LATE, N, table);
+  for (int i = 0; i < N; i++) {
+    if (i == SILENT)
+      continue;
+    MC_T_TRUE(raw_recv_ctl(fd[i], &m));
+    MC_T_EQ_INT(m.kind, MC_BOOT_CTL_FAIL);
+    MC_T_TRUE(strstr(m.text, "rank 7 (host h7 pid 1007) left before its init completed") != NULL);
+    MC_T_TRUE(raw_sees_close(fd[i]));
+    close(fd[i]);
+  }
+  mc_boot_root_release(root, 2000);
+  log_stop();
+  MC_T_EQ_INT(mc_count_fds(), fds0);
+  MC_T_EQ_INT(mc_count_threads_settled(tasks0, 5000), tasks0);
+}
+
 MC_T_MAIN(comm_id_secrets, strangers_cannot_register_or_fail_the_job,
           listener_accepts_only_the_secret, connections_have_liveness_options,
           rank_refuses_root_without_the_secret, root_fail_with_code_zero_is_a_protocol_error,
           half_messages_do_not_stall_the_root, flood_of_silent_connections_is_evicted,
           squatted_comm_id_port_fails_at_once, rank_with_another_secret_fails_at_once,
-          net_secret_depends_on_the_bootstrap_secret, out_of_fds_at_the_root)
+          net_secret_depends_on_the_bootstrap_secret, out_of_fds_at_the_root,
+          table_goes_out_as_each_rank_reads)
