@@ -6,18 +6,22 @@
  *
  * Joins the communicator of the environment (meshcclCommInitFromEnv) and
  * runs ITERS all-reduces of COUNT floats (0: until one fails, at most
- * LOOP_LIMIT_S), each checked (every rank contributes rank + 1), printing
+ * LOOP_LIMIT_S; -S: for S seconds of rank 0's clock, the ranks agreeing
+ * every AGREE_EVERY all-reduces by a 1-float all-reduce of rank 0's vote, so
+ * that a slow build runs as long as a fast one and every rank stops at the
+ * same all-reduce), each checked (every rank contributes rank + 1), printing
  * "rank R: running" after the first (the driver may now cut a link). Rank
  * LATE_RANK sleeps LATE_MS before its second all-reduce: a peer that is late.
  *
  * Prints one line and exits with:
- *   0  every all-reduce succeeded: "rank R: ok, I all-reduces (S s)"
+ *   0  every all-reduce succeeded (ITERS, or for S s): "rank R: ok, I all-reduces (S s)"
  *   3  an all-reduce failed with ncclRemoteError or ncclSystemError, and
  *      ncclCommGetAsyncError and the next call report the same code:
  *      "rank R: <code> after I all-reduces (S s) (async A, again A): <last error>"
  *   4  init failed: "rank R: init failed: <code>: <last error>"
  *   1  anything else (wrong result, inconsistent codes, no failure in time)
  */
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <time.h>
@@ -27,6 +31,7 @@
 #include "nccl.h"
 
 #define LOOP_LIMIT_S 60.0
+#define AGREE_EVERY  64
 
 static double now(void)
 {
@@ -54,12 +59,35 @@ static ncclResult_t allreduce_checked(ncclComm_t comm, float *buf, size_t count,
   return res;
 }
 
+/* Whether to run another all-reduce: ITERS of them, or until the ranks agree
+ * to stop (-S), or until one fails within LOOP_LIMIT_S (0). */
+static bool more(long iters, double secs, long done, double t0)
+{
+  if (iters > 0)
+    return done < iters;
+  if (secs > 0)
+    return true; /* go_on ends it */
+  return now() - t0 < LOOP_LIMIT_S;
+}
+
+/* With a time bound (-S): whether the ranks go on, by rank 0's clock. */
+static ncclResult_t go_on(ncclComm_t comm, int rank, double t0, double secs, int *go_out)
+{
+  float vote = ((rank == 0) && (now() - t0 >= secs)) ? 1.0f : 0.0f;
+  ncclResult_t res = ncclAllReduce(&vote, &vote, 1, ncclFloat, ncclSum, comm, NULL);
+
+  *go_out = (res == ncclSuccess) && (vote == 0.0f);
+  return res;
+}
+
 int main(int argc, char **argv)
 {
   ncclComm_t comm = NULL;
   ncclResult_t res, async = ncclSuccess, again;
   int rank = -1, n_ranks = 0, wrong = 0, late_rank = -1, late_ms = 0;
   long iters, done = 0;
+  double secs = 0;
+  int go = 1;
   size_t count;
   float *buf;
   double t0;
@@ -69,6 +97,10 @@ int main(int argc, char **argv)
     return 2;
   }
   iters = atol(argv[1]);
+  if (iters < 0) {
+    secs = (double)-iters;
+    iters = 0;
+  }
   count = strtoull(argv[2], NULL, 0);
   if (argc == 5) {
     late_rank = atoi(argv[3]);
@@ -94,12 +126,13 @@ int main(int argc, char **argv)
     printf("rank %d: running\n", rank);
     done++;
   }
-  while ((res == ncclSuccess) && !wrong &&
-         ((iters > 0) ? (done < iters) : (now() - t0 < LOOP_LIMIT_S))) {
+  while ((res == ncclSuccess) && !wrong && go && more(iters, secs, done, t0)) {
     if ((rank == late_rank) && (done == 1))
       usleep((useconds_t)late_ms * 1000);
     res = allreduce_checked(comm, buf, count, rank, n_ranks, &wrong);
     done += (res == ncclSuccess);
+    if ((res == ncclSuccess) && (secs > 0) && ((done % AGREE_EVERY) == 0))
+      res = go_on(comm, rank, t0, secs, &go);
   }
   if (wrong) {
     printf("rank %d: wrong result after %ld all-reduces\n", rank, done);
@@ -108,11 +141,12 @@ int main(int argc, char **argv)
     return 1;
   }
   if (res == ncclSuccess) {
-    printf("rank %d: %s, %ld all-reduces (%.2f s)\n", rank, (iters > 0) ? "ok" : "no failure", done,
+    bool bounded = (iters > 0) || (secs > 0);
+    printf("rank %d: %s, %ld all-reduces (%.2f s)\n", rank, bounded ? "ok" : "no failure", done,
            now() - t0);
     ncclCommDestroy(comm);
     free(buf);
-    return (iters > 0) ? 0 : 1;
+    return bounded ? 0 : 1;
   }
   ncclCommGetAsyncError(comm, &async);
   again = ncclAllReduce(buf, buf, count, ncclFloat, ncclSum, comm, NULL);
