@@ -678,3 +678,17 @@ ncclResult_t mc_boot_auth_connect(const union mc_sockaddr *to, uint64_t magic, u
   *conn_out = d.c.sock;
   return res;
 }
+
+uint64_t mc_boot_fd_limit_raise(void)
+{
+  struct rlimit rl;
+
+  if (getrlimit(RLIMIT_NOFILE, &rl) != 0)
+    return 0;
+  if (rl.rlim_cur < rl.rlim_max) {
+    rl.rlim_cur = rl.rlim_max;
+    if ((setrlimit(RLIMIT_NOFILE, &rl) != 0) && (getrlimit(RLIMIT_NOFILE, &rl) != 0))
+      return 0;
+  }
+  return (uint64_t)rl.rlim_cur;
+}

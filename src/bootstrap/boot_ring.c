@@ -7,7 +7,9 @@
  *   address -> ring connect -> ring allgather of {p2p address, host, pid}.
  * Unlike NCCL, one root of at most MESHCCL_BOOT_TABLE_MAX_RANKS ranks sends
  * every rank that table after the next rank's address (boot_root.c,
- * send_all_next), and the ring allgather is skipped.
+ * send_all_next), and the ring allgather is skipped. Point-to-point
+ * messages travel on connections kept open between two ranks (NCCL opens one
+ * per message): see mc_boot_send and p2p_wait.
  * During init every wait also watches the control connection to the root,
  * which reports failures of other ranks; see boot_root.c. Every connection
  * (to the root, along the ring, peer to peer) authenticates both ways with
@@ -40,6 +42,7 @@ _Static_assert(sizeof(union mc_sockaddr) == 28, "NCCL's ncclSocketAddress size")
 
 #define ROOT_EXPLAIN_WAIT_MS 1000 /* after a peer error, how long to wait for the root's reason */
 #define MAX_UNEXPECTED       4096
+#define OUT_CONNS_MAX        64 /* message connections a rank keeps open to its peers */
 #define LISTEN_MAX_PENDING   64 /* connections authenticating at one listener */
 #define ACCEPT_TICK_MS       10
 #define SERVICE_IDLE_MS      100 /* the listener service's sleep while a connection may expire */
@@ -51,10 +54,27 @@ _Static_assert(sizeof(union mc_sockaddr) == 28, "NCCL's ncclSocketAddress size")
  * previous group's root: how much longer it tries, to pass the cause on. */
 #define ROOT_PASS_ON_MS 2000
 
+/* A message that arrived before this rank asked for it: its payload, or for
+ * a stream (allgather_sub) its dedicated connection. */
 struct unexpected {
   struct mc_boot_p2p_header hdr;
-  struct mc_sock sock;
+  struct mc_sock sock; /* streams only (fd -1 otherwise) */
+  void *data;          /* messages: hdr.bytes, read off the connection */
   struct unexpected *next;
+};
+
+/* An outgoing message connection kept open to a peer. */
+struct out_conn {
+  int peer;
+  uint64_t used; /* b->use_seq at its last message: the least recent is closed first */
+  struct mc_sock s;
+};
+
+/* An incoming message connection: messages of one sender, one after another,
+ * until the sender closes it. */
+struct in_conn {
+  int rank; /* the sender, -1 until its first header */
+  struct mc_sock s;
 };
 
 struct mc_boot {
@@ -95,6 +115,17 @@ struct mc_boot {
   struct mc_boot_peer *peers;
   struct unexpected *unexp;
   int n_unexp;
+  /* Point-to-point messages (mc_boot_send/recv) travel on connections kept
+   * open: an authenticated connection per message cost about 300 us of CPU
+   * over the two ranks (six wake-ups), and init sends the same peers many. */
+  struct out_conn out[OUT_CONNS_MAX];
+  int n_out;
+  uint64_t use_seq;
+  struct in_conn *in;
+  int n_in;
+  int cap_in;
+  struct pollfd *in_pfd; /* cap_in + 1 */
+  int ready_fd;          /* eventfd: the service has an authenticated connection ready */
   struct mc_boot_timings t;
   char host[MC_BOOT_HOST_BYTES];
   int pid;
@@ -170,8 +201,12 @@ static void *service_main(void *arg)
     mc_boot_acceptor_progress(&b->p2p_listen, NULL, 0);
     is_ready =
         mc_boot_acceptor_has_ready(&b->ring_listen) || mc_boot_acceptor_has_ready(&b->p2p_listen);
-    if (is_ready)
+    if (is_ready) {
+      uint64_t one = 1;
       pthread_cond_broadcast(&b->svc_cond);
+      if (write(b->ready_fd, &one, sizeof(one)) < 0) /* EAGAIN: already signalled */
+        MC_TRACE(MC_SUB_BOOTSTRAP, "Bootstrap: eventfd write: %s", strerror(errno));
+    }
     pthread_mutex_unlock(&b->svc_lock);
   }
   free(pfd);
@@ -196,7 +231,9 @@ static ncclResult_t service_start(struct mc_boot *b)
   int rc;
 
   b->svc_wake_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
-  if (b->svc_wake_fd < 0)
+  if (b->svc_wake_fd >= 0)
+    b->ready_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+  if ((b->svc_wake_fd < 0) || (b->ready_fd < 0))
     return MC_FAIL(ncclSystemError, "Bootstrap: rank %d: eventfd: %s", b->rank, strerror(errno));
   rc = pthread_create(&b->svc_thread, NULL, service_main, b);
   if (rc != 0)
@@ -222,6 +259,9 @@ static void service_stop(struct mc_boot *b)
   if (b->svc_wake_fd >= 0)
     close(b->svc_wake_fd);
   b->svc_wake_fd = -1;
+  if (b->ready_fd >= 0)
+    close(b->ready_fd);
+  b->ready_fd = -1;
 }
 
 /*
@@ -813,12 +853,14 @@ ncclResult_t mc_boot_init(const struct mc_boot_config *cfg, struct mc_boot **boo
   mc_sock_init(&b->ring_listen.listener.sock);
   mc_sock_init(&b->p2p_listen.listener.sock);
   b->svc_wake_fd = -1;
+  b->ready_fd = -1;
   service_sync_init(b);
   mc_boot_auth_key(h.secret, b->key);
   mc_crypto_wipe(&h, sizeof(h));
   first = mc_boot_root_first_rank(b->root_idx, b->n_ranks, b->n_roots);
   n_local = mc_boot_root_first_rank(b->root_idx + 1, b->n_ranks, b->n_roots) - first;
 
+  (void)mc_boot_fd_limit_raise();
   t0 = mc_time_sec();
   MC_CHECK_GOTO(mc_boot_net_init(NULL, &b->ifc), res, fail);
   MC_CHECK_GOTO(boot_listen(b), res, fail);
@@ -1006,19 +1048,16 @@ ncclResult_t mc_boot_allgather(struct mc_boot *b, void *data, size_t slice_bytes
                         slice_bytes);
 }
 
-static ncclResult_t p2p_connect(struct mc_boot *b, int peer, int tag, uint32_t bytes,
-                                struct mc_sock *s)
+/* A new authenticated connection to peer's p2p listener. */
+static ncclResult_t p2p_dial(struct mc_boot *b, int peer, struct mc_sock *s)
 {
   struct mc_wait w = boot_wait(b);
-  struct mc_boot_p2p_header hdr = {.rank = b->rank, .tag = tag, .bytes = bytes};
   ncclResult_t res;
 
   if ((peer < 0) || (peer >= b->n_ranks))
     return MC_FAIL(ncclInvalidArgument, "Bootstrap: rank %d: send to rank %d of %d", b->rank, peer,
                    b->n_ranks);
   res = boot_connect(b, &b->peers[peer].p2p, b->magic, MC_SOCK_TYPE_BOOTSTRAP, &w, s, NULL);
-  if (res == ncclSuccess)
-    res = mc_sock_send_all(s, &hdr, sizeof(hdr), &w);
   if (res != ncclSuccess) {
     res = boot_fail(b, res, s, peer, "sending a bootstrap message");
     mc_sock_close(s);
@@ -1026,114 +1065,361 @@ static ncclResult_t p2p_connect(struct mc_boot *b, int peer, int tag, uint32_t b
   return res;
 }
 
+/* A dedicated connection to peer announcing a stream with tag (allgather_sub). */
+static ncclResult_t p2p_stream_connect(struct mc_boot *b, int peer, int tag, struct mc_sock *s)
+{
+  struct mc_boot_p2p_header hdr = {.rank = b->rank, .tag = tag, .bytes = MC_BOOT_STREAM_BYTES};
+  struct mc_wait w;
+  ncclResult_t res;
+
+  MC_CHECK(p2p_dial(b, peer, s));
+  w = boot_wait(b);
+  res = mc_sock_send_all(s, &hdr, sizeof(hdr), &w);
+  if (res != ncclSuccess) {
+    res = boot_fail(b, res, s, peer, "sending a bootstrap message");
+    mc_sock_close(s);
+  }
+  return res;
+}
+
+/* The open connection to peer, dialled when there is none; when OUT_CONNS_MAX
+ * are open, the least recently used is closed first (its receiver reads the
+ * end of the stream after the last message and forgets it). */
+static ncclResult_t out_conn_get(struct mc_boot *b, int peer, struct out_conn **oc_out)
+{
+  struct out_conn *oc = NULL;
+  ncclResult_t res_fail;
+
+  for (int i = 0; i < b->n_out; i++) {
+    if (b->out[i].peer == peer) {
+      oc = &b->out[i];
+      break;
+    }
+  }
+  if (oc == NULL) {
+    if (b->n_out == OUT_CONNS_MAX) {
+      oc = &b->out[0];
+      for (int i = 1; i < b->n_out; i++) {
+        if (b->out[i].used < oc->used)
+          oc = &b->out[i];
+      }
+      mc_sock_close(&oc->s);
+    } else {
+      oc = &b->out[b->n_out++];
+    }
+    oc->peer = peer;
+    MC_CHECK_GOTO(p2p_dial(b, peer, &oc->s), res_fail, gone);
+  }
+  oc->used = ++b->use_seq;
+  *oc_out = oc;
+  return ncclSuccess;
+
+gone:
+  *oc = b->out[--b->n_out];
+  return res_fail;
+}
+
+static void out_conn_drop(struct mc_boot *b, struct out_conn *oc)
+{
+  mc_sock_close(&oc->s);
+  *oc = b->out[--b->n_out];
+}
+
 ncclResult_t mc_boot_send(struct mc_boot *b, int peer, int tag, const void *data, size_t bytes)
 {
-  struct mc_sock s;
+  struct mc_boot_p2p_header hdr = {.rank = b->rank, .tag = tag, .bytes = (uint32_t)bytes};
+  uint8_t small[512];
+  struct out_conn *oc;
   struct mc_wait w;
   ncclResult_t res;
 
   if (bytes > MC_BOOT_MAX_MSG_BYTES)
     return MC_FAIL(ncclInvalidArgument, "Bootstrap: message of %zu bytes is too large", bytes);
-  MC_CHECK(p2p_connect(b, peer, tag, (uint32_t)bytes, &s));
+  MC_CHECK(out_conn_get(b, peer, &oc));
   w = boot_wait(b);
-  res = mc_sock_send_all(&s, data, bytes, &w);
-  if (res != ncclSuccess)
-    res = boot_fail(b, res, &s, peer, "sending a bootstrap message");
-  mc_sock_close(&s);
+  if (sizeof(hdr) + bytes <= sizeof(small)) { /* one segment: one wake-up of the receiver */
+    memcpy(small, &hdr, sizeof(hdr));
+    if (bytes > 0)
+      memcpy(small + sizeof(hdr), data, bytes);
+    res = mc_sock_send_all(&oc->s, small, sizeof(hdr) + bytes, &w);
+  } else {
+    res = mc_sock_send_all(&oc->s, &hdr, sizeof(hdr), &w);
+    if (res == ncclSuccess)
+      res = mc_sock_send_all(&oc->s, data, bytes, &w);
+  }
+  if (res != ncclSuccess) {
+    res = boot_fail(b, res, &oc->s, peer, "sending a bootstrap message");
+    out_conn_drop(b, oc);
+  }
   return res;
 }
 
-/* Returns the open connection of the next message from (peer, tag), header read. */
-static ncclResult_t p2p_accept(struct mc_boot *b, int peer, int tag,
-                               struct mc_boot_p2p_header *hdr_out, struct mc_sock *s_out)
+/* Adds the connections the service has authenticated to the incoming ones. */
+static ncclResult_t in_conns_take(struct mc_boot *b)
 {
-  struct unexpected **pp = &b->unexp;
-  struct mc_wait w;
+  uint64_t n;
+  struct mc_sock s;
 
-  for (; *pp != NULL; pp = &(*pp)->next) {
-    struct unexpected *u = *pp;
-    if ((u->hdr.rank == peer) && (u->hdr.tag == tag)) {
-      *pp = u->next;
-      *hdr_out = u->hdr;
-      *s_out = u->sock;
-      free(u);
-      b->n_unexp--;
-      return ncclSuccess;
+  if (read(b->ready_fd, &n, sizeof(n)) < 0) /* EAGAIN: nothing signalled */
+    n = 0;
+  for (;;) {
+    bool got;
+    if (b->n_in == b->cap_in) {
+      int cap = (b->cap_in > 0) ? 2 * b->cap_in : 16;
+      struct in_conn *in = realloc(b->in, (size_t)cap * sizeof(*in));
+      struct pollfd *pfd;
+      if (in == NULL)
+        return MC_FAIL(ncclSystemError, "Bootstrap: rank %d: out of memory", b->rank);
+      b->in = in;
+      pfd = realloc(b->in_pfd, (size_t)(cap + 1) * sizeof(*pfd));
+      if (pfd == NULL)
+        return MC_FAIL(ncclSystemError, "Bootstrap: rank %d: out of memory", b->rank);
+      b->in_pfd = pfd;
+      b->cap_in = cap;
     }
+    pthread_mutex_lock(&b->svc_lock);
+    got = mc_boot_acceptor_take(&b->p2p_listen, &s);
+    pthread_mutex_unlock(&b->svc_lock);
+    if (!got)
+      return ncclSuccess;
+    b->in[b->n_in].rank = -1;
+    b->in[b->n_in].s = s;
+    b->n_in++;
   }
+}
+
+static void in_conn_remove(struct mc_boot *b, int i, bool is_close)
+{
+  if (is_close)
+    mc_sock_close(&b->in[i].s);
+  b->in[i] = b->in[--b->n_in];
+}
+
+static ncclResult_t unexp_add(struct mc_boot *b, const struct mc_boot_p2p_header *hdr,
+                              struct mc_sock *stream, void *data)
+{
+  struct unexpected **pp;
+  struct unexpected *u = NULL;
+
+  if ((b->n_unexp >= MAX_UNEXPECTED) || (mc_calloc(&u, 1) != ncclSuccess)) {
+    if (stream != NULL)
+      mc_sock_close(stream);
+    free(data);
+    return MC_FAIL(ncclInternalError, "Bootstrap: rank %d: more than %d unexpected messages",
+                   b->rank, MAX_UNEXPECTED);
+  }
+  u->hdr = *hdr;
+  mc_sock_init(&u->sock);
+  if (stream != NULL)
+    u->sock = *stream;
+  u->data = data;
+  for (pp = &b->unexp; *pp != NULL; pp = &(*pp)->next)
+    ;
+  *pp = u;
+  b->n_unexp++;
+  return ncclSuccess;
+}
+
+/* The expected message: a payload of `bytes` into data, or a stream's
+ * connection into *stream (then data is NULL). */
+struct p2p_want {
+  int peer;
+  int tag;
+  void *data;
+  size_t bytes;
+  struct mc_sock *stream;
+};
+
+/* A message that is (peer, tag) but not what was asked (size, or a stream
+ * where a message was asked or the reverse): the ranks disagree. */
+static ncclResult_t want_mismatch(const struct mc_boot *b, const struct p2p_want *wt,
+                                  const struct mc_boot_p2p_header *hdr)
+{
+  if ((hdr->bytes == MC_BOOT_STREAM_BYTES) != (wt->stream != NULL))
+    return MC_FAIL(ncclInvalidUsage,
+                   "Bootstrap: rank %d: rank %d sent %s with tag %d where %s was expected", b->rank,
+                   wt->peer, (wt->stream != NULL) ? "a message" : "an allgather", wt->tag,
+                   (wt->stream != NULL) ? "an allgather" : "a message");
+  return MC_FAIL(ncclInvalidUsage,
+                 "Bootstrap: rank %d: rank %d sent %u bytes with tag %d, expected %zu", b->rank,
+                 wt->peer, hdr->bytes, wt->tag, wt->bytes);
+}
+
+static bool want_fits(const struct p2p_want *wt, const struct mc_boot_p2p_header *hdr)
+{
+  if (wt->stream != NULL)
+    return hdr->bytes == MC_BOOT_STREAM_BYTES;
+  return hdr->bytes == wt->bytes;
+}
+
+/* The expected message from the unexpected queue: 1 found, 0 not there. */
+static int unexp_take(struct mc_boot *b, const struct p2p_want *wt, ncclResult_t *res)
+{
+  for (struct unexpected **pp = &b->unexp; *pp != NULL; pp = &(*pp)->next) {
+    struct unexpected *u = *pp;
+    if ((u->hdr.rank != wt->peer) || (u->hdr.tag != wt->tag))
+      continue;
+    *pp = u->next;
+    b->n_unexp--;
+    *res = ncclSuccess;
+    if (!want_fits(wt, &u->hdr)) {
+      *res = want_mismatch(b, wt, &u->hdr);
+      mc_sock_close(&u->sock);
+    } else if (wt->stream != NULL) {
+      *wt->stream = u->sock;
+    } else if (wt->bytes > 0) {
+      memcpy(wt->data, u->data, wt->bytes);
+    }
+    free(u->data);
+    free(u);
+    return 1;
+  }
+  return 0;
+}
+
+/*
+ * Reads the next message off incoming connection i (it is readable): 1 when
+ * it was the expected one (delivered, or *res says how it did not fit), 0
+ * when it went to the unexpected queue or the connection ended (its sender
+ * closed it after its last message, or broke it: the sender reports its
+ * own failure), -1 when the wait ended (*res).
+ */
+static int in_conn_read(struct mc_boot *b, int i, const struct p2p_want *wt,
+                        const struct mc_wait *w, ncclResult_t *res)
+{
+  struct in_conn *c = &b->in[i];
+  struct mc_boot_p2p_header hdr;
+  char a[MC_SOCKADDR_STRLEN];
+  char why[128];
+  bool is_mine;
+  void *buf = NULL;
+  ssize_t n;
+
+  /* The end of the stream where a header would start is a close, not an error. */
+  n = recv(c->s.fd, &hdr, sizeof(hdr), MSG_PEEK | MSG_DONTWAIT);
+  if (n == 0) {
+    in_conn_remove(b, i, true);
+    return 0;
+  }
+  if ((n < 0) && ((errno == EAGAIN) || (errno == EWOULDBLOCK) || (errno == EINTR)))
+    return 0;
+  *res = mc_sock_recv_all(&c->s, &hdr, sizeof(hdr), w);
+  if (*res != ncclSuccess) {
+    if ((c->s.end == MC_SOCK_END_CHECK) || (c->s.end == MC_SOCK_END_ABORT) ||
+        (c->s.end == MC_SOCK_END_TIMEOUT))
+      return -1;
+    MC_INFO(MC_SUB_BOOTSTRAP, "Bootstrap: rank %d: dropped a message connection: %s", b->rank,
+            c->s.err);
+    in_conn_remove(b, i, true);
+    return 0;
+  }
+  if (!mc_boot_p2p_header_check(&hdr, b->n_ranks, why, sizeof(why)) ||
+      ((c->rank >= 0) && (hdr.rank != c->rank)) ||
+      ((c->rank >= 0) && (hdr.bytes == MC_BOOT_STREAM_BYTES))) {
+    if ((c->rank >= 0) && (hdr.rank != c->rank))
+      snprintf(why, sizeof(why), "a message of rank %d on a connection of rank %d", hdr.rank,
+               c->rank);
+    else if (c->rank >= 0)
+      snprintf(why, sizeof(why), "an allgather announced after messages");
+    /* It proved the secret, so it is one of ours, and broken: say so, and
+     * let it not stop this receive. */
+    MC_WARN("Bootstrap: rank %d: dropped a message connection from %s: protocol error: %s", b->rank,
+            mc_sockaddr_str(&c->s.addr, a, sizeof(a)), why);
+    in_conn_remove(b, i, true);
+    return 0;
+  }
+  c->rank = hdr.rank;
+  is_mine = (hdr.rank == wt->peer) && (hdr.tag == wt->tag);
+  if (hdr.bytes == MC_BOOT_STREAM_BYTES) { /* a dedicated connection: it leaves the list */
+    struct mc_sock stream = c->s;
+    in_conn_remove(b, i, false);
+    if (!is_mine) {
+      *res = unexp_add(b, &hdr, &stream, NULL);
+      return (*res == ncclSuccess) ? 0 : 1;
+    }
+    if (wt->stream == NULL) {
+      mc_sock_close(&stream);
+      *res = want_mismatch(b, wt, &hdr);
+    } else {
+      *wt->stream = stream;
+    }
+    return 1;
+  }
+  if (is_mine && want_fits(wt, &hdr)) {
+    *res = mc_sock_recv_all(&c->s, wt->data, hdr.bytes, w);
+  } else {
+    if ((hdr.bytes > 0) && ((buf = malloc(hdr.bytes)) == NULL)) {
+      *res = MC_FAIL(ncclSystemError, "Bootstrap: rank %d: out of memory for a message of %u bytes",
+                     b->rank, hdr.bytes);
+      return 1;
+    }
+    *res = mc_sock_recv_all(&c->s, buf, hdr.bytes, w);
+  }
+  if (*res != ncclSuccess) {
+    free(buf);
+    *res = boot_fail(b, *res, &c->s, hdr.rank, "receiving a bootstrap message");
+    in_conn_remove(b, i, true);
+    return 1;
+  }
+  if (is_mine && (buf == NULL))
+    return 1;
+  if (is_mine) {
+    free(buf);
+    *res = want_mismatch(b, wt, &hdr);
+    return 1;
+  }
+  *res = unexp_add(b, &hdr, NULL, buf);
+  return (*res == ncclSuccess) ? 0 : 1;
+}
+
+/* Waits for the expected message, queueing every other one that comes first. */
+static ncclResult_t p2p_wait(struct mc_boot *b, const struct p2p_want *wt)
+{
+  struct mc_wait w;
+  struct mc_sock waiter;
+  ncclResult_t res = ncclSuccess;
+
+  if (unexp_take(b, wt, &res))
+    return res;
   /* One deadline for the whole receive, however many other messages arrive first. */
   w = boot_wait(b);
+  mc_sock_init(&waiter);
+  waiter.addr = b->p2p_listen.listener.sock.addr;
   for (;;) {
-    struct mc_boot_p2p_header hdr;
-    struct unexpected *u;
-    struct mc_sock s;
-    char why[128];
-    char a[MC_SOCKADDR_STRLEN];
-    struct mc_sock waiter;
-    ncclResult_t res = boot_accept(b, &b->p2p_listen, &w, &waiter, &s);
+    int n;
 
+    MC_CHECK(in_conns_take(b));
+    b->in_pfd[0].fd = b->ready_fd;
+    b->in_pfd[0].events = POLLIN;
+    b->in_pfd[0].revents = 0;
+    for (int i = 0; i < b->n_in; i++) {
+      b->in_pfd[i + 1].fd = b->in[i].s.fd;
+      b->in_pfd[i + 1].events = POLLIN;
+      b->in_pfd[i + 1].revents = 0;
+    }
+    n = poll(b->in_pfd, (nfds_t)b->n_in + 1, mc_deadline_left_ms(w.dl, ACCEPT_TICK_MS));
+    /* Highest first: a removal moves the last connection into the hole. */
+    for (int i = b->n_in - 1; (n > 0) && (i >= 0); i--) {
+      int st;
+      if (b->in_pfd[i + 1].revents == 0)
+        continue;
+      st = in_conn_read(b, i, wt, &w, &res);
+      if (st > 0)
+        return res;
+      if (st < 0)
+        return boot_fail(b, res, &b->in[i].s, wt->peer, "waiting for a bootstrap message");
+    }
+    res = mc_sock_wait_check(&waiter, &w, "waiting for a connection on");
     if (res != ncclSuccess)
-      return boot_fail(b, res, &waiter, peer, "waiting for a bootstrap message");
-    res = mc_sock_recv_all(&s, &hdr, sizeof(hdr), &w);
-    if (res != ncclSuccess) {
-      /* A broken connection from some peer: the sender reports its own failure. */
-      MC_INFO(MC_SUB_BOOTSTRAP, "Bootstrap: rank %d: dropped a message connection: %s", b->rank,
-              s.err);
-      mc_sock_close(&s);
-      if ((s.end == MC_SOCK_END_CHECK) || (s.end == MC_SOCK_END_ABORT) ||
-          (s.end == MC_SOCK_END_TIMEOUT))
-        return boot_fail(b, res, &s, peer, "waiting for a bootstrap message");
-      continue;
-    }
-    if (!mc_boot_p2p_header_check(&hdr, b->n_ranks, why, sizeof(why))) {
-      /* It proved the secret, so it is one of ours, and broken: say so, and
-       * let it not stop this receive. */
-      MC_WARN("Bootstrap: rank %d: dropped a message connection from %s: protocol error: %s",
-              b->rank, mc_sockaddr_str(&s.addr, a, sizeof(a)), why);
-      mc_sock_close(&s);
-      continue;
-    }
-    if ((hdr.rank == peer) && (hdr.tag == tag)) {
-      *hdr_out = hdr;
-      *s_out = s;
-      return ncclSuccess;
-    }
-    if ((b->n_unexp >= MAX_UNEXPECTED) || (mc_calloc(&u, 1) != ncclSuccess)) {
-      mc_sock_close(&s);
-      return MC_FAIL(ncclInternalError, "Bootstrap: rank %d: more than %d unexpected messages",
-                     b->rank, MAX_UNEXPECTED);
-    }
-    u->hdr = hdr;
-    u->sock = s;
-    u->next = NULL;
-    for (pp = &b->unexp; *pp != NULL; pp = &(*pp)->next)
-      ;
-    *pp = u;
-    b->n_unexp++;
+      return boot_fail(b, res, &waiter, wt->peer, "waiting for a bootstrap message");
   }
 }
 
 ncclResult_t mc_boot_recv(struct mc_boot *b, int peer, int tag, void *data, size_t bytes)
 {
-  struct mc_boot_p2p_header hdr;
-  struct mc_sock s;
-  struct mc_wait w;
-  ncclResult_t res;
+  struct p2p_want wt = {.peer = peer, .tag = tag, .data = data, .bytes = bytes, .stream = NULL};
 
-  MC_CHECK(p2p_accept(b, peer, tag, &hdr, &s));
-  if (hdr.bytes != bytes) {
-    mc_sock_close(&s);
-    return MC_FAIL(ncclInvalidUsage,
-                   "Bootstrap: rank %d: rank %d sent %u bytes with tag %d, "
-                   "expected %zu",
-                   b->rank, peer, hdr.bytes, tag, bytes);
-  }
-  w = boot_wait(b);
-  res = mc_sock_recv_all(&s, data, bytes, &w);
-  if (res != ncclSuccess)
-    res = boot_fail(b, res, &s, peer, "receiving a bootstrap message");
-  mc_sock_close(&s);
-  return res;
+  return p2p_wait(b, &wt);
 }
 
 ncclResult_t mc_boot_barrier(struct mc_boot *b, const int *ranks, int n, int my_index, int tag)
@@ -1158,7 +1444,7 @@ ncclResult_t mc_boot_allgather_sub(struct mc_boot *b, const int *ranks, int n, i
 {
   struct mc_sock snd;
   struct mc_sock rcv;
-  struct mc_boot_p2p_header hdr;
+  struct p2p_want wt = {0};
   ncclResult_t res;
   int next = ranks[(my_index + 1) % n];
   int prev = ranks[(my_index + n - 1) % n];
@@ -1168,18 +1454,13 @@ ncclResult_t mc_boot_allgather_sub(struct mc_boot *b, const int *ranks, int n, i
   if (slice_bytes > MC_BOOT_MAX_MSG_BYTES / (size_t)n)
     return MC_FAIL(ncclInvalidArgument, "Bootstrap: allgather of %zu bytes per rank is too large",
                    slice_bytes);
-  MC_CHECK(p2p_connect(b, next, tag, MC_BOOT_STREAM_BYTES, &snd));
-  res = p2p_accept(b, prev, tag, &hdr, &rcv);
-  if (res != ncclSuccess) {
-    mc_sock_close(&snd);
-    return res;
-  }
-  if (hdr.bytes != MC_BOOT_STREAM_BYTES)
-    res = MC_FAIL(ncclInvalidUsage,
-                  "Bootstrap: rank %d: rank %d sent a message with tag %d "
-                  "where an allgather was expected",
-                  b->rank, prev, tag);
-  else
+  MC_CHECK(p2p_stream_connect(b, next, tag, &snd));
+  mc_sock_init(&rcv);
+  wt.peer = prev;
+  wt.tag = tag;
+  wt.stream = &rcv;
+  res = p2p_wait(b, &wt);
+  if (res == ncclSuccess)
     res = ring_allgather(b, &snd, &rcv, n, my_index, ranks, data, slice_bytes);
   mc_sock_close(&snd);
   mc_sock_close(&rcv);
@@ -1194,8 +1475,15 @@ void mc_boot_destroy(struct mc_boot *b)
     struct unexpected *u = b->unexp;
     b->unexp = u->next;
     mc_sock_close(&u->sock);
+    free(u->data);
     free(u);
   }
+  while (b->n_out > 0)
+    out_conn_drop(b, &b->out[b->n_out - 1]);
+  while (b->n_in > 0)
+    in_conn_remove(b, b->n_in - 1, true);
+  free(b->in);
+  free(b->in_pfd);
   service_stop(b);
   mc_sock_close(&b->ctl);
   mc_sock_close(&b->nbr);

@@ -809,17 +809,8 @@ static void *root_main(void *arg)
  * root does: it holds one connection per rank. */
 static int root_max_pending(void)
 {
-  struct rlimit rl;
-  rlim_t n;
+  uint64_t n = mc_boot_fd_limit_raise() / 8;
 
-  if (getrlimit(RLIMIT_NOFILE, &rl) != 0)
-    return ROOT_MIN_PENDING;
-  if (rl.rlim_cur < rl.rlim_max) {
-    rl.rlim_cur = rl.rlim_max;
-    if (setrlimit(RLIMIT_NOFILE, &rl) != 0)
-      (void)getrlimit(RLIMIT_NOFILE, &rl);
-  }
-  n = rl.rlim_cur / 8;
   if (n < ROOT_MIN_PENDING)
     return ROOT_MIN_PENDING;
   return (n > ROOT_MAX_PENDING) ? ROOT_MAX_PENDING : (int)n;

@@ -273,6 +273,12 @@ bool mc_boot_acceptor_take(struct mc_boot_acceptor *a, struct mc_sock *conn_out)
  * one mc_boot_auth_connect returns has them; a failure to set them WARNs
  * once and leaves the connection as it is. */
 void mc_boot_sock_liveness(struct mc_sock *s);
+
+/* Lifts the soft limit of open files to the hard one (NCCL's setFilesLimit,
+ * bootstrap.cc): a root holds a connection per rank, and a rank one per peer
+ * it exchanges messages with (the first rank of a tree gather, every other).
+ * Returns the soft limit then (0 when it cannot be read). */
+uint64_t mc_boot_fd_limit_raise(void);
 /* Waits for the next authenticated connection (the wait's deadline, abort
  * flag and check), moving the others on meanwhile; for an acceptor that
  * only this thread uses. On failure the listener's sock.err and sock.end

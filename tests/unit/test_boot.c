@@ -459,6 +459,93 @@ static void release_while_roots_come_and_go(void)
   MC_T_EQ_INT(wait_tasks(tasks0), tasks0);
 }
 
+/* ---------- messages to many peers ---------- */
+
+#define MANY_RANKS 66 /* each sends to 65 peers: more than a rank keeps connections to (64) */
+
+struct many_rank {
+  struct mc_boot_config cfg;
+  pthread_t th;
+  ncclResult_t res;
+  int n_wrong;
+  char err[1024];
+};
+
+static struct many_rank many[MANY_RANKS];
+
+static void *many_main(void *arg)
+{
+  struct many_rank *m = arg;
+  struct mc_boot *b = NULL;
+  int me = m->cfg.rank;
+  int n = m->cfg.n_ranks;
+
+  mc_error_clear_thread();
+  m->res = mc_boot_init(&m->cfg, &b);
+  if (m->res == ncclSuccess)
+    mc_boot_init_done(b);
+  /* Two rounds: every rank sends one message to every other before it
+   * receives any (they wait in the receivers' queues), then receives them. */
+  for (int round = 0; (m->res == ncclSuccess) && (round < 2); round++) {
+    for (int k = 1; (m->res == ncclSuccess) && (k < n); k++) {
+      int to = (me + k) % n;
+      int v = 100000 * round + 1000 * me + to;
+      m->res = mc_boot_send(b, to, 50 + round, &v, sizeof(v));
+    }
+    for (int k = 1; (m->res == ncclSuccess) && (k < n); k++) {
+      int from = (me + n - k) % n;
+      int v = -1;
+      m->res = mc_boot_recv(b, from, 50 + round, &v, sizeof(v));
+      m->n_wrong += (m->res == ncclSuccess) && (v != 100000 * round + 1000 * from + me);
+    }
+  }
+  if (m->res == ncclSuccess)
+    m->res = mc_boot_barrier(b, NULL, 0, 0, 60);
+  if (m->res != ncclSuccess)
+    snprintf(m->err, sizeof(m->err), "%s", mc_error_last());
+  mc_boot_destroy(b);
+  return NULL;
+}
+
+/*
+ * Messages travel on connections kept open between peers: with 66 ranks,
+ * each sending to every other twice, a rank closes its least recently used
+ * connection for a new peer (it keeps 64) and dials it again later; every
+ * message arrives with its value, in order, and every fd and thread is gone
+ * after.
+ */
+static void messages_to_many_peers(void)
+{
+  ncclUniqueId id;
+  struct mc_boot_root *root;
+  int fds0;
+  int tasks0;
+
+  setup();
+  fds0 = mc_count_fds();
+  tasks0 = mc_count_threads_stable();
+  root = new_job(&id);
+  for (int i = 0; i < MANY_RANKS; i++) {
+    memset(&many[i], 0, sizeof(many[i]));
+    many[i].cfg.rank = i;
+    many[i].cfg.n_ranks = MANY_RANKS;
+    many[i].cfg.id = id;
+    many[i].cfg.timeout_ms = 60000;
+  }
+  for (int i = 0; i < MANY_RANKS; i++)
+    MC_T_EQ_INT(pthread_create(&many[i].th, NULL, many_main, &many[i]), 0);
+  for (int i = 0; i < MANY_RANKS; i++)
+    MC_T_EQ_INT(pthread_join(many[i].th, NULL), 0);
+  mc_boot_root_release(root, 2000);
+  for (int i = 0; i < MANY_RANKS; i++) {
+    if (many[i].res != ncclSuccess)
+      MC_T_FAIL("rank %d: %d: %s", i, many[i].res, many[i].err);
+    MC_T_EQ_INT(many[i].n_wrong, 0);
+  }
+  MC_T_EQ_INT(mc_count_fds(), fds0);
+  MC_T_EQ_INT(wait_tasks(tasks0), tasks0);
+}
+
 MC_T_MAIN(one_rank, two_ranks, five_ranks, five_ranks_over_the_ring, rank_never_joins,
           duplicate_rank, mismatched_nranks, aborted_rank_named_to_others,
-          release_while_roots_come_and_go)
+          release_while_roots_come_and_go, messages_to_many_peers)

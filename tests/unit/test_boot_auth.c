@@ -1021,13 +1021,13 @@ static void fd_limit_child(void)
   root = new_job(&id, &h);
   /* Ranks 0 and 2 of 4 register; neither has its ring neighbour yet, so
    * neither needs another fd until ranks 1 and 3 come. Each holds two
-   * listeners, its listener service's eventfd and its root connection; the
-   * root one connection per rank (and its listener). */
+   * listeners, its listener service's two eventfds (wake, ready) and its
+   * root connection; the root one connection per rank (and its listener). */
   rank_start(0, 4, &id, TIMEOUT_MS);
   rank_start(2, 4, &id, TIMEOUT_MS);
-  for (struct mc_deadline dl = mc_deadline_in_ms(10000); mc_count_fds() != fds0 + 1 + 10;) {
+  for (struct mc_deadline dl = mc_deadline_in_ms(10000); mc_count_fds() != fds0 + 1 + 12;) {
     if (mc_deadline_passed(dl))
-      MC_T_FAIL("%d fds open, expected %d", mc_count_fds(), fds0 + 1 + 10);
+      MC_T_FAIL("%d fds open, expected %d", mc_count_fds(), fds0 + 1 + 12);
     mc_sleep_ms_abortable(5, NULL);
   }
   /* Use every fd, then connect with the last one: the root's accept() has none. */
@@ -1075,8 +1075,6 @@ static void out_of_fds_at_the_root(void)
   mc_t_run_in_child(fd_limit_child);
 }
 
-/* comm_id_secrets first: it checks the once-per-process INFO that the
- * other NCCL_COMM_ID cases also trigger. */
 /* Reads one framed control message into *m; false unless it is one. */
 static bool raw_recv_ctl(int fd, struct mc_boot_ctl *m)
 {
@@ -1171,6 +1169,8 @@ static void table_goes_out_as_each_rank_reads(void)
   MC_T_EQ_INT(mc_count_threads_settled(tasks0, 5000), tasks0);
 }
 
+/* comm_id_secrets first: it checks the once-per-process INFO that the
+ * other NCCL_COMM_ID cases also trigger. */
 MC_T_MAIN(comm_id_secrets, strangers_cannot_register_or_fail_the_job,
           listener_accepts_only_the_secret, connections_have_liveness_options,
           rank_refuses_root_without_the_secret, root_fail_with_code_zero_is_a_protocol_error,
