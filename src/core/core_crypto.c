@@ -10,6 +10,11 @@
 
 #include <string.h>
 
+#if defined(__x86_64__)
+#include <cpuid.h>
+#include <immintrin.h>
+#endif
+
 static const uint32_t k_round[64] = {
     0x428a2f98, 0x71374491, 0xb5c0fbcf, 0xe9b5dba5, 0x3956c25b, 0x59f111f1, 0x923f82a4, 0xab1c5ed5,
     0xd807aa98, 0x12835b01, 0x243185be, 0x550c7dc3, 0x72be5d74, 0x80deb1fe, 0x9bdc06a7, 0xc19bf174,
@@ -25,7 +30,7 @@ static uint32_t rotr(uint32_t x, int n)
   return (x >> n) | (x << (32 - n));
 }
 
-static void compress(uint32_t h[8], const uint8_t block[MC_SHA256_BLOCK_BYTES])
+static void compress_portable(uint32_t h[8], const uint8_t block[MC_SHA256_BLOCK_BYTES])
 {
   uint32_t w[64];
   uint32_t v[8];
@@ -58,6 +63,101 @@ static void compress(uint32_t h[8], const uint8_t block[MC_SHA256_BLOCK_BYTES])
   }
   for (int i = 0; i < 8; i++)
     h[i] += v[i];
+}
+
+#if defined(__x86_64__)
+/*
+ * The same block with the x86 SHA extensions (SHA256RNDS2 does two rounds,
+ * SHA256MSG1/MSG2 the message schedule), several times faster than the
+ * portable rounds: the topology's digests hash a system of hundreds of
+ * devices on every rank. The instructions keep the state as ABEF and CDGH
+ * (A in the highest lane); the words of a block are big-endian.
+ */
+__attribute__((target("sha,sse4.1,ssse3"))) static void
+compress_sha_ext(uint32_t h[8], const uint8_t block[MC_SHA256_BLOCK_BYTES])
+{
+  const __m128i bswap = _mm_set_epi8(12, 13, 14, 15, 8, 9, 10, 11, 4, 5, 6, 7, 0, 1, 2, 3);
+  __m128i abcd = _mm_loadu_si128((const __m128i *)(const void *)&h[0]); /* lanes A B C D */
+  __m128i efgh = _mm_loadu_si128((const __m128i *)(const void *)&h[4]); /* lanes E F G H */
+  __m128i badc = _mm_shuffle_epi32(abcd, 0xB1);
+  __m128i hgfe = _mm_shuffle_epi32(efgh, 0x1B);
+  __m128i abef = _mm_alignr_epi8(badc, hgfe, 8);    /* lanes F E B A */
+  __m128i cdgh = _mm_blend_epi16(hgfe, badc, 0xF0); /* lanes H G D C */
+  __m128i abef0 = abef;
+  __m128i cdgh0 = cdgh;
+  __m128i w[4];
+
+  for (int i = 0; i < 16; i++) { /* four rounds each */
+    __m128i wk;
+    if (i < 4)
+      w[i] =
+          _mm_shuffle_epi8(_mm_loadu_si128((const __m128i *)(const void *)(block + 16 * i)), bswap);
+    else /* w[t] = s1(w[t-2]) + w[t-7] + s0(w[t-15]) + w[t-16], four at a time */
+      w[i % 4] =
+          _mm_sha256msg2_epu32(_mm_add_epi32(_mm_sha256msg1_epu32(w[i % 4], w[(i + 1) % 4]),
+                                             _mm_alignr_epi8(w[(i + 3) % 4], w[(i + 2) % 4], 4)),
+                               w[(i + 3) % 4]);
+    wk = _mm_add_epi32(w[i % 4], _mm_loadu_si128((const __m128i *)(const void *)&k_round[4 * i]));
+    cdgh = _mm_sha256rnds2_epu32(cdgh, abef, wk);
+    abef = _mm_sha256rnds2_epu32(abef, cdgh, _mm_shuffle_epi32(wk, 0x0E));
+  }
+  abef = _mm_add_epi32(abef, abef0);
+  cdgh = _mm_add_epi32(cdgh, cdgh0);
+  badc = _mm_shuffle_epi32(abef, 0x1B); /* lanes A B E F */
+  hgfe = _mm_shuffle_epi32(cdgh, 0xB1); /* lanes G H C D */
+  _mm_storeu_si128((__m128i *)(void *)&h[0], _mm_blend_epi16(badc, hgfe, 0xF0));
+  _mm_storeu_si128((__m128i *)(void *)&h[4], _mm_alignr_epi8(hgfe, badc, 8));
+}
+
+static bool cpu_has_sha_ext(void)
+{
+  unsigned eax, ebx, ecx, edx;
+
+  if (__get_cpuid(1, &eax, &ebx, &ecx, &edx) == 0)
+    return false;
+  if (((ecx & bit_SSSE3) == 0) || ((ecx & bit_SSE4_1) == 0))
+    return false;
+  if (__get_cpuid_count(7, 0, &eax, &ebx, &ecx, &edx) == 0)
+    return false;
+  return (ebx & bit_SHA) != 0;
+}
+#endif
+
+/* -1 not looked at yet, 0 portable, 1 the CPU's instructions (a cache of
+ * what the CPU has: every thread that fills it writes the same value). */
+static int sha_ext = -1;
+
+void mc_sha256_force_portable(bool is_portable)
+{
+#if defined(__x86_64__)
+  __atomic_store_n(&sha_ext, (is_portable || !cpu_has_sha_ext()) ? 0 : 1, __ATOMIC_RELAXED);
+#else
+  (void)is_portable;
+#endif
+}
+
+bool mc_sha256_uses_cpu_ext(void)
+{
+  int v = __atomic_load_n(&sha_ext, __ATOMIC_RELAXED);
+
+#if defined(__x86_64__)
+  if (v < 0) {
+    v = cpu_has_sha_ext() ? 1 : 0;
+    __atomic_store_n(&sha_ext, v, __ATOMIC_RELAXED);
+  }
+#endif
+  return v > 0;
+}
+
+static void compress(uint32_t h[8], const uint8_t block[MC_SHA256_BLOCK_BYTES])
+{
+#if defined(__x86_64__)
+  if (mc_sha256_uses_cpu_ext()) {
+    compress_sha_ext(h, block);
+    return;
+  }
+#endif
+  compress_portable(h, block);
 }
 
 void mc_sha256_init(struct mc_sha256 *s)

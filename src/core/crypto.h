@@ -2,8 +2,9 @@
 /*
  * Small cryptographic helpers for authenticating connections: SHA-256
  * (FIPS 180-4), HMAC-SHA256 (RFC 2104) and a constant-time comparison.
- * Written for handshakes of a few hundred bytes, not for bulk data; no
- * state is shared between calls, so every function is thread-safe.
+ * Written for handshakes and digests, not for bulk data; no state is shared
+ * between calls but a cache of whether the CPU has SHA instructions, so
+ * every function is thread-safe.
  */
 #ifndef MC_CORE_CRYPTO_H
 #define MC_CORE_CRYPTO_H
@@ -29,6 +30,13 @@ void mc_sha256_update(struct mc_sha256 *s, const void *data, size_t bytes);
 void mc_sha256_final(struct mc_sha256 *s, uint8_t digest_out[MC_SHA256_BYTES]);
 /* One-shot digest of data. */
 void mc_sha256(const void *data, size_t bytes, uint8_t digest_out[MC_SHA256_BYTES]);
+
+/* Whether SHA-256 runs on the CPU's SHA instructions (x86-64 SHA
+ * extensions, when the CPU has them) rather than the portable rounds. */
+bool mc_sha256_uses_cpu_ext(void);
+/* For tests: the portable rounds even where the CPU has the instructions
+ * (true), or back to what the CPU has (false). Process-wide. */
+void mc_sha256_force_portable(bool is_portable);
 
 /* Incremental HMAC-SHA256 with a key of any length (longer than a block is
  * hashed first, as RFC 2104 says). */

@@ -4,7 +4,9 @@
  * of the 448-bit two-block message and of one million 'a' (FIPS 180-4's
  * examples), fed whole and in odd pieces; HMAC-SHA256 test cases 1-7 of
  * RFC 4231 (keys shorter and longer than a block, truncation); the
- * constant-time comparison.
+ * constant-time comparison. The vectors run on both the portable rounds and,
+ * where the CPU has them, the x86 SHA extensions, and the two agree on
+ * messages of every length up to five blocks and of a megabyte.
  */
 #include "core/crypto.h"
 
@@ -36,7 +38,7 @@ static void expect_sha(const void *msg, size_t n, const char *want)
   MC_T_EQ_STR(got, want);
 }
 
-static void sha256_vectors(void)
+static void sha256_vectors_once(void)
 {
   static char million[1000000];
 
@@ -47,6 +49,41 @@ static void sha256_vectors(void)
   memset(million, 'a', sizeof(million));
   expect_sha(million, sizeof(million),
              "cdc76e5c9914fb9281a1c7e284d73e67f1809a48a497200e046d39ccc7112cd0");
+}
+
+static void sha256_vectors(void)
+{
+  mc_sha256_force_portable(true);
+  MC_T_TRUE(!mc_sha256_uses_cpu_ext());
+  sha256_vectors_once();
+  mc_sha256_force_portable(false);
+  printf("# SHA-256 on %s\n", mc_sha256_uses_cpu_ext() ? "the CPU's SHA extensions"
+                                                       : "the portable rounds (no SHA extensions)");
+  sha256_vectors_once();
+}
+
+/* Portable and CPU rounds give the same digest of every length (0 to 320
+ * bytes: every padding case over five blocks) and of 1 MiB of varied bytes. */
+static void cpu_rounds_match_portable(void)
+{
+  static uint8_t data[1 << 20];
+  uint8_t a[MC_SHA256_BYTES];
+  uint8_t b[MC_SHA256_BYTES];
+  uint32_t x = 12345;
+
+  for (size_t i = 0; i < sizeof(data); i++) {
+    x = x * 1103515245u + 12345u;
+    data[i] = (uint8_t)(x >> 16);
+  }
+  for (size_t n = 0; n <= sizeof(data); n = (n < 320) ? n + 1 : sizeof(data) + 1) {
+    size_t len = (n <= 320) ? n : sizeof(data);
+    mc_sha256_force_portable(true);
+    mc_sha256(data, len, a);
+    mc_sha256_force_portable(false);
+    mc_sha256(data, len, b);
+    if (memcmp(a, b, sizeof(a)) != 0)
+      MC_T_FAIL("SHA-256 of %zu bytes: the CPU's rounds differ from the portable ones", len);
+  }
 }
 
 static void expect_hmac(const uint8_t *key, size_t key_bytes, const void *msg, size_t n,
@@ -126,4 +163,5 @@ static void constant_time_equal(void)
     MC_T_EQ_INT(a[i], 0);
 }
 
-MC_T_MAIN(sha256_vectors, hmac_rfc4231, hmac_incremental, constant_time_equal)
+MC_T_MAIN(sha256_vectors, cpu_rounds_match_portable, hmac_rfc4231, hmac_incremental,
+          constant_time_equal)
