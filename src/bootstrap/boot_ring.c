@@ -1277,6 +1277,27 @@ static int unexp_take(struct mc_boot *b, const struct p2p_want *wt, ncclResult_t
   return 0;
 }
 
+/* A header read on incoming connection c: valid (mc_boot_p2p_header_check),
+ * of the rank its earlier messages came from, and a stream (allgather_sub's
+ * dedicated connection) only as the connection's first header. */
+static bool in_header_check(const struct in_conn *c, const struct mc_boot_p2p_header *hdr,
+                            int n_ranks, char *why, size_t why_bytes)
+{
+  if (!mc_boot_p2p_header_check(hdr, n_ranks, why, why_bytes))
+    return false;
+  if (c->rank < 0)
+    return true;
+  if (hdr->rank != c->rank) {
+    snprintf(why, why_bytes, "a message of rank %d on a connection of rank %d", hdr->rank, c->rank);
+    return false;
+  }
+  if (hdr->bytes == MC_BOOT_STREAM_BYTES) {
+    snprintf(why, why_bytes, "an allgather announced after messages");
+    return false;
+  }
+  return true;
+}
+
 /*
  * Reads the next message off incoming connection i (it is readable): 1 when
  * it was the expected one (delivered, or *res says how it did not fit), 0
@@ -1313,14 +1334,7 @@ static int in_conn_read(struct mc_boot *b, int i, const struct p2p_want *wt,
     in_conn_remove(b, i, true);
     return 0;
   }
-  if (!mc_boot_p2p_header_check(&hdr, b->n_ranks, why, sizeof(why)) ||
-      ((c->rank >= 0) && (hdr.rank != c->rank)) ||
-      ((c->rank >= 0) && (hdr.bytes == MC_BOOT_STREAM_BYTES))) {
-    if ((c->rank >= 0) && (hdr.rank != c->rank))
-      snprintf(why, sizeof(why), "a message of rank %d on a connection of rank %d", hdr.rank,
-               c->rank);
-    else if (c->rank >= 0)
-      snprintf(why, sizeof(why), "an allgather announced after messages");
+  if (!in_header_check(c, &hdr, b->n_ranks, why, sizeof(why))) {
     /* It proved the secret, so it is one of ours, and broken: say so, and
      * let it not stop this receive. */
     MC_WARN("Bootstrap: rank %d: dropped a message connection from %s: protocol error: %s", b->rank,

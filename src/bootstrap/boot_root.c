@@ -72,9 +72,7 @@ struct root_rank {
   union mc_sockaddr p2p;
   char host[MC_BOOT_HOST_BYTES];
   int pid;
-  /* Bytes of the table frame sent to this rank, while it is going out. */
-  size_t table_sent;
-  bool is_table_due;
+  size_t table_sent; /* bytes of the table frame sent to this rank */
 };
 
 struct mc_boot_root {
@@ -177,6 +175,13 @@ static void unreg_remove(struct mc_boot_root *r, int i)
   r->unreg[i] = r->unreg[--r->n_unreg];
 }
 
+/* Whether the rest of the address table is still to go to rr: every rank is
+ * sent its NEXT as soon as the table exists (send_all_next). */
+static bool table_due(const struct mc_boot_root *r, const struct root_rank *rr)
+{
+  return (r->table != NULL) && (rr->table_sent < r->table_frame_bytes);
+}
+
 /* Ends the job's init: every rank connected now, and every later one, is told why. */
 static void root_fail(struct mc_boot_root *r, int skip_rank, ncclResult_t code, const char *fmt,
                       ...) __attribute__((format(printf, 4, 5)));
@@ -203,12 +208,12 @@ static void root_fail(struct mc_boot_root *r, int skip_rank, ncclResult_t code, 
       continue;
     if (i != skip_rank) {
       /* A table half sent is finished first: the notice must start a frame. */
-      if (rr->is_table_due) {
+      if (table_due(r, rr)) {
         struct mc_sock s = rank_sock(rr, r->magic);
         struct mc_wait w = {.dl = mc_deadline_in_ms(ROOT_MSG_WAIT_MS)};
-        rr->is_table_due = false;
-        if (mc_sock_send_all(&s, r->table + rr->table_sent, r->table_frame_bytes - rr->table_sent,
-                             &w) != ncclSuccess) {
+        size_t from = rr->table_sent;
+        rr->table_sent = r->table_frame_bytes;
+        if (mc_sock_send_all(&s, r->table + from, r->table_frame_bytes - from, &w) != ncclSuccess) {
           rank_close(r, rr);
           continue;
         }
@@ -257,10 +262,6 @@ static void send_next(struct mc_boot_root *r, int i)
   if (r->table != NULL)
     msg.table_bytes = (uint32_t)(r->table_frame_bytes - sizeof(uint32_t));
   rank_send(r, &r->ranks[i], &msg);
-  if (r->table != NULL) {
-    r->ranks[i].table_sent = 0;
-    r->ranks[i].is_table_due = true;
-  }
 }
 
 /* Whether this root hands out the address table (one root, few enough ranks). */
@@ -309,7 +310,7 @@ static void root_send_table(struct mc_boot_root *r, int i)
   struct root_rank *rr = &r->ranks[i];
   ssize_t n;
 
-  while (rr->is_table_due && (rr->fd >= 0)) {
+  while (table_due(r, rr) && (rr->fd >= 0)) {
     n = send(rr->fd, r->table + rr->table_sent, r->table_frame_bytes - rr->table_sent,
              MSG_DONTWAIT | MSG_NOSIGNAL);
     if (n < 0) {
@@ -318,7 +319,6 @@ static void root_send_table(struct mc_boot_root *r, int i)
       continue;
     }
     rr->table_sent += (size_t)n;
-    rr->is_table_due = (rr->table_sent < r->table_frame_bytes);
   }
 }
 
@@ -716,7 +716,7 @@ static int root_poll(struct mc_boot_root *r, int *n_acc_out)
     if (r->ranks[i].fd < 0)
       continue;
     r->pfd[n].fd = r->ranks[i].fd;
-    r->pfd[n].events = r->ranks[i].is_table_due ? (POLLIN | POLLOUT) : POLLIN;
+    r->pfd[n].events = table_due(r, &r->ranks[i]) ? (POLLIN | POLLOUT) : POLLIN;
     r->pfd[n].revents = 0;
     r->owner[n++] = i;
   }
