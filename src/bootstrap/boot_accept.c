@@ -36,6 +36,8 @@
 #define MAX_DROP_LOGS      20   /* dropped connections logged one by one, then one line in 1000 */
 #define RETRY_FIRST_MS     5
 #define RETRY_MAX_PAUSE_MS 500
+#define MAX_PENDING        1024 /* mc_boot_max_pending: fewer under a low fd limit */
+#define MIN_PENDING        16
 
 /* TCP_USER_TIMEOUT of bootstrap connections, in ms per second of
  * MESHCCL_NET_TIMEOUT: the socket net's rule (net_socket.c), so that one
@@ -691,4 +693,13 @@ uint64_t mc_boot_fd_limit_raise(void)
       return 0;
   }
   return (uint64_t)rl.rlim_cur;
+}
+
+int mc_boot_max_pending(void)
+{
+  uint64_t n = mc_boot_fd_limit_raise() / 8;
+
+  if (n < MIN_PENDING)
+    return MIN_PENDING;
+  return (n > MAX_PENDING) ? MAX_PENDING : (int)n;
 }

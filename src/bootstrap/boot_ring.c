@@ -43,7 +43,7 @@ _Static_assert(sizeof(union mc_sockaddr) == 28, "NCCL's ncclSocketAddress size")
 #define ROOT_EXPLAIN_WAIT_MS 1000 /* after a peer error, how long to wait for the root's reason */
 #define MAX_UNEXPECTED       4096
 #define OUT_CONNS_MAX        64 /* message connections a rank keeps open to its peers */
-#define LISTEN_MAX_PENDING   64 /* connections authenticating at one listener */
+#define RING_MAX_PENDING     64 /* connections authenticating at the ring listener */
 #define ACCEPT_TICK_MS       10
 #define SERVICE_IDLE_MS      100 /* the listener service's sleep while a connection may expire */
 /* With several roots, a rank that cannot reach a root gives up this long
@@ -514,12 +514,12 @@ static ncclResult_t boot_listen(struct mc_boot *b)
   mc_sockaddr_set_port(&local, 0);
   snprintf(what, sizeof(what), "rank %d ring listener", b->rank);
   if (mc_boot_acceptor_open(&b->ring_listen, &local, b->magic, MC_SOCK_TYPE_BOOTSTRAP, b->key,
-                            LISTEN_MAX_PENDING, MAX_UNEXPECTED, what) != ncclSuccess)
+                            RING_MAX_PENDING, MAX_UNEXPECTED, what) != ncclSuccess)
     return MC_FAIL(ncclSystemError, "Bootstrap: rank %d: ring listener on %s: %s", b->rank,
                    b->ifc.name, b->ring_listen.listener.sock.err);
   snprintf(what, sizeof(what), "rank %d p2p listener", b->rank);
   if (mc_boot_acceptor_open(&b->p2p_listen, &local, b->magic, MC_SOCK_TYPE_BOOTSTRAP, b->key,
-                            LISTEN_MAX_PENDING, MAX_UNEXPECTED, what) != ncclSuccess)
+                            mc_boot_max_pending(), MAX_UNEXPECTED, what) != ncclSuccess)
     return MC_FAIL(ncclSystemError, "Bootstrap: rank %d: p2p listener on %s: %s", b->rank,
                    b->ifc.name, b->p2p_listen.listener.sock.err);
   return ncclSuccess;

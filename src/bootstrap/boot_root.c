@@ -47,8 +47,6 @@
 #define ROOT_TICK_MS        10
 #define ROOT_MSG_WAIT_MS    2000 /* sending a notice to a rank */
 #define ROOT_REG_WINDOW_MS  5000 /* an authenticated connection has this long to register */
-#define ROOT_MAX_PENDING    1024 /* unauthenticated connections (fewer under a low fd limit) */
-#define ROOT_MIN_PENDING    16
 #define ROOT_MAX_UNREG      4096 /* authenticated connections that did not register yet */
 #define ROOT_MAX_READY      64   /* authenticated, not yet moved to the unregistered ones */
 #define ROOT_PORT_BUSY_MS   1000 /* how long rank 0 waits for a stale root of its own to go */
@@ -803,19 +801,6 @@ static void *root_main(void *arg)
   return NULL;
 }
 
-/* Pending connections the root keeps: ROOT_MAX_PENDING, or fewer when the
- * fd limit is low (the process hosting the root is a rank that needs fds
- * of its own). Lifts the soft fd limit to the hard one first, as NCCL's
- * root does: it holds one connection per rank. */
-static int root_max_pending(void)
-{
-  uint64_t n = mc_boot_fd_limit_raise() / 8;
-
-  if (n < ROOT_MIN_PENDING)
-    return ROOT_MIN_PENDING;
-  return (n > ROOT_MAX_PENDING) ? ROOT_MAX_PENDING : (int)n;
-}
-
 /* Starts a root listening on addr (port 0: ephemeral) and records it. With
  * busy_err, a port in use is not an error to report: ncclInvalidUsage is
  * returned silently with the reason in busy_err. */
@@ -836,7 +821,7 @@ static ncclResult_t root_start(const union mc_sockaddr *addr, uint64_t magic,
     return res;
   }
   mc_boot_auth_key(secret, key);
-  res = mc_boot_acceptor_open(&r->acc, addr, magic, MC_SOCK_TYPE_ROOT, key, root_max_pending(),
+  res = mc_boot_acceptor_open(&r->acc, addr, magic, MC_SOCK_TYPE_ROOT, key, mc_boot_max_pending(),
                               ROOT_MAX_READY, "bootstrap root");
   mc_crypto_wipe(key, sizeof(key));
   if ((res == ncclInvalidUsage) && (busy_err != NULL)) {

@@ -279,6 +279,15 @@ void mc_boot_sock_liveness(struct mc_sock *s);
  * it exchanges messages with (the first rank of a tree gather, every other).
  * Returns the soft limit then (0 when it cannot be read). */
 uint64_t mc_boot_fd_limit_raise(void);
+/* Connections a listener that every rank of a job may dial at once (the
+ * root's, a rank's p2p listener) lets authenticate together: 1024, or fewer
+ * when the fd limit is low (the process is a rank that needs fds of its
+ * own). Lifts the soft fd limit first (mc_boot_fd_limit_raise). With fewer
+ * than the ranks that dial at once (the first rank of a tree gather on a
+ * loaded host), the listener evicts connections whose dialer has not yet
+ * been scheduled to authenticate, and each evicted dialer pauses and dials
+ * again. */
+int mc_boot_max_pending(void);
 /* Waits for the next authenticated connection (the wait's deadline, abort
  * flag and check), moving the others on meanwhile; for an acceptor that
  * only this thread uses. On failure the listener's sock.err and sock.end

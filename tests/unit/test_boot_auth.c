@@ -1015,6 +1015,8 @@ static void fd_limit_child(void)
   double wall;
 
   MC_T_EQ_INT(setrlimit(RLIMIT_NOFILE, &rl), 0);
+  /* the root's and every rank's p2p listener keep an eighth of the fds */
+  MC_T_EQ_INT(mc_boot_max_pending(), 32);
   setup();
   log_start();
   fds0 = mc_count_fds();
@@ -1073,6 +1075,23 @@ static void fd_limit_child(void)
 static void out_of_fds_at_the_root(void)
 {
   mc_t_run_in_child(fd_limit_child);
+}
+
+/* A listener that every rank of a job may dial at once (the root's, a
+ * rank's p2p listener: the first rank of a tree gather) lets 1024 connections
+ * authenticate together, or an eighth of the fd limit when that is lower:
+ * with 64, a loaded host of 256 ranks had the dialers that were not yet
+ * scheduled evicted and dialing again. */
+static void listeners_keep_a_job_of_dialers(void)
+{
+  struct rlimit rl;
+  rlim_t eighth;
+
+  setup();
+  (void)mc_boot_fd_limit_raise();
+  MC_T_EQ_INT(getrlimit(RLIMIT_NOFILE, &rl), 0);
+  eighth = rl.rlim_cur / 8;
+  MC_T_EQ_INT(mc_boot_max_pending(), (eighth > 1024) ? 1024 : (eighth < 16) ? 16 : (int)eighth);
 }
 
 /* Reads one framed control message into *m; false unless it is one. */
@@ -1177,4 +1196,4 @@ MC_T_MAIN(comm_id_secrets, strangers_cannot_register_or_fail_the_job,
           half_messages_do_not_stall_the_root, flood_of_silent_connections_is_evicted,
           squatted_comm_id_port_fails_at_once, rank_with_another_secret_fails_at_once,
           net_secret_depends_on_the_bootstrap_secret, out_of_fds_at_the_root,
-          table_goes_out_as_each_rank_reads)
+          table_goes_out_as_each_rank_reads, listeners_keep_a_job_of_dialers)
