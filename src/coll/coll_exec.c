@@ -68,10 +68,6 @@ const char *mc_coll_name(enum mc_coll_kind kind)
 
 /* ------------------------------------------------------------ primitives */
 
-#if defined(__x86_64__)
-#include <emmintrin.h>
-#endif
-
 #define NT_MIN_OP_BYTES (1u << 20) /* out-of-place operations from this size */
 
 /* The last copy of received data into an out-of-place output that is not in
@@ -80,24 +76,40 @@ const char *mc_coll_name(enum mc_coll_kind kind)
  * In place the lines are cached already, and there it costs: memcpy then. */
 static void copy_out(void *dst, const void *src, size_t bytes, bool stream)
 {
-#if defined(__x86_64__)
-  if (stream && (bytes >= 65536) && (((uintptr_t)dst & 15) == 0)) {
-    __m128i *d = dst;
-    const char *s = src;
-    size_t n = bytes / 16;
-    for (size_t i = 0; i < n; i++) {
-      __m128i v;
-      memcpy(&v, s + 16 * i, 16);
-      _mm_stream_si128(d + i, v);
-    }
-    memcpy((char *)dst + n * 16, s + n * 16, bytes - n * 16);
-    _mm_sfence();
+  if (stream && (bytes >= 65536))
+    mc_copy_stream(dst, src, bytes);
+  else
+    memcpy(dst, src, bytes);
+}
+
+#define FUSE_BLOCK 32768 /* bytes per block of a fused pass (fits in L1) */
+
+/* The next slot of sc = reduce(a, b) (a NULL: b with flags applied). When
+ * the connection streams its slot writes, through an L1 block: the
+ * reduction kernels write with plain stores. */
+static void reduce_to_slot(struct mc_conn *sc, const struct mc_redop *op, const char *a,
+                           const char *b, size_t n, size_t esize, unsigned flags)
+{
+  char *slot = mc_conn_send_slot(sc);
+  size_t per = FUSE_BLOCK / esize;
+  _Alignas(64) char block[FUSE_BLOCK];
+
+  if (!sc->stream.on) {
+    mc_reduce(op, slot, a, b, n, flags);
     return;
   }
-#else
-  (void)stream;
-#endif
-  memcpy(dst, src, bytes);
+  if ((a == NULL) && (flags == 0)) {
+    mc_conn_slot_copy(sc, slot, b, n * esize);
+    return;
+  }
+  if (per == 0)
+    per = 1;
+  for (size_t i = 0; i < n; i += per) {
+    size_t m = (n - i < per) ? n - i : per;
+    size_t off = i * esize;
+    mc_reduce(op, block, (a != NULL) ? a + off : NULL, b + off, m, flags);
+    mc_conn_slot_copy(sc, slot + off, block, m * esize);
+  }
 }
 
 /* Publishes bytes at src (stable until the op ends when stable) to the next rank. */
@@ -113,18 +125,16 @@ static void send_data(struct mc_conn *sc, const struct mc_redop *op, const char 
     return;
   }
   if (pre != 0)
-    mc_reduce(op, mc_conn_send_slot(sc), NULL, src, n, pre);
+    reduce_to_slot(sc, op, NULL, src, n, bytes / n, pre);
   else
-    memcpy(mc_conn_send_slot(sc), src, bytes);
+    mc_conn_slot_copy(sc, mc_conn_send_slot(sc), src, bytes);
   mc_conn_send_commit(sc, NULL, bytes);
 }
 
-#define FUSE_BLOCK 32768 /* bytes per block of a fused pass (fits in L1) */
-
 /* dst1 = dst2 = reduce(a, b) (a NULL: copy of b), block by block, so that the
  * second write reads from L1 instead of memory. */
-static void reduce2(const struct mc_redop *op, char *dst1, char *dst2, const char *a, const char *b,
-                    size_t n, size_t esize, unsigned flags)
+static void reduce2(const struct mc_conn *sc, const struct mc_redop *op, char *dst1, char *dst2,
+                    const char *a, const char *b, size_t n, size_t esize, unsigned flags)
 {
   size_t per = FUSE_BLOCK / esize;
 
@@ -139,7 +149,7 @@ static void reduce2(const struct mc_redop *op, char *dst1, char *dst2, const cha
     } else {
       mc_reduce(op, dst1 + off, (a != NULL) ? a + off : NULL, b + off, m, flags);
     }
-    memcpy(dst2 + off, dst1 + off, m * esize);
+    mc_conn_slot_copy(sc, dst2 + off, dst1 + off, m * esize);
   }
 }
 
@@ -188,7 +198,7 @@ static int prim_run_one(struct mc_task *t, const struct mc_prim *p, ncclResult_t
       return -1;
     }
   }
-  if (mc_prim_sends(p->kind) && !mc_conn_send_ready(sc))
+  if (mc_prim_sends(p->kind) && !mc_conn_send_ready_sampled(sc))
     return 0;
   if (mc_prim_sends(p->kind))
     stage_sig(t, &sc, 1);
@@ -219,12 +229,12 @@ static int prim_run_one(struct mc_task *t, const struct mc_prim *p, ncclResult_t
         memcpy(out, src, bytes);
       mc_conn_send_commit(sc, out, bytes);
     } else {
-      reduce2(&op->redop, out, mc_conn_send_slot(sc), NULL, src, p->n, op->esize, 0);
+      reduce2(sc, &op->redop, out, mc_conn_send_slot(sc), NULL, src, p->n, op->esize, 0);
       mc_conn_send_commit(sc, NULL, bytes);
     }
     break;
   case MC_PRIM_RECV_REDUCE_SEND:
-    mc_reduce(&op->redop, mc_conn_send_slot(sc), src, in, p->n, pre);
+    reduce_to_slot(sc, &op->redop, src, in, p->n, op->esize, pre);
     mc_conn_send_commit(sc, NULL, bytes);
     break;
   case MC_PRIM_RECV_REDUCE_COPY_SEND:
@@ -232,7 +242,7 @@ static int prim_run_one(struct mc_task *t, const struct mc_prim *p, ncclResult_t
       mc_reduce(&op->redop, out, src, in, p->n, pre | MC_REDUCE_POST);
       mc_conn_send_commit(sc, out, bytes);
     } else {
-      reduce2(&op->redop, out, mc_conn_send_slot(sc), src, in, p->n, op->esize,
+      reduce2(sc, &op->redop, out, mc_conn_send_slot(sc), src, in, p->n, op->esize,
               pre | MC_REDUCE_POST);
       mc_conn_send_commit(sc, NULL, bytes);
     }
@@ -255,7 +265,7 @@ static void send_out_all(struct mc_task *t, const char *out, size_t bytes)
     if (sc->can_send_ptr) {
       mc_conn_send_commit(sc, out, bytes);
     } else {
-      memcpy(mc_conn_send_slot(sc), out, bytes);
+      mc_conn_slot_copy(sc, mc_conn_send_slot(sc), out, bytes);
       mc_conn_send_commit(sc, NULL, bytes);
     }
   }
@@ -280,7 +290,7 @@ static int prim_run_multi(struct mc_task *t, const struct mc_prim *p, ncclResult
     if (!mc_conn_recv_ready(t->recv[i]))
       return 0;
   for (int i = 0; i < n_send; i++)
-    if (!mc_conn_send_ready(t->send[i]))
+    if (!mc_conn_send_ready_sampled(t->send[i]))
       return 0;
   for (int i = 0; i < n_recv; i++) {
     size_t got = 0;
@@ -299,8 +309,8 @@ static int prim_run_multi(struct mc_task *t, const struct mc_prim *p, ncclResult
     if ((p->kind == MC_PRIM_COPY_SEND) && (out != in))
       memcpy(out, in, bytes);
     for (int i = 0; i < n_send; i++) {
-      mc_reduce(&op->redop, mc_conn_send_slot(t->send[i]), NULL, in, p->n,
-                (p->kind == MC_PRIM_SEND) ? pre : 0);
+      reduce_to_slot(t->send[i], &op->redop, NULL, in, p->n, op->esize,
+                     (p->kind == MC_PRIM_SEND) ? pre : 0);
       mc_conn_send_commit(t->send[i], NULL, bytes);
     }
     break;

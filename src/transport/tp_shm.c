@@ -161,6 +161,7 @@ static ncclResult_t shm_send_setup(struct mc_tp_comm *tc, struct mc_conn_req *q,
   c->ctrl = c->map;
   c->slots = (char *)c->map + mc_tp_ctrl_bytes();
   c->slot_bytes = (c->map_bytes - mc_tp_ctrl_bytes()) / MC_STEPS;
+  mc_conn_stream_init(c);
   return ncclSuccess;
 }
 
@@ -173,7 +174,14 @@ static ncclResult_t shm_recv_connect(struct mc_conn_req *q, const struct mc_blob
 
 static void shm_free(struct mc_conn *c)
 {
-  (void)c; /* the mapping: mc_conn_free */
+  /* the mapping: mc_conn_free */
+  if (c->is_send && (c->stream.n_timed > 0))
+    MC_INFO(MC_SUB_SHM,
+            "SHM: send to rank %d channel %d: %llu transfers timed, streaming %s "
+            "(%d of the last 16 slower than %d ns), %llu switches",
+            c->peer, c->channel, (unsigned long long)c->stream.n_timed, c->stream.on ? "on" : "off",
+            __builtin_popcount(c->stream.hist), (int)mc_param_int(MC_P_SHM_STREAM_NS),
+            (unsigned long long)c->stream.n_switch);
 }
 
 static const char *shm_how(const struct mc_tp_comm *tc, const struct mc_conn *c)

@@ -73,6 +73,24 @@ struct mc_proxy;
 struct mc_net_conn;
 struct mc_transport;
 
+/* Sender over SHM: whether slot writes stream past the caches
+ * (tp_stream.c). A line the receiver reads while it is dirty in the
+ * sender's cache crosses between the cores; a streamed line comes from
+ * memory. Which is faster depends on how far apart the two cores are, which
+ * a VM's placement may change from one second to the next, so in "auto" the
+ * sender times its loads of the receiver's head counter that see it move
+ * (each a transfer of a line between the two cores) and streams while most
+ * of the last 16 took longer than MESHCCL_SHM_STREAM_NS. */
+struct mc_conn_stream {
+  int8_t mode;          /* MESHCCL_SHM_STREAM: -1 auto, 0 never, 1 always */
+  bool on;              /* slot writes stream now */
+  uint16_t hist;        /* the last 16 timed transfers, bit set: slower than the bound */
+  uint64_t seen_head;   /* head at the last timed load */
+  uint64_t bound_ticks; /* MESHCCL_SHM_STREAM_NS in TSC ticks (0 until calibrated) */
+  uint64_t n_timed;     /* transfers timed (for the log) */
+  uint64_t n_switch;    /* changes of `on` (for the log) */
+};
+
 struct mc_conn {
   enum mc_topo_transport kind;
   const struct mc_transport *tp; /* the table that set it up */
@@ -88,9 +106,10 @@ struct mc_conn {
   struct mc_conn_ctrl *ctrl;
   char *slots; /* MC_STEPS * slot_bytes (an address in the sender if remote_read) */
   size_t slot_bytes;
-  uint64_t step;     /* this side's next step */
-  uint64_t ptr_step; /* sender: 1 + last step that published a pointer */
-  uint32_t hdr_next; /* sender: a header is staged for the next commit (its bytes) */
+  uint64_t step;                /* this side's next step */
+  uint64_t ptr_step;            /* sender: 1 + last step that published a pointer */
+  uint32_t hdr_next;            /* sender: a header is staged for the next commit (its bytes) */
+  struct mc_conn_stream stream; /* sender over SHM (mode 0 elsewhere) */
   /* owned resources */
   void *map; /* shm mapping */
   size_t map_bytes;
@@ -147,6 +166,37 @@ static inline bool mc_conn_send_ready(const struct mc_conn *c)
 {
   return __atomic_load_n(&c->ctrl->head, __ATOMIC_ACQUIRE) + MC_STEPS > c->step;
 }
+
+/* Sender: mc_conn_send_ready, timing the load of head on every 8th step of
+ * a connection whose stream mode is auto (tp_stream.c); every load records
+ * the value it saw, so that a timed one that sees a new value is the
+ * transfer of the line from the receiver's core. */
+bool mc_conn_send_ready_timed(struct mc_conn *c);
+
+static inline bool mc_conn_send_ready_sampled(struct mc_conn *c)
+{
+  uint64_t head;
+
+  if (c->stream.mode >= 0)
+    return mc_conn_send_ready(c);
+  if ((c->step & 7) == 0)
+    return mc_conn_send_ready_timed(c);
+  /* a timed load counts only when it is the first to see a new value */
+  head = __atomic_load_n(&c->ctrl->head, __ATOMIC_ACQUIRE);
+  c->stream.seen_head = head;
+  return head + MC_STEPS > c->step;
+}
+
+/* Sender over SHM: one timed transfer, slower than the bound or not; `on`
+ * follows the majority of the last 16 (8 slow of 16 turn it on). */
+void mc_conn_stream_note(struct mc_conn_stream *st, bool slow);
+/* Sender over SHM: its stream settings from MESHCCL_SHM_STREAM(_NS). */
+void mc_conn_stream_init(struct mc_conn *c);
+/* dst = src with streaming stores (x86-64, dst 16-byte aligned; else memcpy),
+ * fenced: the lines are in memory, not in this core's cache. */
+void mc_copy_stream(void *dst, const void *src, size_t bytes);
+/* Sender: copies bytes into a slot, streamed when the connection says so. */
+void mc_conn_slot_copy(const struct mc_conn *c, void *slot, const void *src, size_t bytes);
 
 static inline void *mc_conn_send_slot(const struct mc_conn *c)
 {

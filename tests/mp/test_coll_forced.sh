@@ -39,6 +39,17 @@ done
 NCCL_ALGO=Tree NCCL_MIN_NCHANNELS=2 NCCL_P2P_DISABLE=1 run_case \
   "NCCL_ALGO=Tree, both trees (2 channels), SHM, 5 processes" 120 "$RUN" -n 5 "$T/mp_coll" \
   --colls allreduce --types int32,int64,float --sizes 1,7,4099,262147
+# Streamed slot writes (MESHCCL_SHM_STREAM=1; auto picks them on far cores):
+# plain copies, reductions into the slot through an L1 block (3 ranks and
+# more), premulsum's first multiply, a tree node sending to two children.
+for n in 2 3; do
+  MESHCCL_SHM_STREAM=1 NCCL_P2P_DISABLE=1 run_case \
+    "MESHCCL_SHM_STREAM=1, SHM, $n processes, every collective" 120 "$RUN" -n $n "$T/mp_coll" \
+    --types int8,half,float --sizes 7,262147,1048583
+done
+MESHCCL_SHM_STREAM=1 NCCL_ALGO=Tree NCCL_MIN_NCHANNELS=2 NCCL_P2P_DISABLE=1 run_case \
+  "MESHCCL_SHM_STREAM=1, NCCL_ALGO=Tree, SHM, 5 processes" 120 "$RUN" -n 5 "$T/mp_coll" \
+  --colls allreduce,broadcast --types int32,float --sizes 7,262147
 NCCL_ALGO=Tree NCCL_P2P_DISABLE=1 NCCL_SHM_DISABLE=1 run_case "NCCL_ALGO=Tree, NET, 4 processes" \
   120 "$RUN" -n 4 "$T/mp_coll" --colls allreduce --types uint8,int32 --sizes 1,4099,262147
 MESHCCL_P2P_CMA=1 NCCL_ALGO=Tree NCCL_MIN_NCHANNELS=3 run_case \
