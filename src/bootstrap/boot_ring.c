@@ -45,6 +45,7 @@ _Static_assert(sizeof(union mc_sockaddr) == 28, "NCCL's ncclSocketAddress size")
 #define OUT_CONNS_MAX        64 /* message connections a rank keeps open to its peers */
 #define RING_MAX_PENDING     64 /* connections authenticating at the ring listener */
 #define ACCEPT_TICK_MS       10
+#define WAIT_TICK_MAX_MS     80  /* p2p_wait's tick after quiet ticks (10, 20, 40, 80) */
 #define SERVICE_IDLE_MS      100 /* the listener service's sleep while a connection may expire */
 /* With several roots, a rank that cannot reach a root gives up this long
  * before init's deadline, so that its notice crosses to the other groups
@@ -1399,7 +1400,7 @@ static ncclResult_t p2p_wait(struct mc_boot *b, const struct p2p_want *wt)
   w = boot_wait(b);
   mc_sock_init(&waiter);
   waiter.addr = b->p2p_listen.listener.sock.addr;
-  for (;;) {
+  for (int tick = ACCEPT_TICK_MS;;) {
     int n;
 
     MC_CHECK(in_conns_take(b));
@@ -1411,7 +1412,10 @@ static ncclResult_t p2p_wait(struct mc_boot *b, const struct p2p_want *wt)
       b->in_pfd[i + 1].events = POLLIN;
       b->in_pfd[i + 1].revents = 0;
     }
-    n = poll(b->in_pfd, (nfds_t)b->n_in + 1, mc_deadline_left_ms(w.dl, ACCEPT_TICK_MS));
+    n = poll(b->in_pfd, (nfds_t)b->n_in + 1, mc_deadline_left_ms(w.dl, tick));
+    /* A quiet wait looks less often (the abort flag, the root's link). */
+    tick =
+        (n != 0) ? ACCEPT_TICK_MS : ((2 * tick > WAIT_TICK_MAX_MS) ? WAIT_TICK_MAX_MS : 2 * tick);
     /* Highest first: a removal moves the last connection into the hole. */
     for (int i = b->n_in - 1; (n > 0) && (i >= 0); i--) {
       int st;
