@@ -42,11 +42,12 @@ NCCL_ALGO=Tree NCCL_MIN_NCHANNELS=2 NCCL_P2P_DISABLE=1 run_case \
 # Streamed slot writes (MESHCCL_SHM_STREAM=1; auto picks them on far cores):
 # plain copies, reductions into the slot through an L1 block (3 ranks and
 # more), premulsum's first multiply, a tree node sending to two children.
-for n in 2 3; do
-  MESHCCL_SHM_STREAM=1 NCCL_P2P_DISABLE=1 run_case \
-    "MESHCCL_SHM_STREAM=1, SHM, $n processes, every collective" 120 "$RUN" -n $n "$T/mp_coll" \
-    --types int8,half,float --sizes 7,262147,1048583
-done
+MESHCCL_SHM_STREAM=1 NCCL_P2P_DISABLE=1 run_case \
+  "MESHCCL_SHM_STREAM=1, SHM, 2 processes, every collective" 120 "$RUN" -n 2 "$T/mp_coll" \
+  --types int8,float --sizes 7,1048583
+MESHCCL_SHM_STREAM=1 NCCL_P2P_DISABLE=1 run_case \
+  "MESHCCL_SHM_STREAM=1, SHM, 3 processes, the reductions" 120 "$RUN" -n 3 "$T/mp_coll" \
+  --colls allreduce,reduce,reducescatter --types half,float --ops sum,avg,max --sizes 7,262147,1048583
 MESHCCL_SHM_STREAM=1 NCCL_ALGO=Tree NCCL_MIN_NCHANNELS=2 NCCL_P2P_DISABLE=1 run_case \
   "MESHCCL_SHM_STREAM=1, NCCL_ALGO=Tree, SHM, 5 processes" 120 "$RUN" -n 5 "$T/mp_coll" \
   --colls allreduce,broadcast --types int32,float --sizes 7,262147
