@@ -30,7 +30,7 @@ static void setup(void)
 static void stream_copy_is_exact(void)
 {
   static unsigned char src[BUF_BYTES + 64];
-  static unsigned char dst[BUF_BYTES + 64];
+  static unsigned char dst[BUF_BYTES + 16 + 64];
   static const size_t big[] = {1024, 4096, 4099, 65536, 65541, BUF_BYTES};
 
   for (size_t i = 0; i < sizeof(src); i++)
@@ -39,13 +39,14 @@ static void stream_copy_is_exact(void)
     for (size_t s = 0; s < 16; s += 5) {
       for (size_t len = 0; len < 300 + sizeof(big) / sizeof(big[0]); len++) {
         size_t bytes = (len < 300) ? len : big[len - 300];
-        memset(dst, 0xa5, sizeof(dst));
+        size_t end = d + bytes + 64; /* the guard checked past the copy */
+        memset(dst, 0xa5, end);
         mc_copy_stream(dst + d, src + s, bytes);
         if (memcmp(dst + d, src + s, bytes) != 0)
           MC_T_FAIL("dst+%zu src+%zu: %zu bytes differ", d, s, bytes);
         for (size_t k = 0; k < d; k++)
           MC_T_EQ_INT(dst[k], 0xa5);
-        for (size_t k = d + bytes; k < sizeof(dst); k++)
+        for (size_t k = d + bytes; k < end; k++)
           if (dst[k] != 0xa5)
             MC_T_FAIL("dst+%zu, %zu bytes: byte %zu past the end written", d, bytes, k);
       }
