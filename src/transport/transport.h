@@ -85,7 +85,7 @@ struct mc_conn_stream {
   int8_t mode;          /* MESHCCL_SHM_STREAM: -1 auto, 0 never, 1 always */
   bool on;              /* slot writes stream now */
   uint16_t hist;        /* the last 16 timed transfers, bit set: slower than the bound */
-  uint64_t seen_head;   /* head at the last timed load */
+  uint64_t seen_head;   /* head as the last load saw it (timed or not) */
   uint64_t bound_ticks; /* MESHCCL_SHM_STREAM_NS in TSC ticks (0 until calibrated) */
   uint64_t n_timed;     /* transfers timed (for the log) */
   uint64_t n_switch;    /* changes of `on` (for the log) */
