@@ -15,6 +15,8 @@
 # Usage: bench/bw_distribution.sh [build-dir] [collective] [min-bytes] [max-bytes]
 #   RUNS=20 RANKS="2 4" PERF_FLAGS="-w 5 -n 20" (extra flags for both tools)
 #   MC_ENV="VAR=value ..." (environment for meshccl's runs only, e.g. to compare settings)
+#   MC_FLAGS="..." (meshccl-perf flags for meshccl's runs only, e.g. "-R 2": buffers in
+#   symmetric windows, the symmetric all-reduce)
 set -euo pipefail
 build=${1:-build}
 coll=${2:-all_reduce}
@@ -52,7 +54,7 @@ for n in $ranks; do
         >> "$tmp/probe.$n"
     fi
     # shellcheck disable=SC2086 # flags and MC_ENV are meant to split
-    env ${MC_ENV:-} "$run" -n "$n" "$perf" "$coll" -b "$min" -e "$max" -f 4 $flags \
+    env ${MC_ENV:-} "$run" -n "$n" "$perf" "$coll" -b "$min" -e "$max" -f 4 $flags ${MC_FLAGS:-} \
       > "$tmp/out" 2> "$tmp/err" || { echo "bw_distribution: meshccl-perf -n $n failed:" >&2; cat "$tmp/err" >&2; exit 1; }
     rows < "$tmp/out" >> "$tmp/mc.$n"
     # shellcheck disable=SC2086

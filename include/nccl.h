@@ -200,12 +200,13 @@ typedef enum { ncclScalarDevice = 0, ncclScalarHostImmediate = 1 } ncclScalarRes
 
 /**
  * Allocates size bytes of page-aligned host memory (rounded up to whole
- * pages) for buffers that are registered or used in windows. ptr NULL or
- * size 0: ncclInvalidArgument.
+ * pages) for buffers that are registered or used in windows: a memfd mapped
+ * shared, which the other ranks on this host can map (symmetric windows).
+ * ptr NULL or size 0: ncclInvalidArgument.
  */
 ncclResult_t ncclMemAlloc(void **ptr, size_t size);
 ncclResult_t pncclMemAlloc(void **ptr, size_t size);
-/** Frees memory from ncclMemAlloc; NULL is a no-op. */
+/** Frees memory from ncclMemAlloc (its start; else ncclInvalidArgument); NULL is a no-op. */
 ncclResult_t ncclMemFree(void *ptr);
 ncclResult_t pncclMemFree(void *ptr);
 
@@ -367,7 +368,10 @@ ncclResult_t pncclCommMemStats(ncclComm_t comm, ncclCommMemStat_t stat, uint64_t
 /**
  * Registers [buff, buff + size) as a window of comm (winFlags: NCCL_WIN_*).
  * With NCCL_WIN_COLL_SYMMETRIC, buff must be NCCL_WIN_REQUIRED_ALIGNMENT
- * aligned. On hosts the window records buff, size and flags (a local call).
+ * aligned and the window within one ncclMemAlloc allocation; an all-reduce
+ * whose buffers are in such windows on every rank of a one-host communicator
+ * reads its peers' buffers directly (MESHCCL_SYMMETRIC). On hosts the window
+ * records buff, size and flags (a local call).
  */
 ncclResult_t ncclCommWindowRegister(ncclComm_t comm, void *buff, size_t size, ncclWindow_t *win,
                                     int winFlags);

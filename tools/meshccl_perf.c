@@ -61,6 +61,8 @@ struct bench {
   double mem_coll;
   void *send;
   void *recv;
+  void *reg[2];        /* -R 1: ncclCommRegister handles of send, recv */
+  ncclWindow_t win[2]; /* -R 2: their NCCL_WIN_COLL_SYMMETRIC windows */
   void *expected;
   void *scratch; /* 8 bytes: timing and error reductions, barriers */
   size_t buf_bytes;
@@ -567,9 +569,12 @@ static void print_header(struct bench *b, int argc, char **argv)
   if (b->o.cudagraph != 0)
     out(b, "# -G/--cudagraph %d ignored: host-memory collectives have no CUDA graphs\n",
         b->o.cudagraph);
-  if (b->o.local_register != 0)
-    out(b, "# -R/--local_register %d ignored: host buffers need no registration\n",
-        b->o.local_register);
+  if (b->o.local_register == 1)
+    out(b, "# -R/--local_register 1: buffers from ncclMemAlloc, registered (ncclCommRegister; "
+           "nothing to pin on host memory: the collectives run as without)\n");
+  else if (b->o.local_register == 2)
+    out(b, "# -R/--local_register 2: buffers from ncclMemAlloc in NCCL_WIN_COLL_SYMMETRIC "
+           "windows (all-reduce on one host reads its peers' buffers: Symmetric)\n");
   if (b->o.cta_policy >= 0)
     out(b, "# -x/--cta_policy %d ignored: host-memory collectives run no CTAs\n", b->o.cta_policy);
   if (b->o.device_impl != 0)
@@ -668,6 +673,55 @@ static ncclResult_t split_world(struct bench *b, const char *split, const char *
   return ncclSuccess;
 }
 
+/* The send and receive buffers: aligned host memory, or with -R 1 / -R 2
+ * (nccl-tests' local and symmetric registration) ncclMemAlloc memory
+ * registered with the collectives' communicator: ncclCommRegister handles,
+ * or NCCL_WIN_COLL_SYMMETRIC windows. NULL buffers: out of memory. */
+static ncclResult_t buffers_alloc(struct bench *b)
+{
+  void **bufs[2] = {&b->send, &b->recv};
+
+  if (b->o.local_register == 0) {
+    for (int i = 0; i < 2; i++)
+      if (posix_memalign(bufs[i], BUF_ALIGN, b->buf_bytes) != 0)
+        *bufs[i] = NULL;
+    return ncclSuccess;
+  }
+  for (int i = 0; i < 2; i++) {
+    PERF_CHECK(b, "ncclMemAlloc", ncclMemAlloc(bufs[i], b->buf_bytes));
+    if (b->o.local_register == 1)
+      PERF_CHECK(b, "ncclCommRegister",
+                 ncclCommRegister(b->comm, *bufs[i], b->buf_bytes, &b->reg[i]));
+    else
+      PERF_CHECK(b, "ncclCommWindowRegister",
+                 ncclCommWindowRegister(b->comm, *bufs[i], b->buf_bytes, &b->win[i],
+                                        NCCL_WIN_COLL_SYMMETRIC));
+  }
+  return ncclSuccess;
+}
+
+static void buffers_free(struct bench *b)
+{
+  void **bufs[2] = {&b->send, &b->recv};
+
+  for (int i = 0; i < 2; i++) {
+    if (b->o.local_register == 0) {
+      free(*bufs[i]);
+    } else {
+      /* Errors ignored: the communicator frees what is left registered. */
+      if (b->reg[i] != NULL)
+        (void)ncclCommDeregister(b->comm, b->reg[i]);
+      if (b->win[i] != NULL)
+        (void)ncclCommWindowDeregister(b->comm, b->win[i]);
+      if (*bufs[i] != NULL)
+        (void)ncclMemFree(*bufs[i]);
+    }
+    b->reg[i] = NULL;
+    b->win[i] = NULL;
+    *bufs[i] = NULL;
+  }
+}
+
 static ncclResult_t bench_setup(struct bench *b, const char *split, const char *mask)
 {
   int device = 0;
@@ -689,8 +743,8 @@ static ncclResult_t bench_setup(struct bench *b, const char *split, const char *
   /* nccl-tests' buffers: maxBytes each for send and receive, expected as large; the extra
    * page holds -u's skew (at most 511 elements of 8 bytes). */
   b->buf_bytes = b->o.max_bytes + BUF_ALIGN;
-  if ((posix_memalign(&b->send, BUF_ALIGN, b->buf_bytes) != 0) ||
-      (posix_memalign(&b->recv, BUF_ALIGN, b->buf_bytes) != 0) ||
+  MC_PERF_TRY(buffers_alloc(b));
+  if ((b->send == NULL) || (b->recv == NULL) ||
       (posix_memalign(&b->expected, BUF_ALIGN, b->buf_bytes) != 0) ||
       (posix_memalign(&b->scratch, BUF_ALIGN, sizeof(double)) != 0)) {
     fprintf(stderr, "meshccl-perf: rank %d: cannot allocate 3 x %zu bytes; lower -e/--maxbytes\n",
@@ -709,8 +763,7 @@ static void bench_cleanup(struct bench *b, bool failed)
 {
   ncclResult_t res;
 
-  free(b->send);
-  free(b->recv);
+  buffers_free(b);
   free(b->expected);
   free(b->scratch);
   free(b->colors);

@@ -209,8 +209,9 @@ ncclResult_t mc_coll_plan_add(struct mc_coll_plan *pl, const struct mc_task *t);
 enum mc_coll_algo {
   MC_ALGO_TREE = 0,
   MC_ALGO_RING = 1,
-  MC_ALGO_ONESHOT = 7, /* meshccl's small single-host all-reduce */
-  MC_ALGO_P2P = 8      /* send/recv (NCCL runs them outside the algorithm choice) */
+  MC_ALGO_ONESHOT = 7,  /* meshccl's small single-host all-reduce */
+  MC_ALGO_P2P = 8,      /* send/recv (NCCL runs them outside the algorithm choice) */
+  MC_ALGO_SYMMETRIC = 9 /* meshccl's all-reduce on symmetric windows (coll_sym.c) */
 };
 #define MC_PROTO_SIMPLE 2 /* NCCL_PROTO_SIMPLE: the only protocol here */
 
@@ -243,6 +244,7 @@ extern const struct mc_coll_algo_ops mc_coll_ring_ops;
 extern const struct mc_coll_algo_ops mc_coll_tree_ops;
 extern const struct mc_coll_algo_ops mc_coll_oneshot_ops;
 extern const struct mc_coll_algo_ops mc_coll_p2p_ops;
+extern const struct mc_coll_algo_ops mc_coll_sym_ops;
 
 /* The executor's view of a connection's health for t (coll_exec.c): a
  * failure posted on it, or its peer's process gone (ncclRemoteError); a
@@ -264,6 +266,11 @@ ncclResult_t mc_coll_algo_choose(struct mc_op *op);
  * connections made, what slot size do they take. */
 size_t mc_coll_oneshot_slot_bytes(void);
 bool mc_coll_oneshot_connected(const struct ncclComm *comm);
+/* For the algorithms on the one-shot connections (one-shot, symmetric):
+ * announces steps receive steps from every peer (NET connections), and the
+ * executor's health check of those connections. */
+void mc_coll_os_expect(struct mc_task *t, uint64_t steps);
+ncclResult_t mc_coll_os_health(const struct mc_task *t);
 
 /* Elements per step on comm's ring connections. */
 size_t mc_coll_chunk_elems(const struct ncclComm *comm, size_t esize);

@@ -172,6 +172,9 @@ ncclResult_t mc_coll_algo_choose(struct mc_op *op)
   if (((allowed >> MC_ALGO_ONESHOT) & 1u) && mc_coll_oneshot_ops.supports(op)) {
     algo = &mc_coll_oneshot_ops;
     why = "small all-reduce on one host";
+  } else if (((allowed >> MC_ALGO_SYMMETRIC) & 1u) && mc_coll_sym_ops.supports(op)) {
+    algo = &mc_coll_sym_ops;
+    why = "both buffers in symmetric windows, one host";
   }
   /* The model's fastest of the algorithms allowed (NCCL's scan: Tree, then Ring, strict <). */
   for (size_t i = 0; (algo == NULL) && (i < sizeof(modelled) / sizeof(modelled[0])); i++) {

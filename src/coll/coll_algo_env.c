@@ -35,6 +35,7 @@ static const struct name_bit algo_names[] = {
     {"NVLSTree", 5},
     {"PAT", 6},
     {"OneShot", MC_ALGO_ONESHOT},
+    {"Symmetric", MC_ALGO_SYMMETRIC},
 };
 
 static const struct name_bit proto_names[] = {{"LL", 0}, {"LL128", 1}, {"Simple", 2}};

@@ -248,7 +248,8 @@ void mc_coll_notices_send(const struct mc_coll_plan *pl, struct ncclComm *comm,
 
 /* ------------------------------------------------------ stray steps */
 
-/* Does a task of pl receive from c (one-shot tasks: from their peers' own connections)? */
+/* Does a task of pl receive from c (one-shot and symmetric tasks: from their
+ * peers' own connections)? */
 static bool plan_receives_from(const struct mc_coll_plan *pl, const struct ncclComm *comm,
                                const struct mc_conn *c)
 {
@@ -259,8 +260,8 @@ static bool plan_receives_from(const struct mc_coll_plan *pl, const struct ncclC
     for (int k = 0; k < t->n_recv; k++)
       if (t->recv[k] == c)
         return true;
-    if ((t->algo == &mc_coll_oneshot_ops) && (comm->os_recv != NULL) &&
-        (comm->os_recv[c->peer] == c))
+    if (((t->algo == &mc_coll_oneshot_ops) || (t->algo == &mc_coll_sym_ops)) &&
+        (comm->os_recv != NULL) && (comm->os_recv[c->peer] == c))
       return true;
   }
   return false;

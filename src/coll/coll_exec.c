@@ -533,7 +533,8 @@ bool mc_coll_op_runs(const struct mc_op *op)
 
 bool mc_coll_op_needs_oneshot(const struct mc_op *op)
 {
-  return mc_coll_op_runs(op) && (op->algo == &mc_coll_oneshot_ops) &&
+  return mc_coll_op_runs(op) &&
+         ((op->algo == &mc_coll_oneshot_ops) || (op->algo == &mc_coll_sym_ops)) &&
          !mc_coll_oneshot_connected(op->comm);
 }
 
@@ -696,6 +697,13 @@ static ncclResult_t p2p_self(struct mc_coll_batch *b)
   return ncclSuccess;
 }
 
+/* The algorithm whose tasks t's must follow: the symmetric all-reduce
+ * drives the one-shot connections too. */
+static const struct mc_coll_algo_ops *os_algo(const struct mc_coll_algo_ops *a)
+{
+  return (a == &mc_coll_sym_ops) ? &mc_coll_oneshot_ops : a;
+}
+
 static bool share_conn(const struct mc_task *t, const struct mc_task *u)
 {
   for (int i = 0; i < t->n_send; i++)
@@ -727,7 +735,8 @@ static ncclResult_t plan(struct mc_coll_batch *b)
   }
   /* A task waits for the last earlier task on any of the same connections;
    * tasks that drive their own connections wait for the last earlier one of
-   * their algorithm on their communicator. */
+   * their algorithm on their communicator (one-shot and symmetric share the
+   * one-shot connections: one algorithm here). */
   for (int i = 0; i < pl->n_tasks; i++) {
     struct mc_task *t = &pl->tasks[i];
     for (int k = i - 1; k >= 0; k--) {
@@ -735,7 +744,7 @@ static ncclResult_t plan(struct mc_coll_batch *b)
       bool own_t = (t->algo->task_progress != NULL);
       bool own_u = (u->algo->task_progress != NULL);
       if (own_t || own_u) {
-        if ((t->algo == u->algo) && (t->op->comm == u->op->comm)) {
+        if ((os_algo(t->algo) == os_algo(u->algo)) && (t->op->comm == u->op->comm)) {
           t->after = u;
           break;
         }

@@ -158,17 +158,22 @@ static ncclResult_t oneshot_plan(struct mc_op *op, struct mc_coll_plan *pl)
   return mc_coll_plan_add(pl, &t);
 }
 
-/* Announces one receive step per peer (NET connections). */
-static void oneshot_task_start(struct mc_task *t)
+void mc_coll_os_expect(struct mc_task *t, uint64_t steps)
 {
   struct ncclComm *comm = t->op->comm;
 
   for (int p = 0; p < comm->n_ranks; p++)
     if ((p != t->rank) && (comm->os_recv[p]->kind == MC_TOPO_TRANSPORT_NET))
-      mc_conn_recv_expect(comm->os_recv[p], 1);
+      mc_conn_recv_expect(comm->os_recv[p], steps);
 }
 
-static ncclResult_t oneshot_task_health(const struct mc_task *t)
+/* Announces one receive step per peer (NET connections). */
+static void oneshot_task_start(struct mc_task *t)
+{
+  mc_coll_os_expect(t, 1);
+}
+
+ncclResult_t mc_coll_os_health(const struct mc_task *t)
 {
   struct ncclComm *comm = t->op->comm;
 
@@ -186,5 +191,5 @@ const struct mc_coll_algo_ops mc_coll_oneshot_ops = {
     .plan = oneshot_plan,
     .task_progress = oneshot_task_progress,
     .task_start = oneshot_task_start,
-    .task_health = oneshot_task_health,
+    .task_health = mc_coll_os_health,
 };

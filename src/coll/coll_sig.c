@@ -148,6 +148,8 @@ static const char *algo_name(uint8_t id)
     return "OneShot";
   case MC_ALGO_P2P:
     return "P2P";
+  case MC_ALGO_SYMMETRIC:
+    return "Symmetric";
   default:
     return "?";
   }
@@ -169,12 +171,19 @@ static bool same_run(const struct mc_coll_sig *a, const struct mc_coll_sig *b)
   return (a->algo == b->algo) && (a->n_channels == b->n_channels);
 }
 
-/* The same call, run another way: the ranks' settings differ. */
+/* The same call, run another way: the ranks' settings differ (or, one of
+ * them symmetric, their buffers: in symmetric windows on some ranks only). */
 static ncclResult_t fail_runs(const struct mc_coll_sig *mine, const struct mc_coll_sig *theirs)
 {
   char call[160];
 
   mc_coll_sig_str(mine, call, sizeof(call));
+  if ((mine->algo == MC_ALGO_SYMMETRIC) || (theirs->algo == MC_ALGO_SYMMETRIC))
+    return MC_FAIL(ncclInvalidUsage,
+                   "Mismatched collectives: rank %d runs %s with %s where rank %d runs it with "
+                   "%s: both buffers must be in NCCL_WIN_COLL_SYMMETRIC windows on every rank "
+                   "or on none (or MESHCCL_SYMMETRIC, NCCL_ALGO differ between the ranks)",
+                   mine->rank, call, algo_name(mine->algo), theirs->rank, algo_name(theirs->algo));
   return MC_FAIL(ncclInvalidUsage,
                  "Mismatched collectives: rank %d runs %s with %s on %d channels where rank %d "
                  "runs it with %s on %d channels: NCCL_ALGO, NCCL_PROTO, NCCL_MIN_NCHANNELS, "

@@ -152,9 +152,10 @@ struct ncclComm {
   struct mc_conn **p2p_recv;
   struct mc_conn **os_send; /* [n_ranks] one-shot all-reduce, connected at first use */
   struct mc_conn **os_recv;
-  const void **os_srcs; /* [n_ranks] one-shot: the inputs of one reduction */
-  char *scratch;        /* n_channels + 1 slot-sized bounce buffers */
-  bool trees_connected; /* every channel's tree connections are made */
+  const void **os_srcs;           /* [n_ranks] one-shot: the inputs of one reduction */
+  struct mc_mem_peers *mem_peers; /* peers' ncclMemAlloc memory mapped here (init_mem.c) */
+  char *scratch;                  /* n_channels + 1 slot-sized bounce buffers */
+  bool trees_connected;           /* every channel's tree connections are made */
   /* NCCL_ALGO / NCCL_PROTO as src/coll parsed them (at the first collective). */
   bool algo_env_ready;
   bool tune_ready;
@@ -194,6 +195,30 @@ struct ncclComm {
 
 /* Frees every registration and window of comm (destroy). */
 void mc_comm_regs_free(struct ncclComm *comm);
+
+/* Where [p, p + bytes) lies in an ncclMemAlloc allocation of this process
+ * (init_mem.c): what a peer on this host needs to map it
+ * (/proc/<pid>/fd/<fd>, id naming the allocation for its cache). */
+struct mc_mem_ref {
+  int pid;
+  int fd;
+  uint64_t id;
+  size_t alloc_bytes;
+  size_t offset;
+};
+bool mc_mem_lookup(const void *p, size_t bytes, struct mc_mem_ref *out);
+/* A new operation maps peers' memory (mc_mem_peer_map): the mappings it
+ * uses stay until it ends. */
+ncclResult_t mc_mem_peers_op(struct ncclComm *comm);
+/* The operation's peer buffers: [n_ranks] inputs and outputs (the caller's). */
+const char **mc_mem_peers_in(struct ncclComm *comm);
+const char **mc_mem_peers_out(struct ncclComm *comm);
+/* Where the memory ref (of rank peer, on this host) is mapped here: *out
+ * (read-only). ncclSystemError naming the path when it cannot be opened. */
+ncclResult_t mc_mem_peer_map(struct ncclComm *comm, int peer, const struct mc_mem_ref *ref,
+                             const char **out);
+/* [p, p + bytes) lies in a NCCL_WIN_COLL_SYMMETRIC window of comm. */
+bool mc_comm_sym_window(struct ncclComm *comm, const void *p, size_t bytes);
 /* ncclInvalidUsage naming call when comm is suspended or revoked. */
 ncclResult_t mc_comm_usable(const struct ncclComm *comm, const char *call);
 

@@ -1,20 +1,29 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
  * Memory calls of nccl.h with their host meaning: ncclMemAlloc/ncclMemFree
- * (page-aligned host memory where NCCL maps cuMem allocations), buffer
+ * (page-aligned host memory where NCCL maps cuMem allocations: here a memfd
+ * mapped shared, so that the other processes of a communicator on this host
+ * can map it too, as NCCL's peers import a cuMem handle), buffer
  * registration (ncclCommRegister/Deregister: a handle recording the range,
- * as there is nothing to pin or map), windows (ncclCommWindowRegister,
+ * as there is nothing to pin), windows (ncclCommWindowRegister,
  * ncclCommWindowDeregister, ncclWinGetUserPtr: the buffer, size and flags
- * of a local window) and ncclCommMemStats (no GPU memory: every amount is 0).
+ * of a local window; a NCCL_WIN_COLL_SYMMETRIC window must be ncclMemAlloc
+ * memory, which its peers map when a collective runs on it, coll_sym.c) and
+ * ncclCommMemStats (no GPU memory: every amount is 0).
  * The entry points mirror NCCL's allocator.cc, register.cc and
  * dev_runtime.cc in their argument checks; registrations and windows hang
  * off the communicator and are freed with it.
  */
 #include "comm.h"
 
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <stdio.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <unistd.h>
 
 #include "check.h"
@@ -50,13 +59,27 @@ static size_t page_bytes(void)
   return (p > 0) ? (size_t)p : 4096;
 }
 
+/* The allocations of ncclMemAlloc in this process: a list (few, long-lived). */
+struct mem_alloc {
+  char *base;
+  size_t bytes;
+  int fd;
+  uint64_t id; /* never reused: a peer's cached mapping is keyed by it */
+  struct mem_alloc *next;
+};
+
+static pthread_mutex_t mem_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct mem_alloc *mem_list;
+static uint64_t mem_next_id = 1;
+
 NCCL_API(ncclResult_t, ncclMemAlloc, void **ptr, size_t size);
 ncclResult_t ncclMemAlloc(void **ptr, size_t size)
 {
   size_t page = page_bytes();
   size_t rounded;
-  void *p = NULL;
-  int rc;
+  struct mem_alloc *a = NULL;
+  void *p;
+  int fd;
 
   mc_api_enter();
   if (ptr == NULL)
@@ -67,10 +90,36 @@ ncclResult_t ncclMemAlloc(void **ptr, size_t size)
     return MC_FAIL(ncclInvalidArgument, "ncclMemAlloc : size %zu is too large", size);
   /* NCCL rounds up to the allocation granularity; a host page is ours. */
   rounded = (size + page - 1) / page * page;
-  rc = posix_memalign(&p, page, rounded);
-  if (rc != 0)
-    return MC_FAIL(ncclSystemError, "ncclMemAlloc : posix_memalign of %zu bytes failed: %s",
-                   rounded, strerror(rc));
+  MC_CHECK(mc_calloc(&a, 1));
+  fd = memfd_create("meshccl-mem", MFD_CLOEXEC);
+  if (fd < 0) {
+    int e = errno;
+    free(a);
+    return MC_FAIL(ncclSystemError, "ncclMemAlloc : memfd_create failed: %s", strerror(e));
+  }
+  if (ftruncate(fd, (off_t)rounded) != 0) {
+    int e = errno;
+    close(fd);
+    free(a);
+    return MC_FAIL(ncclSystemError, "ncclMemAlloc : %zu bytes of shared memory: %s", rounded,
+                   strerror(e));
+  }
+  p = mmap(NULL, rounded, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  if (p == MAP_FAILED) {
+    int e = errno;
+    close(fd);
+    free(a);
+    return MC_FAIL(ncclSystemError, "ncclMemAlloc : mmap of %zu bytes failed: %s", rounded,
+                   strerror(e));
+  }
+  a->base = p;
+  a->bytes = rounded;
+  a->fd = fd;
+  pthread_mutex_lock(&mem_lock);
+  a->id = mem_next_id++;
+  a->next = mem_list;
+  mem_list = a;
+  pthread_mutex_unlock(&mem_lock);
   MC_INFO(MC_SUB_ALLOC, "ncclMemAlloc %zu bytes (%zu allocated) at %p", size, rounded, p);
   *ptr = p;
   return ncclSuccess;
@@ -79,9 +128,52 @@ ncclResult_t ncclMemAlloc(void **ptr, size_t size)
 NCCL_API(ncclResult_t, ncclMemFree, void *ptr);
 ncclResult_t ncclMemFree(void *ptr)
 {
+  struct mem_alloc **pp;
+  struct mem_alloc *found = NULL;
+
   mc_api_enter();
-  free(ptr);
+  if (ptr == NULL)
+    return ncclSuccess;
+  pthread_mutex_lock(&mem_lock);
+  for (pp = &mem_list; *pp != NULL; pp = &(*pp)->next) {
+    if ((*pp)->base == ptr) {
+      found = *pp;
+      *pp = found->next;
+      break;
+    }
+  }
+  pthread_mutex_unlock(&mem_lock);
+  if (found == NULL)
+    return MC_FAIL(ncclInvalidArgument,
+                   "ncclMemFree : %p is not the start of memory from ncclMemAlloc (freed "
+                   "already, or allocated otherwise?)",
+                   ptr);
+  (void)munmap(found->base, found->bytes);
+  close(found->fd);
+  free(found);
   return ncclSuccess;
+}
+
+bool mc_mem_lookup(const void *p, size_t bytes, struct mc_mem_ref *out)
+{
+  const char *c = p;
+  bool ok = false;
+
+  pthread_mutex_lock(&mem_lock);
+  for (const struct mem_alloc *a = mem_list; a != NULL; a = a->next) {
+    if ((c >= a->base) && (c <= a->base + a->bytes) &&
+        (bytes <= (size_t)(a->base + a->bytes - c))) {
+      out->pid = (int)getpid();
+      out->fd = a->fd;
+      out->id = a->id;
+      out->alloc_bytes = a->bytes;
+      out->offset = (size_t)(c - a->base);
+      ok = true;
+      break;
+    }
+  }
+  pthread_mutex_unlock(&mem_lock);
+  return ok;
 }
 
 /* ---------------------------------------------------------- registration */
@@ -168,6 +260,15 @@ ncclResult_t ncclCommWindowRegister(ncclComm_t comm, void *buff, size_t size, nc
                    "aligned to NCCL_WIN_REQUIRED_ALIGNMENT (%d bytes); allocate it with "
                    "ncclMemAlloc",
                    buff, NCCL_WIN_REQUIRED_ALIGNMENT);
+  if ((winFlags & NCCL_WIN_COLL_SYMMETRIC) != 0) {
+    struct mc_mem_ref ref;
+    if (!mc_mem_lookup(buff, size, &ref))
+      return MC_FAIL(ncclInvalidArgument,
+                     "ncclCommWindowRegister : buff %p size %zu of a NCCL_WIN_COLL_SYMMETRIC "
+                     "window is not within one allocation of ncclMemAlloc (the other ranks on "
+                     "this host map a symmetric window's memory)",
+                     buff, size);
+  }
   MC_CHECK(mc_calloc(&w, 1));
   w->magic = MC_WIN_MAGIC;
   w->buff = buff;
@@ -240,10 +341,147 @@ ncclResult_t ncclWinGetUserPtr(ncclComm_t comm, ncclWindow_t win, void **outUser
   return ncclSuccess;
 }
 
+/* ----------------------------------------------- peers' memory, mapped */
+
+/* Peers' ncclMemAlloc allocations this communicator mapped (read-only),
+ * keyed by (pid, allocation id): an allocation its owner freed stays alive
+ * while mapped here; past MAPS_MAX the least recently used mapping that the
+ * current operation does not use is dropped; all of them with the
+ * communicator. */
+#define MAPS_MAX 64
+
+struct peer_map {
+  int pid;
+  uint64_t id;
+  const char *base;
+  size_t bytes;
+  uint64_t last_use; /* the tick of the last operation that used it */
+};
+
+struct mc_mem_peers {
+  struct peer_map maps[MAPS_MAX];
+  int n;
+  uint64_t tick;    /* operations so far */
+  const char **ptr; /* [2 * n_ranks]: the current operation's inputs, then outputs */
+};
+
+ncclResult_t mc_mem_peers_op(struct ncclComm *comm)
+{
+  struct mc_mem_peers *c = comm->mem_peers;
+
+  if (c == NULL) {
+    MC_CHECK(mc_calloc(&c, 1));
+    if (mc_calloc(&c->ptr, 2 * (size_t)comm->n_ranks) != ncclSuccess) {
+      free(c);
+      return ncclSystemError;
+    }
+    comm->mem_peers = c;
+  }
+  c->tick++;
+  return ncclSuccess;
+}
+
+const char **mc_mem_peers_in(struct ncclComm *comm)
+{
+  return comm->mem_peers->ptr;
+}
+
+const char **mc_mem_peers_out(struct ncclComm *comm)
+{
+  return comm->mem_peers->ptr + comm->n_ranks;
+}
+
+ncclResult_t mc_mem_peer_map(struct ncclComm *comm, int peer, const struct mc_mem_ref *ref,
+                             const char **out)
+{
+  struct mc_mem_peers *c = comm->mem_peers;
+  struct peer_map *m = NULL;
+  bool evict;
+  char path[64];
+  void *p;
+  int fd;
+
+  for (int i = 0; i < c->n; i++) {
+    if ((c->maps[i].pid == ref->pid) && (c->maps[i].id == ref->id)) {
+      c->maps[i].last_use = c->tick;
+      *out = c->maps[i].base + ref->offset;
+      return ncclSuccess;
+    }
+  }
+  evict = (c->n == MAPS_MAX);
+  if (evict) {
+    for (int i = 0; i < c->n; i++)
+      if ((c->maps[i].last_use < c->tick) && ((m == NULL) || (c->maps[i].last_use < m->last_use)))
+        m = &c->maps[i];
+    if (m == NULL)
+      return MC_FAIL(ncclInternalError, "rank %d: one operation maps more than %d allocations",
+                     comm->rank, MAPS_MAX);
+  } else {
+    m = &c->maps[c->n];
+  }
+  snprintf(path, sizeof(path), "/proc/%d/fd/%d", ref->pid, ref->fd);
+  fd = open(path, O_RDONLY | O_CLOEXEC);
+  if (fd < 0)
+    return MC_FAIL(ncclSystemError,
+                   "rank %d cannot open rank %d's ncclMemAlloc memory %s: %s (the ranks of a "
+                   "host must share one PID namespace and user)",
+                   comm->rank, peer, path, strerror(errno));
+  p = mmap(NULL, ref->alloc_bytes, PROT_READ, MAP_SHARED, fd, 0);
+  if (p == MAP_FAILED) {
+    int e = errno;
+    close(fd);
+    return MC_FAIL(ncclSystemError, "rank %d cannot map %zu bytes of %s (rank %d): %s", comm->rank,
+                   ref->alloc_bytes, path, peer, strerror(e));
+  }
+  close(fd);
+  if (evict)
+    (void)munmap((void *)(uintptr_t)m->base, m->bytes);
+  else
+    c->n++;
+  *m = (struct peer_map){
+      .pid = ref->pid, .id = ref->id, .base = p, .bytes = ref->alloc_bytes, .last_use = c->tick};
+  MC_INFO(MC_SUB_REG, "rank %d mapped rank %d's ncclMemAlloc memory %s (%zu bytes)", comm->rank,
+          peer, path, ref->alloc_bytes);
+  *out = (const char *)p + ref->offset;
+  return ncclSuccess;
+}
+
+static void mem_peers_free(struct ncclComm *comm)
+{
+  struct mc_mem_peers *c = comm->mem_peers;
+
+  if (c == NULL)
+    return;
+  for (int i = 0; i < c->n; i++)
+    (void)munmap((void *)(uintptr_t)c->maps[i].base, c->maps[i].bytes);
+  free(c->ptr);
+  free(c);
+  comm->mem_peers = NULL;
+}
+
+bool mc_comm_sym_window(struct ncclComm *comm, const void *p, size_t bytes)
+{
+  const char *c = p;
+  bool ok = false;
+
+  pthread_mutex_lock(&comm->reg_lock);
+  for (const struct ncclWindow_vidmem *w = comm->windows; w != NULL; w = w->next) {
+    const char *b = w->buff;
+    if (((w->flags & NCCL_WIN_COLL_SYMMETRIC) != 0) && (c >= b) && (c <= b + w->size) &&
+        (bytes <= (size_t)(b + w->size - c))) {
+      ok = true;
+      break;
+    }
+  }
+  pthread_mutex_unlock(&comm->reg_lock);
+  return ok;
+}
+
 void mc_comm_regs_free(struct ncclComm *comm)
 {
   if (comm == NULL)
     return;
+  mem_peers_free(comm);
   while (comm->regs != NULL) {
     struct mc_comm_reg *r = comm->regs;
     comm->regs = r->next;

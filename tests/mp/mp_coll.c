@@ -20,6 +20,10 @@
  * (ncclCommGrow: existing ranks pass the parent and rank -1, only the id's
  * owner passes the id; new ranks pass NULL, the id and their rank); after
  * the cases on the grown communicator, the parent must still all-reduce.
+ * --symmetric 1: every buffer comes from ncclMemAlloc and is registered as
+ * a NCCL_WIN_COLL_SYMMETRIC window of the rank's communicator for its case
+ * (nccl-tests -R 2): the all-reduces take the symmetric algorithm. --symmetric
+ * 2: rank 0 only (a misuse the others must report).
  * Prints "ok <n> checks" on success; exits 1 with the first mismatch.
  */
 #include <math.h>
@@ -74,6 +78,7 @@ struct cfg {
   int group;
   int scalable;
   int grow;
+  int symmetric; /* buffers from ncclMemAlloc in NCCL_WIN_COLL_SYMMETRIC windows */
 };
 
 static struct cfg g_cfg;
@@ -349,6 +354,7 @@ struct rank_state {
   struct rank_ctx *c;
   char *in;
   char *out;
+  ncclWindow_t win_in, win_out; /* --symmetric 1 */
   size_t in_elems, out_elems;
   ncclRedOp_t red;
 };
@@ -360,6 +366,42 @@ struct rank_state {
       return fail((_c), "%s:%d: %s failed: %d %s (%s)", __FILE__, __LINE__, #_call, (int)_r,       \
                   ncclGetErrorString(_r), ncclGetLastError((_c)->comm));                           \
   } while (0)
+
+/* Does this rank use symmetric windows: --symmetric 1 every rank, 2 rank 0
+ * only (a misuse: the others must report it, not hang). */
+static bool sym_rank(const struct rank_ctx *c)
+{
+  return (g_cfg.symmetric == 1) || ((g_cfg.symmetric == 2) && (c->rank == 0));
+}
+
+/* A buffer of bytes: malloc, or with --symmetric 1 ncclMemAlloc memory in a
+ * symmetric window of the rank's communicator (as nccl-tests -R 2). */
+static int buf_alloc(struct rank_state *s, size_t bytes, char **p, ncclWindow_t *w)
+{
+  *w = NULL;
+  if (!sym_rank(s->c)) {
+    *p = malloc(bytes);
+    return (*p == NULL) ? fail(s->c, "out of memory") : 0;
+  }
+  CHECK_NCCL(s->c, ncclMemAlloc((void **)p, bytes));
+  CHECK_NCCL(s->c, ncclCommWindowRegister(s->c->comm, *p, bytes, w, NCCL_WIN_COLL_SYMMETRIC));
+  return 0;
+}
+
+static int buf_free(struct rank_state *s, char **p, ncclWindow_t *w)
+{
+  char *b = *p;
+
+  *p = NULL;
+  if ((b == NULL) || !sym_rank(s->c)) {
+    free(b);
+    return 0;
+  }
+  CHECK_NCCL(s->c, ncclCommWindowDeregister(s->c->comm, *w));
+  CHECK_NCCL(s->c, ncclMemFree(b));
+  *w = NULL;
+  return 0;
+}
 
 /* The grouped send/recv form of an API collective: same buffers and results. */
 static int base_coll(int coll)
@@ -385,10 +427,9 @@ static int prepare(struct rank_state *s, const struct tcase *k0)
       (k->coll == C_RS || k->coll == C_A2A || k->coll == C_SCATTER) ? cnt * (size_t)n : cnt;
   s->out_elems =
       (k->coll == C_AG || k->coll == C_A2A || k->coll == C_GATHER) ? cnt * (size_t)n : cnt;
-  s->in = malloc(s->in_elems * es + 64);
-  s->out = malloc(s->out_elems * es + 64);
-  if ((s->in == NULL) || (s->out == NULL))
-    return fail(c, "out of memory");
+  if ((buf_alloc(s, s->in_elems * es + 64, &s->in, &s->win_in) != 0) ||
+      (buf_alloc(s, s->out_elems * es + 64, &s->out, &s->win_out) != 0))
+    return -1;
   memset(s->out, 0xa5, s->out_elems * es);
   for (size_t i = 0; i < s->in_elems; i++)
     store(t, s->in, i, value(t, k->op, r, i, k->seed));
@@ -398,8 +439,8 @@ static int prepare(struct rank_state *s, const struct tcase *k0)
     if (k->coll == C_SCATTER) {
       /* in place at the root: recvbuff is block root of sendbuff (nothing to copy) */
     } else if (k->coll == C_RS) {
-      free(s->out);
-      s->out = NULL;
+      if (buf_free(s, &s->out, &s->win_out) != 0)
+        return -1;
     } else {
       memcpy(s->out + at * es, s->in, cnt * es);
     }
@@ -547,9 +588,8 @@ static int verify(struct rank_state *s, const struct tcase *k0)
   }
   if (k->op == OP_PREMUL)
     CHECK_NCCL(c, ncclRedOpDestroy(s->red, c->comm));
-  free(s->in);
-  free(s->out);
-  s->in = s->out = NULL;
+  if ((buf_free(s, &s->in, &s->win_in) != 0) || (buf_free(s, &s->out, &s->win_out) != 0))
+    return -1;
   return 0;
 }
 
@@ -772,6 +812,8 @@ int main(int argc, char **argv)
       g->scalable = atoi(argv[i + 1]);
     } else if (strcmp(argv[i], "--grow") == 0) {
       g->grow = atoi(argv[i + 1]);
+    } else if (strcmp(argv[i], "--symmetric") == 0) {
+      g->symmetric = atoi(argv[i + 1]);
     } else {
       fprintf(stderr, "mp_coll: unknown option %s\n", argv[i]);
       return 2;

@@ -6,7 +6,8 @@
 # least once: P2P inside one process (ncclCommInitAll, a thread per rank, and
 # one thread driving every rank in groups), P2P across processes (shared FIFO
 # and cross-memory attach), SHM, NET over loopback (the proxy thread, a
-# socket-net helper thread), and ranks on two NCCL_HOSTID "hosts". Every
+# socket-net helper thread), the symmetric all-reduce's reads of other
+# threads' windows, and ranks on two NCCL_HOSTID "hosts". Every
 # process runs with TSAN_OPTIONS halt_on_error=1 (set by make test): a race
 # fails its case with exit 66 and the report.
 # shellcheck source=../mp/mp_lib.sh
@@ -40,6 +41,9 @@ NCCL_P2P_DISABLE=1 NCCL_SHM_DISABLE=1 tsan_case "NET over loopback, 3 processes"
 NCCL_P2P_DISABLE=1 NCCL_SHM_DISABLE=1 NCCL_SOCKET_NTHREADS=2 NCCL_NSOCKS_PERTHREAD=1 \
   tsan_case "NET over loopback, socket-net helper threads" 240 "$RUN" -n 2 "$T/mp_coll" \
   --types float --ops sum --sizes 1,262147
+tsan_case "symmetric all-reduce, one process, 3 threads (each reads the others' windows)" 240 \
+  "$T/mp_coll" --threads 3 --symmetric 1 --colls allreduce --types float --ops sum,max \
+  --sizes 1,4099,262147
 tsan_case "4 ranks on 2 NCCL_HOSTID hosts (NET between, P2P inside)" 240 "$RUN" -n 4 \
   bash -c 'NCCL_HOSTID=h$((RANK / 2)) exec "$0" "$@"' "$T/mp_coll" --types float \
   --ops sum --sizes 1,4099,262147

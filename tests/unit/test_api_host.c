@@ -38,7 +38,11 @@ static void mem_alloc_is_page_aligned_and_checked(void)
   MC_T_TRUE(p != NULL);
   MC_T_EQ_INT((int)((uintptr_t)p % page), 0);
   memset(p, 0x5a, page); /* rounded up to a whole page */
+  /* Only the start of an allocation frees it, once. */
+  MC_T_EQ_INT(ncclMemFree((char *)p + 64), ncclInvalidArgument);
+  MC_T_CONTAINS(ncclGetLastError(NULL), "is not the start of memory from ncclMemAlloc");
   MC_T_OK(ncclMemFree(p));
+  MC_T_EQ_INT(ncclMemFree(p), ncclInvalidArgument);
   MC_T_OK(ncclMemFree(NULL));
   MC_T_EQ_INT(ncclMemAlloc(NULL, 100), ncclInvalidArgument);
   MC_T_CONTAINS(ncclGetLastError(NULL), "ptr argument is NULL");
@@ -86,6 +90,22 @@ static void windows_record_buffer_and_check_alignment(void)
   comms_init(comms);
   MC_T_OK(ncclMemAlloc(&mem, 2 * NCCL_WIN_REQUIRED_ALIGNMENT));
   MC_T_OK(ncclCommWindowRegister(comms[0], mem, 4096, &w, NCCL_WIN_COLL_SYMMETRIC));
+  {
+    /* A symmetric window is ncclMemAlloc memory (peers map it), all of it. */
+    void *plain = NULL;
+    ncclWindow_t w3 = NULL;
+    MC_T_EQ_INT(posix_memalign(&plain, NCCL_WIN_REQUIRED_ALIGNMENT, 4096), 0);
+    MC_T_EQ_INT(ncclCommWindowRegister(comms[0], plain, 4096, &w3, NCCL_WIN_COLL_SYMMETRIC),
+                ncclInvalidArgument);
+    MC_T_CONTAINS(ncclGetLastError(NULL), "is not within one allocation of ncclMemAlloc");
+    MC_T_EQ_INT(ncclCommWindowRegister(comms[0], mem, 3 * NCCL_WIN_REQUIRED_ALIGNMENT, &w3,
+                                       NCCL_WIN_COLL_SYMMETRIC),
+                ncclInvalidArgument);
+    MC_T_NULL(w3);
+    MC_T_OK(ncclCommWindowRegister(comms[0], plain, 4096, &w3, NCCL_WIN_DEFAULT));
+    MC_T_OK(ncclCommWindowDeregister(comms[0], w3));
+    free(plain);
+  }
   MC_T_OK(ncclWinGetUserPtr(comms[0], w, &user));
   MC_T_TRUE(user == mem);
   MC_T_EQ_INT(ncclCommWindowRegister(comms[0], (char *)mem + 8, 64, &w2, NCCL_WIN_COLL_SYMMETRIC),

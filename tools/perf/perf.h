@@ -71,7 +71,7 @@ struct mc_perf_opts {
   int unalign;             /* -u: buffers start this many elements past an aligned address */
   int average;             /* -a: 0 rank 0, 1 average (default), 2 min, 3 max across ranks */
   int timeout;             /* -T seconds, 0 = none */
-  int local_register;      /* -R: accepted, no-op */
+  int local_register;      /* -R: 1 ncclCommRegister, 2 symmetric windows (ncclMemAlloc buffers) */
   int parallel_init;       /* -p: accepted, no-op (one rank per process) */
   int stream_null;         /* -y: accepted, no-op */
   int nthreads;            /* -t: only 1 */

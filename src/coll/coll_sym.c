@@ -1,0 +1,328 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * The symmetric all-reduce (the host counterpart of NCCL's symmetric
+ * kernels, src/device/symmetric/, which run on buffers of
+ * NCCL_WIN_COLL_SYMMETRIC windows): when both buffers of an all-reduce lie
+ * in symmetric windows (ncclCommWindowRegister over ncclMemAlloc memory,
+ * init_mem.c) and every rank is on this host, each rank maps its peers'
+ * buffers and moves the data itself, one copy, no FIFO:
+ *
+ *   1. each rank tells every peer where its buffers are (a descriptor on its
+ *      one-shot connection to it: the memfd behind the allocation, as
+ *      /proc/<pid>/fd/<fd>, and the offsets), and waits for theirs;
+ *   2. reduce-scatter: rank r reduces slice r of every rank's input, in rank
+ *      order, into slice r of its own output; then tells every peer so;
+ *   3. all-gather: once every slice is done, rank r copies slice p of rank
+ *      p's output into its own, for every p; then tells every peer so;
+ *   4. once every peer said so, nobody reads r's buffers any more: done.
+ *
+ * In place works too: a rank writes only its own slices, and only after the
+ * peers that read them are past that phase. Every rank computes its slice
+ * from the same inputs in the same order, so every output is the same bits.
+ * The choice is local (the buffers of this rank's call are in windows), as
+ * in NCCL: a symmetric window is registered by every rank, and a collective
+ * on it passes window buffers on every rank. Premulsum keeps the FIFO path
+ * (each rank's scalar stays with it).
+ *
+ * Peers' allocations stay mapped (read-only) in the communicator's cache
+ * (mc_mem_peer_map, init_mem.c).
+ */
+#include "coll/coll.h"
+
+#include <string.h>
+
+#include "check.h"
+#include "log.h"
+#include "params.h"
+
+#define SYM_MAGIC  0x6d6373796d646531ull /* "mcsymde1" */
+#define SYM_ROUNDS 3                     /* where (1), slice reduced (2), slices read (3) */
+
+/* Where one buffer of a rank is: enough for a peer on this host to map it. */
+struct sym_buf {
+  int32_t pid;
+  int32_t fd;
+  uint64_t id;
+  uint64_t alloc_bytes;
+  uint64_t offset;
+};
+
+/* The first message of an operation to each peer. */
+struct sym_desc {
+  uint64_t magic;
+  uint64_t bytes;
+  struct sym_buf in;
+  struct sym_buf out;
+};
+
+static bool sym_supports(const struct mc_op *op)
+{
+  struct ncclComm *comm = op->comm;
+  size_t bytes = op->count * op->esize;
+
+  return (op->kind == MC_COLL_ALLREDUCE) && (comm->nodes.n_nodes == 1) && (comm->n_ranks > 1) &&
+         (bytes > 0) && (op->redop.kind != MC_RED_PREMULSUM) &&
+         (mc_param_int(MC_P_SYMMETRIC) != 0) && mc_comm_sym_window(comm, op->in, bytes) &&
+         mc_comm_sym_window(comm, op->out, bytes);
+}
+
+static void buf_of(const struct mc_mem_ref *r, struct sym_buf *b)
+{
+  *b = (struct sym_buf){
+      .pid = r->pid, .fd = r->fd, .id = r->id, .alloc_bytes = r->alloc_bytes, .offset = r->offset};
+}
+
+/* Peer's buffer b (bytes from its offset), mapped here: *out. */
+static ncclResult_t peer_map(struct ncclComm *comm, int peer, const struct sym_buf *b, size_t bytes,
+                             const char **out)
+{
+  struct mc_mem_ref r = {.pid = b->pid,
+                         .fd = b->fd,
+                         .id = b->id,
+                         .alloc_bytes = (size_t)b->alloc_bytes,
+                         .offset = (size_t)b->offset};
+
+  if ((b->offset > b->alloc_bytes) || (bytes > b->alloc_bytes - b->offset))
+    return MC_FAIL(ncclInvalidUsage,
+                   "AllReduce: rank %d: rank %d's symmetric buffer (offset %llu, %zu bytes) "
+                   "is not within its allocation of %llu bytes",
+                   comm->rank, peer, (unsigned long long)b->offset, bytes,
+                   (unsigned long long)b->alloc_bytes);
+  return mc_mem_peer_map(comm, peer, &r, out);
+}
+
+/* Elements [lo, hi) of count are rank r's slice of n. */
+static void slice(size_t count, int n, int r, size_t *lo, size_t *hi)
+{
+  size_t q = count / (size_t)n;
+  size_t extra = count % (size_t)n;
+
+  *lo = q * (size_t)r + (((size_t)r < extra) ? (size_t)r : extra);
+  *hi = *lo + q + (((size_t)r < extra) ? 1 : 0);
+}
+
+/* Posts this round's message to every peer not yet sent to (t->os_sent of
+ * them, in the order rank+1, rank+2, ...); the first round's carries the
+ * signature and the descriptor. 1: all posted. */
+static int post_round(struct mc_task *t, const struct sym_desc *d, int *moved)
+{
+  struct ncclComm *comm = t->op->comm;
+  int n = t->n_ranks;
+
+  while (t->os_sent < n - 1) {
+    int p = (t->rank + 1 + t->os_sent) % n;
+    struct mc_conn *sc = comm->os_send[p];
+    if (!mc_conn_send_ready(sc))
+      return 0;
+    if (d != NULL) {
+      mc_conn_send_hdr(sc, &t->op->sig);
+      memcpy(mc_conn_send_slot(sc), d, sizeof(*d));
+      mc_conn_send_commit(sc, NULL, sizeof(*d));
+    } else {
+      mc_conn_send_commit(sc, NULL, 0);
+    }
+    t->os_sent++;
+    *moved = 1;
+  }
+  return 1;
+}
+
+static bool all_arrived(const struct mc_task *t)
+{
+  struct ncclComm *comm = t->op->comm;
+
+  for (int p = 0; p < t->n_ranks; p++)
+    if ((p != t->rank) && !mc_conn_recv_ready(comm->os_recv[p]))
+      return false;
+  return true;
+}
+
+static void release_all(struct mc_task *t)
+{
+  struct ncclComm *comm = t->op->comm;
+
+  for (int p = 0; p < t->n_ranks; p++)
+    if (p != t->rank)
+      mc_conn_recv_release(comm->os_recv[p]);
+}
+
+/* Round 1 arrived from every peer: checks each signature, maps each
+ * peer's buffers (mc_mem_peers_in/out). */
+static int take_descs(struct mc_task *t, ncclResult_t *res)
+{
+  struct mc_op *op = t->op;
+  struct ncclComm *comm = op->comm;
+  const char **in = mc_mem_peers_in(comm);
+  const char **out = mc_mem_peers_out(comm);
+  size_t bytes = op->count * op->esize;
+
+  for (int p = 0; p < t->n_ranks; p++) {
+    struct mc_conn *rc = comm->os_recv[p];
+    const void *hdr;
+    const char *data;
+    struct sym_desc d;
+    size_t got = 0;
+    size_t sent = 0;
+
+    if (p == t->rank)
+      continue;
+    hdr = mc_conn_recv_hdr(rc);
+    if (((hdr == NULL) || !mc_coll_sig_same(&op->sig, hdr)) &&
+        (mc_coll_recv_check(t, rc, &sent, res) < 0))
+      return -1;
+    data = mc_conn_recv_data(rc, &got);
+    if (got != sizeof(d)) {
+      *res = MC_FAIL(ncclInvalidUsage,
+                     "AllReduce: rank %d received %zu bytes from rank %d where it expected the "
+                     "%zu of a symmetric buffer's place: the ranks called the all-reduce with "
+                     "buffers in symmetric windows on some ranks only",
+                     t->rank, got, p, sizeof(d));
+      return -1;
+    }
+    if (rc->remote_read) {
+      if ((*res = mc_conn_read(rc, &d, data, sizeof(d))) != ncclSuccess)
+        return -1;
+    } else {
+      memcpy(&d, data, sizeof(d));
+    }
+    if ((d.magic != SYM_MAGIC) || (d.bytes != bytes)) {
+      *res = MC_FAIL(ncclInvalidUsage,
+                     "AllReduce: rank %d: rank %d's message is not a symmetric buffer's place "
+                     "for %zu bytes: the ranks called the all-reduce with buffers in symmetric "
+                     "windows on some ranks only",
+                     t->rank, p, bytes);
+      return -1;
+    }
+    if (((*res = peer_map(comm, p, &d.in, bytes, &in[p])) != ncclSuccess) ||
+        ((*res = peer_map(comm, p, &d.out, bytes, &out[p])) != ncclSuccess))
+      return -1;
+  }
+  in[t->rank] = op->in;
+  out[t->rank] = op->out;
+  return 1;
+}
+
+/* Phases (t->j): 0 post where, 1 reduce my slice, 2 post done, 3 copy the
+ * other slices, 4 post read, 5 every peer read mine, 6 my messages are out. */
+static int sym_task_progress(struct mc_task *t, ncclResult_t *res)
+{
+  struct mc_op *op = t->op;
+  struct ncclComm *comm = op->comm;
+  const char **in = mc_mem_peers_in(comm);
+  const char **out = mc_mem_peers_out(comm);
+  int n = t->n_ranks;
+  size_t es = op->esize;
+  size_t lo;
+  size_t hi;
+  int moved = 0;
+
+  for (;;) {
+    switch (t->j) {
+    case 0: {
+      struct sym_desc d = {.magic = SYM_MAGIC, .bytes = op->count * es};
+      struct mc_mem_ref ref_in;
+      struct mc_mem_ref ref_out;
+      if (!mc_mem_lookup(op->in, op->count * es, &ref_in) ||
+          !mc_mem_lookup(op->out, op->count * es, &ref_out)) {
+        *res = MC_FAIL(ncclInvalidUsage,
+                       "AllReduce: rank %d: a buffer of a symmetric window was freed "
+                       "(ncclMemFree) while registered",
+                       t->rank);
+        return -1;
+      }
+      buf_of(&ref_in, &d.in);
+      buf_of(&ref_out, &d.out);
+      if (!post_round(t, &d, &moved))
+        return moved;
+      /* This operation's mappings are kept until the next one starts. */
+      if ((*res = mc_mem_peers_op(comm)) != ncclSuccess)
+        return -1;
+      t->j = 1;
+      t->os_sent = 0;
+      break;
+    }
+    case 1:
+      if (!all_arrived(t))
+        return moved;
+      if (take_descs(t, res) < 0)
+        return -1;
+      slice(op->count, n, t->rank, &lo, &hi);
+      if (hi > lo) {
+        const void **srcs = comm->os_srcs;
+        for (int p = 0; p < n; p++)
+          srcs[p] = in[p] + lo * es;
+        mc_reduce_multi(&op->redop, op->out + lo * es, srcs, n, hi - lo, MC_REDUCE_POST);
+      }
+      release_all(t);
+      t->j = 2;
+      moved = 1;
+      break;
+    case 2:
+    case 4:
+      if (!post_round(t, NULL, &moved))
+        return moved;
+      t->os_sent = 0;
+      t->j++;
+      break;
+    case 3:
+      if (!all_arrived(t))
+        return moved;
+      for (int p = 0; p < n; p++) {
+        if (p == t->rank)
+          continue;
+        slice(op->count, n, p, &lo, &hi);
+        if (hi > lo)
+          memcpy(op->out + lo * es, out[p] + lo * es, (hi - lo) * es);
+      }
+      release_all(t);
+      t->j = 4;
+      moved = 1;
+      break;
+    case 5:
+      if (!all_arrived(t))
+        return moved;
+      release_all(t);
+      t->j = 6;
+      moved = 1;
+      break;
+    default:
+      /* NET: the proxy may still be sending this rank's last messages. */
+      for (int p = 0; p < n; p++)
+        if ((p != t->rank) && !mc_conn_send_drained(comm->os_send[p]))
+          return moved;
+      t->done = true;
+      return 1;
+    }
+  }
+}
+
+static ncclResult_t sym_plan(struct mc_op *op, struct mc_coll_plan *pl)
+{
+  struct ncclComm *comm = op->comm;
+  struct mc_task t;
+
+  MC_CHECK(mc_mem_peers_op(comm)); /* allocates the cache: progress cannot fail on it */
+  memset(&t, 0, sizeof(t));
+  t.op = op;
+  t.algo = &mc_coll_sym_ops;
+  t.n_ranks = comm->n_ranks;
+  t.rank = comm->rank;
+  t.len = op->count;
+  return mc_coll_plan_add(pl, &t);
+}
+
+/* Announces the rounds' receive steps per peer (NET connections). */
+static void sym_task_start(struct mc_task *t)
+{
+  mc_coll_os_expect(t, SYM_ROUNDS);
+}
+
+const struct mc_coll_algo_ops mc_coll_sym_ops = {
+    .name = "Symmetric",
+    .id = MC_ALGO_SYMMETRIC,
+    .supports = sym_supports,
+    .plan = sym_plan,
+    .task_progress = sym_task_progress,
+    .task_start = sym_task_start,
+    .task_health = mc_coll_os_health,
+};
