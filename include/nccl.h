@@ -368,9 +368,10 @@ ncclResult_t pncclCommMemStats(ncclComm_t comm, ncclCommMemStat_t stat, uint64_t
 /**
  * Registers [buff, buff + size) as a window of comm (winFlags: NCCL_WIN_*).
  * With NCCL_WIN_COLL_SYMMETRIC, buff must be NCCL_WIN_REQUIRED_ALIGNMENT
- * aligned and the window within one ncclMemAlloc allocation; an all-reduce
- * whose buffers are in such windows on every rank of a one-host communicator
- * reads its peers' buffers directly (MESHCCL_SYMMETRIC). On hosts the window
+ * aligned and the window within one ncclMemAlloc allocation; an all-reduce,
+ * all-gather or reduce-scatter whose buffers are in such windows on every
+ * rank of a one-host communicator reads its peers' buffers directly
+ * (MESHCCL_SYMMETRIC). On hosts the window
  * records buff, size and flags (a local call).
  */
 ncclResult_t ncclCommWindowRegister(ncclComm_t comm, void *buff, size_t size, ncclWindow_t *win,

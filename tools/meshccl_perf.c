@@ -574,7 +574,8 @@ static void print_header(struct bench *b, int argc, char **argv)
            "nothing to pin on host memory: the collectives run as without)\n");
   else if (b->o.local_register == 2)
     out(b, "# -R/--local_register 2: buffers from ncclMemAlloc in NCCL_WIN_COLL_SYMMETRIC "
-           "windows (all-reduce on one host reads its peers' buffers: Symmetric)\n");
+           "windows (all-reduce, all-gather, reduce-scatter on one host read their peers' buffers: "
+           "Symmetric)\n");
   if (b->o.cta_policy >= 0)
     out(b, "# -x/--cta_policy %d ignored: host-memory collectives run no CTAs\n", b->o.cta_policy);
   if (b->o.device_impl != 0)

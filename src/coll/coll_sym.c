@@ -1,11 +1,12 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * The symmetric all-reduce (the host counterpart of NCCL's symmetric
+ * The symmetric collectives (the host counterpart of NCCL's symmetric
  * kernels, src/device/symmetric/, which run on buffers of
- * NCCL_WIN_COLL_SYMMETRIC windows): when both buffers of an all-reduce lie
- * in symmetric windows (ncclCommWindowRegister over ncclMemAlloc memory,
- * init_mem.c) and every rank is on this host, each rank maps its peers'
- * buffers and moves the data itself, one copy, no FIFO:
+ * NCCL_WIN_COLL_SYMMETRIC windows): when both buffers of an all-reduce,
+ * all-gather or reduce-scatter lie in symmetric windows (ncclCommWindowRegister
+ * over ncclMemAlloc memory, init_mem.c) and every rank is on this host, each
+ * rank maps its peers' buffers and moves the data itself, one copy, no FIFO.
+ * All-reduce:
  *
  *   1. each rank tells every peer where its buffers are (a descriptor on its
  *      one-shot connection to it: the memfd behind the allocation, as
@@ -16,13 +17,18 @@
  *      p's output into its own, for every p; then tells every peer so;
  *   4. once every peer said so, nobody reads r's buffers any more: done.
  *
- * In place works too: a rank writes only its own slices, and only after the
- * peers that read them are past that phase. Every rank computes its slice
- * from the same inputs in the same order, so every output is the same bits.
- * The choice is local (the buffers of this rank's call are in windows), as
- * in NCCL: a symmetric window is registered by every rank, and a collective
- * on it passes window buffers on every rank. Premulsum keeps the FIFO path
- * (each rank's scalar stays with it).
+ * All-gather and reduce-scatter skip 2-3: after 1, rank r copies every
+ * rank's input into block p of its output, or reduces block r of every
+ * input in rank order into its output; then 4.
+ *
+ * In place works too: a rank writes only parts of its own buffers that no
+ * peer reads in that round. Every rank computes its slice from the same
+ * inputs in the same order, so every output is the same bits. The choice is
+ * local (the buffers of this rank's call are in windows), as in NCCL: a
+ * symmetric window is registered by every rank, and a collective on it
+ * passes window buffers on every rank; the signature carries the algorithm,
+ * so a rank that does not is reported as a mismatch. Premulsum keeps the
+ * FIFO path (each rank's scalar stays with it).
  *
  * Peers' allocations stay mapped (read-only) in the communicator's cache
  * (mc_mem_peer_map, init_mem.c).
@@ -35,8 +41,7 @@
 #include "log.h"
 #include "params.h"
 
-#define SYM_MAGIC  0x6d6373796d646531ull /* "mcsymde1" */
-#define SYM_ROUNDS 3                     /* where (1), slice reduced (2), slices read (3) */
+#define SYM_MAGIC 0x6d6373796d646531ull /* "mcsymde1" */
 
 /* Where one buffer of a rank is: enough for a peer on this host to map it. */
 struct sym_buf {
@@ -55,15 +60,30 @@ struct sym_desc {
   struct sym_buf out;
 };
 
+/* The bytes of op's input and output (count is per rank for all-gather
+ * and reduce-scatter). */
+static void op_bytes(const struct mc_op *op, size_t *in_bytes, size_t *out_bytes)
+{
+  size_t b = op->count * op->esize;
+  size_t all = b * (size_t)op->comm->n_ranks;
+
+  *in_bytes = (op->kind == MC_COLL_REDUCESCATTER) ? all : b;
+  *out_bytes = (op->kind == MC_COLL_ALLGATHER) ? all : b;
+}
+
 static bool sym_supports(const struct mc_op *op)
 {
   struct ncclComm *comm = op->comm;
-  size_t bytes = op->count * op->esize;
+  size_t in_bytes;
+  size_t out_bytes;
 
-  return (op->kind == MC_COLL_ALLREDUCE) && (comm->nodes.n_nodes == 1) && (comm->n_ranks > 1) &&
-         (bytes > 0) && (op->redop.kind != MC_RED_PREMULSUM) &&
-         (mc_param_int(MC_P_SYMMETRIC) != 0) && mc_comm_sym_window(comm, op->in, bytes) &&
-         mc_comm_sym_window(comm, op->out, bytes);
+  if (((op->kind != MC_COLL_ALLREDUCE) && (op->kind != MC_COLL_ALLGATHER) &&
+       (op->kind != MC_COLL_REDUCESCATTER)) ||
+      (comm->nodes.n_nodes != 1) || (comm->n_ranks < 2) || (op->count == 0) ||
+      (op->redop.kind == MC_RED_PREMULSUM) || (mc_param_int(MC_P_SYMMETRIC) == 0))
+    return false;
+  op_bytes(op, &in_bytes, &out_bytes);
+  return mc_comm_sym_window(comm, op->in, in_bytes) && mc_comm_sym_window(comm, op->out, out_bytes);
 }
 
 static void buf_of(const struct mc_mem_ref *r, struct sym_buf *b)
@@ -84,8 +104,8 @@ static ncclResult_t peer_map(struct ncclComm *comm, int peer, const struct sym_b
 
   if ((b->offset > b->alloc_bytes) || (bytes > b->alloc_bytes - b->offset))
     return MC_FAIL(ncclInvalidUsage,
-                   "AllReduce: rank %d: rank %d's symmetric buffer (offset %llu, %zu bytes) "
-                   "is not within its allocation of %llu bytes",
+                   "rank %d: rank %d's symmetric buffer (offset %llu, %zu bytes) is not within "
+                   "its allocation of %llu bytes",
                    comm->rank, peer, (unsigned long long)b->offset, bytes,
                    (unsigned long long)b->alloc_bytes);
   return mc_mem_peer_map(comm, peer, &r, out);
@@ -155,7 +175,10 @@ static int take_descs(struct mc_task *t, ncclResult_t *res)
   const char **in = mc_mem_peers_in(comm);
   const char **out = mc_mem_peers_out(comm);
   size_t bytes = op->count * op->esize;
+  size_t in_bytes;
+  size_t out_bytes;
 
+  op_bytes(op, &in_bytes, &out_bytes);
   for (int p = 0; p < t->n_ranks; p++) {
     struct mc_conn *rc = comm->os_recv[p];
     const void *hdr;
@@ -173,10 +196,10 @@ static int take_descs(struct mc_task *t, ncclResult_t *res)
     data = mc_conn_recv_data(rc, &got);
     if (got != sizeof(d)) {
       *res = MC_FAIL(ncclInvalidUsage,
-                     "AllReduce: rank %d received %zu bytes from rank %d where it expected the "
-                     "%zu of a symmetric buffer's place: the ranks called the all-reduce with "
-                     "buffers in symmetric windows on some ranks only",
-                     t->rank, got, p, sizeof(d));
+                     "%s: rank %d received %zu bytes from rank %d where it expected the %zu of a "
+                     "symmetric buffer's place: the ranks called it with buffers in symmetric "
+                     "windows on some ranks only",
+                     mc_coll_name(op->kind), t->rank, got, p, sizeof(d));
       return -1;
     }
     if (rc->remote_read) {
@@ -187,14 +210,14 @@ static int take_descs(struct mc_task *t, ncclResult_t *res)
     }
     if ((d.magic != SYM_MAGIC) || (d.bytes != bytes)) {
       *res = MC_FAIL(ncclInvalidUsage,
-                     "AllReduce: rank %d: rank %d's message is not a symmetric buffer's place "
-                     "for %zu bytes: the ranks called the all-reduce with buffers in symmetric "
-                     "windows on some ranks only",
-                     t->rank, p, bytes);
+                     "%s: rank %d: rank %d's message is not a symmetric buffer's place for %zu "
+                     "bytes: the ranks called it with buffers in symmetric windows on some ranks "
+                     "only",
+                     mc_coll_name(op->kind), t->rank, p, bytes);
       return -1;
     }
-    if (((*res = peer_map(comm, p, &d.in, bytes, &in[p])) != ncclSuccess) ||
-        ((*res = peer_map(comm, p, &d.out, bytes, &out[p])) != ncclSuccess))
+    if (((*res = peer_map(comm, p, &d.in, in_bytes, &in[p])) != ncclSuccess) ||
+        ((*res = peer_map(comm, p, &d.out, out_bytes, &out[p])) != ncclSuccess))
       return -1;
   }
   in[t->rank] = op->in;
@@ -202,8 +225,45 @@ static int take_descs(struct mc_task *t, ncclResult_t *res)
   return 1;
 }
 
-/* Phases (t->j): 0 post where, 1 reduce my slice, 2 post done, 3 copy the
- * other slices, 4 post read, 5 every peer read mine, 6 my messages are out. */
+/* The work once every peer's buffers are mapped: all-reduce, its slice of
+ * the reduce-scatter (then phases 2-3 copy the others' slices); reduce-scatter,
+ * its block of every input; all-gather, every peer's input into its block. */
+static void first_pass(struct mc_task *t, const char **in)
+{
+  struct mc_op *op = t->op;
+  const void **srcs = op->comm->os_srcs;
+  int n = t->n_ranks;
+  size_t es = op->esize;
+  size_t lo;
+  size_t hi;
+
+  switch (op->kind) {
+  case MC_COLL_ALLREDUCE:
+    slice(op->count, n, t->rank, &lo, &hi);
+    if (hi > lo) {
+      for (int p = 0; p < n; p++)
+        srcs[p] = in[p] + lo * es;
+      mc_reduce_multi(&op->redop, op->out + lo * es, srcs, n, hi - lo, MC_REDUCE_POST);
+    }
+    break;
+  case MC_COLL_REDUCESCATTER:
+    for (int p = 0; p < n; p++)
+      srcs[p] = in[p] + (size_t)t->rank * op->count * es;
+    mc_reduce_multi(&op->redop, op->out, srcs, n, op->count, MC_REDUCE_POST);
+    break;
+  default: /* all-gather; in place, this rank's block is its input */
+    for (int p = 0; p < n; p++) {
+      char *dst = op->out + (size_t)p * op->count * es;
+      if (in[p] != dst)
+        memcpy(dst, in[p], op->count * es);
+    }
+    break;
+  }
+}
+
+/* Phases (t->j): 0 post where, 1 the first pass, 2 post done, 3 copy the
+ * other slices (all-reduce; the others go from 1 to 4), 4 post read, 5
+ * every peer read mine, 6 my messages are out. */
 static int sym_task_progress(struct mc_task *t, ncclResult_t *res)
 {
   struct mc_op *op = t->op;
@@ -222,12 +282,15 @@ static int sym_task_progress(struct mc_task *t, ncclResult_t *res)
       struct sym_desc d = {.magic = SYM_MAGIC, .bytes = op->count * es};
       struct mc_mem_ref ref_in;
       struct mc_mem_ref ref_out;
-      if (!mc_mem_lookup(op->in, op->count * es, &ref_in) ||
-          !mc_mem_lookup(op->out, op->count * es, &ref_out)) {
+      size_t in_bytes;
+      size_t out_bytes;
+      op_bytes(op, &in_bytes, &out_bytes);
+      if (!mc_mem_lookup(op->in, in_bytes, &ref_in) ||
+          !mc_mem_lookup(op->out, out_bytes, &ref_out)) {
         *res = MC_FAIL(ncclInvalidUsage,
-                       "AllReduce: rank %d: a buffer of a symmetric window was freed "
-                       "(ncclMemFree) while registered",
-                       t->rank);
+                       "%s: rank %d: a buffer of a symmetric window was freed (ncclMemFree) "
+                       "while registered",
+                       mc_coll_name(op->kind), t->rank);
         return -1;
       }
       buf_of(&ref_in, &d.in);
@@ -246,15 +309,9 @@ static int sym_task_progress(struct mc_task *t, ncclResult_t *res)
         return moved;
       if (take_descs(t, res) < 0)
         return -1;
-      slice(op->count, n, t->rank, &lo, &hi);
-      if (hi > lo) {
-        const void **srcs = comm->os_srcs;
-        for (int p = 0; p < n; p++)
-          srcs[p] = in[p] + lo * es;
-        mc_reduce_multi(&op->redop, op->out + lo * es, srcs, n, hi - lo, MC_REDUCE_POST);
-      }
+      first_pass(t, in);
       release_all(t);
-      t->j = 2;
+      t->j = (op->kind == MC_COLL_ALLREDUCE) ? 2 : 4;
       moved = 1;
       break;
     case 2:
@@ -314,7 +371,7 @@ static ncclResult_t sym_plan(struct mc_op *op, struct mc_coll_plan *pl)
 /* Announces the rounds' receive steps per peer (NET connections). */
 static void sym_task_start(struct mc_task *t)
 {
-  mc_coll_os_expect(t, SYM_ROUNDS);
+  mc_coll_os_expect(t, (t->op->kind == MC_COLL_ALLREDUCE) ? 3 : 2);
 }
 
 const struct mc_coll_algo_ops mc_coll_sym_ops = {

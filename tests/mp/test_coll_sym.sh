@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: Apache-2.0
-# The symmetric all-reduce (src/coll/coll_sym.c): buffers from ncclMemAlloc
-# registered as NCCL_WIN_COLL_SYMMETRIC windows (mp_coll --symmetric 1, as
-# nccl-tests -R 2). Every type and op in place and out of place at 2, 3 and
-# 5 processes and 4 threads, integers exact; the other collectives on window
-# buffers; the messages over SHM, NET and CMA connections; the choice in the
+# The symmetric collectives (src/coll/coll_sym.c: all-reduce, all-gather,
+# reduce-scatter): buffers from ncclMemAlloc registered as
+# NCCL_WIN_COLL_SYMMETRIC windows (mp_coll --symmetric 1, as nccl-tests -R 2).
+# Every type and op in place and out of place at 2, 3 and 5 processes and 4
+# threads, integers exact; the other collectives on window buffers; the
+# messages over SHM, NET and CMA connections; the choice in the
 # TUNING log and what turns it off; a rank whose buffers are not in windows
 # (the others are) is a clear mismatch on every rank, not a hang; meshccl-perf
 # -R 2 checks its results. Nothing may be left in /dev/shm.
@@ -16,33 +17,41 @@ shm_snapshot
 # Each case allocates new buffers: a peer maps more allocations than its cache
 # keeps (64), so mappings are dropped and made again on the way.
 run_case "symmetric, 2 processes (SHM), every type and op, in and out of place" 120 \
-  "$RUN" -n 2 "$T/mp_coll" --symmetric 1 --colls allreduce --sizes 1,7,4099,16385,262147
+  "$RUN" -n 2 "$T/mp_coll" --symmetric 1 --colls allreduce,allgather,reducescatter \
+  --sizes 1,7,4099,16385,262147
 run_case "symmetric, 3 processes (SHM), every op" 120 "$RUN" -n 3 "$T/mp_coll" --symmetric 1 \
-  --colls allreduce --types int8,uint32,int64,half,float,bfloat16,double --sizes 1,7,4099,262147
+  --colls allreduce,allgather,reducescatter --types int8,uint32,int64,half,float,bfloat16,double \
+  --sizes 1,7,4099,262147
 # bfloat16 avg at 5 ranks is left out: its partial sums lose more than the
 # check's tolerance with any algorithm.
 run_case "symmetric, 5 processes (SHM): slices of unequal lengths" 120 "$RUN" -n 5 \
-  "$T/mp_coll" --symmetric 1 --colls allreduce --types int32,uint8,float,double \
-  --ops sum,prod,max,min,avg --sizes 1,4,7,4099,262147
+  "$T/mp_coll" --symmetric 1 --colls allreduce,allgather,reducescatter \
+  --types int32,uint8,float,double --ops sum,prod,max,min,avg --sizes 1,4,7,4099,262147
 run_case "symmetric, 4 threads of one process, every collective on window buffers" 120 \
   "$T/mp_coll" --threads 4 --symmetric 1 --types int32,float --sizes 1,7,4099,262147
 NCCL_P2P_DISABLE=1 NCCL_SHM_DISABLE=1 run_case \
   "symmetric, 3 processes, the messages over NET connections" 120 "$RUN" -n 3 "$T/mp_coll" \
-  --symmetric 1 --colls allreduce --types int32,float --ops sum,max --sizes 7,262147
+  --symmetric 1 --colls allreduce,allgather,reducescatter --types int32,float --ops sum,max \
+  --sizes 7,262147
 MESHCCL_P2P_CMA=1 run_case "symmetric, 3 processes, the messages over P2P (CMA) connections" \
   120 "$RUN" -n 3 "$T/mp_coll" --symmetric 1 --colls allreduce --types int32,half \
   --ops sum,avg --sizes 7,262147
 
 # The choice, logged as NCCL's TUNING lines, and what turns it off.
-tuning() { # OUT [VAR=value ...]: a 2-process all-reduce of 16396 bytes, TUNING log
+tuning() { # OUT [VAR=value ...]: 2 processes, all-reduce, all-gather, reduce-scatter of 4099 int32
   local out=$1
   shift
   env "$@" NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=TUNING,REG timeout 60 "$RUN" -n 2 "$T/mp_coll" \
-    --symmetric 1 --colls allreduce --types int32 --ops sum --sizes 4099 >"$out" 2>&1
+    --symmetric 1 --colls allreduce,allgather,reducescatter --types int32 --ops sum \
+    --sizes 4099 >"$out" 2>&1
 }
 tuning "$TMP/on.out"
 expect_grep "TUNING: the all-reduce on symmetric windows is Symmetric (Algo 9)" "$TMP/on.out" \
   'AllReduce: 16396 Bytes -> Algo 9 proto 2 .*\(Symmetric: both buffers in symmetric windows, one host\)'
+expect_grep "TUNING: the all-gather too" "$TMP/on.out" \
+  'AllGather: 32792 Bytes -> Algo 9 proto 2 .*\(Symmetric: both buffers in symmetric windows, one host\)'
+expect_grep "TUNING: the reduce-scatter too" "$TMP/on.out" \
+  'ReduceScatter: 32792 Bytes -> Algo 9 proto 2 .*\(Symmetric: both buffers in symmetric windows, one host\)'
 expect_grep "REG: a rank maps its peer's window memory" "$TMP/on.out" \
   "rank 0 mapped rank 1's ncclMemAlloc memory /proc/[0-9]+/fd/[0-9]+ \([0-9]+ bytes\)"
 tuning "$TMP/off.out" MESHCCL_SYMMETRIC=0
@@ -63,6 +72,13 @@ expect_grep "windows on rank 0 only: the mismatch names Symmetric against Ring" 
 timeout 120 "$RUN" -n 2 "$MC_BUILD/bin/meshccl-perf" all_reduce -b 4 -e 4M -f 4 -R 2 -c 1 \
   >"$TMP/perf.out" 2>&1
 expect_success "meshccl-perf -R 2: all-reduce 4 B-4 MiB, results checked" "$?" "$TMP/perf.out"
+for c in all_gather reduce_scatter; do
+  timeout 120 "$RUN" -n 3 "$MC_BUILD/bin/meshccl-perf" $c -b 12 -e 3M -f 8 -R 2 -c 1 \
+    >"$TMP/perf_$c.out" 2>&1
+  expect_success "meshccl-perf -R 2: $c on 3 ranks, results checked" "$?" "$TMP/perf_$c.out"
+  expect_grep "meshccl-perf -R 2: $c, no wrong element" "$TMP/perf_$c.out" \
+    '^\[0\] # Out of bounds values : 0 OK'
+done
 expect_grep "meshccl-perf -R 2: no wrong element" "$TMP/perf.out" '^\[0\] # Out of bounds values : 0 OK'
 expect_grep "meshccl-perf -R 2: says what -R 2 does" "$TMP/perf.out" \
   '^\[0\] # -R/--local_register 2: buffers from ncclMemAlloc in NCCL_WIN_COLL_SYMMETRIC windows'

@@ -173,7 +173,7 @@ void mc_perf_usage(FILE *f)
       "  -J,--output_file <f.json>   also write the results as JSON\n"
       "  -G,--cudagraph <n>          accepted, ignored (no CUDA graphs on host memory)\n"
       "  -R,--local_register <0/1/2> buffers from ncclMemAlloc, registered: 1 ncclCommRegister,\n"
-      "                              2 symmetric windows (all-reduce reads peers' buffers)\n"
+      "                              2 symmetric windows (collectives read peers' buffers)\n"
       "  -x,--cta_policy <0/1/2>     accepted, no-op: no CTAs on host (as nccl-tests "
       "without -x)\n"
       "  -D,--device_implementation <n>  accepted, no-op: no device kernels on host, NCCL's\n"
