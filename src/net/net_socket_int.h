@@ -27,6 +27,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "core/crypto.h"
 #include "net.h"
 #include "socket/socket.h"
 
@@ -43,7 +44,8 @@
 struct mc_net_sock_handle {
   union mc_sockaddr addr; /* the listener */
   uint64_t magic;
-  int32_t n_socks; /* data sockets per connection */
+  uint64_t listen_id; /* random: the listener a connector's response is for */
+  int32_t n_socks;    /* data sockets per connection */
   int32_t n_threads;
   uint32_t inline_bytes;
   uint32_t min_task_bytes;
@@ -59,13 +61,6 @@ struct mc_net_sock_handle {
 ncclResult_t mc_net_sock_handle_parse(const void *buf, uint64_t magic,
                                       struct mc_net_sock_handle *h_out);
 
-/* Sent by the connector on every socket right after the 12-byte handshake. */
-struct mc_net_sock_hello {
-  uint64_t conn_id; /* random, the same on all sockets of one connection */
-  uint32_t index;   /* 0: control socket; 1..n_socks: data socket index-1 */
-  uint32_t n_socks;
-};
-
 /* Per-communicator state (init .. finalize). */
 struct mc_net_sock_ctx {
   const volatile uint32_t *abort_flag;
@@ -77,6 +72,7 @@ struct mc_net_sock_ctx {
   uint32_t inline_bytes;
   uint32_t min_task_bytes;
   uint64_t magic;
+  uint8_t key[MC_SHA256_BYTES];         /* what every socket proves it knows (net_auth.h) */
   int64_t liveness_ms;                  /* TCP_USER_TIMEOUT of its sockets */
   pthread_mutex_t mu;                   /* guards connects */
   struct mc_net_sock_connect *connects; /* unfinished connects (list) */

@@ -1,17 +1,23 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * libFuzzer target for the net handles a connector receives from a peer:
- * the socket net's (src/net/net_socket_handle.c) and the Mesh net's
- * (src/net/mesh/mesh_handle.c). Input: one byte choosing the parser (even:
- * socket, odd: Mesh), then the handle's bytes, cut or zero-padded to NCCL's
- * 128 and placed in a heap buffer of exactly that size, so that ASan sees
- * any read beyond it. An accepted handle must have every field within what
- * the connector creates from it; an accepted Mesh handle must encode again
- * and decode to the same fields. A broken property aborts.
+ * libFuzzer target for what a net reads from a peer before it trusts it:
+ * the handles a connector receives (the socket net's,
+ * src/net/net_socket_handle.c, and the Mesh net's, src/net/mesh/mesh_handle.c)
+ * and the authentication messages of both nets (src/net/net_auth.c:
+ * challenge, response, confirm). Input: one byte choosing the parser (0:
+ * socket handle, 1: Mesh handle, 2: socket-net handshake, 3: Mesh
+ * handshake), then the bytes, cut or zero-padded to NCCL's 128 and placed in
+ * a heap buffer of exactly that size, so that ASan sees any read beyond it.
+ * An accepted handle must have every field within what the connector
+ * creates from it; an accepted Mesh handle must encode again and decode to
+ * the same fields; an accepted handshake message must encode again to the
+ * same bytes, and a response's MAC must not verify unless it was made with
+ * the key. A broken property aborts.
  *
  *   fuzz_net_handle -max_total_time=60 NEW_CORPUS_DIR tests/data/fuzz/net_handle
  */
 #include "net/mesh/mesh_int.h"
+#include "net/net_auth.h"
 #include "net/net_socket_int.h"
 
 #include <stdint.h>
@@ -87,6 +93,32 @@ static void mesh_handle(const uint8_t *buf)
   free(again);
 }
 
+/* Each handshake message the bytes decode as re-encodes to them (the
+ * padding the encoder zeroes aside). */
+static void auth_messages(const struct mc_net_auth_domain *d, const uint8_t *buf)
+{
+  uint8_t nonce[MC_NET_AUTH_NONCE_BYTES];
+  uint8_t mac[MC_SHA256_BYTES];
+  uint8_t again[MC_NET_AUTH_RESPONSE_BYTES];
+  struct mc_net_auth_response r;
+
+  if (mc_net_auth_challenge_decode(d, buf, nonce)) {
+    mc_net_auth_challenge_encode(d, nonce, again);
+    check(memcmp(again, buf, 5) == 0, "a challenge's magic and version survive");
+    check(memcmp(again + 8, buf + 8, MC_NET_AUTH_NONCE_BYTES) == 0, "and its nonce");
+  }
+  if (mc_net_auth_response_decode(d, buf, &r)) {
+    mc_net_auth_response_encode(d, &r, again);
+    check(memcmp(again, buf, 5) == 0, "a response's magic and version survive");
+    check(memcmp(again + 8, buf + 8, MC_NET_AUTH_RESPONSE_BYTES - 8) == 0, "and its fields");
+  }
+  if (mc_net_auth_confirm_decode(d, buf, mac)) {
+    mc_net_auth_confirm_encode(d, mac, again);
+    check(memcmp(again, buf, 4) == 0, "a confirm's magic survives");
+    check(memcmp(again + 8, buf + 8, MC_SHA256_BYTES) == 0, "and its MAC");
+  }
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
   uint8_t *buf;
@@ -96,10 +128,20 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
   buf = calloc(1, MC_NET_HANDLE_BYTES);
   check(buf != NULL, "calloc");
   memcpy(buf, data + 1, (size - 1 < MC_NET_HANDLE_BYTES) ? size - 1 : MC_NET_HANDLE_BYTES);
-  if ((data[0] & 1) == 0)
+  switch (data[0] & 3) {
+  case 0:
     socket_handle(buf);
-  else
+    break;
+  case 1:
     mesh_handle(buf);
+    break;
+  case 2:
+    auth_messages(&mc_net_auth_socket, buf);
+    break;
+  default:
+    auth_messages(&mc_net_mesh_auth, buf);
+    break;
+  }
   free(buf);
   return 0;
 }

@@ -239,7 +239,7 @@ static void relay_codec(void)
   MC_T_EQ_INT(mc_net_mesh_relay_req_decode(buf, key_a, nonce, &out), MC_NET_MESH_REFUSE_MALFORMED);
   /* A refusal is the size of a challenge and is not one. */
   mc_net_mesh_refusal_encode(MC_NET_MESH_REFUSE_HOP_LIMIT, 0xb, buf);
-  MC_T_TRUE(!mc_net_mesh_challenge_decode(buf, nonce));
+  MC_T_TRUE(!mc_net_auth_challenge_decode(&mc_net_mesh_auth, buf, nonce));
   MC_T_TRUE(mc_net_mesh_refusal_decode(buf, &reason, &relay));
   MC_T_EQ_INT(reason, MC_NET_MESH_REFUSE_HOP_LIMIT);
   MC_T_TRUE(relay == 0xb);
@@ -247,7 +247,7 @@ static void relay_codec(void)
   MC_T_TRUE(!mc_net_mesh_refusal_is_transient(MC_NET_MESH_REFUSE_BAD_MAC));
   MC_T_CONTAINS(mc_net_mesh_refusal_str(MC_NET_MESH_REFUSE_UNKNOWN_DEST), "not in the relay");
   MC_T_CONTAINS(mc_net_mesh_refusal_str(99), "unknown");
-  mc_net_mesh_challenge_encode(nonce, buf);
+  mc_net_auth_challenge_encode(&mc_net_mesh_auth, nonce, buf);
   MC_T_TRUE(!mc_net_mesh_refusal_decode(buf, &reason, &relay));
 }
 

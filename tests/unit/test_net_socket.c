@@ -5,12 +5,16 @@
  * from two threads), exact bytes for sizes around the inline and task
  * limits up to 100 MiB, posting-order matching with 32 outstanding
  * requests, receives larger and smaller than the send, a peer closing in
- * the middle of a message, garbage connections to the listener, the abort
+ * the middle of a message, garbage connections to the listener, strangers
+ * without the communicator's secret on either end of a connection, floods
+ * of silent and forged sockets, the abort
  * flag, and fds/threads back to their counts after close and finalize; with
  * 0, 1 and 4 helper threads and 1, 2 and 8 sockets per thread.
  */
 #include "core/params.h"
 #include "net/net.h"
+#include "net/net_auth.h"
+#include "net/net_socket_int.h"
 #include "socket/socket.h"
 
 #include "mc_test.h"
@@ -702,40 +706,125 @@ static bool closed_by_listener(int fd, void *listen)
   return false;
 }
 
+/* The 12-byte handshake (NCCL_SOCKET_MAGIC, type NET) every socket starts with. */
+static void raw_handshake(int fd)
+{
+  uint64_t magic = (uint64_t)mc_param_int(MC_P_SOCKET_MAGIC);
+  uint32_t type = MC_SOCK_TYPE_NET;
+  unsigned char hs[12];
+
+  memcpy(hs, &magic, 8);
+  memcpy(hs + 8, &type, 4);
+  MC_T_EQ_INT(send(fd, hs, sizeof(hs), MSG_NOSIGNAL), (long long)sizeof(hs));
+}
+
+/* Reads exactly `bytes` from fd, calling accept on listen meanwhile (the
+ * listener moves its handshakes only in accept; it must return no comm).
+ * False when fd was closed first. */
+static bool raw_read(int fd, void *listen, void *buf, size_t bytes)
+{
+  struct mc_deadline dl = mc_deadline_in_ms(LONG_WAIT);
+  size_t got = 0;
+
+  while ((got < bytes) && !mc_deadline_passed(dl)) {
+    ssize_t n;
+
+    if (listen != NULL) {
+      void *comm = NULL;
+      MC_T_OK(net->accept(listen, &comm));
+      MC_T_NULL(comm);
+    }
+    n = recv(fd, (char *)buf + got, bytes - got, MSG_DONTWAIT);
+    if (n > 0)
+      got += (size_t)n;
+    else if ((n == 0) || ((errno != EAGAIN) && (errno != EWOULDBLOCK)))
+      return false;
+    else
+      usleep(1000);
+  }
+  MC_T_EQ_INT(got, bytes);
+  return true;
+}
+
+/* The listen id a handle carries. */
+static uint64_t handle_listen_id(const void *handle)
+{
+  struct mc_net_sock_handle h;
+
+  MC_T_OK(mc_net_sock_handle_parse(handle, (uint64_t)mc_param_int(MC_P_SOCKET_MAGIC), &h));
+  return h.listen_id;
+}
+
+/* Plays a connector's socket by hand: handshake, the listener's challenge,
+ * then a response for socket `index` of connection conn_id with n_socks
+ * data sockets, MAC'd under key. */
+static void raw_respond(int fd, void *listen, const uint8_t key[MC_SHA256_BYTES],
+                        uint64_t listen_id, uint64_t conn_id, uint32_t index, uint32_t n_socks)
+{
+  uint8_t chal[MC_NET_AUTH_CHALLENGE_BYTES];
+  uint8_t nonce_a[MC_NET_AUTH_NONCE_BYTES];
+  uint8_t buf[MC_NET_AUTH_RESPONSE_BYTES];
+  struct mc_net_auth_response r;
+
+  raw_handshake(fd);
+  MC_T_TRUE(raw_read(fd, listen, chal, sizeof(chal)));
+  MC_T_TRUE(mc_net_auth_challenge_decode(&mc_net_auth_socket, chal, nonce_a));
+  memset(&r, 0, sizeof(r));
+  r.listen_id = listen_id;
+  r.conn_id = conn_id;
+  r.index = index;
+  r.n_socks = n_socks;
+  r.nonce_c[0] = 1;
+  mc_net_auth_mac(&mc_net_auth_socket, key, 'C', nonce_a, &r, r.mac);
+  mc_net_auth_response_encode(&mc_net_auth_socket, &r, buf);
+  MC_T_EQ_INT(send(fd, buf, sizeof(buf), MSG_NOSIGNAL), (long long)sizeof(buf));
+}
+
+/* The key of a context opened without a secret (and MESHCCL_SECRET unset):
+ * integrity only, and what these tests' stranger would need. */
+static void no_secret_key(uint8_t key_out[MC_SHA256_BYTES])
+{
+  mc_net_auth_key(&mc_net_auth_socket, NULL, 0, 0, key_out);
+}
+
 static void garbage_connections_rejected(void)
 {
   struct counts before = counts_now();
   struct pair p;
-  uint64_t magic = (uint64_t)mc_param_int(MC_P_SOCKET_MAGIC);
-  uint32_t type = MC_SOCK_TYPE_NET;
-  unsigned char hs[12 + 16];
+  uint8_t junk[MC_NET_AUTH_RESPONSE_BYTES];
+  uint8_t chal[MC_NET_AUTH_CHALLENGE_BYTES];
+  uint8_t key[MC_SHA256_BYTES];
   int fd;
 
   use_loopback(1, 2);
   ctx_open(&p, NULL);
+  no_secret_key(key);
   /* wrong magic */
   fd = raw_connect(p.handle);
   MC_T_EQ_INT(send(fd, "GET / HTTP/1.0\r\n\r\n", 18, MSG_NOSIGNAL), 18);
   MC_T_TRUE(closed_by_listener(fd, p.listen));
   close(fd);
-  /* right handshake, then a hello for another shape of connection */
-  memcpy(hs, &magic, 8);
-  memcpy(hs + 8, &type, 4);
-  {
-    uint64_t id = 42;
-    uint32_t index = 0;
-    uint32_t n_socks = 7;
-    memcpy(hs + 12, &id, 8);
-    memcpy(hs + 20, &index, 4);
-    memcpy(hs + 24, &n_socks, 4);
-  }
+  /* right handshake, then a response that is not one */
   fd = raw_connect(p.handle);
-  MC_T_EQ_INT(send(fd, hs, sizeof(hs), MSG_NOSIGNAL), (long long)sizeof(hs));
+  raw_handshake(fd);
+  MC_T_TRUE(raw_read(fd, p.listen, chal, sizeof(chal)));
+  memset(junk, 0x5a, sizeof(junk));
+  MC_T_EQ_INT(send(fd, junk, sizeof(junk), MSG_NOSIGNAL), (long long)sizeof(junk));
+  MC_T_TRUE(closed_by_listener(fd, p.listen));
+  close(fd);
+  /* a valid response for another shape of connection */
+  fd = raw_connect(p.handle);
+  raw_respond(fd, p.listen, key, handle_listen_id(p.handle), 42, 0, 7);
+  MC_T_TRUE(closed_by_listener(fd, p.listen));
+  close(fd);
+  /* a valid response for another listener */
+  fd = raw_connect(p.handle);
+  raw_respond(fd, p.listen, key, handle_listen_id(p.handle) + 1, 42, 0, 2);
   MC_T_TRUE(closed_by_listener(fd, p.listen));
   close(fd);
   /* right handshake, then it goes away */
   fd = raw_connect(p.handle);
-  MC_T_EQ_INT(send(fd, hs, 12, MSG_NOSIGNAL), 12);
+  raw_handshake(fd);
   close(fd);
   /* connect and close at once */
   fd = raw_connect(p.handle);
@@ -747,21 +836,150 @@ static void garbage_connections_rejected(void)
   counts_back(before);
 }
 
-/* The 12-byte handshake, then the hello of socket `index` of connection
- * conn_id with n_socks data sockets; hello_bytes of it are sent. */
-static void raw_hello(int fd, uint64_t conn_id, uint32_t index, uint32_t n_socks,
-                      size_t hello_bytes)
+/* A stranger who knows the listener's address, the magic and even the whole
+ * handle, but not the communicator's secret: its forged response and the
+ * message after it never reach a receive comm, and the real connection,
+ * set up afterwards, carries the real bytes. */
+static void stranger_cannot_deliver(void)
 {
-  uint64_t magic = (uint64_t)mc_param_int(MC_P_SOCKET_MAGIC);
-  uint32_t type = MC_SOCK_TYPE_NET;
-  unsigned char hs[12 + 16];
+  static const uint8_t secret[MC_NET_SECRET_BYTES] = {1, 2, 3};
+  struct counts before = counts_now();
+  struct mc_net_init_args args = {.comm_id = 77, .secret = secret};
+  uint8_t wrong_key[MC_SHA256_BYTES];
+  struct pair p;
+  int ndev = 0;
 
-  memcpy(hs, &magic, 8);
-  memcpy(hs + 8, &type, 4);
-  memcpy(hs + 12, &conn_id, 8);
-  memcpy(hs + 20, &index, 4);
-  memcpy(hs + 24, &n_socks, 4);
-  MC_T_EQ_INT(send(fd, hs, 12 + hello_bytes, MSG_NOSIGNAL), (long long)(12 + hello_bytes));
+  use_loopback(0, 0); /* one control socket: a forged one would be a whole connection */
+  memset(&p, 0, sizeof(p));
+  MC_T_OK(net->init(&args, &p.ctx));
+  MC_T_OK(net->devices(p.ctx, &ndev));
+  MC_T_OK(net->listen(p.ctx, 0, p.handle, &p.listen));
+  /* the stranger's guesses: no secret, or the right comm id without it */
+  for (int k = 0; k < 2; k++) {
+    int fd = raw_connect(p.handle);
+    uint32_t size = 5;
+
+    mc_net_auth_key(&mc_net_auth_socket, NULL, 0, (k == 0) ? 0 : 77, wrong_key);
+    raw_respond(fd, p.listen, wrong_key, handle_listen_id(p.handle), 99 + (uint64_t)k, 0, 0);
+    (void)send(fd, &size, sizeof(size), MSG_NOSIGNAL); /* a forged send: size, then bytes */
+    (void)send(fd, "EVIL!", 5, MSG_NOSIGNAL);
+    MC_T_TRUE(closed_by_listener(fd, p.listen));
+    close(fd);
+  }
+  pair_connect(&p);
+  check_xfer(&p, 5, 0, 9);
+  pair_close(&p);
+  counts_back(before);
+  mc_param_reset_for_tests();
+}
+
+/* Ranks of another communicator (another secret) cannot connect: the
+ * listener refuses the connector's MAC, and the connector says so. */
+static void other_secret_refused(void)
+{
+  static const uint8_t secret_a[MC_NET_SECRET_BYTES] = {1};
+  static const uint8_t secret_b[MC_NET_SECRET_BYTES] = {2};
+  struct counts before = counts_now();
+  struct pair p;
+  void *ctx_b = NULL;
+  void *comm = NULL;
+  ncclResult_t res = ncclSuccess;
+  struct mc_deadline dl = mc_deadline_in_ms(LONG_WAIT);
+
+  use_loopback(0, 1);
+  memset(&p, 0, sizeof(p));
+  MC_T_OK(net->init(&(struct mc_net_init_args){.secret = secret_a}, &p.ctx));
+  MC_T_OK(net->init(&(struct mc_net_init_args){.secret = secret_b}, &ctx_b));
+  MC_T_OK(net->listen(p.ctx, 0, p.handle, &p.listen));
+  while ((res == ncclSuccess) && !mc_deadline_passed(dl)) {
+    res = net->connect(ctx_b, 0, p.handle, &comm);
+    MC_T_NULL(comm);
+    MC_T_OK(net->accept(p.listen, &comm));
+    MC_T_NULL(comm);
+  }
+  MC_T_EQ_INT(res, ncclRemoteError);
+  MC_T_CONTAINS(mc_t_last_error(), "during authentication");
+  MC_T_CONTAINS(mc_t_last_error(), "refused our MAC");
+  MC_T_OK(net->finalize(ctx_b));
+  /* the listener's own ranks still connect */
+  pair_connect(&p);
+  check_xfer(&p, 1000, 0, 4);
+  pair_close(&p);
+  counts_back(before);
+  mc_param_reset_for_tests();
+}
+
+struct fake_listener {
+  int lfd;
+  bool good_magic; /* false: a confirm with a wrong magic; true: a wrong MAC */
+};
+
+/* Answers one connection as a listener that does not know the key would. */
+static void *fake_listener_thread(void *arg)
+{
+  struct fake_listener *f = arg;
+  uint8_t buf[MC_NET_AUTH_RESPONSE_BYTES];
+  uint8_t nonce[MC_NET_AUTH_NONCE_BYTES] = {3};
+  uint8_t mac[MC_SHA256_BYTES] = {4};
+  int fd = accept(f->lfd, NULL, NULL);
+
+  if (fd < 0)
+    return NULL;
+  if (recv(fd, buf, 12, MSG_WAITALL) == 12) {
+    mc_net_auth_challenge_encode(&mc_net_auth_socket, nonce, buf);
+    (void)send(fd, buf, MC_NET_AUTH_CHALLENGE_BYTES, MSG_NOSIGNAL);
+    if (recv(fd, buf, MC_NET_AUTH_RESPONSE_BYTES, MSG_WAITALL) == MC_NET_AUTH_RESPONSE_BYTES) {
+      mc_net_auth_confirm_encode(&mc_net_auth_socket, mac, buf);
+      if (!f->good_magic)
+        buf[0] ^= 0xff;
+      (void)send(fd, buf, MC_NET_AUTH_CONFIRM_BYTES, MSG_NOSIGNAL);
+    }
+  }
+  usleep(200000);
+  close(fd);
+  return NULL;
+}
+
+/* A process that took a listener's address cannot pose as the listener:
+ * the connector checks the confirm's MAC. */
+static void fake_listener_refused(void)
+{
+  for (int k = 0; k < 2; k++) {
+    struct counts before = counts_now();
+    struct fake_listener f = {.lfd = -1, .good_magic = (k == 1)};
+    struct mc_net_sock_handle h;
+    union mc_sockaddr a;
+    socklen_t len = sizeof(a);
+    pthread_t t;
+    struct pair p;
+    void *comm = NULL;
+    ncclResult_t res = ncclSuccess;
+    struct mc_deadline dl = mc_deadline_in_ms(LONG_WAIT);
+
+    use_loopback(0, 0);
+    ctx_open(&p, NULL);
+    f.lfd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    memset(&a, 0, sizeof(a));
+    a.sin.sin_family = AF_INET;
+    a.sin.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    MC_T_EQ_INT(bind(f.lfd, &a.sa, sizeof(a.sin)), 0);
+    MC_T_EQ_INT(listen(f.lfd, 4), 0);
+    MC_T_EQ_INT(getsockname(f.lfd, &a.sa, &len), 0);
+    memcpy(&h, p.handle, sizeof(h)); /* the real handle, pointing at the fake listener */
+    h.addr = a;
+    memcpy(p.handle, &h, sizeof(h));
+    MC_T_EQ_INT(pthread_create(&t, NULL, fake_listener_thread, &f), 0);
+    while ((res == ncclSuccess) && (comm == NULL) && !mc_deadline_passed(dl))
+      res = net->connect(p.ctx, 0, p.handle, &comm);
+    MC_T_NULL(comm);
+    MC_T_EQ_INT(res, ncclRemoteError);
+    MC_T_CONTAINS(mc_t_last_error(), (k == 1) ? "failed authentication" : "bad confirmation");
+    pthread_join(t, NULL);
+    close(f.lfd);
+    pair_close(&p);
+    counts_back(before);
+  }
+  mc_param_reset_for_tests();
 }
 
 /* How many of fds the listener closed (EOF or reset), after 200 ms. */
@@ -779,32 +997,54 @@ static int count_closed(const int *fds, int n)
   return closed;
 }
 
-/* A socket whose hello comes 5.5 s after its handshake (TCP retransmitting
- * on a lossy link) still makes its connection: the connector counted it
- * complete long before, so dropping it would lose the connection for good. */
-static void late_hello_still_accepted(void)
+/* A response that comes 5.5 s after the challenge (TCP retransmitting on a
+ * lossy link) still makes its connection. */
+static void late_response_still_accepted(void)
 {
   struct counts before = counts_now();
   struct mc_deadline dl;
   struct pair p;
   void *comm = NULL;
+  uint8_t key[MC_SHA256_BYTES];
+  uint8_t confirm[MC_NET_AUTH_CONFIRM_BYTES];
+  uint8_t chal[MC_NET_AUTH_CHALLENGE_BYTES];
+  uint8_t nonce_a[MC_NET_AUTH_NONCE_BYTES];
+  uint8_t buf[MC_NET_AUTH_RESPONSE_BYTES];
+  struct mc_net_auth_response r;
   int fd;
 
   use_loopback(0, 0); /* a connection is its control socket alone */
   ctx_open(&p, NULL);
+  no_secret_key(key);
   fd = raw_connect(p.handle);
-  raw_hello(fd, 7, 0, 0, 0);
+  raw_handshake(fd);
+  MC_T_TRUE(raw_read(fd, p.listen, chal, sizeof(chal)));
+  MC_T_TRUE(mc_net_auth_challenge_decode(&mc_net_auth_socket, chal, nonce_a));
   dl = mc_deadline_in_ms(5500);
   while (!mc_deadline_passed(dl)) {
     MC_T_OK(net->accept(p.listen, &comm));
     MC_T_NULL(comm);
     usleep(20000);
   }
-  MC_T_EQ_INT(send(fd, (char[16]){7}, 16, MSG_NOSIGNAL), 16); /* conn 7, index 0, 0 socks */
+  memset(&r, 0, sizeof(r));
+  r.listen_id = handle_listen_id(p.handle);
+  r.conn_id = 7;
+  mc_net_auth_mac(&mc_net_auth_socket, key, 'C', nonce_a, &r, r.mac);
+  mc_net_auth_response_encode(&mc_net_auth_socket, &r, buf);
+  MC_T_EQ_INT(send(fd, buf, sizeof(buf), MSG_NOSIGNAL), (long long)sizeof(buf));
   dl = mc_deadline_in_ms(LONG_WAIT);
   while ((comm == NULL) && !mc_deadline_passed(dl))
     MC_T_OK(net->accept(p.listen, &comm));
   MC_T_TRUE(comm != NULL);
+  /* and the listener confirmed with its MAC */
+  MC_T_TRUE(raw_read(fd, NULL, confirm, sizeof(confirm)));
+  {
+    uint8_t got[MC_SHA256_BYTES];
+    uint8_t want[MC_SHA256_BYTES];
+    MC_T_TRUE(mc_net_auth_confirm_decode(&mc_net_auth_socket, confirm, got));
+    mc_net_auth_mac(&mc_net_auth_socket, key, 'A', nonce_a, &r, want);
+    MC_T_EQ_INT(memcmp(got, want, sizeof(got)), 0);
+  }
   p.recv = comm;
   close(fd);
   pair_close(&p);
@@ -812,21 +1052,32 @@ static void late_hello_still_accepted(void)
   mc_param_reset_for_tests();
 }
 
-/* More sockets that shook hands and then said nothing than the listener
- * keeps (128): the oldest are evicted for newcomers, and a real connection
- * is set up at once, not after the silent ones' 30 s window. */
-static void silent_sockets_evicted_for_a_real_connection(void)
+/* More strangers than the listener keeps waiting (128): some only shake
+ * hands and say nothing, some answer the challenge with a forged MAC, each
+ * as its own connection. The oldest silent ones are evicted for newcomers,
+ * the forged ones dropped; no stranger takes one of the 32 slots of
+ * connections being set up, and the real connection is set up at once, not
+ * after the silent ones' 30 s window. */
+static void strangers_evicted_for_a_real_connection(void)
 {
-  enum { N_SILENT = 134 };
+  enum { N_SILENT = 134, N_FORGED = 40 };
   struct counts before = counts_now();
   struct pair p;
   int fds[N_SILENT];
+  uint8_t wrong_key[MC_SHA256_BYTES];
 
   use_loopback(0, 1);
   ctx_open(&p, NULL);
+  mc_net_auth_key(&mc_net_auth_socket, "guess", 5, 0, wrong_key);
+  for (int i = 0; i < N_FORGED; i++) {
+    int fd = raw_connect(p.handle);
+    raw_respond(fd, p.listen, wrong_key, handle_listen_id(p.handle), 500 + (uint64_t)i, 0, 1);
+    MC_T_TRUE(closed_by_listener(fd, p.listen));
+    close(fd);
+  }
   for (int i = 0; i < N_SILENT; i++) {
     fds[i] = raw_connect(p.handle);
-    raw_hello(fds[i], 1000 + (uint64_t)i, 0, 1, 0);
+    raw_handshake(fds[i]);
   }
   pair_connect(&p);
   check_xfer(&p, 4096, 0, 3);
@@ -914,5 +1165,6 @@ static void bad_arguments(void)
 MC_T_MAIN(devices_and_properties, connect_accept_two_threads, one_listener_many_connections,
           exact_bytes_every_config, no_data_sockets, posting_order_32_outstanding,
           send_larger_than_recv_fails, peer_closes_mid_message, peer_closes_after_its_messages,
-          garbage_connections_rejected, late_hello_still_accepted,
-          silent_sockets_evicted_for_a_real_connection, abort_flag_fails_fast, bad_arguments)
+          garbage_connections_rejected, stranger_cannot_deliver, other_secret_refused,
+          fake_listener_refused, late_response_still_accepted,
+          strangers_evicted_for_a_real_connection, abort_flag_fails_fast, bad_arguments)

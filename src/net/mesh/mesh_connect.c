@@ -58,7 +58,7 @@ struct csock {
   uint8_t nonce_a[MC_NET_MESH_NONCE_BYTES];
   uint8_t buf[MC_NET_MESH_RELAY_REQ_BYTES];
   size_t done;
-  struct mc_net_mesh_response resp;
+  struct mc_net_auth_response resp;
 };
 
 struct mc_net_mesh_connect {
@@ -480,7 +480,7 @@ static ncclResult_t sock_progress(struct mc_net_mesh_ctx *ctx, struct mc_net_mes
     if (r > 0) {
       struct mc_net_mesh_relay_req req;
 
-      if (!mc_net_mesh_challenge_decode(s->buf, s->nonce_a))
+      if (!mc_net_auth_challenge_decode(&mc_net_mesh_auth, s->buf, s->nonce_a))
         return hs_fail(c, i, ncclRemoteError, "the relay is not a Mesh net of this version");
       req.hops_left = c->hops - 1;
       req.conn_id = c->conn_id;
@@ -522,7 +522,7 @@ static ncclResult_t sock_progress(struct mc_net_mesh_ctx *ctx, struct mc_net_mes
                  mc_net_mesh_refusal_str(reason));
         return hs_fail(c, i, ncclRemoteError, why);
       }
-      if (!mc_net_mesh_challenge_decode(s->buf, s->nonce_a))
+      if (!mc_net_auth_challenge_decode(&mc_net_mesh_auth, s->buf, s->nonce_a))
         return hs_fail(c, i, ncclRemoteError,
                        "the listener is not a Mesh net of this version (bad challenge)");
       memset(&s->resp, 0, sizeof(s->resp));
@@ -532,8 +532,8 @@ static ncclResult_t sock_progress(struct mc_net_mesh_ctx *ctx, struct mc_net_mes
       s->resp.index = (uint32_t)i | c->index_flags;
       s->resp.n_socks = (uint32_t)c->h.n_socks;
       MC_CHECK(mc_random_bytes(s->resp.nonce_c, sizeof(s->resp.nonce_c)));
-      mc_net_mesh_mac(ctx->key, 'C', s->nonce_a, &s->resp, s->resp.mac);
-      mc_net_mesh_response_encode(&s->resp, s->buf);
+      mc_net_auth_mac(&mc_net_mesh_auth, ctx->key, 'C', s->nonce_a, &s->resp, s->resp.mac);
+      mc_net_auth_response_encode(&mc_net_mesh_auth, &s->resp, s->buf);
       s->done = 0;
       s->state = CS_RESPONSE;
     }
@@ -556,9 +556,9 @@ static ncclResult_t sock_progress(struct mc_net_mesh_ctx *ctx, struct mc_net_mes
                                     "it refused our MAC (ranks with different secrets or "
                                     "communicators?) or its listen comm is closed");
     if (r > 0) {
-      if (!mc_net_mesh_confirm_decode(s->buf, mac))
+      if (!mc_net_auth_confirm_decode(&mc_net_mesh_auth, s->buf, mac))
         return hs_fail(c, i, ncclRemoteError, "bad confirmation (wrong magic)");
-      mc_net_mesh_mac(ctx->key, 'A', s->nonce_a, &s->resp, s->resp.mac);
+      mc_net_auth_mac(&mc_net_mesh_auth, ctx->key, 'A', s->nonce_a, &s->resp, s->resp.mac);
       if (!mc_crypto_equal(mac, s->resp.mac, sizeof(mac)))
         return hs_fail(c, i, ncclRemoteError,
                        "the listener failed authentication (its MAC does not verify: a host "

@@ -10,11 +10,8 @@
  *   32 address entries, packed: family 4|6 (1), prefix length (1), lane (1),
  *      handshake port (2), address (4 or 16) -- 9 bytes for IPv4, 21 for
  *      IPv6: at most 10 IPv4 or 4 IPv6 addresses in the 96 bytes.
- * Challenge (24): magic "MSHC", version, 3 zero bytes, nonce_a (16).
- * Response (88):  magic "MSHR", version, 3 zero bytes, listen id, conn id,
- *                 connector host (8 each), index, n_socks (4 each),
- *                 nonce_c (16), MAC_c (32).
- * Confirm (40):   magic "MSHA", 4 zero bytes, MAC_a (32).
+ * Challenge, response and confirm: net_auth.h's layouts, with the magics
+ * "MSHC", "MSHR" and "MSHA" (mc_net_mesh_auth).
  */
 #include "mesh_int.h"
 
@@ -27,9 +24,14 @@
 #include <stdio.h>
 #include <string.h>
 
-#define MAGIC_CHALLENGE 0x4d534843u /* "MSHC" */
-#define MAGIC_RESPONSE  0x4d534852u /* "MSHR" */
-#define MAGIC_CONFIRM   0x4d534841u /* "MSHA" */
+const struct mc_net_auth_domain mc_net_mesh_auth = {
+    .magic_challenge = 0x4d534843u, /* "MSHC" */
+    .magic_response = 0x4d534852u,  /* "MSHR" */
+    .magic_confirm = 0x4d534841u,   /* "MSHA" */
+    .version = MC_NET_MESH_VERSION,
+    .mac_label = {'m', 'e', 's', 'h'},
+    .key_label = "meshccl mesh key",
+};
 
 _Static_assert(MC_NET_MESH_HDR_BYTES + MC_NET_MESH_MAX_ADDRS * MC_NET_MESH_ENTRY4_BYTES <=
                    MC_NET_HANDLE_BYTES,
@@ -192,86 +194,6 @@ ncclResult_t mc_net_mesh_handle_decode(const void *buf, struct mc_net_mesh_handl
   }
   *h_out = h;
   return ncclSuccess;
-}
-
-void mc_net_mesh_challenge_encode(const uint8_t nonce_a[MC_NET_MESH_NONCE_BYTES], uint8_t *buf)
-{
-  memset(buf, 0, MC_NET_MESH_CHALLENGE_BYTES);
-  put32(buf, MAGIC_CHALLENGE);
-  buf[4] = MC_NET_MESH_VERSION;
-  memcpy(buf + 8, nonce_a, MC_NET_MESH_NONCE_BYTES);
-}
-
-bool mc_net_mesh_challenge_decode(const uint8_t *buf, uint8_t nonce_a_out[MC_NET_MESH_NONCE_BYTES])
-{
-  if ((get32(buf) != MAGIC_CHALLENGE) || (buf[4] != MC_NET_MESH_VERSION))
-    return false;
-  memcpy(nonce_a_out, buf + 8, MC_NET_MESH_NONCE_BYTES);
-  return true;
-}
-
-void mc_net_mesh_response_encode(const struct mc_net_mesh_response *r, uint8_t *buf)
-{
-  memset(buf, 0, MC_NET_MESH_RESPONSE_BYTES);
-  put32(buf, MAGIC_RESPONSE);
-  buf[4] = MC_NET_MESH_VERSION;
-  put64(buf + 8, r->listen_id);
-  put64(buf + 16, r->conn_id);
-  put64(buf + 24, r->host_hash);
-  put32(buf + 32, r->index);
-  put32(buf + 36, r->n_socks);
-  memcpy(buf + 40, r->nonce_c, MC_NET_MESH_NONCE_BYTES);
-  memcpy(buf + 56, r->mac, MC_SHA256_BYTES);
-}
-
-bool mc_net_mesh_response_decode(const uint8_t *buf, struct mc_net_mesh_response *r_out)
-{
-  if ((get32(buf) != MAGIC_RESPONSE) || (buf[4] != MC_NET_MESH_VERSION))
-    return false;
-  r_out->listen_id = get64(buf + 8);
-  r_out->conn_id = get64(buf + 16);
-  r_out->host_hash = get64(buf + 24);
-  r_out->index = get32(buf + 32);
-  r_out->n_socks = get32(buf + 36);
-  memcpy(r_out->nonce_c, buf + 40, MC_NET_MESH_NONCE_BYTES);
-  memcpy(r_out->mac, buf + 56, MC_SHA256_BYTES);
-  return true;
-}
-
-void mc_net_mesh_confirm_encode(const uint8_t mac[MC_SHA256_BYTES], uint8_t *buf)
-{
-  memset(buf, 0, MC_NET_MESH_CONFIRM_BYTES);
-  put32(buf, MAGIC_CONFIRM);
-  memcpy(buf + 8, mac, MC_SHA256_BYTES);
-}
-
-bool mc_net_mesh_confirm_decode(const uint8_t *buf, uint8_t mac_out[MC_SHA256_BYTES])
-{
-  if (get32(buf) != MAGIC_CONFIRM)
-    return false;
-  memcpy(mac_out, buf + 8, MC_SHA256_BYTES);
-  return true;
-}
-
-void mc_net_mesh_mac(const uint8_t key[MC_SHA256_BYTES], char role,
-                     const uint8_t nonce_a[MC_NET_MESH_NONCE_BYTES],
-                     const struct mc_net_mesh_response *r, uint8_t mac_out[MC_SHA256_BYTES])
-{
-  struct mc_hmac_sha256 h;
-  uint8_t fields[32];
-
-  put64(fields, r->listen_id);
-  put64(fields + 8, r->conn_id);
-  put64(fields + 16, r->host_hash);
-  put32(fields + 24, r->index);
-  put32(fields + 28, r->n_socks);
-  mc_hmac_sha256_init(&h, key, MC_SHA256_BYTES);
-  mc_hmac_sha256_update(&h, "mesh", 4);
-  mc_hmac_sha256_update(&h, &role, 1);
-  mc_hmac_sha256_update(&h, nonce_a, MC_NET_MESH_NONCE_BYTES);
-  mc_hmac_sha256_update(&h, r->nonce_c, MC_NET_MESH_NONCE_BYTES);
-  mc_hmac_sha256_update(&h, fields, sizeof(fields));
-  mc_hmac_sha256_final(&h, mac_out);
 }
 
 /* ---------- relay request and refusal (mesh_int.h) ---------- */

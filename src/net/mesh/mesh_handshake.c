@@ -64,7 +64,7 @@ struct hs_pending {
   uint8_t in[MC_NET_MESH_RELAY_REQ_BYTES]; /* a response, or a relay request */
   size_t in_got;
   size_t in_want;
-  struct mc_net_mesh_response resp;
+  struct mc_net_auth_response resp;
   /* Relaying: the socket to the next host and what is said on it. */
   int fd2;
   bool is_via_relay; /* the next host relays further */
@@ -211,7 +211,7 @@ static void accept_new(struct mc_net_mesh_ctx *ctx, struct mc_net_mesh_hs_thread
       return;
     }
     mc_net_mesh_sock_opts(fd);
-    mc_net_mesh_challenge_encode(p->nonce_a, p->out);
+    mc_net_auth_challenge_encode(&mc_net_mesh_auth, p->nonce_a, p->out);
     p->out_bytes = MC_NET_MESH_CHALLENGE_BYTES;
     t->n_pend++;
   }
@@ -295,11 +295,11 @@ static bool verify(struct mc_net_mesh_ctx *ctx, struct hs_pending *p)
   char why[128];
   bool has_listen;
 
-  if (!mc_net_mesh_response_decode(p->in, &p->resp)) {
+  if (!mc_net_auth_response_decode(&mc_net_mesh_auth, p->in, &p->resp)) {
     refuse(ctx, p, REFUSE_PROTOCOL, "not a Mesh handshake (wrong magic or version)");
     return false;
   }
-  mc_net_mesh_mac(ctx->key, 'C', p->nonce_a, &p->resp, mac);
+  mc_net_auth_mac(&mc_net_mesh_auth, ctx->key, 'C', p->nonce_a, &p->resp, mac);
   if (!mc_crypto_equal(mac, p->resp.mac, sizeof(mac))) {
     refuse(ctx, p, REFUSE_MAC, "authentication failed (the connector's MAC does not verify)");
     return false;
@@ -329,8 +329,8 @@ static bool verify(struct mc_net_mesh_ctx *ctx, struct hs_pending *p)
     refuse(ctx, p, REFUSE_PROTOCOL, why);
     return false;
   }
-  mc_net_mesh_mac(ctx->key, 'A', p->nonce_a, &p->resp, mac);
-  mc_net_mesh_confirm_encode(mac, p->out);
+  mc_net_auth_mac(&mc_net_mesh_auth, ctx->key, 'A', p->nonce_a, &p->resp, mac);
+  mc_net_auth_confirm_encode(&mc_net_mesh_auth, mac, p->out);
   p->out_bytes = MC_NET_MESH_CONFIRM_BYTES;
   p->out_done = 0;
   p->state = HS_CONFIRM;
@@ -555,7 +555,7 @@ static bool relay_progress(struct mc_net_mesh_ctx *ctx, struct hs_pending *p)
     p->in2_got += (size_t)n;
     if (p->in2_got < sizeof(p->in2))
       return true;
-    if (!mc_net_mesh_challenge_decode(p->in2, nonce)) {
+    if (!mc_net_auth_challenge_decode(&mc_net_mesh_auth, p->in2, nonce)) {
       relay_refuse(ctx, p, MC_NET_MESH_REFUSE_ONWARD);
       return false;
     }

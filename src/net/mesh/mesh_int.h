@@ -56,6 +56,7 @@
 #include "mesh_graph.h"
 #include "mesh_relay.h"
 #include "net/net.h"
+#include "net/net_auth.h"
 #include "socket/socket.h"
 
 #define MC_NET_MESH_MAX_NICS 16
@@ -160,33 +161,14 @@ ncclResult_t mc_net_mesh_handle_encode(const struct mc_net_mesh_handle *h, void 
  * an address entry) when it is not a mesh handle. */
 ncclResult_t mc_net_mesh_handle_decode(const void *buf, struct mc_net_mesh_handle *h_out);
 
-#define MC_NET_MESH_NONCE_BYTES     16
-#define MC_NET_MESH_CHALLENGE_BYTES 24
-#define MC_NET_MESH_RESPONSE_BYTES  88
-#define MC_NET_MESH_CONFIRM_BYTES   40
+/* The handshake of every mesh socket is net_auth.h's, in the Mesh net's
+ * domain (mc_net_mesh_auth: "MSHC", "MSHR", "MSHA"; MACs under "mesh"). */
+#define MC_NET_MESH_NONCE_BYTES     MC_NET_AUTH_NONCE_BYTES
+#define MC_NET_MESH_CHALLENGE_BYTES MC_NET_AUTH_CHALLENGE_BYTES
+#define MC_NET_MESH_RESPONSE_BYTES  MC_NET_AUTH_RESPONSE_BYTES
+#define MC_NET_MESH_CONFIRM_BYTES   MC_NET_AUTH_CONFIRM_BYTES
 
-struct mc_net_mesh_response {
-  uint64_t listen_id;
-  uint64_t conn_id;
-  uint64_t host_hash; /* the connector's host */
-  uint32_t index;     /* 0: control socket, 1..n_socks: data socket */
-  uint32_t n_socks;
-  uint8_t nonce_c[MC_NET_MESH_NONCE_BYTES];
-  uint8_t mac[MC_SHA256_BYTES];
-};
-
-void mc_net_mesh_challenge_encode(const uint8_t nonce_a[MC_NET_MESH_NONCE_BYTES], uint8_t *buf);
-/* false when magic or version is wrong. */
-bool mc_net_mesh_challenge_decode(const uint8_t *buf, uint8_t nonce_a_out[MC_NET_MESH_NONCE_BYTES]);
-void mc_net_mesh_response_encode(const struct mc_net_mesh_response *r, uint8_t *buf);
-bool mc_net_mesh_response_decode(const uint8_t *buf, struct mc_net_mesh_response *r_out);
-void mc_net_mesh_confirm_encode(const uint8_t mac[MC_SHA256_BYTES], uint8_t *buf);
-bool mc_net_mesh_confirm_decode(const uint8_t *buf, uint8_t mac_out[MC_SHA256_BYTES]);
-
-/* MAC of role 'C' (connector) or 'A' (acceptor) over the response's fields. */
-void mc_net_mesh_mac(const uint8_t key[MC_SHA256_BYTES], char role,
-                     const uint8_t nonce_a[MC_NET_MESH_NONCE_BYTES],
-                     const struct mc_net_mesh_response *r, uint8_t mac_out[MC_SHA256_BYTES]);
+extern const struct mc_net_auth_domain mc_net_mesh_auth;
 
 /* ---------- relay request (mesh_handle.c) ---------- */
 

@@ -79,39 +79,32 @@ static void resolve_threads(struct mc_net_mesh_ctx *ctx)
   ctx->n_socks = (nt > 0) ? nt * ns : ns;
 }
 
-/* key = HMAC(secret, "meshccl mesh key" | comm id): the communicator's
- * secret, else MESHCCL_SECRET, else none (integrity only). */
+/* key = HMAC(secret, "meshccl mesh key" | comm id) (net_auth.h): the
+ * communicator's secret, else MESHCCL_SECRET, else none (integrity only). */
 static void derive_key(struct mc_net_mesh_ctx *ctx, const struct mc_net_init_args *args)
 {
   const char *env = mc_param_str(MC_P_SECRET);
-  uint8_t comm_id[8];
-  struct mc_hmac_sha256 h;
   uint64_t id = (args != NULL) ? args->comm_id : 0;
 
-  for (int i = 0; i < 8; i++)
-    comm_id[i] = (uint8_t)(id >> (56 - 8 * i));
   if ((args != NULL) && (args->secret != NULL)) {
-    mc_hmac_sha256_init(&h, args->secret, MC_NET_SECRET_BYTES);
+    mc_net_auth_key(&mc_net_mesh_auth, args->secret, MC_NET_SECRET_BYTES, id, ctx->key);
     mc_hmac_sha256(args->secret, MC_NET_SECRET_BYTES, DISC_LABEL, strlen(DISC_LABEL),
                    ctx->disc_key);
     ctx->is_authenticated = true;
   } else if ((env != NULL) && (env[0] != '\0')) {
-    mc_hmac_sha256_init(&h, env, strlen(env));
+    mc_net_auth_key(&mc_net_mesh_auth, env, strlen(env), id, ctx->key);
     mc_hmac_sha256(env, strlen(env), DISC_LABEL, strlen(DISC_LABEL), ctx->disc_key);
     ctx->is_authenticated = true;
   } else {
     /* No secret: discovery and relay requests are checked under a fixed
      * label key, which any meshccl knows (integrity, not authentication). */
+    mc_net_auth_key(&mc_net_mesh_auth, NULL, 0, id, ctx->key);
     mc_hmac_sha256(DISC_LABEL, strlen(DISC_LABEL), DISC_LABEL, strlen(DISC_LABEL), ctx->disc_key);
-    mc_hmac_sha256_init(&h, "", 0);
     ctx->is_authenticated = false;
     MC_INFO(MC_SUB_INIT | MC_SUB_NET,
             "NET/Mesh: no secret from the communicator and MESHCCL_SECRET unset: connections, "
             "discovery and relay requests are checked for integrity but not authenticated");
   }
-  mc_hmac_sha256_update(&h, "meshccl mesh key", 16);
-  mc_hmac_sha256_update(&h, comm_id, sizeof(comm_id));
-  mc_hmac_sha256_final(&h, ctx->key);
 }
 
 static ncclResult_t mesh_init(const struct mc_net_init_args *args, void **ctx_out)
