@@ -22,9 +22,26 @@
  *       failure notice "ATTACKER TEXT" in the control framing (the root must
  *       close the connection); the authentication hello and a guessed proof
  *       (the root must answer REJECT, then close).
+ *   mp_hostile p2p DIR
+ *       One rank of 2 (RANK, WORLD_SIZE, NCCL_COMM_ID; the test forces NET).
+ *       After init, rank 1 touches DIR/recv and receives 4096 bytes from rank
+ *       0 with ncclRecv, which must be rank 0's bytes; rank 0 waits for
+ *       DIR/attacked (30 s at most), then sends them.
+ *   mp_hostile net-stranger PID DIR
+ *       A process that knows no secret and no id, only what any user can
+ *       read: once DIR/recv exists, it finds the TCP ports PID listens on
+ *       (/proc/PID/fd and /proc/net/tcp) and sends each, on 2 sockets of one
+ *       connection, NCCL's socket handshake (NCCL_SOCKET_MAGIC, type NET),
+ *       a 16-byte hello (connection id, index, 1 data socket) and a forged
+ *       message ("EVIL" x 1024 after its size); on a third socket the
+ *       handshake alone. Then touches DIR/attacked, reads the third
+ *       sockets' challenges (the authenticated socket net's) and answers
+ *       them with guessed responses and the forged message. Exits 0
+ *       whatever the listeners did: what counts is what rank 1 received.
  * Exits 0 when every check passed, 1 with a message on stderr otherwise.
  */
 #include <arpa/inet.h>
+#include <dirent.h>
 #include <errno.h>
 #include <netinet/in.h>
 #include <stdbool.h>
@@ -316,6 +333,190 @@ static int run_stranger(const char *hostport)
   return 0;
 }
 
+#define P2P_BYTES 4096
+
+static int run_p2p(const char *dir)
+{
+  ncclComm_t comm = NULL;
+  char p[4096];
+  char *buf = malloc(P2P_BYTES);
+  int n = mc_mp_env_int("WORLD_SIZE", -1);
+
+  g_rank = mc_mp_env_int("RANK", -1);
+  mc_mp_set_rank(g_rank);
+  if ((buf == NULL) || (n != 2))
+    MC_MP_FAIL("2 ranks and 4 KiB of memory needed");
+  MC_MP_CHECK(meshcclCommInitFromEnv(&comm, NULL));
+  if (g_rank == 0) {
+    if (!wait_for(dir, "attacked", 30))
+      MC_MP_FAIL("%s/attacked did not appear within 30 s", dir);
+    memset(buf, 'R', P2P_BYTES);
+    MC_MP_CHECK(ncclSend(buf, P2P_BYTES, ncclChar, 1, comm, NULL));
+  } else {
+    memset(buf, 0, P2P_BYTES);
+    path_in(p, sizeof(p), dir, "recv");
+    mc_mp_touch(p);
+    MC_MP_CHECK(ncclRecv(buf, P2P_BYTES, ncclChar, 0, comm, NULL));
+    for (int i = 0; i < P2P_BYTES; i++) {
+      if (buf[i] != 'R')
+        MC_MP_FAIL("byte %d of the message from rank 0 is 0x%02x, not 'R' (%.4s...): a stranger's "
+                   "bytes were delivered",
+                   i, (unsigned char)buf[i], buf + i);
+    }
+    printf("rank 1: received rank 0's %d bytes, not the stranger's\n", P2P_BYTES);
+  }
+  MC_MP_CHECK(ncclCommDestroy(comm));
+  free(buf);
+  return 0;
+}
+
+/* The TCP ports pid listens on (IPv4 and IPv6), from what any user reads. */
+static int listening_ports(int pid, int *ports, int max_ports)
+{
+  unsigned long inodes[256];
+  int n_inodes = 0;
+  int n = 0;
+  char path[4096];
+  DIR *d;
+  struct dirent *e;
+
+  snprintf(path, sizeof(path), "/proc/%d/fd", pid);
+  d = opendir(path);
+  if (d == NULL)
+    return 0;
+  while (((e = readdir(d)) != NULL) && (n_inodes < 256)) {
+    char link[4096];
+    char target[256];
+    ssize_t len;
+
+    snprintf(link, sizeof(link), "/proc/%d/fd/%s", pid, e->d_name);
+    len = readlink(link, target, sizeof(target) - 1);
+    if (len <= 0)
+      continue;
+    target[len] = '\0';
+    if (sscanf(target, "socket:[%lu]", &inodes[n_inodes]) == 1)
+      n_inodes++;
+  }
+  closedir(d);
+  for (int v = 0; v < 2; v++) {
+    FILE *f = fopen((v == 0) ? "/proc/net/tcp" : "/proc/net/tcp6", "r");
+    char line[512];
+
+    if (f == NULL)
+      continue;
+    while ((fgets(line, sizeof(line), f) != NULL) && (n < max_ports)) {
+      char local[64];
+      unsigned state = 0;
+      unsigned long inode = 0;
+      char *colon;
+
+      if (sscanf(line, " %*d: %63s %*s %x %*s %*s %*s %*s %*s %lu", local, &state, &inode) != 3)
+        continue;
+      colon = strrchr(local, ':');
+      if ((state != 0x0A) || (colon == NULL))
+        continue;
+      for (int i = 0; i < n_inodes; i++) {
+        if (inodes[i] == inode)
+          ports[n++] = (int)strtol(colon + 1, NULL, 16);
+      }
+    }
+    fclose(f);
+  }
+  return n;
+}
+
+static int connect_port(int port)
+{
+  struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
+  int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  struct timeval tv = {.tv_sec = 5, .tv_usec = 0};
+
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  if ((fd >= 0) && (connect(fd, (struct sockaddr *)&a, sizeof(a)) != 0)) {
+    close(fd);
+    return -1;
+  }
+  if (fd >= 0)
+    (void)setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+  return fd;
+}
+
+static int run_net_stranger(int pid, const char *dir)
+{
+  const uint64_t magic = 0x564ab9f2fc4b9d6cull; /* NCCL_SOCKET_MAGIC's default */
+  char p[4096];
+  int ports[64];
+  int n_ports;
+  int fds[64 * 3];
+  int chal_fds[64];
+  int n_fds = 0;
+  char *evil = malloc(P2P_BYTES);
+
+  if (evil == NULL)
+    MC_MP_FAIL("malloc");
+  for (int i = 0; i < P2P_BYTES; i++)
+    evil[i] = "EVIL"[i % 4];
+  if (!wait_for(dir, "recv", 30))
+    MC_MP_FAIL("%s/recv did not appear within 30 s", dir);
+  usleep(300000); /* rank 1 is inside ncclRecv, listening for rank 0 */
+  n_ports = listening_ports(pid, ports, 64);
+  printf("net-stranger: pid %d listens on %d TCP ports\n", pid, n_ports);
+  for (int k = 0; k < n_ports; k++) {
+    uint32_t size = P2P_BYTES;
+
+    for (uint32_t index = 0; index < 2; index++) {
+      unsigned char hello[16];
+      int fd = connect_port(ports[k]);
+
+      if (fd < 0)
+        continue;
+      send_handshake(fd, magic, 3 /* NET */);
+      memcpy(hello, &(uint64_t){0x5eedULL}, 8);
+      memcpy(hello + 8, &index, 4);
+      memcpy(hello + 12, &(uint32_t){1}, 4);
+      send_all(fd, hello, sizeof(hello));
+      if (index == 0) {
+        send_all(fd, &size, sizeof(size));
+        send_all(fd, evil, P2P_BYTES);
+      }
+      fds[n_fds++] = fd;
+    }
+    chal_fds[k] = connect_port(ports[k]);
+    if (chal_fds[k] >= 0)
+      send_handshake(chal_fds[k], magic, 3 /* NET */);
+  }
+  /* Rank 0 goes on now: rank 1's listener answers only while rank 1
+   * waits for it, so the guessed responses race rank 0's connection. */
+  path_in(p, sizeof(p), dir, "attacked");
+  mc_mp_touch(p);
+  for (int k = 0; k < n_ports; k++) {
+    uint32_t size = P2P_BYTES;
+    unsigned char buf[128];
+    int fd = chal_fds[k];
+
+    if (fd < 0)
+      continue;
+    if (recv(fd, buf, 24, MSG_WAITALL) != 24) {
+      printf("net-stranger: port %d: no socket-net challenge\n", ports[k]);
+    } else {
+      printf("net-stranger: port %d: a challenge; a guessed response\n", ports[k]);
+      for (size_t i = 0; i < 88; i++)
+        buf[i] = (unsigned char)rand();
+      memcpy(buf, "SCKR\1\0\0\0", 8);
+      send_all(fd, buf, 88);
+      send_all(fd, &size, sizeof(size));
+      send_all(fd, evil, P2P_BYTES);
+    }
+    fds[n_fds++] = fd;
+  }
+  sleep(2);
+  for (int i = 0; i < n_fds; i++)
+    close(fds[i]);
+  free(evil);
+  printf("net-stranger: attacked %d ports with %d connections\n", n_ports, n_fds);
+  return 0;
+}
+
 int main(int argc, char **argv)
 {
   mc_mp_set_name("mp_hostile", g_rank);
@@ -325,6 +526,11 @@ int main(int argc, char **argv)
     return run_attack(argv[2]);
   if ((argc == 3) && (strcmp(argv[1], "stranger") == 0))
     return run_stranger(argv[2]);
-  fprintf(stderr, "usage: mp_hostile rank DIR | attack DIR | stranger HOST:PORT\n");
+  if ((argc == 3) && (strcmp(argv[1], "p2p") == 0))
+    return run_p2p(argv[2]);
+  if ((argc == 4) && (strcmp(argv[1], "net-stranger") == 0))
+    return run_net_stranger(atoi(argv[2]), argv[3]);
+  fprintf(stderr, "usage: mp_hostile rank DIR | attack DIR | stranger HOST:PORT | p2p DIR | "
+                  "net-stranger PID DIR\n");
   return 2;
 }

@@ -8,8 +8,9 @@
 # Rank 0's INFO log (it hosts the root) shows the dropped connections.
 # Then, with NCCL_COMM_ID: a stranger that knows the root's address but not
 # the job's MESHCCL_SECRET can neither register as rank 1 nor fail the job
-# (mp_hostile stranger); and a port squatted by another process makes rank
-# 0 fail at once, naming the port.
+# (mp_hostile stranger); a stranger that reads a rank's listening ports
+# cannot deliver bytes over the socket net (mp_hostile net-stranger); and a
+# port squatted by another process makes rank 0 fail at once, naming the port.
 # shellcheck source=mp_lib.sh disable=SC2154 # bg and wait_bg set PID_*, RC_*, MS_*
 . "$(dirname "$0")/mp_lib.sh"
 need_progs mp_hostile mp_errors
@@ -77,6 +78,36 @@ expect_grep "root log: the unauthenticated registration is dropped" "$TMP/s0.out
   "dropped connection from 127\\.0\\.0\\.1<[0-9]+>: not an authentication hello"
 n=$(grep -c 'MESHCCL_SECRET is unset' "$TMP/s0.out")
 expect_eq "MESHCCL_SECRET set: no notice that the secret comes from the address" "$n" 0
+
+# --- NET: a stranger who reads a rank's listening ports ------------------------
+# Any user can read which TCP ports a process listens on (/proc/PID/fd,
+# /proc/net/tcp). While rank 1 waits in ncclRecv over NET, the stranger sends
+# each of its ports NCCL's socket handshake, hellos and a forged message, and
+# a guessed answer to the socket net's challenge; rank 1 must receive rank
+# 0's bytes, sent after the attack, and nothing of the stranger's.
+# (Before the socket net authenticated its sockets, rank 1 received the
+# stranger's message.) The NET listeners are on lo: traffic stays on loopback.
+PORT=$(free_port)
+mkdir -p "$TMP/net"
+export MESHCCL_SECRET=job-secret-$RANDOM$RANDOM
+for r in 0 1; do
+  bg "n$r" env RANK="$r" WORLD_SIZE=2 NCCL_COMM_ID="127.0.0.1:$PORT" NCCL_SOCKET_IFNAME=lo \
+    NCCL_P2P_DISABLE=1 NCCL_SHM_DISABLE=1 NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=NET \
+    "$T/mp_hostile" p2p "$TMP/net"
+done
+bg nstranger env -u MESHCCL_SECRET "$T/mp_hostile" net-stranger "$PID_n1" "$TMP/net"
+for j in nstranger n0 n1; do wait_bg "$j" 60; done
+unset MESHCCL_SECRET
+expect_success "NET stranger: it ran to the end" "$RC_nstranger" "$TMP/nstranger.out"
+expect_grep "NET stranger: it found rank 1's listening ports" "$TMP/nstranger.out" \
+  'listens on [1-9][0-9]* TCP ports'
+for r in 0 1; do
+  rcv="RC_n$r"
+  expect_success "NET stranger: rank $r exits 0 (rank 1 received rank 0's bytes)" "${!rcv}" \
+    "$TMP/n$r.out"
+done
+expect_grep "NET stranger: rank 1 dropped the hellos that answer no challenge" "$TMP/n1.out" \
+  'NET/Socket: dropped connection from 127\.0\.0\.1<[0-9]+> to .*: not a socket-net response'
 
 # --- NCCL_COMM_ID: the port is held by another process -------------------------
 PORT=$(free_port)
