@@ -112,8 +112,11 @@ static ncclResult_t rank_xml(struct ncclComm *comm, struct mc_xml *xml, bool *fr
 {
   const char *path = mc_param_str(MC_P_TOPO_FILE);
   uint64_t host_hash = comm->peers[comm->rank].host_hash;
-  struct mc_topo_detect_rank me = {
-      .rank = comm->rank, .dev = comm->dev, .numa_node = -1, .host_hash = host_hash};
+  struct mc_topo_detect_rank me = {.rank = comm->rank,
+                                   .dev = comm->dev,
+                                   .numa_node = -1,
+                                   .host_hash = host_hash,
+                                   .is_compute = (comm->dev_requested < 0)};
 
   *from_file_out = false;
   if (path != NULL) {

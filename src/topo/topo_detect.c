@@ -24,7 +24,8 @@
  *    topo_nvml.c); the GPU's PCI ids are completed from sysfs, and its
  *    link_speed/link_width are the sysfs ones (NCCL asks NVML for the
  *    current PCIe generation and width).
- *  - No GPU/NVML: the rank's compute device is a virtual PCI device, see
+ *  - No GPU/NVML, or a rank whose device the job did not name
+ *    (me->is_compute): the rank's compute device is a virtual PCI device, see
  *    add_compute_device() and docs/ARCHITECTURE.md "Devices".
  *  - No keep="1" attributes: detection adds only what this rank uses, so
  *    there is nothing for ncclTopoTrimXml to remove.
@@ -917,7 +918,7 @@ ncclResult_t mc_topo_detect(const char *sysfs_root, const struct mc_topo_detect_
   MC_CHECK_GOTO(read_cpuinfo(c), res, out);
 
   MC_CHECK_GOTO(mc_topo_nvml_open(mc_param_str(MC_P_NVML_LIBRARY), &nvml), res, out);
-  if (mc_topo_nvml_count(nvml) > 0) {
+  if ((mc_topo_nvml_count(nvml) > 0) && !me->is_compute) {
     MC_CHECK_GOTO(add_gpu(c, me, nvml), res, out);
   } else {
     numa = me->numa_node;
@@ -925,10 +926,18 @@ ncclResult_t mc_topo_detect(const char *sysfs_root, const struct mc_topo_detect_
       numa = mc_topo_detect_numa_of_self(c->root);
     }
     numa = fix_numa(c, numa);
-    MC_INFO(MC_SUB_GRAPH | MC_SUB_INIT,
-            "Topo: no GPU from NVML (%s): rank %d dev %d is a compute device under NUMA node %d "
-            "(sysfs root %s)",
-            mc_topo_nvml_why(nvml), me->rank, me->dev, numa, c->root);
+    if (mc_topo_nvml_count(nvml) > 0)
+      MC_INFO(MC_SUB_GRAPH | MC_SUB_INIT,
+              "Topo: %s reports %d GPU(s), but the job did not name rank %d's device "
+              "(ncclCommInitAll's devlist, meshcclSetDevice, MESHCCL_DEVICE): dev %d is a "
+              "compute device under NUMA node %d (sysfs root %s)",
+              mc_topo_nvml_library(nvml), mc_topo_nvml_count(nvml), me->rank, me->dev, numa,
+              c->root);
+    else
+      MC_INFO(MC_SUB_GRAPH | MC_SUB_INIT,
+              "Topo: no GPU from NVML (%s): rank %d dev %d is a compute device under NUMA node "
+              "%d (sysfs root %s)",
+              mc_topo_nvml_why(nvml), me->rank, me->dev, numa, c->root);
     MC_CHECK_GOTO(add_compute_device(c, me, numa), res, out);
   }
   if (!me->skip_nics) {

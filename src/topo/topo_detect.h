@@ -26,6 +26,11 @@ struct mc_topo_detect_rank {
   int numa_node; /* NUMA node the rank runs on; -1: detect from its CPU affinity */
   uint64_t host_hash;
   bool skip_nics; /* no NICs from sysfs: a file's or the net's devices are the NICs */
+  /* The job did not name this rank's device (ncclCommInitAll's devlist,
+   * meshcclSetDevice, MESHCCL_DEVICE): a compute device under its NUMA node
+   * even where NVML reports GPUs, so that the ranks of a CPU job on a GPU
+   * server need no GPU each. */
+  bool is_compute;
 };
 
 /*
@@ -33,7 +38,8 @@ struct mc_topo_detect_rank {
  * a loaded NCCL_TOPO_FILE: existing elements are completed, not duplicated,
  * as NCCL completes partial files): the CPU of the rank's NUMA node
  * (numaid, affinity, arch, vendor, familyid, modelid, host_hash), the
- * rank's compute device (or its GPU, when NVML reports one) with its PCI
+ * rank's compute device (or its GPU, when NVML reports GPUs and the rank's
+ * device was named, !me->is_compute) with its PCI
  * path, and every network interface with its PCI path (speed, virtual
  * interfaces without PCI under their CPU). sysfs_root NULL means
  * MESHCCL_SYSFS_ROOT, else "/". Errors name the file that could not be read.

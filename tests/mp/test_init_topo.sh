@@ -10,7 +10,9 @@
 # no rank is completed; too many ranks for the file fail
 # with a message naming it; a partial file without GPUs is completed by
 # detection; on this host (detection) compute devices of one
-# NUMA node use P2P, and SHM when NCCL_P2P_DISABLE=1.
+# NUMA node use P2P, and SHM when NCCL_P2P_DISABLE=1; with an NVML that
+# reports fewer GPUs than ranks, ranks whose devices were not named are
+# compute devices.
 # shellcheck source=mp_lib.sh
 . "$(dirname "$0")/mp_lib.sh"
 need_progs
@@ -81,4 +83,20 @@ NCCL_P2P_DISABLE=1 timeout 60 "$RUN" -n 2 "$HELLO" >"$TMP/nop2p.out" 2>&1
 expect_success "this host, NCCL_P2P_DISABLE=1: exit 0" "$?" "$TMP/nop2p.out"
 expect_grep "this host, NCCL_P2P_DISABLE=1: SHM" "$TMP/nop2p.out" \
   "^\[0\] .*Transport: rank 1 -> rank 0 uses SHM \(rank 0 decides: P2P disabled by NCCL_P2P_DISABLE"
+# A CPU job on a GPU server: NVML (the tests' fake, 1 GPU) reports fewer GPUs
+# than local ranks. Ranks whose devices the job did not name are compute
+# devices (one INFO line each says why); a rank that names a device beyond
+# NVML's still fails, naming it.
+NVML="$T/libfake-nvml.so"
+MESHCCL_NVML_LIBRARY="$NVML" FAKE_NVML_GPUS="00000000:05:00.0,90" timeout 60 "$RUN" -n 4 \
+  "$HELLO" >"$TMP/nvml1.out" 2>&1
+expect_success "NVML with 1 GPU, 4 ranks, devices not named: exit 0" "$?" "$TMP/nvml1.out"
+expect_grep "NVML with 1 GPU: rank 3 is a compute device, and says why" "$TMP/nvml1.out" \
+  "^\[3\] .*Topo: .*libfake-nvml.so reports 1 GPU\(s\), but the job did not name rank 3's device .*: dev 3 is a compute device"
+MESHCCL_NVML_LIBRARY="$NVML" FAKE_NVML_GPUS="00000000:05:00.0,90" MESHCCL_DEVICE=2 \
+  timeout 60 "$RUN" -n 1 "$HELLO" >"$TMP/nvml2.out" 2>&1
+expect_eq "NVML with 1 GPU, MESHCCL_DEVICE=2: the job fails (exit 1)" "$?" 1
+expect_grep "NVML with 1 GPU, MESHCCL_DEVICE=2: invalid usage naming the device and the count" \
+  "$TMP/nvml2.out" 'rank 0 uses device 2 but .*libfake-nvml.so reports 1 GPU\(s\)'
+
 mp_finish

@@ -93,6 +93,10 @@ static void expect_xml(const struct mc_xml *xml, const char *name)
   free(got);
 }
 
+/* Whether detect_ranks' ranks had their devices named by the job (false:
+ * compute devices whatever NVML reports). */
+static bool g_named_devices = true;
+
 static struct mc_xml *detect_ranks(const char *tree, int n_ranks, const int *numa)
 {
   struct mc_xml *fused = NULL;
@@ -100,8 +104,11 @@ static struct mc_xml *detect_ranks(const char *tree, int n_ranks, const int *num
   MC_T_OK(mc_xml_create(MC_XML_MAX_NODES, &fused));
   for (int r = 0; r < n_ranks; r++) {
     struct mc_xml *one = NULL;
-    struct mc_topo_detect_rank me = {
-        .rank = r, .dev = r, .numa_node = numa[r], .host_hash = HOST_HASH};
+    struct mc_topo_detect_rank me = {.rank = r,
+                                     .dev = r,
+                                     .numa_node = numa[r],
+                                     .host_hash = HOST_HASH,
+                                     .is_compute = !g_named_devices};
     MC_T_OK(mc_xml_create(256, &one));
     MC_T_OK(mc_topo_detect(mc_t_data(tree), &me, one));
     MC_T_OK(mc_xml_fuse(fused, one));
@@ -231,6 +238,18 @@ static void nvml_gpus(void)
   MC_T_EQ_INT(p2p, 1);
   mc_topo_system_destroy(sys);
   mc_xml_destroy(xml);
+  use_nvml(NO_NVML, NULL, false);
+}
+
+/* A CPU job on a GPU server: NVML reports 2 GPUs, 4 ranks whose devices the
+ * job did not name are compute devices, exactly as without NVML (no
+ * "rank 2 uses device 2 but NVML reports 2 GPU(s)"). */
+static void nvml_gpus_unnamed_devices(void)
+{
+  use_nvml(MC_T_FAKE_NVML, FAKE_GPUS, false);
+  g_named_devices = false;
+  check_two_socket_compute();
+  g_named_devices = true;
   use_nvml(NO_NVML, NULL, false);
 }
 
@@ -468,4 +487,5 @@ static void partial_xml(void)
 }
 
 MC_T_MAIN(vm_recorded, vm_numa_of_self, two_socket, nvml_init_fails, nvml_no_gpu, nvml_gpus,
-          nvml_dev_out_of_range, nvml_threads, missing_files, unreadable_file, partial_xml)
+          nvml_gpus_unnamed_devices, nvml_dev_out_of_range, nvml_threads, missing_files,
+          unreadable_file, partial_xml)
