@@ -65,6 +65,30 @@ ncclResult_t meshcclGetEnvInfo(meshcclEnvInfo_t *info);
  */
 ncclResult_t meshcclCommInitFromEnv(ncclComm_t *comm, ncclConfig_t *config);
 
+/**
+ * Like ncclGetUniqueId, for an id that must go through a channel others can
+ * read (the torch backend's c10d TCPStore, a shared file): the id returned
+ * is PUBLISHED, with a random nonce and no secret. Its bootstrap secret is
+ * HMAC-SHA256 keyed with MESHCCL_SECRET over a label, the id's magic and
+ * nonce, which only ranks that know MESHCCL_SECRET can compute: every rank,
+ * this one included, passes the published id through meshcclUniqueIdAddSecret
+ * before ncclCommInitRank*, and a process that read the id without knowing
+ * MESHCCL_SECRET can neither join nor disturb the communicator. With
+ * NCCL_COMM_ID the id names that address (rank 0 starts the root at init);
+ * otherwise a root starts in this process, as with ncclGetUniqueId.
+ * ncclInvalidUsage when MESHCCL_SECRET is unset.
+ */
+ncclResult_t meshcclGetPublicUniqueId(ncclUniqueId *uniqueId);
+
+/**
+ * Completes a published id (meshcclGetPublicUniqueId) in place with the
+ * secret derived from MESHCCL_SECRET; any other id is left as it is, so a
+ * rank may call it on whatever id it received. ncclInvalidUsage when the id
+ * is published and MESHCCL_SECRET is unset. ncclCommInitRank* refuse a
+ * published id that was not completed (ncclInvalidArgument).
+ */
+ncclResult_t meshcclUniqueIdAddSecret(ncclUniqueId *uniqueId);
+
 /** Init timings of a communicator, NCCL's breakdown (seconds). */
 typedef struct {
   double total, kernels, alloc, bootstrap, allgathers, topo, graphs, connections, rest;

@@ -35,6 +35,7 @@
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <sys/random.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/syscall.h>
 #include <sys/types.h>
@@ -894,7 +895,15 @@ static void spawn_all(struct launcher *l)
       break; /* SIGINT or SIGTERM while starting: the main loop stops the job */
     }
     if (spawn_rank(l, r) != 0) {
-      fprintf(stderr, PROG_NAME ": cannot start rank %d: %s\n", r, strerror(errno));
+      int e = errno;
+      struct rlimit rl;
+      fprintf(stderr, PROG_NAME ": cannot start rank %d: %s\n", r, strerror(e));
+      /* Two pipes per rank (stdout, stderr): a low limit stops the launcher first. */
+      if ((e == EMFILE) && (getrlimit(RLIMIT_NOFILE, &rl) == 0))
+        fprintf(stderr,
+                PROG_NAME ": this process is at its open-files limit (RLIMIT_NOFILE %llu, hard "
+                          "%llu; it holds two pipes per rank): raise `ulimit -n`\n",
+                (unsigned long long)rl.rlim_cur, (unsigned long long)rl.rlim_max);
       l->spawn_failed = true;
       begin_stop(l, SIGTERM);
       break;

@@ -266,21 +266,28 @@ static int oldest_unauthenticated(const struct mc_boot_acceptor *a)
 
 static void warn_fd_limit(struct mc_boot_acceptor *a, int e)
 {
-  char at[MC_SOCKADDR_STRLEN];
-  struct rlimit rl;
+  char why[MC_BOOT_TEXT_BYTES];
 
   if (a->is_limit_warned)
     return;
   a->is_limit_warned = true;
-  if (getrlimit(RLIMIT_NOFILE, &rl) != 0)
-    rl.rlim_cur = rl.rlim_max = 0;
-  MC_WARN("Bootstrap: %s %s cannot accept connections: %s: this process reached its limit of "
-          "open files (RLIMIT_NOFILE %llu, hard limit %llu; `ulimit -n`)%s. New connections wait "
-          "in the backlog, retried every %d ms, while connected ranks are served; raise "
-          "`ulimit -n` for jobs with many ranks",
-          a->what, addr_str(&a->listener.sock.addr, at), strerror(e),
-          (unsigned long long)rl.rlim_cur, (unsigned long long)rl.rlim_max,
-          (e == ENFILE) ? " or the system its limit (fs.file-max)" : "", LIMIT_PAUSE_MS);
+  __atomic_store_n(&a->fd_limit_errno, e, __ATOMIC_RELEASE);
+  (void)mc_boot_acceptor_fd_error(a, why, sizeof(why));
+  MC_WARN("Bootstrap: %s; init fails", why);
+}
+
+bool mc_boot_acceptor_fd_error(const struct mc_boot_acceptor *a, char *why, size_t why_bytes)
+{
+  int e = __atomic_load_n(&a->fd_limit_errno, __ATOMIC_ACQUIRE);
+  char at[MC_SOCKADDR_STRLEN];
+  char hint[MC_FD_HINT_BYTES];
+
+  if (e == 0)
+    return false;
+  snprintf(why, why_bytes, "%s %s cannot accept connections: accept: %s%s", a->what,
+           addr_str(&a->listener.sock.addr, at), strerror(e),
+           mc_fd_limit_hint(e, hint, sizeof(hint)));
+  return true;
 }
 
 /* Handles a failed accept4; returns true when accepting may go on now. */

@@ -229,13 +229,15 @@ static void service_sync_init(struct mc_boot *b)
 
 static ncclResult_t service_start(struct mc_boot *b)
 {
+  char hint[MC_FD_HINT_BYTES];
   int rc;
 
   b->svc_wake_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
   if (b->svc_wake_fd >= 0)
     b->ready_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
   if ((b->svc_wake_fd < 0) || (b->ready_fd < 0))
-    return MC_FAIL(ncclSystemError, "Bootstrap: rank %d: eventfd: %s", b->rank, strerror(errno));
+    return MC_FAIL(ncclSystemError, "Bootstrap: rank %d: eventfd: %s%s", b->rank, strerror(errno),
+                   mc_fd_limit_hint(errno, hint, sizeof(hint)));
   rc = pthread_create(&b->svc_thread, NULL, service_main, b);
   if (rc != 0)
     return MC_FAIL(ncclSystemError, "Bootstrap: rank %d: pthread_create: %s", b->rank,
@@ -378,11 +380,27 @@ static ncclResult_t own_link_check(struct mc_boot *b)
   return ncclSuccess;
 }
 
-/* The wait check of init: failure notices from this rank's roots. */
+/* This rank's listeners out of file descriptors: the init cannot complete
+ * (a peer that cannot connect would wait until its timeout), so it fails now
+ * and tells the root, which tells every rank. */
+static ncclResult_t listeners_check(struct mc_boot *b)
+{
+  char why[MC_BOOT_TEXT_BYTES];
+
+  if (mc_boot_acceptor_fd_error(&b->ring_listen, why, sizeof(why)) ||
+      mc_boot_acceptor_fd_error(&b->p2p_listen, why, sizeof(why)))
+    return MC_FAIL(ncclSystemError, "Bootstrap: rank %d (host %s pid %d): %s", b->rank, b->host,
+                   b->pid, why);
+  return ncclSuccess;
+}
+
+/* The wait check of init: this rank's listeners, and failure notices from
+ * its roots. */
 static ncclResult_t ctl_check(void *arg)
 {
   struct mc_boot *b = arg;
 
+  MC_CHECK(listeners_check(b));
   MC_CHECK(own_link_check(b));
   return link_check(b, &b->nbr, &b->nbr_addr, (b->root_idx + b->n_roots - 1) % b->n_roots, true,
                     NULL, NULL);
@@ -900,8 +918,11 @@ ncclResult_t mc_boot_init(const struct mc_boot_config *cfg, struct mc_boot **boo
 fail:
   /* With several roots, say why to the roots this rank reached: the groups
    * whose ranks wait for this one learn it now, not at their timeout. (One
-   * root sees the closed connection: the single-root behaviour is kept.) */
-  if ((b->n_roots > 1) && ((b->abort_flag == NULL) || (*b->abort_flag == 0))) {
+   * root sees the closed connection: the single-root behaviour is kept,
+   * except for a local failure of this process, out of file descriptors
+   * say, which only this rank can name.) */
+  if (((b->n_roots > 1) || (res == ncclSystemError)) &&
+      ((b->abort_flag == NULL) || (*b->abort_flag == 0))) {
     char why[MC_BOOT_TEXT_BYTES];
     mc_error_last_copy(why, sizeof(why));
     ctl_send(b, MC_BOOT_CTL_FAIL, res, why);

@@ -35,6 +35,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
 
@@ -730,12 +731,9 @@ static bool root_finished(struct mc_boot_root *r)
   return (r->n_ranks > 0) && (r->n_done == r->n_entries);
 }
 
-static void root_step(struct mc_boot_root *r)
+/* Reads what the rank connections polled (n entries, the acceptor's n_acc first) hold. */
+static void root_read_polled(struct mc_boot_root *r, int n, int n_acc)
 {
-  int n_acc = 0;
-  int n = root_poll(r, &n_acc);
-
-  (void)poll(r->pfd, (nfds_t)n, ROOT_TICK_MS);
   /* Highest index first: a removal from unreg moves the last one into the
    * hole, and that one has been seen already. */
   for (int k = n - 1; k >= n_acc; k--) {
@@ -751,14 +749,37 @@ static void root_step(struct mc_boot_root *r)
       root_read_unreg(r, -2 - o);
     }
   }
+}
+
+static void root_step(struct mc_boot_root *r)
+{
+  int n_acc = 0;
+  int n = root_poll(r, &n_acc);
+
+  (void)poll(r->pfd, (nfds_t)n, ROOT_TICK_MS);
+  root_read_polled(r, n, n_acc);
   root_expire_unreg(r);
   if (r->is_listening) {
+    char why[MC_BOOT_TEXT_BYTES];
     mc_boot_acceptor_progress(&r->acc, r->pfd, n_acc);
     root_take_new(r);
+    /* Ranks that cannot connect would wait until their timeout: fail the
+     * job now. Closing the registered ranks' connections gives the fds back,
+     * so the ranks still in the backlog are accepted and told as well. */
+    if (!r->is_failed && mc_boot_acceptor_fd_error(&r->acc, why, sizeof(why)))
+      root_fail(r, -1, ncclSystemError, "%s (in pid %d, which hosts the root: usually rank 0)", why,
+                (int)getpid());
   }
   if (!r->is_failed && (r->n_ranks > 0) && (r->n_registered < r->n_entries) &&
       mc_deadline_passed(r->join_dl))
     root_missing_ranks(r);
+  if (!r->is_failed && (__atomic_load_n(&r->stop, __ATOMIC_ACQUIRE) != 0)) {
+    /* The hosting rank may have sent why it failed just before it stopped
+     * the root: that reason, not the stop, is what the ranks must hear. */
+    n = root_poll(r, &n_acc);
+    (void)poll(r->pfd, (nfds_t)n, 0);
+    root_read_polled(r, n, n_acc);
+  }
   if (!r->is_failed && (__atomic_load_n(&r->stop, __ATOMIC_ACQUIRE) != 0)) {
     char a[MC_SOCKADDR_STRLEN];
     root_fail(r, -1, ncclRemoteError,

@@ -8,7 +8,9 @@
  * the job's secret, which every bootstrap connection must prove to know:
  * random in a random id (it travels with the id); with NCCL_COMM_ID, where
  * nothing travels, derived from MESHCCL_SECRET (set by the launcher) and the
- * address, or from the address alone (the same protocol, without secrecy).
+ * address, or from the address alone (the same protocol, without secrecy,
+ * said once at WARN). A published id (meshcclGetPublicUniqueId) carries no
+ * secret: every rank derives it from MESHCCL_SECRET and the id's nonce.
  */
 #include "bootstrap.h"
 
@@ -22,8 +24,10 @@
 #include "params.h"
 
 #define COMM_ID_SECRET_LABEL "meshccl bootstrap secret v1"
+#define PUBLIC_SECRET_LABEL  "meshccl published id secret v1"
 
 _Static_assert(MC_BOOT_SECRET_BYTES == MC_SHA256_BYTES, "a derived secret is one HMAC-SHA256");
+_Static_assert(sizeof(struct mc_boot_handle) == NCCL_UNIQUE_ID_BYTES, "a handle fills an id");
 
 static pthread_mutex_t net_lock = PTHREAD_MUTEX_INITIALIZER;
 static bool net_ready;
@@ -57,6 +61,31 @@ ncclResult_t mc_boot_net_init(const union mc_sockaddr *root_hint, struct mc_ifc 
   return res;
 }
 
+/* Once per process, at WARN: an id whose secret comes from its address
+ * alone lets anyone who can reach that address join. */
+static void say_open(const union mc_sockaddr *addr)
+{
+  static int is_said;
+  char a[MC_SOCKADDR_STRLEN];
+
+  if (__atomic_exchange_n(&is_said, 1, __ATOMIC_RELAXED) == 0)
+    MC_WARN("Bootstrap: MESHCCL_SECRET is unset: the bootstrap secret of root %s is derived from "
+            "its address, so any process that can reach that address can join this job's "
+            "communicators; set MESHCCL_SECRET to the same random value on every rank "
+            "(meshccl-run does)",
+            mc_sockaddr_str(addr, a, sizeof(a)));
+}
+
+void mc_boot_id_say_open(const ncclUniqueId *id)
+{
+  struct mc_boot_handle h;
+
+  memcpy(&h, id->internal, sizeof(h));
+  if (h.secret_source == MC_BOOT_SECRET_ADDRESS)
+    say_open(&h.addr);
+  mc_crypto_wipe(&h, sizeof(h));
+}
+
 /*
  * The secret of an id that every rank computes alone (NCCL_COMM_ID,
  * meshcclCommInitFromEnv): HMAC-SHA256 keyed with MESHCCL_SECRET (empty when
@@ -65,13 +94,11 @@ ncclResult_t mc_boot_net_init(const union mc_sockaddr *root_hint, struct mc_ifc 
  */
 static void comm_id_secret(struct mc_boot_handle *h)
 {
-  static int is_said;
   const char *env = mc_param_str(MC_P_SECRET);
   bool has_env = (env != NULL) && (env[0] != '\0');
   uint16_t family = h->addr.sa.sa_family;
   uint16_t port = (uint16_t)mc_sockaddr_port(&h->addr);
   struct mc_hmac_sha256 m;
-  char a[MC_SOCKADDR_STRLEN];
 
   mc_hmac_sha256_init(&m, has_env ? env : "", has_env ? strlen(env) : 0);
   mc_hmac_sha256_update(&m, COMM_ID_SECRET_LABEL, sizeof(COMM_ID_SECRET_LABEL) - 1);
@@ -83,13 +110,8 @@ static void comm_id_secret(struct mc_boot_handle *h)
     mc_hmac_sha256_update(&m, &h->addr.sin6.sin6_addr, sizeof(h->addr.sin6.sin6_addr));
   mc_hmac_sha256_final(&m, h->secret);
   h->secret_source = has_env ? MC_BOOT_SECRET_ENV : MC_BOOT_SECRET_ADDRESS;
-  if (!has_env && (__atomic_exchange_n(&is_said, 1, __ATOMIC_RELAXED) == 0))
-    MC_INFO(MC_SUB_BOOTSTRAP | MC_SUB_INIT,
-            "Bootstrap: MESHCCL_SECRET is unset: the bootstrap secret of root %s is derived from "
-            "its address, so any process that knows the address can join this job's "
-            "bootstrap; launchers should give every rank the same random MESHCCL_SECRET "
-            "(meshccl-run does)",
-            mc_sockaddr_str(&h->addr, a, sizeof(a)));
+  if (!has_env)
+    say_open(&h->addr);
 }
 
 /* An id for a root at addr that every rank computes alike. */
@@ -134,6 +156,96 @@ ncclResult_t mc_boot_unique_id(bool use_comm_id, ncclUniqueId *id_out)
   mc_crypto_wipe(&h, sizeof(h));
   *id_out = id;
   return ncclSuccess;
+}
+
+/* The secret of a published id: HMAC-SHA256 keyed with MESHCCL_SECRET over
+ * a label, the magic and the nonce (not the address: a root started here
+ * learns its port only when it listens, after the secret is needed). */
+static void public_secret(const char *env, struct mc_boot_handle *h)
+{
+  struct mc_hmac_sha256 m;
+
+  mc_hmac_sha256_init(&m, env, strlen(env));
+  mc_hmac_sha256_update(&m, PUBLIC_SECRET_LABEL, sizeof(PUBLIC_SECRET_LABEL) - 1);
+  mc_hmac_sha256_update(&m, &h->magic, sizeof(h->magic));
+  mc_hmac_sha256_update(&m, h->nonce, sizeof(h->nonce));
+  mc_hmac_sha256_final(&m, h->secret);
+  mc_crypto_wipe(&m, sizeof(m));
+  h->secret_source = MC_BOOT_SECRET_NONCE;
+}
+
+static const char *job_secret(void)
+{
+  const char *env = mc_param_str(MC_P_SECRET);
+
+  return ((env != NULL) && (env[0] != '\0')) ? env : NULL;
+}
+
+ncclResult_t mc_boot_unique_id_public(ncclUniqueId *id_out)
+{
+  struct mc_boot_handle h;
+  struct mc_ifc ifc;
+  const char *env = job_secret();
+  const char *comm_id = mc_param_str(MC_P_COMM_ID);
+  union mc_sockaddr local;
+  ncclUniqueId id;
+
+  if (env == NULL)
+    return MC_FAIL(ncclInvalidUsage,
+                   "meshcclGetPublicUniqueId : MESHCCL_SECRET is unset: a published id's secret "
+                   "is derived from it; set MESHCCL_SECRET to the same random value on every rank "
+                   "(meshccl-run does), or share an id of ncclGetUniqueId privately");
+  memset(&h, 0, sizeof(h));
+  memset(&id, 0, sizeof(id));
+  MC_CHECK(mc_boot_net_init(NULL, &ifc));
+  MC_CHECK(mc_random_bytes(h.nonce, sizeof(h.nonce)));
+  if (comm_id != NULL) {
+    /* Rank 0 starts the root at init, with the secret every rank derives. */
+    MC_CHECK(mc_sockaddr_parse(comm_id, "NCCL_COMM_ID", &h.addr));
+    h.magic = MC_BOOT_COMM_ID_MAGIC;
+  } else {
+    local = ifc.addr;
+    mc_sockaddr_set_port(&local, 0);
+    MC_CHECK(mc_random_bytes(&h.magic, sizeof(h.magic)));
+    if (h.magic == MC_BOOT_COMM_ID_MAGIC)
+      h.magic ^= 1;
+    public_secret(env, &h);
+    MC_CHECK(mc_boot_root_create(&local, h.magic, h.secret, &h.addr));
+  }
+  mc_crypto_wipe(h.secret, sizeof(h.secret));
+  h.secret_source = MC_BOOT_SECRET_PUBLIC;
+  memcpy(id.internal, &h, sizeof(h));
+  *id_out = id;
+  return ncclSuccess;
+}
+
+ncclResult_t mc_boot_id_add_secret(ncclUniqueId *id_io)
+{
+  struct mc_boot_handle h;
+  const char *env = job_secret();
+  char a[MC_SOCKADDR_STRLEN];
+
+  if (!mc_boot_id_is_public(id_io))
+    return ncclSuccess;
+  memcpy(&h, id_io->internal, sizeof(h));
+  if (env == NULL)
+    return MC_FAIL(ncclInvalidUsage,
+                   "meshcclUniqueIdAddSecret : MESHCCL_SECRET is unset, and the published id of "
+                   "root %s needs it: set MESHCCL_SECRET to the value rank 0 has (the same on "
+                   "every rank; meshccl-run sets one)",
+                   mc_sockaddr_str(&h.addr, a, sizeof(a)));
+  public_secret(env, &h);
+  memcpy(id_io->internal, &h, sizeof(h));
+  mc_crypto_wipe(&h, sizeof(h));
+  return ncclSuccess;
+}
+
+bool mc_boot_id_is_public(const ncclUniqueId *id)
+{
+  struct mc_boot_handle h;
+
+  memcpy(&h, id->internal, sizeof(h));
+  return h.secret_source == MC_BOOT_SECRET_PUBLIC;
 }
 
 ncclResult_t mc_boot_unique_id_at(const union mc_sockaddr *addr, ncclUniqueId *id_out)

@@ -25,17 +25,20 @@
 
 /* Where the secret of an id comes from. */
 enum mc_boot_secret_source {
-  MC_BOOT_SECRET_RANDOM = 1, /* getrandom, in an id that travels (ncclGetUniqueId) */
-  MC_BOOT_SECRET_ENV = 2,    /* NCCL_COMM_ID id: derived from MESHCCL_SECRET and the address */
-  MC_BOOT_SECRET_ADDRESS = 3 /* NCCL_COMM_ID id without MESHCCL_SECRET: from the address only */
+  MC_BOOT_SECRET_RANDOM = 1,  /* getrandom, in an id that travels (ncclGetUniqueId) */
+  MC_BOOT_SECRET_ENV = 2,     /* NCCL_COMM_ID id: derived from MESHCCL_SECRET and the address */
+  MC_BOOT_SECRET_ADDRESS = 3, /* NCCL_COMM_ID id without MESHCCL_SECRET: from the address only */
+  MC_BOOT_SECRET_PUBLIC = 4,  /* published id (meshcclGetPublicUniqueId): no secret in it */
+  MC_BOOT_SECRET_NONCE = 5    /* from MESHCCL_SECRET and a published id's magic and nonce */
 };
 
 /*
- * The contents of ncclUniqueId, zero padded to 128 bytes: NCCL's
- * ncclBootstrapHandle (magic, address, nRanks) followed by the job's
- * secret. Every bootstrap connection proves knowledge of the secret
- * (docs/ARCHITECTURE.md, bootstrap), so the id must travel only among the
- * job's ranks.
+ * The contents of ncclUniqueId (128 bytes): NCCL's ncclBootstrapHandle
+ * (magic, address, nRanks) followed by the job's secret and a nonce. Every
+ * bootstrap connection proves knowledge of the secret (docs/ARCHITECTURE.md,
+ * bootstrap), so the id must travel only among the job's ranks, except in
+ * its published form (MC_BOOT_SECRET_PUBLIC), whose secret is zero and is
+ * derived on every rank from MESHCCL_SECRET and the nonce.
  */
 struct mc_boot_handle {
   uint64_t magic;                       /* offset 0 */
@@ -44,6 +47,9 @@ struct mc_boot_handle {
   uint32_t secret_source;               /* offset 40: enum mc_boot_secret_source */
   uint32_t reserved;                    /* offset 44: 0 */
   uint8_t secret[MC_BOOT_SECRET_BYTES]; /* offset 48 */
+  uint8_t reserved2[16];                /* offset 80: 0 */
+  uint8_t nonce[32];                    /* offset 96: random in a published id, else 0 (users may
+                                           write their own, as the torch backend does) */
 };
 
 /* NCCL's magic for ids built from NCCL_COMM_ID. */
@@ -64,7 +70,7 @@ ncclResult_t mc_boot_net_init(const union mc_sockaddr *root_hint, struct mc_ifc 
 
 /* An id naming a root at addr with NCCL's NCCL_COMM_ID magic: every rank
  * computes the same one (its secret from MESHCCL_SECRET and addr, or from
- * addr alone, said once at INFO); rank 0 starts the root during init. */
+ * addr alone, said once at WARN); rank 0 starts the root during init. */
 ncclResult_t mc_boot_unique_id_at(const union mc_sockaddr *addr, ncclUniqueId *id_out);
 
 /* A wait of ms milliseconds (< 0: no deadline) that ends on the abort flag. */
@@ -78,6 +84,32 @@ struct mc_wait mc_boot_wait_make(int64_t ms, const volatile uint32_t *abort_flag
  * process.
  */
 ncclResult_t mc_boot_unique_id(bool use_comm_id, ncclUniqueId *id_out);
+
+/*
+ * The published form of a unique id (meshcclGetPublicUniqueId), for
+ * channels others can read: like mc_boot_unique_id(true, ...) (NCCL_COMM_ID
+ * or a root started here), with a random nonce, the secret zero and
+ * MC_BOOT_SECRET_PUBLIC. The root started here, if any, already expects the
+ * secret mc_boot_id_add_secret derives. ncclInvalidUsage when MESHCCL_SECRET
+ * is unset.
+ */
+ncclResult_t mc_boot_unique_id_public(ncclUniqueId *id_out);
+
+/*
+ * Completes a published id: secret = HMAC-SHA256 keyed with MESHCCL_SECRET
+ * over a label, the magic and the nonce (MC_BOOT_SECRET_NONCE). An id that
+ * is not published is left as it is. ncclInvalidUsage, naming the
+ * variable, when MESHCCL_SECRET is unset and the id is published.
+ */
+ncclResult_t mc_boot_id_add_secret(ncclUniqueId *id_io);
+
+/* Says once per process, at WARN, that an id whose secret comes from its
+ * address alone (NCCL_COMM_ID without MESHCCL_SECRET) lets anyone who can
+ * reach the root join; other ids say nothing. */
+void mc_boot_id_say_open(const ncclUniqueId *id);
+
+/* True for the published form of an id (no secret: no rank may init with it). */
+bool mc_boot_id_is_public(const ncclUniqueId *id);
 
 /* True when the id was built from NCCL_COMM_ID (rank 0 must start the root). */
 bool mc_boot_id_is_comm_id(const ncclUniqueId *id);

@@ -232,6 +232,7 @@ struct mc_boot_acceptor {
   uint64_t paused_until_ns;
   bool is_limit_warned;
   bool is_proof_warned;
+  int fd_limit_errno; /* EMFILE or ENFILE from the first accept that hit it, else 0 (atomic) */
   uint64_t n_dropped;
   uint64_t n_evicted;
 };
@@ -262,6 +263,14 @@ void mc_boot_acceptor_progress(struct mc_boot_acceptor *a, const struct pollfd *
 bool mc_boot_acceptor_is_timed(const struct mc_boot_acceptor *a);
 /* True when an authenticated connection waits to be taken. */
 bool mc_boot_acceptor_has_ready(const struct mc_boot_acceptor *a);
+/*
+ * When accept() failed for lack of file descriptors (EMFILE, ENFILE), the
+ * cause for the init to fail with at once: "accept on <what> <addr>: Too many
+ * open files; this process reached its limit ..." into why, and true. The
+ * acceptor goes on retrying (after a pause), so that once its owner has
+ * closed connections it can still tell late ranks why. Any thread.
+ */
+bool mc_boot_acceptor_fd_error(const struct mc_boot_acceptor *a, char *why, size_t why_bytes);
 /* Takes an authenticated connection (oldest first): true and *conn_out
  * (owned by the caller) when there was one. */
 bool mc_boot_acceptor_take(struct mc_boot_acceptor *a, struct mc_sock *conn_out);

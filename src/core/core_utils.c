@@ -15,6 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/random.h>
+#include <sys/resource.h>
 #include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
@@ -178,6 +179,26 @@ void mc_thread_set_name(const char *name)
     return;
   snprintf(short_name, sizeof(short_name), "%s", name); /* the kernel keeps 15 characters */
   pthread_setname_np(pthread_self(), short_name);
+}
+
+const char *mc_fd_limit_hint(int err, char *buf, size_t buf_bytes)
+{
+  int saved = errno;
+  struct rlimit rl;
+
+  buf[0] = '\0';
+  if (err == ENFILE) {
+    snprintf(buf, buf_bytes, "; the system is at its open-files limit (sysctl fs.file-max)");
+  } else if (err == EMFILE) {
+    if (getrlimit(RLIMIT_NOFILE, &rl) != 0)
+      rl.rlim_cur = rl.rlim_max = 0;
+    snprintf(buf, buf_bytes,
+             "; this process is at its open-files limit (RLIMIT_NOFILE %llu, hard %llu): raise "
+             "`ulimit -n`",
+             (unsigned long long)rl.rlim_cur, (unsigned long long)rl.rlim_max);
+  }
+  errno = saved;
+  return buf;
 }
 
 ncclResult_t mc_random_bytes(void *buf, size_t bytes)

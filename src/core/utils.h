@@ -60,6 +60,15 @@ void mc_thread_set_name(const char *name);
 /* Fills buf with bytes from the kernel's random source. */
 ncclResult_t mc_random_bytes(void *buf, size_t bytes);
 
+/*
+ * What to add to a system call's error for errno err: for EMFILE "; this
+ * process is at its open-files limit (RLIMIT_NOFILE 32, hard 32): raise
+ * `ulimit -n`", for ENFILE the system's (fs.file-max), for anything else "".
+ * Returns buf (errno is kept).
+ */
+const char *mc_fd_limit_hint(int err, char *buf, size_t buf_bytes);
+#define MC_FD_HINT_BYTES 128
+
 /* snprintf that appends to buf at *used, never overflowing; returns buf. */
 char *mc_str_appendf(char *buf, size_t buf_bytes, size_t *used, const char *fmt, ...)
     __attribute__((format(printf, 4, 5)));

@@ -133,6 +133,32 @@ ncclResult_t ncclGetUniqueId(ncclUniqueId *uniqueId)
   return mc_boot_unique_id(true, uniqueId);
 }
 
+__attribute__((visibility("default"))) ncclResult_t meshcclGetPublicUniqueId(ncclUniqueId *uniqueId)
+{
+  mc_api_enter();
+  PTR_CHECK(uniqueId, "meshcclGetPublicUniqueId", "uniqueId");
+  return mc_boot_unique_id_public(uniqueId);
+}
+
+__attribute__((visibility("default"))) ncclResult_t meshcclUniqueIdAddSecret(ncclUniqueId *uniqueId)
+{
+  mc_api_enter();
+  PTR_CHECK(uniqueId, "meshcclUniqueIdAddSecret", "uniqueId");
+  return mc_boot_id_add_secret(uniqueId);
+}
+
+/* A published id has no secret: it must be completed before any init. */
+static ncclResult_t check_not_public(const ncclUniqueId *id, const char *call)
+{
+  if (!mc_boot_id_is_public(id))
+    return ncclSuccess;
+  return MC_FAIL(ncclInvalidArgument,
+                 "%s : the unique id is the published form of meshcclGetPublicUniqueId, which "
+                 "carries no secret: call meshcclUniqueIdAddSecret on it first (with the job's "
+                 "MESHCCL_SECRET set, the same on every rank)",
+                 call);
+}
+
 /* What some inits add to an id (NULL: nothing). */
 struct init_extra {
   int n_ids;                     /* ncclCommInitRankScalable: nId > 1 roots ... */
@@ -155,6 +181,9 @@ static ncclResult_t init_rank_ex(ncclComm_t *newcomm, int nranks, const ncclUniq
                    nranks);
   if ((rank < 0) || (rank >= nranks))
     return MC_FAIL(ncclInvalidArgument, "%s : invalid rank requested : %d/%d", call, rank, nranks);
+  MC_CHECK(check_not_public(id, call));
+  for (int i = 0; (x != NULL) && (x->ids != NULL) && (i < x->n_ids); i++)
+    MC_CHECK(check_not_public(&x->ids[i], call));
   MC_CHECK(mc_comm_config_resolve(config, &resolved));
   MC_CHECK(mc_comm_alloc(nranks, id, rank, dev, &resolved, kind, &comm));
   if ((x != NULL) && (x->n_ids > 1)) {

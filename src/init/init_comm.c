@@ -124,6 +124,7 @@ static ncclResult_t stage_bootstrap(struct ncclComm *comm)
   } else if (comm->root == NULL) {
     comm->root = mc_boot_root_claim(&comm->id);
   }
+  mc_boot_id_say_open(&comm->id);
   if ((comm->n_ids <= 1) && (comm->root == NULL) && (comm->rank == 0) &&
       mc_boot_id_is_comm_id(&comm->id)) {
     MC_CHECK(mc_boot_root_start_comm_id(&comm->id, &w));

@@ -94,8 +94,10 @@ ncclResult_t ncclMemAlloc(void **ptr, size_t size)
   fd = memfd_create("meshccl-mem", MFD_CLOEXEC);
   if (fd < 0) {
     int e = errno;
+    char hint[MC_FD_HINT_BYTES];
     free(a);
-    return MC_FAIL(ncclSystemError, "ncclMemAlloc : memfd_create failed: %s", strerror(e));
+    return MC_FAIL(ncclSystemError, "ncclMemAlloc : memfd_create failed: %s%s", strerror(e),
+                   mc_fd_limit_hint(e, hint, sizeof(hint)));
   }
   if (ftruncate(fd, (off_t)rounded) != 0) {
     int e = errno;

@@ -116,6 +116,7 @@ ncclResult_t mc_sock_listen(const union mc_sockaddr *local, uint64_t magic, uint
   union mc_sockaddr bound = *local;
   socklen_t len = mc_sockaddr_len(local);
   char a[MC_SOCKADDR_STRLEN];
+  char hint[MC_FD_HINT_BYTES];
   int one = 1;
   int fd;
 
@@ -129,7 +130,8 @@ ncclResult_t mc_sock_listen(const union mc_sockaddr *local, uint64_t magic, uint
                    (int)local->sa.sa_family);
   fd = socket(local->sa.sa_family, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
   if (fd == -1)
-    return set_err(s, MC_SOCK_END_ERROR, ncclSystemError, "socket(): %s", strerror(errno));
+    return set_err(s, MC_SOCK_END_ERROR, ncclSystemError, "socket(): %s%s", strerror(errno),
+                   mc_fd_limit_hint(errno, hint, sizeof(hint)));
   /* A fixed port (NCCL_COMM_ID) is reused by successive communicators. No
    * SO_REUSEPORT: two live roots on one port would share its connections. */
   if (mc_sockaddr_port(local) != 0)
@@ -368,6 +370,7 @@ ncclResult_t mc_sock_connect(const union mc_sockaddr *to, uint64_t magic, uint32
   int sleep_unit = (int)mc_param_int(MC_P_SOCKET_RETRY_SLEEP_MSEC);
   uint8_t hs[HANDSHAKE_BYTES];
   char a[MC_SOCKADDR_STRLEN];
+  char hint[MC_FD_HINT_BYTES];
   ncclResult_t res;
 
   mc_sock_init(&s);
@@ -392,8 +395,9 @@ ncclResult_t mc_sock_connect(const union mc_sockaddr *to, uint64_t magic, uint32
     }
     if (!retryable_connect_errno(e)) {
       *conn_out = s;
-      return set_err(conn_out, MC_SOCK_END_ERROR, ncclSystemError, "connect to %s: %s",
-                     mc_sockaddr_str(to, a, sizeof(a)), strerror(e));
+      return set_err(conn_out, MC_SOCK_END_ERROR, ncclSystemError, "connect to %s: %s%s",
+                     mc_sockaddr_str(to, a, sizeof(a)), strerror(e),
+                     mc_fd_limit_hint(e, hint, sizeof(hint)));
     }
     if (attempt > retry_max) {
       *conn_out = s;
@@ -450,6 +454,7 @@ static int retry_pause_ms(int attempt)
 static ncclResult_t async_fail(struct mc_sock_async *c, int end, ncclResult_t res, int e)
 {
   char a[MC_SOCKADDR_STRLEN];
+  char hint[MC_FD_HINT_BYTES];
 
   if (c->sock.fd >= 0)
     close(c->sock.fd);
@@ -459,8 +464,8 @@ static ncclResult_t async_fail(struct mc_sock_async *c, int end, ncclResult_t re
     set_err(&c->sock, end, res, "connect to %s failed %d times (last: %s)",
             mc_sockaddr_str(&c->sock.addr, a, sizeof(a)), c->attempt, strerror(e));
   else
-    set_err(&c->sock, end, res, "connect to %s: %s", mc_sockaddr_str(&c->sock.addr, a, sizeof(a)),
-            strerror(e));
+    set_err(&c->sock, end, res, "connect to %s: %s%s", mc_sockaddr_str(&c->sock.addr, a, sizeof(a)),
+            strerror(e), mc_fd_limit_hint(e, hint, sizeof(hint)));
   c->failed = res;
   return res;
 }

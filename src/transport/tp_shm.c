@@ -28,11 +28,13 @@
 ncclResult_t mc_shm_create(const char *name, size_t bytes, void **map_out)
 {
   int fd = shm_open(name, O_RDWR | O_CREAT | O_EXCL, 0600);
+  char hint[MC_FD_HINT_BYTES];
   void *map;
   int err;
 
   if (fd < 0)
-    return MC_FAIL(ncclSystemError, "NCCL SHM: shm_open(/dev/shm%s): %s", name, strerror(errno));
+    return MC_FAIL(ncclSystemError, "NCCL SHM: shm_open(/dev/shm%s): %s%s", name, strerror(errno),
+                   mc_fd_limit_hint(errno, hint, sizeof(hint)));
   err = posix_fallocate(fd, 0, (off_t)bytes);
   if (err != 0) {
     close(fd);
@@ -60,13 +62,14 @@ ncclResult_t mc_shm_create(const char *name, size_t bytes, void **map_out)
 ncclResult_t mc_shm_attach(const char *name, size_t bytes, void **map_out)
 {
   int fd = shm_open(name, O_RDWR, 0600);
+  char hint[MC_FD_HINT_BYTES];
   struct stat st;
   void *map;
   int err;
 
   if (fd < 0)
-    return MC_FAIL(ncclSystemError, "NCCL SHM: opening /dev/shm%s of the peer: %s", name,
-                   strerror(errno));
+    return MC_FAIL(ncclSystemError, "NCCL SHM: opening /dev/shm%s of the peer: %s%s", name,
+                   strerror(errno), mc_fd_limit_hint(errno, hint, sizeof(hint)));
   if ((fstat(fd, &st) != 0) || ((size_t)st.st_size < bytes)) {
     close(fd);
     return MC_FAIL(ncclSystemError, "NCCL SHM: /dev/shm%s is smaller than the %zu bytes announced",

@@ -939,6 +939,61 @@ static void comm_id_secrets(void)
   mc_boot_root_release(r2, 0);
 }
 
+/* A published id (meshcclGetPublicUniqueId) carries a nonce and no secret;
+ * MESHCCL_SECRET completes it alike on every rank, another value otherwise;
+ * no init accepts it before; without MESHCCL_SECRET neither call works. */
+static void published_ids(void)
+{
+  ncclUniqueId pub;
+  ncclUniqueId done1;
+  ncclUniqueId done2;
+  ncclUniqueId other;
+  ncclUniqueId plain;
+  ncclComm_t comm = NULL;
+  struct mc_boot_handle h;
+  static const uint8_t zero[MC_BOOT_SECRET_BYTES];
+
+  setup();
+  log_start();
+  MC_T_EQ_INT(mc_boot_unique_id_public(&pub), ncclInvalidUsage);
+  MC_T_CONTAINS(mc_error_last(), "MESHCCL_SECRET is unset");
+  mc_param_set_for_tests(MC_P_SECRET, "job-secret-1");
+  mc_param_set_for_tests(MC_P_COMM_ID, "127.0.0.1:23459");
+  MC_T_OK(mc_boot_unique_id_public(&pub));
+  memcpy(&h, pub.internal, sizeof(h));
+  MC_T_EQ_INT(h.magic, MC_BOOT_COMM_ID_MAGIC);
+  MC_T_EQ_INT(h.secret_source, MC_BOOT_SECRET_PUBLIC);
+  MC_T_EQ_INT(memcmp(h.secret, zero, sizeof(zero)), 0);
+  MC_T_TRUE(memcmp(h.nonce, zero, sizeof(h.nonce)) != 0);
+  MC_T_TRUE(mc_boot_id_is_public(&pub));
+  MC_T_EQ_INT(ncclCommInitRank(&comm, 2, pub, 1), ncclInvalidArgument);
+  MC_T_CONTAINS(mc_error_last(), "call meshcclUniqueIdAddSecret on it first");
+  done1 = pub;
+  done2 = pub;
+  MC_T_OK(mc_boot_id_add_secret(&done1));
+  MC_T_OK(mc_boot_id_add_secret(&done2));
+  MC_T_EQ_INT(memcmp(&done1, &done2, sizeof(done1)), 0);
+  memcpy(&h, done1.internal, sizeof(h));
+  MC_T_EQ_INT(h.secret_source, MC_BOOT_SECRET_NONCE);
+  MC_T_TRUE(memcmp(h.secret, zero, sizeof(zero)) != 0);
+  MC_T_TRUE(!mc_boot_id_is_public(&done1));
+  MC_T_OK(mc_boot_id_add_secret(&done2)); /* a completed id stays as it is */
+  MC_T_EQ_INT(memcmp(&done1, &done2, sizeof(done1)), 0);
+  mc_param_set_for_tests(MC_P_SECRET, "job-secret-2");
+  other = pub;
+  MC_T_OK(mc_boot_id_add_secret(&other));
+  MC_T_TRUE(memcmp(&done1, &other, sizeof(other)) != 0);
+  mc_param_set_for_tests(MC_P_SECRET, NULL);
+  other = pub;
+  MC_T_EQ_INT(mc_boot_id_add_secret(&other), ncclInvalidUsage);
+  MC_T_CONTAINS(mc_error_last(), "set MESHCCL_SECRET to the value rank 0 has");
+  plain = done1;
+  MC_T_OK(mc_boot_id_add_secret(&plain));
+  MC_T_EQ_INT(memcmp(&done1, &plain, sizeof(plain)), 0);
+  mc_param_set_for_tests(MC_P_COMM_ID, NULL);
+  log_stop();
+}
+
 /* A rank given another secret (MESHCCL_SECRET differs) is refused by the
  * root and fails at once, saying so; it is not counted as a rank. */
 static void rank_with_another_secret_fails_at_once(void)
@@ -1051,27 +1106,31 @@ static void fd_limit_child(void)
     close(dups[--n_dups]);
   close(null_fd);
   close(fd_late);
-  /* the registered ranks are still served: the job completes */
+  /* The job fails at once: the registered ranks are told why, and so are
+   * the ranks that come later (the root's fds are back). */
   rank_start(1, 4, &id, TIMEOUT_MS);
   rank_start(3, 4, &id, TIMEOUT_MS);
   for (int i = 0; i < 4; i++)
     rank_join(i);
   mc_boot_root_release(root, 2000);
   log_stop();
-  for (int i = 0; i < 4; i++)
-    check_rank_ok(i, 4);
+  for (int i = 0; i < 4; i++) {
+    MC_T_EQ_INT(ranks[i].init_res, ncclSystemError);
+    MC_T_CONTAINS(ranks[i].err, "bootstrap root 127.0.0.1<");
+    MC_T_CONTAINS(ranks[i].err, "cannot accept connections: accept: Too many open files");
+    MC_T_CONTAINS(ranks[i].err, "(RLIMIT_NOFILE 256, hard 256): raise `ulimit -n`");
+  }
   MC_T_CONTAINS(log_text(), "WARN Bootstrap: bootstrap root 127.0.0.1<");
-  MC_T_CONTAINS(log_text(), "Too many open files");
-  MC_T_CONTAINS(log_text(), "RLIMIT_NOFILE 256, hard limit 256; `ulimit -n`");
-  MC_T_EQ_INT(log_count("cannot accept connections"), 1);
+  MC_T_EQ_INT(log_count("raise `ulimit -n`; init fails"), 1); /* the acceptor's WARN, once */
   /* backing off, not spinning on a listener that stays readable */
   if (cpu > 0.5 * wall)
     MC_T_FAIL("%.2f s of CPU in %.2f s while out of fds (busy loop)", cpu, wall);
 }
 
-/* EMFILE from accept: one WARN naming the limit, no busy loop, and the
- * registered ranks still complete. In a child: the fd limit is lowered for
- * good. */
+/* EMFILE from accept: one WARN naming the limit, no busy loop, and every
+ * rank, registered or later, fails at once naming the cause (a rank that
+ * cannot connect would wait until its timeout). In a child: the fd limit is
+ * lowered for good. */
 static void out_of_fds_at_the_root(void)
 {
   mc_t_run_in_child(fd_limit_child);
@@ -1194,6 +1253,7 @@ MC_T_MAIN(comm_id_secrets, strangers_cannot_register_or_fail_the_job,
           listener_accepts_only_the_secret, connections_have_liveness_options,
           rank_refuses_root_without_the_secret, root_fail_with_code_zero_is_a_protocol_error,
           half_messages_do_not_stall_the_root, flood_of_silent_connections_is_evicted,
-          squatted_comm_id_port_fails_at_once, rank_with_another_secret_fails_at_once,
-          net_secret_depends_on_the_bootstrap_secret, out_of_fds_at_the_root,
-          table_goes_out_as_each_rank_reads, listeners_keep_a_job_of_dialers)
+          squatted_comm_id_port_fails_at_once, published_ids,
+          rank_with_another_secret_fails_at_once, net_secret_depends_on_the_bootstrap_secret,
+          out_of_fds_at_the_root, table_goes_out_as_each_rank_reads,
+          listeners_keep_a_job_of_dialers)

@@ -22,6 +22,8 @@
 #include <torch/csrc/distributed/c10d/PrefixStore.hpp>
 #include <torch/csrc/distributed/c10d/TCPStore.hpp>
 
+#include <meshccl.h>
+
 namespace meshccl_torch
 {
 
@@ -237,6 +239,22 @@ bool commIdIsSet()
 // fresh id.
 constexpr size_t kNonceOffset = 96;
 
+// Whether the job has a secret (MESHCCL_SECRET, which meshccl-run sets).
+// Then rank 0 puts only the published form of the id into the store
+// (meshcclGetPublicUniqueId: magic, root address and a random nonce, no
+// secret), and every rank derives the communicator's secret from
+// MESHCCL_SECRET and the nonce (meshcclUniqueIdAddSecret): c10d's TCPStore
+// admits anyone who knows MASTER_PORT, so a full id there would let a
+// stranger join the process group. Without it the id goes as it is, as
+// ProcessGroupNCCL's does (docs/PYTORCH.md).
+bool jobHasSecret()
+{
+  const char *value = nullptr;
+  int len = 0;
+  return (ncclParamGetParameter("MESHCCL_SECRET", &value, &len) == ncclSuccess) &&
+         (value != nullptr) && (len > 0) && (value[0] != '\0');
+}
+
 void addNonce(ncclUniqueId *id)
 {
   std::random_device rd;
@@ -319,10 +337,12 @@ ProcessGroupMeshccl::ProcessGroupMeshccl(const c10::intrusive_ptr<c10d::Store> &
   // ProcessGroupNCCL's broadcastUniqueNCCLID: rank 0 creates the id (and
   // the bootstrap root, in this process), the others read it from the store.
   if (rank == 0) {
-    res = ncclGetUniqueId(&id);
-    TORCH_CHECK(res == ncclSuccess, who, ": ncclGetUniqueId failed: ", ncclGetErrorString(res),
-                " (", resultName(res), "): ", ncclGetLastError(nullptr));
-    if (commIdIsSet()) {
+    const bool published = jobHasSecret();
+    const char *call = published ? "meshcclGetPublicUniqueId" : "ncclGetUniqueId";
+    res = published ? meshcclGetPublicUniqueId(&id) : ncclGetUniqueId(&id);
+    TORCH_CHECK(res == ncclSuccess, who, ": ", call, " failed: ", ncclGetErrorString(res), " (",
+                resultName(res), "): ", ncclGetLastError(nullptr));
+    if (!published && commIdIsSet()) {
       addNonce(&id);
     }
     std::vector<uint8_t> bytes(reinterpret_cast<uint8_t *>(id.internal),
@@ -349,6 +369,12 @@ ProcessGroupMeshccl::ProcessGroupMeshccl(const c10::intrusive_ptr<c10d::Store> &
                 " bytes, expected ", sizeof(id.internal));
     std::memcpy(id.internal, bytes.data(), bytes.size());
   }
+  // A published id gets its secret here, on every rank (rank 0 included);
+  // any other id is left as it is.
+  res = meshcclUniqueIdAddSecret(&id);
+  TORCH_CHECK(res == ncclSuccess, who,
+              ": meshcclUniqueIdAddSecret failed: ", ncclGetErrorString(res), " (", resultName(res),
+              "): ", ncclGetLastError(nullptr));
 
   // Non-blocking init, so that the process group's timeout bounds it.
   config.blocking = 0;

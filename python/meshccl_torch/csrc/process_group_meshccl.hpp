@@ -73,7 +73,9 @@ class ProcessGroupMeshccl : public c10d::ProcessGroup
 public:
   // Creates rank `rank` of `size`: rank 0 makes the unique id and stores it
   // under a key of `store` (a PrefixStore of the group's name, from
-  // torch.distributed), the others read it, then every rank inits the
+  // torch.distributed), the others read it (with MESHCCL_SECRET set, only
+  // the published id goes through the store and every rank adds the
+  // secret: meshcclGetPublicUniqueId), then every rank inits the
   // communicator, failing after `timeout` (the process group's timeout,
   // also each operation's unless its options give one). async selects the
   // worker thread (true) or the calling thread (false); label ("global rank
