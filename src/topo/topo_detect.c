@@ -11,17 +11,24 @@
  *    replay), converted to NCCL's CPUID encoding (familyid = family +
  *    (extFamily << 4)). Without /proc/cpuinfo: vendor="" familyid="0"
  *    modelid="0", what NCCL writes when CPUID reports nothing.
- *  - A device whose numa_node is -1 on a host with exactly one NUMA node is
- *    placed under that node (NCCL would add a second cpu numaid="-1", which
- *    makes every device-NIC path SYS on single-node VMs).
+ *  - A NIC whose numa_node is -1 on a host with exactly one NUMA node is
+ *    placed under that node's CPU, unless a GPU already put a cpu
+ *    numaid="-1" in the XML (then under that one, as NCCL): a compute
+ *    device sits under the node the rank runs on, and NCCL's second cpu
+ *    numaid="-1" would make every device-NIC path SYS on single-node VMs.
+ *    A GPU (or any other PCI device) whose numa_node is -1 is under a cpu
+ *    numaid="-1" without affinity, as NCCL places it.
  *  - NICs are the host's running, non-loopback interfaces (what the socket
- *    net sees) in ifindex order; a NIC whose /sys/class/net/<if>/device is
- *    not itself a PCI function (virtio-net: .../0000:00:03.0/virtio2) is
- *    placed at its closest PCI ancestor. Interfaces without a device
- *    (bridges, tunnels, veth) are virtual NICs under the CPU of the host's
- *    first NUMA node, the same for every rank so that fusion merges them.
+ *    net sees) in ifindex order. As NCCL's ncclTopoFillNet, a NIC whose
+ *    /sys/class/net/<if>/device is not a PCI function (virtio-net:
+ *    .../0000:00:03.0/virtio2, whose subsystem is the virtio bus) is "not a
+ *    PCI device" and goes under the XML's first CPU. Interfaces without a
+ *    device (bridges, tunnels, veth) are virtual NICs under the CPU of the
+ *    host's first NUMA node, the same for every rank so that fusion merges
+ *    them.
  *  - GPUs come from NVML loaded with dlopen (MESHCCL_NVML_LIBRARY,
- *    topo_nvml.c); the GPU's PCI ids are completed from sysfs, and its
+ *    topo_nvml.c), their gdr from the CUDA driver (MESHCCL_CUDA_LIBRARY,
+ *    topo_cuda.c); the GPU's PCI ids are completed from sysfs, and its
  *    link_speed/link_width are the sysfs ones (NCCL asks NVML for the
  *    current PCIe generation and width).
  *  - No GPU/NVML, or a rank whose device the job did not name
@@ -33,6 +40,7 @@
 #include "topo/topo_detect.h"
 
 #include "topo/topo_int.h"
+#include "topo/topo_cuda.h"
 #include "topo/topo_nvml.h"
 #include "topo/topo_xml.h"
 
@@ -83,6 +91,7 @@ struct detect_ctx {
   char vendor[64];
   int family;
   int model;
+  bool is_nic; /* placing a NIC: numa_node -1 may fold (header comment) */
 };
 
 /* ------------------------------------------------------------ NUMA nodes */
@@ -125,7 +134,19 @@ static int list_numa_nodes(const char *root, int *ids, int max_ids)
   return n;
 }
 
-/* -1 on a single-node host means that node (see the header comment). */
+/* The CPU a PCI device's numa_node puts it under: NCCL's, but for a NIC
+ * whose -1 on a single-node host means that node (header comment). */
+static int device_numa(const struct detect_ctx *c, int numa)
+{
+  if ((numa < 0) && c->is_nic && (c->n_numa == 1) &&
+      (mc_xml_get_sub_kv(c->system, "cpu", "numaid", "-1") == NULL)) {
+    return c->numa_ids[0];
+  }
+  return numa;
+}
+
+/* -1 on a single-node host means that node: the node of a rank's compute
+ * device. */
 static int fix_numa(const struct detect_ctx *c, int numa)
 {
   if ((numa < 0) && (c->n_numa == 1)) {
@@ -268,6 +289,8 @@ static ncclResult_t read_cpuinfo(struct detect_ctx *c)
 /* ncclTopoGetXmlFromCpu: init only (a file's values win). */
 static ncclResult_t cpu_fill(struct detect_ctx *c, struct mc_xml_node *cpu, int numa)
 {
+  /* NCCL's ncclTopoSetAttrFromSys: no attribute when the node has no
+   * cpumap (numaid -1: "Affinity for GPU 0 is empty, ignoring"). */
   if (mc_xml_get_attr(cpu, "affinity") == NULL) {
     char rel[64];
     char map[MC_XML_MAX_STR];
@@ -277,7 +300,9 @@ static ncclResult_t cpu_fill(struct detect_ctx *c, struct mc_xml_node *cpu, int 
       snprintf(rel, sizeof(rel), "/sys/devices/system/node/node%d/cpumap", numa);
       MC_CHECK(mc_sysfs_read(c->root, rel, map, sizeof(map), &found));
     }
-    MC_CHECK(mc_xml_init_attr(cpu, "affinity", map));
+    if (map[0] != '\0') {
+      MC_CHECK(mc_xml_init_attr(cpu, "affinity", map));
+    }
   }
   MC_CHECK(mc_xml_init_attr(cpu, "arch", BUILD_ARCH));
 #ifdef ARCH_X86
@@ -426,14 +451,14 @@ static ncclResult_t pci_parent(struct detect_ctx *c, const char *sys,
   int cuts = 0;
 
   if (sys == NULL) {
-    return cpu_get(c, fix_numa(c, -1), parent_out);
+    return cpu_get(c, device_numa(c, -1), parent_out);
   }
   snprintf(rel, sizeof(rel), "%s/numa_node", sys);
   MC_CHECK(mc_sysfs_read(c->root, rel, val, sizeof(val), &found));
   if (found) {
     numa = (int)strtol(val, NULL, 10);
   }
-  numa = fix_numa(c, numa);
+  numa = device_numa(c, numa);
   snprintf(path, sizeof(path), "%s", sys);
   for (;;) {
     char *slash = strrchr(path, '/');
@@ -600,6 +625,8 @@ static ncclResult_t add_gpu(struct detect_ctx *c, const struct mc_topo_detect_ra
   struct mc_xml_node *pci = NULL;
   struct mc_xml_node *gpu = NULL;
   char hex[16];
+  char why[256];
+  int gdr = 0;
   int n = mc_topo_nvml_count(nvml);
   ncclResult_t res;
 
@@ -635,7 +662,9 @@ static ncclResult_t add_gpu(struct detect_ctx *c, const struct mc_topo_detect_ra
   MC_CHECK(mc_xml_init_attr_int(gpu, "dev", me->dev));
   MC_CHECK(mc_xml_init_attr_int(gpu, "sm", g.sm));
   MC_CHECK(mc_xml_set_attr_int(gpu, "rank", me->rank));
-  MC_CHECK(mc_xml_init_attr_int(gpu, "gdr", 0));
+  /* NCCL: init gdr from the rank's gdrSupport, which CUDA gives. */
+  mc_topo_cuda_gdr(mc_param_str(MC_P_CUDA_LIBRARY), g.busid, &gdr, why, sizeof(why));
+  MC_CHECK(mc_xml_init_attr_int(gpu, "gdr", gdr));
   MC_CHECK(mc_xml_set_attr_int(gpu, "mlopart", -1));
   if (mc_xml_get_sub(gpu, "nvlink") == NULL) {
     for (int l = 0; l < g.n_links; l++) {
@@ -651,8 +680,10 @@ static ncclResult_t add_gpu(struct detect_ctx *c, const struct mc_topo_detect_ra
     }
   }
   MC_INFO(MC_SUB_GRAPH | MC_SUB_INIT,
-          "Topo: rank %d dev %d is GPU %s (sm %d, %d NVLink target(s)) from %s (sysfs root %s)",
-          me->rank, me->dev, g.busid, g.sm, g.n_links, mc_topo_nvml_library(nvml), c->root);
+          "Topo: rank %d dev %d is GPU %s (sm %d, %d NVLink target(s), GPUDirect RDMA %d%s%s) "
+          "from %s (sysfs root %s)",
+          me->rank, me->dev, g.busid, g.sm, g.n_links, gdr, (why[0] != '\0') ? ": " : "", why,
+          mc_topo_nvml_library(nvml), c->root);
   return ncclSuccess;
 }
 
@@ -719,30 +750,54 @@ static ncclResult_t list_ifaces(struct detect_ctx *c, struct iface *ifs, int *n_
   return ncclSuccess;
 }
 
-/* The <nic> under the closest PCI function at or above sysfs path sys (a
- * virtio-net device sits below its function), else (sys NULL, or no PCI
- * function on it) under the CPU of the host's first NUMA node. */
-static ncclResult_t nic_under(struct detect_ctx *c, char *sys, struct mc_xml_node **nic_out)
+/* Whether sysfs path sys is a PCI function: its subsystem link resolves to
+ * the pci bus (NCCL's test); in a recorded tree without the link, its name
+ * is a bus id. *subsys_out (bytes >= 1) receives the subsystem's name. */
+static bool is_pci_function(struct detect_ctx *c, const char *sys, char *subsys_out, size_t bytes)
+{
+  char rel[REL_MAX];
+  char real[PATH_MAX];
+  const char *base = strrchr(sys, '/');
+
+  base = (base != NULL) ? base + 1 : sys;
+  snprintf(rel, sizeof(rel), "%s/subsystem", sys);
+  if (mc_sysfs_realpath(c->root, rel, real, sizeof(real))) {
+    const char *sub = strrchr(real, '/');
+    snprintf(subsys_out, bytes, "%.63s", (sub != NULL) ? sub + 1 : real);
+    return strcmp(subsys_out, "pci") == 0;
+  }
+  snprintf(subsys_out, bytes, "%s", is_bdf(base) ? "pci" : "no subsystem");
+  return is_bdf(base);
+}
+
+/* The <nic> of a net device at sysfs path sys (NCCL's ncclTopoFillNet):
+ * under its PCI function; a path that is not a PCI function (virtio-net:
+ * .../0000:00:03.0/virtio2) under the XML's first CPU, said at INFO; no
+ * path (a virtual interface) under the CPU of the host's first NUMA node. */
+static ncclResult_t nic_under(struct detect_ctx *c, const char *name, char *sys,
+                              struct mc_xml_node **nic_out)
 {
   struct mc_xml_node *parent = NULL;
   struct mc_xml_node *nic;
+  char subsys[64];
 
-  while (sys != NULL) {
-    char *slash = strrchr(sys, '/');
-    if ((slash == NULL) || (slash == sys)) {
-      break;
+  if ((sys != NULL) && is_pci_function(c, sys, subsys, sizeof(subsys))) {
+    char busid[16];
+    const char *base = strrchr(sys, '/');
+    snprintf(busid, sizeof(busid), "%s", (base != NULL) ? base + 1 : sys);
+    for (char *p = busid; *p != '\0'; p++) {
+      *p = (char)tolower((unsigned char)*p);
     }
-    if (is_bdf(slash + 1)) {
-      char busid[16];
-      snprintf(busid, sizeof(busid), "%s", slash + 1);
-      for (char *p = busid; *p != '\0'; p++) {
-        *p = (char)tolower((unsigned char)*p);
-      }
-      MC_CHECK(pci_get(c, busid, &parent));
-      MC_CHECK(mc_xml_init_attr(parent, "class", "0x02"));
-      break;
-    }
-    *slash = '\0';
+    c->is_nic = true;
+    MC_CHECK(pci_get(c, busid, &parent));
+    c->is_nic = false;
+    MC_CHECK(mc_xml_init_attr(parent, "class", "0x02"));
+  } else if (sys != NULL) {
+    parent = mc_xml_get_sub(c->system, "cpu");
+    MC_INFO(MC_SUB_GRAPH,
+            "Topology detection: network path (name = %s) %s is not a PCI device (%s). "
+            "Attaching to first CPU",
+            name, sys, subsys);
   }
   if (parent == NULL) {
     MC_CHECK(cpu_get(c, first_numa(c), &parent));
@@ -763,7 +818,8 @@ static ncclResult_t nic_parent(struct detect_ctx *c, const char *ifname,
   char sys[PATH_MAX];
 
   snprintf(rel, sizeof(rel), "/sys/class/net/%s/device", ifname);
-  return nic_under(c, mc_sysfs_realpath(c->root, rel, sys, sizeof(sys)) ? sys : NULL, nic_out);
+  return nic_under(c, ifname, mc_sysfs_realpath(c->root, rel, sys, sizeof(sys)) ? sys : NULL,
+                   nic_out);
 }
 
 static ncclResult_t add_nics(struct detect_ctx *c)
@@ -777,6 +833,7 @@ static ncclResult_t add_nics(struct detect_ctx *c)
   for (int i = 0; i < n; i++) {
     char rel[REL_MAX];
     char val[64];
+    char guid[16];
     long speed = -1;
     struct mc_xml_node *net = mc_xml_find_tag_kv(c->xml, "net", "name", ifs[i].name);
 
@@ -793,11 +850,13 @@ static ncclResult_t add_nics(struct detect_ctx *c)
       MC_CHECK_GOTO(mc_xml_add_node(c->xml, nic, "net", &net), res, out);
       MC_CHECK_GOTO(mc_xml_set_attr(net, "name", ifs[i].name), res, out);
     }
+    /* ncclTopoFillNet's order; guid as its "0x%lx" */
+    snprintf(guid, sizeof(guid), "0x%x", (unsigned)i);
     MC_CHECK_GOTO(mc_xml_set_attr_int(net, "dev", i), res, out);
+    MC_CHECK_GOTO(mc_xml_init_attr(net, "latency", "0"), res, out);
     MC_CHECK_GOTO(mc_xml_init_attr_int(net, "speed", (int)speed), res, out);
     MC_CHECK_GOTO(mc_xml_init_attr_int(net, "port", 0), res, out);
-    MC_CHECK_GOTO(mc_xml_init_attr(net, "latency", "0"), res, out);
-    MC_CHECK_GOTO(mc_xml_init_attr_long(net, "guid", i), res, out);
+    MC_CHECK_GOTO(mc_xml_init_attr(net, "guid", guid), res, out);
     MC_CHECK_GOTO(mc_xml_init_attr_int(net, "maxconn", SOCKET_MAX_COMMS), res, out);
     MC_CHECK_GOTO(mc_xml_init_attr_int(net, "gdr", 0), res, out);
     MC_CHECK_GOTO(mc_xml_init_attr_int(net, "net", 1), res, out);
@@ -877,7 +936,7 @@ ncclResult_t mc_topo_detect_net_nics(const char *sysfs_root, uint64_t host_hash,
     {
       char sys[PATH_MAX];
       bool found = net_sys_path(c, nics[i].pci_path, sys, sizeof(sys));
-      MC_CHECK_GOTO(nic_under(c, found ? sys : NULL, &nic), res, out);
+      MC_CHECK_GOTO(nic_under(c, nics[i].name, found ? sys : NULL, &nic), res, out);
     }
     MC_CHECK_GOTO(mc_xml_add_node(xml, nic, "net", &net), res, out);
     MC_CHECK_GOTO(mc_xml_set_attr(net, "name", nics[i].name), res, out);

@@ -11,6 +11,7 @@
 #include "mc_test.h"
 
 #include "topo/topo.h"
+#include "topo/topo_cuda.h"
 #include "topo/topo_detect.h"
 #include "topo/topo_nvml.h"
 #include "topo/topo_xml.h"
@@ -43,6 +44,7 @@
 static void use_nvml(const char *library, const char *gpus, bool init_fails)
 {
   mc_param_set_for_tests(MC_P_NVML_LIBRARY, library);
+  mc_param_set_for_tests(MC_P_CUDA_LIBRARY, NO_NVML); /* no CUDA driver: gdr 0 */
   if (gpus != NULL) {
     setenv("FAKE_NVML_GPUS", gpus, 1);
   } else {
@@ -274,6 +276,96 @@ static void nvml_dev_out_of_range(void)
   use_nvml(NO_NVML, NULL, false);
 }
 
+/* Every attribute NCCL wrote on `want` is on `got` with NCCL's value, and
+ * got has no other attribute than those in `extra` (what 2.30 writes and
+ * 2.28.9 did not); host_hash is the test's own. Children compared in order. */
+static void same_as_nccl(const struct mc_xml_node *got, const struct mc_xml_node *want,
+                         const char *const *extra)
+{
+  MC_T_EQ_STR(got->name, want->name);
+  for (int a = 0; a < want->n_attrs; a++) {
+    const char *k = want->attrs[a].key;
+    const char *v = mc_xml_get_attr(got, k);
+
+    if (strcmp(k, "host_hash") == 0)
+      continue;
+    if ((v == NULL) || (strcmp(v, want->attrs[a].value) != 0))
+      MC_T_FAIL("<%s %s=\"%s\">: NCCL wrote \"%s\"", got->name, k, (v != NULL) ? v : "(none)",
+                want->attrs[a].value);
+  }
+  for (int a = 0; a < got->n_attrs; a++) {
+    bool is_known = (mc_xml_get_attr(want, got->attrs[a].key) != NULL) ||
+                    (strcmp(got->attrs[a].key, "host_hash") == 0);
+    for (int e = 0; (extra[e] != NULL) && !is_known; e++)
+      is_known = (strcmp(got->attrs[a].key, extra[e]) == 0);
+    if (!is_known)
+      MC_T_FAIL("<%s %s=\"%s\">: NCCL wrote no such attribute", got->name, got->attrs[a].key,
+                got->attrs[a].value);
+  }
+  MC_T_EQ_INT(got->n_subs, want->n_subs);
+  for (int i = 0; i < want->n_subs; i++)
+    same_as_nccl(got->subs[i], want->subs[i], extra);
+}
+
+/* A cloud GPU VM (make-h200-vm.sh): the H200's numa_node is -1, so its CPU
+ * is numaid -1 without affinity; the virtio NIC is not a PCI device and goes
+ * under that first CPU. Compared with what NCCL 2.28.9 wrote there, whose
+ * rules are 2.30's: 2.30 adds mlopart on gpu and net on net. */
+static void h200_vm_as_nccl(void)
+{
+  static const char *const extra[] = {"mlopart", "net", NULL};
+  struct mc_topo_detect_rank me = {.rank = 0, .dev = 0, .numa_node = -1, .host_hash = HOST_HASH};
+  struct mc_xml *xml = NULL;
+  struct mc_xml *nccl = NULL;
+
+  use_nvml(MC_T_FAKE_NVML, "00000000:00:06.0,90", false);
+  mc_param_set_for_tests(MC_P_CUDA_LIBRARY, MC_T_FAKE_CUDA);
+  setenv("FAKE_CUDA_GPUS", "0000:00:06.0=1", 1);
+  MC_T_OK(mc_xml_create(256, &xml));
+  MC_T_OK(mc_xml_create(256, &nccl));
+  MC_T_OK(mc_topo_detect(mc_t_data("sysfs/h200-vm-virtio"), &me, xml));
+  expect_xml(xml, "h200-vm-virtio");
+  MC_T_OK(mc_xml_load_file(mc_t_data("sysfs/h200-vm-virtio.nccl-2.28.9.xml"), nccl));
+  same_as_nccl(&xml->nodes[0], &nccl->nodes[0], extra);
+  mc_xml_destroy(nccl);
+  mc_xml_destroy(xml);
+  unsetenv("FAKE_CUDA_GPUS");
+  use_nvml(NO_NVML, NULL, false);
+}
+
+/* A GPU's GPUDirect RDMA support, as CUDA says it (the fake driver), and 0
+ * with the reason whenever the driver cannot say. */
+static void cuda_gdr(void)
+{
+  char why[256];
+  int gdr = -1;
+
+  setenv("FAKE_CUDA_GPUS", "0000:05:00.0=0,0000:00:06.0=1", 1);
+  mc_topo_cuda_gdr(MC_T_FAKE_CUDA, "0000:00:06.0", &gdr, why, sizeof(why));
+  MC_T_EQ_INT(gdr, 1);
+  MC_T_EQ_STR(why, "");
+  mc_topo_cuda_gdr(MC_T_FAKE_CUDA, "0000:05:00.0", &gdr, why, sizeof(why));
+  MC_T_EQ_INT(gdr, 0);
+  MC_T_EQ_STR(why, "");
+  mc_topo_cuda_gdr(MC_T_FAKE_CUDA, "0000:82:00.0", &gdr, why, sizeof(why));
+  MC_T_EQ_INT(gdr, 0);
+  MC_T_EQ_STR(why, "the driver knows no GPU at 0000:82:00.0 (CUresult 1)");
+  setenv("FAKE_CUDA_DRIVER", "11020", 1);
+  mc_topo_cuda_gdr(MC_T_FAKE_CUDA, "0000:00:06.0", &gdr, why, sizeof(why));
+  MC_T_EQ_INT(gdr, 0);
+  MC_T_EQ_STR(why, "driver version 11020 (CUresult 0): older than CUDA 11.3");
+  unsetenv("FAKE_CUDA_DRIVER");
+  setenv("FAKE_CUDA_INIT_FAIL", "1", 1);
+  mc_topo_cuda_gdr(MC_T_FAKE_CUDA, "0000:00:06.0", &gdr, why, sizeof(why));
+  MC_T_EQ_INT(gdr, 0);
+  MC_T_EQ_STR(why, "cuInit failed with CUresult 100");
+  unsetenv("FAKE_CUDA_INIT_FAIL");
+  mc_topo_cuda_gdr("/nonexistent/libcuda.so.1", "0000:00:06.0", &gdr, why, sizeof(why));
+  MC_T_EQ_INT(gdr, 0);
+  MC_T_CONTAINS(why, "/nonexistent/libcuda.so.1");
+  unsetenv("FAKE_CUDA_GPUS");
+}
+
 /* Handles opened, used and closed by several threads at once (several
  * communicators of one process). */
 static void *nvml_thread(void *arg)
@@ -487,5 +579,5 @@ static void partial_xml(void)
 }
 
 MC_T_MAIN(vm_recorded, vm_numa_of_self, two_socket, nvml_init_fails, nvml_no_gpu, nvml_gpus,
-          nvml_gpus_unnamed_devices, nvml_dev_out_of_range, nvml_threads, missing_files,
-          unreadable_file, partial_xml)
+          nvml_gpus_unnamed_devices, h200_vm_as_nccl, cuda_gdr, nvml_dev_out_of_range, nvml_threads,
+          missing_files, unreadable_file, partial_xml)

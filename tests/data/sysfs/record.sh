@@ -56,6 +56,11 @@ for l in "$root"/sys/class/net/*; do
       max_link_width; do
       copy_file "$p/$f"
     done
+    # the bus a device is on (pci, virtio, ...): NCCL's test of a PCI function
+    if [ -L "$root$p/subsystem" ]; then
+      copy_link "$p/subsystem"
+      mkdir -p "$out$(real "$p/subsystem")"
+    fi
     b=$(basename "$p")
     if [[ $b =~ ^[0-9a-f]{4}:[0-9a-f]{2}:[0-9a-f]{2}\.[0-9a-f]$ ]]; then
       copy_link "/sys/bus/pci/devices/$b"
