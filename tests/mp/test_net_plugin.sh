@@ -6,7 +6,8 @@
 # TCP over loopback): all-reduce, all-gather, broadcast, reduce-scatter and
 # send/recv give exact integer results (mp_coll), and every rank's log says
 # which plugin, version and file it used. Also: a plugin by name through
-# LD_LIBRARY_PATH, a plugin whose test() never reports sizes, and
+# LD_LIBRARY_PATH, a plugin whose test() never reports sizes, plugins whose
+# connect and accept wait for each other or block, and
 # NCCL_NET_PLUGIN naming nothing loadable failing init
 # with the reason instead of falling back to sockets.
 # shellcheck source=mp_lib.sh
@@ -41,6 +42,20 @@ three_hosts "$TMP/nosizes.out" NCCL_NET_PLUGIN="$PLUGINS/libnccl-net-fake12.so" 
 expect_success "a plugin that reports no sizes: every collective exact" "$?" "$TMP/nosizes.out"
 expect_grep "... and it is said once" "$TMP/nosizes.out" \
   'test\(\) does not report sizes; receivers go by the sizes they expect'
+
+# Plugins whose connect and accept need the peer to call in: a handshake
+# (neither completes until the other side was called), and a plugin that
+# behaves as nccl-fastsocket does (connect returns at once while the
+# connection is made, accept blocks until a connector arrives, the first
+# test() of a send blocks until the acceptor acked it; no sizes reported):
+# init and the connections made at first use (trees) complete.
+three_hosts "$TMP/handshake.out" NCCL_NET_PLUGIN="$PLUGINS/libnccl-net-fake6.so" FAKE_NET_HANDSHAKE=1
+expect_success "a plugin whose connect and accept wait for each other: every collective exact" \
+  "$?" "$TMP/handshake.out"
+three_hosts "$TMP/blocking.out" NCCL_NET_PLUGIN="$PLUGINS/libnccl-net-fake6.so" FAKE_NET_BLOCKING=1 \
+  FAKE_NET_NO_SIZES=1
+expect_success "a plugin whose accept blocks (as nccl-fastsocket's): every collective exact" \
+  "$?" "$TMP/blocking.out"
 
 three_hosts "$TMP/name.out" NCCL_NET_PLUGIN=fake9 LD_LIBRARY_PATH="$PLUGINS${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 expect_success "plugin by name through LD_LIBRARY_PATH" "$?" "$TMP/name.out"

@@ -13,6 +13,20 @@
  * isend/irecv returns a NULL request (the caller must retry); test moves
  * bytes and reports the real sizes. Environment knobs (read at init):
  *   FAKE_NET_NO_SIZES=1   test() never writes sizes (some plugins do not)
+ *   FAKE_NET_HANDSHAKE=1  connect and accept each need the other side to call
+ *                         in (as plugins with their own handshake, like
+ *                         nccl-fastsocket): the connector sends a hello once
+ *                         its socket is up, accept returns the comm only
+ *                         after reading it and sending an ack, and connect
+ *                         returns its comm only once it reads the ack
+ *   FAKE_NET_BLOCKING=1   as google's nccl-fastsocket: connect returns its
+ *                         comm at once while the connection is still being
+ *                         made, accept blocks (up to 60 s) until a connector
+ *                         arrives and acks it, and the first test() of a
+ *                         send comm blocks (up to 60 s) until that ack came:
+ *                         a caller that blocks in accept before it has
+ *                         called connect for its own sends deadlocks with a
+ *                         peer that does the same
  *   FAKE_NET_INIT_FAIL=N  the version-N build's init() fails with ncclSystemError
  *   FAKE_NET_NDEVS=N      N physical devices (1..4, default 1) fake0..fake<N-1>,
  *                         all on the same address; device d's speed is
@@ -68,8 +82,13 @@ struct fake_handle {
   struct sockaddr_in addr;
 };
 
+#define FAKE_HELLO 'h'
+#define FAKE_ACK   'a'
+
 struct fake_listen {
   int fd;
+  int pending[16]; /* accepted sockets whose hello has not come (handshake mode) */
+  int n_pending;
 };
 
 struct fake_comm;
@@ -89,6 +108,7 @@ struct fake_req {
 struct fake_comm {
   int fd;
   int is_send;
+  int awaits_ack; /* blocking mode: the acceptor's ack has not been read */
   unsigned calls;
   struct fake_req reqs[FAKE_MAX_REQS];
   unsigned head; /* FIFO of posted requests, in posting order */
@@ -98,6 +118,10 @@ struct fake_comm {
 
 static ncclDebugLogger_t logger;
 static int no_sizes;
+static int handshake;
+static int blocking;
+
+#define FAKE_BLOCK_MS 60000
 static struct in_addr dev_addr;
 static int n_vdevs;
 static int n_phys = 1;
@@ -152,6 +176,8 @@ static ncclResult_t fake_init_common(ncclDebugLogger_t log_fn)
 
   logger = log_fn;
   no_sizes = env_is("FAKE_NET_NO_SIZES");
+  handshake = env_is("FAKE_NET_HANDSHAKE");
+  blocking = env_is("FAKE_NET_BLOCKING");
   if ((getenv("FAKE_NET_INIT_FAIL") != NULL) &&
       (atoi(getenv("FAKE_NET_INIT_FAIL")) == FAKE_NET_VERSION)) {
     FAKE_LOG(NCCL_LOG_WARN, "FAKE/Plugin: init fails as FAKE_NET_INIT_FAIL asks");
@@ -368,6 +394,13 @@ static ncclResult_t fake_connect_common(int dev, void *opaque, void **send_comm)
     }
     h->fd = fd;
     h->stage = 1;
+    if (blocking) { /* the comm at once; the connection completes later */
+      ncclResult_t res = new_comm(fd, 1, send_comm);
+      h->stage = 2;
+      if (res == ncclSuccess)
+        ((struct fake_comm *)*send_comm)->awaits_ack = 1;
+      return res;
+    }
     return ncclSuccess; /* never done on the first call: the caller must come back */
   }
   pfd.fd = h->fd;
@@ -381,9 +414,31 @@ static ncclResult_t fake_connect_common(int dev, void *opaque, void **send_comm)
     h->stage = 0;
     return ncclRemoteError;
   }
+  if (!handshake) {
+    h->stage = 2;
+    return new_comm(h->fd, 1, send_comm);
+  }
+  if (h->stage == 1) { /* up: say hello, then wait for the acceptor's ack */
+    char hello = FAKE_HELLO;
+    if (send(h->fd, &hello, 1, MSG_NOSIGNAL) != 1)
+      return ncclSuccess;
+    h->stage = 3;
+  }
+  {
+    char ack = 0;
+    ssize_t n = recv(h->fd, &ack, 1, MSG_DONTWAIT);
+    if ((n < 0) && ((errno == EAGAIN) || (errno == EWOULDBLOCK) || (errno == EINTR)))
+      return ncclSuccess;
+    if ((n != 1) || (ack != FAKE_ACK)) {
+      FAKE_LOG(NCCL_LOG_WARN, "FAKE/Plugin: no ack from the acceptor");
+      return ncclRemoteError;
+    }
+  }
   h->stage = 2;
   return new_comm(h->fd, 1, send_comm);
 }
+
+static ncclResult_t fake_accept_hello(struct fake_listen *l, void **recv_comm);
 
 static ncclResult_t fake_accept_common(void *listen_comm, void **recv_comm)
 {
@@ -391,6 +446,23 @@ static ncclResult_t fake_accept_common(void *listen_comm, void **recv_comm)
   int fd = accept4(l->fd, NULL, NULL, SOCK_CLOEXEC);
 
   *recv_comm = NULL;
+  if ((fd < 0) && blocking) {
+    struct pollfd pfd = {.fd = l->fd, .events = POLLIN, .revents = 0};
+    if (poll(&pfd, 1, FAKE_BLOCK_MS) <= 0) {
+      FAKE_LOG(NCCL_LOG_WARN, "FAKE/Plugin: accept: no connector within %d ms", FAKE_BLOCK_MS);
+      return ncclSystemError;
+    }
+    fd = accept4(l->fd, NULL, NULL, SOCK_CLOEXEC);
+  }
+  if ((fd >= 0) && blocking) {
+    char ack = FAKE_ACK;
+    if (send(fd, &ack, 1, MSG_NOSIGNAL) != 1) {
+      close(fd);
+      return ncclSystemError;
+    }
+  }
+  if ((fd < 0) && handshake && ((errno == EAGAIN) || (errno == EWOULDBLOCK) || (errno == EINTR)))
+    return fake_accept_hello(l, recv_comm);
   if (fd < 0)
     return ((errno == EAGAIN) || (errno == EWOULDBLOCK) || (errno == EINTR)) ? ncclSuccess
                                                                              : ncclSystemError;
@@ -398,7 +470,40 @@ static ncclResult_t fake_accept_common(void *listen_comm, void **recv_comm)
     close(fd);
     return ncclSystemError;
   }
-  return new_comm(fd, 0, recv_comm);
+  if (!handshake)
+    return new_comm(fd, 0, recv_comm);
+  if (l->n_pending == 16) {
+    close(fd);
+    return ncclSystemError;
+  }
+  l->pending[l->n_pending++] = fd;
+  return ncclSuccess;
+}
+
+/* Handshake mode: the first accepted socket whose hello came is acked and
+ * becomes the comm. */
+static ncclResult_t fake_accept_hello(struct fake_listen *l, void **recv_comm)
+{
+  for (int i = 0; i < l->n_pending; i++) {
+    char c = 0;
+    ssize_t n = recv(l->pending[i], &c, 1, MSG_DONTWAIT);
+    int fd = l->pending[i];
+
+    if ((n < 0) && ((errno == EAGAIN) || (errno == EWOULDBLOCK) || (errno == EINTR)))
+      continue;
+    l->pending[i] = l->pending[--l->n_pending];
+    if ((n != 1) || (c != FAKE_HELLO)) {
+      close(fd);
+      return ncclRemoteError;
+    }
+    c = FAKE_ACK;
+    if (send(fd, &c, 1, MSG_NOSIGNAL) != 1) {
+      close(fd);
+      return ncclRemoteError;
+    }
+    return new_comm(fd, 0, recv_comm);
+  }
+  return ncclSuccess;
 }
 
 #if FAKE_NET_VERSION >= 11
@@ -636,10 +741,29 @@ static ncclResult_t progress(struct fake_comm *c)
   return ncclSuccess;
 }
 
+/* Blocking mode: a send comm waits for the acceptor's ack before moving. */
+static ncclResult_t wait_ack(struct fake_comm *c)
+{
+  struct pollfd pfd = {.fd = c->fd, .events = POLLIN, .revents = 0};
+  char ack = 0;
+
+  if (!c->awaits_ack)
+    return ncclSuccess;
+  if ((poll(&pfd, 1, FAKE_BLOCK_MS) <= 0) || (recv(c->fd, &ack, 1, 0) != 1) || (ack != FAKE_ACK)) {
+    FAKE_LOG(NCCL_LOG_WARN, "FAKE/Plugin: no ack from the acceptor within %d ms", FAKE_BLOCK_MS);
+    return ncclRemoteError;
+  }
+  c->awaits_ack = 0;
+  return ncclSuccess;
+}
+
 static ncclResult_t fake_test(void *request, int *done, int *sizes)
 {
   struct fake_req *r = request;
-  ncclResult_t res = progress(r->comm);
+  ncclResult_t res = wait_ack(r->comm);
+
+  if (res == ncclSuccess)
+    res = progress(r->comm);
 
   *done = 0;
   if (res != ncclSuccess)
@@ -668,6 +792,8 @@ static ncclResult_t fake_close_listen(void *listen_comm)
 {
   struct fake_listen *l = listen_comm;
 
+  for (int i = 0; i < l->n_pending; i++)
+    close(l->pending[i]);
   close(l->fd);
   free(l);
   return ncclSuccess;
