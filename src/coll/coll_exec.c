@@ -1145,9 +1145,10 @@ static void batch_fail(struct mc_coll_batch *b, ncclResult_t res, const struct n
 {
   char why[MC_LAST_ERROR_BYTES];
 
-  /* An aborted communicator fails the batch's others too: their tasks
-   * (with its ranks, in one process) may have moved some steps already. */
-  if ((failed != NULL) && (__atomic_load_n(&failed->abort_flag, __ATOMIC_ACQUIRE) != 0))
+  /* An aborted communicator (ncclCommAbort; not a revoke, which also sets
+   * the abort flag) fails the batch's others too: their tasks (with its
+   * ranks, in one process) may have moved some steps already. */
+  if ((failed != NULL) && __atomic_load_n(&failed->is_aborted, __ATOMIC_ACQUIRE))
     failed = NULL;
 
   mc_error_last_copy(why, sizeof(why));

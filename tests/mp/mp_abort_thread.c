@@ -13,10 +13,11 @@
  *                           abort returns at once, ncclGroupEnd fails and
  *                           frees comm0.
  *   mp_abort_thread peer    20 times: ncclCommInitAll of 2; one thread drives
- *                           each communicator (all-reduces in a loop) while a
- *                           third aborts comm0 after 0-10 ms: comm1's thread
- *                           fails within seconds naming rank 0's abort
- *                           (when it was waiting for rank 0 then).
+ *                           each communicator (all-reduces in a loop; every
+ *                           other time comm1's only, which then waits for
+ *                           comm0) while a third aborts comm0 after 0-10 ms:
+ *                           comm1's thread fails within seconds naming rank
+ *                           0's abort (when it was waiting for rank 0 then).
  *   mp_abort_thread shm     one rank of a 2-rank meshccl-run job: both
  *                           all-reduce once; rank 1 aborts and sleeps,
  *                           alive; rank 0's next all-reduce fails naming
@@ -180,10 +181,13 @@ static void mode_peer(int iter)
   struct driver d[2];
   pthread_t t[2];
   double t_abort;
+  int first;
 
   MC_MP_CHECK(ncclCommInitAll(comms, 2, NULL));
   memset(d, 0, sizeof(d));
-  for (int i = 0; i < 2; i++) {
+  /* Odd times nobody drives comm0: comm1 waits for it until the abort. */
+  first = (iter % 2 == 0) ? 0 : 1;
+  for (int i = first; i < 2; i++) {
     d[i].comms[0] = comms[i];
     d[i].n_comms = 1;
     d[i].count = COUNT;
@@ -195,9 +199,9 @@ static void mode_peer(int iter)
   sleep_us((iter * 523) % 10000);
   t_abort = mc_mp_now_sec();
   MC_MP_CHECK(ncclCommAbort(comms[0]));
-  for (int i = 0; i < 2; i++)
+  for (int i = first; i < 2; i++)
     pthread_join(t[i], NULL);
-  for (int i = 0; i < 2; i++)
+  for (int i = first; i < 2; i++)
     if (!is_error_of_abort(d[i].res))
       MC_MP_FAIL("peer %d: comm%d's loop ended with %d (%s), want an error of the abort", iter, i,
                  (int)d[i].res, d[i].err);
