@@ -405,8 +405,8 @@ void mc_comm_leave(struct ncclComm *comm);
  * thread's hold is refused: ncclInvalidUsage naming call, comm and that
  * thread, recorded only for the second caller. */
 ncclResult_t mc_comm_hold(struct ncclComm *comm, const char *call);
-/* Ends one hold of the calling thread. comm must be live: a caller that may
- * hold an aborted one asks mc_comm_is_live first. */
+/* Ends one hold of the calling thread. The caller's use of comm
+ * (mc_comm_enter, mc_comm_ref) keeps it in memory, aborted or not. */
 void mc_comm_release(struct ncclComm *comm);
 /* ... whose init completed successfully (NCCL's ncclCommEnsureReady). */
 ncclResult_t mc_comm_ready(const struct ncclComm *comm, const char *call);
