@@ -320,10 +320,8 @@ static ncclResult_t split_members(const struct split_entry *all, int n, int me, 
   return ncclSuccess;
 }
 
-NCCL_API(ncclResult_t, ncclCommSplit, ncclComm_t comm, int color, int key, ncclComm_t *newcomm,
-         ncclConfig_t *config);
-ncclResult_t ncclCommSplit(ncclComm_t comm, int color, int key, ncclComm_t *newcomm,
-                           ncclConfig_t *config)
+static ncclResult_t comm_split(ncclComm_t comm, int color, int key, ncclComm_t *newcomm,
+                               ncclConfig_t *config)
 {
   struct split_entry *all = NULL;
   int *members = NULL;
@@ -332,8 +330,6 @@ ncclResult_t ncclCommSplit(ncclComm_t comm, int color, int key, ncclComm_t *newc
   ncclUniqueId id;
   ncclResult_t res;
 
-  mc_api_enter();
-  PTR_CHECK(newcomm, "ncclCommSplit", "newcomm");
   MC_CHECK(mc_comm_ready(comm, "ncclCommSplit"));
   if ((color < 0) && (color != NCCL_SPLIT_NOCOLOR))
     return MC_FAIL(ncclInvalidArgument,
@@ -369,6 +365,23 @@ ncclResult_t ncclCommSplit(ncclComm_t comm, int color, int key, ncclComm_t *newc
 out:
   free(all);
   free(members);
+  return res;
+}
+
+/* Split and shrink use comm (mc_comm_enter) while they run: an abort on
+ * another thread stops their bootstrap waits and frees comm after them. */
+NCCL_API(ncclResult_t, ncclCommSplit, ncclComm_t comm, int color, int key, ncclComm_t *newcomm,
+         ncclConfig_t *config);
+ncclResult_t ncclCommSplit(ncclComm_t comm, int color, int key, ncclComm_t *newcomm,
+                           ncclConfig_t *config)
+{
+  ncclResult_t res;
+
+  mc_api_enter();
+  PTR_CHECK(newcomm, "ncclCommSplit", "newcomm");
+  MC_CHECK(mc_comm_enter(comm, "ncclCommSplit"));
+  res = comm_split(comm, color, key, newcomm, config);
+  mc_comm_leave(comm);
   return res;
 }
 
@@ -750,10 +763,8 @@ out:
   return res;
 }
 
-NCCL_API(ncclResult_t, ncclCommShrink, ncclComm_t comm, int *excludeRanksList,
-         int excludeRanksCount, ncclComm_t *newcomm, ncclConfig_t *config, int shrinkFlags);
-ncclResult_t ncclCommShrink(ncclComm_t comm, int *excludeRanksList, int excludeRanksCount,
-                            ncclComm_t *newcomm, ncclConfig_t *config, int shrinkFlags)
+static ncclResult_t comm_shrink(ncclComm_t comm, int *excludeRanksList, int excludeRanksCount,
+                                ncclComm_t *newcomm, ncclConfig_t *config, int shrinkFlags)
 {
   int *members = NULL;
   int n_members = 0;
@@ -761,8 +772,6 @@ ncclResult_t ncclCommShrink(ncclComm_t comm, int *excludeRanksList, int excludeR
   ncclUniqueId id;
   ncclResult_t res;
 
-  mc_api_enter();
-  PTR_CHECK(newcomm, "ncclCommShrink", "newcomm");
   MC_CHECK(mc_comm_ready(comm, "ncclCommShrink"));
   if ((shrinkFlags != NCCL_SHRINK_DEFAULT) && (shrinkFlags != NCCL_SHRINK_ABORT))
     return MC_FAIL(ncclInvalidArgument,
@@ -799,6 +808,21 @@ ncclResult_t ncclCommShrink(ncclComm_t comm, int *excludeRanksList, int excludeR
             (void *)comm, comm->rank, excludeRanksCount, (void *)*newcomm, idx, n_members);
 out:
   free(members);
+  return res;
+}
+
+NCCL_API(ncclResult_t, ncclCommShrink, ncclComm_t comm, int *excludeRanksList,
+         int excludeRanksCount, ncclComm_t *newcomm, ncclConfig_t *config, int shrinkFlags);
+ncclResult_t ncclCommShrink(ncclComm_t comm, int *excludeRanksList, int excludeRanksCount,
+                            ncclComm_t *newcomm, ncclConfig_t *config, int shrinkFlags)
+{
+  ncclResult_t res;
+
+  mc_api_enter();
+  PTR_CHECK(newcomm, "ncclCommShrink", "newcomm");
+  MC_CHECK(mc_comm_enter(comm, "ncclCommShrink"));
+  res = comm_shrink(comm, excludeRanksList, excludeRanksCount, newcomm, config, shrinkFlags);
+  mc_comm_leave(comm);
   return res;
 }
 

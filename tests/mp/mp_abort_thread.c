@@ -11,7 +11,9 @@
  *                           destroyed. Every 5th time also an abort of comm0
  *                           queued in the aborting thread's own open group:
  *                           abort returns at once, ncclGroupEnd fails and
- *                           frees comm0.
+ *                           frees comm0; and an abort of comm0 while another
+ *                           thread is in ncclCommSplit on it: the split
+ *                           fails, then abort frees comm0.
  *   mp_abort_thread peer    20 times: ncclCommInitAll of 2; one thread drives
  *                           each communicator (all-reduces in a loop; every
  *                           other time comm1's only, which then waits for
@@ -143,6 +145,43 @@ static void own_group(int iter)
   MC_MP_CHECK(ncclCommDestroy(comms[1]));
 }
 
+struct splitter {
+  ncclComm_t comm;
+  ncclResult_t res;
+};
+
+static void *split_main(void *arg)
+{
+  struct splitter *sp = arg;
+  ncclComm_t child = NULL;
+
+  sp->res = ncclCommSplit(sp->comm, 0, 0, &child, NULL);
+  if (child != NULL)
+    MC_MP_FAIL("ncclCommSplit made a child without comm1");
+  return NULL;
+}
+
+/* comm0 in ncclCommSplit on another thread (waiting for comm1, which does
+ * not split): abort stops it (an error) before it frees comm0. */
+static void split_abort(int iter)
+{
+  ncclComm_t comms[2] = {NULL, NULL};
+  struct splitter sp;
+  pthread_t t;
+
+  MC_MP_CHECK(ncclCommInitAll(comms, 2, NULL));
+  sp.comm = comms[0];
+  sp.res = ncclSuccess;
+  if (pthread_create(&t, NULL, split_main, &sp) != 0)
+    MC_MP_FAIL("pthread_create");
+  sleep_us(20000 + (iter * 523) % 10000);
+  MC_MP_CHECK(ncclCommAbort(comms[0]));
+  pthread_join(t, NULL);
+  if (sp.res == ncclSuccess)
+    MC_MP_FAIL("split %d: ncclCommSplit on comm0 succeeded across its abort", iter);
+  MC_MP_CHECK(ncclCommDestroy(comms[1]));
+}
+
 static void mode_group(int iter)
 {
   ncclComm_t comms[2] = {NULL, NULL};
@@ -172,6 +211,8 @@ static void mode_group(int iter)
   MC_MP_CHECK(ncclCommDestroy(comms[1]));
   if (iter % 5 == 0)
     own_group(iter);
+  if (iter % 5 == 1)
+    split_abort(iter);
 }
 
 static void mode_peer(int iter)
