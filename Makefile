@@ -6,7 +6,7 @@ ASAN_BUILD ?= build-asan
 TSAN_BUILD ?= build-tsan
 # What the ThreadSanitizer stage runs (the tests labelled tsan, tests/CMakeLists.txt).
 TSAN_TARGETS := meshccl meshccl-run mp_coll mp_fault mp_nonblocking mp_hostile mp_errors mp_misuse \
-  mp_shrink mp_init_all mp_net_timeout
+  mp_shrink mp_init_all mp_net_timeout mp_abort_thread
 JOBS ?= $(shell nproc)
 DEB_PKGS := pkg-config gcc g++ clang clang-format libclang-rt-14-dev make cmake libc6-dev iproute2 procps git python3 openmpi-bin libopenmpi-dev graphviz nftables iperf3 gdb
 # The Python packages (python/, `make python`): the torch.distributed backend

@@ -260,7 +260,10 @@ ncclResult_t pncclCommFinalize(ncclComm_t comm);
 ncclResult_t ncclCommDestroy(ncclComm_t comm);
 ncclResult_t pncclCommDestroy(ncclComm_t comm);
 
-/** Stops whatever comm is doing (init included, from any thread) and frees it. */
+/** Stops whatever comm is doing (init included, from any thread) and frees it: a
+ * collective running or queued in a group on another thread returns an error, and abort
+ * waits (a bounded time) for it to leave comm; later calls with comm are
+ * ncclInvalidArgument. Peers in this process or on this host see the abort at once. */
 ncclResult_t ncclCommAbort(ncclComm_t comm);
 ncclResult_t pncclCommAbort(ncclComm_t comm);
 

@@ -131,6 +131,7 @@ struct mc_boot {
   char host[MC_BOOT_HOST_BYTES];
   int pid;
   uint32_t ag_seq;
+  uint32_t world_seq; /* allgathers over all ranks (mc_boot_allgather): the one running */
   struct mc_deadline init_dl;
 };
 
@@ -994,20 +995,52 @@ const struct mc_ifc *mc_boot_ifc(const struct mc_boot *b)
 
 /* ---------- collectives over bootstrap sockets ---------- */
 
-/* Runs ops; on failure names the neighbour whose socket failed. */
+/*
+ * After init nobody watches the root any more. A rank that leaves a ring
+ * allgather on a failure it saw itself (a neighbour closed its connection:
+ * killed, say) tells every other rank with a FAIL_TAG message carrying its
+ * error, so that a rank whose own neighbours are alive but gone from the
+ * allgather fails at once with the cause rather than after
+ * MESHCCL_BOOTSTRAP_TIMEOUT, blaming a live neighbour; the ranks that stay
+ * can then shrink the communicator without the failed one (ncclCommShrink).
+ * A notice counts for the allgather it names; later ones drop it.
+ */
+#define FAIL_TAG (1 << 26)
+
+struct fail_notice {
+  uint32_t seq; /* the allgather (ag_seq) the sender left */
+  int32_t rank;
+  int32_t code;
+  char text[MC_BOOT_TEXT_BYTES];
+};
+
+static void notices_send(struct mc_boot *b, uint32_t seq, ncclResult_t code, int skip);
+static ncclResult_t notice_check(void *arg);
+
+/* Runs ops; on failure names the neighbour whose socket failed and, after
+ * init in an allgather over all ranks (is_world), tells the other ranks
+ * (notices_send) unless the failure was their notice or an abort. */
 static ncclResult_t ring_io(struct mc_boot *b, struct mc_sock_op *ops, int n_ops,
-                            const struct mc_wait *w, const struct mc_sock *snd, int next, int prev)
+                            const struct mc_wait *w, const struct mc_sock *snd, int next, int prev,
+                            bool is_world)
 {
   ncclResult_t res = mc_sock_io_multi(ops, n_ops, w);
+  const struct mc_sock *s = snd;
+  int peer = next;
 
   if (res == ncclSuccess)
     return ncclSuccess;
   for (int i = 0; i < n_ops; i++) {
-    if (ops[i].failed)
-      return boot_fail(b, res, ops[i].sock, (ops[i].sock == snd) ? next : prev,
-                       "in a bootstrap allgather");
+    if (ops[i].failed) {
+      s = ops[i].sock;
+      peer = (ops[i].sock == snd) ? next : prev;
+      break;
+    }
   }
-  return boot_fail(b, res, snd, next, "in a bootstrap allgather");
+  res = boot_fail(b, res, s, peer, "in a bootstrap allgather");
+  if (is_world && (b->ctl.fd < 0) && (s->end != MC_SOCK_END_CHECK) && (s->end != MC_SOCK_END_ABORT))
+    notices_send(b, b->world_seq, res, peer);
+  return res;
 }
 
 /*
@@ -1035,7 +1068,11 @@ static ncclResult_t ring_allgather(struct mc_boot *b, struct mc_sock *snd, struc
   };
 
   b->ag_seq++;
-  MC_CHECK(ring_io(b, hops, 4, &w, snd, next, prev));
+  if ((b->ctl.fd < 0) && (ranks == NULL)) { /* after init: the others' notices */
+    w.check = notice_check;
+    w.check_arg = b;
+  }
+  MC_CHECK(ring_io(b, hops, 4, &w, snd, next, prev, ranks == NULL));
   if (!mc_boot_ag_header_check(hdr_prev, slice, NULL, 0) ||
       !mc_boot_ag_header_check(hdr_next, slice, NULL, 0))
     return MC_FAIL(ncclInvalidUsage,
@@ -1054,7 +1091,7 @@ static ncclResult_t ring_allgather(struct mc_boot *b, struct mc_sock *snd, struc
       break;
     for (int i = 0; i < 4; i++)
       ops[i].bytes = slice;
-    MC_CHECK(ring_io(b, ops, is_half ? 2 : 4, &w, snd, next, prev));
+    MC_CHECK(ring_io(b, ops, is_half ? 2 : 4, &w, snd, next, prev, ranks == NULL));
   }
   return ncclSuccess;
 }
@@ -1066,6 +1103,7 @@ ncclResult_t mc_boot_allgather(struct mc_boot *b, void *data, size_t slice_bytes
   if (slice_bytes > MC_BOOT_MAX_MSG_BYTES / (size_t)b->n_ranks)
     return MC_FAIL(ncclInvalidArgument, "Bootstrap: allgather of %zu bytes per rank is too large",
                    slice_bytes);
+  b->world_seq++;
   return ring_allgather(b, &b->ring_send, &b->ring_recv, b->n_ranks, b->rank, NULL, data,
                         slice_bytes);
 }
@@ -1245,7 +1283,7 @@ static ncclResult_t unexp_add(struct mc_boot *b, const struct mc_boot_p2p_header
 /* The expected message: a payload of `bytes` into data, or a stream's
  * connection into *stream (then data is NULL). */
 struct p2p_want {
-  int peer;
+  int peer; /* -1: any rank */
   int tag;
   void *data;
   size_t bytes;
@@ -1279,7 +1317,7 @@ static int unexp_take(struct mc_boot *b, const struct p2p_want *wt, ncclResult_t
 {
   for (struct unexpected **pp = &b->unexp; *pp != NULL; pp = &(*pp)->next) {
     struct unexpected *u = *pp;
-    if ((u->hdr.rank != wt->peer) || (u->hdr.tag != wt->tag))
+    if (((wt->peer >= 0) && (u->hdr.rank != wt->peer)) || (u->hdr.tag != wt->tag))
       continue;
     *pp = u->next;
     b->n_unexp--;
@@ -1365,7 +1403,7 @@ static int in_conn_read(struct mc_boot *b, int i, const struct p2p_want *wt,
     return 0;
   }
   c->rank = hdr.rank;
-  is_mine = (hdr.rank == wt->peer) && (hdr.tag == wt->tag);
+  is_mine = ((wt->peer < 0) || (hdr.rank == wt->peer)) && (hdr.tag == wt->tag);
   if (hdr.bytes == MC_BOOT_STREAM_BYTES) { /* a dedicated connection: it leaves the list */
     struct mc_sock stream = c->s;
     in_conn_remove(b, i, false);
@@ -1459,6 +1497,90 @@ ncclResult_t mc_boot_recv(struct mc_boot *b, int peer, int tag, void *data, size
   struct p2p_want wt = {.peer = peer, .tag = tag, .data = data, .bytes = bytes, .stream = NULL};
 
   return p2p_wait(b, &wt);
+}
+
+/* Tells every rank but this one and skip (the one it blames) that this rank
+ * left allgather seq with code (the recorded error as text). One second at
+ * most per rank: a dead one refuses or never answers. */
+static void notices_send(struct mc_boot *b, uint32_t seq, ncclResult_t code, int skip)
+{
+  struct {
+    struct mc_boot_p2p_header hdr;
+    struct fail_notice n;
+  } m;
+
+  memset(&m, 0, sizeof(m));
+  m.hdr.rank = b->rank;
+  m.hdr.tag = FAIL_TAG;
+  m.hdr.bytes = (uint32_t)sizeof(m.n);
+  m.n.seq = seq;
+  m.n.rank = b->rank;
+  m.n.code = (int32_t)code;
+  mc_error_last_copy(m.n.text, sizeof(m.n.text));
+  for (int r = 0; r < b->n_ranks; r++) {
+    struct mc_wait w = mc_boot_wait_make(ROOT_EXPLAIN_WAIT_MS, NULL);
+    struct mc_sock s;
+    if ((r == b->rank) || (r == skip))
+      continue;
+    mc_sock_init(&s);
+    if (boot_connect(b, &b->peers[r].p2p, b->magic, MC_SOCK_TYPE_BOOTSTRAP, &w, &s, NULL) ==
+        ncclSuccess)
+      (void)mc_sock_send_all(&s, &m, sizeof(m), &w);
+    MC_INFO(MC_SUB_BOOTSTRAP, "Bootstrap: rank %d: %s rank %d that it left allgather %u: %s",
+            b->rank, (s.err[0] == '\0') ? "told" : "could not tell", r, seq,
+            (s.err[0] == '\0') ? m.n.text : s.err);
+    mc_sock_close(&s);
+  }
+}
+
+/* Queues notice n (of a later allgather) again, at the end of the queue. */
+static ncclResult_t notice_keep(struct mc_boot *b, const struct fail_notice *n)
+{
+  struct mc_boot_p2p_header hdr = {.rank = n->rank, .tag = FAIL_TAG, .bytes = sizeof(*n)};
+  struct fail_notice *copy = malloc(sizeof(*copy));
+
+  if (copy == NULL)
+    return MC_FAIL(ncclSystemError, "Bootstrap: rank %d: out of memory for a notice", b->rank);
+  *copy = *n;
+  return unexp_add(b, &hdr, NULL, copy);
+}
+
+/* The notice of another rank that left the running allgather over all
+ * ranks, as this rank's error; notices of earlier ones are dropped. The
+ * wait check of that allgather after init. */
+static ncclResult_t notice_check(void *arg)
+{
+  struct mc_boot *b = arg;
+  struct fail_notice n;
+  struct p2p_want wt = {.peer = -1, .tag = FAIL_TAG, .data = &n, .bytes = sizeof(n)};
+  struct mc_wait w = mc_boot_wait_make(ROOT_EXPLAIN_WAIT_MS, b->abort_flag);
+  ncclResult_t res = ncclSuccess;
+  int left = b->n_unexp; /* each queued one looked at once */
+  bool got = false;
+
+  /* Queued ones first; one of a later allgather (its sender went on
+   * before this rank) goes back for that allgather's wait. */
+  while (!got && (left-- > 0) && unexp_take(b, &wt, &res)) {
+    got = (res == ncclSuccess) && (n.seq == b->world_seq);
+    if ((res == ncclSuccess) && (n.seq > b->world_seq))
+      MC_CHECK(notice_keep(b, &n));
+  }
+  MC_CHECK(in_conns_take(b));
+  for (int i = b->n_in - 1; !got && (i >= 0); i--) {
+    struct pollfd p = {.fd = b->in[i].s.fd, .events = POLLIN, .revents = 0};
+    if ((poll(&p, 1, 0) <= 0) || (in_conn_read(b, i, &wt, &w, &res) <= 0))
+      continue;
+    got = (res == ncclSuccess) && (n.seq == b->world_seq);
+    if ((res == ncclSuccess) && (n.seq > b->world_seq))
+      MC_CHECK(notice_keep(b, &n));
+  }
+  if (!got)
+    return ncclSuccess;
+  n.text[sizeof(n.text) - 1] = '\0';
+  return MC_FAIL(((n.code > 0) && (n.code < ncclNumResults)) ? (ncclResult_t)n.code
+                                                             : ncclRemoteError,
+                 "Bootstrap: rank %d: rank %d left the bootstrap allgather after a failure: %s",
+                 b->rank, n.rank, n.text);
 }
 
 ncclResult_t mc_boot_barrier(struct mc_boot *b, const int *ranks, int n, int my_index, int tag)

@@ -158,9 +158,19 @@ static void log_call_line(const char *name, const void *sendbuff, const void *re
     }                                                                                              \
   } while (0)
 
+/* The end of a collective call that entered comm (mc_comm_enter): a failure
+ * inside a group also fails the group's ncclGroupEnd. */
+static ncclResult_t coll_leave(struct ncclComm *comm, ncclResult_t res)
+{
+  mc_comm_leave(comm);
+  if ((res != ncclSuccess) && (mc_group_depth() > 0))
+    group_coll_error = res;
+  return res;
+}
+
 /* Runs ops (each held once by this thread, mc_comm_hold) and releases
- * them. colls_running drops last: ncclCommAbort on another thread waits for
- * it, then frees the communicator. */
+ * them. colls_running drops last: ncclCommRevoke on another thread waits
+ * for it (ncclCommAbort waits for the communicator's users, mc_comm_enter). */
 static ncclResult_t run_and_release(struct mc_op *ops, int n)
 {
   ncclResult_t res;
@@ -186,9 +196,10 @@ static ncclResult_t run_and_release(struct mc_op *ops, int n)
   return res;
 }
 
-/* Queued operations whose communicator was destroyed or aborted meanwhile
- * (by another thread) fail the group before anything runs; while no
- * communicator was destroyed since they were checked, they are live. */
+/* Queued operations whose communicator was aborted meanwhile (by another
+ * thread) fail the group before anything runs (their use keeps the memory:
+ * mc_comm_ref); while no communicator was destroyed since they were
+ * checked, they are live. */
 static ncclResult_t group_comms_live(const struct mc_op *ops, int n)
 {
   if (mc_comm_destroyed_count() == group_destroyed)
@@ -198,13 +209,20 @@ static ncclResult_t group_comms_live(const struct mc_op *ops, int n)
   return ncclSuccess;
 }
 
-/* Releases the holds of queued operations (their communicator may have been
- * aborted meanwhile by another thread: then there is nothing to release). */
+/* Releases the holds of queued operations. */
 static void group_release(struct mc_op *ops, int n)
 {
   for (int i = 0; i < n; i++)
-    if (mc_comm_is_live(ops[i].comm))
-      mc_comm_release(ops[i].comm);
+    mc_comm_release(ops[i].comm);
+}
+
+/* Ends the uses the group's queued operations took (mc_comm_ref in enqueue),
+ * after they ran or were dropped: the last use of an aborted communicator
+ * frees it. */
+static void group_leave(struct mc_op *ops, int n)
+{
+  for (int i = 0; i < n; i++)
+    mc_comm_leave(ops[i].comm);
 }
 
 /* Runs op (of the API call `call`) now, or queues it in the open group
@@ -235,6 +253,7 @@ static ncclResult_t enqueue(const struct mc_op *op, const char *call)
     group_cap_ops = cap;
   }
   group_ops[group_n_ops++] = *op;
+  mc_comm_ref(op->comm); /* until the group ends (group_leave) */
   return ncclSuccess;
 }
 
@@ -287,11 +306,16 @@ ncclResult_t ncclAllReduce(const void *sendbuff, void *recvbuff, size_t count,
                            cudaStream_t stream)
 {
   struct mc_op o = {.kind = MC_COLL_ALLREDUCE, .in = sendbuff, .out = recvbuff, .count = count};
+  ncclResult_t res;
 
   mc_api_enter();
-  COLL_CHECK(reduce_check(&o, comm, datatype, op, "AllReduce", true));
-  LOG_CALL("AllReduce", sendbuff, recvbuff, count, datatype, (int)op, 0, comm, stream);
-  return enqueue(&o, "AllReduce");
+  COLL_CHECK(mc_comm_enter(comm, "AllReduce"));
+  res = reduce_check(&o, comm, datatype, op, "AllReduce", true);
+  if (res == ncclSuccess) {
+    LOG_CALL("AllReduce", sendbuff, recvbuff, count, datatype, (int)op, 0, comm, stream);
+    res = enqueue(&o, "AllReduce");
+  }
+  return coll_leave(comm, res);
 }
 
 NCCL_API(ncclResult_t, ncclBroadcast, const void *sendbuff, void *recvbuff, size_t count,
@@ -301,13 +325,18 @@ ncclResult_t ncclBroadcast(const void *sendbuff, void *recvbuff, size_t count,
 {
   struct mc_op o = {
       .kind = MC_COLL_BROADCAST, .in = sendbuff, .out = recvbuff, .count = count, .root = root};
+  ncclResult_t res;
 
   mc_api_enter();
-  COLL_CHECK(mc_comm_check(comm, "Broadcast"));
-  COLL_CHECK(check_root(root, comm, "Broadcast"));
-  COLL_CHECK(check(&o, comm, datatype, "Broadcast", comm->rank == root, true));
-  LOG_CALL("Broadcast", sendbuff, recvbuff, count, datatype, NO_OP, root, comm, stream);
-  return enqueue(&o, "Broadcast");
+  COLL_CHECK(mc_comm_enter(comm, "Broadcast"));
+  res = check_root(root, comm, "Broadcast");
+  if (res == ncclSuccess)
+    res = check(&o, comm, datatype, "Broadcast", comm->rank == root, true);
+  if (res == ncclSuccess) {
+    LOG_CALL("Broadcast", sendbuff, recvbuff, count, datatype, NO_OP, root, comm, stream);
+    res = enqueue(&o, "Broadcast");
+  }
+  return coll_leave(comm, res);
 }
 
 NCCL_API(ncclResult_t, ncclBcast, void *buff, size_t count, ncclDataType_t datatype, int root,
@@ -325,13 +354,18 @@ ncclResult_t ncclReduce(const void *sendbuff, void *recvbuff, size_t count, nccl
 {
   struct mc_op o = {
       .kind = MC_COLL_REDUCE, .in = sendbuff, .out = recvbuff, .count = count, .root = root};
+  ncclResult_t res;
 
   mc_api_enter();
-  COLL_CHECK(mc_comm_check(comm, "Reduce"));
-  COLL_CHECK(check_root(root, comm, "Reduce"));
-  COLL_CHECK(reduce_check(&o, comm, datatype, op, "Reduce", comm->rank == root));
-  LOG_CALL("Reduce", sendbuff, recvbuff, count, datatype, (int)op, root, comm, stream);
-  return enqueue(&o, "Reduce");
+  COLL_CHECK(mc_comm_enter(comm, "Reduce"));
+  res = check_root(root, comm, "Reduce");
+  if (res == ncclSuccess)
+    res = reduce_check(&o, comm, datatype, op, "Reduce", comm->rank == root);
+  if (res == ncclSuccess) {
+    LOG_CALL("Reduce", sendbuff, recvbuff, count, datatype, (int)op, root, comm, stream);
+    res = enqueue(&o, "Reduce");
+  }
+  return coll_leave(comm, res);
 }
 
 NCCL_API(ncclResult_t, ncclAllGather, const void *sendbuff, void *recvbuff, size_t sendcount,
@@ -340,11 +374,16 @@ ncclResult_t ncclAllGather(const void *sendbuff, void *recvbuff, size_t sendcoun
                            ncclDataType_t datatype, ncclComm_t comm, cudaStream_t stream)
 {
   struct mc_op o = {.kind = MC_COLL_ALLGATHER, .in = sendbuff, .out = recvbuff, .count = sendcount};
+  ncclResult_t res;
 
   mc_api_enter();
-  COLL_CHECK(check(&o, comm, datatype, "AllGather", true, true));
-  LOG_CALL("AllGather", sendbuff, recvbuff, sendcount, datatype, NO_OP, 0, comm, stream);
-  return enqueue(&o, "AllGather");
+  COLL_CHECK(mc_comm_enter(comm, "AllGather"));
+  res = check(&o, comm, datatype, "AllGather", true, true);
+  if (res == ncclSuccess) {
+    LOG_CALL("AllGather", sendbuff, recvbuff, sendcount, datatype, NO_OP, 0, comm, stream);
+    res = enqueue(&o, "AllGather");
+  }
+  return coll_leave(comm, res);
 }
 
 NCCL_API(ncclResult_t, ncclReduceScatter, const void *sendbuff, void *recvbuff, size_t recvcount,
@@ -355,11 +394,16 @@ ncclResult_t ncclReduceScatter(const void *sendbuff, void *recvbuff, size_t recv
 {
   struct mc_op o = {
       .kind = MC_COLL_REDUCESCATTER, .in = sendbuff, .out = recvbuff, .count = recvcount};
+  ncclResult_t res;
 
   mc_api_enter();
-  COLL_CHECK(reduce_check(&o, comm, datatype, op, "ReduceScatter", true));
-  LOG_CALL("ReduceScatter", sendbuff, recvbuff, recvcount, datatype, (int)op, 0, comm, stream);
-  return enqueue(&o, "ReduceScatter");
+  COLL_CHECK(mc_comm_enter(comm, "ReduceScatter"));
+  res = reduce_check(&o, comm, datatype, op, "ReduceScatter", true);
+  if (res == ncclSuccess) {
+    LOG_CALL("ReduceScatter", sendbuff, recvbuff, recvcount, datatype, (int)op, 0, comm, stream);
+    res = enqueue(&o, "ReduceScatter");
+  }
+  return coll_leave(comm, res);
 }
 
 static ncclResult_t check_peer(int peer, ncclComm_t comm, const char *call)
@@ -376,13 +420,18 @@ ncclResult_t ncclSend(const void *sendbuff, size_t count, ncclDataType_t datatyp
                       ncclComm_t comm, cudaStream_t stream)
 {
   struct mc_op o = {.kind = MC_COLL_SEND, .in = sendbuff, .count = count, .peer = peer};
+  ncclResult_t res;
 
   mc_api_enter();
-  COLL_CHECK(mc_comm_check(comm, "Send"));
-  COLL_CHECK(check_peer(peer, comm, "Send"));
-  COLL_CHECK(check(&o, comm, datatype, "Send", true, false));
-  LOG_CALL("Send", NULL, sendbuff, count, datatype, NO_OP, peer, comm, stream);
-  return enqueue(&o, "Send");
+  COLL_CHECK(mc_comm_enter(comm, "Send"));
+  res = check_peer(peer, comm, "Send");
+  if (res == ncclSuccess)
+    res = check(&o, comm, datatype, "Send", true, false);
+  if (res == ncclSuccess) {
+    LOG_CALL("Send", NULL, sendbuff, count, datatype, NO_OP, peer, comm, stream);
+    res = enqueue(&o, "Send");
+  }
+  return coll_leave(comm, res);
 }
 
 NCCL_API(ncclResult_t, ncclRecv, void *recvbuff, size_t count, ncclDataType_t datatype, int peer,
@@ -391,13 +440,18 @@ ncclResult_t ncclRecv(void *recvbuff, size_t count, ncclDataType_t datatype, int
                       ncclComm_t comm, cudaStream_t stream)
 {
   struct mc_op o = {.kind = MC_COLL_RECV, .out = recvbuff, .count = count, .peer = peer};
+  ncclResult_t res;
 
   mc_api_enter();
-  COLL_CHECK(mc_comm_check(comm, "Recv"));
-  COLL_CHECK(check_peer(peer, comm, "Recv"));
-  COLL_CHECK(check(&o, comm, datatype, "Recv", false, true));
-  LOG_CALL("Recv", NULL, recvbuff, count, datatype, NO_OP, peer, comm, stream);
-  return enqueue(&o, "Recv");
+  COLL_CHECK(mc_comm_enter(comm, "Recv"));
+  res = check_peer(peer, comm, "Recv");
+  if (res == ncclSuccess)
+    res = check(&o, comm, datatype, "Recv", false, true);
+  if (res == ncclSuccess) {
+    LOG_CALL("Recv", NULL, recvbuff, count, datatype, NO_OP, peer, comm, stream);
+    res = enqueue(&o, "Recv");
+  }
+  return coll_leave(comm, res);
 }
 
 /* ------------------------------------------- alltoall, gather, scatter */
@@ -489,18 +543,24 @@ ncclResult_t ncclAlltoAll(const void *sendbuff, void *recvbuff, size_t count,
                           ncclDataType_t datatype, ncclComm_t comm, cudaStream_t stream)
 {
   struct mc_op o = {.kind = MC_COLL_SEND, .in = sendbuff, .out = recvbuff, .count = count};
+  ncclResult_t res;
 
   mc_api_enter();
-  COLL_CHECK(check(&o, comm, datatype, "AlltoAll", true, true));
+  COLL_CHECK(mc_comm_enter(comm, "AlltoAll"));
+  res = check(&o, comm, datatype, "AlltoAll", true, true);
   /* Block p goes out to rank p while block p from rank p lands on it: the
    * point-to-point lowering (NCCL's too) has no in-place variant. */
-  if ((count > 0) && (comm->n_ranks > 1) && (sendbuff == (const void *)recvbuff))
-    COLL_CHECK(MC_FAIL(ncclInvalidArgument,
-                       "AlltoAll : sendbuff and recvbuff are both %p: in-place AlltoAll is not "
-                       "supported, use a separate recvbuff",
-                       recvbuff));
-  LOG_CALL("AlltoAll", sendbuff, recvbuff, count, datatype, NO_OP, 0, comm, stream);
-  return lower_to_p2p(&o, LOWER_ALLTOALL, 0, "AlltoAll");
+  if ((res == ncclSuccess) && (count > 0) && (comm->n_ranks > 1) &&
+      (sendbuff == (const void *)recvbuff))
+    res = MC_FAIL(ncclInvalidArgument,
+                  "AlltoAll : sendbuff and recvbuff are both %p: in-place AlltoAll is not "
+                  "supported, use a separate recvbuff",
+                  recvbuff);
+  if (res == ncclSuccess) {
+    LOG_CALL("AlltoAll", sendbuff, recvbuff, count, datatype, NO_OP, 0, comm, stream);
+    res = lower_to_p2p(&o, LOWER_ALLTOALL, 0, "AlltoAll");
+  }
+  return coll_leave(comm, res);
 }
 
 NCCL_API(ncclResult_t, ncclGather, const void *sendbuff, void *recvbuff, size_t count,
@@ -509,14 +569,19 @@ ncclResult_t ncclGather(const void *sendbuff, void *recvbuff, size_t count, nccl
                         int root, ncclComm_t comm, cudaStream_t stream)
 {
   struct mc_op o = {.kind = MC_COLL_SEND, .in = sendbuff, .out = recvbuff, .count = count};
+  ncclResult_t res;
 
   mc_api_enter();
-  COLL_CHECK(mc_comm_check(comm, "Gather"));
-  COLL_CHECK(check_root(root, comm, "Gather"));
+  COLL_CHECK(mc_comm_enter(comm, "Gather"));
+  res = check_root(root, comm, "Gather");
   /* recvbuff is only used at the root; in place: sendbuff == recvbuff + root * count. */
-  COLL_CHECK(check(&o, comm, datatype, "Gather", true, comm->rank == root));
-  LOG_CALL("Gather", sendbuff, recvbuff, count, datatype, NO_OP, root, comm, stream);
-  return lower_to_p2p(&o, LOWER_GATHER, root, "Gather");
+  if (res == ncclSuccess)
+    res = check(&o, comm, datatype, "Gather", true, comm->rank == root);
+  if (res == ncclSuccess) {
+    LOG_CALL("Gather", sendbuff, recvbuff, count, datatype, NO_OP, root, comm, stream);
+    res = lower_to_p2p(&o, LOWER_GATHER, root, "Gather");
+  }
+  return coll_leave(comm, res);
 }
 
 NCCL_API(ncclResult_t, ncclScatter, const void *sendbuff, void *recvbuff, size_t count,
@@ -525,14 +590,19 @@ ncclResult_t ncclScatter(const void *sendbuff, void *recvbuff, size_t count,
                          ncclDataType_t datatype, int root, ncclComm_t comm, cudaStream_t stream)
 {
   struct mc_op o = {.kind = MC_COLL_SEND, .in = sendbuff, .out = recvbuff, .count = count};
+  ncclResult_t res;
 
   mc_api_enter();
-  COLL_CHECK(mc_comm_check(comm, "Scatter"));
-  COLL_CHECK(check_root(root, comm, "Scatter"));
+  COLL_CHECK(mc_comm_enter(comm, "Scatter"));
+  res = check_root(root, comm, "Scatter");
   /* sendbuff is only used at the root; in place: recvbuff == sendbuff + root * count. */
-  COLL_CHECK(check(&o, comm, datatype, "Scatter", comm->rank == root, true));
-  LOG_CALL("Scatter", sendbuff, recvbuff, count, datatype, NO_OP, root, comm, stream);
-  return lower_to_p2p(&o, LOWER_SCATTER, root, "Scatter");
+  if (res == ncclSuccess)
+    res = check(&o, comm, datatype, "Scatter", comm->rank == root, true);
+  if (res == ncclSuccess) {
+    LOG_CALL("Scatter", sendbuff, recvbuff, count, datatype, NO_OP, root, comm, stream);
+    res = lower_to_p2p(&o, LOWER_SCATTER, root, "Scatter");
+  }
+  return coll_leave(comm, res);
 }
 
 /* ------------------------------------------------------------------ groups */
@@ -603,6 +673,7 @@ ncclResult_t ncclGroupSimulateEnd(ncclSimInfo_t *simInfo)
     est = group_estimate_us(group_ops, group_n_ops, &res);
   /* Nothing of the group runs: its operations are dropped. */
   group_release(group_ops, group_n_ops);
+  group_leave(group_ops, group_n_ops);
   free(group_ops);
   group_ops = NULL;
   group_n_ops = group_cap_ops = 0;
@@ -631,6 +702,7 @@ ncclResult_t ncclGroupEnd(void)
     coll_res = run_and_release(group_ops, group_n_ops);
   else
     group_release(group_ops, group_n_ops);
+  group_leave(group_ops, group_n_ops);
   free(group_ops);
   group_ops = NULL;
   group_n_ops = group_cap_ops = 0;

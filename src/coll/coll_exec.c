@@ -804,6 +804,12 @@ ncclResult_t mc_coll_conn_health(const struct mc_task *t, const struct mc_conn *
       return res;
     }
   }
+  if ((e != 0) && (c->kind != MC_TOPO_TRANSPORT_NET) && (mc_conn_abort_rank(c) == c->peer))
+    return MC_FAIL(ncclRemoteError,
+                   "%s: rank %d: peer rank %d (pid %d on %s) aborted its communicator "
+                   "(ncclCommAbort); the %s connection %s it is closed",
+                   mc_coll_name(t->op->kind), comm->rank, c->peer, p->pid, p->host,
+                   mc_topo_transport_str(c->kind), c->is_send ? "to" : "from");
   if (e != 0)
     return MC_FAIL((c->kind == MC_TOPO_TRANSPORT_NET) ? (ncclResult_t)e : ncclRemoteError,
                    "%s: rank %d: the %s connection %s rank %d (%s, pid %d) failed%s%s",
@@ -872,8 +878,10 @@ struct mc_conn *mc_coll_comm_conn(struct ncclComm *comm, int i)
   return ((c != NULL) && (c->ctrl != NULL)) ? c : NULL;
 }
 
-static void poison_conn(struct mc_conn *c)
+static void poison_conn(struct ncclComm *comm, struct mc_conn *c)
 {
+  if ((c != NULL) && __atomic_load_n(&comm->is_aborted, __ATOMIC_ACQUIRE))
+    mc_conn_post_abort(c, comm->rank);
   if ((c != NULL) && (mc_conn_error(c) == 0))
     mc_conn_set_error(c, ncclRemoteError);
 }
@@ -888,7 +896,7 @@ static void comm_fail(struct ncclComm *comm, ncclResult_t res)
                                    __ATOMIC_ACQUIRE))
     return;
   for (int i = 0; i < mc_coll_comm_conns(comm); i++)
-    poison_conn(mc_coll_comm_conn(comm, i));
+    poison_conn(comm, mc_coll_comm_conn(comm, i));
   mc_comm_free_connections(comm);
   __atomic_store_n(&comm->async_result, (int)res, __ATOMIC_RELEASE);
 }
@@ -1136,6 +1144,12 @@ ncclResult_t mc_coll_tasks_run(struct mc_coll_batch *b, struct mc_coll_plan *pl,
 static void batch_fail(struct mc_coll_batch *b, ncclResult_t res, const struct ncclComm *failed)
 {
   char why[MC_LAST_ERROR_BYTES];
+
+  /* An aborted communicator (ncclCommAbort; not a revoke, which also sets
+   * the abort flag) fails the batch's others too: their tasks (with its
+   * ranks, in one process) may have moved some steps already. */
+  if ((failed != NULL) && __atomic_load_n(&failed->is_aborted, __ATOMIC_ACQUIRE))
+    failed = NULL;
 
   mc_error_last_copy(why, sizeof(why));
   for (int i = 0; i < b->n_ops; i++) {

@@ -21,6 +21,9 @@
 #define MC_HOST_BYTES        64
 #define MC_LAST_ERROR_BYTES  1024
 #define MC_COMM_ROOT_WAIT_MS 1000 /* destroy: how long the root may still serve others */
+/* Abort: how long it waits for the threads using the communicator to leave
+ * it before it leaves the free to the last of them. */
+#define MC_COMM_ABORT_WAIT_MS 5000
 
 /* What every rank publishes in the first allgather (NCCL's ncclPeerInfo, host edition). */
 struct mc_peer_info {
@@ -175,7 +178,15 @@ struct ncclComm {
    * (logged by every call at NCCL_DEBUG_SUBSYS=COLL); the driving thread's. */
   uint64_t op_count;
   uint64_t op_count_launch; /* src/coll's number of the batch that last advanced op_count */
-  int colls_running;        /* threads inside a collective on this comm (abort waits for them) */
+  int colls_running;        /* threads inside a collective on this comm (revoke waits for them) */
+  /* Uses of the communicator (mc_comm_enter .. mc_comm_leave: a collective
+   * call, and each operation queued in a group until its ncclGroupEnd);
+   * atomic, changed under init_api.c's users lock with the flags below.
+   * Abort waits for them to leave before it frees the communicator. */
+  int users;
+  bool is_closing;  /* ncclCommDestroy or ncclCommAbort began: mc_comm_enter refuses */
+  bool is_aborted;  /* ... and it was ncclCommAbort: connections tell the peers so */
+  bool is_orphaned; /* abort stopped waiting for users: the last one frees it */
   /* The one thread that drives the communicator (mc_comm_hold): its
    * pthread_self() while a collective runs or its operations wait in that
    * thread's open group, else 0; atomic. holds: that thread's nesting. */
@@ -378,14 +389,24 @@ bool mc_comm_is_live(const struct ncclComm *comm);
 /* How many communicators were destroyed or aborted in this process so far
  * (a checked communicator needs no new check while this stays). */
 uint64_t mc_comm_destroyed_count(void);
+/* An API call starts using comm: live (mc_comm_check's errors) and not
+ * being destroyed or aborted (ncclInvalidArgument). Until mc_comm_leave,
+ * ncclCommAbort on another thread does not free comm (it sets the abort
+ * flag and waits, a bounded time, for the call to leave). */
+ncclResult_t mc_comm_enter(struct ncclComm *comm, const char *call);
+/* One more use by a caller that holds one (an operation queued in a group). */
+void mc_comm_ref(struct ncclComm *comm);
+/* Ends one use; the last use of a communicator that abort stopped waiting
+ * for frees it. */
+void mc_comm_leave(struct ncclComm *comm);
 /* The calling thread starts driving comm (a collective, or one queued in its
  * open group); nests on the same thread. NCCL's communicators are not
  * thread-safe (a second thread corrupts the FIFOs' steps), so another
  * thread's hold is refused: ncclInvalidUsage naming call, comm and that
  * thread, recorded only for the second caller. */
 ncclResult_t mc_comm_hold(struct ncclComm *comm, const char *call);
-/* Ends one hold of the calling thread. comm must be live: a caller that may
- * hold an aborted one asks mc_comm_is_live first. */
+/* Ends one hold of the calling thread. The caller's use of comm
+ * (mc_comm_enter, mc_comm_ref) keeps it in memory, aborted or not. */
 void mc_comm_release(struct ncclComm *comm);
 /* ... whose init completed successfully (NCCL's ncclCommEnsureReady). */
 ncclResult_t mc_comm_ready(const struct ncclComm *comm, const char *call);

@@ -56,6 +56,50 @@ uint64_t mc_comm_destroyed_count(void)
   return mc_registry_releases();
 }
 
+/* Guards every communicator's users, is_closing and is_orphaned, and the
+ * registry's verdict taken with them: a thread that passed the handle check
+ * of mc_comm_enter has its use counted before abort or destroy can look. */
+static pthread_mutex_t users_lock = PTHREAD_MUTEX_INITIALIZER;
+
+ncclResult_t mc_comm_enter(struct ncclComm *comm, const char *call)
+{
+  ncclResult_t res;
+
+  pthread_mutex_lock(&users_lock);
+  res = (mc_comm_is_live(comm) && !comm->is_closing) ? ncclSuccess : ncclInvalidArgument;
+  if (res == ncclSuccess)
+    __atomic_add_fetch(&comm->users, 1, __ATOMIC_ACQ_REL);
+  pthread_mutex_unlock(&users_lock);
+  if (res == ncclSuccess)
+    return ncclSuccess;
+  /* Not live: the registry's message. Live but closing: abort or destroy runs. */
+  MC_CHECK(mc_comm_check(comm, call));
+  return MC_FAIL(ncclInvalidArgument,
+                 "%s : communicator %p is being destroyed (ncclCommDestroy or ncclCommAbort); it "
+                 "cannot be used any more",
+                 call, (const void *)comm);
+}
+
+void mc_comm_ref(struct ncclComm *comm)
+{
+  __atomic_add_fetch(&comm->users, 1, __ATOMIC_ACQ_REL);
+}
+
+void mc_comm_leave(struct ncclComm *comm)
+{
+  bool is_last;
+
+  pthread_mutex_lock(&users_lock);
+  is_last = (__atomic_sub_fetch(&comm->users, 1, __ATOMIC_ACQ_REL) == 0) && comm->is_orphaned;
+  pthread_mutex_unlock(&users_lock);
+  if (is_last) {
+    MC_INFO(MC_SUB_INIT | MC_SUB_DESTROY,
+            "comm %p rank %d nranks %d - Abort: freed by the last thread that used it",
+            (void *)comm, comm->rank, comm->n_ranks);
+    mc_comm_free(comm, 0);
+  }
+}
+
 /* The calling thread, as the communicator records its holder (pthread_t
  * is an integer on Linux; debuggers show it: "Thread 0x7f... (LWP n)"). */
 static unsigned long this_thread(void)
@@ -305,10 +349,8 @@ static ncclResult_t split_members(const struct split_entry *all, int n, int me, 
   return ncclSuccess;
 }
 
-NCCL_API(ncclResult_t, ncclCommSplit, ncclComm_t comm, int color, int key, ncclComm_t *newcomm,
-         ncclConfig_t *config);
-ncclResult_t ncclCommSplit(ncclComm_t comm, int color, int key, ncclComm_t *newcomm,
-                           ncclConfig_t *config)
+static ncclResult_t comm_split(ncclComm_t comm, int color, int key, ncclComm_t *newcomm,
+                               ncclConfig_t *config)
 {
   struct split_entry *all = NULL;
   int *members = NULL;
@@ -317,8 +359,6 @@ ncclResult_t ncclCommSplit(ncclComm_t comm, int color, int key, ncclComm_t *newc
   ncclUniqueId id;
   ncclResult_t res;
 
-  mc_api_enter();
-  PTR_CHECK(newcomm, "ncclCommSplit", "newcomm");
   MC_CHECK(mc_comm_ready(comm, "ncclCommSplit"));
   if ((color < 0) && (color != NCCL_SPLIT_NOCOLOR))
     return MC_FAIL(ncclInvalidArgument,
@@ -354,6 +394,23 @@ ncclResult_t ncclCommSplit(ncclComm_t comm, int color, int key, ncclComm_t *newc
 out:
   free(all);
   free(members);
+  return res;
+}
+
+/* Split and shrink use comm (mc_comm_enter) while they run: an abort on
+ * another thread stops their bootstrap waits and frees comm after them. */
+NCCL_API(ncclResult_t, ncclCommSplit, ncclComm_t comm, int color, int key, ncclComm_t *newcomm,
+         ncclConfig_t *config);
+ncclResult_t ncclCommSplit(ncclComm_t comm, int color, int key, ncclComm_t *newcomm,
+                           ncclConfig_t *config)
+{
+  ncclResult_t res;
+
+  mc_api_enter();
+  PTR_CHECK(newcomm, "ncclCommSplit", "newcomm");
+  MC_CHECK(mc_comm_enter(comm, "ncclCommSplit"));
+  res = comm_split(comm, color, key, newcomm, config);
+  mc_comm_leave(comm);
   return res;
 }
 
@@ -395,6 +452,41 @@ static ncclResult_t not_held(struct ncclComm *comm, const char *call)
                  call, (void *)comm, comm->rank, holder);
 }
 
+/* Starts the end of comm (destroy, or abort when is_abort): from here on
+ * mc_comm_enter refuses it and the registry calls it destroyed. Destroy is
+ * refused while a thread uses comm; abort sets the abort flag, which stops
+ * a running collective within a poll tick. */
+static ncclResult_t comm_close(struct ncclComm *comm, const char *call, bool is_abort)
+{
+  ncclResult_t res = ncclSuccess;
+
+  pthread_mutex_lock(&users_lock);
+  if (!mc_comm_is_live(comm) || comm->is_closing) {
+    pthread_mutex_unlock(&users_lock);
+    MC_CHECK(mc_comm_check(comm, call));
+    return MC_FAIL(ncclInvalidArgument,
+                   "%s : communicator %p is already being destroyed (ncclCommDestroy or "
+                   "ncclCommAbort on another thread)",
+                   call, (const void *)comm);
+  }
+  if (!is_abort)
+    res = not_held(comm, call);
+  if ((res == ncclSuccess) && !is_abort && (__atomic_load_n(&comm->users, __ATOMIC_ACQUIRE) > 0))
+    res = MC_FAIL(ncclInvalidUsage,
+                  "%s : communicator %p (rank %d) is in use by another thread (a call on it has "
+                  "not returned yet); wait for it, or stop it with ncclCommAbort",
+                  call, (void *)comm, comm->rank);
+  if (res == ncclSuccess) {
+    comm->is_closing = true;
+    __atomic_store_n(&comm->is_aborted, is_abort, __ATOMIC_RELEASE);
+    if (is_abort)
+      __atomic_store_n(&comm->abort_flag, 1, __ATOMIC_RELEASE);
+    mc_registry_release(comm);
+  }
+  pthread_mutex_unlock(&users_lock);
+  return res;
+}
+
 NCCL_API(ncclResult_t, ncclCommDestroy, ncclComm_t comm);
 ncclResult_t ncclCommDestroy(ncclComm_t comm)
 {
@@ -402,8 +494,7 @@ ncclResult_t ncclCommDestroy(ncclComm_t comm)
 
   if (comm == NULL)
     return ncclSuccess;
-  MC_CHECK(mc_comm_check(comm, "ncclCommDestroy"));
-  MC_CHECK(not_held(comm, "ncclCommDestroy"));
+  MC_CHECK(comm_close(comm, "ncclCommDestroy", false));
   rank = comm->rank;
   /* A non-blocking init still running is waited for, as NCCL does. */
   mc_comm_join_init(comm);
@@ -413,6 +504,32 @@ ncclResult_t ncclCommDestroy(ncclComm_t comm)
   return ncclSuccess;
 }
 
+/* Abort: waits up to MC_COMM_ABORT_WAIT_MS for the threads that use comm
+ * (a collective that sees the abort flag, operations queued in a group until
+ * its ncclGroupEnd) to leave it; true when they did. Otherwise comm is left
+ * to the last of them (mc_comm_leave frees it). */
+static bool abort_wait_users(struct ncclComm *comm)
+{
+  struct mc_deadline dl = mc_deadline_in_ms(MC_COMM_ABORT_WAIT_MS);
+  bool is_free;
+
+  /* This thread's own open group holds comm until its ncclGroupEnd. */
+  if (__atomic_load_n(&comm->holder, __ATOMIC_ACQUIRE) != this_thread())
+    while ((__atomic_load_n(&comm->users, __ATOMIC_ACQUIRE) > 0) && !mc_deadline_passed(dl))
+      usleep(1000);
+  pthread_mutex_lock(&users_lock);
+  is_free = (__atomic_load_n(&comm->users, __ATOMIC_ACQUIRE) == 0);
+  comm->is_orphaned = !is_free;
+  if (!is_free) /* said under the lock: the last user may free comm right after */
+    MC_INFO(MC_SUB_INIT | MC_SUB_DESTROY,
+            "comm %p rank %d nranks %d - Abort: still used by %d call(s) (operations queued "
+            "in an open group?); the last to leave frees it",
+            (void *)comm, comm->rank, comm->n_ranks,
+            __atomic_load_n(&comm->users, __ATOMIC_ACQUIRE));
+  pthread_mutex_unlock(&users_lock);
+  return is_free;
+}
+
 NCCL_API(ncclResult_t, ncclCommAbort, ncclComm_t comm);
 ncclResult_t ncclCommAbort(ncclComm_t comm)
 {
@@ -420,12 +537,11 @@ ncclResult_t ncclCommAbort(ncclComm_t comm)
 
   if (comm == NULL)
     return ncclSuccess;
-  MC_CHECK(mc_comm_check(comm, "ncclCommAbort"));
+  MC_CHECK(comm_close(comm, "ncclCommAbort", true));
   was_ready = __atomic_load_n(&comm->async_result, __ATOMIC_ACQUIRE) == ncclSuccess;
-  __atomic_store_n(&comm->abort_flag, 1, __ATOMIC_RELEASE);
   mc_comm_join_init(comm); /* every wait sees the flag within a poll tick */
-  while (__atomic_load_n(&comm->colls_running, __ATOMIC_ACQUIRE) > 0)
-    usleep(1000); /* a collective on another thread sees the flag within ms */
+  if (!abort_wait_users(comm))
+    return ncclSuccess; /* comm may be gone already */
   MC_INFO(MC_SUB_INIT | MC_SUB_DESTROY, "comm %p rank %d nranks %d - Abort COMPLETE", (void *)comm,
           comm->rank, comm->n_ranks);
   /* An init in progress is cut short; after a complete init, the root (if
@@ -676,10 +792,8 @@ out:
   return res;
 }
 
-NCCL_API(ncclResult_t, ncclCommShrink, ncclComm_t comm, int *excludeRanksList,
-         int excludeRanksCount, ncclComm_t *newcomm, ncclConfig_t *config, int shrinkFlags);
-ncclResult_t ncclCommShrink(ncclComm_t comm, int *excludeRanksList, int excludeRanksCount,
-                            ncclComm_t *newcomm, ncclConfig_t *config, int shrinkFlags)
+static ncclResult_t comm_shrink(ncclComm_t comm, int *excludeRanksList, int excludeRanksCount,
+                                ncclComm_t *newcomm, ncclConfig_t *config, int shrinkFlags)
 {
   int *members = NULL;
   int n_members = 0;
@@ -687,8 +801,6 @@ ncclResult_t ncclCommShrink(ncclComm_t comm, int *excludeRanksList, int excludeR
   ncclUniqueId id;
   ncclResult_t res;
 
-  mc_api_enter();
-  PTR_CHECK(newcomm, "ncclCommShrink", "newcomm");
   MC_CHECK(mc_comm_ready(comm, "ncclCommShrink"));
   if ((shrinkFlags != NCCL_SHRINK_DEFAULT) && (shrinkFlags != NCCL_SHRINK_ABORT))
     return MC_FAIL(ncclInvalidArgument,
@@ -725,6 +837,21 @@ ncclResult_t ncclCommShrink(ncclComm_t comm, int *excludeRanksList, int excludeR
             (void *)comm, comm->rank, excludeRanksCount, (void *)*newcomm, idx, n_members);
 out:
   free(members);
+  return res;
+}
+
+NCCL_API(ncclResult_t, ncclCommShrink, ncclComm_t comm, int *excludeRanksList,
+         int excludeRanksCount, ncclComm_t *newcomm, ncclConfig_t *config, int shrinkFlags);
+ncclResult_t ncclCommShrink(ncclComm_t comm, int *excludeRanksList, int excludeRanksCount,
+                            ncclComm_t *newcomm, ncclConfig_t *config, int shrinkFlags)
+{
+  ncclResult_t res;
+
+  mc_api_enter();
+  PTR_CHECK(newcomm, "ncclCommShrink", "newcomm");
+  MC_CHECK(mc_comm_enter(comm, "ncclCommShrink"));
+  res = comm_shrink(comm, excludeRanksList, excludeRanksCount, newcomm, config, shrinkFlags);
+  mc_comm_leave(comm);
   return res;
 }
 

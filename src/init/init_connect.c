@@ -195,8 +195,37 @@ ncclResult_t mc_comm_stage_connect(struct ncclComm *comm)
   return res;
 }
 
+/* An aborted communicator tells the peers that share its connections'
+ * control words (P2P, SHM) before it closes them. */
+static void post_aborts(struct ncclComm *comm)
+{
+  for (int c = 0; (comm->channels != NULL) && (c < comm->n_channels); c++) {
+    struct mc_channel *ch = &comm->channels[c];
+    mc_conn_post_abort(&ch->send, comm->rank);
+    mc_conn_post_abort(&ch->recv, comm->rank);
+    mc_conn_post_abort(&ch->tree_send_up, comm->rank);
+    mc_conn_post_abort(&ch->tree_recv_up, comm->rank);
+    for (int i = 0; i < MC_TREE_MAX_ARITY; i++) {
+      mc_conn_post_abort(&ch->tree_send_down[i], comm->rank);
+      mc_conn_post_abort(&ch->tree_recv_down[i], comm->rank);
+    }
+  }
+  for (int r = 0; r < comm->n_ranks; r++) {
+    if (comm->p2p_send != NULL)
+      mc_conn_post_abort(comm->p2p_send[r], comm->rank);
+    if (comm->p2p_recv != NULL)
+      mc_conn_post_abort(comm->p2p_recv[r], comm->rank);
+    if (comm->os_send != NULL)
+      mc_conn_post_abort(comm->os_send[r], comm->rank);
+    if (comm->os_recv != NULL)
+      mc_conn_post_abort(comm->os_recv[r], comm->rank);
+  }
+}
+
 void mc_comm_free_connections(struct ncclComm *comm)
 {
+  if (__atomic_load_n(&comm->is_aborted, __ATOMIC_ACQUIRE))
+    post_aborts(comm);
   mc_tp_proxy_stop(&comm->tp);
   for (int c = 0; (comm->channels != NULL) && (c < comm->n_channels); c++) {
     mc_conn_free(&comm->channels[c].send);

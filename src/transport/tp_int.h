@@ -81,6 +81,12 @@ size_t mc_tp_ctrl_bytes(void);
  * requires (calloc's 16 bytes would not do): c->own_ctrl and c->ctrl
  * (transport.c). */
 ncclResult_t mc_tp_ctrl_alloc(struct mc_conn *c);
+/* P2P in one process: the receiver allocates the counters both ends share
+ * (c->shared, c->ctrl); the sender joins them with the address the receiver
+ * published and hands its slots to them (c->slots must be set). The last
+ * end freed (mc_conn_free) frees both. */
+ncclResult_t mc_tp_shared_alloc(struct mc_conn *c);
+void mc_tp_shared_join(struct mc_conn *c, struct mc_conn_ctrl *ctrl);
 
 /* The /dev/shm name of a connection's segment ("shm") or P2P counters page
  * ("p2p"), made by the receiving rank in process creator_pid. */

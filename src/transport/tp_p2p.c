@@ -3,8 +3,9 @@
  * The P2P transport (NCCL's transport/p2p.cc, host edition): the slots live
  * on the sender's side and the receiver reads them, or any buffer of the
  * sender published in the FIFO, directly:
- *   one process     plain pointers ("P2P/direct pointer"); counters in the
- *                   receiver's heap;
+ *   one process     plain pointers ("P2P/direct pointer"); counters and the
+ *                   sender's slots in one heap block both ends share, freed
+ *                   by the last (a peer may be aborted while this end polls);
  *   two processes   process_vm_readv ("P2P/CMA", MESHCCL_P2P_CMA=1); counters
  *                   in a one-page /dev/shm segment the receiver creates and
  *                   the sender unlinks once mapped. With MESHCCL_P2P_CMA=0
@@ -66,7 +67,7 @@ static ncclResult_t p2p_recv_setup(struct mc_tp_comm *tc, struct mc_conn_req *q,
   struct mc_conn *c = q->conn;
 
   if (r1->same_process) {
-    MC_CHECK(mc_tp_ctrl_alloc(c));
+    MC_CHECK(mc_tp_shared_alloc(c));
     r1->addr = (uint64_t)(uintptr_t)c->ctrl;
     return ncclSuccess;
   }
@@ -92,9 +93,7 @@ static ncclResult_t p2p_send_setup(struct mc_tp_comm *tc, struct mc_conn_req *q,
   c->slot_bytes = (size_t)r1->bytes;
   if (!r1->same_process)
     c->peer_pid = tc->peers[q->peer].pid; /* for the log line */
-  if (r1->same_process) {
-    c->ctrl = (struct mc_conn_ctrl *)(uintptr_t)r1->addr;
-  } else {
+  if (!r1->same_process) {
     c->map_bytes = mc_tp_ctrl_bytes();
     MC_CHECK(mc_shm_attach(r1->shm_name, c->map_bytes, &c->map));
     mc_shm_unlink(r1->shm_name); /* both ends have it mapped now */
@@ -105,6 +104,9 @@ static ncclResult_t p2p_send_setup(struct mc_tp_comm *tc, struct mc_conn_req *q,
     return MC_FAIL(ncclSystemError, "P2P: allocating %zu bytes of slots for rank %d",
                    MC_STEPS * c->slot_bytes, q->peer);
   c->slots = c->own_slots;
+  /* One process: the slots go with the counters, freed by the last end. */
+  if (r1->same_process)
+    mc_tp_shared_join(c, (struct mc_conn_ctrl *)(uintptr_t)r1->addr);
   c->can_send_ptr = true;
   r2->slots = (uint64_t)(uintptr_t)c->slots;
   return ncclSuccess;

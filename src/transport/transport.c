@@ -87,6 +87,83 @@ ncclResult_t mc_tp_ctrl_alloc(struct mc_conn *c)
   return ncclSuccess;
 }
 
+struct mc_tp_shared {
+  int refs;    /* ends that hold it (atomic) */
+  void *slots; /* the sender's, freed with the counters */
+  struct mc_conn_ctrl ctrl;
+};
+
+ncclResult_t mc_tp_shared_alloc(struct mc_conn *c)
+{
+  struct mc_tp_shared *sh = aligned_alloc(_Alignof(struct mc_tp_shared), sizeof(*sh));
+
+  if (sh == NULL)
+    return MC_FAIL(ncclSystemError, "transport: allocating %zu bytes of counters for rank %d",
+                   sizeof(*sh), c->peer);
+  memset(sh, 0, sizeof(*sh));
+  sh->refs = 1;
+  c->shared = sh;
+  c->ctrl = &sh->ctrl;
+  return ncclSuccess;
+}
+
+void mc_tp_shared_join(struct mc_conn *c, struct mc_conn_ctrl *ctrl)
+{
+  struct mc_tp_shared *sh =
+      (struct mc_tp_shared *)(void *)((char *)ctrl - offsetof(struct mc_tp_shared, ctrl));
+
+  __atomic_add_fetch(&sh->refs, 1, __ATOMIC_ACQ_REL);
+  sh->slots = c->own_slots; /* before the receiver learns of them (connect's next round) */
+  c->own_slots = NULL;
+  c->shared = sh;
+  c->ctrl = ctrl;
+}
+
+/* This end is gone: the other one, still polling, must not wait for it. */
+static void shared_put(struct mc_conn *c)
+{
+  struct mc_tp_shared *sh = c->shared;
+
+  if (mc_conn_error(c) == 0)
+    mc_conn_set_error(c, ncclRemoteError);
+  if (__atomic_sub_fetch(&sh->refs, 1, __ATOMIC_ACQ_REL) == 0) {
+    free(sh->slots);
+    free(sh);
+  }
+}
+
+/* An abort notice in a connection's error detail. */
+#define ABORT_MAGIC "meshccl abort"
+struct abort_notice {
+  char magic[16];
+  int32_t rank;
+};
+
+void mc_conn_post_abort(struct mc_conn *c, int rank)
+{
+  struct abort_notice n;
+
+  if ((c == NULL) || (c->ctrl == NULL) || (c->kind == MC_TOPO_TRANSPORT_NET))
+    return;
+  memset(&n, 0, sizeof(n));
+  snprintf(n.magic, sizeof(n.magic), "%s", ABORT_MAGIC);
+  n.rank = rank;
+  mc_conn_set_error_info(c, ncclRemoteError, &n, sizeof(n));
+}
+
+int mc_conn_abort_rank(const struct mc_conn *c)
+{
+  struct abort_notice n;
+  char info[MC_CONN_ERR_INFO_BYTES];
+
+  if (mc_conn_error_info(c, info) != sizeof(n))
+    return -1;
+  memcpy(&n, info, sizeof(n));
+  if (strncmp(n.magic, ABORT_MAGIC, sizeof(n.magic)) != 0)
+    return -1;
+  return n.rank;
+}
+
 /* What the receiver knows when it chooses: topo's decision (with its reason)
  * and where the peer runs. */
 static void select_for(struct mc_tp_comm *tc, int peer, struct mc_tp_select *sel,
@@ -544,6 +621,8 @@ void mc_conn_free(struct mc_conn *c)
   mc_shm_unlink(c->shm_name);
   if (c->map != NULL)
     munmap(c->map, c->map_bytes);
+  if (c->shared != NULL)
+    shared_put(c);
   free(c->own_ctrl);
   free(c->own_slots);
   memset(c, 0, sizeof(*c));

@@ -57,7 +57,8 @@ struct mc_conn_ctrl {
   uint64_t tail __attribute__((aligned(64)));  /* written by the sender */
   uint64_t head __attribute__((aligned(64)));  /* written by the receiver */
   uint32_t error __attribute__((aligned(64))); /* ncclResult_t of a failure on either side */
-  uint32_t info_bytes;                         /* detail of that failure (0: none) */
+  uint32_t info_claim;                         /* the first to post detail sets it (atomic) */
+  uint32_t info_bytes;                         /* detail of that failure (0: none; atomic) */
   uint8_t info[MC_CONN_ERR_INFO_BYTES];
   uint64_t want __attribute__((aligned(64))); /* receiver: steps its operations will take (NET) */
   uint64_t hdr_step;                          /* receiver: the announced step with a header (NET) */
@@ -71,6 +72,7 @@ struct mc_conn_ctrl {
 
 struct mc_proxy;
 struct mc_net_conn;
+struct mc_tp_shared;
 struct mc_transport;
 
 /* Sender over SHM: whether slot writes stream past the caches
@@ -114,8 +116,12 @@ struct mc_conn {
   void *map; /* shm mapping */
   size_t map_bytes;
   char shm_name[64]; /* while still linked */
-  void *own_ctrl;    /* heap ctrl (P2P same process, NET) */
-  void *own_slots;   /* heap slots (P2P sender, NET) */
+  void *own_ctrl;    /* heap ctrl (NET) */
+  /* P2P in one process: the counters and the sender's slots, shared by both
+   * ends and freed by the last (either communicator may be aborted or
+   * destroyed while the other still polls them). */
+  struct mc_tp_shared *shared;
+  void *own_slots; /* heap slots (P2P sender, NET) */
   struct mc_net_conn *net;
   struct mc_proxy *proxy;
   /* Why the connection failed, as the side that saw it said it (the NET
@@ -137,29 +143,46 @@ static inline void mc_conn_set_error(struct mc_conn *c, ncclResult_t res)
 }
 
 /* Posts a failure with bytes (<= MC_CONN_ERR_INFO_BYTES) of detail, unless one
- * was posted already; the detail is written before the code. */
+ * was posted already; the detail is written before the code. Both ends may
+ * post at once: one writes the detail (info_claim), which is complete
+ * before info_bytes says it is there. */
 static inline void mc_conn_set_error_info(struct mc_conn *c, ncclResult_t res, const void *info,
                                           size_t bytes)
 {
+  uint32_t unclaimed = 0;
+  uint32_t no_error = 0;
+
   if (mc_conn_error(c) != 0)
+    return;
+  if (!__atomic_compare_exchange_n(&c->ctrl->info_claim, &unclaimed, 1, false, __ATOMIC_ACQ_REL,
+                                   __ATOMIC_ACQUIRE))
     return;
   if (bytes > MC_CONN_ERR_INFO_BYTES)
     bytes = MC_CONN_ERR_INFO_BYTES;
   memcpy(c->ctrl->info, info, bytes);
-  c->ctrl->info_bytes = (uint32_t)bytes;
-  mc_conn_set_error(c, res);
+  __atomic_store_n(&c->ctrl->info_bytes, (uint32_t)bytes, __ATOMIC_RELEASE);
+  __atomic_compare_exchange_n(&c->ctrl->error, &no_error, (uint32_t)res, false, __ATOMIC_ACQ_REL,
+                              __ATOMIC_ACQUIRE);
 }
 
 /* The detail of a posted failure (read after mc_conn_error): its bytes, 0 for none. */
 static inline size_t mc_conn_error_info(const struct mc_conn *c, void *out)
 {
-  size_t bytes = c->ctrl->info_bytes;
+  size_t bytes = __atomic_load_n(&c->ctrl->info_bytes, __ATOMIC_ACQUIRE);
 
   if (bytes > MC_CONN_ERR_INFO_BYTES)
     return 0;
   memcpy(out, c->ctrl->info, bytes);
   return bytes;
 }
+
+/* The end at rank `rank` was aborted (ncclCommAbort): posted on its P2P and
+ * SHM connections, whose control words the peer shares, so that the peer
+ * stops waiting at once and names the rank (unless a failure was posted
+ * already). */
+void mc_conn_post_abort(struct mc_conn *c, int rank);
+/* The rank whose abort c's posted failure is, or -1 (read after mc_conn_error). */
+int mc_conn_abort_rank(const struct mc_conn *c);
 
 /* Sender: a slot is free. */
 static inline bool mc_conn_send_ready(const struct mc_conn *c)

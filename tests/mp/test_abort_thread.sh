@@ -1,0 +1,29 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
+# ncclCommAbort while other threads use the communicator (mp_abort_thread.c):
+# a grouped all-reduce over both communicators of ncclCommInitAll, and one
+# thread per communicator, each 20 times with the abort of comm0 from another
+# thread: no crash, no hang, errors from the calls, no fd or thread left.
+# Then a rank that aborts and stays alive over SHM: its peer's next
+# all-reduce fails naming the abort.
+# shellcheck source=mp_lib.sh
+. "$(dirname "$0")/mp_lib.sh"
+need_progs mp_abort_thread
+
+for mode in group peer; do
+  t0=$(now_ms)
+  timeout 120 "$T/mp_abort_thread" "$mode" >"$TMP/$mode.out" 2>&1
+  rc=$?
+  expect_success "abort from another thread, $mode: exit 0 ($(($(now_ms) - t0)) ms)" "$rc" \
+    "$TMP/$mode.out"
+done
+
+# Over SHM (no P2P between the processes): rank 1 aborts, then sleeps alive.
+t0=$(now_ms)
+NCCL_P2P_DISABLE=1 timeout 60 "$RUN" -n 2 "$T/mp_abort_thread" shm >"$TMP/shm.out" 2>&1
+rc=$?
+expect_eq "abort of an idle rank over SHM: both ranks ok ($(($(now_ms) - t0)) ms)" \
+  "$(grep -c 'rank [0-9]*: ok$' "$TMP/shm.out")" 2
+[ "$(grep -c 'rank [0-9]*: ok$' "$TMP/shm.out")" = 2 ] || { echo "# exit $rc"; show "$TMP/shm.out"; }
+
+mp_finish
