@@ -79,8 +79,9 @@ static bool sym_supports(const struct mc_op *op)
 
   if (((op->kind != MC_COLL_ALLREDUCE) && (op->kind != MC_COLL_ALLGATHER) &&
        (op->kind != MC_COLL_REDUCESCATTER)) ||
-      (comm->nodes.n_nodes != 1) || (comm->n_ranks < 2) || (op->count == 0) ||
-      (op->redop.kind == MC_RED_PREMULSUM) || (mc_param_int(MC_P_SYMMETRIC) == 0))
+      (comm->nodes.n_nodes != 1) || !comm->local_one_pidns || (comm->n_ranks < 2) ||
+      (op->count == 0) || (op->redop.kind == MC_RED_PREMULSUM) ||
+      (mc_param_int(MC_P_SYMMETRIC) == 0))
     return false;
   op_bytes(op, &in_bytes, &out_bytes);
   return mc_comm_sym_window(comm, op->in, in_bytes) && mc_comm_sym_window(comm, op->out, out_bytes);

@@ -31,7 +31,13 @@ struct mc_peer_info {
   uint64_t host_hash; /* host identity + commHash */
   uint64_t pid_hash;  /* process identity + commHash */
   uint64_t shm_dev;   /* st_dev of /dev/shm */
-  uint64_t comm_ptr;  /* for ranks of one process */
+  /* Its PID namespace (mc_pidns_id; 0 and 0: unknown). Its pid means the
+   * same process here only when both are this rank's (mc_peer_same_pidns):
+   * containers sharing /dev/shm, host name and boot id (docker --ipc=host
+   * --net=host) are one host to the host hash, yet each has its own pids. */
+  uint64_t pidns_ino;
+  uint64_t pidns_dev;
+  uint64_t comm_ptr; /* for ranks of one process */
   char host[MC_HOST_BYTES];
   char if_name[16]; /* bootstrap interface, for reports */
   char if_addr[48];
@@ -130,6 +136,10 @@ struct ncclComm {
   struct mc_boot_root **id_roots;
   struct mc_peer_info *peers;
   struct mc_comm_nodes nodes;
+  /* Every rank of this rank's host is in one PID namespace (the same on
+   * every local rank: from the gathered peer infos). Otherwise no
+   * symmetric collective (coll_sym.c) and no shared paths (init_topo.c). */
+  bool local_one_pidns;
   struct mc_comm_timings t;
   double t_start;
   char last_error[MC_LAST_ERROR_BYTES];
@@ -335,6 +345,11 @@ void mc_comm_join_init(struct ncclComm *comm);
 ncclResult_t mc_comm_nodes_compute(const struct mc_peer_info *peers, int n_ranks, int my_rank,
                                    struct mc_comm_nodes *nodes_out);
 void mc_comm_nodes_free(struct mc_comm_nodes *nodes);
+
+/* a and b are on one host and in one PID namespace, both known: a pid of
+ * one is a process of the other's namespace (/proc/<pid>, kill(pid, 0),
+ * process_vm_readv mean that process). Pure. */
+bool mc_peer_same_pidns(const struct mc_peer_info *a, const struct mc_peer_info *b);
 
 /* Checks peer infos: version mismatch, a device used twice on one host. */
 ncclResult_t mc_comm_peers_check(const struct mc_peer_info *peers, const int *devs, int n_ranks,
