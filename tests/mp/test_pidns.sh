@@ -39,7 +39,7 @@ start() {
 }
 
 # pair CASE NS0 NS1 CMD...: ranks 0 and 1 of CMD, each in a namespace of its
-# own or not; waits for both (60 s guard): RC_CASE_0, RC_CASE_1.
+# own or not; waits for both (120 s guard: sanitizer builds): RC_CASE_0, RC_CASE_1.
 pair() {
   local name=$1 ns0=$2 ns1=$3 port
   shift 3
@@ -47,8 +47,8 @@ pair() {
   T0_MS=$(now_ms)
   start "${name}_0" 0 2 "$port" "$ns0" "$@"
   start "${name}_1" 1 2 "$port" "$ns1" "$@"
-  wait_bg "${name}_0" 60
-  wait_bg "${name}_1" 60
+  wait_bg "${name}_0" 120
+  wait_bg "${name}_1" 120
 }
 
 export NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=INIT,TUNING,P2P,SHM
@@ -105,7 +105,7 @@ for r in 0 1; do # -N 0: the sweep forever
     "$PERF" all_reduce -b 1M -e 1M -N 0 -c 0 -R 2
 done
 victim=""
-for _ in $(seq 1 200); do # until both ranks are initialized (20 s at most)
+for _ in $(seq 1 600); do # until both ranks are initialized (60 s at most)
   if grep -q 'Init COMPLETE' "$TMP/kill_0.out" 2>/dev/null &&
     grep -q 'Init COMPLETE' "$TMP/kill_1.out" 2>/dev/null; then
     sleep 1 # collectives running (their output is buffered)
