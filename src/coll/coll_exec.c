@@ -19,7 +19,10 @@
  * connections so that its other peers learn it too, within milliseconds.
  * A same-host peer whose process is stopped (SIGSTOP, a debugger) while the
  * rank has waited MESHCCL_NET_TIMEOUT fails it the same way, as a stalled
- * NET peer does (tp_net.c's watchdog).
+ * NET peer does (tp_net.c's watchdog). Pids are looked at only for peers in
+ * this rank's PID namespace (mc_peer_same_pidns): one in another (a
+ * container sharing /dev/shm) fails it once nothing moved for
+ * MESHCCL_NET_TIMEOUT, as a NET peer does.
  *
  * Signatures (coll_sig.c, coll_check.c): the first step a task sends on
  * each connection carries its operation's signature; before the first
@@ -816,7 +819,9 @@ ncclResult_t mc_coll_conn_health(const struct mc_task *t, const struct mc_conn *
                    mc_coll_name(t->op->kind), comm->rank, mc_topo_transport_str(c->kind),
                    c->is_send ? "to" : "from", c->peer, p->host, p->pid,
                    (c->error_text[0] != '\0') ? ": " : "", c->error_text);
-  if ((c->kind != MC_TOPO_TRANSPORT_NET) && !peer_owes_nothing(c) && pid_gone(p->pid))
+  /* Only a pid of this PID namespace is that process here (stage_peers). */
+  if ((c->kind != MC_TOPO_TRANSPORT_NET) && !peer_owes_nothing(c) &&
+      mc_peer_same_pidns(&comm->peers[comm->rank], p) && pid_gone(p->pid))
     return MC_FAIL(ncclRemoteError, "%s: rank %d: peer rank %d (pid %d on %s) exited",
                    mc_coll_name(t->op->kind), comm->rank, c->peer, p->pid, p->host);
   return ncclSuccess;
@@ -966,9 +971,44 @@ static ncclResult_t stopped_fail(const struct mc_task *t, int peer, const char *
                  (long long)mc_param_int(MC_P_NET_TIMEOUT));
 }
 
-/* A same-host peer of t whose process is stopped, while the rank has waited
- * waited_s (at least MESHCCL_NET_TIMEOUT) for the batch: the peers of t's
- * P2P and SHM connections, or, for a task that keeps its connections
+/* A same-host peer in another PID namespace (containers sharing /dev/shm):
+ * its process cannot be looked at, so once the rank waited waited_s (at
+ * least MESHCCL_NET_TIMEOUT) with nothing moving, it counts as stalled, as a
+ * NET peer does (tp_net.c's watchdog). */
+static ncclResult_t foreign_fail(const struct mc_task *t, int peer, const char *how,
+                                 double waited_s)
+{
+  struct ncclComm *comm = t->op->comm;
+  const struct mc_peer_info *p = &comm->peers[peer];
+
+  return MC_FAIL(ncclRemoteError,
+                 "%s: rank %d: peer rank %d (pid %d on %s, in another PID namespace) moved "
+                 "nothing while this rank waited %.1f s on %s (MESHCCL_NET_TIMEOUT=%lld s): it "
+                 "exited, stopped, or has not called the collective; "
+                 "docs/TROUBLESHOOTING.md#net-timeout",
+                 mc_coll_name(t->op->kind), comm->rank, peer, p->pid, p->host, waited_s, how,
+                 (long long)mc_param_int(MC_P_NET_TIMEOUT));
+}
+
+/* Whether same-host peer r has stalled t for waited_s: its process is
+ * stopped (its pid is one of this PID namespace), or, in another PID
+ * namespace, it just has not moved. how: what t waits on. */
+static ncclResult_t peer_stalled(const struct mc_task *t, int r, const char *how, double waited_s)
+{
+  struct ncclComm *comm = t->op->comm;
+  const struct mc_peer_info *me = &comm->peers[comm->rank];
+  const struct mc_peer_info *p = &comm->peers[r];
+
+  if (!mc_peer_same_pidns(me, p))
+    return foreign_fail(t, r, how, waited_s);
+  if ((p->pid != me->pid) && pid_stopped(p->pid))
+    return stopped_fail(t, r, how, waited_s);
+  return ncclSuccess;
+}
+
+/* A same-host peer of t that stalled it (peer_stalled), while the rank has
+ * waited waited_s (at least MESHCCL_NET_TIMEOUT) for the batch: the peers of
+ * t's P2P and SHM connections, or, for a task that keeps its connections
  * elsewhere (the one-shot: every rank of the host), every other rank of the
  * communicator on this host. */
 static ncclResult_t task_stopped_peers(const struct mc_task *t, double waited_s)
@@ -979,21 +1019,17 @@ static ncclResult_t task_stopped_peers(const struct mc_task *t, double waited_s)
 
   for (int i = 0; i < t->n_send + t->n_recv; i++) {
     const struct mc_conn *c = (i < t->n_send) ? t->send[i] : t->recv[i - t->n_send];
-    if ((c == NULL) || (c->kind == MC_TOPO_TRANSPORT_NET) || peer_owes_nothing(c) ||
-        (comm->peers[c->peer].pid == me->pid) || !pid_stopped(comm->peers[c->peer].pid))
+    if ((c == NULL) || (c->kind == MC_TOPO_TRANSPORT_NET) || peer_owes_nothing(c))
       continue;
     snprintf(how, sizeof(how), "its %s connection %s it", mc_topo_transport_str(c->kind),
              c->is_send ? "to" : "from");
-    return stopped_fail(t, c->peer, how, waited_s);
+    MC_CHECK(peer_stalled(t, c->peer, how, waited_s));
   }
   if (t->n_send + t->n_recv > 0)
     return ncclSuccess;
-  for (int r = 0; r < comm->n_ranks; r++) {
-    const struct mc_peer_info *p = &comm->peers[r];
-    if ((r != comm->rank) && (p->host_hash == me->host_hash) && (p->pid != me->pid) &&
-        pid_stopped(p->pid))
-      return stopped_fail(t, r, "it", waited_s);
-  }
+  for (int r = 0; r < comm->n_ranks; r++)
+    if ((r != comm->rank) && (comm->peers[r].host_hash == me->host_hash))
+      MC_CHECK(peer_stalled(t, r, "it", waited_s));
   return ncclSuccess;
 }
 

@@ -31,7 +31,12 @@
  * FIFO path (each rank's scalar stays with it).
  *
  * Peers' allocations stay mapped (read-only) in the communicator's cache
- * (mc_mem_peer_map, init_mem.c).
+ * (mc_mem_peer_map, init_mem.c), within MESHCCL_SYM_MAP_BYTES; each
+ * descriptor also says what its process freed, and the peer drops those.
+ * A peer checks that the memfd it opened is the one described (inode,
+ * device, size) before it maps it. Ranks of a host in several PID
+ * namespaces (containers sharing /dev/shm) never take this path: a pid
+ * there names another process, or none (comm->local_one_pidns).
  */
 #include "coll/coll.h"
 
@@ -48,16 +53,21 @@ struct sym_buf {
   int32_t pid;
   int32_t fd;
   uint64_t id;
+  uint64_t ino; /* the memfd's inode and device: the peer checks what it opens */
+  uint64_t dev;
   uint64_t alloc_bytes;
   uint64_t offset;
 };
 
-/* The first message of an operation to each peer. */
+/* The first message of an operation to each peer: its buffers, and what its
+ * process freed (mc_mem_frees), so that the peer drops those mappings. */
 struct sym_desc {
   uint64_t magic;
   uint64_t bytes;
   struct sym_buf in;
   struct sym_buf out;
+  uint64_t free_gen;
+  uint64_t freed[MC_MEM_FREED_IDS];
 };
 
 /* The bytes of op's input and output (count is per rank for all-gather
@@ -79,8 +89,9 @@ static bool sym_supports(const struct mc_op *op)
 
   if (((op->kind != MC_COLL_ALLREDUCE) && (op->kind != MC_COLL_ALLGATHER) &&
        (op->kind != MC_COLL_REDUCESCATTER)) ||
-      (comm->nodes.n_nodes != 1) || (comm->n_ranks < 2) || (op->count == 0) ||
-      (op->redop.kind == MC_RED_PREMULSUM) || (mc_param_int(MC_P_SYMMETRIC) == 0))
+      (comm->nodes.n_nodes != 1) || !comm->local_one_pidns || (comm->n_ranks < 2) ||
+      (op->count == 0) || (op->redop.kind == MC_RED_PREMULSUM) ||
+      (mc_param_int(MC_P_SYMMETRIC) == 0))
     return false;
   op_bytes(op, &in_bytes, &out_bytes);
   return mc_comm_sym_window(comm, op->in, in_bytes) && mc_comm_sym_window(comm, op->out, out_bytes);
@@ -88,8 +99,13 @@ static bool sym_supports(const struct mc_op *op)
 
 static void buf_of(const struct mc_mem_ref *r, struct sym_buf *b)
 {
-  *b = (struct sym_buf){
-      .pid = r->pid, .fd = r->fd, .id = r->id, .alloc_bytes = r->alloc_bytes, .offset = r->offset};
+  *b = (struct sym_buf){.pid = r->pid,
+                        .fd = r->fd,
+                        .id = r->id,
+                        .ino = r->ino,
+                        .dev = r->dev,
+                        .alloc_bytes = r->alloc_bytes,
+                        .offset = r->offset};
 }
 
 /* Peer's buffer b (bytes from its offset), mapped here: *out. */
@@ -99,6 +115,8 @@ static ncclResult_t peer_map(struct ncclComm *comm, int peer, const struct sym_b
   struct mc_mem_ref r = {.pid = b->pid,
                          .fd = b->fd,
                          .id = b->id,
+                         .ino = b->ino,
+                         .dev = b->dev,
                          .alloc_bytes = (size_t)b->alloc_bytes,
                          .offset = (size_t)b->offset};
 
@@ -216,6 +234,7 @@ static int take_descs(struct mc_task *t, ncclResult_t *res)
                      mc_coll_name(op->kind), t->rank, p, bytes);
       return -1;
     }
+    mc_mem_peer_frees(comm, p, d.free_gen, d.freed);
     if (((*res = peer_map(comm, p, &d.in, in_bytes, &in[p])) != ncclSuccess) ||
         ((*res = peer_map(comm, p, &d.out, out_bytes, &out[p])) != ncclSuccess))
       return -1;
@@ -295,6 +314,7 @@ static int sym_task_progress(struct mc_task *t, ncclResult_t *res)
       }
       buf_of(&ref_in, &d.in);
       buf_of(&ref_out, &d.out);
+      mc_mem_frees(&d.free_gen, d.freed);
       if (!post_round(t, &d, &moved))
         return moved;
       /* This operation's mappings are kept until the next one starts. */

@@ -16,6 +16,7 @@
 #include <string.h>
 #include <sys/random.h>
 #include <sys/resource.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
@@ -164,6 +165,19 @@ uint64_t mc_pid_hash(void)
     mc_str_appendf(buf, sizeof(buf), &used, "%s", ns);
   }
   return mc_hash64(buf, strlen(buf));
+}
+
+void mc_pidns_id(uint64_t *ino_out, uint64_t *dev_out)
+{
+  struct stat st;
+
+  if ((stat("/proc/self/ns/pid", &st) == 0) && (st.st_ino != 0)) {
+    *ino_out = (uint64_t)st.st_ino;
+    *dev_out = (uint64_t)st.st_dev;
+  } else {
+    *ino_out = 0;
+    *dev_out = 0;
+  }
 }
 
 int mc_gettid(void)

@@ -44,6 +44,10 @@ void mc_host_name(char *out, size_t out_bytes);
 uint64_t mc_host_hash(void);
 /* Hash of the pid and the pid namespace (NCCL's getPidHash). */
 uint64_t mc_pid_hash(void);
+/* This process's PID namespace: the inode and device of /proc/self/ns/pid
+ * (stat). Two processes are in one PID namespace exactly when both are
+ * equal; 0 and 0 when it cannot be read (no /proc): unknown, never equal. */
+void mc_pidns_id(uint64_t *ino_out, uint64_t *dev_out);
 
 /* Fault injection (MESHCCL_FAULT_INIT=STAGE:ACTION): when stage is STAGE,
  * the first time only, WARNs and sends this process ACTION's signal (kill:

@@ -34,7 +34,13 @@ struct mc_peer_info {
   uint64_t host_hash; /* host identity + commHash */
   uint64_t pid_hash;  /* process identity + commHash */
   uint64_t shm_dev;   /* st_dev of /dev/shm */
-  uint64_t comm_ptr;  /* for ranks of one process */
+  /* Its PID namespace (mc_pidns_id; 0 and 0: unknown). Its pid means the
+   * same process here only when both are this rank's (mc_peer_same_pidns):
+   * containers sharing /dev/shm, host name and boot id (docker --ipc=host
+   * --net=host) are one host to the host hash, yet each has its own pids. */
+  uint64_t pidns_ino;
+  uint64_t pidns_dev;
+  uint64_t comm_ptr; /* for ranks of one process */
   char host[MC_HOST_BYTES];
   char if_name[16]; /* bootstrap interface, for reports */
   char if_addr[48];
@@ -133,6 +139,10 @@ struct ncclComm {
   struct mc_boot_root **id_roots;
   struct mc_peer_info *peers;
   struct mc_comm_nodes nodes;
+  /* Every rank of this rank's host is in one PID namespace (the same on
+   * every local rank: from the gathered peer infos). Otherwise no
+   * symmetric collective (coll_sym.c) and no shared paths (init_topo.c). */
+  bool local_one_pidns;
   struct mc_comm_timings t;
   double t_start;
   char last_error[MC_LAST_ERROR_BYTES];
@@ -214,18 +224,35 @@ struct mc_mem_ref {
   int pid;
   int fd;
   uint64_t id;
+  uint64_t ino; /* the memfd's st_ino and st_dev, checked by the peer that opens it */
+  uint64_t dev;
   size_t alloc_bytes;
   size_t offset;
 };
 bool mc_mem_lookup(const void *p, size_t bytes, struct mc_mem_ref *out);
+/* ncclMemFree in this process: how many so far (*gen_out) and the ids of
+ * the last MC_MEM_FREED_IDS freed, the latest first (0 past gen). */
+#define MC_MEM_FREED_IDS 8
+void mc_mem_frees(uint64_t *gen_out, uint64_t freed_out[MC_MEM_FREED_IDS]);
 /* A new operation maps peers' memory (mc_mem_peer_map): the mappings it
- * uses stay until it ends. */
+ * uses stay until it ends. Drops the others past MESHCCL_SYM_MAP_BYTES. */
 ncclResult_t mc_mem_peers_op(struct ncclComm *comm);
+/* Rank peer said (mc_mem_frees of its process) that it freed gen
+ * allocations so far, the last of them freed: drops this communicator's
+ * mappings of those (of all of peer's not used by this operation when more
+ * were freed since it last said). */
+void mc_mem_peer_frees(struct ncclComm *comm, int peer, uint64_t gen,
+                       const uint64_t freed[MC_MEM_FREED_IDS]);
+/* Bytes and mappings of peers' memory held by comm now. */
+size_t mc_mem_peers_held(const struct ncclComm *comm, int *n_out);
 /* The operation's peer buffers: [n_ranks] inputs and outputs (the caller's). */
 const char **mc_mem_peers_in(struct ncclComm *comm);
 const char **mc_mem_peers_out(struct ncclComm *comm);
-/* Where the memory ref (of rank peer, on this host) is mapped here: *out
- * (read-only). ncclSystemError naming the path when it cannot be opened. */
+/* Where the memory ref (of rank peer, on this host, in this PID namespace)
+ * is mapped here: *out (read-only). ncclSystemError naming the path when it
+ * cannot be opened; ncclRemoteError naming the peer when what it opens is
+ * not the memfd ref says (inode, device) or is smaller than alloc_bytes:
+ * nothing is mapped then (a mapping past the file's end is a SIGBUS). */
 ncclResult_t mc_mem_peer_map(struct ncclComm *comm, int peer, const struct mc_mem_ref *ref,
                              const char **out);
 /* [p, p + bytes) lies in a NCCL_WIN_COLL_SYMMETRIC window of comm. */
@@ -346,6 +373,11 @@ void mc_comm_join_init(struct ncclComm *comm);
 ncclResult_t mc_comm_nodes_compute(const struct mc_peer_info *peers, int n_ranks, int my_rank,
                                    struct mc_comm_nodes *nodes_out);
 void mc_comm_nodes_free(struct mc_comm_nodes *nodes);
+
+/* a and b are on one host and in one PID namespace, both known: a pid of
+ * one is a process of the other's namespace (/proc/<pid>, kill(pid, 0),
+ * process_vm_readv mean that process). Pure. */
+bool mc_peer_same_pidns(const struct mc_peer_info *a, const struct mc_peer_info *b);
 
 /* Checks peer infos: version mismatch, a device used twice on one host. */
 ncclResult_t mc_comm_peers_check(const struct mc_peer_info *peers, const int *devs, int n_ranks,

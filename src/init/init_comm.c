@@ -143,6 +143,36 @@ static ncclResult_t stage_bootstrap(struct ncclComm *comm)
   return mc_boot_init(&cfg, &comm->boot);
 }
 
+bool mc_peer_same_pidns(const struct mc_peer_info *a, const struct mc_peer_info *b)
+{
+  return (a->host_hash == b->host_hash) && (a->pidns_ino != 0) && (a->pidns_ino == b->pidns_ino) &&
+         (a->pidns_dev == b->pidns_dev);
+}
+
+/* comm->local_one_pidns, and one INFO line per local peer whose pid means
+ * nothing here. */
+static void pidns_note(struct ncclComm *comm)
+{
+  const struct mc_comm_nodes *nd = &comm->nodes;
+  const struct mc_peer_info *me = &comm->peers[comm->rank];
+  const struct mc_peer_info *first = &comm->peers[nd->local_rank_to_rank[0]];
+
+  comm->local_one_pidns = true;
+  for (int i = 0; i < nd->local_ranks; i++) {
+    int r = nd->local_rank_to_rank[i];
+    const struct mc_peer_info *p = &comm->peers[r];
+    if (!mc_peer_same_pidns(first, p))
+      comm->local_one_pidns = false;
+    if ((r != comm->rank) && !mc_peer_same_pidns(me, p))
+      MC_INFO(MC_SUB_INIT,
+              "rank %d (pid %d) is in another PID namespace than rank %d (pid %d)%s: no CMA, no "
+              "symmetric mapping, no pid liveness (a dead peer is found by its connections' "
+              "errors and MESHCCL_NET_TIMEOUT)",
+              r, p->pid, comm->rank, me->pid,
+              ((p->pidns_ino == 0) || (me->pidns_ino == 0)) ? " or one of them is unknown" : "");
+  }
+}
+
 /* Stage: allgather of peer infos, checks, nodes and local ranks. */
 static ncclResult_t stage_peers(struct ncclComm *comm)
 {
@@ -157,6 +187,7 @@ static ncclResult_t stage_peers(struct ncclComm *comm)
   me->host_hash = mc_host_hash() + comm->comm_hash;
   me->pid_hash = mc_pid_hash() + comm->comm_hash;
   me->shm_dev = shm_dev_id();
+  mc_pidns_id(&me->pidns_ino, &me->pidns_dev);
   me->comm_ptr = (uint64_t)(uintptr_t)comm;
   mc_host_name(me->host, sizeof(me->host));
   snprintf(me->if_name, sizeof(me->if_name), "%s", mc_boot_ifc(comm->boot)->name);
@@ -182,6 +213,7 @@ static ncclResult_t stage_peers(struct ncclComm *comm)
   mc_log_set_thread_dev(comm->dev);
   MC_CHECK(mc_comm_peers_check(comm->peers, comm->nodes.dev, comm->n_ranks,
                                mc_param_int(MC_P_MULTI_RANK_GPU_ENABLE) != 0));
+  pidns_note(comm);
   return ncclSuccess;
 }
 

@@ -46,11 +46,13 @@ static ncclResult_t tp_init(struct ncclComm *comm)
   MC_CHECK(mc_calloc(&comm->tp_peers, (size_t)comm->n_ranks));
   for (int r = 0; r < comm->n_ranks; r++) {
     const struct mc_peer_info *p = &comm->peers[r];
-    comm->tp_peers[r] = (struct mc_tp_peer){.pid = p->pid,
-                                            .host_hash = p->host_hash,
-                                            .pid_hash = p->pid_hash,
-                                            .shm_dev = p->shm_dev,
-                                            .canary = p->comm_ptr};
+    comm->tp_peers[r] =
+        (struct mc_tp_peer){.pid = p->pid,
+                            .host_hash = p->host_hash,
+                            .pid_hash = p->pid_hash,
+                            .shm_dev = p->shm_dev,
+                            .canary = p->comm_ptr,
+                            .same_pidns = mc_peer_same_pidns(&comm->peers[comm->rank], p)};
   }
   memset(tc, 0, sizeof(*tc));
   tc->boot = comm->boot;
@@ -133,7 +135,10 @@ ncclResult_t mc_comm_stage_connect(struct ncclComm *comm)
   ncclResult_t res;
 
   MC_CHECK(tp_init(comm));
-  if (comm->nodes.local_rank == 0)
+  /* The pid in a segment's name is its creator's in its own PID namespace:
+   * only where every local rank shares this one does "no such pid" mean
+   * that the creator is gone. */
+  if ((comm->nodes.local_rank == 0) && comm->local_one_pidns)
     mc_tp_collect_orphans();
   comm->spin_passes = spin_passes(comm);
   /* The channels of stage_graphs: ring orders and NCCL's double binary tree. */

@@ -24,10 +24,12 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "check.h"
 #include "log.h"
+#include "params.h"
 #include "utils.h"
 
 #define MC_REG_MAGIC 0x6d637265676e6d31ull /* "mcregnm1" */
@@ -64,13 +66,20 @@ struct mem_alloc {
   char *base;
   size_t bytes;
   int fd;
-  uint64_t id; /* never reused: a peer's cached mapping is keyed by it */
+  uint64_t id;  /* never reused: a peer's cached mapping is keyed by it */
+  uint64_t ino; /* the memfd's st_ino and st_dev: a peer checks what it opened */
+  uint64_t dev;
   struct mem_alloc *next;
 };
 
 static pthread_mutex_t mem_lock = PTHREAD_MUTEX_INITIALIZER;
 static struct mem_alloc *mem_list;
 static uint64_t mem_next_id = 1;
+/* ncclMemFree calls so far, and the ids of the last MC_MEM_FREED_IDS freed
+ * (mem_freed[gen % MC_MEM_FREED_IDS] is the gen-th's): what a peer's cache
+ * needs to drop its mappings of them (mc_mem_frees). */
+static uint64_t mem_free_gen;
+static uint64_t mem_freed[MC_MEM_FREED_IDS];
 
 NCCL_API(ncclResult_t, ncclMemAlloc, void **ptr, size_t size);
 ncclResult_t ncclMemAlloc(void **ptr, size_t size)
@@ -78,6 +87,7 @@ ncclResult_t ncclMemAlloc(void **ptr, size_t size)
   size_t page = page_bytes();
   size_t rounded;
   struct mem_alloc *a = NULL;
+  struct stat st;
   void *p;
   int fd;
 
@@ -106,6 +116,12 @@ ncclResult_t ncclMemAlloc(void **ptr, size_t size)
     return MC_FAIL(ncclSystemError, "ncclMemAlloc : %zu bytes of shared memory: %s", rounded,
                    strerror(e));
   }
+  if (fstat(fd, &st) != 0) {
+    int e = errno;
+    close(fd);
+    free(a);
+    return MC_FAIL(ncclSystemError, "ncclMemAlloc : fstat of its memfd failed: %s", strerror(e));
+  }
   p = mmap(NULL, rounded, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
   if (p == MAP_FAILED) {
     int e = errno;
@@ -115,6 +131,8 @@ ncclResult_t ncclMemAlloc(void **ptr, size_t size)
                    strerror(e));
   }
   a->base = p;
+  a->ino = (uint64_t)st.st_ino;
+  a->dev = (uint64_t)st.st_dev;
   a->bytes = rounded;
   a->fd = fd;
   pthread_mutex_lock(&mem_lock);
@@ -141,6 +159,8 @@ ncclResult_t ncclMemFree(void *ptr)
     if ((*pp)->base == ptr) {
       found = *pp;
       *pp = found->next;
+      mem_freed[mem_free_gen % MC_MEM_FREED_IDS] = found->id;
+      mem_free_gen++;
       break;
     }
   }
@@ -168,6 +188,8 @@ bool mc_mem_lookup(const void *p, size_t bytes, struct mc_mem_ref *out)
       out->pid = (int)getpid();
       out->fd = a->fd;
       out->id = a->id;
+      out->ino = a->ino;
+      out->dev = a->dev;
       out->alloc_bytes = a->bytes;
       out->offset = (size_t)(c - a->base);
       ok = true;
@@ -176,6 +198,15 @@ bool mc_mem_lookup(const void *p, size_t bytes, struct mc_mem_ref *out)
   }
   pthread_mutex_unlock(&mem_lock);
   return ok;
+}
+
+void mc_mem_frees(uint64_t *gen_out, uint64_t freed_out[MC_MEM_FREED_IDS])
+{
+  pthread_mutex_lock(&mem_lock);
+  *gen_out = mem_free_gen;
+  for (uint64_t k = 0; k < MC_MEM_FREED_IDS; k++)
+    freed_out[k] = (k < mem_free_gen) ? mem_freed[(mem_free_gen - 1 - k) % MC_MEM_FREED_IDS] : 0;
+  pthread_mutex_unlock(&mem_lock);
 }
 
 /* ---------------------------------------------------------- registration */
@@ -346,15 +377,22 @@ ncclResult_t ncclWinGetUserPtr(ncclComm_t comm, ncclWindow_t win, void **outUser
 /* ----------------------------------------------- peers' memory, mapped */
 
 /* Peers' ncclMemAlloc allocations this communicator mapped (read-only),
- * keyed by (pid, allocation id): an allocation its owner freed stays alive
- * while mapped here; past MAPS_MAX the least recently used mapping that the
- * current operation does not use is dropped; all of them with the
- * communicator. */
+ * keyed by (pid, allocation id), so that an operation on the same windows
+ * maps nothing. A mapping keeps its memory alive after the owner frees it,
+ * so what is held is bounded: at most MAPS_MAX mappings and
+ * MESHCCL_SYM_MAP_BYTES bytes (past either, the least recently used
+ * mappings the current operation does not use are dropped; one operation's
+ * own always stay mapped); a mapping of an allocation its owner freed is
+ * dropped at the next symmetric operation with that owner (its message says
+ * what it freed, mc_mem_peer_frees); all of them with the communicator. */
 #define MAPS_MAX 64
 
 struct peer_map {
+  int peer;
   int pid;
   uint64_t id;
+  uint64_t ino;
+  uint64_t dev;
   const char *base;
   size_t bytes;
   uint64_t last_use; /* the tick of the last operation that used it */
@@ -363,9 +401,60 @@ struct peer_map {
 struct mc_mem_peers {
   struct peer_map maps[MAPS_MAX];
   int n;
-  uint64_t tick;    /* operations so far */
-  const char **ptr; /* [2 * n_ranks]: the current operation's inputs, then outputs */
+  size_t held_bytes;  /* sum of maps[].bytes */
+  uint64_t tick;      /* operations so far */
+  uint64_t *seen_gen; /* [n_ranks]: each peer's mc_mem_frees count last heard */
+  const char **ptr;   /* [2 * n_ranks]: the current operation's inputs, then outputs */
 };
+
+static size_t map_bound(void)
+{
+  return (size_t)mc_param_int(MC_P_SYM_MAP_BYTES);
+}
+
+/* Unmaps maps[i] (why: for the log) and moves the last one into its place. */
+static void map_drop(struct ncclComm *comm, int i, const char *why)
+{
+  struct mc_mem_peers *c = comm->mem_peers;
+  struct peer_map *m = &c->maps[i];
+
+  (void)munmap((void *)(uintptr_t)m->base, m->bytes);
+  c->held_bytes -= m->bytes;
+  MC_INFO(MC_SUB_REG,
+          "rank %d unmapped rank %d's ncclMemAlloc allocation %llu (%zu bytes, %s): %d mappings "
+          "of peers' memory hold %zu bytes (MESHCCL_SYM_MAP_BYTES %zu)",
+          comm->rank, m->peer, (unsigned long long)m->id, m->bytes, why, c->n - 1, c->held_bytes,
+          map_bound());
+  *m = c->maps[c->n - 1];
+  c->n--;
+}
+
+/* The least recently used mapping the current operation does not use, or -1. */
+static int map_lru(const struct mc_mem_peers *c)
+{
+  int best = -1;
+
+  for (int i = 0; i < c->n; i++)
+    if ((c->maps[i].last_use < c->tick) &&
+        ((best < 0) || (c->maps[i].last_use < c->maps[best].last_use)))
+      best = i;
+  return best;
+}
+
+/* Drops unused mappings until bytes more fit in the bound (and a slot is
+ * free); false when the operation's own mappings leave no slot. */
+static bool map_make_room(struct ncclComm *comm, size_t bytes)
+{
+  struct mc_mem_peers *c = comm->mem_peers;
+  int i;
+
+  while ((c->n == MAPS_MAX) || (c->held_bytes + bytes > map_bound())) {
+    if ((i = map_lru(c)) < 0)
+      return c->n < MAPS_MAX; /* over the byte bound only by this operation's own */
+    map_drop(comm, i, "least recently used");
+  }
+  return true;
+}
 
 ncclResult_t mc_mem_peers_op(struct ncclComm *comm)
 {
@@ -373,13 +462,16 @@ ncclResult_t mc_mem_peers_op(struct ncclComm *comm)
 
   if (c == NULL) {
     MC_CHECK(mc_calloc(&c, 1));
-    if (mc_calloc(&c->ptr, 2 * (size_t)comm->n_ranks) != ncclSuccess) {
+    if ((mc_calloc(&c->ptr, 2 * (size_t)comm->n_ranks) != ncclSuccess) ||
+        (mc_calloc(&c->seen_gen, (size_t)comm->n_ranks) != ncclSuccess)) {
+      free(c->ptr);
       free(c);
       return ncclSystemError;
     }
     comm->mem_peers = c;
   }
   c->tick++;
+  (void)map_make_room(comm, 0); /* nothing is in use yet: back within the bound */
   return ncclSuccess;
 }
 
@@ -393,41 +485,103 @@ const char **mc_mem_peers_out(struct ncclComm *comm)
   return comm->mem_peers->ptr + comm->n_ranks;
 }
 
-ncclResult_t mc_mem_peer_map(struct ncclComm *comm, int peer, const struct mc_mem_ref *ref,
-                             const char **out)
+size_t mc_mem_peers_held(const struct ncclComm *comm, int *n_out)
+{
+  const struct mc_mem_peers *c = comm->mem_peers;
+
+  *n_out = (c != NULL) ? c->n : 0;
+  return (c != NULL) ? c->held_bytes : 0;
+}
+
+void mc_mem_peer_frees(struct ncclComm *comm, int peer, uint64_t gen,
+                       const uint64_t freed[MC_MEM_FREED_IDS])
 {
   struct mc_mem_peers *c = comm->mem_peers;
-  struct peer_map *m = NULL;
-  bool evict;
-  char path[64];
-  void *p;
-  int fd;
+  uint64_t news = gen - c->seen_gen[peer];
+  int i = 0;
 
-  for (int i = 0; i < c->n; i++) {
-    if ((c->maps[i].pid == ref->pid) && (c->maps[i].id == ref->id)) {
-      c->maps[i].last_use = c->tick;
-      *out = c->maps[i].base + ref->offset;
-      return ncclSuccess;
+  if (gen == c->seen_gen[peer])
+    return;
+  c->seen_gen[peer] = gen;
+  while (i < c->n) {
+    struct peer_map *m = &c->maps[i];
+    bool gone = false;
+    if ((m->peer == peer) && (m->last_use < c->tick)) {
+      gone = (news > MC_MEM_FREED_IDS); /* which ones is not known: all of them */
+      for (uint64_t k = 0; !gone && (k < news); k++)
+        gone = (freed[k] == m->id);
     }
+    if (gone)
+      map_drop(comm, i, (news > MC_MEM_FREED_IDS) ? "its owner freed allocations" : "freed");
+    else
+      i++;
   }
-  evict = (c->n == MAPS_MAX);
-  if (evict) {
-    for (int i = 0; i < c->n; i++)
-      if ((c->maps[i].last_use < c->tick) && ((m == NULL) || (c->maps[i].last_use < m->last_use)))
-        m = &c->maps[i];
-    if (m == NULL)
-      return MC_FAIL(ncclInternalError, "rank %d: one operation maps more than %d allocations",
-                     comm->rank, MAPS_MAX);
-  } else {
-    m = &c->maps[c->n];
-  }
-  snprintf(path, sizeof(path), "/proc/%d/fd/%d", ref->pid, ref->fd);
-  fd = open(path, O_RDONLY | O_CLOEXEC);
+}
+
+/* Opens ref's memfd (of rank peer) through /proc and checks it is the one
+ * ref names, of at least its size: *fd_out. */
+static ncclResult_t peer_open(struct ncclComm *comm, int peer, const struct mc_mem_ref *ref,
+                              const char *path, int *fd_out)
+{
+  struct stat st;
+  int fd = open(path, O_RDONLY | O_CLOEXEC);
+
   if (fd < 0)
     return MC_FAIL(ncclSystemError,
                    "rank %d cannot open rank %d's ncclMemAlloc memory %s: %s (the ranks of a "
                    "host must share one PID namespace and user)",
                    comm->rank, peer, path, strerror(errno));
+  if (fstat(fd, &st) != 0) {
+    int e = errno;
+    close(fd);
+    return MC_FAIL(ncclSystemError, "rank %d: fstat of %s (rank %d's memory) failed: %s",
+                   comm->rank, path, peer, strerror(e));
+  }
+  if (((uint64_t)st.st_ino != ref->ino) || ((uint64_t)st.st_dev != ref->dev) || (st.st_size < 0) ||
+      ((uint64_t)st.st_size < (uint64_t)ref->alloc_bytes)) {
+    close(fd);
+    return MC_FAIL(ncclRemoteError,
+                   "rank %d: %s is not the ncclMemAlloc memory rank %d (pid %d) announced: inode "
+                   "%llu device %llu of %lld bytes where it said inode %llu device %llu of %zu "
+                   "bytes; not mapping it (is rank %d in another PID namespace, or not a "
+                   "meshccl process?)",
+                   comm->rank, path, peer, ref->pid, (unsigned long long)st.st_ino,
+                   (unsigned long long)st.st_dev, (long long)st.st_size,
+                   (unsigned long long)ref->ino, (unsigned long long)ref->dev, ref->alloc_bytes,
+                   peer);
+  }
+  *fd_out = fd;
+  return ncclSuccess;
+}
+
+ncclResult_t mc_mem_peer_map(struct ncclComm *comm, int peer, const struct mc_mem_ref *ref,
+                             const char **out)
+{
+  struct mc_mem_peers *c = comm->mem_peers;
+  struct peer_map *m;
+  char path[64];
+  void *p;
+  int fd = -1;
+
+  for (int i = 0; i < c->n; i++) {
+    m = &c->maps[i];
+    if ((m->pid != ref->pid) || (m->id != ref->id))
+      continue;
+    if ((m->ino == ref->ino) && (m->dev == ref->dev) && (m->bytes == ref->alloc_bytes)) {
+      m->last_use = c->tick;
+      *out = m->base + ref->offset;
+      return ncclSuccess;
+    }
+    map_drop(comm, i, "not what its owner describes now");
+    break;
+  }
+  snprintf(path, sizeof(path), "/proc/%d/fd/%d", ref->pid, ref->fd);
+  MC_CHECK(peer_open(comm, peer, ref, path, &fd));
+  if (!map_make_room(comm, ref->alloc_bytes)) {
+    close(fd);
+    return MC_FAIL(ncclInternalError, "rank %d: one operation maps more than %d allocations",
+                   comm->rank, MAPS_MAX);
+  }
   p = mmap(NULL, ref->alloc_bytes, PROT_READ, MAP_SHARED, fd, 0);
   if (p == MAP_FAILED) {
     int e = errno;
@@ -436,14 +590,20 @@ ncclResult_t mc_mem_peer_map(struct ncclComm *comm, int peer, const struct mc_me
                    ref->alloc_bytes, path, peer, strerror(e));
   }
   close(fd);
-  if (evict)
-    (void)munmap((void *)(uintptr_t)m->base, m->bytes);
-  else
-    c->n++;
-  *m = (struct peer_map){
-      .pid = ref->pid, .id = ref->id, .base = p, .bytes = ref->alloc_bytes, .last_use = c->tick};
-  MC_INFO(MC_SUB_REG, "rank %d mapped rank %d's ncclMemAlloc memory %s (%zu bytes)", comm->rank,
-          peer, path, ref->alloc_bytes);
+  m = &c->maps[c->n++];
+  *m = (struct peer_map){.peer = peer,
+                         .pid = ref->pid,
+                         .id = ref->id,
+                         .ino = ref->ino,
+                         .dev = ref->dev,
+                         .base = p,
+                         .bytes = ref->alloc_bytes,
+                         .last_use = c->tick};
+  c->held_bytes += ref->alloc_bytes;
+  MC_INFO(MC_SUB_REG,
+          "rank %d mapped rank %d's ncclMemAlloc memory %s (%zu bytes): %d mappings of peers' "
+          "memory hold %zu bytes (MESHCCL_SYM_MAP_BYTES %zu)",
+          comm->rank, peer, path, ref->alloc_bytes, c->n, c->held_bytes, map_bound());
   *out = (const char *)p + ref->offset;
   return ncclSuccess;
 }
@@ -456,6 +616,7 @@ static void mem_peers_free(struct ncclComm *comm)
     return;
   for (int i = 0; i < c->n; i++)
     (void)munmap((void *)(uintptr_t)c->maps[i].base, c->maps[i].bytes);
+  free(c->seen_gen);
   free(c->ptr);
   free(c);
   comm->mem_peers = NULL;

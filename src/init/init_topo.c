@@ -469,13 +469,16 @@ static ncclResult_t system_build(struct ncclComm *comm, struct mc_xml *fused,
 
 /* Whether the host's local rank 0 builds the system and computes the paths
  * for every local rank: from MESHCCL_PATHS_SHARE local ranks on, as local
- * rank 0's own setting says (every local rank follows it). */
+ * rank 0's own setting says (every local rank follows it), when every local
+ * rank is in one PID namespace (the others open its memfd as
+ * /proc/<pid>/fd/<fd>). */
 static bool host_shares(const struct ncclComm *comm)
 {
   const struct mc_comm_nodes *nd = &comm->nodes;
   int64_t from = comm->peers[nd->local_rank_to_rank[0]].paths_share;
 
-  return (from != 0) && (nd->local_ranks >= 2) && (nd->local_ranks >= from);
+  return (from != 0) && (nd->local_ranks >= 2) && (nd->local_ranks >= from) &&
+         comm->local_one_pidns;
 }
 
 /* Local rank 0's side of host_topo: its system, exported before its paths,

@@ -12,7 +12,9 @@
  *                   (default) P2P between processes declines and SHM carries
  *                   the connection (measured faster, docs/ARCHITECTURE.md).
  * The kernel may refuse cross-memory attach (Yama ptrace scope, other user):
- * then P2P declines too, with one INFO line.
+ * then P2P declines too, with one INFO line. So does it for a peer in
+ * another PID namespace (containers sharing /dev/shm): its pid names another
+ * process here, or none.
  */
 #include "transport/tp_int.h"
 
@@ -46,7 +48,9 @@ static bool p2p_can_connect(struct mc_tp_comm *tc, const struct mc_tp_select *se
     return false;
   if (sel->same_process)
     return true;
-  if (!mc_param_int(MC_P_P2P_CMA))
+  /* A pid of another PID namespace is some other process here (or none):
+   * never read it. stage_peers said so once (INFO). */
+  if (!mc_param_int(MC_P_P2P_CMA) || !p->same_pidns)
     return false;
   if (!cma_works(p)) {
     if (!tc->cma_warned) {

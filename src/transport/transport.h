@@ -337,6 +337,9 @@ struct mc_tp_peer {
   uint64_t pid_hash;
   uint64_t shm_dev;
   uint64_t canary; /* an address in that process, readable to test process_vm_readv */
+  /* In this rank's PID namespace (both known): only then is pid that
+   * process here, for process_vm_readv. */
+  bool same_pidns;
 };
 
 struct mc_boot;

@@ -8,14 +8,16 @@
 # messages over SHM, NET and CMA connections; the choice in the
 # TUNING log and what turns it off; a rank whose buffers are not in windows
 # (the others are) is a clear mismatch on every rank, not a hang; meshccl-perf
-# -R 2 checks its results. Nothing may be left in /dev/shm.
+# -R 2 checks its results; what peers' mappings hold stays within
+# MESHCCL_SYM_MAP_BYTES and a freed allocation's mapping is dropped. Nothing
+# may be left in /dev/shm.
 # shellcheck shell=bash source=mp_lib.sh
 . "$(dirname "$0")/mp_lib.sh"
 need_progs mp_coll
 
 shm_snapshot
-# Each case allocates new buffers: a peer maps more allocations than its cache
-# keeps (64), so mappings are dropped and made again on the way.
+# Each case allocates new buffers and frees them: a peer drops its mapping of
+# a freed allocation at the next operation with its owner.
 run_case "symmetric, 2 processes (SHM), every type and op, in and out of place" 120 \
   "$RUN" -n 2 "$T/mp_coll" --symmetric 1 --colls allreduce,allgather,reducescatter \
   --sizes 1,7,4099,16385,262147
@@ -82,6 +84,25 @@ done
 expect_grep "meshccl-perf -R 2: no wrong element" "$TMP/perf.out" '^\[0\] # Out of bounds values : 0 OK'
 expect_grep "meshccl-perf -R 2: says what -R 2 does" "$TMP/perf.out" \
   '^\[0\] # -R/--local_register 2: buffers from ncclMemAlloc in NCCL_WIN_COLL_SYMMETRIC windows'
+
+# What peers' mappings hold is bounded (MESHCCL_SYM_MAP_BYTES, 4 MiB here):
+# each case allocates and frees its buffers (up to 1 MiB each, 2 MiB for an
+# all-gather's output); every REG line says what the mappings hold, never
+# more than the bound; the owner's ncclMemFree makes its peer drop its
+# mapping at the next operation.
+MESHCCL_SYM_MAP_BYTES=4194304 NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=REG timeout 120 "$RUN" -n 2 \
+  "$T/mp_coll" --symmetric 1 --colls allreduce,allgather,reducescatter --types float,int8 \
+  --ops sum --sizes 7,65536,262147 >"$TMP/bound.out" 2>&1
+expect_success "MESHCCL_SYM_MAP_BYTES=4194304: 2 processes, windows allocated and freed" "$?" \
+  "$TMP/bound.out"
+held_max=$(grep -oE 'mappings of peers. memory hold [0-9]+ bytes' "$TMP/bound.out" |
+  awk '{ if ($6 > m) m = $6 } END { print m + 0 }')
+expect_le "MESHCCL_SYM_MAP_BYTES=4194304: the mappings never hold more ($held_max bytes)" \
+  "$held_max" 4194304
+expect_grep "MESHCCL_SYM_MAP_BYTES=4194304: it held something (REG lines)" "$TMP/bound.out" \
+  'rank [01] mapped rank [01].s ncclMemAlloc memory .* \([0-9]+ bytes\): [0-9]+ mappings of peers. memory hold [0-9]+ bytes \(MESHCCL_SYM_MAP_BYTES 4194304\)'
+expect_grep "a freed allocation's mapping is dropped at the next operation" "$TMP/bound.out" \
+  "rank [01] unmapped rank [01]'s ncclMemAlloc allocation [0-9]+ \([0-9]+ bytes, freed\)"
 
 expect_eq "nothing left in /dev/shm" "$(shm_orphans | wc -l)" 0
 mp_finish
