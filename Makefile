@@ -147,8 +147,9 @@ fuzz: build-asan
 	done
 
 # The fault matrix (tests/faults/fault_matrix.py, docs/TOOLS.md): kill, stop and link
-# cut at each init stage and mid-collective, 2-16 ranks, P2P, SHM, NET and namespace
-# hosts (those need root); a table of how every survivor reported. About 10 minutes.
+# cut at each init stage and mid-collective, ncclCommAbort from another thread
+# mid-collective, 2-16 ranks, P2P, SHM, NET, namespace hosts and containers (PID
+# namespaces; those two need root); a table of how every survivor reported. About 15 minutes.
 faults: build
 	python3 tests/faults/fault_matrix.py $(BUILD)
 

@@ -8,14 +8,20 @@ its host) at one stage:
 
   fault      kill (SIGKILL), stop (SIGSTOP, kept stopped until the row ends,
              longer than MESHCCL_NET_TIMEOUT), cut (the switch port of the
-             victim's namespace host goes down; namespace hosts only)
+             victim's namespace host goes down; namespace hosts only), abort
+             (mid-coll only: SIGUSR1 makes another thread of the victim call
+             ncclCommAbort while its all-reduces run; the victim must return
+             too, so it counts among the survivors)
   stage      pre-boot (before it registers with the bootstrap root), post-boot
              (bootstrap ring up, before the allgather of peer information),
              connect (transport set-up, between its two rounds), mid-coll
              (every rank has completed an all-reduce)
   transport  P2P, SHM, NET (Socket over loopback), netns (two ranks per
              namespace host on a bridge, one per host at 2 ranks; NET between
-             hosts, P2P inside)
+             hosts, P2P inside), containers (every rank in its own PID
+             namespace, `unshare --pid --fork --mount-proc`, sharing the
+             network and /dev/shm, as Docker's --ipc=host --net=host: the
+             ranks are one host but no pid of a peer means anything; root)
 
 The init stages come from the library's MESHCCL_FAULT_INIT hook (the victim
 kills or stops itself there; for a cut it stops, the port goes down, and it
@@ -56,7 +62,10 @@ TRANSPORT_ENV = {
     "SHM": {"NCCL_P2P_DISABLE": "1"},
     "NET": {"NCCL_P2P_DISABLE": "1", "NCCL_SHM_DISABLE": "1", "NCCL_NET": "Socket"},
     "netns": {"NCCL_NET": "Socket"},
+    "containers": {},
 }
+NEEDS_ROOT = ("netns", "containers")
+UNSHARE = ["unshare", "--pid", "--fork", "--kill-child", "--mount-proc"]
 
 
 def log(msg):
@@ -148,6 +157,18 @@ def orphans(before):
     return out
 
 
+def rank_pid(transport, proc):
+    """The pid of the rank's own process: in a container, unshare's child."""
+    if transport != "containers":
+        return proc.pid
+    try:
+        with open("/proc/%d/task/%d/children" % (proc.pid, proc.pid)) as f:
+            kids = f.read().split()
+        return int(kids[0]) if kids else proc.pid
+    except OSError:
+        return proc.pid
+
+
 def layout(transport, n):
     """Host (1-based) of each rank: None on loopback."""
     if transport != "netns":
@@ -187,6 +208,8 @@ def run_row(build, hosts, fault, stage, n, transport):
                         "LOCAL_RANK": str(mates.index(r)), "LOCAL_WORLD_SIZE": str(len(mates))})
             env.pop("MESHCCL_MESH_IFNAME")  # inside a namespace: its own interfaces only
             cmd = ["ip", "netns", "exec", hosts.ns[where[r] - 1]] + cmd
+        if transport == "containers":
+            cmd = UNSHARE + cmd
         if (r == victim) and (stage in STAGE_HOOK):
             action = "kill" if fault == "kill" else "stop"
             env["MESHCCL_FAULT_INIT"] = "%s:%s" % (STAGE_HOOK[stage], action)
@@ -210,7 +233,7 @@ def run_row(build, hosts, fault, stage, n, transport):
         while (t_fault is None) and (time.time() < deadline):
             reap()
             if stage in STAGE_HOOK:
-                st = proc_state(procs[victim].pid)
+                st = proc_state(rank_pid(transport, procs[victim]))
                 if (fault == "kill") and (exit_at[victim] is not None):
                     t_fault = exit_at[victim]
                 elif (fault != "kill") and (st == "T"):
@@ -218,7 +241,7 @@ def run_row(build, hosts, fault, stage, n, transport):
                     if fault == "cut":
                         cut_host = where[victim]
                         hosts.port(cut_host, False)
-                        os.kill(procs[victim].pid, signal.SIGCONT)
+                        os.kill(rank_pid(transport, procs[victim]), signal.SIGCONT)
                 elif exit_at[victim] is not None:
                     break  # it never reached the stage
             else:
@@ -233,12 +256,13 @@ def run_row(build, hosts, fault, stage, n, transport):
                         cut_host = where[victim]
                         hosts.port(cut_host, False)
                     else:
-                        os.kill(procs[victim].pid,
-                                signal.SIGKILL if fault == "kill" else signal.SIGSTOP)
+                        sig = {"kill": signal.SIGKILL, "stop": signal.SIGSTOP,
+                               "abort": signal.SIGUSR1}[fault]
+                        os.kill(rank_pid(transport, procs[victim]), sig)
                 elif any(e is not None for e in exit_at):
                     break
             time.sleep(0.01)
-        survivors = [r for r in range(n) if (fault == "cut") or (r != victim)]
+        survivors = [r for r in range(n) if (fault in ("cut", "abort")) or (r != victim)]
         if t_fault is not None:
             deadline = t_fault + REPORT_LIMIT_S
             while time.time() < deadline:
@@ -271,9 +295,12 @@ def run_row(build, hosts, fault, stage, n, transport):
         return {"time": "-", "said": "fault not injected: " + first_line(texts, range(n)),
                 "hang": "n/a", "shm": len(left)}
     times = [exit_at[r] - t_fault for r in survivors if exit_at[r] is not None]
-    return {"time": "%.1f s" % max(times) if times else "-",
-            "said": first_line(texts, survivors), "hang": "yes" if hang else "no",
-            "shm": len(left)}
+    peers = [r for r in survivors if r != victim]  # what the victim's peers said
+    said = first_line(texts, peers if fault == "abort" else survivors)
+    if fault == "abort":
+        said += " / victim: " + first_line(texts, [victim])
+    return {"time": "%.1f s" % max(times) if times else "-", "said": said,
+            "hang": "yes" if hang else "no", "shm": len(left)}
 
 
 def first_line(texts, ranks):
@@ -293,13 +320,14 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("build")
     ap.add_argument("--ranks", default="2,4,8,16")
-    ap.add_argument("--transports", default="P2P,SHM,NET,netns")
-    ap.add_argument("--faults", default="kill,stop,cut")
+    ap.add_argument("--transports", default="P2P,SHM,NET,netns,containers")
+    ap.add_argument("--faults", default="kill,stop,cut,abort")
     ap.add_argument("--stages", default="pre-boot,post-boot,connect,mid-coll")
     ap.add_argument("--quick", action="store_true",
                     help="the rows of tests/mp/test_fault_matrix.sh (make test): a kill mid-coll "
                     "on P2P, a kill at connect on SHM, a stop mid-coll on SHM and NET, a stop "
-                    "post-boot on P2P")
+                    "post-boot on P2P, an abort mid-coll on SHM and NET, a kill mid-coll in "
+                    "containers")
     a = ap.parse_args()
     if not os.access(os.path.join(a.build, "tests", "mp_net_timeout"), os.X_OK):
         sys.exit("fault_matrix: %s/tests/mp_net_timeout not built" % a.build)
@@ -307,23 +335,28 @@ def main():
     if a.quick:
         rows = [("kill", "mid-coll", 4, "P2P"), ("kill", "connect", 4, "SHM"),
                 ("stop", "mid-coll", 2, "SHM"), ("stop", "mid-coll", 2, "NET"),
-                ("stop", "post-boot", 2, "P2P")]
+                ("stop", "post-boot", 2, "P2P"), ("abort", "mid-coll", 4, "SHM"),
+                ("abort", "mid-coll", 2, "NET"), ("kill", "mid-coll", 2, "containers")]
     else:
         for t in a.transports.split(","):
             for fault in a.faults.split(","):
                 if (fault == "cut") and (t != "netns"):
                     continue  # a link cut needs namespace hosts
                 for stage in a.stages.split(","):
+                    if (fault == "abort") and (stage != "mid-coll"):
+                        continue  # an abort needs a communicator
                     for n in [int(x) for x in a.ranks.split(",")]:
                         rows.append((fault, stage, n, t))
-    need_ns = any(r[3] == "netns" for r in rows)
     hosts = None
-    if need_ns:
-        if os.geteuid() != 0:
-            log("fault_matrix: namespace rows need root: skipped")
-            rows = [r for r in rows if r[3] != "netns"]
-        else:
-            hosts = Hosts(max(max(layout("netns", r[2])) for r in rows if r[3] == "netns"))
+    if any(r[3] in NEEDS_ROOT for r in rows) and (os.geteuid() != 0):
+        log("fault_matrix: namespace and container rows need root: skipped")
+        rows = [r for r in rows if r[3] not in NEEDS_ROOT]
+    if any(r[3] == "containers" for r in rows) and (subprocess.run(
+            UNSHARE + ["true"], capture_output=True, timeout=20).returncode != 0):
+        log("fault_matrix: unshare --pid is refused here: container rows skipped")
+        rows = [r for r in rows if r[3] != "containers"]
+    if any(r[3] == "netns" for r in rows):
+        hosts = Hosts(max(max(layout("netns", r[2])) for r in rows if r[3] == "netns"))
     for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
         signal.signal(sig, lambda s, f: sys.exit(128 + s))
     head = "| fault | stage | ranks | transport | survivors reported (max) | first error | hang | /dev/shm left |"

@@ -19,8 +19,16 @@
  *      ncclCommGetAsyncError and the next call report the same code:
  *      "rank R: <code> after I all-reduces (S s) (async A, again A): <last error>"
  *   4  init failed: "rank R: init failed: <code>: <last error>"
+ *   5  SIGUSR1 made another thread of this rank call ncclCommAbort while the
+ *      all-reduces ran (the fault matrix's "abort"): the all-reduce then
+ *      running, or the next, failed, and a call after the abort returned
+ *      ncclInvalidArgument (a freed communicator is never touched):
+ *      "rank R: aborted by another thread after I all-reduces (S s): <code>"
  *   1  anything else (wrong result, inconsistent codes, no failure in time)
  */
+#include <pthread.h>
+#include <semaphore.h>
+#include <signal.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -80,8 +88,33 @@ static ncclResult_t go_on(ncclComm_t comm, int rank, double t0, double secs, int
   return res;
 }
 
+/* The "abort" fault: SIGUSR1 wakes a thread that aborts the communicator. */
+static sem_t g_abort_sem;
+static ncclComm_t g_comm;
+static volatile int g_aborted; /* atomic: the thread called ncclCommAbort */
+static volatile int g_quit;    /* atomic: main is done, the thread ends */
+
+static void on_usr1(int sig)
+{
+  (void)sig;
+  sem_post(&g_abort_sem); /* async-signal-safe */
+}
+
+static void *abort_thread(void *arg)
+{
+  (void)arg;
+  while (sem_wait(&g_abort_sem) != 0) {
+  }
+  if (__atomic_load_n(&g_quit, __ATOMIC_ACQUIRE))
+    return NULL;
+  __atomic_store_n(&g_aborted, 1, __ATOMIC_RELEASE);
+  ncclCommAbort(g_comm);
+  return NULL;
+}
+
 int main(int argc, char **argv)
 {
+  pthread_t aborter;
   ncclComm_t comm = NULL;
   ncclResult_t res, async = ncclSuccess, again;
   int rank = -1, n_ranks = 0, wrong = 0, late_rank = -1, late_ms = 0;
@@ -117,6 +150,11 @@ int main(int argc, char **argv)
   }
   ncclCommUserRank(comm, &rank);
   ncclCommCount(comm, &n_ranks);
+  g_comm = comm;
+  if ((sem_init(&g_abort_sem, 0, 0) != 0) ||
+      (pthread_create(&aborter, NULL, abort_thread, NULL) != 0) ||
+      (signal(SIGUSR1, on_usr1) == SIG_ERR))
+    return 1;
   buf = malloc(((count > 0) ? count : 1) * sizeof(float));
   if (buf == NULL)
     return 1;
@@ -134,6 +172,17 @@ int main(int argc, char **argv)
     if ((res == ncclSuccess) && (secs > 0) && ((done % AGREE_EVERY) == 0))
       res = go_on(comm, rank, t0, secs, &go);
   }
+  if (__atomic_load_n(&g_aborted, __ATOMIC_ACQUIRE)) {
+    pthread_join(aborter, NULL);
+    again = ncclAllReduce(buf, buf, count, ncclFloat, ncclSum, comm, NULL);
+    printf("rank %d: aborted by another thread after %ld all-reduces (%.2f s): %s, then %s\n", rank,
+           done, now() - t0, ncclGetErrorString(res), ncclGetErrorString(again));
+    free(buf);
+    return ((res != ncclSuccess) && (again == ncclInvalidArgument)) ? 5 : 1;
+  }
+  __atomic_store_n(&g_quit, 1, __ATOMIC_RELEASE);
+  sem_post(&g_abort_sem);
+  pthread_join(aborter, NULL);
   if (wrong) {
     printf("rank %d: wrong result after %ld all-reduces\n", rank, done);
     ncclCommAbort(comm);
