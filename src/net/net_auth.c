@@ -6,6 +6,8 @@
  */
 #include "net_auth.h"
 
+#include "core/byteorder.h"
+
 #include <string.h>
 
 const struct mc_net_auth_domain mc_net_auth_socket = {
@@ -17,35 +19,13 @@ const struct mc_net_auth_domain mc_net_auth_socket = {
     .key_label = "meshccl socket key",
 };
 
-static void put32(uint8_t *p, uint32_t v)
-{
-  for (int i = 0; i < 4; i++)
-    p[i] = (uint8_t)(v >> (24 - 8 * i));
-}
-
-static void put64(uint8_t *p, uint64_t v)
-{
-  put32(p, (uint32_t)(v >> 32));
-  put32(p + 4, (uint32_t)v);
-}
-
-static uint32_t get32(const uint8_t *p)
-{
-  return ((uint32_t)p[0] << 24) | ((uint32_t)p[1] << 16) | ((uint32_t)p[2] << 8) | p[3];
-}
-
-static uint64_t get64(const uint8_t *p)
-{
-  return ((uint64_t)get32(p) << 32) | get32(p + 4);
-}
-
 void mc_net_auth_key(const struct mc_net_auth_domain *d, const void *secret, size_t secret_bytes,
                      uint64_t comm_id, uint8_t key_out[MC_SHA256_BYTES])
 {
   struct mc_hmac_sha256 h;
   uint8_t id[8];
 
-  put64(id, comm_id);
+  mc_be_put64(id, comm_id);
   if (secret == NULL)
     secret_bytes = 0;
   mc_hmac_sha256_init(&h, (secret != NULL) ? secret : "", secret_bytes);
@@ -59,7 +39,7 @@ void mc_net_auth_challenge_encode(const struct mc_net_auth_domain *d,
                                   const uint8_t nonce_a[MC_NET_AUTH_NONCE_BYTES], uint8_t *buf)
 {
   memset(buf, 0, MC_NET_AUTH_CHALLENGE_BYTES);
-  put32(buf, d->magic_challenge);
+  mc_be_put32(buf, d->magic_challenge);
   buf[4] = d->version;
   memcpy(buf + 8, nonce_a, MC_NET_AUTH_NONCE_BYTES);
 }
@@ -67,7 +47,7 @@ void mc_net_auth_challenge_encode(const struct mc_net_auth_domain *d,
 bool mc_net_auth_challenge_decode(const struct mc_net_auth_domain *d, const uint8_t *buf,
                                   uint8_t nonce_a_out[MC_NET_AUTH_NONCE_BYTES])
 {
-  if ((get32(buf) != d->magic_challenge) || (buf[4] != d->version))
+  if ((mc_be_get32(buf) != d->magic_challenge) || (buf[4] != d->version))
     return false;
   memcpy(nonce_a_out, buf + 8, MC_NET_AUTH_NONCE_BYTES);
   return true;
@@ -77,13 +57,13 @@ void mc_net_auth_response_encode(const struct mc_net_auth_domain *d,
                                  const struct mc_net_auth_response *r, uint8_t *buf)
 {
   memset(buf, 0, MC_NET_AUTH_RESPONSE_BYTES);
-  put32(buf, d->magic_response);
+  mc_be_put32(buf, d->magic_response);
   buf[4] = d->version;
-  put64(buf + 8, r->listen_id);
-  put64(buf + 16, r->conn_id);
-  put64(buf + 24, r->host_hash);
-  put32(buf + 32, r->index);
-  put32(buf + 36, r->n_socks);
+  mc_be_put64(buf + 8, r->listen_id);
+  mc_be_put64(buf + 16, r->conn_id);
+  mc_be_put64(buf + 24, r->host_hash);
+  mc_be_put32(buf + 32, r->index);
+  mc_be_put32(buf + 36, r->n_socks);
   memcpy(buf + 40, r->nonce_c, MC_NET_AUTH_NONCE_BYTES);
   memcpy(buf + 56, r->mac, MC_SHA256_BYTES);
 }
@@ -91,13 +71,13 @@ void mc_net_auth_response_encode(const struct mc_net_auth_domain *d,
 bool mc_net_auth_response_decode(const struct mc_net_auth_domain *d, const uint8_t *buf,
                                  struct mc_net_auth_response *r_out)
 {
-  if ((get32(buf) != d->magic_response) || (buf[4] != d->version))
+  if ((mc_be_get32(buf) != d->magic_response) || (buf[4] != d->version))
     return false;
-  r_out->listen_id = get64(buf + 8);
-  r_out->conn_id = get64(buf + 16);
-  r_out->host_hash = get64(buf + 24);
-  r_out->index = get32(buf + 32);
-  r_out->n_socks = get32(buf + 36);
+  r_out->listen_id = mc_be_get64(buf + 8);
+  r_out->conn_id = mc_be_get64(buf + 16);
+  r_out->host_hash = mc_be_get64(buf + 24);
+  r_out->index = mc_be_get32(buf + 32);
+  r_out->n_socks = mc_be_get32(buf + 36);
   memcpy(r_out->nonce_c, buf + 40, MC_NET_AUTH_NONCE_BYTES);
   memcpy(r_out->mac, buf + 56, MC_SHA256_BYTES);
   return true;
@@ -107,14 +87,14 @@ void mc_net_auth_confirm_encode(const struct mc_net_auth_domain *d,
                                 const uint8_t mac[MC_SHA256_BYTES], uint8_t *buf)
 {
   memset(buf, 0, MC_NET_AUTH_CONFIRM_BYTES);
-  put32(buf, d->magic_confirm);
+  mc_be_put32(buf, d->magic_confirm);
   memcpy(buf + 8, mac, MC_SHA256_BYTES);
 }
 
 bool mc_net_auth_confirm_decode(const struct mc_net_auth_domain *d, const uint8_t *buf,
                                 uint8_t mac_out[MC_SHA256_BYTES])
 {
-  if (get32(buf) != d->magic_confirm)
+  if (mc_be_get32(buf) != d->magic_confirm)
     return false;
   memcpy(mac_out, buf + 8, MC_SHA256_BYTES);
   return true;
@@ -127,11 +107,11 @@ void mc_net_auth_mac(const struct mc_net_auth_domain *d, const uint8_t key[MC_SH
   struct mc_hmac_sha256 h;
   uint8_t fields[32];
 
-  put64(fields, r->listen_id);
-  put64(fields + 8, r->conn_id);
-  put64(fields + 16, r->host_hash);
-  put32(fields + 24, r->index);
-  put32(fields + 28, r->n_socks);
+  mc_be_put64(fields, r->listen_id);
+  mc_be_put64(fields + 8, r->conn_id);
+  mc_be_put64(fields + 16, r->host_hash);
+  mc_be_put32(fields + 24, r->index);
+  mc_be_put32(fields + 28, r->n_socks);
   mc_hmac_sha256_init(&h, key, MC_SHA256_BYTES);
   mc_hmac_sha256_update(&h, d->mac_label, sizeof(d->mac_label));
   mc_hmac_sha256_update(&h, &role, 1);

@@ -34,6 +34,7 @@
 #include "mesh_int.h"
 
 #include "check.h"
+#include "core/byteorder.h"
 #include "log.h"
 #include "params.h"
 
@@ -77,41 +78,6 @@ struct mc_net_mesh_disc {
   bool nic_no_carrier[MC_NET_MESH_MAX_NICS];
 };
 
-/* ---------- byte order ---------- */
-
-static void put16(uint8_t *p, uint32_t v)
-{
-  p[0] = (uint8_t)(v >> 8);
-  p[1] = (uint8_t)v;
-}
-
-static void put32(uint8_t *p, uint32_t v)
-{
-  for (int i = 0; i < 4; i++)
-    p[i] = (uint8_t)(v >> (24 - 8 * i));
-}
-
-static void put64(uint8_t *p, uint64_t v)
-{
-  put32(p, (uint32_t)(v >> 32));
-  put32(p + 4, (uint32_t)v);
-}
-
-static uint32_t get16(const uint8_t *p)
-{
-  return ((uint32_t)p[0] << 8) | p[1];
-}
-
-static uint32_t get32(const uint8_t *p)
-{
-  return ((uint32_t)p[0] << 24) | ((uint32_t)p[1] << 16) | ((uint32_t)p[2] << 8) | p[3];
-}
-
-static uint64_t get64(const uint8_t *p)
-{
-  return ((uint64_t)get32(p) << 32) | get32(p + 4);
-}
-
 /* ---------- codec ---------- */
 
 static size_t rec_bytes(const struct mc_net_mesh_rec *r)
@@ -129,9 +95,9 @@ static size_t rec_encode(const struct mc_net_mesh_rec *r, uint8_t *p)
   size_t name_len = strnlen(r->name, MC_MESH_HOST_NAME_BYTES - 1);
   size_t off;
 
-  put64(p, r->host_hash);
-  put64(p + 8, r->ctx_id);
-  put64(p + 16, r->version);
+  mc_be_put64(p, r->host_hash);
+  mc_be_put64(p + 8, r->ctx_id);
+  mc_be_put64(p + 16, r->version);
   p[24] = (uint8_t)name_len;
   p[25] = (uint8_t)r->n_addrs;
   memcpy(p + 26, r->name, name_len);
@@ -144,8 +110,8 @@ static size_t rec_encode(const struct mc_net_mesh_rec *r, uint8_t *p)
     p[off] = is4 ? 4 : 6;
     p[off + 1] = (uint8_t)a->prefix_len;
     p[off + 2] = (uint8_t)a->lane;
-    put16(p + off + 3, (uint32_t)mc_sockaddr_port(&a->addr));
-    put32(p + off + 5, (uint32_t)((a->speed_mbps > 0) ? a->speed_mbps : 0));
+    mc_be_put16(p + off + 3, (uint32_t)mc_sockaddr_port(&a->addr));
+    mc_be_put32(p + off + 5, (uint32_t)((a->speed_mbps > 0) ? a->speed_mbps : 0));
     p[off + 9] = (uint8_t)if_len;
     memcpy(p + off + 10, a->if_name, if_len);
     off += 10 + if_len;
@@ -166,9 +132,9 @@ static size_t rec_decode(const uint8_t *p, size_t avail, struct mc_net_mesh_rec 
   if (avail < 26)
     return 0;
   memset(r, 0, sizeof(*r));
-  r->host_hash = get64(p);
-  r->ctx_id = get64(p + 8);
-  r->version = get64(p + 16);
+  r->host_hash = mc_be_get64(p);
+  r->ctx_id = mc_be_get64(p + 8);
+  r->version = mc_be_get64(p + 16);
   if ((p[24] >= MC_MESH_HOST_NAME_BYTES) || (p[25] > MC_MESH_MAX_ADDRS) || (26u + p[24] > avail))
     return 0;
   memcpy(r->name, p + 26, p[24]);
@@ -188,7 +154,7 @@ static size_t rec_decode(const uint8_t *p, size_t avail, struct mc_net_mesh_rec 
       return 0;
     a->prefix_len = p[off + 1];
     a->lane = (enum mc_net_mesh_lane)p[off + 2];
-    a->speed_mbps = (int)(get32(p + off + 5) & 0x7fffffffu);
+    a->speed_mbps = (int)(mc_be_get32(p + off + 5) & 0x7fffffffu);
     memcpy(a->if_name, p + off + 10, p[off + 9]);
     if (p[off] == 4) {
       a->addr.sin.sin_family = AF_INET;
@@ -197,7 +163,7 @@ static size_t rec_decode(const uint8_t *p, size_t avail, struct mc_net_mesh_rec 
       a->addr.sin6.sin6_family = AF_INET6;
       memcpy(a->addr.sin6.sin6_addr.s6_addr, p + off + 10 + p[off + 9], 16);
     }
-    mc_sockaddr_set_port(&a->addr, (int)get16(p + off + 3));
+    mc_sockaddr_set_port(&a->addr, (int)mc_be_get16(p + off + 3));
     off += 10 + p[off + 9] + alen;
   }
   return off;
@@ -220,12 +186,12 @@ size_t mc_net_mesh_disc_encode(const uint8_t key[MC_SHA256_BYTES], uint64_t send
   *n_taken_out = n;
   if (n == 0)
     return 0;
-  put32(buf, MC_NET_MESH_DISC_MAGIC);
+  mc_be_put32(buf, MC_NET_MESH_DISC_MAGIC);
   buf[4] = MC_NET_MESH_DISC_VERSION;
   buf[5] = (uint8_t)n;
   buf[6] = buf[7] = 0;
-  put64(buf + 8, sender_host);
-  put64(buf + 16, sender_ctx);
+  mc_be_put64(buf + 8, sender_host);
+  mc_be_put64(buf + 16, sender_ctx);
   mc_hmac_sha256(key, MC_SHA256_BYTES, buf, off, buf + off);
   return off + MC_SHA256_BYTES;
 }
@@ -244,7 +210,7 @@ enum mc_net_mesh_disc_err mc_net_mesh_disc_decode(const uint8_t *buf, size_t byt
     return MC_NET_MESH_DISC_OVERSIZED;
   if (bytes < 4)
     return MC_NET_MESH_DISC_SHORT;
-  if (get32(buf) != MC_NET_MESH_DISC_MAGIC)
+  if (mc_be_get32(buf) != MC_NET_MESH_DISC_MAGIC)
     return MC_NET_MESH_DISC_MAGIC_BAD;
   if (bytes < MC_NET_MESH_DISC_HDR_BYTES + MC_SHA256_BYTES)
     return MC_NET_MESH_DISC_SHORT;
@@ -266,7 +232,7 @@ enum mc_net_mesh_disc_err mc_net_mesh_disc_decode(const uint8_t *buf, size_t byt
   }
   if (off != end)
     return MC_NET_MESH_DISC_MALFORMED;
-  *sender_ctx_out = get64(buf + 16);
+  *sender_ctx_out = mc_be_get64(buf + 16);
   *n_recs_out = n;
   return MC_NET_MESH_DISC_OK;
 }
@@ -733,11 +699,11 @@ static void recv_one(struct mc_net_mesh_ctx *ctx, int fd, uint64_t now, bool *ag
   if (sender == ctx->ctx_id)
     return; /* our own broadcast, looped back */
   __atomic_add_fetch(&ctx->stats.n_disc_received, 1, __ATOMIC_RELAXED);
-  if (get64(buf + 8) != ctx->host_hash) {
+  if (mc_be_get64(buf + 8) != ctx->host_hash) {
     int nic = nic_of_ifindex(ctx, if_index);
 
     d->nic_heard_ns[nic] = now;
-    d->nic_peer_host[nic] = get64(buf + 8);
+    d->nic_peer_host[nic] = mc_be_get64(buf + 8);
   }
   for (int i = 0; i < n_recs; i++) {
     enum mc_net_mesh_update u;

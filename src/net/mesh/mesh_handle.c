@@ -18,6 +18,7 @@
 #include "net/net_socket_int.h"
 
 #include "check.h"
+#include "core/byteorder.h"
 #include "log.h"
 
 #include <arpa/inet.h>
@@ -37,28 +38,6 @@ _Static_assert(MC_NET_MESH_HDR_BYTES + MC_NET_MESH_MAX_ADDRS * MC_NET_MESH_ENTRY
                    MC_NET_HANDLE_BYTES,
                "the mesh handle must fit NCCL's 128 bytes");
 _Static_assert(MC_NET_MESH_MAX_ADDRS <= 255, "n_addrs is one byte");
-
-static void put32(uint8_t *p, uint32_t v)
-{
-  for (int i = 0; i < 4; i++)
-    p[i] = (uint8_t)(v >> (24 - 8 * i));
-}
-
-static void put64(uint8_t *p, uint64_t v)
-{
-  put32(p, (uint32_t)(v >> 32));
-  put32(p + 4, (uint32_t)v);
-}
-
-static uint32_t get32(const uint8_t *p)
-{
-  return ((uint32_t)p[0] << 24) | ((uint32_t)p[1] << 16) | ((uint32_t)p[2] << 8) | p[3];
-}
-
-static uint64_t get64(const uint8_t *p)
-{
-  return ((uint64_t)get32(p) << 32) | get32(p + 4);
-}
 
 static size_t entry_bytes(const union mc_sockaddr *a)
 {
@@ -100,15 +79,15 @@ ncclResult_t mc_net_mesh_handle_encode(const struct mc_net_mesh_handle *h, void 
     return MC_FAIL(ncclInternalError, "NET/Mesh: %d sockets and %d threads do not fit the handle",
                    h->n_socks, h->n_threads);
   memset(p, 0, MC_NET_HANDLE_BYTES);
-  put32(p, MC_NET_MESH_MAGIC);
+  mc_be_put32(p, MC_NET_MESH_MAGIC);
   p[4] = MC_NET_MESH_VERSION;
   p[5] = (uint8_t)h->n_addrs;
   p[6] = (uint8_t)h->n_socks;
   p[7] = (uint8_t)h->n_threads;
-  put64(p + 8, h->host_hash);
-  put64(p + 16, h->listen_id);
-  put32(p + 24, h->inline_bytes);
-  put32(p + 28, h->min_task_bytes);
+  mc_be_put64(p + 8, h->host_hash);
+  mc_be_put64(p + 16, h->listen_id);
+  mc_be_put32(p + 24, h->inline_bytes);
+  mc_be_put32(p + 28, h->min_task_bytes);
   for (int i = 0; i < h->n_addrs; i++) {
     const struct mc_net_mesh_addr *a = &h->addrs[i];
     int port = mc_sockaddr_port(&a->addr);
@@ -133,11 +112,11 @@ ncclResult_t mc_net_mesh_handle_decode(const void *buf, struct mc_net_mesh_handl
   struct mc_net_mesh_handle h;
   size_t off = MC_NET_MESH_HDR_BYTES;
 
-  if (get32(p) != MC_NET_MESH_MAGIC)
+  if (mc_be_get32(p) != MC_NET_MESH_MAGIC)
     return MC_FAIL(ncclInvalidArgument,
                    "NET/Mesh: connect: the handle is not a Mesh handle (magic 0x%08x, expected "
                    "0x%08x); do all ranks use NCCL_NET=Mesh?",
-                   get32(p), MC_NET_MESH_MAGIC);
+                   mc_be_get32(p), MC_NET_MESH_MAGIC);
   if (p[4] != MC_NET_MESH_VERSION)
     return MC_FAIL(ncclInvalidArgument,
                    "NET/Mesh: connect: the handle has version %u, this library speaks %u (mixed "
@@ -147,10 +126,10 @@ ncclResult_t mc_net_mesh_handle_decode(const void *buf, struct mc_net_mesh_handl
   h.n_addrs = p[5];
   h.n_socks = p[6];
   h.n_threads = p[7];
-  h.host_hash = get64(p + 8);
-  h.listen_id = get64(p + 16);
-  h.inline_bytes = get32(p + 24);
-  h.min_task_bytes = get32(p + 28);
+  h.host_hash = mc_be_get64(p + 8);
+  h.listen_id = mc_be_get64(p + 16);
+  h.inline_bytes = mc_be_get32(p + 24);
+  h.min_task_bytes = mc_be_get32(p + 28);
   if ((h.n_addrs == 0) || (h.n_addrs > MC_NET_MESH_MAX_ADDRS) || (h.min_task_bytes == 0))
     return MC_FAIL(ncclInvalidArgument,
                    "NET/Mesh: connect: corrupt handle (%d addresses, min task %u bytes)", h.n_addrs,
@@ -241,18 +220,18 @@ void mc_net_mesh_relay_req_encode(const struct mc_net_mesh_relay_req *r,
                                   const uint8_t nonce[MC_NET_MESH_NONCE_BYTES], uint8_t *buf)
 {
   memset(buf, 0, MC_NET_MESH_RELAY_REQ_BYTES);
-  put32(buf, MC_NET_MESH_RELAY_MAGIC);
+  mc_be_put32(buf, MC_NET_MESH_RELAY_MAGIC);
   buf[4] = MC_NET_MESH_VERSION;
   buf[5] = (uint8_t)r->hops_left;
-  put64(buf + 8, r->conn_id);
-  put64(buf + 16, r->origin_host);
+  mc_be_put64(buf + 8, r->conn_id);
+  mc_be_put64(buf + 16, r->origin_host);
   memcpy(buf + MC_NET_MESH_RELAY_HDR_BYTES, r->handle, MC_NET_HANDLE_BYTES);
   relay_mac(key, nonce, buf, buf + MC_NET_MESH_RELAY_REQ_BYTES - MC_SHA256_BYTES);
 }
 
 bool mc_net_mesh_relay_req_is_one(const uint8_t *buf, size_t bytes)
 {
-  return (bytes >= 4) && (get32(buf) == MC_NET_MESH_RELAY_MAGIC);
+  return (bytes >= 4) && (mc_be_get32(buf) == MC_NET_MESH_RELAY_MAGIC);
 }
 
 enum mc_net_mesh_refusal mc_net_mesh_relay_req_decode(const uint8_t *buf,
@@ -262,17 +241,17 @@ enum mc_net_mesh_refusal mc_net_mesh_relay_req_decode(const uint8_t *buf,
 {
   uint8_t mac[MC_SHA256_BYTES];
 
-  if ((get32(buf) != MC_NET_MESH_RELAY_MAGIC) || (buf[4] != MC_NET_MESH_VERSION) ||
+  if ((mc_be_get32(buf) != MC_NET_MESH_RELAY_MAGIC) || (buf[4] != MC_NET_MESH_VERSION) ||
       (buf[5] > MC_NET_MESH_MAX_HOPS))
     return MC_NET_MESH_REFUSE_MALFORMED;
   relay_mac(key, nonce, buf, mac);
   if (!mc_crypto_equal(mac, buf + MC_NET_MESH_RELAY_REQ_BYTES - MC_SHA256_BYTES, sizeof(mac)))
     return MC_NET_MESH_REFUSE_BAD_MAC;
-  if (get32(buf + MC_NET_MESH_RELAY_HDR_BYTES) != MC_NET_MESH_MAGIC)
+  if (mc_be_get32(buf + MC_NET_MESH_RELAY_HDR_BYTES) != MC_NET_MESH_MAGIC)
     return MC_NET_MESH_REFUSE_MALFORMED;
   r_out->hops_left = buf[5];
-  r_out->conn_id = get64(buf + 8);
-  r_out->origin_host = get64(buf + 16);
+  r_out->conn_id = mc_be_get64(buf + 8);
+  r_out->origin_host = mc_be_get64(buf + 16);
   memcpy(r_out->handle, buf + MC_NET_MESH_RELAY_HDR_BYTES, MC_NET_HANDLE_BYTES);
   return MC_NET_MESH_REFUSE_NONE;
 }
@@ -280,17 +259,17 @@ enum mc_net_mesh_refusal mc_net_mesh_relay_req_decode(const uint8_t *buf,
 void mc_net_mesh_refusal_encode(enum mc_net_mesh_refusal reason, uint64_t relay_host, uint8_t *buf)
 {
   memset(buf, 0, MC_NET_MESH_REFUSAL_BYTES);
-  put32(buf, MC_NET_MESH_REFUSAL_MAGIC);
+  mc_be_put32(buf, MC_NET_MESH_REFUSAL_MAGIC);
   buf[4] = MC_NET_MESH_VERSION;
   buf[5] = (uint8_t)reason;
-  put64(buf + 8, relay_host);
+  mc_be_put64(buf + 8, relay_host);
 }
 
 bool mc_net_mesh_refusal_decode(const uint8_t *buf, int *reason_out, uint64_t *relay_host_out)
 {
-  if ((get32(buf) != MC_NET_MESH_REFUSAL_MAGIC) || (buf[4] != MC_NET_MESH_VERSION))
+  if ((mc_be_get32(buf) != MC_NET_MESH_REFUSAL_MAGIC) || (buf[4] != MC_NET_MESH_VERSION))
     return false;
   *reason_out = buf[5];
-  *relay_host_out = get64(buf + 8);
+  *relay_host_out = mc_be_get64(buf + 8);
   return true;
 }
