@@ -8,7 +8,9 @@
 
 #include "core/byteorder.h"
 
+#include <errno.h>
 #include <string.h>
+#include <sys/socket.h>
 
 const struct mc_net_auth_domain mc_net_auth_socket = {
     .magic_challenge = 0x53434b43u, /* "SCKC" */
@@ -119,4 +121,22 @@ void mc_net_auth_mac(const struct mc_net_auth_domain *d, const uint8_t key[MC_SH
   mc_hmac_sha256_update(&h, r->nonce_c, MC_NET_AUTH_NONCE_BYTES);
   mc_hmac_sha256_update(&h, fields, sizeof(fields));
   mc_hmac_sha256_final(&h, mac_out);
+}
+
+int mc_net_auth_io(int fd, bool is_send, uint8_t *buf, size_t bytes, size_t *done)
+{
+  while (*done < bytes) {
+    ssize_t n = is_send ? send(fd, buf + *done, bytes - *done, MSG_DONTWAIT | MSG_NOSIGNAL)
+                        : recv(fd, buf + *done, bytes - *done, MSG_DONTWAIT);
+    if (n > 0) {
+      *done += (size_t)n;
+      continue;
+    }
+    if ((n < 0) && ((errno == EAGAIN) || (errno == EWOULDBLOCK) || (errno == EINTR)))
+      return 0;
+    if (n == 0)
+      errno = 0;
+    return -1;
+  }
+  return 1;
 }

@@ -86,6 +86,13 @@ void mc_net_auth_confirm_encode(const struct mc_net_auth_domain *d,
 bool mc_net_auth_confirm_decode(const struct mc_net_auth_domain *d, const uint8_t *buf,
                                 uint8_t mac_out[MC_SHA256_BYTES]);
 
+/* Moves the rest of one handshake message, buf[*done .. bytes), through the
+ * non-blocking socket fd without waiting. Returns 1 once all of it went
+ * through, 0 when the socket would block, -1 when the peer closed (errno
+ * 0) or the socket failed (errno set). A read never takes more than the
+ * message, so what follows it stays in the socket. */
+int mc_net_auth_io(int fd, bool is_send, uint8_t *buf, size_t bytes, size_t *done);
+
 /* MAC of role 'C' (connector) or 'A' (acceptor) over the response's fields. */
 void mc_net_auth_mac(const struct mc_net_auth_domain *d, const uint8_t key[MC_SHA256_BYTES],
                      char role, const uint8_t nonce_a[MC_NET_AUTH_NONCE_BYTES],

@@ -273,30 +273,6 @@ static ncclResult_t sock_dereg_mr(void *comm, void *mhandle)
   return ncclSuccess;
 }
 
-/* ---------- one step of a handshake message ---------- */
-
-/* Moves the rest of buf[*done .. bytes) through fd without waiting. Returns
- * 1 once all of it went through, 0 when the socket would block, -1 when the
- * peer closed (errno 0) or the socket failed (errno set). Reads never take
- * more than the message, so what follows it stays in the socket. */
-static int step(int fd, bool is_send, uint8_t *buf, size_t bytes, size_t *done)
-{
-  while (*done < bytes) {
-    ssize_t n = is_send ? send(fd, buf + *done, bytes - *done, MSG_DONTWAIT | MSG_NOSIGNAL)
-                        : recv(fd, buf + *done, bytes - *done, MSG_DONTWAIT);
-    if (n > 0) {
-      *done += (size_t)n;
-      continue;
-    }
-    if ((n < 0) && ((errno == EAGAIN) || (errno == EWOULDBLOCK) || (errno == EINTR)))
-      return 0;
-    if (n == 0)
-      errno = 0;
-    return -1;
-  }
-  return 1;
-}
-
 /* ---------- listen / accept ---------- */
 
 enum pend_state {
@@ -482,14 +458,14 @@ static bool pend_progress(struct mc_net_sock_listen *l, struct hello_pending *p,
   int r = 0;
 
   if (p->state == PEND_CHALLENGE) {
-    r = step(p->sock.fd, true, p->buf, MC_NET_AUTH_CHALLENGE_BYTES, &p->done);
+    r = mc_net_auth_io(p->sock.fd, true, p->buf, MC_NET_AUTH_CHALLENGE_BYTES, &p->done);
     if (r > 0) {
       p->state = PEND_RESPONSE;
       p->done = 0;
     }
   }
   if (p->state == PEND_RESPONSE) {
-    r = step(p->sock.fd, false, p->buf, MC_NET_AUTH_RESPONSE_BYTES, &p->done);
+    r = mc_net_auth_io(p->sock.fd, false, p->buf, MC_NET_AUTH_RESPONSE_BYTES, &p->done);
     if (r > 0) {
       uint8_t mac[MC_SHA256_BYTES];
       struct conn_group *g;
@@ -509,7 +485,7 @@ static bool pend_progress(struct mc_net_sock_listen *l, struct hello_pending *p,
     }
   }
   if (p->state == PEND_CONFIRM) {
-    r = step(p->sock.fd, true, p->buf, MC_NET_AUTH_CONFIRM_BYTES, &p->done);
+    r = mc_net_auth_io(p->sock.fd, true, p->buf, MC_NET_AUTH_CONFIRM_BYTES, &p->done);
     if (r > 0) {
       struct conn_group *g = group_find(l, p, now, why);
 
@@ -804,7 +780,7 @@ static ncclResult_t conn_sock_progress(struct mc_net_sock_ctx *ctx, struct mc_ne
     s->since_ns = now;
   }
   if (s->state == CONN_CHALLENGE) {
-    r = step(s->a.sock.fd, false, s->buf, MC_NET_AUTH_CHALLENGE_BYTES, &s->done);
+    r = mc_net_auth_io(s->a.sock.fd, false, s->buf, MC_NET_AUTH_CHALLENGE_BYTES, &s->done);
     if (r > 0) {
       if (!mc_net_auth_challenge_decode(&mc_net_auth_socket, s->buf, s->nonce_a))
         return MC_FAIL(ncclRemoteError,
@@ -824,14 +800,14 @@ static ncclResult_t conn_sock_progress(struct mc_net_sock_ctx *ctx, struct mc_ne
     }
   }
   if (s->state == CONN_RESPONSE) {
-    r = step(s->a.sock.fd, true, s->buf, MC_NET_AUTH_RESPONSE_BYTES, &s->done);
+    r = mc_net_auth_io(s->a.sock.fd, true, s->buf, MC_NET_AUTH_RESPONSE_BYTES, &s->done);
     if (r > 0) {
       s->state = CONN_CONFIRM;
       s->done = 0;
     }
   }
   if (s->state == CONN_CONFIRM) {
-    r = step(s->a.sock.fd, false, s->buf, MC_NET_AUTH_CONFIRM_BYTES, &s->done);
+    r = mc_net_auth_io(s->a.sock.fd, false, s->buf, MC_NET_AUTH_CONFIRM_BYTES, &s->done);
     if (r > 0) {
       uint8_t got[MC_SHA256_BYTES];
       uint8_t want[MC_SHA256_BYTES];

@@ -423,21 +423,7 @@ static ncclResult_t tcp_progress(struct mc_net_mesh_connect *c, struct csock *s)
  * 0: would block, -1: closed or failed (errno, 0 for a close). */
 static int io(struct csock *s, bool is_send, size_t bytes)
 {
-  while (s->done < bytes) {
-    ssize_t n =
-        is_send ? send(s->sock.fd, s->buf + s->done, bytes - s->done, MSG_DONTWAIT | MSG_NOSIGNAL)
-                : recv(s->sock.fd, s->buf + s->done, bytes - s->done, MSG_DONTWAIT);
-    if (n > 0) {
-      s->done += (size_t)n;
-      continue;
-    }
-    if ((n < 0) && ((errno == EAGAIN) || (errno == EWOULDBLOCK) || (errno == EINTR)))
-      return 0;
-    if (n == 0)
-      errno = 0;
-    return -1;
-  }
-  return 1;
+  return mc_net_auth_io(s->sock.fd, is_send, s->buf, bytes, &s->done);
 }
 
 static ncclResult_t hs_fail(struct mc_net_mesh_connect *c, int index, ncclResult_t res,
