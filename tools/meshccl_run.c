@@ -47,7 +47,7 @@
 #define MAX_RANKS     1024
 #define MAX_LINE      (64 * 1024) /* longer lines are split */
 #define FIRST_BUF     4096
-#define PREFIX_MAX    16
+#define PREFIX_MAX    32
 #define DEFAULT_GRACE 5.0
 /* Time the other ranks get to end on their own once one has failed. */
 #define SETTLE_SEC  1.0
@@ -73,10 +73,18 @@ struct rank {
 
 #define MAX_EXPORTS 64
 
+/* How each output line is prefixed. */
+enum tag_style {
+  TAG_NONE = 0,
+  TAG_RANK, /* "[r] " (MESHCCL_RUN_TAG_OUTPUT=1) */
+  TAG_MPI,  /* Open MPI's --tag-output: "[1,r]<stdout>:" / "[1,r]<stderr>:" */
+  TAG_SRUN  /* srun's --label: "r: " */
+};
+
 struct options {
   int np;
   double grace;
-  bool tag;
+  enum tag_style tag;
   int n_exports;
   const char *exports[MAX_EXPORTS]; /* mpirun's -x: "VAR" (inherited anyway) or "VAR=value" */
   char **argv;                      /* program and its arguments, NULL-terminated */
@@ -135,9 +143,10 @@ static void usage(FILE *f)
           "                     ranks inherit the launcher's environment anyway)\n"
           "  --grace SECONDS    time between SIGTERM and SIGKILL when stopping ranks\n"
           "                     (default %g)\n"
-          "  --tag-output, --label, -l\n"
-          "                     prefix every output line with \"[rank] \" (mpirun's,\n"
-          "                     srun's spellings; also MESHCCL_RUN_TAG_OUTPUT=1)\n"
+          "  --tag-output       prefix every output line as Open MPI's mpirun does:\n"
+          "                     \"[1,rank]<stdout>:\" or \"[1,rank]<stderr>:\"\n"
+          "  --label, -l        prefix every output line as srun does: \"rank: \"\n"
+          "                     (MESHCCL_RUN_TAG_OUTPUT=1: \"[rank] \")\n"
           "  --no-tag           forward output lines unchanged (the default)\n"
           "  --nnodes 1, --standalone, --oversubscribe, --allow-run-as-root\n"
           "                     accepted for torchrun and mpirun command lines\n"
@@ -244,8 +253,10 @@ static void parse_args(int argc, char **argv, struct options *opt)
 
   opt->np = 1;
   opt->grace = DEFAULT_GRACE;
-  opt->tag = (getenv("MESHCCL_RUN_TAG_OUTPUT") != NULL) &&
-             (strcmp(getenv("MESHCCL_RUN_TAG_OUTPUT"), "1") == 0);
+  opt->tag = ((getenv("MESHCCL_RUN_TAG_OUTPUT") != NULL) &&
+              (strcmp(getenv("MESHCCL_RUN_TAG_OUTPUT"), "1") == 0))
+                 ? TAG_RANK
+                 : TAG_NONE;
   for (; i < argc; i++) {
     const char *a = argv[i];
 
@@ -259,11 +270,12 @@ static void parse_args(int argc, char **argv, struct options *opt)
     if (strcmp(a, "-h") == 0 || strcmp(a, "--help") == 0) {
       usage(stdout);
       exit(0);
-    } else if ((strcmp(a, "--tag-output") == 0) || (strcmp(a, "--label") == 0) ||
-               (strcmp(a, "-l") == 0)) {
-      opt->tag = true;
+    } else if (strcmp(a, "--tag-output") == 0) {
+      opt->tag = TAG_MPI;
+    } else if ((strcmp(a, "--label") == 0) || (strcmp(a, "-l") == 0)) {
+      opt->tag = TAG_SRUN;
     } else if (strcmp(a, "--no-tag") == 0) {
-      opt->tag = false;
+      opt->tag = TAG_NONE;
     } else if ((strcmp(a, "--oversubscribe") == 0) || (strcmp(a, "--allow-run-as-root") == 0) ||
                (strcmp(a, "--standalone") == 0)) {
       /* mpirun's and torchrun's: nothing to do on one host */
@@ -464,9 +476,13 @@ static void emit_line(struct launcher *l, int r, int stream, const char *data, s
 {
   size_t len = 0;
 
-  if (l->opt.tag) {
+  if (l->opt.tag == TAG_RANK)
     len = (size_t)snprintf(out_line, PREFIX_MAX, "[%d] ", r);
-  }
+  else if (l->opt.tag == TAG_MPI)
+    len = (size_t)snprintf(out_line, PREFIX_MAX, "[1,%d]<%s>:", r,
+                           (stream == STREAM_OUT) ? "stdout" : "stderr");
+  else if (l->opt.tag == TAG_SRUN)
+    len = (size_t)snprintf(out_line, PREFIX_MAX, "%d: ", r);
   if (n > MAX_LINE) {
     n = MAX_LINE;
   }

@@ -19,7 +19,7 @@ N=16
 fd_job() {
   local name=$1 limit=$2
   T0_MS=$(now_ms)
-  bg "$name" timeout -k 5 60 "$RUN" -n $N --tag-output sh -c "ulimit -n $limit; exec \"\$0\"" "$HELLO"
+  bg "$name" timeout -k 5 60 env MESHCCL_RUN_TAG_OUTPUT=1 "$RUN" -n $N sh -c "ulimit -n $limit; exec \"\$0\"" "$HELLO"
   wait_bg "$name" 90
 }
 

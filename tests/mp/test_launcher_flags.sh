@@ -2,7 +2,7 @@
 # SPDX-License-Identifier: Apache-2.0
 # meshccl-run speaks its users' launchers: unprefixed output by default (so
 # scripts parsing nccl-tests output work), mpirun's --tag-output and srun's
-# --label / -l to prefix, mpirun's -np, -x VAR=value, --oversubscribe and
+# --label / -l prefixes in their own formats, mpirun's -np, -x VAR=value, --oversubscribe and
 # --allow-run-as-root, torchrun's --nproc_per_node and --nnodes 1; an MPI
 # program (an ELF linking libmpi.so) gets a warning that its ranks would be
 # MPI singletons.
@@ -15,9 +15,14 @@ ranks='echo "r=$RANK/$WORLD_SIZE"'
 
 "$RUN" -n 2 bash -c "$ranks" >"$TMP/plain" 2>&1
 expect_eq "default: output unprefixed" "$(sort "$TMP/plain" | tr '\n' ' ')" "r=0/2 r=1/2 "
-for flag in --tag-output --label -l; do
+"$RUN" -n 2 --tag-output bash -c "$ranks; echo e=\$RANK >&2" >"$TMP/tag" 2>"$TMP/tagerr"
+expect_eq "--tag-output: Open MPI's \"[1,rank]<stdout>:\" prefixes" \
+  "$(sort "$TMP/tag" | tr '\n' ' ')" "[1,0]<stdout>:r=0/2 [1,1]<stdout>:r=1/2 "
+expect_eq "--tag-output: \"[1,rank]<stderr>:\" on stderr" \
+  "$(grep -v '^meshccl-run' "$TMP/tagerr" | sort | tr '\n' ' ')" "[1,0]<stderr>:e=0 [1,1]<stderr>:e=1 "
+for flag in --label -l; do
   "$RUN" -n 2 "$flag" bash -c "$ranks" >"$TMP/tag" 2>&1
-  expect_eq "$flag: \"[rank] \" prefixes" "$(sort "$TMP/tag" | tr '\n' ' ')" "[0] r=0/2 [1] r=1/2 "
+  expect_eq "$flag: srun's \"rank: \" prefixes" "$(sort "$TMP/tag" | tr '\n' ' ')" "0: r=0/2 1: r=1/2 "
 done
 MESHCCL_RUN_TAG_OUTPUT=1 "$RUN" -n 2 bash -c "$ranks" >"$TMP/envtag" 2>&1
 expect_eq "MESHCCL_RUN_TAG_OUTPUT=1: prefixes" "$(sort "$TMP/envtag" | tr '\n' ' ')" \

@@ -8,7 +8,7 @@
 . "$(dirname "$0")/py_lib.sh"
 py_need torch
 
-py_job "meshccl-run -n 3" "$TMP/run3.log" "$RUN" -n 3 --tag-output "$PY" "$PYDIR/torch_collectives.py" --peer-death
+py_job "meshccl-run -n 3" "$TMP/run3.log" "$RUN" -n 3 "$PY" "$PYDIR/torch_collectives.py" --peer-death
 expect_eq "meshccl-run -n 3: every rank passed its checks" \
   "$(grep -c 'checks passed in' "$TMP/run3.log")" 3
 expect_eq "meshccl-run -n 3: store and meshccl root on two ports, both usable at once" \

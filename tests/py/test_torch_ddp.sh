@@ -7,7 +7,7 @@
 . "$(dirname "$0")/py_lib.sh"
 py_need torch
 
-py_job "DDP, 2 ranks, meshccl-run" "$TMP/ddp2.log" "$RUN" -n 2 --tag-output "$PY" "$PYDIR/torch_ddp.py"
+py_job "DDP, 2 ranks, meshccl-run" "$TMP/ddp2.log" "$RUN" -n 2 "$PY" "$PYDIR/torch_ddp.py"
 expect_eq "DDP, 2 ranks: meshccl == gloo on every rank" "$(grep -c 'meshccl == gloo' "$TMP/ddp2.log")" 2
 py_job "DDP, 4 ranks, torchrun-style env" "$TMP/ddp4.log" \
   "$PY" "$PYDIR/launch_env.py" -n 4 --timeout 120 -- "$PY" "$PYDIR/torch_ddp.py"

@@ -17,7 +17,7 @@ T0_MS=$(now_ms)
 bg stranger env -u MESHCCL_SECRET -u NCCL_COMM_ID MASTER_ADDR=127.0.0.1 MASTER_PORT="$MPORT" \
   NCCL_DEBUG=WARN "$PY" "$PYDIR/torch_stranger.py" stranger --done "$TMP/stranger.done"
 bg job env MASTER_ADDR=127.0.0.1 MASTER_PORT="$MPORT" NCCL_DEBUG=WARN \
-  timeout -k 5 150 "$RUN" -n 2 --tag-output "$PY" "$PYDIR/torch_stranger.py" honest \
+  timeout -k 5 150 "$RUN" -n 2 "$PY" "$PYDIR/torch_stranger.py" honest \
   --wait-for "$TMP/stranger.done"
 wait_bg stranger 120
 wait_bg job 150
