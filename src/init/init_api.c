@@ -157,7 +157,6 @@ ncclResult_t mc_comm_ready(const struct ncclComm *comm, const char *call)
 void mc_api_enter(void)
 {
   mc_error_clear_thread();
-  mc_log_version_once();
   mc_param_report_once();
 }
 
@@ -225,6 +224,8 @@ static ncclResult_t init_rank_ex(ncclComm_t *newcomm, int nranks, const ncclUniq
                    nranks);
   if ((rank < 0) || (rank >= nranks))
     return MC_FAIL(ncclInvalidArgument, "%s : invalid rank requested : %d/%d", call, rank, nranks);
+  if (rank == 0)
+    mc_log_version_once(); /* NCCL's ncclCommInitRankFunc: rank 0 shows the version */
   MC_CHECK(check_not_public(id, call));
   for (int i = 0; (x != NULL) && (x->ids != NULL) && (i < x->n_ids); i++)
     MC_CHECK(check_not_public(&x->ids[i], call));

@@ -160,7 +160,6 @@ __attribute__((visibility("default"))) ncclResult_t meshcclCommInitFromEnv(ncclC
   ncclUniqueId id;
 
   mc_error_clear_thread();
-  mc_log_version_once();
   mc_param_report_once();
   if (comm == NULL)
     return MC_FAIL(ncclInvalidArgument, "meshcclCommInitFromEnv : comm argument is NULL");

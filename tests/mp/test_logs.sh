@@ -13,6 +13,7 @@
 #   one line per channel, peer and direction; the per-peer "Transport:" line
 #   says the same; "Loading ... topology" once per process; "Using network".
 #   Two ranks as threads of one process: "via P2P/direct pointer".
+# * "NCCL version" from rank 0 only.
 # shellcheck source=mp_lib.sh
 . "$(dirname "$0")/mp_lib.sh"
 need_progs mp_logs mp_coll
@@ -159,4 +160,12 @@ expect_eq "threads: Channel lines, every one via P2P/direct pointer" \
 expect_eq "threads: no Channel line is repeated" "$(sort "$TMP/threads.ch" | sed -E 's/^[^ ]+ //' | uniq -d)" ""
 expect_eq "threads: each rank's reason line says P2P" \
   "$(grep -cE 'Transport: rank [01] -> rank [01] uses P2P \(rank [01] decides: path ' "$TMP/threads.out")" 2
+# "NCCL version" is rank 0's line, as NCCL's ncclCommInitRankFunc prints it
+# (3 ranks, at VERSION and at INFO).
+for lvl in VERSION INFO; do
+  NCCL_DEBUG=$lvl timeout 60 "$RUN" -n 3 "$MC_BUILD/bin/meshccl-hello" -q >"$TMP/version" 2>&1
+  expect_eq "NCCL_DEBUG=$lvl: one \"NCCL version\" line, from rank 0" \
+    "$(grep 'NCCL version 2\.' "$TMP/version" | sed -E 's/^\[([0-9]+)\].*/\1/' | tr '\n' ' ')" "0 "
+done
+
 mp_finish
