@@ -284,12 +284,22 @@ size_t mc_coll_chunk_elems(const struct ncclComm *comm, size_t esize);
 struct mc_coll_algo_env {
   uint32_t allowed[MC_COLL_RECV + 1]; /* bit (1 << enum mc_coll_algo) per collective */
   uint32_t protos[MC_COLL_RECV + 1];  /* bit (1 << NCCL_PROTO_*) per collective */
+  uint32_t protos_named;              /* protocols NCCL_PROTO names in a list without '^' */
 };
 
 /* Parses NCCL_ALGO (algo, NULL: unset) and NCCL_PROTO (proto) into *out.
  * ncclInvalidUsage naming the variable and the token for an unknown name. */
 ncclResult_t mc_coll_algo_env_parse(const char *algo, const char *proto,
                                     struct mc_coll_algo_env *out);
+
+/* Reads NCCL_ALGO and NCCL_PROTO into comm once (init calls it, as NCCL
+ * parses them in ncclTopoTuneModel at the end of init; a collective on a
+ * communicator of the unit tests calls it first): ncclInvalidUsage naming
+ * the variable and the bad name. A protocol meshccl does not implement (LL,
+ * LL128: GPU protocols), asked for by name or by excluding Simple, is said
+ * once per process at WARN, on stderr even without NCCL_DEBUG, as an
+ * unknown variable is. */
+ncclResult_t mc_coll_env_load(struct ncclComm *comm);
 
 /* Tree shapes (NCCL's ncclGetBtree / ncclGetDtree) come from the topology's
  * connection stage: mc_topo_btree / mc_topo_dtree in topo/topo_graph.h. */

@@ -71,7 +71,7 @@ static int find(const struct name_bit *tab, size_t n, const char *name)
 
 /* One list ("Ring,Tree" or "^Tree") into a mask. */
 static ncclResult_t parse_list(const char *var, char *list, const struct name_bit *tab, size_t n,
-                               uint32_t *mask_out)
+                               uint32_t *mask_out, uint32_t *named_io)
 {
   bool exclude = false;
   uint32_t mask = 0;
@@ -98,18 +98,21 @@ static ncclResult_t parse_list(const char *var, char *list, const struct name_bi
     mask |= 1u << bit;
   }
   *mask_out = exclude ? ~mask : mask;
+  if (!exclude)
+    *named_io |= mask;
   return ncclSuccess;
 }
 
 /* A whole variable into per-collective masks (all bits when value is NULL). */
 static ncclResult_t parse_var(const char *var, const char *value, const struct name_bit *tab,
-                              size_t n, uint32_t masks[MC_COLL_RECV + 1])
+                              size_t n, uint32_t masks[MC_COLL_RECV + 1], uint32_t *named_out)
 {
   char buf[LIST_BYTES];
   char *save = NULL;
 
   for (int k = 0; k <= MC_COLL_RECV; k++)
     masks[k] = MC_ALGO_MASK_ALL;
+  *named_out = 0;
   if (value == NULL)
     return ncclSuccess;
   if (strlen(value) >= sizeof(buf))
@@ -129,7 +132,7 @@ static ncclResult_t parse_var(const char *var, const char *value, const struct n
                        var, trim(sec));
       sec = colon + 1;
     }
-    MC_CHECK(parse_list(var, sec, tab, n, &mask));
+    MC_CHECK(parse_list(var, sec, tab, n, &mask, named_out));
     for (int k = 0; k <= MC_COLL_RECV; k++)
       if ((coll < 0) || (coll == k))
         masks[k] = mask;
@@ -141,11 +144,12 @@ ncclResult_t mc_coll_algo_env_parse(const char *algo, const char *proto,
                                     struct mc_coll_algo_env *out)
 {
   struct mc_coll_algo_env env;
+  uint32_t algos_named = 0;
 
   MC_CHECK(parse_var("NCCL_ALGO", algo, algo_names, sizeof(algo_names) / sizeof(algo_names[0]),
-                     env.allowed));
+                     env.allowed, &algos_named));
   MC_CHECK(parse_var("NCCL_PROTO", proto, proto_names, sizeof(proto_names) / sizeof(proto_names[0]),
-                     env.protos));
+                     env.protos, &env.protos_named));
   *out = env;
   return ncclSuccess;
 }
