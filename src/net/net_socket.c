@@ -198,13 +198,14 @@ static ncclResult_t sock_init(const struct mc_net_init_args *args, void **ctx_ou
     mc_str_appendf(line, sizeof(line), &used, " [%d]%s:%s", i, ctx->devs[i].name,
                    mc_sockaddr_str(&ctx->devs[i].addr, a, sizeof(a)));
     if (ctx->speeds[i].shaped_mbps > 0)
-      mc_str_appendf(line, sizeof(line), &used, "(tbf %dMb/s, link %dMb/s)",
-                     ctx->speeds[i].shaped_mbps, ctx->speeds[i].link_mbps);
+      MC_INFO(MC_SUB_INIT | MC_SUB_NET, "NET/Socket : %s is shaped: tbf %d Mb/s, link %d Mb/s",
+              ctx->devs[i].name, ctx->speeds[i].shaped_mbps, ctx->speeds[i].link_mbps);
   }
+  /* NCCL's line (ncclNetSocketInit), then meshccl's choices on their own. */
+  MC_INFO(MC_SUB_INIT | MC_SUB_NET, "NET/Socket : Using%s", line);
   MC_INFO(MC_SUB_INIT | MC_SUB_NET,
-          "NET/Socket: using%s; %d helper threads, %d data sockets per connection%s", line,
-          ctx->n_threads, ctx->n_socks,
-          (mc_param_int(MC_P_SOCKET_NTHREADS) < 0) ? " (automatic)" : "");
+          "NET/Socket : %d helper threads, %d data sockets per connection%s", ctx->n_threads,
+          ctx->n_socks, (mc_param_int(MC_P_SOCKET_NTHREADS) < 0) ? " (automatic)" : "");
   *ctx_out = ctx;
   return ncclSuccess;
 }

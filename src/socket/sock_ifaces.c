@@ -523,8 +523,9 @@ ncclResult_t mc_if_find_bootstrap(const union mc_sockaddr *comm_id, struct mc_if
     chosen.mask.sin6.sin6_family = AF_INET6;
     memset(&chosen.mask.sin6.sin6_addr, 0xff, sizeof(chosen.mask.sin6.sin6_addr));
     chosen.index = (int)if_nametoindex("lo");
-    MC_INFO(MC_SUB_BOOTSTRAP | MC_SUB_NET, "Bootstrap: using lo ::1 (NCCL_COMM_ID is the IPv6 "
-                                           "loopback)");
+    MC_INFO(MC_SUB_BOOTSTRAP | MC_SUB_NET, "Bootstrap: Using lo:::1<0>");
+    MC_INFO(MC_SUB_BOOTSTRAP | MC_SUB_NET, "Bootstrap: lo chosen: NCCL_COMM_ID is the IPv6 "
+                                           "loopback");
     *chosen_out = chosen;
     return ncclSuccess;
   }
@@ -535,7 +536,9 @@ ncclResult_t mc_if_find_bootstrap(const union mc_sockaddr *comm_id, struct mc_if
   snprintf(prefix, sizeof(prefix), "%s %s: ", chosen.name, host);
   if (strncmp(why, prefix, strlen(prefix)) == 0)
     reason = why + strlen(prefix);
-  MC_INFO(MC_SUB_BOOTSTRAP | MC_SUB_NET, "Bootstrap: using %s %s (%s)", chosen.name, host, reason);
+  /* NCCL's line (bootstrapNetInit), then why, on a line of its own. */
+  MC_INFO(MC_SUB_BOOTSTRAP | MC_SUB_NET, "Bootstrap: Using %s:%s<0>", chosen.name, host);
+  MC_INFO(MC_SUB_BOOTSTRAP | MC_SUB_NET, "Bootstrap: %s chosen: %s", chosen.name, reason);
   *chosen_out = chosen;
   return ncclSuccess;
 }

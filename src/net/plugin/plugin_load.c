@@ -115,8 +115,12 @@ static void *open_choice(const char *choice, char *tried_out, size_t tried_bytes
       return dl;
     }
     err = dlerror();
-    MC_INFO(MC_SUB_INIT | MC_SUB_NET, "NET/Plugin: %s: %s", names[i],
-            (err != NULL) ? err : "dlopen failed");
+    /* NCCL's words for a library that is not there; any other failure as
+     * dlerror says it (it names the file). */
+    if ((err == NULL) || (strstr(err, "cannot open shared object file: No such file") != NULL))
+      MC_INFO(MC_SUB_INIT | MC_SUB_NET, "NET/Plugin: Could not find: %s", names[i]);
+    else
+      MC_INFO(MC_SUB_INIT | MC_SUB_NET, "NET/Plugin: %s", err);
     why_add(why, why_bytes, "%s", (err != NULL) ? err : names[i]);
   }
   return NULL;
