@@ -656,6 +656,53 @@ int pncclTeamRankToWorld(ncclComm_t comm, ncclTeam_t team, int rank);
 int ncclTeamRankToLsa(ncclComm_t comm, ncclTeam_t team, int rank);
 int pncclTeamRankToLsa(ncclComm_t comm, ncclTeam_t team, int rank);
 
+/*
+ * Device-API resources a kernel asks for (NCCL 2.30's nccl_device/
+ * lsa_barrier.h, gin_barrier.h, ll_a2a.h, gin headers): barriers, LL
+ * all-to-all slots, GIN outboxes and inboxes. Opaque here; each call that
+ * creates a requirement returns ncclInvalidUsage naming itself (they need a
+ * GPU). ncclLLA2ACalcSlots is NCCL's arithmetic on its arguments.
+ */
+typedef struct ncclDevResourceRequirements ncclDevResourceRequirements_t;
+typedef struct ncclDevResourceRequirements ncclDevResourceRequirements;
+typedef struct ncclLsaBarrierHandle ncclLsaBarrierHandle_t;
+typedef struct ncclGinBarrierHandle ncclGinBarrierHandle_t;
+typedef struct ncclLLA2AHandle ncclLLA2AHandle_t;
+typedef struct ncclGinOutboxHandle ncclGinOutboxHandle;
+typedef struct ncclGinInboxA2AHandle ncclGinInboxA2AHandle;
+
+ncclResult_t ncclLsaBarrierCreateRequirement(ncclTeam_t team, int nBarriers,
+                                             ncclLsaBarrierHandle_t *outHandle,
+                                             ncclDevResourceRequirements_t *outReq);
+ncclResult_t pncclLsaBarrierCreateRequirement(ncclTeam_t team, int nBarriers,
+                                              ncclLsaBarrierHandle_t *outHandle,
+                                              ncclDevResourceRequirements_t *outReq);
+ncclResult_t ncclGinBarrierCreateRequirement(ncclComm_t comm, ncclTeam_t team, int nBarriers,
+                                             ncclGinBarrierHandle_t *outHandle,
+                                             ncclDevResourceRequirements_t *outReq);
+ncclResult_t pncclGinBarrierCreateRequirement(ncclComm_t comm, ncclTeam_t team, int nBarriers,
+                                              ncclGinBarrierHandle_t *outHandle,
+                                              ncclDevResourceRequirements_t *outReq);
+/** LL all-to-all slots for maxElts elements of up to maxEltSize bytes: one per 8 bytes of each. */
+int ncclLLA2ACalcSlots(int maxElts, int maxEltSize);
+int pncclLLA2ACalcSlots(int maxElts, int maxEltSize);
+ncclResult_t ncclLLA2ACreateRequirement(int nBlocks, int nSlots, ncclLLA2AHandle_t *outHandle,
+                                        ncclDevResourceRequirements_t *outReq);
+ncclResult_t pncclLLA2ACreateRequirement(int nBlocks, int nSlots, ncclLLA2AHandle_t *outHandle,
+                                         ncclDevResourceRequirements_t *outReq);
+ncclResult_t ncclGinOutboxCreateRequirement(int nBlocks, int size_log2,
+                                            ncclGinOutboxHandle *outHandle,
+                                            ncclDevResourceRequirements *outReq);
+ncclResult_t pncclGinOutboxCreateRequirement(int nBlocks, int size_log2,
+                                             ncclGinOutboxHandle *outHandle,
+                                             ncclDevResourceRequirements *outReq);
+ncclResult_t ncclGinInboxA2ACreateRequirement(ncclTeam_t peers, int nBlocks, int size_log2,
+                                              ncclGinInboxA2AHandle *outHandle,
+                                              ncclDevResourceRequirements *outReq);
+ncclResult_t pncclGinInboxA2ACreateRequirement(ncclTeam_t peers, int nBlocks, int size_log2,
+                                               ncclGinInboxA2AHandle *outHandle,
+                                               ncclDevResourceRequirements *outReq);
+
 #ifdef __cplusplus
 }
 #endif

@@ -715,6 +715,14 @@ void ncclResetDebugInit(void)
   mc_log_reload_env();
 }
 
+/* Exported by NCCL 2.30's libnccl.so.2 without a header or a pnccl alias
+ * (the deprecated ncclResetDebugInit's worker); the same here. */
+void ncclResetDebugInitInternal(void);
+__attribute__((visibility("default"))) void ncclResetDebugInitInternal(void)
+{
+  mc_log_reload_env();
+}
+
 /* ---------- revoke, shrink, grow, scalable init ---------- */
 
 /* Refuses new collectives on comm, then stops those in flight on other

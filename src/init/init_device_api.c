@@ -177,3 +177,78 @@ int ncclTeamRankToLsa(ncclComm_t comm, ncclTeam_t team, int rank)
     return -1;
   return (ncclTeamRankToWorld(comm, team, rank) == comm->rank) ? 0 : -1;
 }
+
+/* ---------- device-API resource requirements (NCCL 2.30's nccl_device) ---------- */
+
+NCCL_API(ncclResult_t, ncclLsaBarrierCreateRequirement, ncclTeam_t team, int nBarriers,
+         ncclLsaBarrierHandle_t *outHandle, ncclDevResourceRequirements_t *outReq);
+ncclResult_t ncclLsaBarrierCreateRequirement(ncclTeam_t team, int nBarriers,
+                                             ncclLsaBarrierHandle_t *outHandle,
+                                             ncclDevResourceRequirements_t *outReq)
+{
+  (void)team;
+  (void)nBarriers;
+  (void)outHandle;
+  (void)outReq;
+  return needs_gpu("ncclLsaBarrierCreateRequirement", "a device barrier");
+}
+
+NCCL_API(ncclResult_t, ncclGinBarrierCreateRequirement, ncclComm_t comm, ncclTeam_t team,
+         int nBarriers, ncclGinBarrierHandle_t *outHandle, ncclDevResourceRequirements_t *outReq);
+ncclResult_t ncclGinBarrierCreateRequirement(ncclComm_t comm, ncclTeam_t team, int nBarriers,
+                                             ncclGinBarrierHandle_t *outHandle,
+                                             ncclDevResourceRequirements_t *outReq)
+{
+  (void)comm;
+  (void)team;
+  (void)nBarriers;
+  (void)outHandle;
+  (void)outReq;
+  return needs_gpu("ncclGinBarrierCreateRequirement", "a GPU-initiated networking barrier");
+}
+
+/* NCCL's count (src/device_api/ll_a2a.cc): a slot holds 8 bytes of an element. */
+NCCL_API(int, ncclLLA2ACalcSlots, int maxElts, int maxEltSize);
+int ncclLLA2ACalcSlots(int maxElts, int maxEltSize)
+{
+  return maxElts * ((maxEltSize + 7) / 8);
+}
+
+NCCL_API(ncclResult_t, ncclLLA2ACreateRequirement, int nBlocks, int nSlots,
+         ncclLLA2AHandle_t *outHandle, ncclDevResourceRequirements_t *outReq);
+ncclResult_t ncclLLA2ACreateRequirement(int nBlocks, int nSlots, ncclLLA2AHandle_t *outHandle,
+                                        ncclDevResourceRequirements_t *outReq)
+{
+  (void)nBlocks;
+  (void)nSlots;
+  (void)outHandle;
+  (void)outReq;
+  return needs_gpu("ncclLLA2ACreateRequirement", "a device LL all-to-all");
+}
+
+NCCL_API(ncclResult_t, ncclGinOutboxCreateRequirement, int nBlocks, int size_log2,
+         ncclGinOutboxHandle *outHandle, ncclDevResourceRequirements *outReq);
+ncclResult_t ncclGinOutboxCreateRequirement(int nBlocks, int size_log2,
+                                            ncclGinOutboxHandle *outHandle,
+                                            ncclDevResourceRequirements *outReq)
+{
+  (void)nBlocks;
+  (void)size_log2;
+  (void)outHandle;
+  (void)outReq;
+  return needs_gpu("ncclGinOutboxCreateRequirement", "a GPU-initiated networking outbox");
+}
+
+NCCL_API(ncclResult_t, ncclGinInboxA2ACreateRequirement, ncclTeam_t peers, int nBlocks,
+         int size_log2, ncclGinInboxA2AHandle *outHandle, ncclDevResourceRequirements *outReq);
+ncclResult_t ncclGinInboxA2ACreateRequirement(ncclTeam_t peers, int nBlocks, int size_log2,
+                                              ncclGinInboxA2AHandle *outHandle,
+                                              ncclDevResourceRequirements *outReq)
+{
+  (void)peers;
+  (void)nBlocks;
+  (void)size_log2;
+  (void)outHandle;
+  (void)outReq;
+  return needs_gpu("ncclGinInboxA2ACreateRequirement", "a GPU-initiated networking inbox");
+}

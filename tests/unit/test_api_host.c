@@ -4,7 +4,8 @@
  * parameter calls, through the public API on two in-process ranks
  * (ncclCommInitAll): ncclMemAlloc/Free, ncclCommRegister/Deregister,
  * windows, ncclCommSuspend/Resume and ncclCommMemStats, ncclCommGetUniqueId,
- * ncclGroupSimulateEnd, the ncclParam* family and ncclResetDebugInit.
+ * ncclGroupSimulateEnd, the ncclParam* family and ncclResetDebugInit; the
+ * device API's resource requirements (GPU only).
  * Every error names the argument or the state in ncclGetLastError.
  */
 #include "nccl.h"
@@ -291,7 +292,30 @@ static void reset_debug_init_rereads_the_environment(void)
   mc_t_run_in_child(reset_debug_init_child);
 }
 
+/* The device API's resource requirements need a GPU: each says so, naming
+ * itself; the LL all-to-all slot count is NCCL's arithmetic. */
+static void device_requirements_need_a_gpu(void)
+{
+  ncclTeam_t team = {.nRanks = 2, .rank = 0, .stride = 1};
+
+  MC_T_EQ_INT(ncclLLA2ACalcSlots(32, 16), 64);
+  MC_T_EQ_INT(ncclLLA2ACalcSlots(5, 1), 5);
+  MC_T_EQ_INT(ncclLLA2ACalcSlots(3, 9), 6);
+  MC_T_EQ_INT(ncclLsaBarrierCreateRequirement(team, 1, NULL, NULL), ncclInvalidUsage);
+  MC_T_CONTAINS(ncclGetLastError(NULL),
+                "ncclLsaBarrierCreateRequirement : a device barrier needs a GPU");
+  MC_T_EQ_INT(ncclGinBarrierCreateRequirement(NULL, team, 1, NULL, NULL), ncclInvalidUsage);
+  MC_T_CONTAINS(ncclGetLastError(NULL), "ncclGinBarrierCreateRequirement : ");
+  MC_T_EQ_INT(ncclLLA2ACreateRequirement(1, 64, NULL, NULL), ncclInvalidUsage);
+  MC_T_CONTAINS(ncclGetLastError(NULL), "ncclLLA2ACreateRequirement : ");
+  MC_T_EQ_INT(ncclGinOutboxCreateRequirement(1, 12, NULL, NULL), ncclInvalidUsage);
+  MC_T_CONTAINS(ncclGetLastError(NULL), "ncclGinOutboxCreateRequirement : ");
+  MC_T_EQ_INT(ncclGinInboxA2ACreateRequirement(team, 1, 12, NULL, NULL), ncclInvalidUsage);
+  MC_T_CONTAINS(ncclGetLastError(NULL), "ncclGinInboxA2ACreateRequirement : ");
+}
+
 MC_T_MAIN(mem_alloc_is_page_aligned_and_checked, register_records_and_rejects_unknown_handles,
           windows_record_buffer_and_check_alignment, suspended_comm_refuses_collectives,
           grow_id_is_one_at_a_time, simulate_end_estimates_and_runs_nothing,
-          params_by_handle_and_by_key, reset_debug_init_rereads_the_environment)
+          params_by_handle_and_by_key, reset_debug_init_rereads_the_environment,
+          device_requirements_need_a_gpu)
