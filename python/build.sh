@@ -41,7 +41,8 @@ install_torch() {
     return 0
   fi
   echo "python: $py has no torch: $py -m pip ${args[*]}"
-  if ! "$py" -m pip "${args[@]}" 2>&1 | tail -5; then
+  # (pip's lines about index locations missing on this host are left out)
+  if ! "$py" -m pip "${args[@]}" 2>&1 | { grep -v "^WARNING: Location .* is ignored" || true; } | tail -5; then
     echo "python: installing $torch_pip into $py failed (above); building for the Pythons that have torch"
   fi
 }
