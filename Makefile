@@ -10,7 +10,9 @@ TSAN_TARGETS := meshccl meshccl-run mp_coll mp_fault mp_nonblocking mp_hostile m
 JOBS ?= $(shell nproc)
 DEB_PKGS := pkg-config gcc g++ clang clang-format libclang-rt-14-dev make cmake libc6-dev iproute2 procps git python3 openmpi-bin libopenmpi-dev graphviz nftables iperf3 gdb
 # The Python packages (python/, `make python`): the torch.distributed backend
-# builds against Debian's PyTorch 1.13, the numpy module needs numpy.
+# builds against each Python's torch: Debian's PyTorch 1.13 (these packages)
+# for /usr/bin/python3, and torch 2.13 in python3 (python/build.sh pip-installs
+# it there when missing); the numpy module needs numpy.
 DEB_PKGS_PYTHON := python3-torch libtorch-dev pybind11-dev python3-numpy python3-dev python3-setuptools
 
 .PHONY: all deps deps-python build build-asan build-tsan faults python install run test test-tsan test-fast bench bench-mpi fuzz format envdoc clean

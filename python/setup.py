@@ -50,11 +50,12 @@ if torch is not None and os.environ.get("MESHCCL_NO_TORCH") != "1":
             sources=[os.path.join("meshccl_torch", "csrc", f)
                      for f in ("module.cpp", "process_group_meshccl.cpp")],
             depends=[os.path.join(CSRC, "process_group_meshccl.hpp"),
+                     os.path.join(CSRC, "torch_compat.hpp"),
                      os.path.join(INCLUDE_DIR, "nccl.h")],
             include_dirs=[INCLUDE_DIR, CSRC],
             library_dirs=[LIB_DIR],
             libraries=["meshccl"],
-            extra_compile_args=["-O2", "-g0", "-Wall", "-Wextra", "-Wno-unused-parameter"],
+            extra_compile_args=["-O2", "-g0", "-fvisibility=hidden", "-Wall", "-Wextra", "-Wno-unused-parameter"],
             extra_link_args=["-Wl,-rpath," + LIB_DIR],
         )
     )

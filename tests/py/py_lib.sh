@@ -2,23 +2,37 @@
 # Shared set-up of the tests/py/test_*.sh drivers (sourced, not a test): the
 # helpers of tests/mp/mp_lib.sh (ok / not ok, temp dir, cleanup, a clean
 # environment, skip_or_fail), plus the Python that `make python` built the
-# packages for ($MC_BUILD/python/PYTHON) and PYTHONPATH to them.
-#   py_need torch    meshccl_torch built and importable, else skip (CI: fail)
+# packages for ($MC_BUILD/$MC_PY_DIR/PYTHON) and PYTHONPATH to them.
+# MC_PY_DIR is python (the default), or python-torch1 where tests/CMakeLists.txt
+# registers the torch tests again for a second Python (Debian's torch 1.13).
+#   py_need torch    meshccl_torch built and importable, else skip (CI: fail);
+#                    python-torch1 without a Python with torch 1.x: skip
 #   py_need numpy    the meshccl module and numpy importable, else skip (CI: fail)
 # shellcheck shell=bash
 MC_SRC="${MC_SRC:-$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)}"
 # shellcheck source=../mp/mp_lib.sh
 . "$MC_SRC/tests/mp/mp_lib.sh"
 PYDIR="$MC_SRC/tests/py"
-export PYTHONPATH="$MC_BUILD/python${PYTHONPATH:+:$PYTHONPATH}"
+MC_PY_DIR="${MC_PY_DIR:-python}"
+export PYTHONPATH="$MC_BUILD/$MC_PY_DIR${PYTHONPATH:+:$PYTHONPATH}"
 export PYTHONDONTWRITEBYTECODE=1
 # One thread per rank for torch's own kernels: ranks share the host's cores.
 export OMP_NUM_THREADS=1
 
 py_need() {
-  local what=$1 mod
-  if [ -s "$MC_BUILD/python/PYTHON" ]; then
-    PY=$(cat "$MC_BUILD/python/PYTHON")
+  local what=$1 mod entry major
+  if [ -s "$MC_BUILD/$MC_PY_DIR/PYTHON" ]; then
+    PY=$(cat "$MC_BUILD/$MC_PY_DIR/PYTHON")
+  elif [ "$MC_PY_DIR" != python ]; then
+    . "$MC_SRC/python/find_python.sh"
+    major=${MC_PY_DIR#python-torch}
+    for entry in $MC_TORCH_PYTHONS; do
+      if [ "${entry#*=}" != "${entry#*=$major.}" ]; then
+        skip_or_fail "$MC_BUILD/$MC_PY_DIR not built, though ${entry%%=*} has torch ${entry#*=}: run 'make python'"
+      fi
+    done
+    echo "ok - # SKIP no second Python with torch $major.x (${MC_PYTHON:-none} has torch ${MC_TORCH_VERSION:-none}): nothing to test in $MC_PY_DIR"
+    exit 77
   else
     . "$MC_SRC/python/find_python.sh"
     PY=${MC_PYTHON:-python3}
@@ -27,6 +41,7 @@ py_need() {
   torch) mod="meshccl_torch" ;;
   *) mod="meshccl" ;;
   esac
+  echo "# $PY, torch $(cat "$MC_BUILD/$MC_PY_DIR/TORCH_VERSION" 2> /dev/null || echo '?'), $MC_BUILD/$MC_PY_DIR"
   if ! "$PY" -c "import $mod" > "$TMP/import.err" 2>&1; then
     echo "# $PY -c 'import $mod' (PYTHONPATH=$PYTHONPATH):"
     show "$TMP/import.err"

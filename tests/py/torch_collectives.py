@@ -28,6 +28,8 @@ INT_DTYPES = [torch.int8, torch.uint8, torch.int32, torch.int64, torch.float16, 
               torch.float32, torch.float64]
 RANK = int(os.environ["RANK"])
 N_CHECKS = 0
+# PyTorch 2.x: meshccl is a c10d Backend for "cpu"; 1.13: a ProcessGroup.
+TORCH2 = int(torch.__version__.split(".")[0]) >= 2
 
 
 def fail(msg):
@@ -132,7 +134,8 @@ def check_group(pg, label):
     dist.all_reduce(t, op=dist.ReduceOp.PRODUCT, group=pg)
     same(t, torch.stack(bits).all(0), "%s bool all_reduce PRODUCT" % label)
     # PREMUL_SUM (a double factor, a tensor factor): inputs scaled, then summed
-    for factor in (2.0, [torch.tensor([3.0])]):
+    # (a tensor factor: one tensor in 2.x, a list of one per device in 1.13)
+    for factor in (2.0, torch.tensor([3.0]) if TORCH2 else [torch.tensor([3.0])]):
         scale = 2.0 if isinstance(factor, float) else 3.0
         t = value(me, 5, torch.float32)
         dist.all_reduce(t, op=dist._make_nccl_premul_sum(factor), group=pg)
@@ -223,6 +226,84 @@ def check_group(pg, label):
     dist.barrier(group=pg)
 
 
+def check_backend(pg, label):
+    """PyTorch 2.x: the group's CPU backend is a ProcessGroupMeshccl; the
+    coalescing manager's fast paths (allreduce_coalesced,
+    allgather_into_tensor_coalesced, reduce_scatter_tensor_coalesced inside
+    startCoalescing/endCoalescing) and its plain batches give one Work that
+    completes with every operation; a shut-down backend refuses work."""
+    cpu = torch.device("cpu")
+    group = pg if pg is not None else dist.group.WORLD
+    be = group._get_backend(cpu)
+    if not isinstance(be, meshccl_torch.ProcessGroupMeshccl) or be.name() != "meshccl":
+        fail("%s: the cpu backend is %r (%s)" % (label, be, be.name()))
+    if dist.Backend.backend_capability.get("meshccl") != ["cpu"]:
+        fail("registered for devices %r" % dist.Backend.backend_capability.get("meshccl"))
+    n = dist.get_world_size(pg)
+    me = dist.get_rank(pg)
+    # Names of 2.x releases before all_gather_single / reduce_scatter_single.
+    gather_single = getattr(dist, "all_gather_single", dist.all_gather_into_tensor)
+    scatter_single = getattr(dist, "reduce_scatter_single", dist.reduce_scatter_tensor)
+    ts = [value(me, 5 + i, torch.int64, base=i) for i in range(3)]
+    with dist._coalescing_manager(group=pg, device=cpu, async_ops=True) as cm:
+        for t in ts:
+            dist.all_reduce(t, group=pg)
+    if len(cm.works) != 1:
+        fail("%s: coalesced all_reduce gave %d works" % (label, len(cm.works)))
+    cm.wait()
+    for i, t in enumerate(ts):
+        same(t, sum(value(r, 5 + i, torch.float64, base=i) for r in range(n)).to(torch.int64),
+             "%s coalesced all_reduce[%d]" % (label, i))
+    ins = [value(me, 2 + i, torch.float32, base=i) for i in range(3)]
+    outs = [torch.zeros(n * (2 + i)) for i in range(3)]
+    with dist._coalescing_manager(group=pg, device=cpu, async_ops=True) as cm:
+        for o, i in zip(outs, ins):
+            gather_single(o, i, group=pg)
+    cm.wait()
+    for i, o in enumerate(outs):
+        same(o, torch.cat([value(r, 2 + i, torch.float32, base=i) for r in range(n)]),
+             "%s coalesced all_gather_into_tensor[%d]" % (label, i))
+    srcs = [torch.cat([value(me, 3, torch.float64, base=b + i) for b in range(n)]) for i in range(2)]
+    outs = [torch.zeros(3, dtype=torch.float64) for _ in range(2)]
+    with dist._coalescing_manager(group=pg, device=cpu, async_ops=True) as cm:
+        for o, src in zip(outs, srcs):
+            scatter_single(o, src, group=pg)
+    cm.wait()
+    for i, o in enumerate(outs):
+        same(o, sum(value(r, 3, torch.float64, base=me + i) for r in range(n)),
+             "%s coalesced reduce_scatter_tensor[%d]" % (label, i))
+    # A batch of different operations, called as blocking collectives (their
+    # wait() inside the batch returns: they run when it ends): one Work,
+    # whose result() is every output.
+    b = value(me, 4, torch.int32)
+    a = value(me, 4, torch.int32, base=1)
+    with dist._coalescing_manager(group=pg, device=cpu, async_ops=True) as cm:
+        dist.broadcast(b, src=dist.get_global_rank(group, 0), group=pg)
+        dist.all_reduce(a, group=pg)
+    (w,) = cm.works
+    w.wait()
+    if not w.is_completed() or len(w.result()) != 2:
+        fail("%s: a batch's work: completed %s, %d results" % (label, w.is_completed(), len(w.result())))
+    same(b, value(0, 4, torch.int32), "%s batch broadcast" % label)
+    same(a, sum(value(r, 4, torch.float64, base=1) for r in range(n)).to(torch.int32), "%s batch all_reduce" % label)
+    with dist._coalescing_manager(group=pg, device=cpu, async_ops=True) as cm:
+        pass
+    cm.wait()
+
+
+def check_shutdown():
+    """PyTorch 2.x: destroy_process_group shuts the backend down; work issued
+    on it afterwards fails instead of using a freed communicator."""
+    for async_ops in (True, False):
+        g = dist.new_group(backend="meshccl", pg_options=meshccl_torch.Options(async_ops=async_ops))
+        be = g._get_backend(torch.device("cpu"))
+        t = torch.ones(3)
+        dist.all_reduce(t, group=g)
+        dist.destroy_process_group(g)
+        raises(lambda: be.allreduce([t]).wait(), "after the process group was shut down",
+               "all_reduce after shutdown (async_ops=%s)" % async_ops)
+
+
 def check_concurrent(n):
     """Two process groups at work at once (each on its own worker thread),
     both connecting for the first time: their communicators must not share
@@ -300,11 +381,16 @@ def main():
         check_ports(n)
     check_concurrent(n)
     check_group(None, "default")
+    if TORCH2:
+        check_backend(None, "default")
+        check_shutdown()
     # The calling thread's variant, and a subgroup of the first ranks.
     sync_pg = dist.new_group(backend="meshccl", pg_options=meshccl_torch.Options(async_ops=False))
     check_group(sync_pg, "sync")
     sub_ranks = list(range(max(1, n - 1)))
     sub = dist.new_group(ranks=sub_ranks, backend="meshccl")
+    if TORCH2:
+        check_backend(sync_pg, "sync")
     if RANK in sub_ranks:
         check_group(sub, "subgroup")
         raises(lambda: dist.all_reduce(torch.ones(2, dtype=torch.int16), group=sub),

@@ -23,8 +23,13 @@ import torch
 import torch.distributed as dist
 
 # The key of group "1" (the first new_group): init_process_group's
-# PrefixStore("default_pg"), the group's PrefixStore(name), the backend's key.
-KEY = "default_pg/1/meshccl/unique_id"
+# PrefixStore("default_pg"), the group's PrefixStore(name), the backend's key;
+# 2.x nests the group's PrefixStore("1/") in the default group's ("0/") and
+# adds the backend's device, PrefixStore("cpu/").
+if int(torch.__version__.split(".")[0]) >= 2:
+    KEY = "default_pg/0//1//cpu//meshccl/unique_id"
+else:
+    KEY = "default_pg/1/meshccl/unique_id"
 TIMEOUT = datetime.timedelta(seconds=60)
 
 

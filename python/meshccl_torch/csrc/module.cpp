@@ -1,8 +1,9 @@
 // SPDX-License-Identifier: Apache-2.0
 //
 // meshccl_torch._C: the Python binding of ProcessGroupMeshccl. The class
-// derives from torch.distributed's ProcessGroup binding (registered by
-// torch._C._distributed_c10d, which must be imported first: meshccl_torch's
+// derives from torch.distributed's binding of its base class (c10d Backend
+// with PyTorch 2.x, ProcessGroup with 1.13: torch_compat.hpp), registered by
+// torch._C._distributed_c10d, which must be imported first (meshccl_torch's
 // __init__.py imports torch.distributed), as PyTorch's own test extension
 // for third-party backends (test/cpp_extensions/cpp_c10d_extension.cpp) does.
 #include <torch/extension.h>
@@ -16,7 +17,7 @@ namespace py = pybind11;
 PYBIND11_MODULE(TORCH_EXTENSION_NAME, m)
 {
   m.doc() = "meshccl process group for torch.distributed (CPU tensors)";
-  py::class_<meshccl_torch::ProcessGroupMeshccl, c10d::ProcessGroup,
+  py::class_<meshccl_torch::ProcessGroupMeshccl, meshccl_torch::PgBase,
              c10::intrusive_ptr<meshccl_torch::ProcessGroupMeshccl>>(m, "ProcessGroupMeshccl")
       .def(py::init([](const c10::intrusive_ptr<c10d::Store> &store, int rank, int size,
                        int64_t timeout_ms, bool async, const std::string &label) {
@@ -33,6 +34,9 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m)
       .def_property_readonly_static("UNIQUE_ID_KEY", [](py::object) {
         return meshccl_torch::ProcessGroupMeshccl::kUniqueIdKey;
       });
+  // The PyTorch the extension was compiled against, and its base class.
+  m.attr("TORCH_VERSION") = TORCH_VERSION;
+  m.attr("IS_C10D_BACKEND") = static_cast<bool>(MESHCCL_TORCH_BACKEND);
   m.def(
       "nccl_version",
       [] {

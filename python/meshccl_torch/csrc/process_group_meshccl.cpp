@@ -3,8 +3,9 @@
 // ProcessGroupMeshccl (process_group_meshccl.hpp): c10d's collectives as
 // meshccl calls on CPU tensors, a worker thread per process group, and a
 // watchdog. Tensor checks and the mapping of dtypes and reduce ops follow
-// ProcessGroupNCCL.cpp (PyTorch 1.13); the work queue follows
-// ProcessGroupGloo.cpp. See docs/PYTORCH.md.
+// ProcessGroupNCCL.cpp; the work queue follows ProcessGroupGloo.cpp. What
+// differs between PyTorch 1.13 and 2.x is in torch_compat.hpp. See
+// docs/PYTORCH.md.
 
 // Python.h comes first, as Python's C API asks (the destructor releases the GIL).
 #include <Python.h>
@@ -173,8 +174,9 @@ Premul premulOf(const c10d::ReduceOp &op, const std::string &who, const char *ca
   auto *sup = dynamic_cast<c10d::NCCLPreMulSumSupplement *>(op.supplement_.get());
   TORCH_CHECK(sup != nullptr, who, call, ": ReduceOp.PREMUL_SUM without its factor");
   p.is_set = true;
-  if (!sup->tensor_factors.empty()) {
-    p.tensor_factor = sup->tensor_factors[0].to(at::kCPU);
+  at::Tensor factor = premulTensorFactor(*sup);
+  if (factor.defined()) {
+    p.tensor_factor = factor.to(at::kCPU);
   } else {
     p.factor = sup->double_factor;
   }
@@ -272,14 +274,17 @@ void addNonce(ncclUniqueId *id)
 
 WorkMeshccl::WorkMeshccl(int rank, c10d::OpType type, const char *profiling_title,
                          std::vector<at::Tensor> outputs)
-    : c10d::Work(rank, type, profiling_title, c10::optional<std::vector<at::Tensor>>(outputs)),
-      outputs_(std::move(outputs)), future_(c10::make_intrusive<c10::ivalue::Future>(
-                                        c10::ListType::create(c10::TensorType::get())))
+    : c10d::Work(rank, type, profiling_title, outputs), outputs_(std::move(outputs)),
+      future_(
+          c10::make_intrusive<c10::ivalue::Future>(c10::ListType::create(c10::TensorType::get())))
 {
 }
 
 bool WorkMeshccl::wait(std::chrono::milliseconds timeout)
 {
+  if (in_open_batch.load()) {
+    return true;
+  }
   std::unique_lock<std::mutex> lock(mutex_);
   if (timeout == kNoTimeout) {
     cv_.wait(lock, [&] { return completed_; });
@@ -321,7 +326,7 @@ void WorkMeshccl::complete(std::exception_ptr error)
 ProcessGroupMeshccl::ProcessGroupMeshccl(const c10::intrusive_ptr<c10d::Store> &store, int rank,
                                          int size, std::chrono::milliseconds timeout, bool async,
                                          const std::string &label)
-    : c10d::ProcessGroup(rank, size), timeout_(timeout), async_(async)
+    : PgBase(rank, size), timeout_(timeout), async_(async)
 {
   ncclUniqueId id;
   ncclComm_t comm = nullptr;
@@ -414,20 +419,33 @@ ProcessGroupMeshccl::ProcessGroupMeshccl(const c10::intrusive_ptr<c10d::Store> &
 
 ProcessGroupMeshccl::~ProcessGroupMeshccl()
 {
+  stopReleasingGil();
+}
+
+#if MESHCCL_TORCH_BACKEND
+void ProcessGroupMeshccl::shutdown()
+{
+  stopReleasingGil();
+}
+#endif
+
+void ProcessGroupMeshccl::stopReleasingGil()
+{
   // The worker may complete futures whose callbacks take the GIL (Python
   // comm hooks): never wait for it while holding the GIL.
   if (Py_IsInitialized() && !_Py_IsFinalizing() && PyGILState_Check()) {
     PyThreadState *state = PyEval_SaveThread();
-    shutdown();
+    stop();
     PyEval_RestoreThread(state);
   } else {
-    shutdown();
+    stop();
   }
 }
 
 // Runs what is queued, stops the threads, then frees the communicator:
 // ncclCommDestroy when healthy, ncclCommAbort after a failure or a timeout.
-void ProcessGroupMeshccl::shutdown()
+// A second call finds nothing left to do.
+void ProcessGroupMeshccl::stop()
 {
   {
     std::lock_guard<std::mutex> lock(queue_mutex_);
@@ -445,6 +463,8 @@ void ProcessGroupMeshccl::shutdown()
   if (watchdog_.joinable()) {
     watchdog_.join();
   }
+  // An operation on the calling thread (async = false) finishes first.
+  std::lock_guard<std::mutex> run_lock(run_mutex_);
   if (comm_ != nullptr) {
     ncclResult_t state = ncclSuccess;
     bool healthy = (ncclCommGetAsyncError(comm_, &state) == ncclSuccess) &&
@@ -498,6 +518,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupMeshccl::submit(Job job,
         batch_.after.push_back(std::move(f));
       }
       for (auto &w : job.works) {
+        w->in_open_batch.store(true);
         batch_.works.push_back(std::move(w));
       }
       batch_.timeout = std::max(batch_.timeout, job.timeout);
@@ -508,12 +529,13 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupMeshccl::submit(Job job,
     {
       std::lock_guard<std::mutex> lock(queue_mutex_);
       TORCH_CHECK(!stopping_, who(), job.what,
-                  " issued while the process group is being destroyed");
+                  " issued after the process group was shut down or while it is destroyed");
       queue_.push_back(std::move(job));
     }
     queue_cv_.notify_one();
   } else {
     std::lock_guard<std::mutex> lock(run_mutex_);
+    TORCH_CHECK(comm_ != nullptr, who(), job.what, " issued after the process group was shut down");
     runJob(job);
   }
   return first;
@@ -533,7 +555,20 @@ void ProcessGroupMeshccl::startCoalescing()
   batch_ = Job();
 }
 
+#if MESHCCL_TORCH_BACKEND
+c10::intrusive_ptr<c10d::Work> ProcessGroupMeshccl::endCoalescing()
+{
+  return endBatch();
+}
+#else
 void ProcessGroupMeshccl::endCoalescing(std::vector<c10::intrusive_ptr<c10d::Work>> & /*reqs*/)
+{
+  // The Works of the batch's operations complete with it.
+  endBatch();
+}
+#endif
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupMeshccl::endBatch()
 {
   Job job;
   {
@@ -543,12 +578,24 @@ void ProcessGroupMeshccl::endCoalescing(std::vector<c10::intrusive_ptr<c10d::Wor
     job = std::move(batch_);
     batch_ = Job();
   }
-  if (job.works.empty()) {
-    return;
+  std::vector<at::Tensor> outputs;
+  for (auto &w : job.works) {
+    w->in_open_batch.store(false);
+    std::vector<at::Tensor> r = w->result();
+    outputs.insert(outputs.end(), r.begin(), r.end());
   }
-  job.what = "batch of " + std::to_string(job.works.size()) + " operations (" + job.what + ")";
+  const size_t n_ops = job.works.size();
+  job.what = "batch of " + std::to_string(n_ops) + " operations (" + job.what + ")";
+  c10::intrusive_ptr<WorkMeshccl> batch_work =
+      makeWork(kCoalescedOpType, "meshccl:coalesced", outputs, job.what);
+  if (n_ops == 0) {
+    batch_work->complete(nullptr);
+    return batch_work;
+  }
+  job.works.push_back(batch_work);
   std::chrono::milliseconds timeout = job.timeout;
   submit(std::move(job), timeout);
+  return batch_work;
 }
 
 void ProcessGroupMeshccl::workerLoop()
@@ -855,26 +902,51 @@ ProcessGroupMeshccl::allgather(std::vector<std::vector<at::Tensor>> &outputs,
   return submit(std::move(job), opts.timeout);
 }
 
+// all_gather_into_tensor of one pair: the call, after the checks.
+void ProcessGroupMeshccl::addAllgatherBase(Job &job, const at::Tensor &output,
+                                           const at::Tensor &input, const char *call) const
+{
+  checkTensor(input, call, "the input");
+  checkTensor(output, call, "the output");
+  TORCH_CHECK(output.scalar_type() == input.scalar_type(), who(), call, ": output is ",
+              c10::toString(output.scalar_type()), ", input is ",
+              c10::toString(input.scalar_type()));
+  TORCH_CHECK(output.numel() == input.numel() * size_, who(), call, ": output has ", output.numel(),
+              " elements, expected ", size_, " x ", input.numel());
+  at::Tensor in = input;
+  at::Tensor out = output;
+  job.calls.push_back([in, out](ncclComm_t c) {
+    return ncclAllGather(in.data_ptr(), out.data_ptr(), in.nbytes(), ncclUint8, c, nullptr);
+  });
+}
+
 c10::intrusive_ptr<c10d::Work>
 ProcessGroupMeshccl::_allgather_base(at::Tensor &output, at::Tensor &input,
                                      const c10d::AllgatherOptions &opts)
 {
-  checkTensor(input, "_allgather_base", "the input");
-  checkTensor(output, "_allgather_base", "the output");
-  TORCH_CHECK(output.scalar_type() == input.scalar_type(), who(), "_allgather_base: output is ",
-              c10::toString(output.scalar_type()), ", input is ",
-              c10::toString(input.scalar_type()));
-  TORCH_CHECK(output.numel() == input.numel() * size_, who(), "_allgather_base: output has ",
-              output.numel(), " elements, expected ", size_, " x ", input.numel());
-  at::Tensor in = input;
-  at::Tensor out = output;
   Job job;
-  job.what = "all_gather_into_tensor of " + shape(in);
-  job.calls.push_back([in, out](ncclComm_t c) {
-    return ncclAllGather(in.data_ptr(), out.data_ptr(), in.nbytes(), ncclUint8, c, nullptr);
-  });
+  addAllgatherBase(job, output, input, "_allgather_base");
+  job.what = "all_gather_into_tensor of " + shape(input);
   job.works.push_back(
-      makeWork(c10d::OpType::_ALLGATHER_BASE, "meshccl:_allgather_base", {out}, job.what));
+      makeWork(c10d::OpType::_ALLGATHER_BASE, "meshccl:_allgather_base", {output}, job.what));
+  return submit(std::move(job), opts.timeout);
+}
+
+c10::intrusive_ptr<c10d::Work>
+ProcessGroupMeshccl::allgather_into_tensor_coalesced(std::vector<at::Tensor> &outputs,
+                                                     std::vector<at::Tensor> &inputs,
+                                                     const c10d::AllgatherOptions &opts)
+{
+  const char *call = "allgather_into_tensor_coalesced";
+  TORCH_CHECK(!inputs.empty() && (outputs.size() == inputs.size()), who(), call, ": ",
+              inputs.size(), " inputs and ", outputs.size(), " outputs, expected as many (not 0)");
+  Job job;
+  job.what = std::string(call) + " of " + std::to_string(inputs.size()) + " tensors";
+  for (size_t i = 0; i < inputs.size(); i++) {
+    addAllgatherBase(job, outputs[i], inputs[i], call);
+  }
+  job.works.push_back(makeWork(c10d::OpType::ALLGATHER_COALESCED,
+                               "meshccl:allgather_into_tensor_coalesced", outputs, job.what));
   return submit(std::move(job), opts.timeout);
 }
 
@@ -1030,33 +1102,60 @@ ProcessGroupMeshccl::reduce_scatter(std::vector<at::Tensor> &outputs,
   return submit(std::move(job), opts.timeout);
 }
 
-c10::intrusive_ptr<c10d::Work>
-ProcessGroupMeshccl::_reduce_scatter_base(at::Tensor &output, at::Tensor &input,
-                                          const c10d::ReduceScatterOptions &opts)
+// reduce_scatter_tensor of one pair: the call (PREMUL_SUM scales a copy of
+// the input, which stays as it was), after the checks.
+void ProcessGroupMeshccl::addReduceScatterBase(Job &job, const at::Tensor &output,
+                                               const at::Tensor &input, const c10d::ReduceOp &op,
+                                               const char *call) const
 {
-  checkTensor(input, "_reduce_scatter_base", "the input");
-  checkTensor(output, "_reduce_scatter_base", "the output");
-  TORCH_CHECK(output.scalar_type() == input.scalar_type(), who(),
-              "_reduce_scatter_base: output is ", c10::toString(output.scalar_type()),
-              ", input is ", c10::toString(input.scalar_type()));
-  TORCH_CHECK(input.numel() == output.numel() * size_, who(), "_reduce_scatter_base: input has ",
-              input.numel(), " elements, expected ", size_, " x ", output.numel());
+  checkTensor(input, call, "the input");
+  checkTensor(output, call, "the output");
+  TORCH_CHECK(output.scalar_type() == input.scalar_type(), who(), call, ": output is ",
+              c10::toString(output.scalar_type()), ", input is ",
+              c10::toString(input.scalar_type()));
+  TORCH_CHECK(input.numel() == output.numel() * size_, who(), call, ": input has ", input.numel(),
+              " elements, expected ", size_, " x ", output.numel());
   at::Tensor in = input;
   at::Tensor out = output;
-  RedType rt = redType(out, opts.reduceOp.op_, who(), "_reduce_scatter_base");
-  ncclRedOp_t nop = ncclOp(opts.reduceOp.op_, out.scalar_type(), who(), "_reduce_scatter_base");
-  Premul premul = premulOf(opts.reduceOp, who(), "_reduce_scatter_base");
+  RedType rt = redType(out, op.op_, who(), call);
+  ncclRedOp_t nop = ncclOp(op.op_, out.scalar_type(), who(), call);
+  Premul premul = premulOf(op, who(), call);
   auto send = std::make_shared<at::Tensor>(in);
-  Job job;
-  job.what = "reduce_scatter_tensor of " + shape(out);
   if (premul.is_set) {
     job.before.push_back([in, send, premul] { *send = premul.scaled(in).contiguous(); });
   }
   job.calls.push_back([in, send, out, rt, nop](ncclComm_t c) {
     return ncclReduceScatter(send->data_ptr(), out.data_ptr(), rt.count, rt.type, nop, c, nullptr);
   });
+}
+
+c10::intrusive_ptr<c10d::Work>
+ProcessGroupMeshccl::_reduce_scatter_base(at::Tensor &output, at::Tensor &input,
+                                          const c10d::ReduceScatterOptions &opts)
+{
+  Job job;
+  addReduceScatterBase(job, output, input, opts.reduceOp, "_reduce_scatter_base");
+  job.what = "reduce_scatter_tensor of " + shape(output);
   job.works.push_back(makeWork(c10d::OpType::_REDUCE_SCATTER_BASE, "meshccl:_reduce_scatter_base",
-                               {out}, job.what));
+                               {output}, job.what));
+  return submit(std::move(job), opts.timeout);
+}
+
+c10::intrusive_ptr<c10d::Work>
+ProcessGroupMeshccl::reduce_scatter_tensor_coalesced(std::vector<at::Tensor> &outputs,
+                                                     std::vector<at::Tensor> &inputs,
+                                                     const c10d::ReduceScatterOptions &opts)
+{
+  const char *call = "reduce_scatter_tensor_coalesced";
+  TORCH_CHECK(!inputs.empty() && (outputs.size() == inputs.size()), who(), call, ": ",
+              inputs.size(), " inputs and ", outputs.size(), " outputs, expected as many (not 0)");
+  Job job;
+  job.what = std::string(call) + " of " + std::to_string(inputs.size()) + " tensors";
+  for (size_t i = 0; i < inputs.size(); i++) {
+    addReduceScatterBase(job, outputs[i], inputs[i], opts.reduceOp, call);
+  }
+  job.works.push_back(makeWork(c10d::OpType::REDUCE_SCATTER,
+                               "meshccl:reduce_scatter_tensor_coalesced", outputs, job.what));
   return submit(std::move(job), opts.timeout);
 }
 

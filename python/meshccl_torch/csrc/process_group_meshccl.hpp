@@ -1,7 +1,9 @@
 // SPDX-License-Identifier: Apache-2.0
 //
-// ProcessGroupMeshccl: a torch.distributed (c10d, PyTorch 1.13) process group
-// over one meshccl communicator, for CPU tensors. It plays the part
+// ProcessGroupMeshccl: a torch.distributed backend over one meshccl
+// communicator, for CPU tensors: a c10d::Backend registered for device "cpu"
+// with PyTorch >= 2.0, a c10d::ProcessGroup with PyTorch 1.13
+// (torch_compat.hpp). It plays the part
 // ProcessGroupNCCL (torch/csrc/distributed/c10d/ProcessGroupNCCL.cpp) plays
 // for GPUs: the communicator's unique id goes through the c10d store (rank 0
 // ncclGetUniqueId -> store.set, the others store.get), every collective is one
@@ -17,6 +19,7 @@
 // as ProcessGroupNCCL's watchdog leaves a timed-out communicator.
 #pragma once
 
+#include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <cstdint>
@@ -31,12 +34,13 @@
 
 #include <ATen/ATen.h>
 #include <ATen/core/ivalue.h>
-#include <torch/csrc/distributed/c10d/ProcessGroup.hpp>
 #include <torch/csrc/distributed/c10d/Store.hpp>
 #include <torch/csrc/distributed/c10d/Types.hpp>
 #include <torch/csrc/distributed/c10d/Work.hpp>
 
 #include <nccl.h>
+
+#include "torch_compat.hpp"
 
 namespace meshccl_torch
 {
@@ -50,7 +54,11 @@ public:
               std::vector<at::Tensor> outputs);
 
   // Waits for completion (timeout 0: no limit); throws the operation's error,
-  // or a timeout error naming the operation.
+  // or a timeout error naming the operation. An operation of a batch that is
+  // still open (between startCoalescing and endCoalescing) runs when the
+  // batch ends: its wait() returns at once, as a coalesced operation's
+  // wait() on ProcessGroupNCCL does not wait for the batch, and PyTorch 2.x's
+  // blocking collectives inside _coalescing_manager call it.
   bool wait(std::chrono::milliseconds timeout = kNoTimeout) override;
   std::vector<at::Tensor> result() override;
   // A future of the output tensors (List[Tensor]), completed with the work:
@@ -62,13 +70,15 @@ public:
 
   // "all_reduce of 1024 float32 elements", for messages.
   std::string what;
+  // Set while the operation is in a batch not yet ended.
+  std::atomic<bool> in_open_batch{false};
 
 private:
   std::vector<at::Tensor> outputs_;
   c10::intrusive_ptr<c10::ivalue::Future> future_;
 };
 
-class ProcessGroupMeshccl : public c10d::ProcessGroup
+class ProcessGroupMeshccl : public PgBase
 {
 public:
   // Creates rank `rank` of `size`: rank 0 makes the unique id and stores it
@@ -103,8 +113,9 @@ public:
     return comm_;
   }
 
-  // Collectives (c10d's ProcessGroup API of PyTorch 1.13). Every list of
-  // tensors holds one CPU tensor per rank-local device, so exactly one here.
+  // Collectives (c10d's Backend API of PyTorch 2.x, ProcessGroup API of
+  // 1.13). Every list of tensors holds one CPU tensor per rank-local
+  // device, so exactly one here.
   c10::intrusive_ptr<c10d::Work> broadcast(std::vector<at::Tensor> &tensors,
                                            const c10d::BroadcastOptions &opts) override;
   c10::intrusive_ptr<c10d::Work> allreduce(std::vector<at::Tensor> &tensors,
@@ -147,11 +158,36 @@ public:
                                       int tag) override;
   c10::intrusive_ptr<c10d::Work> barrier(const c10d::BarrierOptions &opts) override;
 
-  // torch.distributed.batch_isend_irecv brackets its operations with these:
-  // the operations issued in between run as one ncclGroupStart/End, so that
-  // matching sends and receives in any order do not wait for each other.
+  // One all_gather_into_tensor / reduce_scatter_tensor per pair of
+  // outputs[i] and inputs[i], run together as one ncclGroupStart/End
+  // (torch.distributed._coalescing_manager calls them; PyTorch 2.x only).
+  c10::intrusive_ptr<c10d::Work>
+  allgather_into_tensor_coalesced(std::vector<at::Tensor> &outputs, std::vector<at::Tensor> &inputs,
+                                  const c10d::AllgatherOptions &opts) MESHCCL_OVERRIDE_2X;
+  c10::intrusive_ptr<c10d::Work>
+  reduce_scatter_tensor_coalesced(std::vector<at::Tensor> &outputs, std::vector<at::Tensor> &inputs,
+                                  const c10d::ReduceScatterOptions &opts) MESHCCL_OVERRIDE_2X;
+
+  // torch.distributed.batch_isend_irecv and _coalescing_manager bracket
+  // their operations with these: the operations issued in between run as one
+  // ncclGroupStart/End, so that matching sends and receives in any order do
+  // not wait for each other. PyTorch 2.x asks supportsCoalescing() first and
+  // takes endCoalescing()'s Work, which completes with the whole batch;
+  // 1.13 keeps the Works of the operations themselves.
   void startCoalescing() override;
+#if MESHCCL_TORCH_BACKEND
+  bool supportsCoalescing() const override
+  {
+    return true;
+  }
+  c10::intrusive_ptr<c10d::Work> endCoalescing() override;
+  // destroy_process_group calls it (PyTorch 2.x): runs what is queued, then
+  // frees the communicator; later operations fail. The destructor does the
+  // same when it was not called.
+  void shutdown() override;
+#else
   void endCoalescing(std::vector<c10::intrusive_ptr<c10d::Work>> &reqs) override;
+#endif
 
 private:
   // One unit of execution: NCCL calls made together (a group when there are
@@ -175,7 +211,13 @@ private:
                  const char *call, const char *role) const;
   void addAllreduce(Job &job, const at::Tensor &t, const c10d::ReduceOp &op,
                     const char *call) const;
+  void addAllgatherBase(Job &job, const at::Tensor &output, const at::Tensor &input,
+                        const char *call) const;
+  void addReduceScatterBase(Job &job, const at::Tensor &output, const at::Tensor &input,
+                            const c10d::ReduceOp &op, const char *call) const;
   bool isCoalescing();
+  // Closes the batch and submits it; its Work, completed at once when empty.
+  c10::intrusive_ptr<c10d::Work> endBatch();
 
   c10::intrusive_ptr<WorkMeshccl> makeWork(c10d::OpType type, const char *title,
                                            std::vector<at::Tensor> outputs,
@@ -186,7 +228,9 @@ private:
   void workerLoop();
   void watchdogLoop();
   std::string describeFailure(const std::string &what, ncclResult_t res, bool timed_out) const;
-  void shutdown();
+  // Stops the threads and frees the communicator, without holding the GIL.
+  void stopReleasingGil();
+  void stop();
 
   ncclComm_t comm_ = nullptr;
   std::string who_; // "meshccl: rank R of N (label): "
