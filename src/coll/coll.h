@@ -292,13 +292,12 @@ struct mc_coll_algo_env {
 ncclResult_t mc_coll_algo_env_parse(const char *algo, const char *proto,
                                     struct mc_coll_algo_env *out);
 
-/* Reads NCCL_ALGO and NCCL_PROTO into comm once (init calls it, as NCCL
- * parses them in ncclTopoTuneModel at the end of init; a collective on a
- * communicator of the unit tests calls it first): ncclInvalidUsage naming
- * the variable and the bad name. A protocol meshccl does not implement (LL,
- * LL128: GPU protocols), asked for by name or by excluding Simple, is said
- * once per process at WARN, on stderr even without NCCL_DEBUG, as an
- * unknown variable is. */
+/* Reads NCCL_ALGO and NCCL_PROTO into comm once, at its first collective
+ * (NCCL parses them in ncclTopoTuneModel at the end of init; init cannot
+ * call into coll here): ncclInvalidUsage naming the variable and the bad
+ * name. A protocol meshccl does not implement (LL, LL128: GPU protocols),
+ * asked for by name or by excluding Simple, is said once per process at
+ * WARN, on stderr even without NCCL_DEBUG, as an unknown variable is. */
 ncclResult_t mc_coll_env_load(struct ncclComm *comm);
 
 /* Tree shapes (NCCL's ncclGetBtree / ncclGetDtree) come from the topology's

@@ -18,7 +18,6 @@
 #include <unistd.h>
 
 #include "check.h"
-#include "coll/coll.h"
 #include "crypto.h"
 #include "topo/topo.h"
 #include "log.h"
@@ -254,7 +253,6 @@ static ncclResult_t init_stages(struct ncclComm *comm)
   comm->t.topo = mc_time_sec() - t0;
   t0 = mc_time_sec();
   MC_CHECK(mc_comm_stage_graphs(comm));
-  MC_CHECK(mc_coll_env_load(comm)); /* NCCL_ALGO, NCCL_PROTO: NCCL's ncclTopoTuneModel */
   comm->t.graphs = mc_time_sec() - t0;
   t0 = mc_time_sec();
   MC_CHECK(mc_comm_stage_connect(comm));

@@ -3,8 +3,8 @@
 # Misconfiguration is never silent: without NCCL_DEBUG, a misspelt or
 # invalid NCCL_*/MESHCCL_* variable still gets one line on stderr per
 # process; meshccl-env lists the same warnings; NCCL_NET naming no network
-# fails init naming the networks there are; NCCL_ALGO / NCCL_PROTO are
-# checked at init, and a GPU protocol asked for is said; a lone rank gives up at
+# fails init naming the networks there are; a bad NCCL_ALGO fails the first
+# collective, and a GPU protocol asked for is said; a lone rank gives up at
 # MESHCCL_INIT_TIMEOUT (to within a second) naming the rank that never came.
 # shellcheck source=mp_lib.sh disable=SC2154 # bg and wait_bg set PID_*, RC_*, MS_*
 . "$(dirname "$0")/mp_lib.sh"
@@ -51,18 +51,19 @@ expect_le "lone rank: gave up within 3 s of MESHCCL_INIT_TIMEOUT=2" "$MS_lone" 3
 expect_grep "lone rank: names the rank that never joined" "$TMP/lone.out" \
   'timeout: Bootstrap: rank 0: rank 1 of 2 never joined the bootstrap root at 127\.0\.0\.1<[0-9]+> within 2 s \(MESHCCL_INIT_TIMEOUT\)'
 
-# NCCL_ALGO and NCCL_PROTO are read at init (as NCCL's ncclTopoTuneModel
-# does): a bad name fails init on every rank, naming it; a protocol meshccl
-# does not implement is said once per process on stderr, NCCL_DEBUG unset.
-env -u NCCL_DEBUG NCCL_ALGO=Rign timeout 60 "$RUN" -n 2 "$HELLO" >"$TMP/algo.out" 2>&1
+# NCCL_ALGO and NCCL_PROTO: a bad name fails the first collective on every
+# rank, naming it; a protocol meshccl does not implement is said once per
+# process on stderr, NCCL_DEBUG unset.
+PERF1=("$MC_BUILD/bin/meshccl-perf" all_reduce -b 8 -e 8 -n 1 -w 0)
+env -u NCCL_DEBUG NCCL_ALGO=Rign timeout 60 "$RUN" -n 2 "${PERF1[@]}" >"$TMP/algo.out" 2>&1
 expect_eq "NCCL_ALGO=Rign: the job fails (exit 1)" "$?" 1
-expect_grep "NCCL_ALGO=Rign: init fails naming the name and the known ones" "$TMP/algo.out" \
-  "^\[[01]\] meshccl-hello: init failed: invalid usage .*NCCL_ALGO: unknown name 'Rign' \(known: Tree, Ring,"
-env -u NCCL_DEBUG NCCL_PROTO=LL128 timeout 60 "$RUN" -n 2 "$HELLO" >"$TMP/proto.out" 2>&1
+expect_grep "NCCL_ALGO=Rign: the collective fails naming the name and the known ones" \
+  "$TMP/algo.out" "NCCL_ALGO: unknown name 'Rign' \(known: Tree, Ring,"
+env -u NCCL_DEBUG NCCL_PROTO=LL128 timeout 60 "$RUN" -n 2 "${PERF1[@]}" >"$TMP/proto.out" 2>&1
 expect_eq "NCCL_PROTO=LL128: the job runs" "$?" 0
 expect_eq "NCCL_PROTO=LL128: one stderr line per rank says Simple is used" \
   "$(grep -c '^\[[01]\] meshccl WARN ENV: NCCL_PROTO=LL128: meshccl implements only Simple (LL and LL128 are GPU protocols): every collective uses Simple$' "$TMP/proto.out")" 2
-env -u NCCL_DEBUG NCCL_PROTO=^LL128 timeout 60 "$RUN" -n 2 "$HELLO" >"$TMP/proto2.out" 2>&1
+env -u NCCL_DEBUG NCCL_PROTO=^LL128 timeout 60 "$RUN" -n 2 "${PERF1[@]}" >"$TMP/proto2.out" 2>&1
 expect_eq "NCCL_PROTO=^LL128 (Simple allowed, no GPU protocol asked for): nothing said" \
   "$(grep -c 'NCCL_PROTO' "$TMP/proto2.out")" 0
 
