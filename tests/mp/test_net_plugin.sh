@@ -16,12 +16,12 @@ need_progs mp_coll
 PLUGINS="$MC_BUILD/tests/plugins"
 export NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=INIT,NET
 
-three_hosts() { # LOG ENV... -- runs mp_coll on 3 "hosts"
+COLLS=allreduce,allgather,broadcast,reducescatter,sendrecv
+three_hosts() { # LOG ENV... -- runs mp_coll ($COLLS) on 3 "hosts"
   local log=$1
   shift
   env "$@" timeout 120 "$RUN" -n 3 bash -c 'NCCL_HOSTID=h$RANK exec "$0" "$@"' "$T/mp_coll" \
-    --colls allreduce,allgather,broadcast,reducescatter,sendrecv --types int32,uint8 \
-    --ops sum,max --sizes 0,1,7,4099,262147 >"$log" 2>&1
+    --colls "$COLLS" --types int32,uint8 --ops sum,max --sizes 0,1,7,4099,262147 >"$log" 2>&1
 }
 
 for v in 6 7 8 9 10 11 12; do
@@ -56,6 +56,19 @@ three_hosts "$TMP/blocking.out" NCCL_NET_PLUGIN="$PLUGINS/libnccl-net-fake6.so" 
   FAKE_NET_NO_SIZES=1
 expect_success "a plugin whose accept blocks (as nccl-fastsocket's): every collective exact" \
   "$?" "$TMP/blocking.out"
+# Connections at first use whose receive comes first on every rank (a group
+# that posts its receive before its send): each rank must call connect for
+# its sends before it blocks in accept, or every rank waits in accept for a
+# connect its peer makes only after its own accept (the plugin's blocking
+# accept is out of reach of MESHCCL_NET_TIMEOUT). Bounded by the fake's 60 s
+# accept and the 120 s timeout; MESHCCL_NET_TIMEOUT=5 must not be needed.
+COLLS=recvsend,sendrecv,alltoall,allreduce three_hosts "$TMP/recvfirst.out" \
+  NCCL_NET_PLUGIN="$PLUGINS/libnccl-net-fake6.so" FAKE_NET_BLOCKING=1 FAKE_NET_NO_SIZES=1 \
+  MESHCCL_NET_TIMEOUT=5
+expect_success "a blocking accept with the receive first in the group: exact, no deadlock" \
+  "$?" "$TMP/recvfirst.out"
+expect_eq "... and the plugin's request rules held (posting order, 16 outstanding)" \
+  "$(grep -Ec 'invalid request|unable to allocate requests|no connector within' "$TMP/recvfirst.out")" 0
 
 three_hosts "$TMP/name.out" NCCL_NET_PLUGIN=fake9 LD_LIBRARY_PATH="$PLUGINS${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 expect_success "plugin by name through LD_LIBRARY_PATH" "$?" "$TMP/name.out"
