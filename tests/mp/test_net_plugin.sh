@@ -7,7 +7,8 @@
 # send/recv give exact integer results (mp_coll), and every rank's log says
 # which plugin, version and file it used. Also: a plugin by name through
 # LD_LIBRARY_PATH, a plugin whose test() never reports sizes, plugins whose
-# connect and accept wait for each other or block, and
+# connect and accept wait for each other or block (also with the receive
+# first in a group, and one-shot all-reduces on one host), and
 # NCCL_NET_PLUGIN naming nothing loadable failing init
 # with the reason instead of falling back to sockets.
 # shellcheck source=mp_lib.sh
@@ -69,6 +70,20 @@ expect_success "a blocking accept with the receive first in the group: exact, no
   "$?" "$TMP/recvfirst.out"
 expect_eq "... and the plugin's request rules held (posting order, 16 outstanding)" \
   "$(grep -Ec 'invalid request|unable to allocate requests|no connector within' "$TMP/recvfirst.out")" 0
+
+# One host with P2P and SHM off: every connection is NET, and small
+# all-reduces take the one-shot algorithm, whose connections at first use
+# are a receive then a send with every peer, through the blocking plugin
+# that reports no sizes (the receivers go by theirs; the signature in each
+# step's header still catches mismatched calls).
+env NCCL_NET_PLUGIN="$PLUGINS/libnccl-net-fake6.so" FAKE_NET_BLOCKING=1 FAKE_NET_NO_SIZES=1 \
+  NCCL_P2P_DISABLE=1 NCCL_SHM_DISABLE=1 MESHCCL_NET_TIMEOUT=5 NCCL_DEBUG_SUBSYS=INIT,NET,TUNING \
+  timeout 120 "$RUN" -n 3 "$T/mp_coll" --colls allreduce --types int32,float --ops sum,max \
+  --sizes 0,1,7,4099 >"$TMP/oneshot.out" 2>&1
+expect_success "one-shot all-reduce through a blocking plugin without sizes: exact" "$?" \
+  "$TMP/oneshot.out"
+expect_grep "... and it ran one-shot" "$TMP/oneshot.out" 'Algo 7 .*OneShot: small all-reduce on one host'
+expect_eq "... over NET only" "$(grep -Ec 'via (P2P|SHM)' "$TMP/oneshot.out")" 0
 
 three_hosts "$TMP/name.out" NCCL_NET_PLUGIN=fake9 LD_LIBRARY_PATH="$PLUGINS${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 expect_success "plugin by name through LD_LIBRARY_PATH" "$?" "$TMP/name.out"
