@@ -543,6 +543,12 @@ void mc_conn_free(struct mc_conn *c)
 {
   if (c == NULL)
     return;
+  if (mc_proxy_wedged(c->proxy)) {
+    /* Its proxy thread was abandoned inside a plugin call that may still
+     * use the connection's plugin comms, slots and counters: left to it. */
+    memset(c, 0, sizeof(*c));
+    return;
+  }
   if (c->proxy != NULL)
     mc_proxy_remove(c->proxy, c);
   if (c->tp != NULL)

@@ -387,6 +387,15 @@ void mc_tp_proxy_stop(struct mc_tp_comm *tc);
 /* Finalizes the net (after every connection was freed). */
 void mc_tp_comm_free(struct mc_tp_comm *tc);
 
+/* While a collective waits (now_ns): whether the proxy thread has been
+ * inside one plugin call for limit_ns (MESHCCL_NET_TIMEOUT); the first time
+ * it is, the rank abandons the thread (it and what it may touch are never
+ * freed) and text says so. p may be NULL. */
+bool mc_proxy_wedged_check(struct mc_proxy *p, uint64_t now_ns, uint64_t limit_ns, char *text,
+                           size_t text_bytes);
+/* Whether the rank abandoned the proxy thread (mc_proxy_wedged_check). */
+bool mc_proxy_wedged(const struct mc_proxy *p);
+
 /* A collective starts (+1) or ends (-1) on this rank: the proxy thread
  * polls its NET connections only while one runs. p may be NULL. */
 void mc_proxy_activity(struct mc_proxy *p, int delta);

@@ -8,7 +8,9 @@
 # which plugin, version and file it used. Also: a plugin by name through
 # LD_LIBRARY_PATH, a plugin whose test() never reports sizes, plugins whose
 # connect and accept wait for each other or block (also with the receive
-# first in a group, and one-shot all-reduces on one host), and
+# first in a group, and one-shot all-reduces on one host), a plugin whose
+# test() blocks in the proxy thread failing the collective after
+# MESHCCL_NET_TIMEOUT, and
 # NCCL_NET_PLUGIN naming nothing loadable failing init
 # with the reason instead of falling back to sockets.
 # shellcheck source=mp_lib.sh
@@ -84,6 +86,21 @@ expect_success "one-shot all-reduce through a blocking plugin without sizes: exa
   "$TMP/oneshot.out"
 expect_grep "... and it ran one-shot" "$TMP/oneshot.out" 'Algo 7 .*OneShot: small all-reduce on one host'
 expect_eq "... over NET only" "$(grep -Ec 'via (P2P|SHM)' "$TMP/oneshot.out")" 0
+
+# A plugin call that blocks in the proxy thread (nccl-fastsocket's first
+# test() of a send waits, forever, until the peer accepted the connection):
+# the watchdog runs in that thread, so the rank itself fails the collective
+# after MESHCCL_NET_TIMEOUT, naming the call, instead of waiting on.
+SECONDS=0
+env NCCL_NET_PLUGIN="$PLUGINS/libnccl-net-fake6.so" MESHCCL_NET_TIMEOUT=3 NCCL_DEBUG=WARN \
+  timeout 100 "$RUN" -n 3 bash -c \
+  'export NCCL_HOSTID=h$RANK; [ "$RANK" = 1 ] && export FAKE_NET_HANG_TEST=1; exec "$0" "$@"' \
+  "$T/mp_coll" --colls allreduce --types int32 --sizes 4099 >"$TMP/hang.out" 2>&1
+rc=$?
+expect_eq "a plugin's test() that blocks fails the job" "$rc" 1
+expect_le "... within MESHCCL_NET_TIMEOUT and some (s)" "$SECONDS" 30
+expect_grep "... the rank whose proxy is blocked says so itself" "$TMP/hang.out" \
+  "mp_coll: FAILED: .*NET/Fake: the proxy thread has been inside the plugin's test\(\) on the connection to rank [02] for [0-9.]+ s while a collective waited \(MESHCCL_NET_TIMEOUT=3 s\)"
 
 three_hosts "$TMP/name.out" NCCL_NET_PLUGIN=fake9 LD_LIBRARY_PATH="$PLUGINS${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 expect_success "plugin by name through LD_LIBRARY_PATH" "$?" "$TMP/name.out"

@@ -33,6 +33,9 @@
  *                         "unable to allocate requests") and test() only on
  *                         the oldest one not yet reported done (else it
  *                         fails, "test called with invalid request")
+ *   FAKE_NET_HANG_TEST=1  the first test() of each send comm blocks for
+ *                         FAKE_BLOCK_MS * 2 (120 s), as nccl-fastsocket's
+ *                         does forever when its connection is never accepted
  *   FAKE_NET_INIT_FAIL=N  the version-N build's init() fails with ncclSystemError
  *   FAKE_NET_NDEVS=N      N physical devices (1..4, default 1) fake0..fake<N-1>,
  *                         all on the same address; device d's speed is
@@ -120,6 +123,7 @@ struct fake_comm {
   unsigned head; /* FIFO of posted requests, in posting order */
   unsigned tail;
   unsigned tested; /* requests test() reported done (blocking mode: in order) */
+  int hung;        /* FAKE_NET_HANG_TEST: its first test() blocked */
   struct fake_req *fifo[FAKE_MAX_REQS];
 };
 
@@ -127,6 +131,7 @@ static ncclDebugLogger_t logger;
 static int no_sizes;
 static int handshake;
 static int blocking;
+static int hang_test;
 
 #define FAKE_BLOCK_MS       60000
 #define FAKE_BLOCK_MAX_REQS 16 /* nccl-fastsocket's MAX_REQUESTS */
@@ -186,6 +191,7 @@ static ncclResult_t fake_init_common(ncclDebugLogger_t log_fn)
   no_sizes = env_is("FAKE_NET_NO_SIZES");
   handshake = env_is("FAKE_NET_HANDSHAKE");
   blocking = env_is("FAKE_NET_BLOCKING");
+  hang_test = env_is("FAKE_NET_HANG_TEST");
   if ((getenv("FAKE_NET_INIT_FAIL") != NULL) &&
       (atoi(getenv("FAKE_NET_INIT_FAIL")) == FAKE_NET_VERSION)) {
     FAKE_LOG(NCCL_LOG_WARN, "FAKE/Plugin: init fails as FAKE_NET_INIT_FAIL asks");
@@ -778,6 +784,11 @@ static ncclResult_t fake_test(void *request, int *done, int *sizes)
   if (blocking && (r != r->comm->fifo[r->comm->tested % FAKE_MAX_REQS])) {
     FAKE_LOG(NCCL_LOG_WARN, "FAKE/Plugin: test called with invalid request");
     return ncclInternalError;
+  }
+  if (hang_test && r->is_send && !r->comm->hung) {
+    r->comm->hung = 1;
+    FAKE_LOG(NCCL_LOG_INFO, "FAKE/Plugin: test() blocks for %d ms", 2 * FAKE_BLOCK_MS);
+    (void)poll(NULL, 0, 2 * FAKE_BLOCK_MS);
   }
   res = wait_ack(r->comm);
 
