@@ -335,6 +335,9 @@ struct mc_tp_comm {
   void *net_ctx;             /* net's context, initialised and owned by the caller */
   int net_ndev;              /* devices of net (physical and virtual) */
   struct mc_proxy *proxy;    /* started with the first NET connection */
+  /* The rank abandoned the proxy thread inside a plugin call: the net's
+   * context, which that call may use, must not be finalized. */
+  bool proxy_abandoned;
   bool cma_warned;
   /* NET connections must be established by setup_dl (the owner sets it
    * around init's connect; without it, mc_boot_op_timeout_ms from the call). */
