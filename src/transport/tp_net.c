@@ -335,7 +335,9 @@ static void call_enter(struct mc_proxy *p, const struct mc_conn *c, const char *
     return;
   p->call_conn = c;
   p->call_what = what;
-  __atomic_store_n(&p->call_seq, p->call_seq + 1, __ATOMIC_RELEASE);
+  /* Only this thread moves call_seq while it is even. */
+  __atomic_store_n(&p->call_seq, __atomic_load_n(&p->call_seq, __ATOMIC_RELAXED) + 1,
+                   __ATOMIC_RELEASE);
 }
 
 /* The call returned: unless the rank abandoned the thread meanwhile, in
