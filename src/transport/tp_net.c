@@ -99,7 +99,8 @@ struct mc_proxy {
   const char *call_what;
   uint64_t seen_seq;
   uint64_t seen_ns;
-  bool guarded; /* it has a plugin's connections: the rank does not help */
+  bool guarded;      /* it has a plugin's connections: the rank does not help */
+  uint64_t wedge_ns; /* MESHCCL_NET_TIMEOUT: how long one guarded call may last */
 };
 
 /* ----------------------------------------------------------------- setup */
@@ -268,6 +269,58 @@ static void net_free(struct mc_conn *c)
 }
 
 /* ----------------------------------------------------------------- proxy */
+
+/* Takes p->lock, or abandons the proxy thread instead (false): when it has
+ * plugin connections, it may hold the lock inside a call that never
+ * returns, and then the call is given up once it lasted MESHCCL_NET_TIMEOUT,
+ * the communicator is aborted, or (stopping) the proxy is stopped. */
+static bool proxy_lock(struct mc_proxy *p, bool stopping)
+{
+  uint64_t seen = 0;
+  uint64_t since = 0;
+
+  if (!__atomic_load_n(&p->guarded, __ATOMIC_RELAXED)) {
+    pthread_mutex_lock(&p->lock);
+    return true;
+  }
+  for (;;) {
+    struct timespec ts;
+    uint64_t seq;
+    uint64_t now;
+    bool aborted;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    ts.tv_nsec += 10 * 1000000L;
+    if (ts.tv_nsec >= 1000000000L) {
+      ts.tv_sec++;
+      ts.tv_nsec -= 1000000000L;
+    }
+    if (pthread_mutex_timedlock(&p->lock, &ts) == 0)
+      return true;
+    seq = __atomic_load_n(&p->call_seq, __ATOMIC_ACQUIRE);
+    if (seq == PROXY_WEDGED)
+      return false;
+    if ((seq & 1u) == 0)
+      continue; /* between calls: it lets go of the lock after its pass */
+    now = mc_time_ns();
+    if (seq != seen) {
+      seen = seq;
+      since = now;
+    }
+    aborted = (p->abort_flag != NULL) && __atomic_load_n(p->abort_flag, __ATOMIC_ACQUIRE);
+    if ((stopping || aborted || (now - since >= p->wedge_ns)) &&
+        __atomic_compare_exchange_n(&p->call_seq, &seq, PROXY_WEDGED, false, __ATOMIC_ACQ_REL,
+                                    __ATOMIC_ACQUIRE)) {
+      MC_WARN("NET/%s: the proxy thread is blocked inside the plugin's %s() on the connection "
+              "%s rank %d (%s): it is abandoned, and the communicator's connections are left "
+              "to it",
+              p->call_conn->net->net->name, p->call_what, p->call_conn->is_send ? "to" : "from",
+              p->call_conn->peer,
+              stopping ? "stopping the communicator"
+                       : (aborted ? "aborted" : "MESHCCL_NET_TIMEOUT"));
+      return false;
+    }
+  }
+}
 
 static void conn_fail(struct mc_conn *c, ncclResult_t res, const char *what)
 {
@@ -541,7 +594,8 @@ bool mc_proxy_help(struct mc_proxy *p)
 
   /* A plugin's call may block (module comment): only the proxy thread,
    * which the rank can abandon, makes them. */
-  if ((p == NULL) || p->guarded || (pthread_mutex_trylock(&p->lock) != 0))
+  if ((p == NULL) || __atomic_load_n(&p->guarded, __ATOMIC_RELAXED) ||
+      (pthread_mutex_trylock(&p->lock) != 0))
     return false;
   moved = progress_all(p);
   pthread_mutex_unlock(&p->lock);
@@ -592,6 +646,7 @@ static ncclResult_t proxy_add(struct mc_tp_comm *tc, struct mc_conn *c)
     pthread_mutex_init(&p->lock, NULL);
     pthread_cond_init(&p->cond, NULL);
     p->abort_flag = tc->abort_flag;
+    p->wedge_ns = mc_tp_net_timeout_ns(tc);
     err = pthread_create(&p->thread, NULL, proxy_main, p);
     if (err != 0) {
       pthread_mutex_destroy(&p->lock);
@@ -601,12 +656,11 @@ static ncclResult_t proxy_add(struct mc_tp_comm *tc, struct mc_conn *c)
     }
     tc->proxy = p;
   }
-  if (mc_proxy_wedged(p))
+  if (mc_proxy_wedged(p) || !proxy_lock(p, false))
     return MC_FAIL(ncclRemoteError,
                    "NET: rank %d: the proxy thread was abandoned inside a plugin call (said "
                    "before); the communicator cannot make connections any more",
                    c->peer);
-  pthread_mutex_lock(&p->lock);
   if (p->n_conns == p->cap_conns) {
     int cap = (p->cap_conns == 0) ? 8 : 2 * p->cap_conns;
     struct mc_conn **n = realloc(p->conns, (size_t)cap * sizeof(*n));
@@ -618,7 +672,8 @@ static ncclResult_t proxy_add(struct mc_tp_comm *tc, struct mc_conn *c)
     p->cap_conns = cap;
   }
   p->conns[p->n_conns++] = c;
-  p->guarded = p->guarded || c->net->guarded;
+  if (c->net->guarded)
+    __atomic_store_n(&p->guarded, true, __ATOMIC_RELAXED);
   c->proxy = p;
   pthread_mutex_unlock(&p->lock);
   return ncclSuccess;
@@ -626,9 +681,8 @@ static ncclResult_t proxy_add(struct mc_tp_comm *tc, struct mc_conn *c)
 
 void mc_proxy_remove(struct mc_proxy *p, struct mc_conn *c)
 {
-  if (mc_proxy_wedged(p))
+  if (mc_proxy_wedged(p) || !proxy_lock(p, false))
     return; /* its thread holds the lock inside a plugin call */
-  pthread_mutex_lock(&p->lock);
   for (int i = 0; i < p->n_conns; i++) {
     if (p->conns[i] == c) {
       p->conns[i] = p->conns[--p->n_conns];
@@ -641,25 +695,23 @@ void mc_proxy_remove(struct mc_proxy *p, struct mc_conn *c)
 
 void mc_proxy_activity(struct mc_proxy *p, int delta)
 {
-  if ((p == NULL) || mc_proxy_wedged(p))
+  if ((p == NULL) || mc_proxy_wedged(p) || !proxy_lock(p, false))
     return;
-  pthread_mutex_lock(&p->lock);
   p->active += delta;
   if (p->active > 0)
     pthread_cond_signal(&p->cond);
   pthread_mutex_unlock(&p->lock);
 }
 
-void mc_proxy_stop(struct mc_proxy *p)
+bool mc_proxy_stop(struct mc_proxy *p)
 {
   if (p == NULL)
-    return;
-  if (mc_proxy_wedged(p)) {
+    return false;
+  if (mc_proxy_wedged(p) || !proxy_lock(p, true)) {
     /* Blocked in a plugin call: it and what it may touch are never freed. */
     pthread_detach(p->thread);
-    return;
+    return true;
   }
-  pthread_mutex_lock(&p->lock);
   p->stop = true;
   pthread_cond_signal(&p->cond);
   pthread_mutex_unlock(&p->lock);
@@ -670,6 +722,7 @@ void mc_proxy_stop(struct mc_proxy *p)
   pthread_mutex_destroy(&p->lock);
   pthread_cond_destroy(&p->cond);
   free(p);
+  return false;
 }
 
 /* NCCL's "via NET/<net>/<dev>": the device is the one the topology chose. */

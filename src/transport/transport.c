@@ -563,8 +563,8 @@ void mc_conn_free(struct mc_conn *c)
 
 void mc_tp_proxy_stop(struct mc_tp_comm *tc)
 {
-  tc->proxy_abandoned = tc->proxy_abandoned || mc_proxy_wedged(tc->proxy);
-  mc_proxy_stop(tc->proxy);
+  if (mc_proxy_stop(tc->proxy))
+    tc->proxy_abandoned = true;
   tc->proxy = NULL;
 }
 

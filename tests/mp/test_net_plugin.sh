@@ -10,12 +10,12 @@
 # connect and accept wait for each other or block (also with the receive
 # first in a group, and one-shot all-reduces on one host), a plugin whose
 # test() blocks in the proxy thread failing the collective after
-# MESHCCL_NET_TIMEOUT, and
+# MESHCCL_NET_TIMEOUT (or ncclCommAbort ending it sooner), and
 # NCCL_NET_PLUGIN naming nothing loadable failing init
 # with the reason instead of falling back to sockets.
 # shellcheck source=mp_lib.sh
 . "$(dirname "$0")/mp_lib.sh"
-need_progs mp_coll mp_net_timeout
+need_progs mp_coll mp_net_timeout mp_abort_wait
 PLUGINS="$MC_BUILD/tests/plugins"
 export NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=INIT,NET
 
@@ -105,6 +105,22 @@ for v in 6 12; do
   expect_grep "... the rank whose proxy is blocked says so itself, then aborts" "$TMP/hang$v.out" \
     "^(\[1\] )?rank 1: remote process exited or there was a network error after 0 all-reduces .*\(async 6, again 6\): NET/Fake: the proxy thread has been inside the plugin's test\(\) on the connection to rank [02] for [0-9.]+ s while a collective waited \(MESHCCL_NET_TIMEOUT=3 s\)"
 done
+
+# The same blocked call, and ncclCommAbort from a second thread of every rank
+# 2 s into the all-reduce, long before MESHCCL_NET_TIMEOUT: the all-reduce
+# fails and the abort returns on every rank (the blocked rank abandons its
+# proxy thread instead of waiting for its lock).
+SECONDS=0
+env NCCL_NET_PLUGIN="$PLUGINS/libnccl-net-fake6.so" MESHCCL_NET_TIMEOUT=60 NCCL_DEBUG=WARN \
+  timeout 100 "$RUN" -n 3 bash -c \
+  'export NCCL_HOSTID=h$RANK; [ "$RANK" = 1 ] && export FAKE_NET_HANG_TEST=1; exec "$0" "$@"' \
+  "$T/mp_abort_wait" 2000 >"$TMP/abort.out" 2>&1
+expect_success "ncclCommAbort ends a wait on a blocked plugin call" "$?" "$TMP/abort.out"
+expect_le "... within seconds (s)" "$SECONDS" 20
+expect_grep "... the blocked rank's all-reduce and abort return" "$TMP/abort.out" \
+  '^(\[1\] )?rank 1: all-reduce returned [1-9][0-9]* after [2-4]\.[0-9]+ s; abort returned 0 after 0\.[0-9]+ s'
+expect_grep "... naming the abandoned call" "$TMP/abort.out" \
+  "NET/Fake: the proxy thread is blocked inside the plugin's test\(\) on the connection to rank [02] \(aborted\)"
 
 three_hosts "$TMP/name.out" NCCL_NET_PLUGIN=fake9 LD_LIBRARY_PATH="$PLUGINS${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 expect_success "plugin by name through LD_LIBRARY_PATH" "$?" "$TMP/name.out"
