@@ -931,6 +931,26 @@ static bool proxies_help(struct mc_coll_batch *b)
   return moved;
 }
 
+/* A proxy thread of the batch blocked inside one plugin call for
+ * MESHCCL_NET_TIMEOUT (limit_ns): the watchdog, which runs in that thread,
+ * cannot fail the collective, so the rank does (tp_net.c). */
+static ncclResult_t proxies_wedged(struct mc_coll_batch *b, uint64_t limit_ns,
+                                   struct ncclComm **failed)
+{
+  char text[640] = "NET: the proxy thread was abandoned inside a plugin call (said before)";
+  uint64_t now = mc_time_ns();
+
+  for (int i = 0; i < b->n_ops; i++) {
+    struct ncclComm *comm = b->ops[i].comm;
+    if (!mc_coll_batch_comm_first(b, i) ||
+        !mc_proxy_wedged_check(comm->tp.proxy, now, limit_ns, text, sizeof(text)))
+      continue;
+    *failed = comm;
+    return MC_FAIL(ncclRemoteError, "%s", text);
+  }
+  return ncclSuccess;
+}
+
 /* Whether process pid (of this host) is stopped: state T (SIGSTOP) or t (a
  * tracer stopped it) in /proc/<pid>/stat. */
 static bool pid_stopped(int pid)
@@ -1159,6 +1179,8 @@ ncclResult_t mc_coll_tasks_run(struct mc_coll_batch *b, struct mc_coll_plan *pl,
         last_check = now;
         if (check_stopped)
           last_stopped_check = now;
+        if (net && ((res = proxies_wedged(b, (uint64_t)(stalled_s * 1e9), failed)) != ncclSuccess))
+          return res;
         if ((res = health(b, pl, now, now - wait_start, check_stopped, &net_down_at, failed)) !=
             ncclSuccess)
           return res;

@@ -122,7 +122,9 @@ ncclResult_t mc_comm_stage_net(struct ncclComm *comm)
 
 void mc_comm_net_fini(struct ncclComm *comm)
 {
-  if ((comm->net != NULL) && (comm->net_ctx != NULL))
+  /* A proxy thread abandoned inside a plugin call may still use the
+   * context (tp_net.c): it is left to it. */
+  if ((comm->net != NULL) && (comm->net_ctx != NULL) && !comm->tp.proxy_abandoned)
     (void)comm->net->finalize(comm->net_ctx);
   comm->net_ctx = NULL;
   comm->net = NULL;

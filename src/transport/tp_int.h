@@ -138,6 +138,8 @@ uint64_t mc_tp_net_timeout_ns(const struct mc_tp_comm *tc);
 
 /* The proxy thread (tp_net.c). */
 void mc_proxy_remove(struct mc_proxy *p, struct mc_conn *c);
-void mc_proxy_stop(struct mc_proxy *p);
+/* Stops the thread and frees the proxy; true when the thread had to be
+ * abandoned inside a plugin call instead (nothing freed). */
+bool mc_proxy_stop(struct mc_proxy *p);
 
 #endif /* MC_TRANSPORT_TP_INT_H */

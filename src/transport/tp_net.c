@@ -23,6 +23,16 @@
  * completed and, when the net can tell (get_progress), no byte moved.
  * The proxy sleeps on a condition variable while no collective runs
  * (mc_proxy_activity), so an idle communicator costs no CPU.
+ * A plugin's call may block in the proxy thread (nccl-fastsocket's first
+ * test() of a send waits until its connection was accepted, forever when
+ * the peer never accepts it): the watchdog, which runs in that thread,
+ * cannot fail anything then. So plugin calls are guarded (call_seq, odd
+ * while one runs): the rank, while its collective waits, abandons the proxy
+ * once it has been inside one call for MESHCCL_NET_TIMEOUT
+ * (mc_proxy_wedged_check); the thread, should the call ever return, then
+ * exits touching nothing, and the proxy, its connections' plugin comms and
+ * slots are left to it (never freed). The built-in nets' calls never block
+ * and are not guarded.
  */
 #include "transport/tp_int.h"
 
@@ -39,8 +49,9 @@
 #include "params.h"
 #include "utils.h"
 
-#define PROXY_SPINS     64  /* empty rounds before yielding the CPU (to the net's threads) */
-#define LINK_TEXT_BYTES 168 /* a link as get_progress names it: two addresses and " -> " */
+#define PROXY_SPINS     64         /* empty rounds before yielding the CPU (to the net's threads) */
+#define LINK_TEXT_BYTES 168        /* a link as get_progress names it: two addresses and " -> " */
+#define PROXY_WEDGED    UINT64_MAX /* call_seq once the rank abandoned the proxy */
 
 /* What every net promises (net.h, NCCL's NCCL_NET_MAX_REQUESTS; v6 plugins
  * only 8): one connection is one comm with at most MC_STEPS requests
@@ -67,6 +78,7 @@ struct mc_net_conn {
   uint64_t wd_bytes;
   bool wd_moved;
   uint64_t wd_timeout_ns;
+  bool guarded; /* a plugin's calls, which may block (module comment) */
 };
 
 struct mc_proxy {
@@ -79,6 +91,16 @@ struct mc_proxy {
   int active; /* collectives running (mc_proxy_activity) */
   bool stop;
   const volatile uint32_t *abort_flag;
+  /* Guarded calls: call_seq is odd while the proxy thread is inside one (of
+   * call_conn, call_what), PROXY_WEDGED once the rank abandoned the thread;
+   * seen_seq / seen_ns are the rank's last look at it. */
+  uint64_t call_seq;
+  const struct mc_conn *call_conn;
+  const char *call_what;
+  uint64_t seen_seq;
+  uint64_t seen_ns;
+  bool guarded;      /* it has a plugin's connections: the rank does not help */
+  uint64_t wedge_ns; /* MESHCCL_NET_TIMEOUT: how long one guarded call may last */
 };
 
 /* ----------------------------------------------------------------- setup */
@@ -143,6 +165,7 @@ static ncclResult_t net_recv_setup(struct mc_tp_comm *tc, struct mc_conn_req *q,
   nc->net = tc->net;
   nc->dev = net_dev_of(tc, q);
   nc->wd_timeout_ns = mc_tp_net_timeout_ns(tc);
+  nc->guarded = (tc->net != &mc_net_socket_ops) && (tc->net != &mc_net_mesh_ops);
   snprintf(nc->how, sizeof(nc->how), "%s/%d", tc->net->name, nc->dev);
   MC_CHECK(mc_tp_ctrl_alloc(c));
   c->ctrl->hdr_step = UINT64_MAX;
@@ -172,6 +195,7 @@ static ncclResult_t net_send_setup(struct mc_tp_comm *tc, struct mc_conn_req *q,
   nc->net = tc->net;
   nc->dev = net_dev_of(tc, q);
   nc->wd_timeout_ns = mc_tp_net_timeout_ns(tc);
+  nc->guarded = (tc->net != &mc_net_socket_ops) && (tc->net != &mc_net_mesh_ops);
   snprintf(nc->how, sizeof(nc->how), "%s/%d", tc->net->name, nc->dev);
   memcpy(nc->handle, r1->handle, sizeof(nc->handle));
   c->slot_bytes = (size_t)r1->bytes;
@@ -246,6 +270,58 @@ static void net_free(struct mc_conn *c)
 
 /* ----------------------------------------------------------------- proxy */
 
+/* Takes p->lock, or abandons the proxy thread instead (false): when it has
+ * plugin connections, it may hold the lock inside a call that never
+ * returns, and then the call is given up once it lasted MESHCCL_NET_TIMEOUT,
+ * the communicator is aborted, or (stopping) the proxy is stopped. */
+static bool proxy_lock(struct mc_proxy *p, bool stopping)
+{
+  uint64_t seen = 0;
+  uint64_t since = 0;
+
+  if (!__atomic_load_n(&p->guarded, __ATOMIC_RELAXED)) {
+    pthread_mutex_lock(&p->lock);
+    return true;
+  }
+  for (;;) {
+    struct timespec ts;
+    uint64_t seq;
+    uint64_t now;
+    bool aborted;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    ts.tv_nsec += 10 * 1000000L;
+    if (ts.tv_nsec >= 1000000000L) {
+      ts.tv_sec++;
+      ts.tv_nsec -= 1000000000L;
+    }
+    if (pthread_mutex_timedlock(&p->lock, &ts) == 0)
+      return true;
+    seq = __atomic_load_n(&p->call_seq, __ATOMIC_ACQUIRE);
+    if (seq == PROXY_WEDGED)
+      return false;
+    if ((seq & 1u) == 0)
+      continue; /* between calls: it lets go of the lock after its pass */
+    now = mc_time_ns();
+    if (seq != seen) {
+      seen = seq;
+      since = now;
+    }
+    aborted = (p->abort_flag != NULL) && __atomic_load_n(p->abort_flag, __ATOMIC_ACQUIRE);
+    if ((stopping || aborted || (now - since >= p->wedge_ns)) &&
+        __atomic_compare_exchange_n(&p->call_seq, &seq, PROXY_WEDGED, false, __ATOMIC_ACQ_REL,
+                                    __ATOMIC_ACQUIRE)) {
+      MC_WARN("NET/%s: the proxy thread is blocked inside the plugin's %s() on the connection "
+              "%s rank %d (%s): it is abandoned, and the communicator's connections are left "
+              "to it",
+              p->call_conn->net->net->name, p->call_what, p->call_conn->is_send ? "to" : "from",
+              p->call_conn->peer,
+              stopping ? "stopping the communicator"
+                       : (aborted ? "aborted" : "MESHCCL_NET_TIMEOUT"));
+      return false;
+    }
+  }
+}
+
 static void conn_fail(struct mc_conn *c, ncclResult_t res, const char *what)
 {
   struct mc_net_conn *nc = c->net;
@@ -305,6 +381,69 @@ static bool watchdog(struct mc_conn *c, bool moved, bool waiting)
   return true;
 }
 
+/* A guarded call of the proxy thread on c starts (call_seq becomes odd). */
+static void call_enter(struct mc_proxy *p, const struct mc_conn *c, const char *what)
+{
+  if (!c->net->guarded)
+    return;
+  p->call_conn = c;
+  p->call_what = what;
+  /* Only this thread moves call_seq while it is even. */
+  __atomic_store_n(&p->call_seq, __atomic_load_n(&p->call_seq, __ATOMIC_RELAXED) + 1,
+                   __ATOMIC_RELEASE);
+}
+
+/* The call returned: unless the rank abandoned the thread meanwhile, in
+ * which case nothing of the communicator may be touched any more. */
+static void call_leave(struct mc_proxy *p, const struct mc_conn *c)
+{
+  uint64_t seq = __atomic_load_n(&p->call_seq, __ATOMIC_RELAXED);
+
+  if (!c->net->guarded)
+    return;
+  if ((seq == PROXY_WEDGED) || !__atomic_compare_exchange_n(&p->call_seq, &seq, seq + 1, false,
+                                                            __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE))
+    pthread_exit(NULL); /* p and the connections were left to this thread */
+}
+
+bool mc_proxy_wedged(const struct mc_proxy *p)
+{
+  return (p != NULL) && (__atomic_load_n(&p->call_seq, __ATOMIC_ACQUIRE) == PROXY_WEDGED);
+}
+
+bool mc_proxy_wedged_check(struct mc_proxy *p, uint64_t now_ns, uint64_t limit_ns, char *text,
+                           size_t text_bytes)
+{
+  uint64_t seq;
+  const struct mc_conn *c;
+
+  if (p == NULL)
+    return false;
+  seq = __atomic_load_n(&p->call_seq, __ATOMIC_ACQUIRE);
+  if (seq == PROXY_WEDGED)
+    return true;
+  if (((seq & 1u) == 0) || (seq != p->seen_seq)) {
+    p->seen_seq = seq;
+    p->seen_ns = now_ns;
+    return false;
+  }
+  if ((now_ns - p->seen_ns < limit_ns) ||
+      !__atomic_compare_exchange_n(&p->call_seq, &seq, PROXY_WEDGED, false, __ATOMIC_ACQ_REL,
+                                   __ATOMIC_ACQUIRE))
+    return false;
+  c = p->call_conn;
+  snprintf(text, text_bytes,
+           "NET/%s: the proxy thread has been inside the plugin's %s() on the connection %s "
+           "rank %d for %.1f s while a collective waited (MESHCCL_NET_TIMEOUT=%lld s): the "
+           "plugin blocks (rank %d never accepted the connection, is down, or hangs); the "
+           "thread is abandoned, and the communicator's connections are left to it; "
+           "docs/TROUBLESHOOTING.md#net-timeout",
+           c->net->net->name, p->call_what, c->is_send ? "to" : "from", c->peer,
+           (double)(now_ns - p->seen_ns) * 1e-9, (long long)mc_param_int(MC_P_NET_TIMEOUT),
+           c->peer);
+  return true;
+}
+
 /* A receive completed in slot s with size bytes: its size, and its header
  * (in front of the data) when the step was announced with one. */
 static void recv_done(struct mc_conn *c, unsigned s, size_t size)
@@ -328,7 +467,7 @@ static void recv_done(struct mc_conn *c, unsigned s, size_t size)
 }
 
 /* One pass over a connection; returns whether anything moved. */
-static bool progress_send(struct mc_conn *c)
+static bool progress_send(struct mc_proxy *p, struct mc_conn *c)
 {
   struct mc_net_conn *nc = c->net;
   uint64_t tail = __atomic_load_n(&c->ctrl->tail, __ATOMIC_ACQUIRE);
@@ -352,7 +491,9 @@ static bool progress_send(struct mc_conn *c)
       memcpy(data, c->ctrl->fifo[s].hdr, hdr_bytes);
       bytes += hdr_bytes;
     }
+    call_enter(p, c, "isend");
     res = nc->net->isend(nc->comm, data, bytes, 0, nc->mhandle, &req);
+    call_leave(p, c);
     if (res != ncclSuccess) {
       conn_fail(c, res, "send");
       return true;
@@ -366,7 +507,9 @@ static bool progress_send(struct mc_conn *c)
   while (nc->done < nc->posted) {
     unsigned s = (unsigned)(nc->done % MC_STEPS);
     int done = 0;
+    call_enter(p, c, "test");
     res = nc->net->test(nc->reqs[s], &done, NULL);
+    call_leave(p, c);
     if (res != ncclSuccess) {
       conn_fail(c, res, "send");
       return true;
@@ -381,7 +524,7 @@ static bool progress_send(struct mc_conn *c)
   return watchdog(c, moved, tail > nc->done) || moved;
 }
 
-static bool progress_recv(struct mc_conn *c)
+static bool progress_recv(struct mc_proxy *p, struct mc_conn *c)
 {
   struct mc_net_conn *nc = c->net;
   uint64_t head = __atomic_load_n(&c->ctrl->head, __ATOMIC_ACQUIRE);
@@ -395,7 +538,9 @@ static bool progress_recv(struct mc_conn *c)
     size_t size = c->slot_bytes;
     int tag = 0;
     void *req = NULL;
+    call_enter(p, c, "irecv");
     res = nc->net->irecv(nc->comm, 1, &data, &size, &tag, &nc->mhandle, &req);
+    call_leave(p, c);
     if (res != ncclSuccess) {
       conn_fail(c, res, "receive");
       return true;
@@ -411,7 +556,9 @@ static bool progress_recv(struct mc_conn *c)
     unsigned s = (unsigned)(nc->done % MC_STEPS);
     int done = 0;
     size_t size = 0;
+    call_enter(p, c, "test");
     res = nc->net->test(nc->reqs[s], &done, &size);
+    call_leave(p, c);
     if (res != ncclSuccess) {
       conn_fail(c, res, "receive");
       return true;
@@ -436,7 +583,7 @@ static bool progress_all(struct mc_proxy *p)
     struct mc_conn *c = p->conns[i];
     if (c->net->failed)
       continue;
-    moved |= c->is_send ? progress_send(c) : progress_recv(c);
+    moved |= c->is_send ? progress_send(p, c) : progress_recv(p, c);
   }
   return moved;
 }
@@ -445,7 +592,10 @@ bool mc_proxy_help(struct mc_proxy *p)
 {
   bool moved;
 
-  if ((p == NULL) || (pthread_mutex_trylock(&p->lock) != 0))
+  /* A plugin's call may block (module comment): only the proxy thread,
+   * which the rank can abandon, makes them. */
+  if ((p == NULL) || __atomic_load_n(&p->guarded, __ATOMIC_RELAXED) ||
+      (pthread_mutex_trylock(&p->lock) != 0))
     return false;
   moved = progress_all(p);
   pthread_mutex_unlock(&p->lock);
@@ -496,6 +646,7 @@ static ncclResult_t proxy_add(struct mc_tp_comm *tc, struct mc_conn *c)
     pthread_mutex_init(&p->lock, NULL);
     pthread_cond_init(&p->cond, NULL);
     p->abort_flag = tc->abort_flag;
+    p->wedge_ns = mc_tp_net_timeout_ns(tc);
     err = pthread_create(&p->thread, NULL, proxy_main, p);
     if (err != 0) {
       pthread_mutex_destroy(&p->lock);
@@ -505,7 +656,11 @@ static ncclResult_t proxy_add(struct mc_tp_comm *tc, struct mc_conn *c)
     }
     tc->proxy = p;
   }
-  pthread_mutex_lock(&p->lock);
+  if (mc_proxy_wedged(p) || !proxy_lock(p, false))
+    return MC_FAIL(ncclRemoteError,
+                   "NET: rank %d: the proxy thread was abandoned inside a plugin call (said "
+                   "before); the communicator cannot make connections any more",
+                   c->peer);
   if (p->n_conns == p->cap_conns) {
     int cap = (p->cap_conns == 0) ? 8 : 2 * p->cap_conns;
     struct mc_conn **n = realloc(p->conns, (size_t)cap * sizeof(*n));
@@ -517,6 +672,8 @@ static ncclResult_t proxy_add(struct mc_tp_comm *tc, struct mc_conn *c)
     p->cap_conns = cap;
   }
   p->conns[p->n_conns++] = c;
+  if (c->net->guarded)
+    __atomic_store_n(&p->guarded, true, __ATOMIC_RELAXED);
   c->proxy = p;
   pthread_mutex_unlock(&p->lock);
   return ncclSuccess;
@@ -524,7 +681,8 @@ static ncclResult_t proxy_add(struct mc_tp_comm *tc, struct mc_conn *c)
 
 void mc_proxy_remove(struct mc_proxy *p, struct mc_conn *c)
 {
-  pthread_mutex_lock(&p->lock);
+  if (mc_proxy_wedged(p) || !proxy_lock(p, false))
+    return; /* its thread holds the lock inside a plugin call */
   for (int i = 0; i < p->n_conns; i++) {
     if (p->conns[i] == c) {
       p->conns[i] = p->conns[--p->n_conns];
@@ -537,20 +695,23 @@ void mc_proxy_remove(struct mc_proxy *p, struct mc_conn *c)
 
 void mc_proxy_activity(struct mc_proxy *p, int delta)
 {
-  if (p == NULL)
+  if ((p == NULL) || mc_proxy_wedged(p) || !proxy_lock(p, false))
     return;
-  pthread_mutex_lock(&p->lock);
   p->active += delta;
   if (p->active > 0)
     pthread_cond_signal(&p->cond);
   pthread_mutex_unlock(&p->lock);
 }
 
-void mc_proxy_stop(struct mc_proxy *p)
+bool mc_proxy_stop(struct mc_proxy *p)
 {
   if (p == NULL)
-    return;
-  pthread_mutex_lock(&p->lock);
+    return false;
+  if (mc_proxy_wedged(p) || !proxy_lock(p, true)) {
+    /* Blocked in a plugin call: it and what it may touch are never freed. */
+    pthread_detach(p->thread);
+    return true;
+  }
   p->stop = true;
   pthread_cond_signal(&p->cond);
   pthread_mutex_unlock(&p->lock);
@@ -561,6 +722,7 @@ void mc_proxy_stop(struct mc_proxy *p)
   pthread_mutex_destroy(&p->lock);
   pthread_cond_destroy(&p->cond);
   free(p);
+  return false;
 }
 
 /* NCCL's "via NET/<net>/<dev>": the device is the one the topology chose. */

@@ -492,19 +492,25 @@ static ncclResult_t finish(struct mc_tp_set *sets, int n_sets)
     const struct mc_conn_req *first = NULL;
     int n_pending = 0;
     pending = false;
-    for (int s = 0; s < n_sets; s++) {
-      for (int i = 0; i < sets[s].n; i++) {
-        bool done = true;
-        struct mc_conn *c = sets[s].reqs[i].conn;
-        if (c->tp->progress == NULL)
-          continue;
-        MC_CHECK(c->tp->progress(sets[s].tc, c, &done));
-        if (!done && (first == NULL)) {
-          first_tc = sets[s].tc;
-          first = &sets[s].reqs[i];
+    /* Every send's connect before any receive's accept (NCCL's
+     * ncclTransportP2pSetup connects its sends first too): a plugin's accept
+     * may block until the peer has called connect (nccl-fastsocket's does),
+     * and the peer may be blocked in its own accept. */
+    for (int dir = 0; dir < 2; dir++) {
+      for (int s = 0; s < n_sets; s++) {
+        for (int i = 0; i < sets[s].n; i++) {
+          bool done = true;
+          struct mc_conn *c = sets[s].reqs[i].conn;
+          if ((c->tp->progress == NULL) || (sets[s].reqs[i].is_send != (dir == 0)))
+            continue;
+          MC_CHECK(c->tp->progress(sets[s].tc, c, &done));
+          if (!done && (first == NULL)) {
+            first_tc = sets[s].tc;
+            first = &sets[s].reqs[i];
+          }
+          pending = pending || !done;
+          n_pending += !done;
         }
-        pending = pending || !done;
-        n_pending += !done;
       }
     }
     if (!pending)
@@ -614,6 +620,12 @@ void mc_conn_free(struct mc_conn *c)
 {
   if (c == NULL)
     return;
+  if (mc_proxy_wedged(c->proxy)) {
+    /* Its proxy thread was abandoned inside a plugin call that may still
+     * use the connection's plugin comms, slots and counters: left to it. */
+    memset(c, 0, sizeof(*c));
+    return;
+  }
   if (c->proxy != NULL)
     mc_proxy_remove(c->proxy, c);
   if (c->tp != NULL)
@@ -630,7 +642,8 @@ void mc_conn_free(struct mc_conn *c)
 
 void mc_tp_proxy_stop(struct mc_tp_comm *tc)
 {
-  mc_proxy_stop(tc->proxy);
+  if (mc_proxy_stop(tc->proxy))
+    tc->proxy_abandoned = true;
   tc->proxy = NULL;
 }
 

@@ -361,6 +361,9 @@ struct mc_tp_comm {
   void *net_ctx;             /* net's context, initialised and owned by the caller */
   int net_ndev;              /* devices of net (physical and virtual) */
   struct mc_proxy *proxy;    /* started with the first NET connection */
+  /* The rank abandoned the proxy thread inside a plugin call: the net's
+   * context, which that call may use, must not be finalized. */
+  bool proxy_abandoned;
   bool cma_warned;
   /* NET connections must be established by setup_dl (the owner sets it
    * around init's connect; without it, mc_boot_op_timeout_ms from the call). */
@@ -412,6 +415,15 @@ bool mc_proxy_help(struct mc_proxy *p);
 void mc_tp_proxy_stop(struct mc_tp_comm *tc);
 /* Finalizes the net (after every connection was freed). */
 void mc_tp_comm_free(struct mc_tp_comm *tc);
+
+/* While a collective waits (now_ns): whether the proxy thread has been
+ * inside one plugin call for limit_ns (MESHCCL_NET_TIMEOUT); the first time
+ * it is, the rank abandons the thread (it and what it may touch are never
+ * freed) and text says so. p may be NULL. */
+bool mc_proxy_wedged_check(struct mc_proxy *p, uint64_t now_ns, uint64_t limit_ns, char *text,
+                           size_t text_bytes);
+/* Whether the rank abandoned the proxy thread (mc_proxy_wedged_check). */
+bool mc_proxy_wedged(const struct mc_proxy *p);
 
 /* A collective starts (+1) or ends (-1) on this rank: the proxy thread
  * polls its NET connections only while one runs. p may be NULL. */

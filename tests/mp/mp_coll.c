@@ -45,9 +45,11 @@ static const char *const type_names[] = {"int8", "uint8", "int32",  "uint32",   
                                          "half", "float", "double", "bfloat16", "f8e4m3", "f8e5m2"};
 static const char *const op_names[] = {"sum", "prod", "max", "min", "avg", "premulsum"};
 static const char *const coll_names[] = {
-    "allreduce", "broadcast", "reduce",  "allgather",    "reducescatter", "sendrecv",
-    "alltoall",  "gather",    "scatter", "ncclalltoall", "ncclgather",    "ncclscatter"};
+    "allreduce", "broadcast", "reduce",       "allgather",  "reducescatter", "sendrecv", "alltoall",
+    "gather",    "scatter",   "ncclalltoall", "ncclgather", "ncclscatter",   "recvsend"};
 /* C_A2A, C_GATHER, C_SCATTER are written with grouped ncclSend/ncclRecv;
+ * C_RECV_FIRST is sendrecv with the receive posted first in the group (every
+ * rank's first connection at first use is then a receive);
  * C_API_A2A, C_API_GATHER, C_API_SCATTER call ncclAlltoAll, ncclGather,
  * ncclScatter (not in the default list: --colls names them). */
 enum {
@@ -63,6 +65,7 @@ enum {
   C_API_A2A,
   C_API_GATHER,
   C_API_SCATTER,
+  C_RECV_FIRST,
   N_COLLS
 };
 #define OP_PREMUL 5
@@ -471,8 +474,8 @@ static int issue(struct rank_state *s, const struct tcase *k)
       in = out + (size_t)r * cnt * es; /* at the root (others: their own block of out) */
     else if ((k->coll == C_API_SCATTER) && (r == k->root))
       out = in + (size_t)r * cnt * es;
-    else if ((k->coll != C_SR) && (k->coll != C_A2A) && (k->coll != C_GATHER) &&
-             (k->coll != C_SCATTER) && (k->coll != C_API_SCATTER))
+    else if ((k->coll != C_SR) && (k->coll != C_RECV_FIRST) && (k->coll != C_A2A) &&
+             (k->coll != C_GATHER) && (k->coll != C_SCATTER) && (k->coll != C_API_SCATTER))
       in = out;
   }
   switch (k->coll) {
@@ -495,6 +498,12 @@ static int issue(struct rank_state *s, const struct tcase *k)
     CHECK_NCCL(c, ncclGroupStart());
     CHECK_NCCL(c, ncclSend(in, cnt, t, (r + 1) % n, c->comm, NULL));
     CHECK_NCCL(c, ncclRecv(out, cnt, t, (r + n - 1) % n, c->comm, NULL));
+    CHECK_NCCL(c, ncclGroupEnd());
+    break;
+  case C_RECV_FIRST:
+    CHECK_NCCL(c, ncclGroupStart());
+    CHECK_NCCL(c, ncclRecv(out, cnt, t, (r + n - 1) % n, c->comm, NULL));
+    CHECK_NCCL(c, ncclSend(in, cnt, t, (r + 1) % n, c->comm, NULL));
     CHECK_NCCL(c, ncclGroupEnd());
     break;
   case C_GATHER: /* grouped send/recv: every rank sends to the root, which receives from all */
@@ -568,6 +577,7 @@ static int verify(struct rank_state *s, const struct tcase *k0)
       want = value(t, k->op, (int)(i / cnt), i % cnt, k->seed);
       break;
     case C_SR:
+    case C_RECV_FIRST:
       want = value(t, k->op, (r + n - 1) % n, i, k->seed);
       break;
     case C_GATHER:
@@ -621,8 +631,8 @@ static int run_cases(struct rank_ctx *ctx, int nr)
                                 .seed = my_seed,
                                 .count = g->sizes[si]};
               /* In place: NCCL's variants of the API collectives (not AlltoAll). */
-              if (ip && ((k.coll == C_SR) || (k.coll == C_A2A) || (k.coll == C_GATHER) ||
-                         (k.coll == C_SCATTER) || (k.coll == C_API_A2A)))
+              if (ip && ((k.coll == C_SR) || (k.coll == C_RECV_FIRST) || (k.coll == C_A2A) ||
+                         (k.coll == C_GATHER) || (k.coll == C_SCATTER) || (k.coll == C_API_A2A)))
                 continue;
               for (int i = 0; i < nr; i++) {
                 st[i].c = &ctx[i];

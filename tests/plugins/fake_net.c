@@ -26,7 +26,16 @@
  *                         send comm blocks (up to 60 s) until that ack came:
  *                         a caller that blocks in accept before it has
  *                         called connect for its own sends deadlocks with a
- *                         peer that does the same
+ *                         peer that does the same (a group whose receive
+ *                         comes before its send: mp_coll's recvsend). Its
+ *                         requests also follow fastsocket's rules: at most
+ *                         16 outstanding per comm (else isend/irecv fail,
+ *                         "unable to allocate requests") and test() only on
+ *                         the oldest one not yet reported done (else it
+ *                         fails, "test called with invalid request")
+ *   FAKE_NET_HANG_TEST=1  the first test() of each send comm blocks for
+ *                         FAKE_BLOCK_MS * 2 (120 s), as nccl-fastsocket's
+ *                         does forever when its connection is never accepted
  *   FAKE_NET_INIT_FAIL=N  the version-N build's init() fails with ncclSystemError
  *   FAKE_NET_NDEVS=N      N physical devices (1..4, default 1) fake0..fake<N-1>,
  *                         all on the same address; device d's speed is
@@ -113,6 +122,8 @@ struct fake_comm {
   struct fake_req reqs[FAKE_MAX_REQS];
   unsigned head; /* FIFO of posted requests, in posting order */
   unsigned tail;
+  unsigned tested; /* requests test() reported done (blocking mode: in order) */
+  int hung;        /* FAKE_NET_HANG_TEST: its first test() blocked */
   struct fake_req *fifo[FAKE_MAX_REQS];
 };
 
@@ -120,8 +131,10 @@ static ncclDebugLogger_t logger;
 static int no_sizes;
 static int handshake;
 static int blocking;
+static int hang_test;
 
-#define FAKE_BLOCK_MS 60000
+#define FAKE_BLOCK_MS       60000
+#define FAKE_BLOCK_MAX_REQS 16 /* nccl-fastsocket's MAX_REQUESTS */
 static struct in_addr dev_addr;
 static int n_vdevs;
 static int n_phys = 1;
@@ -178,6 +191,7 @@ static ncclResult_t fake_init_common(ncclDebugLogger_t log_fn)
   no_sizes = env_is("FAKE_NET_NO_SIZES");
   handshake = env_is("FAKE_NET_HANDSHAKE");
   blocking = env_is("FAKE_NET_BLOCKING");
+  hang_test = env_is("FAKE_NET_HANG_TEST");
   if ((getenv("FAKE_NET_INIT_FAIL") != NULL) &&
       (atoi(getenv("FAKE_NET_INIT_FAIL")) == FAKE_NET_VERSION)) {
     FAKE_LOG(NCCL_LOG_WARN, "FAKE/Plugin: init fails as FAKE_NET_INIT_FAIL asks");
@@ -624,6 +638,11 @@ static ncclResult_t post(struct fake_comm *c, int is_send, void *data, size_t si
   struct fake_req *r = NULL;
 
   *request = NULL;
+  if (blocking && (c->tail - c->tested >= FAKE_BLOCK_MAX_REQS)) {
+    FAKE_LOG(NCCL_LOG_WARN, "FAKE/Plugin: unable to allocate requests (%d outstanding)",
+             FAKE_BLOCK_MAX_REQS);
+    return ncclInternalError;
+  }
   if ((++c->calls % 3) == 0)
     return ncclSuccess; /* "cannot post now": the caller retries */
   if (c->tail - c->head >= FAKE_MAX_REQS)
@@ -760,7 +779,18 @@ static ncclResult_t wait_ack(struct fake_comm *c)
 static ncclResult_t fake_test(void *request, int *done, int *sizes)
 {
   struct fake_req *r = request;
-  ncclResult_t res = wait_ack(r->comm);
+  ncclResult_t res;
+
+  if (blocking && (r != r->comm->fifo[r->comm->tested % FAKE_MAX_REQS])) {
+    FAKE_LOG(NCCL_LOG_WARN, "FAKE/Plugin: test called with invalid request");
+    return ncclInternalError;
+  }
+  if (hang_test && r->is_send && !r->comm->hung) {
+    r->comm->hung = 1;
+    FAKE_LOG(NCCL_LOG_INFO, "FAKE/Plugin: test() blocks for %d ms", 2 * FAKE_BLOCK_MS);
+    (void)poll(NULL, 0, 2 * FAKE_BLOCK_MS);
+  }
+  res = wait_ack(r->comm);
 
   if (res == ncclSuccess)
     res = progress(r->comm);
@@ -773,6 +803,7 @@ static ncclResult_t fake_test(void *request, int *done, int *sizes)
     if (!no_sizes && (sizes != NULL))
       sizes[0] = (int)r->hdr;
     r->used = 0;
+    r->comm->tested++;
   }
   return ncclSuccess;
 }
