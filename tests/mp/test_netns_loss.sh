@@ -106,7 +106,7 @@ for r in 0 1 2 3; do
   4)
     n_failed=$((n_failed + 1))
     expect_grep "rank $r: init failed because a peer failed first (not a timeout of its own)" "$f" \
-      "^rank $r: init failed: remote process exited or there was a network error: [A-Za-z]+: rank $r: (rank [0-3] \([^)]*\) failed|the bootstrap root at [^ ]+ was stopped before every rank finished init|peer rank [0-3] )"
+      "^rank $r: init failed: remote process exited or there was a network error: [A-Za-z]+: rank $r: (rank [0-3] \([^)]*\) failed|the bootstrap root at [^ ]+ was stopped before every rank finished init|peer rank [0-3] |rank [0-3] \([^)]*\) closed the connection while receiving a bootstrap message)"
     ;;
   *)
     not_ok "rank $r: ended with ${!rc} (0: all exact, 3: a call failed, 4: init failed; hang: still running after $LIMIT_S s)"
