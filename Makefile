@@ -40,7 +40,9 @@ deps:
 deps-python:
 	$(call install_debs,$(DEB_PKGS_PYTHON),deps-python)
 
-$(BUILD)/CMakeCache.txt:
+# The configure steps wait for deps (order-only): under make -j a fresh machine
+# would otherwise configure before apt-get installed the compilers.
+$(BUILD)/CMakeCache.txt: | deps
 	cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=RelWithDebInfo
 
 build: deps $(BUILD)/CMakeCache.txt
@@ -48,14 +50,14 @@ build: deps $(BUILD)/CMakeCache.txt
 
 # The sanitizer build uses clang, so that every change also builds warning-free with clang,
 # at -O1 (CMakeLists.txt): at -O0 the tests spent most of the stage generating and checking data.
-$(ASAN_BUILD)/CMakeCache.txt:
+$(ASAN_BUILD)/CMakeCache.txt: | deps
 	CC=clang CXX=clang++ cmake -S . -B $(ASAN_BUILD) -DCMAKE_BUILD_TYPE=Debug -DMESHCCL_SANITIZE=ON
 
 build-asan: deps $(ASAN_BUILD)/CMakeCache.txt
 	cmake --build $(ASAN_BUILD) -j $(JOBS)
 
 # ThreadSanitizer (clang, -O1): the library and the programs of the tsan tests only.
-$(TSAN_BUILD)/CMakeCache.txt:
+$(TSAN_BUILD)/CMakeCache.txt: | deps
 	CC=clang CXX=clang++ cmake -S . -B $(TSAN_BUILD) -DCMAKE_BUILD_TYPE=Debug -DMESHCCL_TSAN=ON
 
 build-tsan: deps $(TSAN_BUILD)/CMakeCache.txt

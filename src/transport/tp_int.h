@@ -139,7 +139,11 @@ uint64_t mc_tp_net_timeout_ns(const struct mc_tp_comm *tc);
 /* The proxy thread (tp_net.c). */
 void mc_proxy_remove(struct mc_proxy *p, struct mc_conn *c);
 /* Stops the thread and frees the proxy; true when the thread had to be
- * abandoned inside a plugin call instead (nothing freed). */
-bool mc_proxy_stop(struct mc_proxy *p);
+ * abandoned inside a plugin call instead (nothing freed: the proxy keeps
+ * net_ctx, the net context its connections use, for the thread). */
+bool mc_proxy_stop(struct mc_proxy *p, void *net_ctx);
+/* c is freed while p is abandoned (mc_proxy_wedged): what it holds is left
+ * to the thread, in p (tp_net.c). */
+void mc_proxy_leave_conn(struct mc_proxy *p, const struct mc_conn *c);
 
 #endif /* MC_TRANSPORT_TP_INT_H */

@@ -31,7 +31,10 @@
  * once it has been inside one call for MESHCCL_NET_TIMEOUT
  * (mc_proxy_wedged_check); the thread, should the call ever return, then
  * exits touching nothing, and the proxy, its connections' plugin comms and
- * slots are left to it (never freed). The built-in nets' calls never block
+ * slots and the net context are left to it (never freed): the rank moves
+ * them into the proxy's `left` list and `left_net_ctx`, which nothing
+ * reads; they keep that memory reachable from the thread, for a leak
+ * checker and a debugger, instead of lost. The built-in nets' calls never block
  * and are not guarded.
  */
 #include "transport/tp_int.h"
@@ -101,6 +104,16 @@ struct mc_proxy {
   uint64_t seen_ns;
   bool guarded;      /* it has a plugin's connections: the rank does not help */
   uint64_t wedge_ns; /* MESHCCL_NET_TIMEOUT: how long one guarded call may last */
+  /* Once abandoned: what was left to the thread (module comment), written
+   * by the rank only. */
+  struct mc_proxy_left *left;
+  void *left_net_ctx;
+};
+
+/* A connection freed while its proxy was abandoned: its fields as they were. */
+struct mc_proxy_left {
+  struct mc_proxy_left *next;
+  struct mc_conn conn;
 };
 
 /* ----------------------------------------------------------------- setup */
@@ -703,12 +716,24 @@ void mc_proxy_activity(struct mc_proxy *p, int delta)
   pthread_mutex_unlock(&p->lock);
 }
 
-bool mc_proxy_stop(struct mc_proxy *p)
+void mc_proxy_leave_conn(struct mc_proxy *p, const struct mc_conn *c)
+{
+  struct mc_proxy_left *l = malloc(sizeof(*l));
+
+  if (l == NULL)
+    return; /* then it is lost rather than left: it is never freed either way */
+  l->conn = *c;
+  l->next = p->left;
+  p->left = l;
+}
+
+bool mc_proxy_stop(struct mc_proxy *p, void *net_ctx)
 {
   if (p == NULL)
     return false;
   if (mc_proxy_wedged(p) || !proxy_lock(p, true)) {
     /* Blocked in a plugin call: it and what it may touch are never freed. */
+    p->left_net_ctx = net_ctx;
     pthread_detach(p->thread);
     return true;
   }

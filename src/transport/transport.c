@@ -623,6 +623,7 @@ void mc_conn_free(struct mc_conn *c)
   if (mc_proxy_wedged(c->proxy)) {
     /* Its proxy thread was abandoned inside a plugin call that may still
      * use the connection's plugin comms, slots and counters: left to it. */
+    mc_proxy_leave_conn(c->proxy, c);
     memset(c, 0, sizeof(*c));
     return;
   }
@@ -642,7 +643,7 @@ void mc_conn_free(struct mc_conn *c)
 
 void mc_tp_proxy_stop(struct mc_tp_comm *tc)
 {
-  if (mc_proxy_stop(tc->proxy))
+  if (mc_proxy_stop(tc->proxy, tc->net_ctx))
     tc->proxy_abandoned = true;
   tc->proxy = NULL;
 }
