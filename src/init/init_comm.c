@@ -240,6 +240,8 @@ static ncclResult_t init_stages(struct ncclComm *comm)
   mc_fault_point("peers");
   MC_CHECK(stage_peers(comm));
   comm->t.allgathers = mc_time_sec() - t0;
+  if (comm->dev_requested < 0)
+    log_init_line(comm, "Init START"); /* now that the device is known */
   MC_INFO(MC_SUB_INIT, "comm %p rank %d nRanks %d nNodes %d localRanks %d localRank %d MNNVL %d",
           (void *)comm, comm->rank, comm->n_ranks, nd->n_nodes, nd->local_ranks, nd->local_rank, 0);
   MC_INFO(MC_SUB_INIT | MC_SUB_BOOTSTRAP,
@@ -278,7 +280,12 @@ ncclResult_t mc_comm_init_run(struct ncclComm *comm)
   mc_log_set_thread_dev(comm->dev);
   mc_error_clear_thread();
   mc_param_report_once();
-  log_init_line(comm, "Init START");
+  /* NCCL's line names the rank's device (cudaGetDevice). An automatic device
+   * is resolved from every rank's peer info (resolve_devices): its line
+   * comes once the device is known, after the bootstrap's lines, so that
+   * "Init START" and "Init COMPLETE" name the same device. */
+  if (comm->dev_requested >= 0)
+    log_init_line(comm, "Init START");
   res = init_stages(comm);
   if (res != ncclSuccess) {
     char why[MC_LAST_ERROR_BYTES];

@@ -14,6 +14,8 @@
 #   says the same; "Loading ... topology" once per process; "Using network".
 #   Two ranks as threads of one process: "via P2P/direct pointer".
 # * "NCCL version" from rank 0 only.
+# * "Init START" and "Init COMPLETE" name the same cudaDev for every rank,
+#   with devices chosen automatically and explicitly (MESHCCL_DEVICE).
 # shellcheck source=mp_lib.sh
 . "$(dirname "$0")/mp_lib.sh"
 need_progs mp_logs mp_coll
@@ -167,5 +169,22 @@ for lvl in VERSION INFO; do
   expect_eq "NCCL_DEBUG=$lvl: one \"NCCL version\" line, from rank 0" \
     "$(grep 'NCCL version 2\.' "$TMP/version" | sed -E 's/^\[([0-9]+)\].*/\1/' | tr '\n' ' ')" "0 "
 done
+
+# Init START / Init COMPLETE: one of each per rank, naming the same device
+# (automatic devices are resolved during init: rank r of 3 on one host gets r).
+init_devs() { # FILE WHAT -> "rank:dev " per line of WHAT, in rank order
+  grep -E "NCCL INFO .* rank [0-9]+ nranks 3 cudaDev [0-9]+ .* - $2\$" "$1" |
+    sed -E 's/.* rank ([0-9]+) nranks 3 cudaDev ([0-9]+) .*/\1:\2/' | sort | tr '\n' ' '
+}
+NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=INIT timeout 60 "$RUN" -n 3 "$MC_BUILD/bin/meshccl-hello" -q \
+  >"$TMP/initdev" 2>&1
+expect_eq "automatic devices: Init START names each rank's device" \
+  "$(init_devs "$TMP/initdev" 'Init START')" "0:0 1:1 2:2 "
+expect_eq "... and Init COMPLETE the same" "$(init_devs "$TMP/initdev" 'Init COMPLETE')" "0:0 1:1 2:2 "
+NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=INIT timeout 60 "$RUN" -n 3 bash -c \
+  'MESHCCL_DEVICE=$((2 - RANK)) exec "$0" "$@"' "$MC_BUILD/bin/meshccl-hello" -q >"$TMP/initdev2" 2>&1
+expect_eq "explicit devices: Init START names each rank's" \
+  "$(init_devs "$TMP/initdev2" 'Init START')" "0:2 1:1 2:0 "
+expect_eq "... and Init COMPLETE the same" "$(init_devs "$TMP/initdev2" 'Init COMPLETE')" "0:2 1:1 2:0 "
 
 mp_finish
