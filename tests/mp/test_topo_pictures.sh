@@ -92,7 +92,7 @@ tree_in() {
     /^  subgraph "cluster_CPU/ {inside = 1; next}
     /^  }$/ {inside = 0; next}
     inside && /^    "[A-Za-z]+[0-9]+" \[/ {v = $1; gsub(/"/, "", v); if (v !~ /^CPU/) boxed[v] = 1}
-    /^  "[^"]+" -> "[^"]+" \[/ && !/constraint=false/ {h = $3; gsub(/"/, "", h); into[h]++}
+    /^  "[^"]+" -> "[^"]+" \[/ && !/constraint=false/ && !/style=invis/ && !/NICFN/ {h = $3; gsub(/"/, "", h); into[h]++}
     END {for (v in boxed) print v, (v in into) ? into[v] : 0}' "$1" | sort
 }
 
@@ -137,6 +137,37 @@ for xml in "$GOLD"/*/topo.xml; do
     '^    label="host 2: ranks [0-9]+-[0-9]+";$'
 done
 expect_le "golden systems drawn" 8 "$n_sys"
+
+# ------------------------------------------------------------ wide hosts
+# 15 socket NICs under one NIC node: its NETs wrap into a grid of 4 columns
+# (each NET below the one 4 before it: 11 invisible edges), and link labels
+# carry their unit.
+SOCK="$MC_SRC/tests/data/topo/sugarlxn-4xrtx4090-rome-nps4-socketnics.xml"
+"$TOPO" --xml "$SOCK" --dot "$TMP/sock.dot" >/dev/null 2>"$TMP/sock.err"
+expect_success "15 NETs on one NIC: --dot exits 0" "$?" "$TMP/sock.err"
+expect_eq "... they wrap into rows of 4 (11 NETs below another)" \
+  "$(grep -cE '^  "NET[0-9]+" -> "NET[0-9]+" \[style=invis\];$' "$TMP/sock.dot")" 11
+expect_eq "... NIC0's NETs 0-14 in rows: each k >= 4 below k - 4" \
+  "$(sed -nE 's/^  "NET([0-9]+)" -> "NET([0-9]+)" \[style=invis\];$/\1>\2/p' "$TMP/sock.dot" |
+    tr '\n' ' ')" "0>4 1>5 2>6 3>7 4>8 5>9 6>10 7>11 8>12 9>13 10>14 "
+expect_eq "... every link label has its unit" \
+  "$(grep -E '\[label="[A-Z2]+ [0-9.]+' "$TMP/sock.dot" | grep -vc 'GB/s')" 0
+"$TOPO" --xml "$SOCK" --nodes 2 --dot "$TMP/sock2.dot" >/dev/null 2>"$TMP/sock2.err"
+expect_success "15 NETs, --nodes 2: --dot exits 0" "$?" "$TMP/sock2.err"
+expect_eq "... each host joins CPU -> NIC -> its NETs (2 NICs, 16 NETs per host)" \
+  "$(grep -cE '^  "h0_CPU[0-9]+" -> "h0_NIC[0-9]+";$' "$TMP/sock2.dot")/$(grep -cE \
+    '^  "h0_NIC[0-9]+" -> "h0_NET[0-9]+";$' "$TMP/sock2.dot")" "2/16"
+expect_eq "... and grids them in the host box too" \
+  "$(grep -cE '^  "h1_NET[0-9]+" -> "h1_NET[0-9]+" \[style=invis\];$' "$TMP/sock2.dot")" 11
+# NIC PCI functions without a network device (azure-ndv4: 8 InfiniBand
+# functions with no <nic>): drawn as NICs, dashed, saying so, under their switch.
+NDV4="$MC_SRC/tests/data/topo/azure-ndv4-a100.xml"
+"$TOPO" --xml "$NDV4" --dot "$TMP/ndv4.dot" >/dev/null 2>"$TMP/ndv4.err"
+expect_success "NIC functions without <nic>: --dot exits 0" "$?" "$TMP/ndv4.err"
+expect_eq "... each of the 8 drawn once as an unused NIC" \
+  "$(grep -cE '^    "NICFN[0-7]" \[shape=component, style=dashed, label="NIC 01[0-9a-f]{2}:00:00\.0\\nno network device: not used"\];$' "$TMP/ndv4.dot")" 8
+expect_eq "... each hanging from a PCI switch" \
+  "$(grep -cE '^  "PCI[0-9]+" -> "NICFN[0-7]" \[style=dashed\];$' "$TMP/ndv4.dot")" 8
 
 # ------------------------------------------------------------ this host
 "$TOPO" --ranks 2 --dot "$TMP/host.dot" >"$TMP/host.out" 2>"$TMP/host.err"

@@ -6,13 +6,21 @@
  * NICs with their NETs, devices), each device one box (a GPU, or a compute
  * device when it has no SM version, with its rank and bus id: NCCL's DEV and
  * GPU nodes in one); links that are not the tree (NVLink in green, CPU to CPU
- * dashed, NVSwitches outside the boxes) do not move it. With --nodes N > 1,
- * an overview instead: one box per host with its CPUs, their devices and
- * ranks, and its NICs, every NIC joined to the network between the hosts.
+ * dashed, NVSwitches outside the boxes) do not move it. Links are labelled
+ * with their type and bandwidth in GB/s. The NETs of one NIC wrap into a
+ * grid of about square shape once there are more than NET_ROW of them (a
+ * host with 15 socket NICs drew one row 3500 points wide): invisible edges
+ * put each NET below the one a row before it. NIC PCI functions of the XML
+ * without a network device (NCCL adds no NIC node for them, ncclTopoAddPci)
+ * are drawn as dashed NICs under their PCI parent, saying so. With
+ * --nodes N > 1, an overview instead: one box per host with its CPUs, their
+ * devices and ranks, its NICs and their NETs (in rows as above), each NET
+ * joined to the network between the hosts.
  */
 #include "topo_tool.h"
 
 #include <errno.h>
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/wait.h>
@@ -28,7 +36,10 @@ struct pic_node {
   int vertex;    /* pic index of the node whose vertex draws it (itself, or a DEV's GPU) */
   int n_gpus;    /* DEV: GPUs whose parent it is */
   int first_gpu; /* DEV: pic index of the first of them */
+  int above;     /* NET in a grid: pic index of the NET drawn above it, else -1 */
 };
+
+#define NET_ROW 4 /* NETs of one NIC drawn in one row; more wrap into a grid */
 
 struct pic {
   struct pic_node *n;
@@ -49,6 +60,42 @@ static bool is_tree_link(enum mc_topo_link_type type)
 {
   return (type == MC_TOPO_LINK_PCI) || (type == MC_TOPO_LINK_LOC) || (type == MC_TOPO_LINK_C2C) ||
          (type == MC_TOPO_LINK_NET);
+}
+
+/* Columns of a grid of n NETs: one row up to NET_ROW, else about square. */
+static int grid_cols(int n)
+{
+  return (n <= NET_ROW) ? n : (int)ceil(sqrt((double)n));
+}
+
+/* The NETs whose tree parent is u in a grid: each one's `above` (the NET
+ * `cols` before it among u's, in index order). */
+static void grid_nets(struct pic *p, int u)
+{
+  int n = 0;
+  int k = 0;
+  int cols;
+
+  for (int v = 0; v < p->count; v++) {
+    n += (p->n[v].node->type == MC_TOPO_NET) && (p->n[v].parent == u);
+  }
+  cols = grid_cols(n);
+  for (int v = 0; v < p->count; v++) {
+    if ((p->n[v].node->type != MC_TOPO_NET) || (p->n[v].parent != u)) {
+      continue;
+    }
+    p->n[v].above = -1;
+    if (k >= cols) {
+      int back = v;
+      for (int left = cols; left > 0; left--) {
+        do {
+          back--;
+        } while ((p->n[back].node->type != MC_TOPO_NET) || (p->n[back].parent != u));
+      }
+      p->n[v].above = back;
+    }
+    k++;
+  }
 }
 
 /* Every node in type order; the PCI tree below each CPU; a DEV holding
@@ -79,6 +126,7 @@ static int pic_build(const struct mc_topo_system *sys, struct pic *p)
       pn->cpu = (t == MC_TOPO_CPU) ? p->count : -1;
       pn->vertex = p->count;
       pn->first_gpu = -1;
+      pn->above = -1;
       p->count++;
     }
   }
@@ -118,7 +166,21 @@ static int pic_build(const struct mc_topo_system *sys, struct pic *p)
       p->n[d].vertex = p->n[d].first_gpu;
     }
   }
+  for (int u = 0; u < p->count; u++) {
+    grid_nets(p, u);
+  }
   return 0;
+}
+
+/* Invisible edges that put each gridded NET below its `above`. */
+static void draw_grid_edges(const struct pic *p, const char *prefix, FILE *out)
+{
+  for (int v = 0; v < p->count; v++) {
+    if (p->n[v].above >= 0) {
+      fprintf(out, "  \"%sNET%d\" -> \"%sNET%d\" [style=invis];\n", prefix, p->n[p->n[v].above].idx,
+              prefix, p->n[v].idx);
+    }
+  }
 }
 
 static void vertex_name(const struct pic *p, int i, char *buf, size_t bytes)
@@ -192,6 +254,79 @@ static void dot_node(const struct topo_ctx *ctx, const struct mc_topo_system *sy
   fprintf(out, "\"];\n");
 }
 
+/* The pic node an XML element hangs from in the picture: the PCI node
+ * with its bus id, else (up the tree) its CPU by NUMA id; -1 when none. */
+static int xml_attach(const struct pic *p, const struct mc_xml_node *x)
+{
+  char busid[32];
+
+  for (x = x->parent; x != NULL; x = x->parent) {
+    const char *want = mc_xml_get_attr(x, (strcmp(x->name, "cpu") == 0) ? "numaid" : "busid");
+    if ((want == NULL) || ((strcmp(x->name, "pci") != 0) && (strcmp(x->name, "cpu") != 0))) {
+      continue;
+    }
+    for (int i = 0; i < p->count; i++) {
+      const struct mc_topo_node *n = p->n[i].node;
+      if ((n->type == MC_TOPO_PCI) && (x->name[0] == 'p')) {
+        topo_tool_busid_str(n->id, busid, sizeof(busid));
+        if (strcasecmp(busid, want) == 0) {
+          return i;
+        }
+      } else if ((n->type == MC_TOPO_CPU) && (x->name[0] == 'c') &&
+                 ((long)MC_TOPO_ID_LOCAL(n->id) == strtol(want, NULL, 0))) {
+        return i;
+      }
+    }
+  }
+  return -1;
+}
+
+/* A NIC PCI function of the XML (class 0x02....) without a <nic>: NCCL adds
+ * no node for it, so it has no network device NCCL could use. */
+static bool is_unused_nic(const struct mc_xml_node *x)
+{
+  const char *cls = mc_xml_get_attr(x, "class");
+
+  return (strcmp(x->name, "pci") == 0) && (cls != NULL) && (strncmp(cls, "0x02", 4) == 0) &&
+         (mc_xml_get_sub((struct mc_xml_node *)x, "nic") == NULL);
+}
+
+/* The unused NIC functions whose tree lies under CPU pic node cpu: their
+ * vertices (edges false), else the dashed edges from where they hang (in
+ * the overview, prefix "h<host>_", from their CPU). Vertex names: prefix +
+ * "NICFN" + their index among the XML's. */
+static void draw_unused_nics(const struct topo_ctx *ctx, const struct pic *p, int cpu,
+                             const char *prefix, bool edges, FILE *out)
+{
+  char from[32];
+  int k = 0;
+
+  if (ctx->xml == NULL) {
+    return;
+  }
+  for (int i = 0; i < ctx->xml->n_nodes; i++) {
+    const struct mc_xml_node *x = &ctx->xml->nodes[i];
+    const char *busid = mc_xml_get_attr(x, "busid");
+    int at;
+    if (!is_unused_nic(x)) {
+      continue;
+    }
+    at = xml_attach(p, x);
+    if ((at >= 0) && ((at == cpu) || (p->n[at].cpu == cpu))) {
+      if (!edges) {
+        fprintf(out,
+                "    \"%sNICFN%d\" [shape=component, style=dashed, label=\"NIC %s\\nno network "
+                "device: not used\"];\n",
+                prefix, k, (busid != NULL) ? busid : "?");
+      } else {
+        vertex_name(p, (prefix[0] != '\0') ? cpu : at, from, sizeof(from));
+        fprintf(out, "  \"%s%s\" -> \"%sNICFN%d\" [style=dashed];\n", prefix, from, prefix, k);
+      }
+    }
+    k++;
+  }
+}
+
 static void cpu_label(const struct pic_node *cpu, FILE *out)
 {
   fprintf(out, "CPU%d (NUMA node %ld)", cpu->idx, (long)MC_TOPO_ID_LOCAL(cpu->node->id));
@@ -231,7 +366,7 @@ static void draw_tree_edges(const struct pic *p, int u, FILE *out)
       if (n->links[l].rem == p->n[u].node) {
         vertex_name(p, u, va, sizeof(va));
         vertex_name(p, v, vb, sizeof(vb));
-        fprintf(out, "  \"%s\" -> \"%s\" [label=\"%s %g\"];\n", va, vb,
+        fprintf(out, "  \"%s\" -> \"%s\" [label=\"%s %g GB/s\"];\n", va, vb,
                 mc_topo_link_type_str(n->links[l].type), n->links[l].bw);
         break;
       }
@@ -257,6 +392,7 @@ static void write_dot(const struct topo_ctx *ctx, const struct pic *p, FILE *out
     cpu_label(&p->n[c], out);
     fprintf(out, "\";\n    style=rounded;\n");
     draw_subtree(ctx, p, c, out);
+    draw_unused_nics(ctx, p, c, "", false, out);
     fprintf(out, "  }\n");
   }
   for (int i = 0; i < p->count; i++) {
@@ -268,8 +404,10 @@ static void write_dot(const struct topo_ctx *ctx, const struct pic *p, FILE *out
   for (int c = 0; c < p->count; c++) {
     if (p->n[c].node->type == MC_TOPO_CPU) {
       draw_tree_edges(p, c, out);
+      draw_unused_nics(ctx, p, c, "", true, out);
     }
   }
+  draw_grid_edges(p, "", out);
   /* Every other link (NVLink, CPU to CPU, ...), once per pair, without
    * moving the tree. */
   for (int i = 0; i < p->count; i++) {
@@ -291,7 +429,7 @@ static void write_dot(const struct topo_ctx *ctx, const struct pic *p, FILE *out
       }
       vertex_name(p, i, va, sizeof(va));
       vertex_name(p, j, vb, sizeof(vb));
-      fprintf(out, "  \"%s\" -> \"%s\" [label=\"%s %g\", constraint=false%s];\n", va, vb,
+      fprintf(out, "  \"%s\" -> \"%s\" [label=\"%s %g GB/s\", constraint=false%s];\n", va, vb,
               mc_topo_link_type_str(link->type), link->bw,
               (link->type == MC_TOPO_LINK_NVL)   ? ", color=green4, penwidth=2"
               : (link->type == MC_TOPO_LINK_SYS) ? ", style=dashed"
@@ -301,13 +439,44 @@ static void write_dot(const struct topo_ctx *ctx, const struct pic *p, FILE *out
   fprintf(out, "}\n");
 }
 
+/* The overview's vertex of a NET of host h, in its host box. */
+static void overview_net(const struct topo_ctx *ctx, const struct pic_node *pn, int h, FILE *out)
+{
+  const char *name = topo_tool_net_name(ctx, ctx->systems[0], pn->node);
+
+  fprintf(out,
+          "    \"h%d_NET%d\" [shape=ellipse, style=filled, fillcolor=lightyellow, label=\"NET%d", h,
+          pn->idx, pn->idx);
+  if (name[0] != '\0') {
+    fprintf(out, " ");
+    put_escaped(name, out);
+  }
+  fprintf(out, "\\n%g GB/s\"];\n", pn->node->net.bw);
+}
+
+/* The overview's edge into pic node v (a NIC or a NET) from its NIC or CPU. */
+static void overview_edge_in(const struct pic *p, int v, int h, FILE *out)
+{
+  int from = p->n[v].parent;
+
+  if ((from < 0) || (p->n[from].node->type != MC_TOPO_NIC)) {
+    from = p->n[v].cpu; /* the overview draws no PCI switch */
+  }
+  if (from >= 0) {
+    fprintf(out, "  \"h%d_%s%d\" -> \"h%d_%s%d\";\n", h,
+            mc_topo_node_type_str(p->n[from].node->type), p->n[from].idx, h,
+            mc_topo_node_type_str(p->n[v].node->type), p->n[v].idx);
+  }
+}
+
 /* --nodes N: the hosts and their NICs. Each host is a cluster with a vertex
- * per CPU (its NUMA node, its devices and their ranks) and the NETs under it;
- * every NET reaches the network between the hosts. Every host is the file. */
+ * per CPU (its NUMA node, its devices and their ranks), the NICs under it and
+ * their NETs; every NET reaches the network between the hosts. Every host is
+ * the file. */
 static void write_overview(const struct topo_ctx *ctx, const struct pic *p, FILE *out)
 {
-  const struct mc_topo_system *sys = ctx->systems[0];
   int n_local = ctx->n_local;
+  char prefix[24];
 
   fprintf(out,
           "digraph meshccl_hosts {\n  rankdir=TB;\n  newrank=true;\n"
@@ -317,6 +486,7 @@ static void write_overview(const struct topo_ctx *ctx, const struct pic *p, FILE
           "transport)\"];\n",
           ctx->cli.n_nodes);
   for (int h = 0; h < ctx->cli.n_nodes; h++) {
+    snprintf(prefix, sizeof(prefix), "h%d_", h);
     fprintf(out,
             "  subgraph \"cluster_host%d\" {\n    label=\"host %d: ranks %d-%d\";\n"
             "    style=rounded;\n",
@@ -335,37 +505,33 @@ static void write_overview(const struct topo_ctx *ctx, const struct pic *p, FILE
         }
       }
       fprintf(out, "\"];\n");
+      draw_unused_nics(ctx, p, c, prefix, false, out);
     }
     for (int i = 0; i < p->count; i++) {
-      const struct mc_topo_node *nn = p->n[i].node;
-      const char *name;
-      if (nn->type != MC_TOPO_NET) {
-        continue;
+      char busid[32];
+      if (p->n[i].node->type == MC_TOPO_NIC) {
+        topo_tool_busid_str(p->n[i].node->id, busid, sizeof(busid));
+        fprintf(out, "    \"h%d_NIC%d\" [shape=component, label=\"NIC%d\\n%s\"];\n", h, p->n[i].idx,
+                p->n[i].idx, busid);
+      } else if (p->n[i].node->type == MC_TOPO_NET) {
+        overview_net(ctx, &p->n[i], h, out);
       }
-      name = topo_tool_net_name(ctx, sys, nn);
-      fprintf(out,
-              "    \"h%d_NET%d\" [shape=ellipse, style=filled, fillcolor=lightyellow, "
-              "label=\"NET%d",
-              h, p->n[i].idx, p->n[i].idx);
-      if (name[0] != '\0') {
-        fprintf(out, " ");
-        put_escaped(name, out);
-      }
-      fprintf(out, "\\n%g GB/s\"];\n", nn->net.bw);
     }
     fprintf(out, "  }\n");
     for (int i = 0; i < p->count; i++) {
-      const struct mc_topo_node *nn = p->n[i].node;
-      if (nn->type != MC_TOPO_NET) {
-        continue;
+      enum mc_topo_node_type t = p->n[i].node->type;
+      if ((t == MC_TOPO_NIC) || (t == MC_TOPO_NET)) {
+        overview_edge_in(p, i, h, out);
       }
-      if (p->n[i].cpu >= 0) {
-        fprintf(out, "  \"h%d_CPU%d\" -> \"h%d_NET%d\";\n", h, p->n[p->n[i].cpu].idx, h,
-                p->n[i].idx);
+      if (t == MC_TOPO_NET) {
+        fprintf(out, "  \"h%d_NET%d\" -> \"network\" [label=\"%g GB/s\"];\n", h, p->n[i].idx,
+                p->n[i].node->net.bw);
       }
-      fprintf(out, "  \"h%d_NET%d\" -> \"network\" [label=\"%g GB/s\"];\n", h, p->n[i].idx,
-              nn->net.bw);
+      if (t == MC_TOPO_CPU) {
+        draw_unused_nics(ctx, p, i, prefix, true, out);
+      }
     }
+    draw_grid_edges(p, prefix, out);
   }
   fprintf(out, "}\n");
 }
