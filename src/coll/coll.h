@@ -27,17 +27,8 @@
 
 #include "coll/coll_reduce.h"
 #include "init/comm.h"
+#include "topo/topo_algo.h"
 #include "nccl.h"
-
-enum mc_coll_kind {
-  MC_COLL_ALLREDUCE = 0,
-  MC_COLL_BROADCAST,
-  MC_COLL_REDUCE,
-  MC_COLL_ALLGATHER,
-  MC_COLL_REDUCESCATTER,
-  MC_COLL_SEND,
-  MC_COLL_RECV
-};
 
 struct mc_coll_algo_ops;
 
@@ -205,16 +196,6 @@ void mc_coll_plan_fini(struct mc_coll_plan *pl);
 /* Appends a copy of t. */
 ncclResult_t mc_coll_plan_add(struct mc_coll_plan *pl, const struct mc_task *t);
 
-/* NCCL's algorithm numbers (NCCL_ALGO_*), for logs; meshccl's own after them. */
-enum mc_coll_algo {
-  MC_ALGO_TREE = 0,
-  MC_ALGO_RING = 1,
-  MC_ALGO_ONESHOT = 7,  /* meshccl's small single-host all-reduce */
-  MC_ALGO_P2P = 8,      /* send/recv (NCCL runs them outside the algorithm choice) */
-  MC_ALGO_SYMMETRIC = 9 /* meshccl's all-reduce on symmetric windows (coll_sym.c) */
-};
-#define MC_PROTO_SIMPLE 2 /* NCCL_PROTO_SIMPLE: the only protocol here */
-
 /*
  * An algorithm (libfabric's provider shape). plan and task_prim/task_next
  * are mandatory unless task_progress is set; optional slots are NULL.
@@ -276,29 +257,6 @@ ncclResult_t mc_coll_os_health(const struct mc_task *t);
 size_t mc_coll_chunk_elems(const struct ncclComm *comm, size_t esize);
 
 /* ---------------------------------------------------- NCCL_ALGO / NCCL_PROTO */
-
-/* Which algorithms each collective may use (coll_algo_env.c), NCCL's syntax:
- * "Ring,Tree", "^Tree" (all but), case-insensitive, and the per-collective
- * form "allreduce:tree;broadcast:ring" (collectives not named: all). */
-#define MC_ALGO_MASK_ALL 0xffffffffu
-struct mc_coll_algo_env {
-  uint32_t allowed[MC_COLL_RECV + 1]; /* bit (1 << enum mc_coll_algo) per collective */
-  uint32_t protos[MC_COLL_RECV + 1];  /* bit (1 << NCCL_PROTO_*) per collective */
-  uint32_t protos_named;              /* protocols NCCL_PROTO names in a list without '^' */
-};
-
-/* Parses NCCL_ALGO (algo, NULL: unset) and NCCL_PROTO (proto) into *out.
- * ncclInvalidUsage naming the variable and the token for an unknown name. */
-ncclResult_t mc_coll_algo_env_parse(const char *algo, const char *proto,
-                                    struct mc_coll_algo_env *out);
-
-/* Reads NCCL_ALGO and NCCL_PROTO into comm once, at its first collective
- * (NCCL parses them in ncclTopoTuneModel at the end of init; init cannot
- * call into coll here): ncclInvalidUsage naming the variable and the bad
- * name. A protocol meshccl does not implement (LL, LL128: GPU protocols),
- * asked for by name or by excluding Simple, is said once per process at
- * WARN, on stderr even without NCCL_DEBUG, as an unknown variable is. */
-ncclResult_t mc_coll_env_load(struct ncclComm *comm);
 
 /* Tree shapes (NCCL's ncclGetBtree / ncclGetDtree) come from the topology's
  * connection stage: mc_topo_btree / mc_topo_dtree in topo/topo_graph.h. */

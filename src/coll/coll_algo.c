@@ -35,46 +35,6 @@ static const struct mc_coll_algo_ops *const modelled[] = {
     &mc_coll_ring_ops,
 };
 
-/* Once per process: NCCL_PROTO asks for a protocol meshccl does not have. */
-static void say_protocols(const struct mc_coll_algo_env *env)
-{
-  static int is_said;
-  const uint32_t gpu_protos = (1u << 0) | (1u << 1); /* NCCL_PROTO_LL, NCCL_PROTO_LL128 */
-  bool excludes_simple = false;
-  char text[320];
-
-  for (int k = 0; k <= MC_COLL_RECV; k++)
-    excludes_simple = excludes_simple || (((env->protos[k] >> MC_PROTO_SIMPLE) & 1u) == 0);
-  if (!excludes_simple && ((env->protos_named & gpu_protos) == 0))
-    return;
-  if (__atomic_exchange_n(&is_said, 1, __ATOMIC_RELAXED) != 0)
-    return;
-  snprintf(text, sizeof(text),
-           "NCCL_PROTO=%s: meshccl implements only Simple (LL and LL128 are GPU protocols): "
-           "every collective uses Simple",
-           mc_param_str(MC_P_PROTO));
-  if (mc_log_enabled(MC_LOG_WARN, MC_SUB_ENV))
-    MC_WARN("%s", text);
-  else
-    fprintf(stderr, "meshccl WARN ENV: %s\n", text);
-}
-
-ncclResult_t mc_coll_env_load(struct ncclComm *comm)
-{
-  struct mc_coll_algo_env env;
-
-  if (comm->algo_env_ready)
-    return ncclSuccess;
-  MC_CHECK(mc_coll_algo_env_parse(mc_param_str(MC_P_ALGO), mc_param_str(MC_P_PROTO), &env));
-  for (int k = 0; k <= MC_COLL_RECV; k++) {
-    comm->algo_allowed[k] = env.allowed[k];
-    comm->algo_protos[k] = env.protos[k];
-  }
-  say_protocols(&env);
-  comm->algo_env_ready = true;
-  return ncclSuccess;
-}
-
 /* The tuning model of this communicator (NCCL's ncclTopoTuneModel at the end
  * of init; here at the first collective): from the channels of the graph
  * stage, or nothing when the communicator has none (unit tests). */
@@ -189,7 +149,7 @@ ncclResult_t mc_coll_algo_choose(struct mc_op *op)
     op->est_us = 0.0f; /* NCCL's model has no point-to-point entry either */
     return ncclSuccess;
   }
-  MC_CHECK(mc_coll_env_load(comm));
+  MC_CHECK(mc_comm_algo_env_load(comm));
   tune_ready(comm);
   if ((op->kind == MC_COLL_ALLGATHER) || (op->kind == MC_COLL_REDUCESCATTER))
     bytes *= (size_t)comm->n_ranks;

@@ -15,6 +15,7 @@
 #include "nccl.h"
 #include "bootstrap/bootstrap.h"
 #include "topo/topo_graph.h"
+#include "topo/topo_algo.h"
 #include "topo/topo_tuning.h"
 #include "transport/transport.h"
 
@@ -169,12 +170,12 @@ struct ncclComm {
   struct mc_mem_peers *mem_peers; /* peers' ncclMemAlloc memory mapped here (init_mem.c) */
   char *scratch;                  /* n_channels + 1 slot-sized bounce buffers */
   bool trees_connected;           /* every channel's tree connections are made */
-  /* NCCL_ALGO / NCCL_PROTO as src/coll parsed them (at the first collective). */
+  /* NCCL_ALGO / NCCL_PROTO as init read them (mc_comm_algo_env_load). */
   bool algo_env_ready;
   bool tune_ready;
-  struct mc_tune tune;      /* the tuning model, built at the first collective */
-  uint32_t algo_allowed[8]; /* per enum mc_coll_kind: bit per algorithm */
-  uint32_t algo_protos[8];
+  struct mc_tune tune;                  /* the tuning model, built at the first collective */
+  uint32_t algo_allowed[MC_COLL_KINDS]; /* per enum mc_coll_kind: bit per algorithm */
+  uint32_t algo_protos[MC_COLL_KINDS];
   struct mc_user_redop *redops;
   int n_redops;
   pthread_mutex_t redop_lock;
@@ -358,6 +359,15 @@ ncclResult_t mc_comm_alloc(int n_ranks, const ncclUniqueId *id, int rank, int de
 
 /* Runs the whole init of comm on the calling thread; sets comm->async_result. */
 ncclResult_t mc_comm_init_run(struct ncclComm *comm);
+
+/* Reads NCCL_ALGO and NCCL_PROTO into comm's masks once (init does, as NCCL
+ * parses them in ncclTopoTuneModel during init; a communicator built without
+ * init's stages at its first collective): ncclInvalidUsage naming the
+ * variable and the bad name. A protocol meshccl does not implement (LL,
+ * LL128: GPU protocols), asked for by name or by excluding Simple, is said
+ * once per process at WARN, on stderr even without NCCL_DEBUG, as an unknown
+ * variable is. */
+ncclResult_t mc_comm_algo_env_load(struct ncclComm *comm);
 
 /* Frees every resource of comm (init must not be running). When this
  * process hosts the communicator's root, waits up to root_wait_ms for the

@@ -87,6 +87,41 @@ ncclResult_t mc_comm_alloc(int n_ranks, const ncclUniqueId *id, int rank, int de
   return ncclSuccess;
 }
 
+/* Once per process: NCCL_PROTO asks for a protocol meshccl does not have. */
+static void say_protocols(const struct mc_algo_env *env)
+{
+  static int is_said;
+  char text[320];
+
+  if (!mc_algo_env_wants_gpu_proto(env) ||
+      (__atomic_exchange_n(&is_said, 1, __ATOMIC_RELAXED) != 0))
+    return;
+  snprintf(text, sizeof(text),
+           "NCCL_PROTO=%s: meshccl implements only Simple (LL and LL128 are GPU protocols): "
+           "every collective uses Simple",
+           mc_param_str(MC_P_PROTO));
+  if (mc_log_enabled(MC_LOG_WARN, MC_SUB_ENV))
+    MC_WARN("%s", text);
+  else
+    fprintf(stderr, "meshccl WARN ENV: %s\n", text);
+}
+
+ncclResult_t mc_comm_algo_env_load(struct ncclComm *comm)
+{
+  struct mc_algo_env env;
+
+  if (comm->algo_env_ready)
+    return ncclSuccess;
+  MC_CHECK(mc_algo_env_parse(mc_param_str(MC_P_ALGO), mc_param_str(MC_P_PROTO), &env));
+  for (int k = 0; k < MC_COLL_KINDS; k++) {
+    comm->algo_allowed[k] = env.allowed[k];
+    comm->algo_protos[k] = env.protos[k];
+  }
+  say_protocols(&env);
+  comm->algo_env_ready = true;
+  return ncclSuccess;
+}
+
 static const char *init_kind_name(enum mc_comm_init_kind kind)
 {
   switch (kind) {
@@ -242,6 +277,9 @@ static ncclResult_t init_stages(struct ncclComm *comm)
   comm->t.allgathers = mc_time_sec() - t0;
   if (comm->dev_requested < 0)
     log_init_line(comm, "Init START"); /* now that the device is known */
+  /* After the bootstrap, so that a rank's bad value fails every rank's init
+   * (the root's notice) instead of leaving them waiting for it. */
+  MC_CHECK(mc_comm_algo_env_load(comm));
   MC_INFO(MC_SUB_INIT, "comm %p rank %d nRanks %d nNodes %d localRanks %d localRank %d MNNVL %d",
           (void *)comm, comm->rank, comm->n_ranks, nd->n_nodes, nd->local_ranks, nd->local_rank, 0);
   MC_INFO(MC_SUB_INIT | MC_SUB_BOOTSTRAP,

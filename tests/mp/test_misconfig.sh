@@ -51,18 +51,30 @@ expect_le "lone rank: gave up within 3 s of MESHCCL_INIT_TIMEOUT=2" "$MS_lone" 3
 expect_grep "lone rank: names the rank that never joined" "$TMP/lone.out" \
   'timeout: Bootstrap: rank 0: rank 1 of 2 never joined the bootstrap root at 127\.0\.0\.1<[0-9]+> within 2 s \(MESHCCL_INIT_TIMEOUT\)'
 
-# NCCL_ALGO and NCCL_PROTO: a bad name fails the first collective on every
-# rank, naming it; a protocol meshccl does not implement is said once per
-# process on stderr, NCCL_DEBUG unset.
-PERF1=("$MC_BUILD/bin/meshccl-perf" all_reduce -b 8 -e 8 -n 1 -w 0)
-env -u NCCL_DEBUG NCCL_ALGO=Rign timeout 60 "$RUN" -n 2 "${PERF1[@]}" >"$TMP/algo.out" 2>&1
-expect_eq "NCCL_ALGO=Rign: the job fails (exit 1)" "$?" 1
-expect_grep "NCCL_ALGO=Rign: the collective fails naming the name and the known ones" \
-  "$TMP/algo.out" "NCCL_ALGO: unknown name 'Rign' \(known: Tree, Ring,"
-env -u NCCL_DEBUG NCCL_PROTO=LL128 timeout 60 "$RUN" -n 2 "${PERF1[@]}" >"$TMP/proto.out" 2>&1
-expect_eq "NCCL_PROTO=LL128: the job runs" "$?" 0
-expect_eq "NCCL_PROTO=LL128: one stderr line per rank says Simple is used" \
+# NCCL_ALGO and NCCL_PROTO are read at init, as NCCL's ncclTopoTuneModel
+# does: a bad name fails init on every rank, naming it (also when only one
+# rank has it: the others learn it from the root); a protocol meshccl does
+# not implement is said once per process on stderr, NCCL_DEBUG unset, with
+# no collective run (meshccl-hello only initialises).
+env -u NCCL_DEBUG NCCL_ALGO=Rign timeout 60 "$RUN" -n 2 "$HELLO" -q >"$TMP/algo.out" 2>&1
+expect_eq "NCCL_ALGO=Rign: init fails (exit 1)" "$?" 1
+expect_eq "NCCL_ALGO=Rign: each rank's init names the name and the known ones" \
+  "$(grep -c "NCCL_ALGO: unknown name 'Rign' (known: Tree, Ring," "$TMP/algo.out")" 2
+env -u NCCL_DEBUG timeout 60 "$RUN" -n 2 bash -c '[ "$RANK" = 1 ] && export NCCL_ALGO="allreduce:ring;alltoall:ring"; exec "$0" "$@"' \
+  "$HELLO" -q >"$TMP/algo1.out" 2>&1
+expect_eq "rank 1 alone with a bad NCCL_ALGO: the job fails (exit 1)" "$?" 1
+expect_grep "... rank 1 names the collective" "$TMP/algo1.out" \
+  "^\[1\] .*NCCL_ALGO: unknown collective 'alltoall'"
+expect_grep "... rank 0 fails too, with rank 1's reason" "$TMP/algo1.out" \
+  "^\[0\] .*rank 1.*NCCL_ALGO: unknown collective 'alltoall'"
+env -u NCCL_DEBUG NCCL_PROTO=LL128 timeout 60 "$RUN" -n 2 "$HELLO" -q >"$TMP/proto.out" 2>&1
+expect_eq "NCCL_PROTO=LL128: init succeeds" "$?" 0
+expect_eq "NCCL_PROTO=LL128: one stderr line per rank, at init, says Simple is used" \
   "$(grep -c '^\[[01]\] meshccl WARN ENV: NCCL_PROTO=LL128: meshccl implements only Simple (LL and LL128 are GPU protocols): every collective uses Simple$' "$TMP/proto.out")" 2
+PERF1=("$MC_BUILD/bin/meshccl-perf" all_reduce -b 8 -e 8 -n 1 -w 0)
+env -u NCCL_DEBUG NCCL_PROTO=LL128 timeout 60 "$RUN" -n 2 "${PERF1[@]}" >"$TMP/proto1.out" 2>&1
+expect_eq "NCCL_PROTO=LL128 with collectives: still one line per rank" \
+  "$(grep -c 'meshccl WARN ENV: NCCL_PROTO=LL128' "$TMP/proto1.out")" 2
 env -u NCCL_DEBUG NCCL_PROTO=^LL128 timeout 60 "$RUN" -n 2 "${PERF1[@]}" >"$TMP/proto2.out" 2>&1
 expect_eq "NCCL_PROTO=^LL128 (Simple allowed, no GPU protocol asked for): nothing said" \
   "$(grep -c 'NCCL_PROTO' "$TMP/proto2.out")" 0

@@ -116,7 +116,7 @@ static void world_make(struct world *w, int n, int n_ch, int rings[][MAX_N], int
     comm->spin_passes = 2;
     comm->trees_connected = true;
     comm->algo_env_ready = true;
-    for (int k = 0; k < 8; k++) {
+    for (int k = 0; k < MC_COLL_KINDS; k++) {
       comm->algo_allowed[k] = algos;
       comm->algo_protos[k] = MC_ALGO_MASK_ALL;
     }
@@ -604,7 +604,7 @@ static void choice_follows_nccl_algo(void)
   op.kind = MC_COLL_BROADCAST;
   MC_T_OK(mc_coll_algo_choose(&op));
   MC_T_EQ_STR(op.algo->name, "Ring");
-  for (int k = 0; k < 8; k++)
+  for (int k = 0; k < MC_COLL_KINDS; k++)
     w.comms[1]->algo_allowed[k] = MC_ALGO_MASK_ALL;
   op.kind = MC_COLL_ALLREDUCE;
   MC_T_OK(mc_coll_algo_choose(&op));
@@ -635,31 +635,31 @@ static void algo_tables_complete(void)
 
 static void algo_env_parses_nccl_syntax(void)
 {
-  struct mc_coll_algo_env e;
+  struct mc_algo_env e;
   const uint32_t ring = 1u << MC_ALGO_RING;
   const uint32_t tree = 1u << MC_ALGO_TREE;
 
-  MC_T_OK(mc_coll_algo_env_parse(NULL, NULL, &e));
+  MC_T_OK(mc_algo_env_parse(NULL, NULL, &e));
   MC_T_TRUE(e.allowed[MC_COLL_ALLREDUCE] == (uint32_t)(MC_ALGO_MASK_ALL));
-  MC_T_OK(mc_coll_algo_env_parse("Ring", "simple", &e));
+  MC_T_OK(mc_algo_env_parse("Ring", "simple", &e));
   MC_T_TRUE(e.allowed[MC_COLL_ALLREDUCE] == (uint32_t)(ring));
   MC_T_TRUE(e.protos[MC_COLL_ALLREDUCE] == (uint32_t)(1 << MC_PROTO_SIMPLE));
-  MC_T_OK(mc_coll_algo_env_parse("tree, RING", NULL, &e));
+  MC_T_OK(mc_algo_env_parse("tree, RING", NULL, &e));
   MC_T_TRUE(e.allowed[MC_COLL_BROADCAST] == (uint32_t)((ring | tree)));
-  MC_T_OK(mc_coll_algo_env_parse("^Tree", "^LL,LL128", &e));
+  MC_T_OK(mc_algo_env_parse("^Tree", "^LL,LL128", &e));
   MC_T_TRUE(e.allowed[MC_COLL_ALLREDUCE] == (uint32_t)(~tree));
   MC_T_TRUE(e.protos[MC_COLL_REDUCE] == (uint32_t)(~3u));
-  MC_T_OK(mc_coll_algo_env_parse("allreduce:tree;broadcast:ring", NULL, &e));
+  MC_T_OK(mc_algo_env_parse("allreduce:tree;broadcast:ring", NULL, &e));
   MC_T_TRUE(e.allowed[MC_COLL_ALLREDUCE] == (uint32_t)(tree));
   MC_T_TRUE(e.allowed[MC_COLL_BROADCAST] == (uint32_t)(ring));
   MC_T_TRUE(e.allowed[MC_COLL_ALLGATHER] == (uint32_t)(MC_ALGO_MASK_ALL));
-  MC_T_OK(mc_coll_algo_env_parse("ring;AllReduce:^ring", NULL, &e));
+  MC_T_OK(mc_algo_env_parse("ring;AllReduce:^ring", NULL, &e));
   MC_T_TRUE(e.allowed[MC_COLL_ALLREDUCE] == (uint32_t)(~ring));
   MC_T_TRUE(e.allowed[MC_COLL_REDUCE] == (uint32_t)(ring));
-  MC_T_EQ_INT(mc_coll_algo_env_parse("Rung", NULL, &e), ncclInvalidUsage);
+  MC_T_EQ_INT(mc_algo_env_parse("Rung", NULL, &e), ncclInvalidUsage);
   MC_T_CONTAINS(mc_t_last_error(), "NCCL_ALGO: unknown name 'Rung'");
-  MC_T_EQ_INT(mc_coll_algo_env_parse("alltoall:ring", NULL, &e), ncclInvalidUsage);
-  MC_T_EQ_INT(mc_coll_algo_env_parse(NULL, "LL256", &e), ncclInvalidUsage);
+  MC_T_EQ_INT(mc_algo_env_parse("alltoall:ring", NULL, &e), ncclInvalidUsage);
+  MC_T_EQ_INT(mc_algo_env_parse(NULL, "LL256", &e), ncclInvalidUsage);
   MC_T_CONTAINS(mc_t_last_error(), "NCCL_PROTO");
 }
 

@@ -1,15 +1,17 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * NCCL_ALGO and NCCL_PROTO: which algorithms and protocols each collective
+ * NCCL_ALGO and NCCL_PROTO (topo_algo.h): which algorithms and protocols each collective
  * may use, in NCCL's syntax (src/graph/tuning.cc, parseList and the
  * per-collective "func:list;func:list" form of NCCL 2.24+): a comma list of
  * names, case-insensitive, a leading ^ allowing all but the names; sections
  * separated by ';', each optionally prefixed by a collective ("allreduce:").
  * A section without a prefix applies to every collective; later sections
  * win. Pure: no environment access, no state (tested in
- * tests/unit/test_coll_algos.c).
+ * tests/unit/test_coll_algos.c; read at init by init_comm.c).
  */
-#include "coll/coll.h"
+#include "topo/topo_algo.h"
+
+#include <stdbool.h>
 
 #include <stdio.h>
 #include <string.h>
@@ -105,7 +107,7 @@ static ncclResult_t parse_list(const char *var, char *list, const struct name_bi
 
 /* A whole variable into per-collective masks (all bits when value is NULL). */
 static ncclResult_t parse_var(const char *var, const char *value, const struct name_bit *tab,
-                              size_t n, uint32_t masks[MC_COLL_RECV + 1], uint32_t *named_out)
+                              size_t n, uint32_t masks[MC_COLL_KINDS], uint32_t *named_out)
 {
   char buf[LIST_BYTES];
   char *save = NULL;
@@ -140,10 +142,9 @@ static ncclResult_t parse_var(const char *var, const char *value, const struct n
   return ncclSuccess;
 }
 
-ncclResult_t mc_coll_algo_env_parse(const char *algo, const char *proto,
-                                    struct mc_coll_algo_env *out)
+ncclResult_t mc_algo_env_parse(const char *algo, const char *proto, struct mc_algo_env *out)
 {
-  struct mc_coll_algo_env env;
+  struct mc_algo_env env;
   uint32_t algos_named = 0;
 
   MC_CHECK(parse_var("NCCL_ALGO", algo, algo_names, sizeof(algo_names) / sizeof(algo_names[0]),
@@ -152,4 +153,14 @@ ncclResult_t mc_coll_algo_env_parse(const char *algo, const char *proto,
                      env.protos, &env.protos_named));
   *out = env;
   return ncclSuccess;
+}
+
+bool mc_algo_env_wants_gpu_proto(const struct mc_algo_env *env)
+{
+  const uint32_t gpu_protos = (1u << 0) | (1u << 1); /* NCCL_PROTO_LL, NCCL_PROTO_LL128 */
+
+  for (int k = 0; k < MC_COLL_KINDS; k++)
+    if (((env->protos[k] >> MC_PROTO_SIMPLE) & 1u) == 0)
+      return true;
+  return (env->protos_named & gpu_protos) != 0;
 }
