@@ -6,7 +6,10 @@
 #  3. every C file (.c, .h, .inc) is clang-format clean (when clang-format is installed);
 #  4. comments and docs cite NCCL's sources or the repository's own docs, never
 #     documents outside the repository (design notes, issue texts, the folder
-#     the project was planned in).
+#     the project was planned in);
+#  5. no code outside the file that defines an ops table compares a pointer
+#     with it (`== &mc_net_socket_ops`): components are told apart by the
+#     properties their tables declare.
 set -u
 src=${1:?source dir}
 build=${2:?build dir}
@@ -69,6 +72,29 @@ done < <(find "$src/src" "$src/plugin" "$src/tools" "$src/tests" "$src/include" 
   -o -name CMakeLists.txt -o -name Makefile \) | sort)
 rm -f /tmp/mc_outside.$$
 [ $bad = 0 ] && echo "ok - no references to documents outside the repository"
+fail=$((fail | bad))
+
+# 5. Pointer comparisons with an ops table outside its defining file. The
+# kinds of table checked: `ops_kinds="net coll"` (one word more) extends it to
+# the collective algorithms' tables (mc_coll_*_ops) once src/coll compares
+# properties instead.
+ops_kinds="net"
+bad=0
+for kind in $ops_kinds; do
+  while IFS= read -r hit; do
+    f=${hit%%:*}
+    rest=${hit#*:}
+    line=${rest%%:*}
+    for name in $(grep -oE "[=!]= *&mc_${kind}_[a-z0-9_]+_ops\b" <<< "${rest#*:}" | grep -oE "mc_[a-z0-9_]+"); do
+      def=$(grep -rlE "^(static )?const struct [a-z0-9_]+ ${name} *=" "$src/src" | head -1)
+      if [ "$def" != "$f" ]; then
+        echo "not ok - ${f#"$src"/}:$line compares a pointer with $name (defined in ${def#"$src"/}): test a property the table declares instead"
+        bad=1
+      fi
+    done
+  done < <(grep -rnE "[=!]= *&mc_${kind}_[a-z0-9_]+_ops\b" "$src/src" --include='*.c' --include='*.h' --include='*.inc')
+done
+[ $bad = 0 ] && echo "ok - no pointer comparison with an ops table outside its file ($ops_kinds)"
 fail=$((fail | bad))
 
 if command -v clang-format > /dev/null; then

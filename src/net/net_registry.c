@@ -68,6 +68,13 @@ ncclResult_t mc_net_ops_validate(const struct mc_net_ops *ops, const char *origi
 #undef MANDATORY
   if (missing != NULL)
     return MC_FAIL(ncclInvalidUsage, "NET: %s's net table has no '%s'", origin, missing);
+  /* A proxy abandoned inside a call that blocks (tp_net.c) would leave the
+   * net a pointer into user memory that the user then frees. */
+  if (ops->can_send_user_ptr && !ops->calls_never_block)
+    return MC_FAIL(ncclInvalidUsage,
+                   "NET: %s's net table (%s) says can_send_user_ptr but not calls_never_block: "
+                   "a net whose calls may block must send from its registered slots",
+                   origin, ops->name);
   return ncclSuccess;
 }
 
