@@ -67,7 +67,7 @@ while IFS= read -r f; do
     sed "s|^|not ok - $rel:|; s|\$| (cite NCCL's source file and function, or docs/)|" /tmp/mc_outside.$$
     bad=1
   fi
-done < <(find "$src/src" "$src/plugin" "$src/tools" "$src/tests" "$src/include" "$src/docs" -type f \
+done < <(find "$src/src" "$src/nccl_plugin" "$src/tools" "$src/tests" "$src/include" "$src/docs" -type f \
   \( -name '*.[ch]' -o -name '*.inc' -o -name '*.sh' -o -name '*.md' -o -name '*.txt' -o -name '*.def' \
   -o -name CMakeLists.txt -o -name Makefile \) | sort)
 rm -f /tmp/mc_outside.$$

@@ -10,7 +10,7 @@
  * Every communicator initialises its net, single-host ones included, as in
  * NCCL, where a net that cannot initialise fails ncclNetInit ("Failed to
  * initialize any NET plugin") and with it the communicator's init. Net
- * plugins are probed when loaded (plugin/), so a plugin that cannot
+ * plugins are probed when loaded (net/external/), so a plugin that cannot
  * initialise is passed over there, as NCCL passes to the next net; a net
  * chosen here that then fails (the socket net without a usable interface,
  * a plugin whose per-communicator init fails) fails the init with the net's

@@ -5,7 +5,7 @@
  * properties, listen / connect / accept, memory registration, isend / irecv /
  * test, close, finalize), so that the NET transport drives the built-in
  * socket net, the mesh net and external NCCL net plugins (through one adapter
- * per plugin ABI version, src/net/plugin/) the same way. Semantics are NCCL's
+ * per plugin ABI version, src/net/external/) the same way. Semantics are NCCL's
  * (NCCL src/include/net.h, ncclNet_t, and its calls in src/transport/net.cc):
  *   - nothing blocks: connect/accept return ncclSuccess with *comm == NULL
  *     until the connection is ready; isend/irecv return ncclSuccess with
@@ -143,7 +143,7 @@ struct mc_net_ops {
    * added later (an external plugin, an RDMA net) is treated by what it
    * declares, never by which table it is. A member a table leaves out is
    * false / NULL, the conservative value, which the adapter of external
-   * plugins (src/net/plugin/) keeps. mc_net_ops_validate checks them. */
+   * plugins (src/net/external/) keeps. mc_net_ops_validate checks them. */
 
   /* Every call returns without waiting, as this header promises. false: a
    * call may block (nccl-fastsocket's first test() of a send waits for the

@@ -3,12 +3,12 @@
  * Which nets exist and which one a communicator uses. Mirrors the choice of
  * NCCL 2.30's src/plugin/net.cc (ncclNetInit): the nets are tried in a
  * fixed order and NCCL_NET, when set, keeps only the one of that name
- * (case-insensitive). The external plugin NCCL_NET_PLUGIN loads (plugin/)
+ * (case-insensitive). The external plugin NCCL_NET_PLUGIN loads (external/)
  * comes first, then the built-in nets; the built-in order is an explicit
  * array, visible and replaceable, not constructor registration.
  */
 #include "net.h"
-#include "net/plugin/plugin.h"
+#include "net/external/plugin.h"
 
 #include "check.h"
 #include "log.h"

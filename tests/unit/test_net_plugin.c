@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * External net plugins (src/net/plugin/): the fake third-party plugin of
+ * External net plugins (src/net/external/): the fake third-party plugin of
  * every ABI version (tests/plugins/fake_net.c) loaded by path and by name,
  * its INFO line, its properties converted exactly, messages through the
  * adapter (receives larger than sends, sizes reported, also by a plugin that
@@ -11,7 +11,7 @@
  */
 #include "core/params.h"
 #include "net/net.h"
-#include "net/plugin/plugin.h"
+#include "net/external/plugin.h"
 
 #include "mc_test.h"
 
