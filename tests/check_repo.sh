@@ -9,7 +9,10 @@
 #     the project was planned in);
 #  5. no code outside the file that defines an ops table compares a pointer
 #     with it (`== &mc_net_socket_ops`): components are told apart by the
-#     properties their tables declare.
+#     properties their tables declare;
+#  6. docs/ARCHITECTURE.md's Layout section lists every source file (.c, .h,
+#     .inc) under src/, tools/ and nccl_plugin/ exactly once, and every file it
+#     names exists.
 set -u
 src=${1:?source dir}
 build=${2:?build dir}
@@ -95,6 +98,34 @@ for kind in $ops_kinds; do
   done < <(grep -rnE "[=!]= *&mc_${kind}_[a-z0-9_]+_ops\b" "$src/src" --include='*.c' --include='*.h' --include='*.inc')
 done
 [ $bad = 0 ] && echo "ok - no pointer comparison with an ops table outside its file ($ops_kinds)"
+fail=$((fail | bad))
+
+# 6. The Layout section and the tree. A file is listed by a line of the
+# section's code block that starts with its name (after six spaces); any
+# other mention of a .c/.h/.inc file there must name a file that exists (by
+# path when it has a folder, else by name anywhere in the repository).
+bad=0
+layout=$(awk '/^## Layout/ { on = 1; next } on && /^## / { exit } on' "$src/docs/ARCHITECTURE.md")
+listed=$(sed -nE 's/^      ([A-Za-z0-9_.+-]+\.(c|h|inc))( .*)?$/\1/p' <<< "$layout" | sort)
+for name in $(uniq -d <<< "$listed"); do
+  echo "not ok - docs/ARCHITECTURE.md's Layout lists $name more than once"; bad=1
+done
+while IFS= read -r f; do
+  if ! grep -qxF "$(basename "$f")" <<< "$listed"; then
+    echo "not ok - ${f#"$src"/} is not listed in docs/ARCHITECTURE.md's Layout (add a line with its role)"
+    bad=1
+  fi
+done < <(find "$src/src" "$src/tools" "$src/nccl_plugin" -type f \( -name '*.[ch]' -o -name '*.inc' \) | sort)
+all_names=$(find "$src" \( -path "$src/build*" -o -path "$src/.git" \) -prune -o -type f -printf '%f\n' | sort -u)
+for tok in $(grep -oE "[A-Za-z0-9_./+-]*[A-Za-z0-9_]\.(c|h|inc)\b" <<< "$layout" | sort -u); do
+  if [[ "$tok" == */* ]]; then
+    [ -f "$src/$tok" ] && continue
+  elif grep -qxF "$tok" <<< "$all_names"; then
+    continue
+  fi
+  echo "not ok - docs/ARCHITECTURE.md's Layout names $tok, which does not exist"; bad=1
+done
+[ $bad = 0 ] && echo "ok - docs/ARCHITECTURE.md's Layout lists every file of src/, tools/, nccl_plugin/"
 fail=$((fail | bad))
 
 if command -v clang-format > /dev/null; then
