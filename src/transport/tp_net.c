@@ -142,7 +142,7 @@ uint64_t mc_tp_net_timeout_ns(const struct mc_tp_comm *tc)
 {
   int64_t ms = mc_param_int(MC_P_NET_TIMEOUT) * 1000;
 
-  if (tc->net->failover_ms != NULL) {
+  if ((tc->net != NULL) && (tc->net->failover_ms != NULL)) {
     int64_t failover_ms = tc->net->failover_ms();
     if (ms < failover_ms)
       ms = failover_ms;
