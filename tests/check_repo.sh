@@ -6,7 +6,13 @@
 #  3. every C file (.c, .h, .inc) is clang-format clean (when clang-format is installed);
 #  4. comments and docs cite NCCL's sources or the repository's own docs, never
 #     documents outside the repository (design notes, issue texts, the folder
-#     the project was planned in).
+#     the project was planned in);
+#  5. no code outside the file that defines an ops table compares a pointer
+#     with it (`== &mc_net_socket_ops`): components are told apart by the
+#     properties their tables declare;
+#  6. docs/ARCHITECTURE.md's Layout section lists every source file (.c, .h,
+#     .inc) under src/, tools/ and nccl_plugin/ exactly once, and every file it
+#     names exists.
 set -u
 src=${1:?source dir}
 build=${2:?build dir}
@@ -64,11 +70,62 @@ while IFS= read -r f; do
     sed "s|^|not ok - $rel:|; s|\$| (cite NCCL's source file and function, or docs/)|" /tmp/mc_outside.$$
     bad=1
   fi
-done < <(find "$src/src" "$src/plugin" "$src/tools" "$src/tests" "$src/include" "$src/docs" -type f \
+done < <(find "$src/src" "$src/nccl_plugin" "$src/tools" "$src/tests" "$src/include" "$src/docs" -type f \
   \( -name '*.[ch]' -o -name '*.inc' -o -name '*.sh' -o -name '*.md' -o -name '*.txt' -o -name '*.def' \
   -o -name CMakeLists.txt -o -name Makefile \) | sort)
 rm -f /tmp/mc_outside.$$
 [ $bad = 0 ] && echo "ok - no references to documents outside the repository"
+fail=$((fail | bad))
+
+# 5. Pointer comparisons with an ops table outside its defining file. The
+# kinds of table checked: `ops_kinds="net coll"` (one word more) extends it to
+# the collective algorithms' tables (mc_coll_*_ops) once src/coll compares
+# properties instead.
+ops_kinds="net"
+bad=0
+for kind in $ops_kinds; do
+  while IFS= read -r hit; do
+    f=${hit%%:*}
+    rest=${hit#*:}
+    line=${rest%%:*}
+    for name in $(grep -oE "[=!]= *&mc_${kind}_[a-z0-9_]+_ops\b" <<< "${rest#*:}" | grep -oE "mc_[a-z0-9_]+"); do
+      def=$(grep -rlE "^(static )?const struct [a-z0-9_]+ ${name} *=" "$src/src" | head -1)
+      if [ "$def" != "$f" ]; then
+        echo "not ok - ${f#"$src"/}:$line compares a pointer with $name (defined in ${def#"$src"/}): test a property the table declares instead"
+        bad=1
+      fi
+    done
+  done < <(grep -rnE "[=!]= *&mc_${kind}_[a-z0-9_]+_ops\b" "$src/src" --include='*.c' --include='*.h' --include='*.inc')
+done
+[ $bad = 0 ] && echo "ok - no pointer comparison with an ops table outside its file ($ops_kinds)"
+fail=$((fail | bad))
+
+# 6. The Layout section and the tree. A file is listed by a line of the
+# section's code block that starts with its name (after six spaces); any
+# other mention of a .c/.h/.inc file there must name a file that exists (by
+# path when it has a folder, else by name anywhere in the repository).
+bad=0
+layout=$(awk '/^## Layout/ { on = 1; next } on && /^## / { exit } on' "$src/docs/ARCHITECTURE.md")
+listed=$(sed -nE 's/^      ([A-Za-z0-9_.+-]+\.(c|h|inc))( .*)?$/\1/p' <<< "$layout" | sort)
+for name in $(uniq -d <<< "$listed"); do
+  echo "not ok - docs/ARCHITECTURE.md's Layout lists $name more than once"; bad=1
+done
+while IFS= read -r f; do
+  if ! grep -qxF "$(basename "$f")" <<< "$listed"; then
+    echo "not ok - ${f#"$src"/} is not listed in docs/ARCHITECTURE.md's Layout (add a line with its role)"
+    bad=1
+  fi
+done < <(find "$src/src" "$src/tools" "$src/nccl_plugin" -type f \( -name '*.[ch]' -o -name '*.inc' \) | sort)
+all_names=$(find "$src" \( -path "$src/build*" -o -path "$src/.git" \) -prune -o -type f -printf '%f\n' | sort -u)
+for tok in $(grep -oE "[A-Za-z0-9_./+-]*[A-Za-z0-9_]\.(c|h|inc)\b" <<< "$layout" | sort -u); do
+  if [[ "$tok" == */* ]]; then
+    [ -f "$src/$tok" ] && continue
+  elif grep -qxF "$tok" <<< "$all_names"; then
+    continue
+  fi
+  echo "not ok - docs/ARCHITECTURE.md's Layout names $tok, which does not exist"; bad=1
+done
+[ $bad = 0 ] && echo "ok - docs/ARCHITECTURE.md's Layout lists every file of src/, tools/, nccl_plugin/"
 fail=$((fail | bad))
 
 if command -v clang-format > /dev/null; then

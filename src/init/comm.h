@@ -321,14 +321,14 @@ void mc_comm_paths_close(struct ncclComm *comm);
  * Postset. Sets comm->ring_graph, tree_graph, graph. */
 ncclResult_t mc_comm_stage_graphs(struct ncclComm *comm);
 
-/* Rings that follow the cables of a direct-connect mesh (init_mesh.c): for a
- * communicator over the Mesh net on 3 or more hosts, every rank's mesh NICs
- * are allgathered (collective: every rank calls it with the same `all`, the
- * AllGather3 output) and the rings over the mesh graph become Postset's node
- * orders: *orders_out (*n_orders_out x nodes, caller frees) or NULL and 0
- * (NCCL's order). Logs the mesh and the rings at rank 0 (NET). */
-ncclResult_t mc_comm_mesh_node_orders(struct ncclComm *comm, const struct mc_topo_ranks *all,
-                                      int *n_orders_out, int **orders_out);
+/* Rings that follow the cables (init_net.c): for a communicator whose net
+ * offers node orders (its node_orders op, e.g. the Mesh net's) on 3 or
+ * more hosts, the net's orders become Postset's node orders, Postset's
+ * nodes numbered from `all` (the AllGather3 output; collective: every rank
+ * calls it with the same `all`): *orders_out (*n_orders_out x nodes, caller
+ * frees) or NULL and 0 (NCCL's order). */
+ncclResult_t mc_comm_net_node_orders(struct ncclComm *comm, const struct mc_topo_ranks *all,
+                                     int *n_orders_out, int **orders_out);
 
 /* Stage "connect" (init_connect.c): transports for every peer, the ring
  * channels and their connections. Sets comm->tp, channels. */

@@ -255,9 +255,8 @@ ncclResult_t mc_comm_stage_graphs(struct ncclComm *comm)
   mc_comm_steps_mark(&steps, "allgather");
   mc_topo_connect_opts_from_params(&copts);
   /* On a direct-connect mesh the rings cross the hosts along the cables. */
-  if (comm->net == &mc_net_mesh_ops) {
-    MC_CHECK_GOTO(mc_comm_mesh_node_orders(comm, all, &copts.n_node_orders, &node_orders), res,
-                  out);
+  if (comm->net->node_orders != NULL) {
+    MC_CHECK_GOTO(mc_comm_net_node_orders(comm, all, &copts.n_node_orders, &node_orders), res, out);
     copts.node_orders = node_orders;
   }
   lf = open_memstream(&tree_log, &tree_log_bytes);

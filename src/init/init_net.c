@@ -10,13 +10,17 @@
  * Every communicator initialises its net, single-host ones included, as in
  * NCCL, where a net that cannot initialise fails ncclNetInit ("Failed to
  * initialize any NET plugin") and with it the communicator's init. Net
- * plugins are probed when loaded (plugin/), so a plugin that cannot
+ * plugins are probed when loaded (net/external/), so a plugin that cannot
  * initialise is passed over there, as NCCL passes to the next net; a net
  * chosen here that then fails (the socket net without a usable interface,
  * a plugin whose per-communicator init fails) fails the init with the net's
  * reason. meshccl runs this stage after the peer exchange rather than
  * before the bootstrap so that the failure reaches every rank at once
  * through the bootstrap instead of as a timeout.
+ *
+ * Also the graph stage's call into the net for Postset's node orders
+ * (mc_comm_net_node_orders): the net's node_orders op, given Postset's nodes
+ * and the bootstrap's allgather.
  */
 #include "comm.h"
 
@@ -37,7 +41,7 @@ _Static_assert(sizeof(((struct ncclComm *)0)->net_secret) == MC_NET_SECRET_BYTES
 _Static_assert(MC_NET_SECRET_BYTES == MC_SHA256_BYTES, "the net secret is one HMAC-SHA256");
 
 /* meshccl's automatic choice of the Mesh net (MESHCCL_MESH_AUTO): when the
- * default choice is the socket net and the hosts are cabled as a
+ * default choice is a fallback net (is_fallback: the socket net) and the hosts are cabled as a
  * direct-connect mesh, the socket net cannot reach every peer through one
  * interface, so the Mesh net takes over. Collective over the bootstrap:
  * every rank takes part and reaches the same answer from the same data. */
@@ -49,7 +53,7 @@ static ncclResult_t auto_mesh(struct ncclComm *comm, const struct mc_net_ops **n
   char why[256];
   ncclResult_t res;
 
-  if ((*net != &mc_net_socket_ops) || (mc_param_str(MC_P_NET) != NULL) ||
+  if (!(*net)->is_fallback || (mc_param_str(MC_P_NET) != NULL) ||
       (mc_param_int(MC_P_MESH_AUTO) == 0) || (comm->nodes.n_nodes < 3))
     return ncclSuccess;
   MC_CHECK(mc_calloc(&hosts, (size_t)comm->n_ranks));
@@ -78,6 +82,63 @@ static ncclResult_t auto_mesh(struct ncclComm *comm, const struct mc_net_ops **n
 out:
   free(uniq);
   free(hosts);
+  return res;
+}
+
+/* Postset's node numbering (topo_connect.c find_nodes): nodes in the order
+ * their rings' first ranks appear in rank order. node_first_out[k] is a
+ * rank of node k. Returns the number of nodes. */
+static int postset_nodes(const struct mc_topo_ranks *all, int n_ranks, int *node_first_out)
+{
+  int n_nodes = 0;
+
+  for (int r = 0; r < n_ranks; r++) {
+    int first = all[r].ring_recv[0];
+    int k = 0;
+    while ((k < n_nodes) && (node_first_out[k] != first))
+      k++;
+    if (k == n_nodes)
+      node_first_out[n_nodes++] = first;
+  }
+  return n_nodes;
+}
+
+static ncclResult_t orders_allgather(void *arg, void *data, size_t bytes)
+{
+  struct ncclComm *comm = arg;
+
+  return mc_boot_allgather(comm->boot, data, bytes);
+}
+
+ncclResult_t mc_comm_net_node_orders(struct ncclComm *comm, const struct mc_topo_ranks *all,
+                                     int *n_orders_out, int **orders_out)
+{
+  struct mc_net_orders_args args = {.rank = comm->rank,
+                                    .n_ranks = comm->n_ranks,
+                                    .host_hash = comm->peers[comm->rank].host_hash,
+                                    .host = comm->peers[comm->rank].host,
+                                    .mgmt_ifname = comm->peers[comm->rank].if_name,
+                                    .allgather = orders_allgather,
+                                    .allgather_arg = comm};
+  uint64_t *node_host_hash = NULL;
+  int *node_first = NULL;
+  ncclResult_t res = ncclSuccess;
+
+  *n_orders_out = 0;
+  *orders_out = NULL;
+  MC_CHECK(mc_calloc(&node_first, (size_t)comm->n_ranks));
+  args.n_nodes = postset_nodes(all, comm->n_ranks, node_first);
+  /* Two hosts: every order is the same ring. */
+  if (args.n_nodes < 3)
+    goto out;
+  MC_CHECK_GOTO(mc_calloc(&node_host_hash, (size_t)args.n_nodes), res, out);
+  for (int k = 0; k < args.n_nodes; k++)
+    node_host_hash[k] = comm->peers[node_first[k]].host_hash;
+  args.node_host_hash = node_host_hash;
+  res = comm->net->node_orders(&args, n_orders_out, orders_out);
+out:
+  free(node_host_hash);
+  free(node_first);
   return res;
 }
 

@@ -5,7 +5,7 @@
  * properties, listen / connect / accept, memory registration, isend / irecv /
  * test, close, finalize), so that the NET transport drives the built-in
  * socket net, the mesh net and external NCCL net plugins (through one adapter
- * per plugin ABI version, src/net/plugin/) the same way. Semantics are NCCL's
+ * per plugin ABI version, src/net/external/) the same way. Semantics are NCCL's
  * (NCCL src/include/net.h, ncclNet_t, and its calls in src/transport/net.cc):
  *   - nothing blocks: connect/accept return ncclSuccess with *comm == NULL
  *     until the connection is ready; isend/irecv return ncclSuccess with
@@ -33,7 +33,7 @@
 
 #include "nccl.h"
 
-#define MC_NET_OPS_ABI      2   /* bump when a member of struct mc_net_ops changes */
+#define MC_NET_OPS_ABI      3   /* bump when a member of struct mc_net_ops changes */
 #define MC_NET_HANDLE_BYTES 128 /* NCCL_NET_HANDLE_MAXSIZE */
 #define MC_NET_MAX_REQUESTS 32  /* NCCL_NET_MAX_REQUESTS */
 #define MC_NET_PTR_HOST     0x1 /* NCCL_PTR_HOST */
@@ -85,6 +85,23 @@ struct mc_net_init_args {
   const char *mgmt_ifname;
 };
 
+/* What a net's node_orders op is given (struct mc_net_ops). */
+struct mc_net_orders_args {
+  int rank;
+  int n_ranks;
+  uint64_t host_hash;      /* this rank's host */
+  const char *host;        /* its name, for messages; may be NULL */
+  const char *mgmt_ifname; /* the bootstrap's interface, or NULL */
+  int n_nodes;             /* the nodes of NCCL's Postset (hosts), 3 or more */
+  /* [n_nodes]: the host of each node, in Postset's node numbering. */
+  const uint64_t *node_host_hash;
+  /* Collective over the communicator (every rank calls node_orders):
+   * data holds n_ranks blocks of `bytes`, this rank's (at rank * bytes)
+   * filled; on success every block is. */
+  ncclResult_t (*allgather)(void *arg, void *data, size_t bytes);
+  void *allgather_arg;
+};
+
 struct mc_net_ops {
   uint32_t abi;     /* MC_NET_OPS_ABI */
   const char *name; /* "Socket", "Mesh", or the plugin's */
@@ -121,6 +138,41 @@ struct mc_net_ops {
    * blocks; called by the thread that drives comm. Without it the watchdog
    * goes by completed requests. */
   ncclResult_t (*get_progress)(void *comm, uint64_t *bytes_out, char *link, size_t link_bytes);
+
+  /* Properties: what the layers above may assume of this net, so that a net
+   * added later (an external plugin, an RDMA net) is treated by what it
+   * declares, never by which table it is. A member a table leaves out is
+   * false / NULL, the conservative value, which the adapter of external
+   * plugins (src/net/external/) keeps. mc_net_ops_validate checks them. */
+
+  /* Every call returns without waiting, as this header promises. false: a
+   * call may block (nccl-fastsocket's first test() of a send waits for the
+   * accept), so the NET transport guards each call and abandons a proxy
+   * wedged in one (tp_net.c). */
+  bool calls_never_block;
+  /* isend accepts memory outside any reg_mr registration (registration is
+   * a no-op), so a rank may publish its own buffers instead of copying them
+   * into its connection's slots (tp_net.c). Requires calls_never_block: a
+   * proxy abandoned inside a call would leave the net a pointer into memory
+   * the user frees. */
+  bool can_send_user_ptr;
+  /* A last-resort net: when the default choice gave it (NCCL_NET unset), the
+   * communicator may replace it by a net that suits the hosts' cabling
+   * (MESHCCL_MESH_AUTO, init_net.c). An explicit choice is never replaced. */
+  bool is_fallback;
+  /* Optional (NULL: the net does not recover from a broken link itself):
+   * the longest the net may take to move a connection's traffic off a
+   * broken link (a new route), in ms; the NET transport's progress
+   * watchdog always leaves it that long (mc_tp_net_timeout_ns). Pure. */
+  uint32_t (*failover_ms)(void);
+  /* Optional (NULL: NCCL's ring order): the orders in which the channel
+   * rings cross the hosts so that each hop follows a cable (a direct-connect
+   * mesh). Collective over the communicator (args->allgather): every rank
+   * calls it with the same nodes. *orders_out receives *n_orders_out orders
+   * of args->n_nodes node indices each (caller frees), or NULL and 0 when
+   * the net has no order to offer (it logs why). */
+  ncclResult_t (*node_orders)(const struct mc_net_orders_args *args, int *n_orders_out,
+                              int **orders_out);
 };
 
 /* The "not supported" stub for make_vdevice: WARNs once naming the call,
@@ -132,9 +184,11 @@ extern const struct mc_net_ops mc_net_socket_ops;
 /* The built-in mesh net (mesh/mesh_net.c). */
 extern const struct mc_net_ops mc_net_mesh_ops;
 
-/* Checks a table before use: the ABI number and every mandatory member.
+/* Checks a table before use: the ABI number, every mandatory member, and
+ * that its properties agree (can_send_user_ptr needs calls_never_block).
  * origin names where the table came from (a plugin's file) for the message.
- * Returns ncclInvalidUsage naming the first missing member. Pure. */
+ * Returns ncclInvalidUsage naming the first missing member or the
+ * properties in conflict. Pure. */
 ncclResult_t mc_net_ops_validate(const struct mc_net_ops *ops, const char *origin);
 
 /* The net a communicator's NET transport uses, chosen as NCCL 2.30 does

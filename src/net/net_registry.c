@@ -3,12 +3,12 @@
  * Which nets exist and which one a communicator uses. Mirrors the choice of
  * NCCL 2.30's src/plugin/net.cc (ncclNetInit): the nets are tried in a
  * fixed order and NCCL_NET, when set, keeps only the one of that name
- * (case-insensitive). The external plugin NCCL_NET_PLUGIN loads (plugin/)
+ * (case-insensitive). The external plugin NCCL_NET_PLUGIN loads (external/)
  * comes first, then the built-in nets; the built-in order is an explicit
  * array, visible and replaceable, not constructor registration.
  */
 #include "net.h"
-#include "net/plugin/plugin.h"
+#include "net/external/plugin.h"
 
 #include "check.h"
 #include "log.h"
@@ -68,6 +68,13 @@ ncclResult_t mc_net_ops_validate(const struct mc_net_ops *ops, const char *origi
 #undef MANDATORY
   if (missing != NULL)
     return MC_FAIL(ncclInvalidUsage, "NET: %s's net table has no '%s'", origin, missing);
+  /* A proxy abandoned inside a call that blocks (tp_net.c) would leave the
+   * net a pointer into user memory that the user then frees. */
+  if (ops->can_send_user_ptr && !ops->calls_never_block)
+    return MC_FAIL(ncclInvalidUsage,
+                   "NET: %s's net table (%s) says can_send_user_ptr but not calls_never_block: "
+                   "a net whose calls may block must send from its registered slots",
+                   origin, ops->name);
   return ncclSuccess;
 }
 

@@ -968,4 +968,7 @@ const struct mc_net_ops mc_net_socket_ops = {
     .close_listen = sock_close_listen,
     .finalize = sock_finalize,
     .get_progress = mc_net_sock_get_progress,
+    .calls_never_block = true,
+    .can_send_user_ptr = true, /* sock_reg_mr registers nothing */
+    .is_fallback = true,       /* one interface for every peer: MESHCCL_MESH_AUTO may replace it */
 };

@@ -34,8 +34,8 @@
  * slots and the net context are left to it (never freed): the rank moves
  * them into the proxy's `left` list and `left_net_ctx`, which nothing
  * reads; they keep that memory reachable from the thread, for a leak
- * checker and a debugger, instead of lost. The built-in nets' calls never block
- * and are not guarded.
+ * checker and a debugger, instead of lost. A net whose calls never block
+ * (calls_never_block: the built-in nets) is not guarded.
  */
 #include "transport/tp_int.h"
 
@@ -135,16 +135,15 @@ static bool net_can_connect(struct mc_tp_comm *tc, const struct mc_tp_select *se
 }
 
 /* How long a waited-on connection may move nothing: MESHCCL_NET_TIMEOUT;
- * the Mesh net's own failover (a new route after a link broke) may take
- * MESHCCL_MESH_LINK_TIMEOUT_MS + MESHCCL_MESH_ROUTE_TIMEOUT_MS, which the
- * watchdog always leaves it. */
+ * a net's own failover (the Mesh net's new route after a link broke:
+ * MESHCCL_MESH_LINK_TIMEOUT_MS + MESHCCL_MESH_ROUTE_TIMEOUT_MS) may take
+ * its failover_ms, which the watchdog always leaves it. */
 uint64_t mc_tp_net_timeout_ns(const struct mc_tp_comm *tc)
 {
   int64_t ms = mc_param_int(MC_P_NET_TIMEOUT) * 1000;
 
-  if (tc->net == &mc_net_mesh_ops) {
-    int64_t failover_ms =
-        mc_param_int(MC_P_MESH_LINK_TIMEOUT_MS) + mc_param_int(MC_P_MESH_ROUTE_TIMEOUT_MS);
+  if ((tc->net != NULL) && (tc->net->failover_ms != NULL)) {
+    int64_t failover_ms = tc->net->failover_ms();
     if (ms < failover_ms)
       ms = failover_ms;
   }
@@ -178,7 +177,7 @@ static ncclResult_t net_recv_setup(struct mc_tp_comm *tc, struct mc_conn_req *q,
   nc->net = tc->net;
   nc->dev = net_dev_of(tc, q);
   nc->wd_timeout_ns = mc_tp_net_timeout_ns(tc);
-  nc->guarded = (tc->net != &mc_net_socket_ops) && (tc->net != &mc_net_mesh_ops);
+  nc->guarded = !tc->net->calls_never_block;
   snprintf(nc->how, sizeof(nc->how), "%s/%d", tc->net->name, nc->dev);
   MC_CHECK(mc_tp_ctrl_alloc(c));
   c->ctrl->hdr_step = UINT64_MAX;
@@ -208,7 +207,7 @@ static ncclResult_t net_send_setup(struct mc_tp_comm *tc, struct mc_conn_req *q,
   nc->net = tc->net;
   nc->dev = net_dev_of(tc, q);
   nc->wd_timeout_ns = mc_tp_net_timeout_ns(tc);
-  nc->guarded = (tc->net != &mc_net_socket_ops) && (tc->net != &mc_net_mesh_ops);
+  nc->guarded = !tc->net->calls_never_block;
   snprintf(nc->how, sizeof(nc->how), "%s/%d", tc->net->name, nc->dev);
   memcpy(nc->handle, r1->handle, sizeof(nc->handle));
   c->slot_bytes = (size_t)r1->bytes;
@@ -224,15 +223,15 @@ static ncclResult_t net_send_setup(struct mc_tp_comm *tc, struct mc_conn_req *q,
    * header's room: slot s spans [own + s * stride, own + (s + 1) * stride). */
   c->slots = (char *)c->own_slots + MC_CONN_HDR_ROOM;
   /* The rank may publish its own buffers instead of copying into a slot
-   * only where registration is a no-op (the socket and mesh nets, whose
-   * data path is the socket net's); the step completes
+   * only where registration is a no-op (a net that says can_send_user_ptr:
+   * the socket and mesh nets, whose data path is the socket net's); the step completes
    * once the net sent it. Any other net (a plugin) sees only the slots,
    * registered once per connection: as NCCL, which copies user buffers into
    * its registered FIFO unless the user registered them. A cache of user
    * registrations keyed by address could not see free() and a new malloc()
    * at the same address, and a pinned RDMA registration would then send
    * stale pages. */
-  c->can_send_ptr = (tc->net == &mc_net_socket_ops) || (tc->net == &mc_net_mesh_ops);
+  c->can_send_ptr = tc->net->can_send_user_ptr;
   return ncclSuccess;
 }
 

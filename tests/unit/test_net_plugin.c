@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * External net plugins (src/net/plugin/): the fake third-party plugin of
+ * External net plugins (src/net/external/): the fake third-party plugin of
  * every ABI version (tests/plugins/fake_net.c) loaded by path and by name,
  * its INFO line, its properties converted exactly, messages through the
  * adapter (receives larger than sends, sizes reported, also by a plugin that
@@ -11,7 +11,7 @@
  */
 #include "core/params.h"
 #include "net/net.h"
-#include "net/plugin/plugin.h"
+#include "net/external/plugin.h"
 
 #include "mc_test.h"
 
@@ -166,6 +166,12 @@ static void by_path_child(void)
   MC_T_EQ_INT(mc_net_plugin_version(ops), v);
   MC_T_EQ_STR(mc_net_plugin_path(ops), path);
   MC_T_OK(mc_net_ops_validate(ops, path));
+  /* another party's net gets the conservative properties (net.h) */
+  MC_T_TRUE(!ops->calls_never_block);
+  MC_T_TRUE(!ops->can_send_user_ptr);
+  MC_T_TRUE(!ops->is_fallback);
+  MC_T_NULL(ops->failover_ms);
+  MC_T_NULL(ops->node_orders);
   /* v10 and v12 fakes implement makeVDevice, the others leave it NULL */
   MC_T_EQ_INT(ops->make_vdevice == mc_net_no_make_vdevice, (v != 10) && (v != 12));
   MC_T_OK(ops->init(&(struct mc_net_init_args){.comm_id = 1}, &ctx));

@@ -22,7 +22,8 @@
  *                     acknowledgements over the socket net's comm
  *                     (net_socket_int.h), replaced by a new route when a
  *                     link goes down, without losing or repeating a byte;
- *   mesh_net.c        the ops table: devices, listen / accept.
+ *   mesh_net.c        the ops table: devices, listen / accept;
+ *   mesh_orders.c     the node_orders op: channel rings along the cables.
  *
  * Relay: a connector without a common subnet with the listener sends a
  * relay request to the next host of its route (on that host's handshake
@@ -565,6 +566,10 @@ void mc_net_mesh_group_free(struct mc_net_mesh_group *g);
 /* mesh_connect.c: the connect op, and freeing unfinished connects at finalize. */
 ncclResult_t mc_net_mesh_connect(void *ctx, int dev, const void *handle, void **send_comm);
 void mc_net_mesh_connects_free(struct mc_net_mesh_ctx *ctx);
+
+/* mesh_orders.c: the node_orders op (net.h), rings along the cables. */
+ncclResult_t mc_net_mesh_node_orders(const struct mc_net_orders_args *args, int *n_orders_out,
+                                     int **orders_out);
 
 /* The mesh net's counters (tests). */
 void mc_net_mesh_stats_get(void *ctx, struct mc_net_mesh_stats *stats_out);

@@ -385,6 +385,14 @@ static ncclResult_t mesh_finalize(void *vctx)
   return ncclSuccess;
 }
 
+/* A broken link is declared down after MESHCCL_MESH_LINK_TIMEOUT_MS, and a
+ * new route may take MESHCCL_MESH_ROUTE_TIMEOUT_MS more. */
+static uint32_t mesh_failover_ms(void)
+{
+  return (uint32_t)(mc_param_int(MC_P_MESH_LINK_TIMEOUT_MS) +
+                    mc_param_int(MC_P_MESH_ROUTE_TIMEOUT_MS));
+}
+
 const struct mc_net_ops mc_net_mesh_ops = {
     .abi = MC_NET_OPS_ABI,
     .name = "Mesh",
@@ -404,4 +412,8 @@ const struct mc_net_ops mc_net_mesh_ops = {
     .close_recv = mc_net_mesh_comm_close,
     .close_listen = mesh_close_listen,
     .finalize = mesh_finalize,
+    .calls_never_block = true,
+    .can_send_user_ptr = true, /* its data path is the socket net's: registration is a no-op */
+    .failover_ms = mesh_failover_ms,
+    .node_orders = mc_net_mesh_node_orders,
 };

@@ -19,7 +19,7 @@
  * its internal nets silently, a frequent complaint). Libraries stay open
  * until the process exits.
  */
-#include "net/plugin/plugin.h"
+#include "net/external/plugin.h"
 #include "plugin_int.h"
 
 #include "check.h"

@@ -7,8 +7,8 @@
  * struct mc_net_ops, validated and initialised once as a probe. The
  * registry (net_registry.c) puts the loaded plugin before the built-in nets.
  */
-#ifndef MC_NET_PLUGIN_PLUGIN_H
-#define MC_NET_PLUGIN_PLUGIN_H
+#ifndef MC_NET_EXTERNAL_PLUGIN_H
+#define MC_NET_EXTERNAL_PLUGIN_H
 
 #include <stdbool.h>
 #include <stddef.h>
@@ -48,4 +48,4 @@ ncclResult_t mc_net_plugin_load(const char *spec, bool asked, const struct mc_ne
 int mc_net_plugin_version(const struct mc_net_ops *ops);
 const char *mc_net_plugin_path(const struct mc_net_ops *ops);
 
-#endif /* MC_NET_PLUGIN_PLUGIN_H */
+#endif /* MC_NET_EXTERNAL_PLUGIN_H */

@@ -1,23 +1,23 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * Rings that follow the cables (meshccl's extension of the graph stage).
- * When the communicator's net is the Mesh net and it spans three hosts or
- * more, NCCL's Postset would cross the hosts in node index order (rank
- * order), so on a mesh a ring hop could join two hosts with no cable
- * between them and every byte of that hop would be relayed. Instead every
- * rank describes its host's mesh NICs, the descriptions are allgathered over
- * the bootstrap, and every rank builds the same mesh graph (mesh_graph.h)
- * and the same rings over it (mc_mesh_rings_compute: cycles over direct
- * links when the cabling has one, a triangle's two directions, a ring of
- * cables and its reverse). Those host orders become Postset's node orders
- * (struct mc_topo_connect_opts), channel c taking ring c % n_rings.
+ * Rings that follow the cables: the Mesh net's node_orders op (net.h;
+ * meshccl's extension of the graph stage). On three hosts or more NCCL's
+ * Postset would cross the hosts in node index order (rank order), so on a
+ * mesh a ring hop could join two hosts with no cable between them and every
+ * byte of that hop would be relayed. Instead every rank describes its host's
+ * mesh NICs, the descriptions are allgathered (through the communicator's
+ * bootstrap, args->allgather), and every rank builds the same mesh graph
+ * (mesh_graph.h) and the same rings over it (mc_mesh_rings_compute: cycles
+ * over direct links when the cabling has one, a triangle's two directions,
+ * a ring of cables and its reverse). Those host orders become Postset's
+ * node orders (struct mc_topo_connect_opts, through init_net.c), channel c
+ * taking ring c % n_rings.
  *
- * Input: comm (peers, bootstrap, net), Preset output of every rank (for
- * Postset's node numbering). Output: the node orders, or none (NCCL's
- * order) when the net is not the mesh, there are fewer than 3 nodes, or
- * the mesh cannot say anything (then one INFO line says why).
+ * Input: the rank, its host, Postset's nodes by host. Output: the node
+ * orders, or none (NCCL's order) when the mesh cannot say anything (then
+ * one INFO line says why).
  */
-#include "comm.h"
+#include "mesh_int.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -29,32 +29,13 @@
 #include "params.h"
 #include "utils.h"
 
-/* Postset's node numbering (topo_connect.c find_nodes): nodes in the order
- * their rings' first ranks appear in rank order. node_first_out[k] is a
- * rank of node k. Returns the number of nodes. */
-static int postset_nodes(const struct mc_topo_ranks *all, int n_ranks, int *node_first_out)
-{
-  int n_nodes = 0;
-
-  for (int r = 0; r < n_ranks; r++) {
-    int first = all[r].ring_recv[0];
-    int k = 0;
-    while ((k < n_nodes) && (node_first_out[k] != first))
-      k++;
-    if (k == n_nodes)
-      node_first_out[n_nodes++] = first;
-  }
-  return n_nodes;
-}
-
-static void log_rings(const struct ncclComm *comm, const struct mc_mesh_graph *g,
-                      const struct mc_mesh_rings *rings)
+static void log_rings(int rank, const struct mc_mesh_graph *g, const struct mc_mesh_rings *rings)
 {
   char *text = NULL;
   size_t bytes = 0;
   FILE *f;
 
-  if ((comm->rank != 0) || !mc_log_enabled(MC_LOG_INFO, MC_SUB_NET))
+  if ((rank != 0) || !mc_log_enabled(MC_LOG_INFO, MC_SUB_NET))
     return;
   f = open_memstream(&text, &bytes);
   if (f == NULL)
@@ -90,36 +71,29 @@ static void log_rings(const struct ncclComm *comm, const struct mc_mesh_graph *g
   }
 }
 
-ncclResult_t mc_comm_mesh_node_orders(struct ncclComm *comm, const struct mc_topo_ranks *all,
-                                      int *n_orders_out, int **orders_out)
+ncclResult_t mc_net_mesh_node_orders(const struct mc_net_orders_args *args, int *n_orders_out,
+                                     int **orders_out)
 {
   struct mc_mesh_host *hosts = NULL;
   struct mc_mesh_host *uniq = NULL;
   struct mc_mesh_graph *g = NULL;
   struct mc_mesh_rings rings;
-  int *node_first = NULL;
   int *order = NULL;
   int *orders = NULL;
   int n_uniq = 0;
-  int n_nodes;
+  int n_nodes = args->n_nodes;
   ncclResult_t res = ncclSuccess;
 
   *n_orders_out = 0;
   *orders_out = NULL;
-  MC_CHECK(mc_calloc(&node_first, (size_t)comm->n_ranks));
-  n_nodes = postset_nodes(all, comm->n_ranks, node_first);
-  /* Two hosts: every order is the same ring. */
-  if (n_nodes < 3)
-    goto out;
-  MC_CHECK_GOTO(mc_calloc(&hosts, (size_t)comm->n_ranks), res, out);
-  MC_CHECK_GOTO(mc_net_mesh_local_host(comm->peers[comm->rank].host_hash,
-                                       comm->peers[comm->rank].host,
-                                       comm->peers[comm->rank].if_name, &hosts[comm->rank]),
-                res, out);
-  MC_CHECK_GOTO(mc_boot_allgather(comm->boot, hosts, sizeof(*hosts)), res, out);
+  MC_CHECK_GOTO(mc_calloc(&hosts, (size_t)args->n_ranks), res, out);
+  MC_CHECK_GOTO(
+      mc_net_mesh_local_host(args->host_hash, args->host, args->mgmt_ifname, &hosts[args->rank]),
+      res, out);
+  MC_CHECK_GOTO(args->allgather(args->allgather_arg, hosts, sizeof(*hosts)), res, out);
   /* One description per host: its first rank's. */
-  MC_CHECK_GOTO(mc_calloc(&uniq, (size_t)comm->n_ranks), res, out);
-  for (int r = 0; r < comm->n_ranks; r++) {
+  MC_CHECK_GOTO(mc_calloc(&uniq, (size_t)args->n_ranks), res, out);
+  for (int r = 0; r < args->n_ranks; r++) {
     int u = 0;
     while ((u < n_uniq) && (uniq[u].host_hash != hosts[r].host_hash))
       u++;
@@ -137,12 +111,11 @@ ncclResult_t mc_comm_mesh_node_orders(struct ncclComm *comm, const struct mc_top
     goto out;
   MC_CHECK_GOTO(mc_calloc(&order, (size_t)n_nodes), res, out);
   for (int k = 0; k < n_nodes; k++)
-    MC_CHECK_GOTO(mc_mesh_graph_host_find(g, comm->peers[node_first[k]].host_hash, &order[k]), res,
-                  out);
+    MC_CHECK_GOTO(mc_mesh_graph_host_find(g, args->node_host_hash[k], &order[k]), res, out);
   res = mc_mesh_rings_compute(g, order, n_nodes, MC_MESH_MAX_RINGS, &rings);
   if (res != ncclSuccess)
     goto out;
-  log_rings(comm, g, &rings);
+  log_rings(args->rank, g, &rings);
   MC_CHECK_GOTO(mc_calloc(&orders, (size_t)rings.n_rings * (size_t)n_nodes), res, out);
   for (int i = 0; i < rings.n_rings; i++) {
     for (int p = 0; p < n_nodes; p++) {
@@ -161,6 +134,5 @@ out:
   free(order);
   free(uniq);
   free(hosts);
-  free(node_first);
   return res;
 }

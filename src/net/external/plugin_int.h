@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * Private to src/net/plugin/: what the loader and the per-version adapters
+ * Private to src/net/external/: what the loader and the per-version adapters
  * share. An adapter (plugin_vN.c) turns one plugin's ncclNet_vN_t into a
  * struct mc_net_ops whose functions reach the plugin through the file's
  * bound record (one plugin per ABI version per process, as NCCL's own
@@ -13,8 +13,8 @@
  * untouched (the sentinel MC_PLUGIN_SIZE_UNSET is written before every
  * call). Listen comms and memory handles are the plugin's own.
  */
-#ifndef MC_NET_PLUGIN_PLUGIN_INT_H
-#define MC_NET_PLUGIN_PLUGIN_INT_H
+#ifndef MC_NET_EXTERNAL_PLUGIN_INT_H
+#define MC_NET_EXTERNAL_PLUGIN_INT_H
 
 #include <limits.h>
 #include <pthread.h>
@@ -160,4 +160,4 @@ ncclResult_t mc_plugin_int_size(const struct mc_net_plugin *p, size_t size, cons
 ncclResult_t mc_plugin_recv_sizes(const struct mc_net_plugin *p, int n, const size_t *sizes,
                                   int *int_sizes);
 
-#endif /* MC_NET_PLUGIN_PLUGIN_INT_H */
+#endif /* MC_NET_EXTERNAL_PLUGIN_INT_H */

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * Private to plugin/: what the exported tables of libnccl-net-mesh.so share
+ * Private to nccl_plugin/: what the exported tables of libnccl-net-mesh.so share
  * (mesh_plugin.c). Each mesh_plugin_v<N>.c defines one const ncclNet_v<N>_t
  * (NCCL's layout, include/nccl_net.h) by including the template
  * mesh_plugin_table.inc with its version; the members are thin wrappers over
