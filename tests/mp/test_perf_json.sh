@@ -137,5 +137,5 @@ expect_grep "-J out.txt: stdout starts with nccl-tests' version line" <(head -n 
   "^# nccl-tests version "
 expect_grep "-J out.txt: the note is on stderr" "$TMP/txt.err" \
   "^meshccl-perf: -J/--output_file .*/out.txt ignored: only a name ending in .json is written"
-expect_eq "-J out.txt: no file" "$(ls "$TMP"/out.txt* 2>/dev/null | wc -l)" 0
+expect_eq "-J out.txt: no file" "$(find "$TMP" -name "out.txt*" | wc -l)" 0
 mp_finish
