@@ -43,7 +43,7 @@ TORCH_NAME="torch NCCL"
 [ "$BACKEND" = nccl ] || TORCH_NAME="torch $BACKEND"
 
 usage() {
-  sed -n '2,29s/^# \{0,1\}//p' "${BASH_SOURCE[0]}"
+  sed -n '3,/^set -u/s/^# \{0,1\}//p' "${BASH_SOURCE[0]}"
 }
 
 while [ $# -gt 0 ]; do
@@ -109,6 +109,8 @@ cleanup() {
       ip netns pids "$n" 2>/dev/null | xargs -r kill -KILL 2>/dev/null
       timeout 10 ip netns del "$n" 2>/dev/null
     done
+    # A veth end still in this namespace (the setup stopped before moving it).
+    timeout 10 ip link del "${TAG}va" 2>/dev/null
   fi
   if [ "$KEEP" = 1 ] || [ "$FAILED" = 1 ]; then
     echo "== logs kept in $WORK"
@@ -117,7 +119,7 @@ cleanup() {
   fi
 }
 trap cleanup EXIT
-trap 'exit 130' INT TERM
+trap 'echo "== interrupted"; KEEP=1; exit 130' INT TERM
 
 # limit N: N seconds, or what is left of TOTAL_LIMIT when that is less (at least 1).
 limit() {
