@@ -465,7 +465,7 @@ static ncclResult_t time_test(struct bench *b, int type, int op, int root)
       if (b->print)
         fflush(stdout);
       if (b->json)
-        mc_perf_json_row_end(&b->js);
+        mc_perf_json_row_end(&b->js, b->o.iters, "");
       if (next <= size)
         break;
       size = next;
@@ -552,20 +552,54 @@ static FILE *open_json(const char *path, char *used, size_t used_len)
   return NULL;
 }
 
+/*
+ * -J: rank 0 opens the report before anything is printed, as nccl-tests' main() does
+ * (jsonOutputInit), so "# Writing JSON output to ..." is the first line. Only *.json is
+ * written; nccl-tests silently writes nothing for other names, we say so on stderr.
+ */
+static void report_open(struct bench *b, int argc, char **argv, int version)
+{
+  extern char **environ;
+  const char *ext = strrchr(b->o.output_file, '.');
+  const char *slash = strrchr(b->o.output_file, '/');
+  char used[1024];
+  FILE *f;
+
+  if ((ext == NULL) || ((slash != NULL) && (ext < slash)) || (strcasecmp(ext, ".json") != 0)) {
+    fprintf(stderr,
+            "meshccl-perf: -J/--output_file %s ignored: only a name ending in .json is written "
+            "(nccl-tests writes nothing for other names)\n",
+            b->o.output_file);
+    return;
+  }
+  f = open_json(b->o.output_file, used, sizeof(used));
+  if (f == NULL) {
+    out(b, "# skipping json output; %s not accessible\n", b->o.output_file);
+    return;
+  }
+  out(b, "# Writing JSON output to %s\n", used);
+  b->json = true;
+  mc_perf_json_begin(&b->js, f, (long long)time(NULL), argc, argv, environ, version);
+}
+
+/* nccl-tests' writeDeviceReport and writeResultHeader (src/util.cu), lines and JSON. */
 static void print_header(struct bench *b, int argc, char **argv)
 {
   char line[512];
   int version = 0;
-  const char *ext = (b->o.output_file != NULL) ? strrchr(b->o.output_file, '.') : NULL;
 
   ncclGetVersion(&version);
-  out(b, "# meshccl-perf (nccl-tests layout) nccl-headers=%d nccl-library=%d\n", NCCL_VERSION_CODE,
-      version);
+  if ((b->o.output_file != NULL) && b->print)
+    report_open(b, argc, argv, version);
+  mc_perf_fmt_version(line, sizeof(line), NCCL_VERSION_CODE, version);
+  out(b, "%s\n", line);
   out(b, "# Collective test starting: %s_perf\n", mc_perf_coll_name(b->o.coll));
   mc_perf_fmt_params(line, sizeof(line), &b->o);
   out(b, "%s\n", line);
   if (b->o.blocking)
     out(b, "# Blocking Enabled: wait for completion and barrier after each collective \n");
+  if (b->json)
+    mc_perf_json_config(&b->js, &b->o);
   if (b->o.cudagraph != 0)
     out(b, "# -G/--cudagraph %d ignored: host-memory collectives have no CUDA graphs\n",
         b->o.cudagraph);
@@ -586,20 +620,6 @@ static void print_header(struct bench *b, int argc, char **argv)
   if (b->o.device_cta_count != 16)
     out(b, "# -V/--device_cta_count %d ignored: host-memory collectives run no CTAs\n",
         b->o.device_cta_count);
-  if ((b->o.output_file != NULL) && b->print) {
-    if ((ext != NULL) && (strcasecmp(ext, ".json") == 0)) {
-      FILE *f = open_json(b->o.output_file, line, sizeof(line));
-      if (f == NULL) {
-        out(b, "# skipping json output; %s not accessible\n", b->o.output_file);
-      } else {
-        out(b, "# Writing JSON output to %s\n", line);
-        b->json = true;
-        mc_perf_json_begin(&b->js, f, &b->o, argc, argv, version, b->n_ranks);
-      }
-    } else {
-      out(b, "# -J/--output_file %s ignored: only .json output is supported\n", b->o.output_file);
-    }
-  }
   out(b, "#\n# Using devices\n");
   for (int r = 0; b->print && (r < b->world_ranks); r++) {
     meshcclCommInfo_t p;
@@ -608,8 +628,14 @@ static void print_header(struct bench *b, int argc, char **argv)
     mc_perf_fmt_device(line, sizeof(line), r, b->colors[r], p.pid, p.host, p.device,
                        "meshccl host memory");
     out(b, "%s\n", line);
+    /* nccl-tests' JSON has the device line's fields: "[host]" is the bus id's place. */
     if (b->json)
-      mc_perf_json_device(&b->js, r, b->colors[r], p.pid, p.host, p.device, r == 0);
+      mc_perf_json_device(&b->js, r, b->colors[r], p.pid, p.host, p.device, "host",
+                          "meshccl host memory");
+  }
+  if (b->json) {
+    mc_perf_json_config_end(&b->js);
+    mc_perf_json_results(&b->js);
   }
   out(b, "#\n");
   for (int row = 0; row < 3; row++) {
@@ -783,10 +809,17 @@ static void bench_cleanup(struct bench *b, bool failed)
   b->world = NULL;
 }
 
-/* Closes the JSON report; false (reported) when it could not be written whole. */
+/*
+ * Finishes the JSON report (end_time when it is complete; a failed run's report is closed as
+ * nccl-tests' jsonOutputFinalize closes it) and closes the file; false (reported) when it could
+ * not be written whole.
+ */
 static bool json_close(struct bench *b)
 {
-  bool ok = (ferror(b->js.f) == 0);
+  bool ok;
+
+  mc_perf_json_finish(&b->js, (long long)time(NULL));
+  ok = (ferror(b->js.f) == 0);
 
   ok = (fclose(b->js.f) == 0) && ok;
   b->json = false;
@@ -805,6 +838,7 @@ static int finish(struct bench *b)
   double mem_user = b->mem_user;
   double mem_coll = b->mem_coll;
   bool bw_failed = mc_perf_bw_failed(avg, b->min_bw);
+  const char *last_error;
 
   if ((allreduce_double(b, &errors, ncclSum) != ncclSuccess) ||
       (allreduce_double(b, &mem_init, ncclMax) != ncclSuccess) ||
@@ -819,13 +853,19 @@ static int finish(struct bench *b)
     mc_perf_fmt_memory(line, sizeof(line), mem_init, mem_user, mem_coll);
     out(b, "%s\n", line);
   }
-  out(b, "#\n\n"); /* nccl-tests ends with "#" and the (empty) last-error line */
+  /* nccl-tests ends with "#" and the last error, an empty line when there is none. */
+  last_error = ncclGetLastError(NULL);
+  if ((last_error != NULL) && (last_error[0] != '\0'))
+    out(b, "#\n# error: %s\n", last_error);
+  else
+    out(b, "#\n\n");
   if (bw_failed && b->print)
     fprintf(stderr,
             "meshccl-perf: average bus bandwidth %g GB/s is below 90%% of NCCL_TESTS_MIN_BW=%g\n",
             avg, b->min_bw);
   if (b->json) {
-    mc_perf_json_end_bw(&b->js, (int)errors, avg, b->min_bw);
+    mc_perf_json_footer(&b->js, (int)errors, avg, b->min_bw);
+    mc_perf_json_errors(&b->js, last_error);
     if (!json_close(b))
       return MC_PERF_EXIT_FAIL;
   }
@@ -877,7 +917,7 @@ int main(int argc, char **argv)
   b.mem_coll = resident_bytes() - rss0;
   if (rc == MC_PERF_EXIT_OK)
     rc = finish(&b);
-  if (b.json) /* a run that failed: what was written stays, unfinished */
+  if (b.json) /* a run that failed: what was written is closed, without end_time */
     (void)json_close(&b);
   bench_cleanup(&b, rc == MC_PERF_EXIT_FAIL);
   return rc;

@@ -300,38 +300,132 @@ static void table_lines(void)
   MC_T_EQ_STR(s, "# Avg bus bandwidth    : 5.64721 ");
 }
 
-static void json_report(void)
+/* Writes a report of one row with the JSON functions into the test's tmp file; returns its text. */
+static const char *json_run(bool complete, const char *path)
 {
   struct mc_perf_opts o;
   struct mc_perf_json js;
-  char path[512];
-  char *argv[] = {"meshccl-perf", "all_reduce", "-J", "a\"b.json"};
-  const char *text;
+  char *argv[] = {"meshccl-perf", "all_reduce", "-J", "a\"b/c.json"};
+  char *envp[] = {"A=1", "TAB=x\ty", "CUT=abc\001def", "MESHCCL_SECRET=s", NULL};
   FILE *f;
 
   mc_perf_opts_init(&o);
-  mc_t_tmp_path("perf.json", path, sizeof(path));
+  o.min_bytes = 8;
+  o.max_bytes = 64;
+  o.step_factor = 8;
   f = fopen(path, "w");
   MC_T_TRUE(f != NULL);
-  mc_perf_json_begin(&js, f, &o, 4, argv, 23007, 2);
-  mc_perf_json_device(&js, 0, 0, 10, "vm", 0, true);
-  mc_perf_json_device(&js, 1, 0, 11, "vm", 1, false);
+  if (f == NULL)
+    return "";
+  mc_perf_json_begin(&js, f, 0, 4, argv, envp, 23007);
+  mc_perf_json_config(&js, &o);
+  mc_perf_json_device(&js, 0, 0, 10, "vm", 0, "host", "meshccl host memory");
+  mc_perf_json_device(&js, 1, 1, 11, "vm2", 1, "host", "meshccl host memory");
+  mc_perf_json_config_end(&js);
+  mc_perf_json_results(&js);
   mc_perf_json_row_start(&js, 8, 2, "float", "sum", -1);
   mc_perf_json_row_result(&js, false, false, 10.5, 0.5, 0.5, true, 0);
-  mc_perf_json_row_result(&js, true, false, 11.0, 0.25, 0.25, false, 0);
-  mc_perf_json_row_end(&js);
-  mc_perf_json_end(&js, 0, 0.375);
+  if (complete) {
+    mc_perf_json_row_result(&js, true, false, 11.0, 0.25, 0.25, false, 0);
+    mc_perf_json_row_end(&js, 20, "");
+    mc_perf_json_footer(&js, 0, 0.375, -1.0);
+    mc_perf_json_errors(&js, "");
+  }
+  mc_perf_json_finish(&js, 3600);
+  fclose(f);
+  return mc_t_read_file(path);
+}
+
+/* The report byte for byte as nccl-tests' util.cu writes it: keys, order, value forms. */
+static void json_report(void)
+{
+  char path[512];
+  const char *text;
+
+  setenv("TZ", "UTC", 1);
+  tzset();
+  mc_t_tmp_path("perf.json", path, sizeof(path));
+  MC_T_EQ_STR(json_run(true, path),
+              "{\"version\":2,\"start_time\":\"1970-01-01 00:00:00\","
+              "\"args\":[\"meshccl-perf\",\"all_reduce\",\"-J\",\"a\\\"b\\/c.json\"],"
+              "\"env\":[\"A=1\",\"TAB=x\\ty\",\"CUT=abc\",\"MESHCCL_SECRET=<redacted>\"],\"nccl_"
+              "version\":23007,"
+              "\"config\":{\"nthreads\":1,\"ngpus\":1,\"minimum_bytes\":8,\"maximum_bytes\":64,"
+              "\"step_factor\":8,\"warmup_iters\":1,\"iterations\":20,\"aggregated_iterations\":1,"
+              "\"validation\":1,\"graph\":0,\"blocking_collectives\":\"false\","
+              "\"per_iter_timing\":\"false\",\"parallel_init\":\"false\","
+              "\"devices\":[{\"rank\":0,\"group\":0,\"pid\":10,\"hostname\":\"vm\",\"device\":0,"
+              "\"device_hex\":\"host\",\"device_info\":\"meshccl host memory\"},"
+              "{\"rank\":1,\"group\":1,\"pid\":11,\"hostname\":\"vm2\",\"device\":1,"
+              "\"device_hex\":\"host\",\"device_info\":\"meshccl host memory\"}]},"
+              "\"results\":[{\"size\":8,\"count\":2,\"type\":\"float\",\"redop\":\"sum\","
+              "\"root\":\"    -1\",\"out_of_place\":{\"time\":10.500000,\"alg_bw\":0.500000,"
+              "\"bus_bw\":0.500000,\"nwrong\":0.000000},\"in_place\":{\"time\":11.000000,"
+              "\"alg_bw\":0.250000,\"bus_bw\":0.250000,\"nwrong\":null},"
+              "\"actual_iterations\":20,\"experiment_name\":\"\"}],"
+              "\"out_of_bounds\":{\"count\":0,\"okay\":\"true\"},"
+              "\"average_bus_bandwidth\":{\"bandwidth\":0.375000,\"okay\":\"unchecked\"},"
+              "\"errors\":[\"\"],\"end_time\":\"1970-01-01 01:00:00\"}");
+  /* A run that failed mid-row: closed as nccl-tests' jsonOutputFinalize closes it, the row,
+   * the results and the top object, without end_time. */
+  text = json_run(false, path);
+  MC_T_CONTAINS(text, "\"results\":[{\"size\":8,\"count\":2,\"type\":\"float\","
+                      "\"redop\":\"sum\",\"root\":\"    -1\",\"out_of_place\":{\"time\":10.500000,"
+                      "\"alg_bw\":0.500000,\"bus_bw\":0.500000,\"nwrong\":0.000000}}]}");
+  MC_T_TRUE(strstr(text, "end_time") == NULL);
+  unsetenv("TZ");
+  tzset();
+  mc_t_tmp_cleanup();
+}
+
+/* The config's step key, the okay verdicts, nan, and the first line's version. */
+static void json_values(void)
+{
+  char path[512];
+  char s[256];
+  struct mc_perf_opts o;
+  struct mc_perf_json js;
+  const char *text;
+  FILE *f;
+
+  mc_t_tmp_path("values.json", path, sizeof(path));
+  mc_perf_opts_init(&o);
+  o.blocking = 1;
+  f = fopen(path, "w");
+  MC_T_TRUE(f != NULL);
+  if (f == NULL)
+    return;
+  mc_perf_json_begin(&js, f, 0, 0, NULL, NULL, 23007);
+  mc_perf_json_config(&js, &o);
+  mc_perf_json_config_end(&js);
+  mc_perf_json_results(&js);
+  mc_perf_json_row_start(&js, 4, 1, "int8", "none", 0);
+  mc_perf_json_row_result(&js, false, true, 0.0 / 0.0, 1.0, 2.0, true, 3);
+  mc_perf_json_row_end(&js, 5, "x");
+  mc_perf_json_footer(&js, 2, 10.0, 11.0);
+  mc_perf_json_errors(&js, NULL);
+  mc_perf_json_finish(&js, 0);
   fclose(f);
   text = mc_t_read_file(path);
-  MC_T_CONTAINS(text, "\"args\":[\"meshccl-perf\",\"all_reduce\",\"-J\",\"a\\\"b.json\"]");
-  MC_T_CONTAINS(text, "\"devices\":[{\"rank\":0,\"group\":0,\"pid\":10,\"hostname\":\"vm\","
-                      "\"device\":0},{\"rank\":1");
-  MC_T_CONTAINS(text, "\"results\":[{\"size\":8,\"count\":2,\"type\":\"float\",\"redop\":\"sum\","
-                      "\"root\":-1,\"out_of_place\":{\"time\":10.500000,\"alg_bw\":0.500000,"
-                      "\"bus_bw\":0.500000,\"nwrong\":0},\"in_place\":{\"time\":11.000000,");
-  MC_T_CONTAINS(text,
-                "\"nwrong\":null}}],\"out_of_bounds\":{\"count\":0,\"okay\":true},"
-                "\"average_bus_bandwidth\":{\"bandwidth\":0.375000,\"okay\":\"unchecked\"}}\n");
+  MC_T_CONTAINS(text, "\"args\":[],\"env\":[],\"nccl_version\":23007,");
+  MC_T_CONTAINS(text, "\"maximum_bytes\":33554432,\"step_bytes\":1048576,\"warmup_iters\":1,");
+  MC_T_CONTAINS(text, "\"blocking_collectives\":\"true\",");
+  MC_T_CONTAINS(text, "\"devices\":[]},\"results\":[");
+  MC_T_CONTAINS(text, "\"root\":\"     0\",\"out_of_place\":{\"cpu_time\":\"nan\","
+                      "\"alg_bw\":1.000000,\"bus_bw\":2.000000,\"nwrong\":3.000000},"
+                      "\"actual_iterations\":5,\"experiment_name\":\"x\"}]");
+  /* 10 >= 90% of 11: okay "true" as a string, as nccl-tests writes booleans */
+  MC_T_CONTAINS(text, "\"out_of_bounds\":{\"count\":2,\"okay\":\"false\"},"
+                      "\"average_bus_bandwidth\":{\"bandwidth\":10.000000,\"okay\":\"true\"},"
+                      "\"errors\":[],\"end_time\":");
+  mc_perf_json_quote(s, sizeof(s), "caf\xc3\xa9 au lait");
+  MC_T_EQ_STR(s, "\"caf\"");
+  MC_T_EQ_STR(mc_perf_env_redact("MESHCCL_SECRET=k3y", s, sizeof(s)), "MESHCCL_SECRET=<redacted>");
+  MC_T_EQ_STR(mc_perf_env_redact("hf_token=abc=d", s, sizeof(s)), "hf_token=<redacted>");
+  MC_T_EQ_STR(mc_perf_env_redact("NCCL_DEBUG=SECRET", s, sizeof(s)), "NCCL_DEBUG=SECRET");
+  MC_T_EQ_STR(mc_perf_env_redact("NOEQUALS", s, sizeof(s)), "NOEQUALS");
+  mc_perf_fmt_version(s, sizeof(s), 23007, 23007);
+  MC_T_EQ_STR(s, "# nccl-tests version 2.19.1 nccl-headers=23007 nccl-library=23007");
   mc_t_tmp_cleanup();
 }
 
@@ -642,6 +736,6 @@ static void min_bw_values(void)
 
 MC_T_MAIN(defaults_are_nccl_tests, short_and_long_flags, sizes, errors_are_clear_and_exit_2,
           counts_round_as_nccl_tests, bandwidth_formulas, sweep, number_format, table_lines,
-          json_report, element_encodings, expected_results, wrong_elements_are_counted,
+          json_report, json_values, element_encodings, expected_results, wrong_elements_are_counted,
           gpu_era_flags, new_collectives_counts_and_bandwidth, new_collectives_expected,
           timestamps_min_bw_memory_lines, split_colors, min_bw_values)

@@ -192,23 +192,86 @@ int mc_perf_split_color(const char *split, const char *mask, int rank, int *colo
 /* NCCL_TESTS_MIN_BW (GB/s): -1 when text is NULL; -1 and a message in err when it is no number. */
 int mc_perf_parse_min_bw(const char *text, double *min_bw_out, char *err, size_t err_len);
 
-/* JSON report (-J file.json): one object, written piece by piece. */
+/*
+ * JSON report (-J file.json), nccl-tests' (src/util.cu, JSON_FILE_VERSION 2): one object
+ * written as the run goes, in this order of calls and keys:
+ *
+ *   begin        {"version":2,"start_time":"YYYY-MM-DD HH:MM:SS","args":[...],"env":[...],
+ *                 "nccl_version":N,
+ *   config       "config":{"nthreads","ngpus","minimum_bytes","maximum_bytes",
+ *                 "step_factor" or "step_bytes","warmup_iters","iterations",
+ *                 "aggregated_iterations","validation","graph","blocking_collectives",
+ *                 "per_iter_timing","parallel_init","devices":[
+ *   device       {"rank","group","pid","hostname","device","device_hex","device_info"}
+ *   config_end   ]},
+ *   results      "results":[
+ *   row_start    {"size","count","type","redop","root",
+ *   row_result   "out_of_place" (then "in_place"):{"time" or "cpu_time","alg_bw","bus_bw","nwrong"}
+ *   row_end      "actual_iterations","experiment_name"}
+ *   footer       ],"out_of_bounds":{"count","okay"},"average_bus_bandwidth":{"bandwidth","okay"}
+ *   errors       ,"errors":[<ncclGetLastError>]
+ *   finish       ,"end_time":"..."} (end_time only when every container was closed; an
+ *                unfinished report, a failed run, is closed as nccl-tests closes it: a key
+ *                waiting for its value gets null, open lists and objects are closed)
+ *
+ * Value forms are nccl-tests': integers as %d / %zu, doubles as %f ("nan" as a string), booleans
+ * as the strings "true" and "false", root as the string "%6d" ("     0"), nwrong as a double or
+ * null when not checked. Strings escape " \ / tab and newline and stop at the first other byte
+ * outside 0x20-0x7e (nccl-tests' sanitizeJson), so the file is plain ASCII JSON. The one
+ * difference: an infinite double is written as the string "inf" ("-inf"), where nccl-tests
+ * writes a bare inf that no JSON parser reads.
+ */
+#define MC_PERF_JSON_VERSION   2
+#define MC_PERF_JSON_MAX_DEPTH 8
+#define MC_PERF_JSON_STR_MAX   2048 /* a string's escaped length, NUL included (nccl-tests') */
+
 struct mc_perf_json {
   FILE *f;
-  int n_results;
+  int depth;                                   /* open containers and pending keys */
+  unsigned char state[MC_PERF_JSON_MAX_DEPTH]; /* enum in perf_format.c, one per level */
 };
-void mc_perf_json_begin(struct mc_perf_json *js, FILE *f, const struct mc_perf_opts *opts, int argc,
-                        char **argv, int nccl_version, int n_ranks);
+
+/* "YYYY-MM-DD HH:MM:SS", local time of `when` (nccl-tests' formatNow). */
+int mc_perf_fmt_time(char *buf, size_t buf_len, long long when);
+/* JSON string form of s: quoted, escaped, cut as nccl-tests' sanitizeJson cuts. */
+int mc_perf_json_quote(char *buf, size_t buf_len, const char *s);
+
+/*
+ * An environment entry as the report's "env" list writes it: entry itself, or "NAME=<redacted>"
+ * (in buf) when NAME contains SECRET, TOKEN, PASSWORD, PASSWD or CREDENTIAL (any case), so that
+ * MESHCCL_SECRET does not end up in a results file. nccl-tests writes every value.
+ */
+const char *mc_perf_env_redact(const char *entry, char *buf, size_t buf_len);
+/* Opens the top object: version, start_time (local time of start), args, env (NULL-terminated
+ * "NAME=value" strings, secrets redacted), nccl_version. f stays the caller's. */
+void mc_perf_json_begin(struct mc_perf_json *js, FILE *f, long long start, int argc, char **argv,
+                        char **envp, int nccl_version);
+/* "config":{...,"devices":[ */
+void mc_perf_json_config(struct mc_perf_json *js, const struct mc_perf_opts *opts);
+/* One device line's fields (nccl-tests parses its "#  Rank ..." line into these). */
 void mc_perf_json_device(struct mc_perf_json *js, int rank, int group, int pid, const char *host,
-                         int device, bool first);
+                         int device, const char *device_hex, const char *device_info);
+/* ]} closing devices and config. */
+void mc_perf_json_config_end(struct mc_perf_json *js);
+/* "results":[ */
+void mc_perf_json_results(struct mc_perf_json *js);
 void mc_perf_json_row_start(struct mc_perf_json *js, size_t bytes, size_t count, const char *type,
                             const char *op, int root);
 void mc_perf_json_row_result(struct mc_perf_json *js, bool in_place, bool cputime, double time_us,
                              double algbw, double busbw, bool checked, int64_t wrong);
-void mc_perf_json_row_end(struct mc_perf_json *js);
-void mc_perf_json_end(struct mc_perf_json *js, int n_errors, double avg_busbw);
-/* As mc_perf_json_end, with the NCCL_TESTS_MIN_BW verdict ("okay": true/false/"unchecked"). */
-void mc_perf_json_end_bw(struct mc_perf_json *js, int n_errors, double avg_busbw, double min_bw);
+void mc_perf_json_row_end(struct mc_perf_json *js, int actual_iters, const char *experiment);
+/* Closes results; out_of_bounds and average_bus_bandwidth ("okay": "unchecked" when min_bw < 0,
+ * else whether avg_busbw >= 90% of min_bw). */
+void mc_perf_json_footer(struct mc_perf_json *js, int n_errors, double avg_busbw, double min_bw);
+/* "errors":[last_error] ([] when last_error is NULL). */
+void mc_perf_json_errors(struct mc_perf_json *js, const char *last_error);
+/* end_time (local time of `end`) when the top object is the only one open, then closes
+ * everything still open. The file stays open. */
+void mc_perf_json_finish(struct mc_perf_json *js, long long end);
+
+/* "# nccl-tests version 2.19.1 nccl-headers=N nccl-library=N" (without newline). */
+#define MC_PERF_NCCL_TESTS_VERSION "2.19.1" /* nccl-tests' src/common.h whose output we match */
+int mc_perf_fmt_version(char *buf, size_t buf_len, int headers_version, int library_version);
 
 /*
  * Data check. Inputs are small non-negative integers (exact in every type,

@@ -9,6 +9,7 @@
 
 #include <stdarg.h>
 #include <string.h>
+#include <strings.h>
 #include <time.h>
 
 static int put(char *buf, size_t buf_len, const char *fmt, ...)
@@ -188,121 +189,394 @@ int mc_perf_fmt_memory(char *buf, size_t buf_len, double init_bytes, double user
              "Host memory usage", a, b, c, t);
 }
 
-/* JSON string with the escapes JSON requires. */
-static void json_str(FILE *f, const char *s)
+int mc_perf_fmt_version(char *buf, size_t buf_len, int headers_version, int library_version)
 {
-  fputc('"', f);
+  return put(buf, buf_len, "# nccl-tests version %s nccl-headers=%d nccl-library=%d",
+             MC_PERF_NCCL_TESTS_VERSION, headers_version, library_version);
+}
+
+int mc_perf_fmt_time(char *buf, size_t buf_len, long long when)
+{
+  time_t t = (time_t)when;
+  struct tm tm;
+  char s[64];
+
+  if ((localtime_r(&t, &tm) == NULL) || (strftime(s, sizeof(s), TS_FORMAT, &tm) == 0))
+    s[0] = '\0';
+  return put(buf, buf_len, "%s", s);
+}
+
+/*
+ * The JSON writer: a stack of open containers, so that a key or value knows whether it needs
+ * a comma and an unfinished report can still be closed (nccl-tests' util.cu keeps the same
+ * states; the code is our own).
+ */
+enum json_state {
+  JSON_KEY = 1,      /* a key was written, its value comes next */
+  JSON_OBJECT_EMPTY, /* {, nothing in it yet */
+  JSON_OBJECT_SOME,
+  JSON_LIST_EMPTY,
+  JSON_LIST_SOME,
+};
+
+static int jw_top(const struct mc_perf_json *js)
+{
+  return (js->depth > 0) ? js->state[js->depth - 1] : 0;
+}
+
+static void jw_push(struct mc_perf_json *js, enum json_state st)
+{
+  /* The report nests 4 deep at most; the bound only guards against our own misuse. */
+  if (js->depth < MC_PERF_JSON_MAX_DEPTH)
+    js->state[js->depth++] = (unsigned char)st;
+}
+
+int mc_perf_json_quote(char *buf, size_t buf_len, const char *s)
+{
+  char out[MC_PERF_JSON_STR_MAX];
+  size_t n = 0;
+
   for (; (s != NULL) && (*s != '\0'); s++) {
     unsigned char ch = (unsigned char)*s;
+    char esc = 0;
 
-    if ((ch == '"') || (ch == '\\'))
-      fprintf(f, "\\%c", ch);
-    else if (ch == '\n')
-      fputs("\\n", f);
+    if ((ch == '"') || (ch == '\\') || (ch == '/'))
+      esc = (char)ch;
     else if (ch == '\t')
-      fputs("\\t", f);
-    else if (ch < 0x20)
-      fprintf(f, "\\u%04x", ch);
-    else
-      fputc(ch, f);
+      esc = 't';
+    else if (ch == '\n')
+      esc = 'n';
+    else if ((ch < 0x20) || (ch > 0x7e))
+      break; /* nccl-tests gives up on the rest of a string with other bytes */
+    if (n + ((esc != 0) ? 2 : 1) >= sizeof(out))
+      break;
+    if (esc != 0) {
+      out[n++] = '\\';
+      out[n++] = esc;
+    } else {
+      out[n++] = (char)ch;
+    }
   }
-  fputc('"', f);
+  out[n] = '\0';
+  return put(buf, buf_len, "\"%s\"", out);
 }
 
-/* A double as JSON (no NaN or Inf in JSON: null). */
-static void json_num(FILE *f, double v)
+/* Before a value: a comma between list items; a key's value ends the key. */
+static void jw_value_start(struct mc_perf_json *js)
 {
-  if ((v != v) || (v > 1e308) || (v < -1e308))
-    fputs("null", f);
-  else
-    fprintf(f, "%.6f", v);
+  switch (jw_top(js)) {
+  case JSON_LIST_EMPTY:
+    js->state[js->depth - 1] = JSON_LIST_SOME;
+    break;
+  case JSON_LIST_SOME:
+    fputc(',', js->f);
+    break;
+  case JSON_KEY:
+    js->depth--;
+    break;
+  default:
+    break;
+  }
 }
 
-void mc_perf_json_begin(struct mc_perf_json *js, FILE *f, const struct mc_perf_opts *o, int argc,
-                        char **argv, int nccl_version, int n_ranks)
+static void jw_key(struct mc_perf_json *js, const char *key)
+{
+  char q[MC_PERF_JSON_STR_MAX + 2];
+
+  if (jw_top(js) == JSON_OBJECT_SOME)
+    fputc(',', js->f);
+  else if (jw_top(js) == JSON_OBJECT_EMPTY)
+    js->state[js->depth - 1] = JSON_OBJECT_SOME;
+  mc_perf_json_quote(q, sizeof(q), key);
+  fprintf(js->f, "%s:", q);
+  jw_push(js, JSON_KEY);
+}
+
+static void jw_open(struct mc_perf_json *js, bool list)
+{
+  jw_value_start(js);
+  fputc(list ? '[' : '{', js->f);
+  jw_push(js, list ? JSON_LIST_EMPTY : JSON_OBJECT_EMPTY);
+}
+
+/* Closes the innermost container; a key still waiting for its value gets null first. */
+static void jw_close(struct mc_perf_json *js)
+{
+  if (jw_top(js) == JSON_KEY) {
+    fputs("null", js->f);
+    js->depth--;
+  }
+  if (js->depth == 0)
+    return;
+  fputc(((jw_top(js) == JSON_LIST_EMPTY) || (jw_top(js) == JSON_LIST_SOME)) ? ']' : '}', js->f);
+  js->depth--;
+}
+
+static void jw_str(struct mc_perf_json *js, const char *s)
+{
+  char q[MC_PERF_JSON_STR_MAX + 2];
+
+  jw_value_start(js);
+  if (s == NULL) {
+    fputs("null", js->f);
+    return;
+  }
+  mc_perf_json_quote(q, sizeof(q), s);
+  fputs(q, js->f);
+}
+
+static void jw_int(struct mc_perf_json *js, long long v)
+{
+  jw_value_start(js);
+  fprintf(js->f, "%lld", v);
+}
+
+static void jw_size(struct mc_perf_json *js, size_t v)
+{
+  jw_value_start(js);
+  fprintf(js->f, "%zu", v);
+}
+
+/* nccl-tests writes booleans as strings. */
+static void jw_bool(struct mc_perf_json *js, bool v)
+{
+  jw_str(js, v ? "true" : "false");
+}
+
+static void jw_null(struct mc_perf_json *js)
+{
+  jw_value_start(js);
+  fputs("null", js->f);
+}
+
+static void jw_double(struct mc_perf_json *js, double v)
+{
+  jw_value_start(js);
+  if (v != v)
+    fputs("\"nan\"", js->f);
+  else if ((v > 1.7976931348623157e308) || (v < -1.7976931348623157e308))
+    fputs((v > 0) ? "\"inf\"" : "\"-inf\"", js->f);
+  else
+    fprintf(js->f, "%f", v);
+}
+
+static void jw_time(struct mc_perf_json *js, long long when)
+{
+  char s[64];
+
+  mc_perf_fmt_time(s, sizeof(s), when);
+  jw_str(js, s);
+}
+
+/* Whether a variable's name says its value is a secret. */
+static bool env_is_secret(const char *entry, size_t name_len)
+{
+  static const char *const words[] = {"SECRET", "TOKEN", "PASSWORD", "PASSWD", "CREDENTIAL"};
+
+  for (size_t w = 0; w < sizeof(words) / sizeof(words[0]); w++) {
+    size_t n = strlen(words[w]);
+
+    for (size_t i = 0; i + n <= name_len; i++) {
+      if (strncasecmp(entry + i, words[w], n) == 0)
+        return true;
+    }
+  }
+  return false;
+}
+
+const char *mc_perf_env_redact(const char *entry, char *buf, size_t buf_len)
+{
+  const char *eq = strchr(entry, '=');
+
+  if ((eq == NULL) || !env_is_secret(entry, (size_t)(eq - entry)))
+    return entry;
+  snprintf(buf, buf_len, "%.*s=<redacted>", (int)(eq - entry), entry);
+  return buf;
+}
+
+void mc_perf_json_begin(struct mc_perf_json *js, FILE *f, long long start, int argc, char **argv,
+                        char **envp, int nccl_version)
 {
   js->f = f;
-  js->n_results = 0;
-  fprintf(f, "{\"version\":2,\"tool\":\"meshccl-perf\",\"collective\":");
-  json_str(f, mc_perf_coll_name(o->coll));
-  fprintf(f, ",\"args\":[");
-  for (int i = 0; i < argc; i++) {
-    if (i > 0)
-      fputc(',', f);
-    json_str(f, argv[i]);
+  js->depth = 0;
+  jw_open(js, false);
+  jw_key(js, "version");
+  jw_int(js, MC_PERF_JSON_VERSION);
+  jw_key(js, "start_time");
+  jw_time(js, start);
+  jw_key(js, "args");
+  jw_open(js, true);
+  for (int i = 0; i < argc; i++)
+    jw_str(js, argv[i]);
+  jw_close(js);
+  jw_key(js, "env");
+  jw_open(js, true);
+  for (char **e = envp; (e != NULL) && (*e != NULL); e++) {
+    char redacted[MC_PERF_JSON_STR_MAX];
+
+    jw_str(js, mc_perf_env_redact(*e, redacted, sizeof(redacted)));
   }
-  fprintf(f,
-          "],\"nccl_version\":%d,\"nranks\":%d,\"config\":{\"nthreads\":%d,\"ngpus\":%d,"
-          "\"minimum_bytes\":%zu,\"maximum_bytes\":%zu,",
-          nccl_version, n_ranks, o->nthreads, o->ngpus, o->min_bytes, o->max_bytes);
-  if (o->step_factor > 1)
-    fprintf(f, "\"step_factor\":%zu,", o->step_factor);
-  else
-    fprintf(f, "\"step_bytes\":%zu,", o->step_bytes);
-  fprintf(f,
-          "\"warmup_iters\":%d,\"iterations\":%d,\"aggregated_iterations\":%d,\"validation\":%d,"
-          "\"graph\":%d,\"blocking_collectives\":%s,\"average\":%d},\"devices\":[",
-          o->warmup_iters, o->iters, o->agg_iters, o->check, o->cudagraph,
-          o->blocking ? "true" : "false", o->average);
+  jw_close(js);
+  jw_key(js, "nccl_version");
+  jw_int(js, nccl_version);
+}
+
+void mc_perf_json_config(struct mc_perf_json *js, const struct mc_perf_opts *o)
+{
+  jw_key(js, "config");
+  jw_open(js, false);
+  jw_key(js, "nthreads");
+  jw_int(js, o->nthreads);
+  jw_key(js, "ngpus");
+  jw_int(js, o->ngpus);
+  jw_key(js, "minimum_bytes");
+  jw_size(js, o->min_bytes);
+  jw_key(js, "maximum_bytes");
+  jw_size(js, o->max_bytes);
+  if (o->step_factor > 1) {
+    jw_key(js, "step_factor");
+    jw_int(js, (long long)o->step_factor);
+  } else {
+    jw_key(js, "step_bytes");
+    jw_size(js, o->step_bytes);
+  }
+  jw_key(js, "warmup_iters");
+  jw_int(js, o->warmup_iters);
+  jw_key(js, "iterations");
+  jw_int(js, o->iters);
+  jw_key(js, "aggregated_iterations");
+  jw_int(js, o->agg_iters);
+  jw_key(js, "validation");
+  jw_int(js, o->check);
+  jw_key(js, "graph");
+  jw_int(js, o->cudagraph);
+  jw_key(js, "blocking_collectives");
+  jw_bool(js, o->blocking != 0);
+  jw_key(js, "per_iter_timing"); /* nccl-tests' -I: not offered, always off */
+  jw_bool(js, false);
+  jw_key(js, "parallel_init");
+  jw_bool(js, o->parallel_init != 0);
+  jw_key(js, "devices");
+  jw_open(js, true);
 }
 
 void mc_perf_json_device(struct mc_perf_json *js, int rank, int group, int pid, const char *host,
-                         int device, bool first)
+                         int device, const char *device_hex, const char *device_info)
 {
-  fprintf(js->f, "%s{\"rank\":%d,\"group\":%d,\"pid\":%d,\"hostname\":", first ? "" : ",", rank,
-          group, pid);
-  json_str(js->f, host);
-  fprintf(js->f, ",\"device\":%d}", device);
+  jw_open(js, false);
+  jw_key(js, "rank");
+  jw_int(js, rank);
+  jw_key(js, "group");
+  jw_int(js, group);
+  jw_key(js, "pid");
+  jw_int(js, pid);
+  jw_key(js, "hostname");
+  jw_str(js, host);
+  jw_key(js, "device");
+  jw_int(js, device);
+  jw_key(js, "device_hex");
+  jw_str(js, device_hex);
+  jw_key(js, "device_info");
+  jw_str(js, device_info);
+  jw_close(js);
+}
+
+void mc_perf_json_config_end(struct mc_perf_json *js)
+{
+  jw_close(js); /* devices */
+  jw_close(js); /* config */
+}
+
+void mc_perf_json_results(struct mc_perf_json *js)
+{
+  jw_key(js, "results");
+  jw_open(js, true);
 }
 
 void mc_perf_json_row_start(struct mc_perf_json *js, size_t bytes, size_t count, const char *type,
                             const char *op, int root)
 {
-  fprintf(js->f,
-          "%s{\"size\":%zu,\"count\":%zu,\"type\":", (js->n_results == 0) ? "],\"results\":[" : ",",
-          bytes, count);
-  json_str(js->f, type);
-  fprintf(js->f, ",\"redop\":");
-  json_str(js->f, op);
-  fprintf(js->f, ",\"root\":%d", root);
-  js->n_results++;
+  char root_str[32];
+
+  snprintf(root_str, sizeof(root_str), "%6d", root);
+  jw_open(js, false);
+  jw_key(js, "size");
+  jw_size(js, bytes);
+  jw_key(js, "count");
+  jw_size(js, count);
+  jw_key(js, "type");
+  jw_str(js, type);
+  jw_key(js, "redop");
+  jw_str(js, op);
+  jw_key(js, "root");
+  jw_str(js, root_str);
 }
 
 void mc_perf_json_row_result(struct mc_perf_json *js, bool in_place, bool cputime, double time_us,
                              double algbw, double busbw, bool checked, int64_t wrong)
 {
-  fprintf(js->f, ",\"%s\":{\"%s\":", in_place ? "in_place" : "out_of_place",
-          cputime ? "cpu_time" : "time");
-  json_num(js->f, time_us);
-  fprintf(js->f, ",\"alg_bw\":");
-  json_num(js->f, algbw);
-  fprintf(js->f, ",\"bus_bw\":");
-  json_num(js->f, busbw);
+  jw_key(js, in_place ? "in_place" : "out_of_place");
+  jw_open(js, false);
+  jw_key(js, cputime ? "cpu_time" : "time");
+  jw_double(js, time_us);
+  jw_key(js, "alg_bw");
+  jw_double(js, algbw);
+  jw_key(js, "bus_bw");
+  jw_double(js, busbw);
+  jw_key(js, "nwrong");
   if (checked)
-    fprintf(js->f, ",\"nwrong\":%lld}", (long long)wrong);
+    jw_double(js, (double)wrong);
   else
-    fprintf(js->f, ",\"nwrong\":null}");
+    jw_null(js);
+  jw_close(js);
 }
 
-void mc_perf_json_row_end(struct mc_perf_json *js)
+void mc_perf_json_row_end(struct mc_perf_json *js, int actual_iters, const char *experiment)
 {
-  fputc('}', js->f);
+  jw_key(js, "actual_iterations");
+  jw_int(js, actual_iters);
+  jw_key(js, "experiment_name");
+  jw_str(js, experiment);
+  jw_close(js);
 }
 
-void mc_perf_json_end(struct mc_perf_json *js, int n_errors, double avg_busbw)
+void mc_perf_json_footer(struct mc_perf_json *js, int n_errors, double avg_busbw, double min_bw)
 {
-  mc_perf_json_end_bw(js, n_errors, avg_busbw, -1.0);
+  jw_close(js); /* results */
+  jw_key(js, "out_of_bounds");
+  jw_open(js, false);
+  jw_key(js, "count");
+  jw_int(js, n_errors);
+  jw_key(js, "okay");
+  jw_bool(js, n_errors == 0);
+  jw_close(js);
+  jw_key(js, "average_bus_bandwidth");
+  jw_open(js, false);
+  jw_key(js, "bandwidth");
+  jw_double(js, avg_busbw);
+  jw_key(js, "okay");
+  if (min_bw < 0.0)
+    jw_str(js, "unchecked");
+  else
+    jw_bool(js, !mc_perf_bw_failed(avg_busbw, min_bw));
+  jw_close(js);
 }
 
-void mc_perf_json_end_bw(struct mc_perf_json *js, int n_errors, double avg_busbw, double min_bw)
+void mc_perf_json_errors(struct mc_perf_json *js, const char *last_error)
 {
-  fprintf(js->f, "%s],\"out_of_bounds\":{\"count\":%d,\"okay\":%s},",
-          (js->n_results == 0) ? "],\"results\":[" : "", n_errors,
-          (n_errors == 0) ? "true" : "false");
-  fprintf(js->f, "\"average_bus_bandwidth\":{\"bandwidth\":");
-  json_num(js->f, avg_busbw);
-  fprintf(js->f, ",\"okay\":%s}}\n",
-          (min_bw < 0.0)                         ? "\"unchecked\""
-          : mc_perf_bw_failed(avg_busbw, min_bw) ? "false"
-                                                 : "true");
+  jw_key(js, "errors");
+  jw_open(js, true);
+  if (last_error != NULL)
+    jw_str(js, last_error);
+  jw_close(js);
+}
+
+void mc_perf_json_finish(struct mc_perf_json *js, long long end)
+{
+  if ((js->depth == 1) && (jw_top(js) != JSON_KEY)) {
+    jw_key(js, "end_time");
+    jw_time(js, end);
+  }
+  while (js->depth > 0)
+    jw_close(js);
 }
