@@ -334,6 +334,9 @@ static ncclResult_t get_path(struct mc_xml_node **nodes, int n, int *path_out,
   bool decided = false;
   bool c = true;
 
+  if (n < 1) {
+    return MC_FAIL(ncclInternalError, "NIC distances of %d nets", n);
+  }
   if (n == 1) {
     common = nodes[0];
     path = MC_PATH_LOC;
