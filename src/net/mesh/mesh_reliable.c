@@ -512,6 +512,7 @@ static ncclResult_t reconnect(struct mc_net_mesh_comm *mc)
     mc_net_mesh_resume_free(mc->rc);
     mc->rc = NULL;
     mc->state = ST_DOWN;
+    mc->is_moving_back = false;
     mc->retry_ns = mc_time_ns() + (uint64_t)RETRY_MS * 1000000ull;
     MC_INFO(MC_SUB_NET, "NET/Mesh: connection %016llx: attempt %u at a new route failed: %s",
             (unsigned long long)mc->conn_id, mc->attempt, why);
@@ -563,6 +564,7 @@ static ncclResult_t move_back(struct mc_net_mesh_comm *mc)
     mc->attempt = (mc->attempt + 1) & MC_NET_MESH_ATTEMPT_MASK;
     MC_CHECK(mc_net_mesh_resume_start(ctx, mc->handle, mc->conn_id, mc->attempt, now + route_ns,
                                       &mc->rc));
+    mc->is_moving_back = true;
     mc_net_mesh_host_str(ctx, mc->peer_host, host, sizeof(host));
     MC_INFO(MC_SUB_NET,
             "NET/Mesh: connection %016llx to host %s: a cable to it is up again, moving back "
@@ -576,6 +578,7 @@ static ncclResult_t move_back(struct mc_net_mesh_comm *mc)
     mc_net_mesh_resume_free(mc->rc);
     mc->rc = NULL;
     mc->move_check_ns = now + (uint64_t)MOVE_RETRY_MS * 1000000ull;
+    mc->is_moving_back = false;
     MC_INFO(MC_SUB_NET, "NET/Mesh: connection %016llx: moving back failed (%s); it stays on %s",
             (unsigned long long)mc->conn_id, why, mc->link);
     return ncclSuccess;
@@ -589,7 +592,6 @@ static ncclResult_t move_back(struct mc_net_mesh_comm *mc)
   mc->nic = nic;
   snprintf(mc->link, sizeof(mc->link), "%s", link);
   mc->is_relayed = !mc_net_mesh_nic_reaches(ctx, nic, mc->handle);
-  mc->is_moving_back = true;
   MC_CHECK(mc_net_mesh_handle_decode(mc->handle, &h));
   MC_CHECK(new_sc(mc, socks, h.n_socks, h.n_threads, h.inline_bytes, h.min_task_bytes));
   mc->state = ST_WAIT_ACK;
