@@ -316,6 +316,7 @@ shape_edges() {
 }
 if want 5; then
   rate5=${RATE5:-200mbit}
+  rate=$rate5 # shape() below: the last section, so the others keep $RATE
   link5=$(awk -v r="$rate5" 'BEGIN {v = r + 0; u = tolower(r); m = (u ~ /gbit/) ? 1e9 : (u ~ /mbit/) ? 1e6 : 1; print v * m / 8e9}')
   args5=(all_reduce -b 16M -e 64M -f 4 -w 1 -n 3 -c 0)
   for shp in ${SHAPES5:-ring4 full5 torus44}; do
@@ -336,9 +337,9 @@ if want 5; then
     done
     for i in $(seq 1 "$reps"); do
       job "c_$shp" "$n5" "${mesh_env[@]}" NCCL_ALGO=Ring -- "$perf" "${args5[@]}"
-      busbw "$tmp/c_$shp.0" "$n5" >"$tmp/c_$shp.$i"
+      busbw "$tmp/c_$shp.0" "$n5" >"$tmp/bw_$shp.$i"
     done
-    median "$tmp/c_$shp".[0-9]* >"$tmp/c_$shp"
+    median "$tmp/bw_$shp".* >"$tmp/bw_$shp"
     per=""
     for d in "${!tx0[@]}"; do
       now=$(ip netns exec "${tag}h1" cat "/sys/class/net/$d/statistics/tx_bytes")
@@ -351,8 +352,8 @@ if want 5; then
     echo "#   h1 sent per cable (all runs):$per"
     echo "#   CPU (last run): $(cpu "c_$shp" "$n5")"
     echo "#        size  busbw(GB/s)  x one link"
-    awk -v l="$link5" '{printf "%13d %12.3f %11.2f\n", $1, $2, $2 / l}' "$tmp/c_$shp"
-    best=$(awk -v l="$link5" 'BEGIN {b = 0} {if ($2 > b) b = $2} END {printf "%.2f", b / l}' "$tmp/c_$shp")
+    awk -v l="$link5" '{printf "%13d %12.3f %11.2f\n", $1, $2, $2 / l}' "$tmp/bw_$shp"
+    best=$(awk -v l="$link5" 'BEGIN {b = 0} {if ($2 > b) b = $2} END {printf "%.2f", b / l}' "$tmp/bw_$shp")
     echo "#   best: $best x one link  $(verdict "$best" "$t5")"
     teardown
   done
