@@ -16,7 +16,14 @@
 #     shaped: all_reduce busbw of NCCL_NET=Mesh against NCCL_NET=Socket,
 #     taken in turns; target >= 1.0;
 #   4 triangle, unshaped: all_reduce busbw against iperf3 on one of its
-#     cables (1 stream and -P 4).
+#     cables (1 stream and -P 4);
+#   5 every cable, shaped at $RATE5: all_reduce busbw against one link's rate
+#     on a ring of 4 cables (2 rings: target >= 1.8), a full mesh of 5 (K5:
+#     two cable-disjoint cycles both ways, 4 rings over a host's 4 cables:
+#     target >= 3.4) and a 4x4 torus (16 hosts, 4 cables each: target
+#     >= 1.8); the channels' rings and h1's bytes per cable are printed, to
+#     show every cable in use. 16 ranks on a small VM are CPU bound: the
+#     CPU use per rank says so.
 # Values are medians of REPS runs (default 3); each rank's CPU use
 # ((user + sys) / wall, from bash's time) says which side is CPU bound.
 # On a shared 2-core VM other jobs' load adds noise: the load average is
@@ -25,7 +32,8 @@
 # Only addresses inside the namespaces made here are used; all are removed.
 # Usage: bench/mesh_netns.sh [build-dir]
 #   env: REPS (3), RATE (1gbit), TBF ("burst 512kb latency 20ms"),
-#        HOSTS3 (switched hosts, 3), SECTIONS ("1 2 3 4": the figures to
+#        RATE5 (200mbit), SHAPES5 ("ring4 full5 torus44"),
+#        HOSTS3 (switched hosts, 3), SECTIONS ("1 2 3 4 5": the figures to
 #        measure), MESH_ENV (more variables for the Mesh runs, e.g.
 #        "NCCL_NSOCKS_PERTHREAD=4"), KEEP_TMP=1 keeps the logs.
 set -euo pipefail
@@ -84,14 +92,15 @@ hosts() {
   done
 }
 
-# cable I J (I < J): mcl<J> in host I at 10.X.IJ.I/24, mcl<I> in host J at 10.X.IJ.J/24.
+# cable I J [K] (I < J): mcl<J> in host I at 10.X.K.I/24, mcl<I> in host J at
+# 10.X.K.J/24; K is IJ unless given (hosts past 9 need it).
 cable() {
-  local i=$1 j=$2
-  ip link add "${tag}l$i$j" type veth peer name "${tag}l$j$i"
-  ip link set "${tag}l$i$j" netns "${tag}h$i" name "mcl$j"
-  ip link set "${tag}l$j$i" netns "${tag}h$j" name "mcl$i"
-  ip -n "${tag}h$i" addr add "10.$X.$i$j.$i/24" dev "mcl$j"
-  ip -n "${tag}h$j" addr add "10.$X.$i$j.$j/24" dev "mcl$i"
+  local i=$1 j=$2 k=${3:-$1$2}
+  ip link add "${tag}a$k" type veth peer name "${tag}b$k"
+  ip link set "${tag}a$k" netns "${tag}h$i" name "mcl$j"
+  ip link set "${tag}b$k" netns "${tag}h$j" name "mcl$i"
+  ip -n "${tag}h$i" addr add "10.$X.$k.$i/24" dev "mcl$j"
+  ip -n "${tag}h$j" addr add "10.$X.$k.$j/24" dev "mcl$i"
   ip -n "${tag}h$i" link set "mcl$j" up
   ip -n "${tag}h$j" link set "mcl$i" up
 }
@@ -176,7 +185,7 @@ perf_args=(all_reduce -b 1M -e 256M -f 4 -w 1 -n 5 -c 0)
 mesh_env=(NCCL_NET=Mesh MESHCCL_MESH_IFNAME=mcl ${MESH_ENV:-})
 
 # want N: figure N is in SECTIONS
-want() { [[ " ${SECTIONS:-1 2 3 4} " == *" $1 "* ]]; }
+want() { [[ " ${SECTIONS:-1 2 3 4 5} " == *" $1 "* ]]; }
 
 # --- triangle: 4 (unshaped) then 1 (shaped) ---------------------------------
 if want 1 || want 4; then
@@ -286,6 +295,68 @@ join <(sort -k1,1 "$tmp/sm") <(sort -k1,1 "$tmp/ss") | sort -n |
 big=$(join <(sort -k1,1 "$tmp/sm") <(sort -k1,1 "$tmp/ss") | sort -n | tail -1 | awk '{printf "%.2f", $2 / $3}')
 echo "#   at the largest size: $big  $(verdict "$big" 1.0)"
 teardown
+fi
+
+# --- 5: every cable in use: ring of 4, K5, 4x4 torus -------------------------
+# shape_edges NAME: the cables of a shape, "I-J ..." (hosts from 1).
+shape_edges() {
+  local r c e=""
+  case $1 in
+  ring4) echo "1-2 2-3 3-4 1-4" ;;
+  full5) echo "1-2 1-3 1-4 1-5 2-3 2-4 2-5 3-4 3-5 4-5" ;;
+  torus44)
+    for r in 0 1 2 3; do
+      for c in 0 1 2 3; do
+        e+=" $((r * 4 + c + 1))-$((r * 4 + (c + 1) % 4 + 1)) $((r * 4 + c + 1))-$((((r + 1) % 4) * 4 + c + 1))"
+      done
+    done
+    echo "$e"
+    ;;
+  esac
+}
+if want 5; then
+  rate5=${RATE5:-200mbit}
+  rate=$rate5 # shape() below: the last section, so the others keep $RATE
+  link5=$(awk -v r="$rate5" 'BEGIN {v = r + 0; u = tolower(r); m = (u ~ /gbit/) ? 1e9 : (u ~ /mbit/) ? 1e6 : 1; print v * m / 8e9}')
+  args5=(all_reduce -b 16M -e 64M -f 4 -w 1 -n 3 -c 0)
+  for shp in ${SHAPES5:-ring4 full5 torus44}; do
+    case $shp in ring4) n5=4 t5=1.8 ;; full5) n5=5 t5=3.4 ;; torus44) n5=16 t5=1.8 ;; *) continue ;; esac
+    hosts "$n5"
+    k=1
+    for e in $(shape_edges "$shp"); do
+      a=${e%-*} b=${e#*-}
+      [ "$a" -lt "$b" ] || { t=$a; a=$b; b=$t; }
+      cable "$a" "$b" "$k"
+      shape "${tag}h$a" "mcl$b"
+      shape "${tag}h$b" "mcl$a"
+      k=$((k + 1))
+    done
+    declare -A tx0=()
+    for d in $(ip netns exec "${tag}h1" ls /sys/class/net | grep '^mcl'); do
+      tx0[$d]=$(ip netns exec "${tag}h1" cat "/sys/class/net/$d/statistics/tx_bytes")
+    done
+    for i in $(seq 1 "$reps"); do
+      job "c_$shp" "$n5" "${mesh_env[@]}" NCCL_ALGO=Ring -- "$perf" "${args5[@]}"
+      busbw "$tmp/c_$shp.0" "$n5" >"$tmp/bw_$shp.$i"
+    done
+    median "$tmp/bw_$shp".* >"$tmp/bw_$shp"
+    per=""
+    for d in "${!tx0[@]}"; do
+      now=$(ip netns exec "${tag}h1" cat "/sys/class/net/$d/statistics/tx_bytes")
+      per+=" $d $(((now - ${tx0[$d]}) >> 20))MiB"
+    done
+    unset tx0
+    echo
+    echo "# 5 $shp ($n5 hosts, cables at $rate5 = $link5 GB/s): all_reduce busbw / one link's rate (NCCL_ALGO=Ring)"
+    echo "#   rings: $(rings "$tmp/c_$shp.0.log")"
+    echo "#   h1 sent per cable (all runs):$per"
+    echo "#   CPU (last run): $(cpu "c_$shp" "$n5")"
+    echo "#        size  busbw(GB/s)  x one link"
+    awk -v l="$link5" '{printf "%13d %12.3f %11.2f\n", $1, $2, $2 / l}' "$tmp/bw_$shp"
+    best=$(awk -v l="$link5" 'BEGIN {b = 0} {if ($2 > b) b = $2} END {printf "%.2f", b / l}' "$tmp/bw_$shp")
+    echo "#   best: $best x one link  $(verdict "$best" "$t5")"
+    teardown
+  done
 fi
 
 echo

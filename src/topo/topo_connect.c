@@ -457,6 +457,7 @@ ncclResult_t mc_topo_postset(int rank, int n_ranks, const struct mc_topo_ranks *
   int *ttc1 = NULL;
   int n_orig;
   int n;
+  int n_ring_ch;
   int nn;
   int min_cc = 0;
   ncclResult_t res = ncclSuccess;
@@ -528,12 +529,22 @@ ncclResult_t mc_topo_postset(int rank, int n_ranks, const struct mc_topo_ranks *
 
   MC_CHECK_GOTO(check_node_orders(opts, nn), res, fail);
   /* The doubled channels c + n start as copies of channel c (NCCL copies
-   * them after connectRings; with node orders each needs its own). */
-  memcpy(ring_prev + n * n_ranks, ring_prev, (size_t)n * (size_t)n_ranks * sizeof(*ring_prev));
-  memcpy(ring_next + n * n_ranks, ring_next, (size_t)n * (size_t)n_ranks * sizeof(*ring_next));
+   * them after connectRings; with node orders each needs its own). With
+   * more node orders than that (a mesh whose cables carry more rings), one
+   * channel per order: channel cc copies searched channel cc % n. */
+  n_ring_ch = 2 * n;
+  if ((n > 0) && (opts->n_node_orders > n_ring_ch))
+    n_ring_ch =
+        (opts->n_node_orders < MC_TOPO_MAX_CHANNELS) ? opts->n_node_orders : MC_TOPO_MAX_CHANNELS;
+  for (int cc = n; cc < n_ring_ch; cc++) {
+    memcpy(ring_prev + cc * n_ranks, ring_prev + (cc % n) * n_ranks,
+           (size_t)n_ranks * sizeof(*ring_prev));
+    memcpy(ring_next + cc * n_ranks, ring_next + (cc % n) * n_ranks,
+           (size_t)n_ranks * sizeof(*ring_next));
+  }
   /* connectRings: node k's ring head receives from node k-1's tail, k
    * running over the nodes in the channel's order. */
-  for (int cc = 0; cc < 2 * n; cc++) {
+  for (int cc = 0; cc < n_ring_ch; cc++) {
     const int *recv = ring_recv + (cc % n) * nn;
     const int *send = ring_send + (cc % n) * nn;
     const int *order =
@@ -547,12 +558,15 @@ ncclResult_t mc_topo_postset(int rank, int n_ranks, const struct mc_topo_ranks *
     }
   }
   MC_CHECK_GOTO(connect_trees(out, n, ttp, ttc0, ttc1, log), res, fail);
+  /* Channels past the doubled ones take the trees of the one they copy. */
+  for (int c = 2 * n; c < n_ring_ch; c++)
+    out->channels[c] = out->channels[c % (2 * n)];
 
-  for (int c = 0; c < 2 * n; c++) {
+  for (int c = 0; c < n_ring_ch; c++) {
     out->channels[c].ring_prev = ring_prev[c * n_ranks + rank];
     out->channels[c].ring_next = ring_next[c * n_ranks + rank];
   }
-  out->n_channels = (2 * n < MC_TOPO_MAX_CHANNELS) ? 2 * n : MC_TOPO_MAX_CHANNELS;
+  out->n_channels = (n_ring_ch < MC_TOPO_MAX_CHANNELS) ? n_ring_ch : MC_TOPO_MAX_CHANNELS;
 
   /* Fast NVLink rings on sm90+ across nodes: more channels (4 per searched one). */
   if ((min_cc >= 90) && (nn > 1) && (out->ring.bw_intra > 45.0f) && (out->n_channels < 16)) {

@@ -281,7 +281,10 @@ struct mc_topo_connect_opts {
    * in which each channel's ring crosses the nodes, so that every hop between
    * nodes is a cable. node_orders holds n_node_orders permutations of the node
    * indices (n_nodes each, not owned); channel c of the 2x doubled channels
-   * uses order c % n_node_orders. 0 orders: NCCL's (node index order). */
+   * uses order c % n_node_orders, and with more orders than doubled channels
+   * there is one channel per order (at most MC_TOPO_MAX_CHANNELS, then
+   * NCCL_MAX_NCHANNELS), channel c copying searched channel c % n otherwise.
+   * 0 orders: NCCL's (node index order). */
   int n_node_orders;
   const int *node_orders;
 };

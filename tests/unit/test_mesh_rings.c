@@ -49,6 +49,30 @@ static void check_no_relay(const struct mc_mesh_rings *rings)
   }
 }
 
+/* The cycles (rings 0, 2, 4 ...; ring 2c+1 is ring 2c reversed) share no
+ * cable, and together they use every cable that the hosts' link counts allow:
+ * each host's links are used once per cycle, twice per host. */
+static void check_disjoint_cycles(const struct mc_mesh_graph *g, const struct mc_mesh_rings *rings)
+{
+  int used[MC_MESH_MAX_LINKS];
+  int links[MC_MESH_MAX_HOSTS];
+  int n = rings->n_hosts;
+
+  memset(used, 0, sizeof(used));
+  MC_T_EQ_INT(rings->n_rings, 2 * rings->n_cycles);
+  for (int c = 0; c < rings->n_cycles; c++) {
+    MC_T_OK(mc_mesh_ring_links(g, rings, 2 * c, links));
+    for (int i = 0; i < n; i++) {
+      MC_T_TRUE(links[i] >= 0);
+      used[links[i]]++;
+      MC_T_EQ_INT(used[links[i]], 1);
+    }
+    /* the reverse ring runs the same cycle the other way */
+    for (int i = 1; i < n; i++)
+      MC_T_EQ_INT(rings->rings[2 * c + 1].hosts[i], rings->rings[2 * c].hosts[n - i]);
+  }
+}
+
 static void triangle_two_directions(void)
 {
   struct mc_mesh_host h[3];
@@ -152,7 +176,9 @@ static void ring4_cycle_and_reverse(void)
   MC_T_EQ_INT(rings.n_rings, 2);
   MC_T_EQ_STR(ring_str(&rings, 0), "0 1 2 3");
   MC_T_EQ_STR(ring_str(&rings, 1), "0 3 2 1");
+  MC_T_EQ_INT(rings.n_cycles, 1);
   check_no_relay(&rings);
+  check_disjoint_cycles(g, &rings);
   MC_T_OK(mc_mesh_ring_links(g, &rings, 1, links));
   MC_T_EQ_INT(links[0], mt_link(g, 0, 3));
   MC_T_EQ_INT(links[3], mt_link(g, 1, 0));
@@ -282,6 +308,7 @@ static void full_meshes_disjoint_cycles(void)
   MC_T_EQ_STR(ring_str(&rings, 2), "0 2 4 1 3");
   MC_T_EQ_STR(ring_str(&rings, 3), "0 3 1 4 2");
   check_no_relay(&rings);
+  check_disjoint_cycles(g, &rings);
   for (int r = 0; r < 4; r += 2) {
     MC_T_OK(mc_mesh_ring_links(g, &rings, r, links));
     for (int i = 0; i < 5; i++)
@@ -422,9 +449,17 @@ static void ring64_in_scrambled_order(void)
   mc_mesh_graph_destroy(g);
 }
 
-/* A 4x4 torus (four cables per host) and a 6x10 grid have cycles; on an
- * 8x8 grid the search runs out of budget before it finds one and falls back
- * to a chain closed by one relayed hop, the same on every host. */
+/* The cycles found on tori (host r * cols + c at row r, column c): two that
+ * share no cable, so every host's four cables carry a ring each way. */
+#define TORUS44_C1 "0 1 2 3 7 4 5 6 10 11 8 9 13 14 15 12"
+#define TORUS44_C2 "0 3 15 11 7 6 2 14 10 9 5 1 13 12 8 4"
+#define TORUS34_C1 "0 1 2 6 5 9 10 11 3 7 4 8"
+#define TORUS34_C2 "0 3 2 10 6 7 11 8 9 1 5 4"
+
+/* A 4x4 and a 3x4 torus (four cables per host) have two cable-disjoint
+ * cycles, a 6x10 grid one; on an 8x8 grid the search runs out of budget
+ * before it finds one and falls back to a chain closed by one relayed hop,
+ * the same on every host. */
 static void grids_and_tori(void)
 {
   static struct mc_mesh_host h[64];
@@ -434,7 +469,29 @@ static void grids_and_tori(void)
 
   MC_T_EQ_INT(g->shape, MC_MESH_SHAPE_PARTIAL);
   MC_T_EQ_INT(rings.kind, MC_MESH_RINGS_CYCLE);
+  MC_T_EQ_INT(rings.n_cycles, 2);
+  MC_T_EQ_INT(rings.n_rings, 4);
+  MC_T_EQ_STR(ring_str(&rings, 0), TORUS44_C1);
+  MC_T_EQ_STR(ring_str(&rings, 2), TORUS44_C2);
   check_no_relay(&rings);
+  check_disjoint_cycles(g, &rings);
+  mc_mesh_graph_destroy(g);
+
+  /* 3x4 torus: the first cycle of the neighbour order leaves no second one;
+   * the search replaces it by one that does. */
+  g = mt_graph(h, mt_grid(h, 3, 4, true));
+  rings = rings_of(g, identity, 12, MC_MESH_MAX_RINGS);
+  MC_T_EQ_INT(rings.kind, MC_MESH_RINGS_CYCLE);
+  MC_T_EQ_INT(rings.n_cycles, 2);
+  MC_T_EQ_INT(rings.n_rings, 4);
+  MC_T_EQ_STR(ring_str(&rings, 0), TORUS34_C1);
+  MC_T_EQ_STR(ring_str(&rings, 2), TORUS34_C2);
+  check_no_relay(&rings);
+  check_disjoint_cycles(g, &rings);
+  /* two rings asked: one cycle and its reverse */
+  rings = rings_of(g, identity, 12, 2);
+  MC_T_EQ_INT(rings.n_cycles, 1);
+  MC_T_EQ_INT(rings.n_rings, 2);
   mc_mesh_graph_destroy(g);
 
   g = mt_graph(h, mt_grid(h, 6, 10, false));
@@ -470,8 +527,9 @@ static void bad_arguments(void)
   MC_T_EQ_INT(mc_mesh_rings_compute(g, identity, 5, 2, &rings), ncclInvalidArgument);
   MC_T_EQ_INT(mc_mesh_rings_compute(g, identity, 0, 2, &rings), ncclInvalidArgument);
   MC_T_EQ_INT(mc_mesh_rings_compute(g, identity, 4, 0, &rings), ncclInvalidArgument);
-  MC_T_EQ_INT(mc_mesh_rings_compute(g, identity, 4, 5, &rings), ncclInvalidArgument);
-  MC_T_CONTAINS(mc_t_last_error(), "5 rings asked, 1 to 4 are possible");
+  MC_T_EQ_INT(mc_mesh_rings_compute(g, identity, 4, MC_MESH_MAX_RINGS + 1, &rings),
+              ncclInvalidArgument);
+  MC_T_CONTAINS(mc_t_last_error(), "17 rings asked, 1 to 16 are possible");
   MC_T_EQ_INT(mc_mesh_rings_compute(g, NULL, 4, 2, &rings), ncclInvalidArgument);
   MC_T_EQ_INT(rings.n_rings, 0); /* untouched */
   rings = rings_of(g, identity, 4, 2);

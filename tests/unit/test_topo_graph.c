@@ -335,6 +335,7 @@ static void postset_node_orders(void)
   struct mc_topo_channels ch;
   char line[128];
   const int bad[2][4] = {{0, 2, 2, 3}, {0, 1, 2, 3}};
+  const int four[4][4] = {{0, 2, 1, 3}, {0, 3, 1, 2}, {0, 1, 2, 3}, {0, 3, 2, 1}};
 
   memset(all, 0, sizeof(all));
   for (int r = 0; r < 8; r++) {
@@ -371,6 +372,35 @@ static void postset_node_orders(void)
   MC_T_EQ_INT(ch.channels[0].ring_next, 4);
   MC_T_EQ_INT(ch.channels[1].ring_next, 6);
   mc_topo_channels_fini(&ch);
+
+  /* Four orders (two cable-disjoint cycles, each both ways): one channel
+   * each, not two channels repeating orders 0 and 1; NCCL_MAX_NCHANNELS
+   * still bounds them, NCCL_MIN_NCHANNELS repeats all four. */
+  opts.n_node_orders = 4;
+  opts.node_orders = &four[0][0];
+  MC_T_OK(mc_topo_postset(0, 8, all, preset[0], &opts, NULL, &ch));
+  MC_T_EQ_INT(ch.n_channels, 4);
+  mc_topo_ring_line(&ch, 2, line, sizeof(line));
+  MC_T_EQ_STR(line, "Channel 02/04 : 0 1 2 3 4 5 6 7");
+  mc_topo_ring_line(&ch, 3, line, sizeof(line));
+  MC_T_EQ_STR(line, "Channel 03/04 : 0 1 6 7 4 5 2 3");
+  MC_T_EQ_INT(ch.channels[2].ring_prev, 7);
+  MC_T_EQ_INT(ch.channels[3].ring_prev, 3);
+  MC_T_EQ_INT(ch.channels[2].tree_up, ch.channels[0].tree_up);
+  mc_topo_channels_fini(&ch);
+  opts.max_channels = 3;
+  MC_T_OK(mc_topo_postset(0, 8, all, preset[0], &opts, NULL, &ch));
+  MC_T_EQ_INT(ch.n_channels, 3);
+  mc_topo_channels_fini(&ch);
+  opts.max_channels = 64;
+  opts.min_channels = 8;
+  MC_T_OK(mc_topo_postset(0, 8, all, preset[0], &opts, NULL, &ch));
+  MC_T_EQ_INT(ch.n_channels, 8);
+  mc_topo_ring_line(&ch, 7, line, sizeof(line));
+  MC_T_EQ_STR(line, "Channel 07/08 : 0 1 6 7 4 5 2 3");
+  mc_topo_channels_fini(&ch);
+  opts.min_channels = 0;
+  opts.n_node_orders = 2;
 
   opts.node_orders = &bad[0][0];
   MC_T_EQ_INT(mc_topo_postset(0, 8, all, preset[0], &opts, NULL, &ch), ncclInvalidArgument);

@@ -279,6 +279,46 @@ static bool pick_link(struct mc_net_mesh_ctx *ctx, const struct mc_net_mesh_hand
   return true;
 }
 
+bool mc_net_mesh_nic_reaches(const struct mc_net_mesh_ctx *ctx, int nic, const uint8_t *handle)
+{
+  struct mc_net_mesh_handle h;
+
+  if ((nic < 0) || (nic >= ctx->n_nics) || (mc_net_mesh_handle_decode(handle, &h) != ncclSuccess))
+    return false;
+  for (int j = 0; j < h.n_addrs; j++) {
+    if (mc_net_mesh_same_subnet(&ctx->nics[nic].addr, ctx->nics[nic].prefix_len, &h.addrs[j].addr,
+                                h.addrs[j].prefix_len))
+      return true;
+  }
+  return false;
+}
+
+bool mc_net_mesh_direct_up(struct mc_net_mesh_ctx *ctx, const uint8_t *handle)
+{
+  struct mc_net_mesh_handle h;
+  struct mc_net_mesh_view *v;
+  int hops = -1;
+
+  if (mc_net_mesh_handle_decode(handle, &h) != ncclSuccess)
+    return false;
+  v = mc_net_mesh_view_get(ctx);
+  if (v == NULL)
+    return false;
+  for (int i = 0; i < v->graph->n_hosts; i++) {
+    if (v->graph->hosts[i].host_hash == h.host_hash)
+      hops = mc_mesh_route_hops(v->routes, v->self, i);
+  }
+  mc_net_mesh_view_put(v);
+  if (hops != 1)
+    return false;
+  for (int i = 0; i < ctx->n_nics; i++) {
+    if ((__atomic_load_n(&ctx->nic_down[i], __ATOMIC_ACQUIRE) == 0) &&
+        mc_net_mesh_nic_reaches(ctx, i, handle))
+      return true;
+  }
+  return false;
+}
+
 static ncclResult_t connect_new(struct mc_net_mesh_ctx *ctx, const void *handle,
                                 struct mc_net_mesh_connect **c_out)
 {

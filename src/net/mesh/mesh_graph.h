@@ -46,8 +46,10 @@
 /* Links between one pair of hosts: every address of one against every
  * address of the other. */
 #define MC_MESH_MAX_PAIR_LINKS (MC_MESH_MAX_ADDRS * MC_MESH_MAX_ADDRS)
-/* Channel rings computed at most (each with its own direction or links). */
-#define MC_MESH_MAX_RINGS 4
+/* Channel rings computed at most (each with its own direction or links): 8
+ * cable-disjoint cycles, each both ways; every ring becomes a channel, and
+ * NCCL's MAXCHANNELS (64) is far above it. */
+#define MC_MESH_MAX_RINGS 16
 /* IFNAMSIZ, with the terminating NUL. */
 #define MC_MESH_IFNAME_BYTES 16
 /* Host names as NCCL prints them (up to the first '.'), with the NUL. */
@@ -334,8 +336,11 @@ struct mc_mesh_rings {
  *     trying the neighbours with the fewest onward links first (large grids
  *     may still run out: is_search_cut). Further cycles are searched on the
  *     links the previous ones left (a pair with k parallel usable links can
- *     carry k cycles); this is greedy, so a first cycle may leave no second
- *     one where another first cycle would have. Each cycle gives two rings,
+ *     carry k cycles), as many as the host with the fewest links allows
+ *     (two of its links per cycle); when a level finds none, the level above
+ *     tries its next cycle, so a first cycle that leaves no second one is
+ *     replaced by one that does (a 3x4 torus has two, a 4x4 torus two, a
+ *     full mesh of five two), within the same budget. Each cycle gives two rings,
  *     itself and its reverse, listed C1, reverse C1, C2, reverse C2 up to
  *     max_rings: the two directions send through different NICs of every
  *     host, so with full duplex links every cable is busy both ways. A

@@ -462,6 +462,13 @@ ncclResult_t mc_net_mesh_resume_progress(struct mc_net_mesh_ctx *ctx, struct mc_
                                          char *link_out, size_t link_bytes, char *why_out,
                                          size_t why_bytes);
 void mc_net_mesh_resume_free(struct mc_net_mesh_connect *c);
+/* mesh_connect.c: NIC nic shares a subnet with one of the handle's
+ * addresses (a connection leaving from it is direct, not relayed) / the
+ * current view has a link up between this host and the handle's host and a
+ * NIC of this host on it is up: a relayed connection to that host can move
+ * back onto the cable (mesh_reliable.c). */
+bool mc_net_mesh_nic_reaches(const struct mc_net_mesh_ctx *ctx, int nic, const uint8_t *handle);
+bool mc_net_mesh_direct_up(struct mc_net_mesh_ctx *ctx, const uint8_t *handle);
 
 /* mesh_discover.c: the interfaces whose carrier is down (hs thread);
  * true when anything changed. */
@@ -512,6 +519,7 @@ struct mc_net_mesh_stats {
   int n_disc_dropped;   /* discovery datagrams dropped: garbage, bad MAC, wrong interface */
   int n_breaks;         /* connection ends whose link went down */
   int n_resumed;        /* of which moved to a new route */
+  int n_moved_back;     /* relayed send ends moved back onto a cable that came back */
   int n_lost;           /* of which lost for good (no route in time) */
 };
 

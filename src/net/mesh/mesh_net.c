@@ -218,6 +218,7 @@ void mc_net_mesh_stats_get(void *vctx, struct mc_net_mesh_stats *stats_out)
   stats_out->n_disc_dropped = __atomic_load_n(&ctx->stats.n_disc_dropped, __ATOMIC_RELAXED);
   stats_out->n_breaks = __atomic_load_n(&ctx->stats.n_breaks, __ATOMIC_RELAXED);
   stats_out->n_resumed = __atomic_load_n(&ctx->stats.n_resumed, __ATOMIC_RELAXED);
+  stats_out->n_moved_back = __atomic_load_n(&ctx->stats.n_moved_back, __ATOMIC_RELAXED);
   stats_out->n_lost = __atomic_load_n(&ctx->stats.n_lost, __ATOMIC_RELAXED);
 }
 

@@ -18,6 +18,11 @@
  *     under this comm), sends its next expected number first, re-posts its
  *     pending receives in order (a partial one is simply received again);
  *     the sender resends from that number;
+ *   - a sender on a relayed route whose cable to the peer's host is up again
+ *     moves back onto it the same way, without a break: at a step boundary
+ *     (every message sent acknowledged) it sets up the new sockets with a
+ *     resume handshake while the old route carries on, then switches; the
+ *     receiver's next expected number decides what is sent again;
  *   - no new connection within MESHCCL_MESH_ROUTE_TIMEOUT_MS: every pending
  *     and later request fails with ncclRemoteError, WARNed once, naming the
  *     link that went down and both hosts.
@@ -39,7 +44,9 @@
 #include <unistd.h>
 
 #define NREQ            MC_NET_MAX_REQUESTS
-#define RETRY_MS        250 /* between two attempts at a new route */
+#define RETRY_MS        250  /* between two attempts at a new route */
+#define MOVE_CHECK_MS   100  /* a relayed sender looks for its cable that often */
+#define MOVE_RETRY_MS   1000 /* after a failed attempt at moving back onto it */
 #define LINK_TEXT_BYTES 384
 
 /* ---------- bookkeeping (pure) ---------- */
@@ -170,6 +177,9 @@ struct mc_net_mesh_comm {
   uint64_t peer_host;
   uint8_t handle[MC_NET_HANDLE_BYTES]; /* send: the listener's, for new routes */
   int nic;                             /* local NIC of the current first hop */
+  bool is_relayed;                     /* send: the route goes through relays */
+  bool is_moving_back;                 /* send: the new sockets are a cable's that came back */
+  uint64_t move_check_ns;              /* send: when to look for the cable again */
   char link[LINK_TEXT_BYTES];          /* the current route, for messages */
   char down_link[LINK_TEXT_BYTES];     /* the route that went down */
   char cause[256];
@@ -235,7 +245,8 @@ static void comm_break(struct mc_net_mesh_comm *mc, const char *fmt, ...)
   va_end(ap);
   drop_sc(mc);
   snprintf(mc->down_link, sizeof(mc->down_link), "%s", mc->link);
-  mc->state = ST_DOWN;
+  /* A sender moving back onto a cable goes on with that attempt. */
+  mc->state = (mc->rc != NULL) ? ST_RECONNECT : ST_DOWN;
   mc->down_ns = mc_time_ns();
   mc->deadline_ns = mc->down_ns + (uint64_t)mc->ctx->route_timeout_ms * 1000000ull;
   mc->retry_ns = 0;
@@ -426,6 +437,9 @@ static void log_resumed(struct mc_net_mesh_comm *mc)
   char host[96];
 
   __atomic_add_fetch(&mc->ctx->stats.n_resumed, 1, __ATOMIC_RELAXED);
+  if (mc->is_moving_back && !mc->is_relayed)
+    __atomic_add_fetch(&mc->ctx->stats.n_moved_back, 1, __ATOMIC_RELAXED);
+  mc->is_moving_back = false;
   mc_net_mesh_host_str(mc->ctx, mc->peer_host, host, sizeof(host));
   MC_INFO(MC_SUB_NET,
           "NET/Mesh: connection %016llx %s host %s moved from %s to %s, resumed at message %llu "
@@ -498,6 +512,7 @@ static ncclResult_t reconnect(struct mc_net_mesh_comm *mc)
     mc_net_mesh_resume_free(mc->rc);
     mc->rc = NULL;
     mc->state = ST_DOWN;
+    mc->is_moving_back = false;
     mc->retry_ns = mc_time_ns() + (uint64_t)RETRY_MS * 1000000ull;
     MC_INFO(MC_SUB_NET, "NET/Mesh: connection %016llx: attempt %u at a new route failed: %s",
             (unsigned long long)mc->conn_id, mc->attempt, why);
@@ -508,10 +523,81 @@ static ncclResult_t reconnect(struct mc_net_mesh_comm *mc)
   mc_net_mesh_resume_free(mc->rc);
   mc->rc = NULL;
   mc->nic = nic;
+  mc->is_relayed = !mc_net_mesh_nic_reaches(ctx, nic, mc->handle);
   MC_CHECK(mc_net_mesh_handle_decode(mc->handle, &h));
   MC_CHECK(new_sc(mc, socks, h.n_socks, h.n_threads, h.inline_bytes, h.min_task_bytes));
   mc->state = ST_WAIT_ACK;
   mc->ack_in_got = 0;
+  return ncclSuccess;
+}
+
+/*
+ * Sender on a relayed route, up: once the current view has a cable up to
+ * the peer's host again, moves the connection back onto it, the reverse of
+ * a break. It starts at a step boundary (every message sent acknowledged)
+ * and sets up the new sockets with a resume handshake while the old route
+ * carries on; then it drops the old route and waits for the receiver's next
+ * expected number like after a break, so a message sent meanwhile and not
+ * received whole is sent again, once. A failed attempt leaves the
+ * connection on its route and is tried again MOVE_RETRY_MS later.
+ */
+static ncclResult_t move_back(struct mc_net_mesh_comm *mc)
+{
+  struct mc_net_mesh_ctx *ctx = mc->ctx;
+  struct mc_sock socks[MC_NET_SOCK_MAX_SOCKS + 1];
+  struct mc_net_mesh_handle h;
+  char link[LINK_TEXT_BYTES];
+  char why[512];
+  char host[96];
+  bool done = false;
+  int nic = -1;
+  uint64_t now = mc_time_ns();
+  uint64_t route_ns = (uint64_t)ctx->route_timeout_ms * 1000000ull;
+  ncclResult_t res;
+
+  if (mc->rc == NULL) {
+    if (!mc->is_relayed || (now < mc->move_check_ns) || (mc->rel.acked != mc->rel.next_seq))
+      return ncclSuccess;
+    mc->move_check_ns = now + (uint64_t)MOVE_CHECK_MS * 1000000ull;
+    if (!mc_net_mesh_direct_up(ctx, mc->handle))
+      return ncclSuccess;
+    mc->attempt = (mc->attempt + 1) & MC_NET_MESH_ATTEMPT_MASK;
+    MC_CHECK(mc_net_mesh_resume_start(ctx, mc->handle, mc->conn_id, mc->attempt, now + route_ns,
+                                      &mc->rc));
+    mc->is_moving_back = true;
+    mc_net_mesh_host_str(ctx, mc->peer_host, host, sizeof(host));
+    MC_INFO(MC_SUB_NET,
+            "NET/Mesh: connection %016llx to host %s: a cable to it is up again, moving back "
+            "from %s",
+            (unsigned long long)mc->conn_id, host, mc->link);
+  }
+  why[0] = '\0';
+  res = mc_net_mesh_resume_progress(ctx, mc->rc, socks, &done, &nic, link, sizeof(link), why,
+                                    sizeof(why));
+  if (res != ncclSuccess) {
+    mc_net_mesh_resume_free(mc->rc);
+    mc->rc = NULL;
+    mc->move_check_ns = now + (uint64_t)MOVE_RETRY_MS * 1000000ull;
+    mc->is_moving_back = false;
+    MC_INFO(MC_SUB_NET, "NET/Mesh: connection %016llx: moving back failed (%s); it stays on %s",
+            (unsigned long long)mc->conn_id, why, mc->link);
+    return ncclSuccess;
+  }
+  if (!done)
+    return ncclSuccess;
+  mc_net_mesh_resume_free(mc->rc);
+  mc->rc = NULL;
+  snprintf(mc->down_link, sizeof(mc->down_link), "%s", mc->link);
+  drop_sc(mc);
+  mc->nic = nic;
+  snprintf(mc->link, sizeof(mc->link), "%s", link);
+  mc->is_relayed = !mc_net_mesh_nic_reaches(ctx, nic, mc->handle);
+  MC_CHECK(mc_net_mesh_handle_decode(mc->handle, &h));
+  MC_CHECK(new_sc(mc, socks, h.n_socks, h.n_threads, h.inline_bytes, h.min_task_bytes));
+  mc->state = ST_WAIT_ACK;
+  mc->ack_in_got = 0;
+  mc->down_ns = now;
+  mc->deadline_ns = now + route_ns;
   return ncclSuccess;
 }
 
@@ -538,6 +624,8 @@ static ncclResult_t comm_progress(struct mc_net_mesh_comm *mc)
       MC_CHECK(test_posted(mc));
     if ((mc->state == ST_UP) && !mc->is_send)
       write_ack(mc);
+    if ((mc->state == ST_UP) && mc->is_send)
+      MC_CHECK(move_back(mc));
   }
   if (mc->is_send && ((mc->state == ST_DOWN) || (mc->state == ST_RECONNECT)))
     MC_CHECK(reconnect(mc));
@@ -575,6 +663,7 @@ ncclResult_t mc_net_mesh_comm_create(struct mc_net_mesh_ctx *ctx, bool is_send,
   if (handle != NULL)
     memcpy(mc->handle, handle, MC_NET_HANDLE_BYTES);
   mc->nic = nic;
+  mc->is_relayed = is_send && (handle != NULL) && !mc_net_mesh_nic_reaches(ctx, nic, handle);
   snprintf(mc->link, sizeof(mc->link), "%s", link);
   mc->sc = sc;
   sc->is_quiet = true;

@@ -7,8 +7,9 @@
  * the ring is a Hamiltonian cycle of the link graph over the communicator's
  * hosts, found by backtracking with a step budget and deterministic
  * neighbour orders (the communicator's own, then fewest onward links first),
- * so every host computes the same rings; further cycles use the links
- * earlier ones left, and every cycle is run in both directions. Without a cycle, a Hamiltonian path
+ * so every host computes the same rings; a set of cycles that share no cable
+ * is searched as a whole (a first cycle that leaves no second one is
+ * replaced), and every cycle is run in both directions. Without a cycle, a Hamiltonian path
  * closed by one relayed hop; without a path, the communicator's order. The links of each ring hop
  * are spread over parallel cables.
  */
@@ -18,14 +19,40 @@
 
 #include <string.h>
 
+/* Steps left to a search and whether they ran out; shared by the nested
+ * searches of one set of cycles. */
+struct search_budget {
+  long steps_left;
+  bool is_cut;
+};
+
+struct cycles_search;
+
 /* Backtracking state; hosts are communicator positions 0..n-1. */
 struct ring_search {
   int n;
   uint64_t nb[MC_MESH_MAX_HOSTS]; /* neighbours over links not yet taken */
-  long steps_left;
-  bool is_cut;
-  bool is_fewest_first; /* try neighbours with the fewest onward ways first */
+  struct search_budget *budget;
+  struct cycles_search *multi; /* NULL: stop at the first walk found */
+  bool is_fewest_first;        /* try neighbours with the fewest onward ways first */
   int path[MC_MESH_MAX_HOSTS];
+};
+
+/*
+ * A set of cable-disjoint cycles: every cycle found at one level takes its
+ * links out of cap and the next level searches what is left; when a level
+ * finds nothing, the level above goes on to its next cycle. So a first cycle
+ * that leaves no second one is replaced by one that does (a 3x4 torus), where
+ * a greedy search would stop at one.
+ */
+struct cycles_search {
+  int n;
+  int target; /* stop once this many are held */
+  int n_held;
+  int n_best;
+  uint8_t cap[MC_MESH_MAX_HOSTS][MC_MESH_MAX_HOSTS];
+  int held[MC_MESH_MAX_RINGS][MC_MESH_MAX_HOSTS];
+  int best[MC_MESH_MAX_RINGS][MC_MESH_MAX_HOSTS];
 };
 
 static uint64_t bit(int p)
@@ -120,7 +147,10 @@ static int candidates(const struct ring_search *s, int cur, uint64_t visited,
   return n;
 }
 
-/* Extends s->path[0..depth-1] to every host; true when it did. */
+static bool cycle_found(struct ring_search *s);
+
+/* Extends s->path[0..depth-1] to every host; true when it did (with multi:
+ * when the set of cycles reached its target). */
 static bool extend(struct ring_search *s, int depth, uint64_t visited, bool is_cycle)
 {
   int cur = s->path[depth - 1];
@@ -128,13 +158,16 @@ static bool extend(struct ring_search *s, int depth, uint64_t visited, bool is_c
   int next[MC_MESH_MAX_HOSTS];
   int n_next;
 
-  if (depth == s->n)
-    return !is_cycle || ((s->nb[cur] & bit(s->path[0])) != 0);
-  if (s->steps_left <= 0) {
-    s->is_cut = true;
+  if (depth == s->n) {
+    if (is_cycle && ((s->nb[cur] & bit(s->path[0])) == 0))
+      return false;
+    return (s->multi == NULL) || cycle_found(s);
+  }
+  if (s->budget->steps_left <= 0) {
+    s->budget->is_cut = true;
     return false;
   }
-  s->steps_left--;
+  s->budget->steps_left--;
   if ((s->n >= 3) && !can_finish(s, visited, cur, is_cycle, &forced))
     return false;
   if (forced >= 0) {
@@ -147,16 +180,18 @@ static bool extend(struct ring_search *s, int depth, uint64_t visited, bool is_c
     s->path[depth] = next[i];
     if (extend(s, depth + 1, visited | bit(next[i]), is_cycle))
       return true;
-    if (s->is_cut)
+    if (s->budget->is_cut)
       return false;
   }
   return false;
 }
 
-static void search_init(struct ring_search *s, int n, uint8_t cap[][MC_MESH_MAX_HOSTS])
+static void search_init(struct ring_search *s, int n, uint8_t cap[][MC_MESH_MAX_HOSTS],
+                        struct search_budget *budget)
 {
   memset(s, 0, sizeof(*s));
   s->n = n;
+  s->budget = budget;
   for (int p = 0; p < n; p++) {
     for (int q = 0; q < n; q++) {
       if (cap[p][q] > 0)
@@ -171,7 +206,7 @@ static void search_init(struct ring_search *s, int n, uint8_t cap[][MC_MESH_MAX_
  * communicator's order, so that an order that follows the cables is kept;
  * when it runs out of half the budget, a second pass tries the fewest-ways
  * order with the other half. A pass that ends within its budget has tried
- * everything: there is no such walk. s->is_cut tells whether both passes ran
+ * everything: there is no such walk. s->budget->is_cut tells whether both passes ran
  * out.
  */
 static bool search(struct ring_search *s, bool is_cycle)
@@ -180,17 +215,60 @@ static bool search(struct ring_search *s, bool is_cycle)
 
   for (int pass = 0; pass < 2; pass++) {
     s->is_fewest_first = (pass == 1);
-    s->steps_left = MC_MESH_RING_SEARCH_BUDGET / 2;
-    s->is_cut = false;
-    for (int start = 0; (start < n_starts) && !s->is_cut; start++) {
+    s->budget->steps_left = MC_MESH_RING_SEARCH_BUDGET / 2;
+    s->budget->is_cut = false;
+    for (int start = 0; (start < n_starts) && !s->budget->is_cut; start++) {
       s->path[0] = start;
       if (extend(s, 1, bit(start), is_cycle))
         return true;
     }
-    if (!s->is_cut)
+    if (!s->budget->is_cut)
       return false;
   }
   return false;
+}
+
+/* s->path closes a cycle: hold it, take its links and search the next
+ * cycle on what is left (in the same neighbour order, on the same budget).
+ * True once the set reached its target; the links are given back either
+ * way, the best set so far is kept in multi->best. */
+static bool cycle_found(struct ring_search *s)
+{
+  struct cycles_search *m = s->multi;
+  int n = s->n;
+  bool is_done;
+
+  for (int i = 0; i < n; i++) {
+    int a = s->path[i];
+    int b = s->path[(i + 1) % n];
+
+    m->cap[a][b]--;
+    m->cap[b][a]--;
+  }
+  memcpy(m->held[m->n_held++], s->path, sizeof(s->path));
+  if (m->n_held > m->n_best) {
+    memcpy(m->best, m->held, sizeof(m->held));
+    m->n_best = m->n_held;
+  }
+  is_done = (m->n_held >= m->target);
+  if (!is_done) {
+    struct ring_search next;
+
+    search_init(&next, n, m->cap, s->budget);
+    next.multi = m;
+    next.is_fewest_first = s->is_fewest_first;
+    next.path[0] = 0;
+    is_done = extend(&next, 1, bit(0), true);
+  }
+  m->n_held--;
+  for (int i = 0; i < n; i++) {
+    int a = s->path[i];
+    int b = s->path[(i + 1) % n];
+
+    m->cap[a][b]++;
+    m->cap[b][a]++;
+  }
+  return is_done;
 }
 
 const char *mc_mesh_rings_kind_str(enum mc_mesh_rings_kind kind)
@@ -289,31 +367,53 @@ static void pair_capacity(const struct mc_mesh_graph *graph, const int *order, i
   }
 }
 
-/* Up to max_cycles cycles through every host (n >= 3), each on the links the
- * earlier ones left; returns how many were found. */
+/* Up to max_cycles cable-disjoint cycles through every host (n >= 3); returns
+ * how many were found. No more are searched than the host with the fewest
+ * links allows (each cycle takes two of every host's links), so a set that
+ * cannot grow does not spend the budget. The first pass tries neighbours in
+ * the communicator's order, the second (only when the first ran out of its
+ * half of the budget short of the target) the fewest-ways order; the larger
+ * set wins, the first on a tie. */
 static int find_cycles(int n, uint8_t cap[][MC_MESH_MAX_HOSTS], int max_cycles,
                        int cycles[][MC_MESH_MAX_HOSTS], bool *is_cut_out)
 {
-  int n_cycles = 0;
+  struct cycles_search m;
+  struct search_budget budget = {0};
   struct ring_search s;
+  int n_found = 0;
+  int target = max_cycles;
 
-  *is_cut_out = false;
-  while (n_cycles < max_cycles) {
-    search_init(&s, n, cap);
-    if (!search(&s, true)) {
-      *is_cut_out = s.is_cut;
-      break;
-    }
-    for (int i = 0; i < n; i++) {
-      int a = s.path[i];
-      int b = s.path[(i + 1) % n];
+  for (int p = 0; p < n; p++) {
+    int links = 0;
 
-      cap[a][b]--;
-      cap[b][a]--;
-    }
-    memcpy(cycles[n_cycles++], s.path, sizeof(s.path));
+    for (int q = 0; q < n; q++)
+      links += cap[p][q];
+    target = (links / 2 < target) ? links / 2 : target;
   }
-  return n_cycles;
+  *is_cut_out = false;
+  if (target < 1)
+    return 0;
+  for (int pass = 0; pass < 2; pass++) {
+    memset(&m, 0, sizeof(m));
+    m.n = n;
+    m.target = target;
+    memcpy(m.cap, cap, sizeof(m.cap));
+    search_init(&s, n, m.cap, &budget);
+    s.multi = &m;
+    s.is_fewest_first = (pass == 1);
+    budget.steps_left = MC_MESH_RING_SEARCH_BUDGET / 2;
+    budget.is_cut = false;
+    s.path[0] = 0;
+    (void)extend(&s, 1, bit(0), true);
+    if (m.n_best > n_found) {
+      memcpy(cycles, m.best, sizeof(m.best[0]) * (size_t)m.n_best);
+      n_found = m.n_best;
+    }
+    *is_cut_out = budget.is_cut && (n_found < target);
+    if (!budget.is_cut || (n_found >= target))
+      break;
+  }
+  return n_found;
 }
 
 /* Without a cycle: a path through every host closed by one relayed hop and
@@ -324,10 +424,11 @@ static enum mc_mesh_rings_kind fallback_order(int n, uint8_t cap[][MC_MESH_MAX_H
   bool found = false;
   int at = 0;
   struct ring_search s;
+  struct search_budget budget = {0};
 
-  search_init(&s, n, cap);
+  search_init(&s, n, cap, &budget);
   found = search(&s, false);
-  *is_cut_out = s.is_cut;
+  *is_cut_out = budget.is_cut;
   for (int i = 0; i < n; i++)
     pos[i] = i;
   if (!found)
