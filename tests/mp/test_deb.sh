@@ -16,6 +16,11 @@
 #    meshccl-perf runs on the unpacked library (no RUNPATH: LD_LIBRARY_PATH);
 #    a pkg-config consumer and an NCCL (-lnccl) program build and run
 #    against the unpacked tree;
+#  - dpkg --root into scratch databases: the six install together, a package
+#    that depends on libnccl2 (>= 2.18) installs on meshccl-nccl-compat, all
+#    purge without a file left; beside stand-ins for NVIDIA's libnccl2 and
+#    libnccl-dev, meshccl's own packages install, and meshccl-nccl-compat(-dev)
+#    take their place (Conflicts + Replaces + Provides);
 #  - lintian (pedantic, info tags shown): nothing but the tags that
 #    docs/INSTALL.md explains;
 #  - cpack in a build not configured for /usr refuses, saying why.
@@ -170,6 +175,62 @@ expect_success "an -lnccl program builds with meshccl-nccl-compat-dev's nccl.pc"
 LD_LIBRARY_PATH="$R$L" "$TMP/nccl_binary" >"$TMP/nb.out" 2>&1
 expect_success "and runs on meshccl-nccl-compat's libnccl.so.2" "$?" "$TMP/nb.out"
 unset PKG_CONFIG_PATH
+
+# --- dpkg --root: the packages' relations ---------------------------------------------
+# A scratch dpkg database (no maintainer scripts run: the packages have none;
+# libc6 is not in it, hence --force-depends for meshccl's own packages).
+newroot() {
+  rm -rf "$1"
+  mkdir -p "$1/var/lib/dpkg/info" "$1/var/lib/dpkg/updates"
+  touch "$1/var/lib/dpkg/status" "$1/var/lib/dpkg/available"
+}
+# fake NAME VERSION FIELDS FILE...: a package with FILEs (paths under /) as NVIDIA's would have.
+fake() {
+  local d="$TMP/fake/$1" f
+  rm -rf "$d" && mkdir -p "$d/DEBIAN"
+  printf 'Package: %s\nVersion: %s\nArchitecture: %s\nMaintainer: test <test@example.org>\nDescription: %s\n%b' \
+    "$1" "$2" "$ARCH" "stand-in for tests" "$3" >"$d/DEBIAN/control"
+  shift 3
+  for f in "$@"; do mkdir -p "$d$(dirname "$f")" && echo fake >"$d$f"; done
+  dpkg-deb --root-owner-group -b "$d" "$TMP/fake/$(basename "$d").deb" >/dev/null
+}
+DR="$TMP/dpkgroot"
+newroot "$DR"
+dpkg --root="$DR" --force-depends -i "$D"/*_"${V}"_"$ARCH".deb >"$TMP/dpkg.log" 2>&1
+expect_success "dpkg --root installs all six packages together (no file in two of them)" "$?" "$TMP/dpkg.log"
+expect_eq "all installed" "$(dpkg-query --admindir="$DR/var/lib/dpkg" -W -f='${db:Status-Abbrev}${Package} ' | tr -s ' ')" \
+  "$(for p in $PKGS; do printf 'ii %s ' "$p"; done | tr -s ' ')"
+fake nccl-user 1.0 'Depends: libnccl2 (>= 2.18)\n'
+dpkg --root="$DR" -i "$TMP/fake/nccl-user.deb" >"$TMP/dpkg_user.log" 2>&1
+expect_success "a package depending on libnccl2 (>= 2.18) installs on meshccl-nccl-compat (Provides)" "$?" \
+  "$TMP/dpkg_user.log"
+dpkg --root="$DR" --force-depends -P nccl-user $PKGS >"$TMP/dpkg_rm.log" 2>&1
+expect_success "dpkg --root -P purges them all" "$?" "$TMP/dpkg_rm.log"
+expect_eq "and no file is left under /usr" "$(find "$DR/usr" ! -type d 2>/dev/null | wc -l)" 0
+fake libnccl2 2.30.7-1+cuda13.0 '' "$L/libnccl.so.2"
+fake libnccl-dev 2.30.7-1+cuda13.0 'Depends: libnccl2\n' /usr/include/nccl.h "$L/libnccl.so"
+newroot "$DR"
+dpkg --root="$DR" -i "$TMP/fake/libnccl2.deb" "$TMP/fake/libnccl-dev.deb" >"$TMP/dpkg_nv.log" 2>&1
+expect_success "NVIDIA's libnccl2 and libnccl-dev (stand-ins) install" "$?" "$TMP/dpkg_nv.log"
+dpkg --root="$DR" --force-depends -i "$(deb libmeshccl2)" "$(deb libmeshccl-dev)" "$(deb meshccl-tools)" \
+  "$(deb libnccl-net-mesh)" >"$TMP/dpkg_beside.log" 2>&1
+expect_success "libmeshccl2, libmeshccl-dev, meshccl-tools and the plugin install beside them" "$?" \
+  "$TMP/dpkg_beside.log"
+# Conflicts + Replaces + Provides: dpkg takes NVIDIA's package out in favour
+# of meshccl's (Debian policy 7.6.2), and what depended on it stays satisfied.
+dpkg --root="$DR" --force-depends -i "$(deb meshccl-nccl-compat)" >"$TMP/dpkg_compat.log" 2>&1
+expect_success "meshccl-nccl-compat installs over libnccl2" "$?" "$TMP/dpkg_compat.log"
+expect_grep "dpkg removes libnccl2 in its favour" "$TMP/dpkg_compat.log" \
+  "will remove libnccl2 in favour of meshccl-nccl-compat"
+dpkg --root="$DR" --force-depends -i "$(deb meshccl-nccl-compat-dev)" >"$TMP/dpkg_compat_dev.log" 2>&1
+expect_success "meshccl-nccl-compat-dev installs over libnccl-dev" "$?" "$TMP/dpkg_compat_dev.log"
+expect_eq "installed: meshccl's six, not NVIDIA's" \
+  "$(dpkg-query --admindir="$DR/var/lib/dpkg" -W -f='${db:Status-Abbrev}${Package} ' | tr -s ' ')" \
+  "$(for p in $PKGS; do printf 'ii %s ' "$p"; done | tr -s ' ')"
+expect_eq "libnccl.so.2 and nccl.h are meshccl's" \
+  "$(readlink "$DR$L/libnccl.so.2")/$(grep -c "meshccl's public API" "$DR/usr/include/nccl.h")" "libnccl.so.$UV/1"
+expect_eq "meshccl's own nccl.h is beside it, in /usr/include/meshccl" \
+  "$(cmp -s "$DR/usr/include/nccl.h" "$DR/usr/include/meshccl/nccl.h" && echo same)" same
 
 # --- lintian ----------------------------------------------------------------------
 if command -v lintian >/dev/null; then
