@@ -8,14 +8,15 @@ TSAN_BUILD ?= build-tsan
 TSAN_TARGETS := meshccl meshccl-run mp_coll mp_fault mp_nonblocking mp_hostile mp_errors mp_misuse \
   mp_shrink mp_init_all mp_net_timeout mp_abort_thread
 JOBS ?= $(shell nproc)
-DEB_PKGS := pkg-config gcc g++ clang clang-format libclang-rt-14-dev make cmake libc6-dev iproute2 procps git python3 openmpi-bin libopenmpi-dev graphviz nftables iperf3 gdb
+# dpkg-dev and lintian: `make deb` and tests/mp/test_deb.sh (dpkg-shlibdeps, dpkg-buildflags, lintian).
+DEB_PKGS := pkg-config gcc g++ clang clang-format libclang-rt-14-dev make cmake libc6-dev iproute2 procps git python3 openmpi-bin libopenmpi-dev graphviz nftables iperf3 gdb dpkg-dev lintian
 # The Python packages (python/, `make python`): the torch.distributed backend
 # builds against each Python's torch: Debian's PyTorch 1.13 (these packages)
 # for /usr/bin/python3, and torch 2.13 in python3 (python/build.sh pip-installs
 # it there when missing); the numpy module needs numpy.
 DEB_PKGS_PYTHON := python3-torch libtorch-dev pybind11-dev python3-numpy python3-dev python3-setuptools
 
-.PHONY: all deps deps-python build build-asan build-tsan faults python install run test test-tsan test-fast bench bench-mpi fuzz format envdoc clean
+.PHONY: all deps deps-python build build-asan build-tsan faults python install uninstall deb run test test-tsan test-fast bench bench-mpi fuzz format envdoc clean
 
 all: build
 
@@ -68,16 +69,30 @@ build-tsan: deps $(TSAN_BUILD)/CMakeCache.txt
 python: build deps-python
 	./python/build.sh $(BUILD) $(JOBS)
 
-# Installs headers, libraries, tools, meshccl.pc and the CMake package under
-# $(DESTDIR)$(PREFIX); NCCL_COMPAT=1 adds NCCL's names (libnccl.so.2, nccl.pc,
-# find_package(NCCL)), which would shadow a real NCCL installed there.
+# Installs headers (in include/meshccl/), libraries, tools, meshccl.pc and
+# the CMake package under $(DESTDIR)$(PREFIX); NCCL_COMPAT=1 adds NCCL's names
+# (libnccl.so.2, include/nccl.h, nccl.pc, find_package(NCCL)), which would
+# shadow a real NCCL installed there. cmake --install records each file in
+# $(BUILD)/install_manifest*.txt, which `make uninstall` (same PREFIX, DESTDIR
+# and NCCL_COMPAT) removes again.
 PREFIX ?= /usr/local
 install: build
 	DESTDIR="$(DESTDIR)" cmake --install $(BUILD) --prefix "$(PREFIX)"
 	@if [ "$(NCCL_COMPAT)" = 1 ]; then \
-	  echo "DESTDIR=\"$(DESTDIR)\" cmake --install $(BUILD) --prefix \"$(PREFIX)\" --component nccl_compat"; \
-	  DESTDIR="$(DESTDIR)" cmake --install $(BUILD) --prefix "$(PREFIX)" --component nccl_compat; \
+	  for c in nccl_compat nccl_compat_dev; do \
+	    echo "DESTDIR=\"$(DESTDIR)\" cmake --install $(BUILD) --prefix \"$(PREFIX)\" --component $$c"; \
+	    DESTDIR="$(DESTDIR)" cmake --install $(BUILD) --prefix "$(PREFIX)" --component $$c || exit 1; \
+	  done; \
 	fi
+
+uninstall:
+	packaging/uninstall.sh "$(BUILD)" "$(DESTDIR)" "$(PREFIX)" "$(NCCL_COMPAT)"
+
+# The Debian packages (docs/INSTALL.md): a build for /usr in $(DEB_BUILD) with
+# Debian's flags, cpack -G DEB, finished as debhelper would (packaging/build_deb.sh).
+DEB_BUILD ?= build-deb
+deb: deps
+	packaging/build_deb.sh $(DEB_BUILD) $(JOBS)
 
 # The main job: a 4-rank communicator on this host, and what init found.
 run: build
@@ -164,4 +179,4 @@ format:
 	clang-format -i $$(git ls-files '*.c' '*.h')
 
 clean:
-	rm -rf $(BUILD) $(ASAN_BUILD) $(TSAN_BUILD)
+	rm -rf $(BUILD) $(ASAN_BUILD) $(TSAN_BUILD) $(DEB_BUILD)

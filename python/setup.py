@@ -5,7 +5,7 @@ torch.utils.cpp_extension when torch is importable).
 
 The extension compiles against include/ and links build/lib/libmeshccl.so of
 this source tree unless MESHCCL_INCLUDE_DIR / MESHCCL_LIB_DIR say otherwise
-(e.g. /usr/local/include and /usr/local/lib after `make install`). Nothing is
+(e.g. /usr/local/include/meshccl and /usr/local/lib after `make install`). Nothing is
 downloaded: `make python` runs this file, and so can
 `pip install --no-build-isolation --no-deps ./python`.
 """

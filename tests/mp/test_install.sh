@@ -8,9 +8,12 @@
 #  - a program built as against NVIDIA's NCCL (own declarations, -lnccl,
 #    NEEDED libnccl.so.2) that runs on meshccl's libnccl.so.2, found with
 #    pkg-config's nccl.pc and with find_package(NCCL);
-#  - the Debian package (cpack -G DEB), unpacked, used through pkg-config;
 #  - the installed meshccl-perf, linked to the installed libmeshccl.so.2
-#    through its $ORIGIN RUNPATH, running as one rank.
+#    through its $ORIGIN RUNPATH, running as one rank;
+#  - `make install` then `make uninstall` (with and without NCCL_COMPAT=1)
+#    into a prefix that holds another package's files: exactly meshccl's
+#    files and its own directories go, the others stay.
+# The Debian packages are tests/mp/test_deb.sh's.
 # Needs cmake, pkg-config and a C compiler (make test installs them).
 set -u
 # shellcheck source=mp_lib.sh
@@ -35,10 +38,12 @@ ROOT="$STAGE$PFX"
 # --- install -----------------------------------------------------------------
 DESTDIR="$STAGE" cmake --install "$MC_BUILD" --prefix "$PFX" >"$TMP/install.log" 2>&1
 expect_success "cmake --install into a staged prefix" "$?" "$TMP/install.log"
-DESTDIR="$STAGE" cmake --install "$MC_BUILD" --prefix "$PFX" --component nccl_compat \
-  >>"$TMP/install.log" 2>&1
-expect_success "the nccl_compat component installs" "$?" "$TMP/install.log"
-for f in include/nccl.h include/meshccl.h lib/libmeshccl.so lib/libmeshccl.so.2 lib/libmeshccl.a \
+for c in nccl_compat nccl_compat_dev; do
+  DESTDIR="$STAGE" cmake --install "$MC_BUILD" --prefix "$PFX" --component $c \
+    >>"$TMP/install.log" 2>&1
+  expect_success "the $c component installs" "$?" "$TMP/install.log"
+done
+for f in include/meshccl/nccl.h include/meshccl/meshccl.h include/nccl.h lib/libmeshccl.so lib/libmeshccl.so.2 lib/libmeshccl.a \
   bin/meshccl-run bin/meshccl-perf bin/meshccl-topo lib/pkgconfig/meshccl.pc \
   lib/cmake/meshccl/meshcclConfig.cmake lib/libnccl.so lib/libnccl.so.2 lib/pkgconfig/nccl.pc \
   lib/cmake/NCCL/NCCLConfig.cmake lib/libnccl-net-mesh.so; do
@@ -130,24 +135,48 @@ expect_success "add_subdirectory(meshccl) builds a consumer" "$?" "$TMP/sub.log"
 check "add_subdirectory does not build meshccl's tests"
 run_ok "the add_subdirectory consumer runs" "$TMP/sub/b/consumer" ""
 
-# --- Debian package --------------------------------------------------------------------
-(cd "$TMP" && cpack -G DEB --config "$MC_BUILD/CPackConfig.cmake" -B "$TMP/deb") >"$TMP/deb.log" 2>&1
-expect_success "cpack -G DEB builds a package" "$?" "$TMP/deb.log"
-deb=$(ls "$TMP"/deb/meshccl_*.deb 2>/dev/null | head -1)
-if [ -n "$deb" ]; then
-  expect_eq "the package is named meshccl" "$(dpkg-deb -f "$deb" Package)" meshccl
-  dpkg-deb -x "$deb" "$TMP/debroot"
-  check "the package unpacks"
-  PKG_CONFIG_PATH="$TMP/debroot/usr/lib/pkgconfig" pkg-config --libs meshccl >"$TMP/deb.flags" 2>&1
-  expect_success "the package's meshccl.pc is usable" "$?" "$TMP/deb.flags"
-  # shellcheck disable=SC2046
-  "$CC" -o "$TMP/deb_consumer" "$APP/consumer.c" \
-    $(PKG_CONFIG_PATH="$TMP/debroot/usr/lib/pkgconfig" pkg-config --cflags --libs meshccl) \
-    >"$TMP/debc.log" 2>&1
-  expect_success "a pkg-config consumer builds against the package" "$?" "$TMP/debc.log"
-  run_ok "and runs" "$TMP/deb_consumer" "$TMP/debroot/usr/lib"
-else
-  not_ok "cpack wrote a .deb"
-  show "$TMP/deb.log"
-fi
+# --- make install, make uninstall ---------------------------------------------------
+# make FILE ARGS...: make in the source tree with this build, output in FILE.
+mk() {
+  local log=$1
+  shift
+  timeout 600 make -s -C "$SRC" BUILD="$MC_BUILD" "$@" >"$log" 2>&1
+}
+# left DIR: the files and links under DIR, then its directories, one line.
+left() {
+  (cd "$1" && find . ! -type d | LC_ALL=C sort | tr '\n' ' ' && printf '| ' && find . -type d | LC_ALL=C sort | tr '\n' ' ')
+}
+# lines FILE...: the lines of the manifests (each ends without a newline).
+lines() { awk 'NF { n++ } END { print n + 0 }' "$@"; }
+U="$TMP/u"
+UP="$U/opt/mc"
+mkdir -p "$UP/lib" "$UP/include"
+echo other >"$UP/lib/libother.so.1"
+echo other >"$UP/include/other.h"
+OTHERS="./include/other.h ./lib/libother.so.1 | . ./bin ./include ./lib ./lib/cmake ./lib/pkgconfig "
+mk "$TMP/mi.log" install DESTDIR="$U" PREFIX=/opt/mc NCCL_COMPAT=1
+expect_success "make install DESTDIR=... PREFIX=/opt/mc NCCL_COMPAT=1" "$?" "$TMP/mi.log"
+n=$(find "$UP" ! -type d | wc -l)
+expect_eq "it installed the files of the manifests (besides the 2 that were there)" "$n" \
+  "$(($(lines "$MC_BUILD"/install_manifest.txt "$MC_BUILD"/install_manifest_nccl_compat*.txt) + 2))"
+mk "$TMP/mu.log" uninstall DESTDIR="$U" PREFIX=/opt/mc
+expect_success "make uninstall (without NCCL_COMPAT)" "$?" "$TMP/mu.log"
+compat_left=$( (sed 's|^/opt/mc/|./|' "$MC_BUILD"/install_manifest_nccl_compat*.txt && echo &&
+  echo ./include/other.h && echo ./lib/libother.so.1) | grep . | LC_ALL=C sort | tr '\n' ' ')
+expect_eq "it leaves NCCL's names (the nccl_compat manifests), the other files, the directories" \
+  "$(left "$UP")" "$compat_left| . ./bin ./include ./lib ./lib/cmake ./lib/cmake/NCCL ./lib/pkgconfig "
+mk "$TMP/mu2.log" uninstall DESTDIR="$U" PREFIX=/opt/mc NCCL_COMPAT=1
+expect_success "make uninstall NCCL_COMPAT=1" "$?" "$TMP/mu2.log"
+expect_eq "only the other package's files and the shared directories are left" "$(left "$UP")" "$OTHERS"
+mk "$TMP/mi2.log" install DESTDIR="$U" PREFIX=/opt/mc
+expect_success "make install again" "$?" "$TMP/mi2.log"
+mk "$TMP/mu3.log" uninstall DESTDIR="$U" PREFIX=/opt/elsewhere
+expect_eq "make uninstall with another PREFIX fails" "$?" 2
+expect_grep "naming the manifest and the prefix" "$TMP/mu3.log" \
+  "uninstall: .*/install_manifest.txt records /opt/mc/.*, outside PREFIX /opt/elsewhere"
+expect_eq "and removes nothing" "$(find "$UP" ! -type d | wc -l)" \
+  "$(($(lines "$MC_BUILD/install_manifest.txt") + 2))"
+mk "$TMP/mu4.log" uninstall DESTDIR="$U" PREFIX=/opt/mc
+expect_success "make uninstall" "$?" "$TMP/mu4.log"
+expect_eq "leaves the other package's files and the shared directories" "$(left "$UP")" "$OTHERS"
 exit "$FAILED"

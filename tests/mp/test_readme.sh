@@ -9,13 +9,14 @@
 # * run literally: cc app.c ... (app.c: a meshcclCommInitFromEnv all-reduce,
 #   as "Using it" shows), meshccl-run -n 4 ./app, mpirun --allow-run-as-root
 #   --oversubscribe -np 4 ./app (skipped when mpirun is missing, unless
-#   CI=true), cd build && cpack -G DEB;
+#   CI=true);
 # * make targets run in the source tree with BUILD= this build and, for
 #   install, DESTDIR= a staging directory (README: "DESTDIR stages the tree");
 # * the torchrun-style line with MASTER_ADDR=127.0.0.1, a free port, and a
 #   second process with RANK=1;
-# * make test (this test is part of it) and make python (minutes of C++) are
-#   not run; the train.py line runs when `make python` has built the packages
+# * make test (this test is part of it), make python (minutes of C++) and
+#   make deb (tests/mp/test_deb.sh runs it and checks the packages) are not
+#   run; the train.py line runs when `make python` has built the packages
 #   (fails under CI=true otherwise, as tests/py do).
 # The release build only (label nosan): the README builds an uninstrumented
 # program against the library.
@@ -39,8 +40,9 @@ declare -A RUNNERS=(
   ['make run']=make_run
   ['make test']=skip_make_test
   ['make install PREFIX=/usr/local']=install_plain
+  ['make uninstall PREFIX=/usr/local']=uninstall_plain
   ['make install PREFIX=/opt/meshccl NCCL_COMPAT=1']=install_compat
-  ['cd build && cpack -G DEB']=literal_deb
+  ['make deb']=skip_make_deb
   ['cc app.c -o app -Iinclude -Lbuild/lib -lmeshccl -Wl,-rpath,$PWD/build/lib']=literal_cc
   ['build/bin/meshccl-run -n 4 ./app']=literal_app
   ['mpirun --allow-run-as-root --oversubscribe -np 4 ./app']=mpirun_app
@@ -67,10 +69,7 @@ ROOT="$TMP/root"
 mkdir -p "$ROOT/build"
 ln -s "$MC_SRC/include" "$ROOT/include"
 for e in "$MC_BUILD"/*; do
-  case "$(basename "$e")" in
-  CPack*Config.cmake) cp "$e" "$ROOT/build/" ;; # cpack writes its package where it runs
-  *) ln -s "$e" "$ROOT/build/$(basename "$e")" ;;
-  esac
+  ln -s "$e" "$ROOT/build/$(basename "$e")"
 done
 cat >"$ROOT/app.c" <<'EOF'
 #include <meshccl.h>
@@ -126,22 +125,20 @@ install_into() { # NAME STAGE ARGS...
 install_plain() {
   install_into "$1" "$TMP/stage1" install PREFIX=/usr/local
   local f missing=""
-  for f in lib/libmeshccl.so include/nccl.h include/meshccl.h bin/meshccl-run \
+  for f in lib/libmeshccl.so include/meshccl/nccl.h include/meshccl/meshccl.h bin/meshccl-run \
     lib/pkgconfig/meshccl.pc; do
     [ -e "$TMP/stage1/usr/local/$f" ] || missing="$missing $f"
   done
   expect_eq "$1: headers, library, tools and meshccl.pc installed" "$missing" ""
 }
+uninstall_plain() {
+  install_into "$1" "$TMP/stage1" uninstall PREFIX=/usr/local
+  expect_eq "$1: no file is left under the prefix" "$(find "$TMP/stage1/usr/local" ! -type d | wc -l)" 0
+}
 install_compat() {
   install_into "$1" "$TMP/stage2" install PREFIX=/opt/meshccl NCCL_COMPAT=1
   expect_eq "$1: NCCL's names installed" \
     "$(ls "$TMP/stage2/opt/meshccl/lib/libnccl.so.2" "$TMP/stage2/opt/meshccl/lib/pkgconfig/nccl.pc" 2>&1 | wc -l)/$(ls "$TMP/stage2/opt/meshccl/lib/" 2>/dev/null | grep -c '^libnccl.so.2$')" "2/1"
-}
-literal_deb() {
-  in_root "$1"
-  expect_success "$1: exits 0" "$?" "$TMP/cmd.out"
-  expect_eq "$1: wrote meshccl_<version>_amd64.deb" \
-    "$(find "$ROOT/build" -maxdepth 1 -name 'meshccl_*_*.deb' | wc -l)" 1
 }
 literal_cc() {
   in_root "$1"
@@ -185,6 +182,7 @@ torchrun_style() {
 }
 skip_make_test() { ok "$1 # SKIP runs the whole suite, this test included"; }
 skip_make_python() { ok "$1 # SKIP builds the torch extension (minutes); tests/py cover it"; }
+skip_make_deb() { ok "$1 # SKIP tests/mp/test_deb.sh runs it and checks the packages"; }
 train_py() {
   if ! ls "$MC_BUILD"/python/meshccl_torch* >/dev/null 2>&1; then
     if [ "${CI:-}" = true ]; then
