@@ -568,6 +568,15 @@ int main(int argc, char **argv)
       printf(",%d", cpus[i]);
     printf("%s); rank i runs on the i-th; single-core figures on CPU %d, pair on %d,%d\n",
            (n_cpus > 64) ? ",..." : "", cpus[0], pair_cpu[0], pair_cpu[1]);
+    {
+      double load[1];
+      long online = sysconf(_SC_NPROCESSORS_ONLN);
+      if (getloadavg(load, 1) == 1 && load[0] >= 0.5)
+        printf("# load average %.1f on %ld online CPUs: other jobs share these cores; figures "
+               "measured now are "
+               "low, and the pair's round trip long whenever a side waits to run\n",
+               load[0], online);
+    }
     fflush(stdout);
     {
       /* The single-core figures on cpus[0], measured from a pinned thread. */
