@@ -11,7 +11,8 @@
 #   PERF_FLAGS="-w 5 -n 20" (both tools), MC_FLAGS="-R 2" (meshccl only)
 #   LIMIT_FLAGS="-t 0.1" (bench/limit), LIMIT_FIGURES="copy1M=...,pair=..." (model
 #   those figures instead of measuring), PIN=1 (each rank of both tools on the
-#   LOCAL_RANK-th CPU of the mask: bench/pin_rank.sh; default: as launched)
+#   LOCAL_RANK-th CPU of the mask: bench/pin_rank.sh; default: as launched),
+#   TOOL_TIMEOUT=SECONDS (each tool's run, per rank count; a run cut keeps the other's column)
 set -euo pipefail
 build=${1:-build}
 coll=${2:-all_reduce}
@@ -26,6 +27,8 @@ mpi_perf=$build/bench/mpi_perf
 perf=$build/bin/meshccl-perf
 run=$build/bin/meshccl-run
 pin=()
+tmo=()
+[ -n "${TOOL_TIMEOUT:-}" ] && tmo=(timeout -k 5 "$TOOL_TIMEOUT")
 [ "${PIN:-0}" = 1 ] && pin=("$src/bench/pin_rank.sh")
 
 case "$coll" in all_reduce | all_gather | reduce_scatter | broadcast) ;;
@@ -65,20 +68,20 @@ for n in $ranks; do
   : > "$tmp/mpi.$n"
   if [ -x "$mpi_perf" ]; then
     # shellcheck disable=SC2086
-    if mpirun --allow-run-as-root --oversubscribe ${pin:+--bind-to none} -np "$n" "${pin[@]}" "$mpi_perf" \
+    if "${tmo[@]}" mpirun --allow-run-as-root --oversubscribe ${pin:+--bind-to none} -np "$n" "${pin[@]}" "$mpi_perf" \
       -C "$coll" -b "$min" -e "$max" -f 2 $flags > "$tmp/mpi.$n.txt" 2> "$tmp/mpi.$n.err"; then
       rows < "$tmp/mpi.$n.txt" | sort -k1,1 > "$tmp/mpi.$n"
     else
-      echo "# mpi_perf -np $n failed: $(tail -1 "$tmp/mpi.$n.err")"
+      echo "# mpi_perf -np $n failed or was cut (TOOL_TIMEOUT): $(tail -1 "$tmp/mpi.$n.err")"
     fi
   fi
   : > "$tmp/mc.$n"
   # shellcheck disable=SC2086
-  if "$run" -n "$n" --no-tag "${pin[@]}" "$perf" "$coll" -b "$min" -e "$max" -f 2 $flags $mc_flags \
+  if "${tmo[@]}" "$run" -n "$n" --no-tag "${pin[@]}" "$perf" "$coll" -b "$min" -e "$max" -f 2 $flags $mc_flags \
     > "$tmp/mc.$n.txt" 2> "$tmp/mc.$n.err"; then
     rows < "$tmp/mc.$n.txt" | sort -k1,1 > "$tmp/mc.$n"
   else
-    echo "# meshccl-perf -n $n failed: $(grep -m1 "meshccl-perf:" "$tmp/mc.$n.err" || tail -1 "$tmp/mc.$n.err")"
+    echo "# meshccl-perf -n $n failed or was cut (TOOL_TIMEOUT): $(grep -m1 "meshccl-perf:" "$tmp/mc.$n.err" || tail -1 "$tmp/mc.$n.err")"
   fi
   echo "# $coll, $n ranks on $(hostname)${pin:+, pinned}: out-of-place busbw (GB/s); model: bench/limit, 1 thread a rank, $algo path (meshccl's${mc_flags:+ with $mc_flags})"
   printf '%12s  %8s %8s  %8s %8s  %8s %8s\n' size meshccl ompi model "$other" mc/model mc/ompi
