@@ -16,7 +16,8 @@
  * Best figures, not medians: the model is a bound, and on a host shared with
  * other jobs a spinning side that waits to run makes whole runs measure the
  * scheduler.
- *   aggM    M threads on M cores copying at once (DRAM size): their summed rate
+ *   aggM    M threads on M cores copying at once (DRAM size): their summed
+ *           rate, best of 3 windows
  * then prints the model of limit_model.c (formulas in its header comment and
  * in docs/TOOLS.md "bench/limit"): per collective and rank count, the best
  * busbw of a FIFO ring and of single-copy reads, with one thread per rank and
@@ -134,11 +135,14 @@ static double core_rate(size_t bytes, int red)
 
 /* --- m threads at once ------------------------------------------------------ */
 
+#define AGG_WINDOWS 3
+
 struct agg_arg {
   int cpu;
   size_t bytes;
-  pthread_barrier_t *start;
-  size_t reps;
+  pthread_barrier_t *start; /* m threads and main, before each window */
+  size_t reps[AGG_WINDOWS];
+  double dt[AGG_WINDOWS];
   int err;
 };
 
@@ -151,28 +155,34 @@ static void *agg_thread(void *p)
   a->err = pin_self(a->cpu);
   src = xalloc(a->bytes, 1);
   dst = xalloc(a->bytes, 2);
-  pthread_barrier_wait(a->start);
-  a->reps = 0;
-  /* Every thread allocated before the barrier; each times from it. */
-  for (double t_end = now_sec() + 3 * min_run_s; now_sec() < t_end;) {
-    memcpy(dst, src, a->bytes);
-    __asm__ __volatile__("" : : "r"(dst) : "memory");
-    a->reps++;
+  /* Every thread allocated before the first barrier; each window starts at one. */
+  for (int w = 0; w < AGG_WINDOWS; w++) {
+    double t0;
+    pthread_barrier_wait(a->start);
+    t0 = now_sec();
+    a->reps[w] = 0;
+    do {
+      memcpy(dst, src, a->bytes);
+      __asm__ __volatile__("" : : "r"(dst) : "memory");
+      a->reps[w]++;
+      a->dt[w] = now_sec() - t0;
+    } while (a->dt[w] < min_run_s);
   }
   free(src);
   free(dst);
   return NULL;
 }
 
-/* Summed copy rate of m threads on cpus[0..m-1], each copying max(256/m, 32) MiB. */
+/* Summed copy rate of m threads on cpus[0..m-1], each copying max(256/m, 32)
+ * MiB: the best of AGG_WINDOWS windows, each the bytes of all threads over
+ * the longest thread's time. */
 static double agg_rate(const int *cpus, int m)
 {
   struct agg_arg args[MAX_CPUS];
   pthread_t th[MAX_CPUS];
   pthread_barrier_t start;
   size_t bytes = (size_t)256 << 20;
-  double sum = 0;
-  double t0;
+  double best = 0;
 
   bytes = (bytes / (size_t)m > ((size_t)32 << 20)) ? bytes / (size_t)m : (size_t)32 << 20;
   pthread_barrier_init(&start, NULL, (unsigned)m + 1);
@@ -184,17 +194,26 @@ static double agg_rate(const int *cpus, int m)
       exit(1);
     }
   }
-  pthread_barrier_wait(&start);
-  t0 = now_sec();
+  for (int w = 0; w < AGG_WINDOWS; w++)
+    pthread_barrier_wait(&start);
   for (int i = 0; i < m; i++) {
     pthread_join(th[i], NULL);
     if (args[i].err != 0)
       fprintf(stderr, "limit: could not pin aggregate thread %d to CPU %d: %s\n", i, cpus[i],
               strerror(args[i].err));
-    sum += (double)args[i].reps * (double)bytes;
+  }
+  for (int w = 0; w < AGG_WINDOWS; w++) {
+    double sum = 0;
+    double dt = 0;
+    for (int i = 0; i < m; i++) {
+      sum += (double)args[i].reps[w] * (double)bytes;
+      dt = (args[i].dt[w] > dt) ? args[i].dt[w] : dt;
+    }
+    if (dt > 0 && sum / dt / 1e9 > best)
+      best = sum / dt / 1e9;
   }
   pthread_barrier_destroy(&start);
-  return sum / (now_sec() - t0) / 1e9;
+  return best;
 }
 
 /* --- a pair of cores -------------------------------------------------------- */

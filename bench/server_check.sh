@@ -106,27 +106,14 @@ cfg() {
   fi
 }
 export -f cfg
-phase build 300 180 cfg || { echo '```'; echo "build failed: nothing to measure"; exit 1; }
-torch_ok=0
-if [ "${TORCH:-auto}" != 0 ] && python3 -c 'import torch' 2> /dev/null; then
-  phase python 200 150 env MESHCCL_NO_PIP=1 "$src/python/build.sh" "$build" "$jobs" > "$build/python.log" 2>&1
-  # python/build.sh writes TORCH_VERSION once meshccl_torch is built for its first Python.
-  if [ -s "$build/python/TORCH_VERSION" ]; then
-    torch_ok=1
-    echo "meshccl_torch: built (gloo comparison on)"
-  else
-    echo "meshccl_torch: not built ($build/python.log): no gloo comparison"
-  fi
-else
-  echo "torch: not importable by python3 (or TORCH=0): no gloo comparison"
-fi
+phase build 300 150 cfg || { echo '```'; echo "build failed: nothing to measure"; exit 1; }
 echo '```'
 echo
 
 echo "## bench/limit: this host's figures and the model"
 echo '```'
 limit_ranks=$(echo "2 4 8 16 $perf_ranks" | tr ' ' '\n' | sort -nu | tr '\n' , | sed 's/,$//')
-phase limit 60 120 "$build/bench/limit" -n "$limit_ranks" -J > "$build/limit.txt"
+phase limit 60 90 "$build/bench/limit" -n "$limit_ranks" -J > "$build/limit.txt"
 grep -v '^{' "$build/limit.txt" | sed '/^$/N;/^\n$/D'
 echo '```'
 figures=$(sed -n 's/^# figures: //p' "$build/limit.txt")
@@ -136,9 +123,11 @@ echo "## all_reduce busbw: meshccl, Open MPI and the model (GB/s, out of place)"
 echo '```'
 if [ -n "$perf_ranks" ] && [ -n "$figures" ]; then
   # Each tool's run per rank count gets its share of the phase (a cut run keeps the other's column).
-  tables=$(cap 240 $((torch_ok * 30 + 40)))
+  tables=$(cap 240 60)
   n_counts=$(echo "$perf_ranks" | wc -w)
-  RANKS="$perf_ranks" PERF_FLAGS="$flags" LIMIT_FIGURES="$figures" TOOL_TIMEOUT=$((tables / (2 * n_counts) - 2)) \
+  per_tool=$((tables / (2 * n_counts) - 2))
+  [ "$per_tool" -lt 5 ] && per_tool=5
+  RANKS="$perf_ranks" PERF_FLAGS="$flags" LIMIT_FIGURES="$figures" TOOL_TIMEOUT=$per_tool \
     phase tables "$tables" 0 "$src/bench/vs_limit.sh" "$build" all_reduce 64K 256M
 else
   echo "no table: ${perf_ranks:+no figures from bench/limit}${perf_ranks:-fewer than 2 CPUs}"
@@ -146,9 +135,22 @@ fi
 echo '```'
 echo
 
+echo "## torch.distributed all_reduce: meshccl against gloo"
+echo '```'
+torch_ok=0
+if [ "${TORCH:-auto}" != 0 ] && python3 -c 'import torch' 2> /dev/null; then
+  phase python 200 60 env MESHCCL_NO_PIP=1 "$src/python/build.sh" "$build" "$jobs" > "$build/python.log" 2>&1
+  # python/build.sh writes TORCH_VERSION once meshccl_torch is built for its first Python.
+  if [ -s "$build/python/TORCH_VERSION" ]; then
+    torch_ok=1
+    echo "meshccl_torch: built"
+  else
+    echo "meshccl_torch: not built ($build/python.log): no gloo comparison"
+  fi
+else
+  echo "torch: not importable by python3 (or TORCH=0): no gloo comparison"
+fi
 if [ "$torch_ok" = 1 ] && [ -n "$perf_ranks" ]; then
-  echo "## torch.distributed all_reduce: meshccl against gloo"
-  echo '```'
   tr_run() {
     local n
     for n in $perf_ranks; do
@@ -157,9 +159,9 @@ if [ "$torch_ok" = 1 ] && [ -n "$perf_ranks" ]; then
   }
   export -f tr_run
   phase torch 120 40 tr_run
-  echo '```'
-  echo
 fi
+echo '```'
+echo
 
 echo "## Communicator init (meshccl-run -n N meshccl-hello)"
 echo '```'

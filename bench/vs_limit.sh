@@ -68,21 +68,22 @@ for n in $ranks; do
   : > "$tmp/mpi.$n"
   if [ -x "$mpi_perf" ]; then
     # shellcheck disable=SC2086
-    if "${tmo[@]}" mpirun --allow-run-as-root --oversubscribe ${pin:+--bind-to none} -np "$n" "${pin[@]}" "$mpi_perf" \
-      -C "$coll" -b "$min" -e "$max" -f 2 $flags > "$tmp/mpi.$n.txt" 2> "$tmp/mpi.$n.err"; then
-      rows < "$tmp/mpi.$n.txt" | sort -k1,1 > "$tmp/mpi.$n"
-    else
-      echo "# mpi_perf -np $n failed or was cut (TOOL_TIMEOUT): $(tail -1 "$tmp/mpi.$n.err")"
+    if ! "${tmo[@]}" mpirun --allow-run-as-root --oversubscribe ${pin:+--bind-to none} -np "$n" "${pin[@]}" \
+      "$mpi_perf" -C "$coll" -b "$min" -e "$max" -f 2 $flags > "$tmp/mpi.$n.txt" 2> "$tmp/mpi.$n.err"; then
+      echo "# mpi_perf -np $n failed or was cut (TOOL_TIMEOUT): the rows it printed are kept. $(tail -1 "$tmp/mpi.$n.err")"
     fi
+    rows < "$tmp/mpi.$n.txt" | sort -k1,1 > "$tmp/mpi.$n"
   fi
   : > "$tmp/mc.$n"
   # shellcheck disable=SC2086
   if "${tmo[@]}" "$run" -n "$n" --no-tag "${pin[@]}" "$perf" "$coll" -b "$min" -e "$max" -f 2 $flags $mc_flags \
     > "$tmp/mc.$n.txt" 2> "$tmp/mc.$n.err"; then
-    rows < "$tmp/mc.$n.txt" | sort -k1,1 > "$tmp/mc.$n"
+    :
   else
-    echo "# meshccl-perf -n $n failed or was cut (TOOL_TIMEOUT): $(grep -m1 "meshccl-perf:" "$tmp/mc.$n.err" || tail -1 "$tmp/mc.$n.err")"
+    echo "# meshccl-perf -n $n failed or was cut (TOOL_TIMEOUT): the rows it printed are kept." \
+      "$(grep -m1 "meshccl-perf:" "$tmp/mc.$n.err" || tail -1 "$tmp/mc.$n.err")"
   fi
+  rows < "$tmp/mc.$n.txt" | sort -k1,1 > "$tmp/mc.$n"
   echo "# $coll, $n ranks on $(hostname)${pin:+, pinned}: out-of-place busbw (GB/s); model: bench/limit, 1 thread a rank, $algo path (meshccl's${mc_flags:+ with $mc_flags})"
   printf '%12s  %8s %8s  %8s %8s  %8s %8s\n' size meshccl ompi model "$other" mc/model mc/ompi
   join -a 1 -e - -o 0,1.2,1.3,2.2 "$tmp/model.$n" "$tmp/mc.$n" | sort -k1,1 |
