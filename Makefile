@@ -125,6 +125,9 @@ bench: build python
 	$(MAKE) -s bench-mpi
 	$(BUILD)/bench/membw
 	$(BUILD)/bench/core_pair 10
+	$(BUILD)/bench/limit | tee $(BUILD)/bench/limit.txt
+	RANKS="2 4" PERF_FLAGS="-w 5 -n 20" LIMIT_FIGURES="$$(sed -n 's/^# figures: //p' $(BUILD)/bench/limit.txt)" \
+	  ./bench/vs_limit.sh $(BUILD) all_reduce 64K 256M
 	RANKS="2 4" PERF_FLAGS="-w 5 -n 20" ./bench/allreduce_compare.sh $(BUILD) all_reduce 256M
 	RUNS=20 RANKS="2 4" ./bench/bw_distribution.sh $(BUILD) all_reduce 64K 128M
 	RUNS=20 RANKS="2 4" MC_FLAGS="-R 2" ./bench/bw_distribution.sh $(BUILD) all_reduce 64K 128M
