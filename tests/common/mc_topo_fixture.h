@@ -2,7 +2,7 @@
 /*
  * Topology XML steps shared by the unit tests of src/topo that build a
  * system from a recorded topology file (test_topo_paths.c, test_topo_share.c,
- * test_topo_graph.c).
+ * test_topo_graph.c, test_topo_file.c, test_topo_net.c).
  */
 #ifndef MC_TOPO_FIXTURE_H
 #define MC_TOPO_FIXTURE_H
