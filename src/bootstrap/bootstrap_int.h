@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
  * Private to src/bootstrap/: what the bootstrap sends on the wire, and the
- * pieces shared by the root (boot_root.c) and the ranks (boot_ring.c).
+ * pieces shared by the root (boot_root.c) and the ranks (boot_rank.c).
  *
  *  - Authentication (boot_proto.c, boot_accept.c): every bootstrap
  *    connection, after NCCL's 12-byte handshake (magic, socket type), proves

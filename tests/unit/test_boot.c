@@ -13,6 +13,7 @@
 #include "core/params.h"
 #include "core/utils.h"
 
+#include "mc_boot_fixture.h"
 #include "mc_test.h"
 
 #include <arpa/inet.h>
@@ -53,15 +54,6 @@ struct rank {
 static struct rank ranks[MAX_RANKS];
 
 /* ---------- helpers ---------- */
-
-static void setup(void)
-{
-  /* bootstrap over 127.0.0.1; set before the first mc_boot_* call of the process */
-  if (mc_param_source(MC_P_SOCKET_IFNAME) != MC_PARAM_SRC_TEST) {
-    mc_param_set_for_tests(MC_P_SOCKET_IFNAME, "=lo");
-    mc_param_set_for_tests(MC_P_SOCKET_FAMILY, "AF_INET");
-  }
-}
 
 /* Waits (bounded) until the number of threads is back to `want`. */
 static int wait_tasks(int want)
@@ -174,12 +166,9 @@ static void *rank_main(void *arg)
   struct rank *r = arg;
   struct mc_boot *b = NULL;
 
-  mc_error_clear_thread();
-  r->init_res = mc_boot_init(&r->cfg, &b);
-  if (r->init_res != ncclSuccess) {
-    snprintf(r->err, sizeof(r->err), "%s", mc_error_last());
+  r->init_res = bt_init(&r->cfg, &b, r->err, sizeof(r->err));
+  if (r->init_res != ncclSuccess)
     return NULL;
-  }
   if (r->mode == MODE_FULL)
     run_ops(r, b);
   else
@@ -194,11 +183,7 @@ static void rank_prepare(int i, int rank, int n_ranks, const ncclUniqueId *id, i
   struct rank *r = &ranks[i];
 
   memset(r, 0, sizeof(*r));
-  r->cfg.rank = rank;
-  r->cfg.n_ranks = n_ranks;
-  r->cfg.id = *id;
-  r->cfg.abort_flag = &r->abort_flag;
-  r->cfg.timeout_ms = timeout_ms;
+  bt_config(&r->cfg, rank, n_ranks, id, &r->abort_flag, timeout_ms);
   r->mode = mode;
   r->init_res = ncclInternalError;
 }
@@ -211,18 +196,6 @@ static void rank_start(int i)
 static void rank_join(int i)
 {
   MC_T_EQ_INT(pthread_join(ranks[i].th, NULL), 0);
-}
-
-/* A new unique id whose root lives in this process, and a reference on it. */
-static struct mc_boot_root *new_job(ncclUniqueId *id)
-{
-  struct mc_boot_root *root;
-
-  MC_T_OK(mc_boot_unique_id(false, id));
-  MC_T_TRUE(!mc_boot_id_is_comm_id(id));
-  root = mc_boot_root_claim(id);
-  MC_T_TRUE(root != NULL);
-  return root;
 }
 
 static void check_rank_ok(int i)
@@ -244,10 +217,10 @@ static void run_job(int n)
   int fds0;
   int tasks0;
 
-  setup();
+  bt_setup();
   fds0 = mc_count_fds();
   tasks0 = mc_count_threads_stable();
-  root = new_job(&id);
+  root = bt_job_new(&id);
   for (int i = 0; i < n; i++)
     rank_prepare(i, i, n, &id, TIMEOUT_MS, MODE_FULL);
   for (int i = 0; i < n; i++)
@@ -309,9 +282,9 @@ static void rank_never_joins(void)
   ncclUniqueId id;
   struct mc_boot_root *root;
 
-  setup();
+  bt_setup();
   mc_param_set_for_tests(MC_P_INIT_TIMEOUT, "2"); /* the root reads it when it starts */
-  root = new_job(&id);
+  root = bt_job_new(&id);
   mc_param_set_for_tests(MC_P_INIT_TIMEOUT, NULL);
   for (int i = 0; i < 2; i++)
     rank_prepare(i, i, 3, &id, 5000, MODE_INIT_ONLY);
@@ -333,8 +306,8 @@ static void duplicate_rank(void)
   ncclUniqueId id;
   struct mc_boot_root *root;
 
-  setup();
-  root = new_job(&id);
+  bt_setup();
+  root = bt_job_new(&id);
   for (int i = 0; i < 2; i++)
     rank_prepare(i, 0, 2, &id, TIMEOUT_MS, MODE_INIT_ONLY);
   for (int i = 0; i < 2; i++)
@@ -353,8 +326,8 @@ static void mismatched_nranks(void)
   ncclUniqueId id;
   struct mc_boot_root *root;
 
-  setup();
-  root = new_job(&id);
+  bt_setup();
+  root = bt_job_new(&id);
   rank_prepare(0, 0, 2, &id, TIMEOUT_MS, MODE_INIT_ONLY);
   rank_prepare(1, 1, 3, &id, TIMEOUT_MS, MODE_INIT_ONLY);
   for (int i = 0; i < 2; i++)
@@ -376,8 +349,8 @@ static void aborted_rank_named_to_others(void)
   ncclUniqueId id;
   struct mc_boot_root *root;
 
-  setup();
-  root = new_job(&id);
+  bt_setup();
+  root = bt_job_new(&id);
   for (int i = 0; i < 3; i++)
     rank_prepare(i, i, 3, &id, TIMEOUT_MS, MODE_INIT_ONLY);
   rank_start(0);
@@ -435,14 +408,14 @@ static void release_while_roots_come_and_go(void)
   int fds0;
   int tasks0;
 
-  setup();
+  bt_setup();
   fds0 = mc_count_fds();
   tasks0 = mc_count_threads_stable();
   memset(&c, 0, sizeof(c));
   MC_T_EQ_INT(pthread_create(&th, NULL, root_churn, &c), 0);
   for (int trial = 0; trial < 20; trial++) {
     ncclUniqueId id;
-    struct mc_boot_root *root = new_job(&id);
+    struct mc_boot_root *root = bt_job_new(&id);
 
     rank_prepare(0, 0, 1, &id, TIMEOUT_MS, MODE_INIT_ONLY);
     rank_start(0);
@@ -521,16 +494,13 @@ static void messages_to_many_peers(void)
   int fds0;
   int tasks0;
 
-  setup();
+  bt_setup();
   fds0 = mc_count_fds();
   tasks0 = mc_count_threads_stable();
-  root = new_job(&id);
+  root = bt_job_new(&id);
   for (int i = 0; i < MANY_RANKS; i++) {
     memset(&many[i], 0, sizeof(many[i]));
-    many[i].cfg.rank = i;
-    many[i].cfg.n_ranks = MANY_RANKS;
-    many[i].cfg.id = id;
-    many[i].cfg.timeout_ms = 60000;
+    bt_config(&many[i].cfg, i, MANY_RANKS, &id, NULL, 60000);
   }
   for (int i = 0; i < MANY_RANKS; i++)
     MC_T_EQ_INT(pthread_create(&many[i].th, NULL, many_main, &many[i]), 0);

@@ -22,6 +22,7 @@
 #include "core/utils.h"
 #include "init/comm.h"
 
+#include "mc_boot_fixture.h"
 #include "mc_test.h"
 
 #include <arpa/inet.h>
@@ -119,26 +120,15 @@ static bool log_wait_for(const char *needle, int ms)
 
 /* ---------- ranks as threads ---------- */
 
-static void setup(void)
-{
-  if (mc_param_source(MC_P_SOCKET_IFNAME) != MC_PARAM_SRC_TEST) {
-    mc_param_set_for_tests(MC_P_SOCKET_IFNAME, "=lo");
-    mc_param_set_for_tests(MC_P_SOCKET_FAMILY, "AF_INET");
-  }
-}
-
 static void *rank_main(void *arg)
 {
   struct rank *r = arg;
   struct mc_boot *b = NULL;
   int data[MAX_RANKS];
 
-  mc_error_clear_thread();
-  r->init_res = mc_boot_init(&r->cfg, &b);
-  if (r->init_res != ncclSuccess) {
-    snprintf(r->err, sizeof(r->err), "%s", mc_error_last());
+  r->init_res = bt_init(&r->cfg, &b, r->err, sizeof(r->err));
+  if (r->init_res != ncclSuccess)
     return NULL;
-  }
   memset(data, 0, sizeof(data));
   data[r->cfg.rank] = 100 + r->cfg.rank;
   r->op_res = mc_boot_allgather(b, data, sizeof(int));
@@ -157,11 +147,7 @@ static void rank_start(int rank, int n_ranks, const ncclUniqueId *id, int64_t ti
   struct rank *r = &ranks[rank];
 
   memset(r, 0, sizeof(*r));
-  r->cfg.rank = rank;
-  r->cfg.n_ranks = n_ranks;
-  r->cfg.id = *id;
-  r->cfg.abort_flag = &r->abort_flag;
-  r->cfg.timeout_ms = timeout_ms;
+  bt_config(&r->cfg, rank, n_ranks, id, &r->abort_flag, timeout_ms);
   r->init_res = ncclInternalError;
   MC_T_EQ_INT(pthread_create(&r->th, NULL, rank_main, r), 0);
 }
@@ -194,11 +180,8 @@ static void run_ranks_ok(const ncclUniqueId *id, int n)
 
 static struct mc_boot_root *new_job(ncclUniqueId *id, struct mc_boot_handle *h_out)
 {
-  struct mc_boot_root *root;
+  struct mc_boot_root *root = bt_job_new(id);
 
-  MC_T_OK(mc_boot_unique_id(false, id));
-  root = mc_boot_root_claim(id);
-  MC_T_TRUE(root != NULL);
   memcpy(h_out, id->internal, sizeof(*h_out));
   return root;
 }
@@ -347,7 +330,7 @@ static void strangers_cannot_register_or_fail_the_job(void)
   int fd_new;
   int fds0;
 
-  setup();
+  bt_setup();
   fds0 = mc_count_fds();
   log_start();
   root = new_job(&id, &h);
@@ -462,7 +445,7 @@ static void listener_accepts_only_the_secret(void)
   struct mc_sock s;
   int32_t value = 0;
 
-  setup();
+  bt_setup();
   log_start();
   loopback_any(&local);
   MC_T_OK(mc_random_bytes(secret, sizeof(secret)));
@@ -514,7 +497,7 @@ static void connections_have_liveness_options(void)
   struct mc_sock s;
   int32_t value = 0;
 
-  setup();
+  bt_setup();
   mc_param_set_for_tests(MC_P_NET_TIMEOUT, "4");
   loopback_any(&local);
   memset(&d, 0, sizeof(d));
@@ -676,7 +659,7 @@ static void rank_refuses_root_without_the_secret(void)
   struct fake_root f;
   ncclUniqueId id;
 
-  setup();
+  bt_setup();
   fake_root_start(&f, FAKE_NO_SECRET, &id);
   rank_start(0, 2, &id, TIMEOUT_MS);
   rank_join(0);
@@ -693,7 +676,7 @@ static void root_fail_with_code_zero_is_a_protocol_error(void)
   struct fake_root f;
   ncclUniqueId id;
 
-  setup();
+  bt_setup();
   fake_root_start(&f, FAKE_FAIL_CODE0, &id);
   rank_start(0, 2, &id, TIMEOUT_MS);
   rank_join(0);
@@ -766,7 +749,7 @@ static void half_messages_do_not_stall_the_root(void)
   int fds0;
   int tasks0;
 
-  setup();
+  bt_setup();
   fds0 = mc_count_fds();
   tasks0 = mc_count_threads_stable();
   mc_param_set_for_tests(MC_P_INIT_TIMEOUT, "10");
@@ -819,7 +802,7 @@ static void flood_of_silent_connections_is_evicted(void)
   int fds0;
   int tasks0;
 
-  setup();
+  bt_setup();
   fds0 = mc_count_fds();
   tasks0 = mc_count_threads_stable();
   log_start();
@@ -870,7 +853,7 @@ static void squatted_comm_id_port_fails_at_once(void)
   char want[64];
   int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
 
-  setup();
+  bt_setup();
   loopback_any(&a);
   MC_T_TRUE(fd >= 0);
   MC_T_EQ_INT(bind(fd, &a.sa, mc_sockaddr_len(&a)), 0);
@@ -905,7 +888,7 @@ static void comm_id_secrets(void)
   struct mc_boot_root *r1;
   struct mc_boot_root *r2;
 
-  setup();
+  bt_setup();
   MC_T_OK(mc_sockaddr_parse("127.0.0.1:23456", "test", &a));
   MC_T_OK(mc_sockaddr_parse("127.0.0.1:23457", "test", &b));
   log_start();
@@ -953,7 +936,7 @@ static void published_ids(void)
   struct mc_boot_handle h;
   static const uint8_t zero[MC_BOOT_SECRET_BYTES];
 
-  setup();
+  bt_setup();
   log_start();
   MC_T_EQ_INT(mc_boot_unique_id_public(&pub), ncclInvalidUsage);
   MC_T_CONTAINS(mc_error_last(), "MESHCCL_SECRET is unset");
@@ -1006,7 +989,7 @@ static void rank_with_another_secret_fails_at_once(void)
   struct mc_boot_root *root;
   int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
 
-  setup();
+  bt_setup();
   /* a free port: bind an ephemeral one, then release it for the root */
   loopback_any(&a);
   MC_T_EQ_INT(bind(fd, &a.sa, mc_sockaddr_len(&a)), 0);
@@ -1072,7 +1055,7 @@ static void fd_limit_child(void)
   MC_T_EQ_INT(setrlimit(RLIMIT_NOFILE, &rl), 0);
   /* the root's and every rank's p2p listener keep an eighth of the fds */
   MC_T_EQ_INT(mc_boot_max_pending(), 32);
-  setup();
+  bt_setup();
   log_start();
   fds0 = mc_count_fds();
   root = new_job(&id, &h);
@@ -1146,7 +1129,7 @@ static void listeners_keep_a_job_of_dialers(void)
   struct rlimit rl;
   rlim_t eighth;
 
-  setup();
+  bt_setup();
   (void)mc_boot_fd_limit_raise();
   MC_T_EQ_INT(getrlimit(RLIMIT_NOFILE, &rl), 0);
   eighth = rl.rlim_cur / 8;
@@ -1209,7 +1192,7 @@ static void table_goes_out_as_each_rank_reads(void)
   int fds0;
   int tasks0;
 
-  setup();
+  bt_setup();
   fds0 = mc_count_fds();
   tasks0 = mc_count_threads_stable();
   log_start();

@@ -9,6 +9,7 @@
  * nets and build its system, as meshccl-topo --xml does.
  */
 #include "mc_test.h"
+#include "mc_topo_fixture.h"
 
 #include "topo/topo.h"
 #include "topo/topo_xml.h"
@@ -19,14 +20,6 @@
 #include <strings.h>
 
 #define MAX_GPUS 64
-
-static uint64_t first_host_hash(struct mc_xml *xml)
-{
-  const struct mc_xml_node *cpu = mc_xml_find_tag(xml, "cpu");
-  const char *h = (cpu != NULL) ? mc_xml_get_attr(cpu, "host_hash") : NULL;
-
-  return (h != NULL) ? strtoull(h, NULL, 16) : 0;
-}
 
 static void collect_gpus(struct mc_xml_node *node, struct mc_xml_node **gpus, int *n)
 {
@@ -165,7 +158,7 @@ static void p4d_gdr_completed(void)
   MC_T_EQ_INT(mc_xml_attr_index(gpus[0], "gdr"), 3);
   MC_T_EQ_INT(mc_xml_attr_index(gpus[0], "mlopart"), 4);
 
-  MC_T_OK(mc_topo_system_from_xml(xml, first_host_hash(xml), &sys));
+  MC_T_OK(mc_topo_system_from_xml(xml, tt_first_host_hash(xml), &sys));
   MC_T_EQ_INT(sys->nodes[MC_TOPO_GPU].count, 8);
   MC_T_EQ_INT(sys->nodes[MC_TOPO_NET].count, 4);
   for (int g = 0; g < sys->nodes[MC_TOPO_GPU].count; g++) {
@@ -186,7 +179,7 @@ static void p4d_refused_without_completion(void)
   MC_T_OK(mc_xml_create(MC_XML_MAX_NODES, &xml));
   MC_T_OK(mc_xml_load_file(mc_t_data("topo/golden/aws-p4d.24xlarge/input.xml"), xml));
   (void)assign_ranks(xml);
-  MC_T_EQ_INT(mc_topo_system_from_xml(xml, first_host_hash(xml), &sys), ncclInvalidUsage);
+  MC_T_EQ_INT(mc_topo_system_from_xml(xml, tt_first_host_hash(xml), &sys), ncclInvalidUsage);
   MC_T_NULL(sys);
   MC_T_CONTAINS(mc_t_last_error(), "attribute gdr of <gpu> (line 5) not found");
   mc_xml_destroy(xml);
@@ -289,7 +282,7 @@ static void golden_inputs_load(void)
     snprintf(rel, sizeof(rel), "topo/golden/%s/input.xml", inputs[i].name);
     xml = load_fused(rel, &n_gpus);
     MC_T_TRUE(n_gpus > 0);
-    MC_T_OK(mc_topo_system_from_xml(xml, first_host_hash(xml), &sys));
+    MC_T_OK(mc_topo_system_from_xml(xml, tt_first_host_hash(xml), &sys));
     mc_xml_destroy(xml);
     if (sys->nodes[MC_TOPO_GPU].count != n_gpus)
       MC_T_FAIL("%s: %d GPUs in the system, %d in the file", rel, sys->nodes[MC_TOPO_GPU].count,

@@ -8,6 +8,7 @@
  * tests/mp/test_topo_graphs.sh.
  */
 #include "mc_test.h"
+#include "mc_topo_fixture.h"
 
 #include "topo/topo.h"
 #include "topo/topo_graph.h"
@@ -86,17 +87,6 @@ static void dtree_as_nccl(void)
 
 /* ------------------------------------------------------------ search */
 
-static uint64_t first_host_hash(const struct mc_xml *xml)
-{
-  for (int i = 0; i < xml->n_nodes; i++) {
-    if (strcmp(xml->nodes[i].name, "cpu") == 0) {
-      const char *h = mc_xml_get_attr(&xml->nodes[i], "host_hash");
-      return (h != NULL) ? strtoull(h, NULL, 16) : 0;
-    }
-  }
-  return 0;
-}
-
 /* Local rank `rank`'s final system of a golden server, as one of n_nodes. */
 static struct mc_topo_system *final_system(const char *name, int rank, int n_nodes)
 {
@@ -110,7 +100,7 @@ static struct mc_topo_system *final_system(const char *name, int rank, int n_nod
   MC_T_OK(mc_xml_load_file(mc_t_data(path), xml));
   /* The file's nets imported as NCCL's net plugin import (as meshccl-topo does). */
   MC_T_OK(mc_topo_nets_from_file(xml));
-  MC_T_OK(mc_topo_system_from_xml(xml, first_host_hash(xml), &sys));
+  MC_T_OK(mc_topo_system_from_xml(xml, tt_first_host_hash(xml), &sys));
   mc_xml_destroy(xml);
   mc_topo_paths_opts_init(&opts);
   MC_T_OK(mc_topo_compute_paths(sys, &opts));

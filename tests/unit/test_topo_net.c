@@ -5,6 +5,7 @@
  * the Modal 8xB200 file (13 IB devices: by default fused into 3 NETs).
  */
 #include "mc_test.h"
+#include "mc_topo_fixture.h"
 
 #include "params.h"
 #include "topo/topo.h"
@@ -15,14 +16,6 @@
 #include <string.h>
 
 #define MODAL "topo/modal-gvisor-8xb200-hgx-vm.xml"
-
-static uint64_t first_host_hash(struct mc_xml *xml)
-{
-  const struct mc_xml_node *cpu = mc_xml_find_tag(xml, "cpu");
-  const char *h = (cpu != NULL) ? mc_xml_get_attr(cpu, "host_hash") : NULL;
-
-  return (h != NULL) ? strtoull(h, NULL, 16) : 0;
-}
 
 /* The file's nets imported as meshccl-topo and NCCL_TOPO_FILE do; the result
  * of the import, and on success the NET count of the system and whether a
@@ -38,7 +31,7 @@ static ncclResult_t import_file(const char *rel, int *n_nets_out, const char *na
   MC_T_OK(mc_xml_load_file(mc_t_data(rel), xml));
   res = mc_topo_nets_from_file(xml);
   if (res == ncclSuccess) {
-    MC_T_OK(mc_topo_system_from_xml(xml, first_host_hash(xml), &sys));
+    MC_T_OK(mc_topo_system_from_xml(xml, tt_first_host_hash(xml), &sys));
     *n_nets_out = sys->nodes[MC_TOPO_NET].count;
     if (name != NULL) {
       *has_name_out = (mc_xml_find_tag_kv(xml, "net", "name", name) != NULL);

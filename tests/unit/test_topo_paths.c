@@ -10,6 +10,7 @@
  * trim, compute paths, search init; then prints and compares exactly.
  */
 #include "mc_test.h"
+#include "mc_topo_fixture.h"
 
 #include "topo/topo.h"
 #include "topo/topo_xml.h"
@@ -79,42 +80,6 @@ static char *matrix(const struct mc_topo_system *sys, int ft, int tt)
   return buf;
 }
 
-static uint64_t first_host_hash(const struct mc_xml *xml)
-{
-  for (int i = 0; i < xml->n_nodes; i++) {
-    if (strcmp(xml->nodes[i].name, "cpu") == 0) {
-      const char *h = mc_xml_get_attr(&xml->nodes[i], "host_hash");
-      return (h != NULL) ? strtoull(h, NULL, 16) : 0;
-    }
-  }
-  return 0;
-}
-
-/*
- * The non-dump pass of ncclTopoGetSystem replayed on the dump (which holds
- * the physical NICs only): every local rank's GPU is kept, the emulated
- * plugin's devices are imported (IB-style NIC fusion makes the virtual NICs),
- * then the XML is trimmed. On files without fusion this changes nothing.
- */
-static void import_nets(struct mc_xml *xml)
-{
-  struct mc_topo_net_plugin *plugin = calloc(1, sizeof(*plugin));
-  struct mc_topo_net_opts opts;
-
-  MC_T_TRUE(plugin != NULL);
-  for (int i = 0; i < xml->n_nodes; i++) {
-    if ((strcmp(xml->nodes[i].name, "gpu") == 0) &&
-        (mc_xml_get_attr(&xml->nodes[i], "rank") != NULL)) {
-      MC_T_OK(mc_xml_set_attr_int(&xml->nodes[i], "keep", 1));
-    }
-  }
-  mc_topo_net_opts_init(&opts);
-  MC_T_OK(mc_topo_net_plugin_from_xml(xml, plugin));
-  MC_T_OK(mc_topo_net_import(xml, plugin, &opts, false));
-  MC_T_OK(mc_topo_xml_trim(xml));
-  free(plugin);
-}
-
 /* Builds rank's final system as NCCL's init does. */
 static struct mc_topo_system *final_system(const char *name, int rank)
 {
@@ -127,8 +92,8 @@ static struct mc_topo_system *final_system(const char *name, int rank)
   snprintf(path, sizeof(path), "topo/golden/%s/topo.xml", name);
   MC_T_OK(mc_xml_create(MC_XML_MAX_NODES, &xml));
   MC_T_OK(mc_xml_load_file(mc_t_data(path), xml));
-  import_nets(xml);
-  MC_T_OK(mc_topo_system_from_xml(xml, first_host_hash(xml), &sys));
+  tt_import_nets(xml);
+  MC_T_OK(mc_topo_system_from_xml(xml, tt_first_host_hash(xml), &sys));
   mc_xml_destroy(xml);
   n_ranks = sys->nodes[MC_TOPO_GPU].count;
   mc_topo_paths_opts_init(&opts);
@@ -340,7 +305,7 @@ static void golden_azure_ncv4(void)
 
 /* The HGX B200 VM: NCCL's IB-style NIC fusion turns 13 net devices into 3
  * virtual NICs (NET 13-15), which the dump (physical NICs) does not show;
- * import_nets makes them again. */
+ * tt_import_nets makes them again. */
 static void golden_modal_b200(void)
 {
   check_golden_sections("modal-gvisor-8xb200-hgx-vm", 0, SEC_ALL | SEC_GDR);
@@ -397,7 +362,7 @@ static void p2p_level_reroutes(void)
   MC_T_OK(mc_xml_create(MC_XML_MAX_NODES, &xml));
   MC_T_OK(
       mc_xml_load_file(mc_t_data("topo/golden/synthetic-1s-amd-2gpu-nvlink4-1nic/topo.xml"), xml));
-  MC_T_OK(mc_topo_system_from_xml(xml, first_host_hash(xml), &sys));
+  MC_T_OK(mc_topo_system_from_xml(xml, tt_first_host_hash(xml), &sys));
   mc_xml_destroy(xml);
   mc_topo_paths_opts_init(&opts);
   MC_T_OK(mc_topo_compute_paths(sys, &opts));

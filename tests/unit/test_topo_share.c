@@ -16,6 +16,7 @@
  * ncclTopoLinkList), at commit a2f8dcf.
  */
 #include "mc_test.h"
+#include "mc_topo_fixture.h"
 
 #include "core/crypto.h"
 #include "topo/topo.h"
@@ -49,37 +50,6 @@ static const struct golden goldens[] = {
 };
 #define N_GOLDENS ((int)(sizeof(goldens) / sizeof(goldens[0])))
 
-static uint64_t first_host_hash(const struct mc_xml *xml)
-{
-  for (int i = 0; i < xml->n_nodes; i++) {
-    if (strcmp(xml->nodes[i].name, "cpu") == 0) {
-      const char *h = mc_xml_get_attr(&xml->nodes[i], "host_hash");
-      return (h != NULL) ? strtoull(h, NULL, 16) : 0;
-    }
-  }
-  return 0;
-}
-
-/* The net import of the non-dump pass, as test_topo_paths.c replays it. */
-static void import_nets(struct mc_xml *xml)
-{
-  struct mc_topo_net_plugin *plugin = calloc(1, sizeof(*plugin));
-  struct mc_topo_net_opts opts;
-
-  MC_T_TRUE(plugin != NULL);
-  for (int i = 0; i < xml->n_nodes; i++) {
-    if ((strcmp(xml->nodes[i].name, "gpu") == 0) &&
-        (mc_xml_get_attr(&xml->nodes[i], "rank") != NULL)) {
-      MC_T_OK(mc_xml_set_attr_int(&xml->nodes[i], "keep", 1));
-    }
-  }
-  mc_topo_net_opts_init(&opts);
-  MC_T_OK(mc_topo_net_plugin_from_xml(xml, plugin));
-  MC_T_OK(mc_topo_net_import(xml, plugin, &opts, false));
-  MC_T_OK(mc_topo_xml_trim(xml));
-  free(plugin);
-}
-
 static struct mc_xml *load(const struct golden *g)
 {
   struct mc_xml *xml = NULL;
@@ -89,7 +59,7 @@ static struct mc_xml *load(const struct golden *g)
   snprintf(rel, sizeof(rel), "topo/%s", g->file);
   MC_T_OK(mc_xml_load_file(mc_t_data(rel), xml));
   if (g->import) {
-    import_nets(xml);
+    tt_import_nets(xml);
   }
   return xml;
 }
@@ -105,7 +75,7 @@ static struct mc_topo_system *final_system(const struct golden *g, int n_nodes,
   struct mc_topo_paths_opts opts;
   bool removed = false;
 
-  MC_T_OK(mc_topo_system_from_xml(xml, first_host_hash(xml), &sys));
+  MC_T_OK(mc_topo_system_from_xml(xml, tt_first_host_hash(xml), &sys));
   mc_xml_destroy(xml);
   mc_topo_paths_opts_init(&opts);
   MC_T_OK(mc_topo_compute_paths(sys, &opts));
@@ -306,7 +276,7 @@ static struct mc_topo_system *bare_system(const struct golden *g)
   struct mc_xml *xml = load(g);
   struct mc_topo_system *sys = NULL;
 
-  MC_T_OK(mc_topo_system_from_xml(xml, first_host_hash(xml), &sys));
+  MC_T_OK(mc_topo_system_from_xml(xml, tt_first_host_hash(xml), &sys));
   mc_xml_destroy(xml);
   return sys;
 }

@@ -1,15 +1,16 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * Rank side of the bootstrap. Mirrors NCCL's bootstrapInit,
- * bootstrapAllGather, bootstrapSend/Recv, bootstrapBarrier and
- * bootstrapIntraNodeAllGather (bootstrap.cc):
+ * The rank object of the bootstrap: its creation, its listeners and their
+ * service thread, registration with the root(s), the ring, and its end.
+ * Mirrors NCCL's bootstrapInit and bootstrapClose/bootstrapAbort
+ * (bootstrap.cc):
  *   listeners (ring, p2p) -> stagger -> register with the root -> next rank's
  *   address -> ring connect -> ring allgather of {p2p address, host, pid}.
  * Unlike NCCL, one root of at most MESHCCL_BOOT_TABLE_MAX_RANKS ranks sends
  * every rank that table after the next rank's address (boot_root.c,
- * send_all_next), and the ring allgather is skipped. Point-to-point
- * messages travel on connections kept open between two ranks (NCCL opens one
- * per message): see mc_boot_send and p2p_wait.
+ * send_all_next), and the ring allgather is skipped. Point-to-point messages
+ * are boot_p2p.c's, the collectives over the ring boot_coll.c's; what the
+ * three share is boot_rank_int.h.
  * During init every wait also watches the control connection to the root,
  * which reports failures of other ranks; see boot_root.c. Every connection
  * (to the root, along the ring, peer to peer) authenticates both ways with
@@ -30,6 +31,7 @@
 #include <unistd.h>
 
 #include "bootstrap_int.h"
+#include "boot_rank_int.h"
 #include "check.h"
 #include "log.h"
 #include "params.h"
@@ -40,13 +42,8 @@ _Static_assert(offsetof(struct mc_boot_handle, addr) == 8, "NCCL's handle layout
 _Static_assert(offsetof(struct mc_boot_handle, n_ranks) == 36, "NCCL's handle layout");
 _Static_assert(sizeof(union mc_sockaddr) == 28, "NCCL's ncclSocketAddress size");
 
-#define ROOT_EXPLAIN_WAIT_MS 1000 /* after a peer error, how long to wait for the root's reason */
-#define MAX_UNEXPECTED       4096
-#define OUT_CONNS_MAX        64 /* message connections a rank keeps open to its peers */
-#define RING_MAX_PENDING     64 /* connections authenticating at the ring listener */
-#define ACCEPT_TICK_MS       10
-#define WAIT_TICK_MAX_MS     80  /* p2p_wait's tick after quiet ticks (10, 20, 40, 80) */
-#define SERVICE_IDLE_MS      100 /* the listener service's sleep while a connection may expire */
+#define RING_MAX_PENDING 64  /* connections authenticating at the ring listener */
+#define SERVICE_IDLE_MS  100 /* the listener service's sleep while a connection may expire */
 /* With several roots, a rank that cannot reach a root gives up this long
  * before init's deadline, so that its notice crosses to the other groups
  * (through the previous root) before their ranks give up on their own. */
@@ -54,88 +51,6 @@ _Static_assert(sizeof(union mc_sockaddr) == 28, "NCCL's ncclSocketAddress size")
 /* The first rank of a group whose own root failed the job while it joins the
  * previous group's root: how much longer it tries, to pass the cause on. */
 #define ROOT_PASS_ON_MS 2000
-
-/* A message that arrived before this rank asked for it: its payload, or for
- * a stream (allgather_sub) its dedicated connection. */
-struct unexpected {
-  struct mc_boot_p2p_header hdr;
-  struct mc_sock sock; /* streams only (fd -1 otherwise) */
-  void *data;          /* messages: hdr.bytes, read off the connection */
-  struct unexpected *next;
-};
-
-/* An outgoing message connection kept open to a peer. */
-struct out_conn {
-  int peer;
-  uint64_t used; /* b->use_seq at its last message: the least recent is closed first */
-  struct mc_sock s;
-};
-
-/* An incoming message connection: messages of one sender, one after another,
- * until the sender closes it. */
-struct in_conn {
-  int rank; /* the sender, -1 until its first header */
-  struct mc_sock s;
-};
-
-struct mc_boot {
-  int rank;
-  int n_ranks;
-  uint64_t magic;
-  uint8_t key[MC_BOOT_KEY_BYTES]; /* authentication key of the id's secret */
-  const volatile uint32_t *abort_flag;
-  struct mc_ifc ifc;
-  struct mc_sock ctl; /* to the root, open until init ends */
-  union mc_sockaddr root_addr;
-  int n_roots;  /* 1, or nId of ncclCommInitRankScalable */
-  int root_idx; /* which of them this rank registers with */
-  /* With several roots, the first rank of a group: its connection to the
-   * previous group's root (MC_BOOT_CTL_NEIGHBOR), open until init ends. */
-  struct mc_sock nbr;
-  union mc_sockaddr nbr_addr;
-  /* The own root's answer (NEXT), once received: by boot_register, or by
-   * own_link_check when it came while this rank was still joining the
-   * previous group's root or explaining a failure of that join. */
-  struct mc_boot_ctl next_msg;
-  bool has_next;
-  /* The own root's failure notice when it came during that join: the join
-   * goes on until own_fail_dl, so that the previous group learns it too. */
-  struct mc_boot_ctl own_fail;
-  bool has_own_fail;
-  struct mc_deadline own_fail_dl;
-  struct mc_boot_acceptor ring_listen; /* ring_listen and p2p_listen: under svc_lock */
-  struct mc_boot_acceptor p2p_listen;
-  pthread_mutex_t svc_lock;
-  pthread_cond_t svc_cond; /* a connection was authenticated */
-  pthread_t svc_thread;
-  bool is_svc_started;
-  bool svc_stop;
-  int svc_wake_fd;
-  struct mc_sock ring_send; /* to rank + 1 */
-  struct mc_sock ring_recv; /* from rank - 1 */
-  struct mc_boot_peer *peers;
-  struct unexpected *unexp;
-  int n_unexp;
-  /* Point-to-point messages (mc_boot_send/recv) travel on connections kept
-   * open: an authenticated connection per message cost about 300 us of CPU
-   * over the two ranks (six wake-ups), and init sends the same peers many. */
-  struct out_conn out[OUT_CONNS_MAX];
-  int n_out;
-  uint64_t use_seq;
-  struct in_conn *in;
-  int n_in;
-  int cap_in;
-  struct pollfd *in_pfd; /* cap_in + 1 */
-  int ready_fd;          /* eventfd: the service has an authenticated connection ready */
-  struct mc_boot_timings t;
-  char host[MC_BOOT_HOST_BYTES];
-  int pid;
-  uint32_t ag_seq;
-  uint32_t world_seq; /* allgathers over all ranks (mc_boot_allgather): the one running */
-  struct mc_deadline init_dl;
-};
-
-/* ---------- waits and errors ---------- */
 
 /* ---------- listener service ---------- */
 
@@ -293,7 +208,7 @@ static ncclResult_t boot_accept(struct mc_boot *b, struct mc_boot_acceptor *acc,
     if (res != ncclSuccess)
       return res;
     clock_gettime(CLOCK_MONOTONIC, &until);
-    until.tv_nsec += ACCEPT_TICK_MS * 1000000L;
+    until.tv_nsec += MC_BOOT_ACCEPT_TICK_MS * 1000000L;
     if (until.tv_nsec >= 1000000000L) {
       until.tv_sec++;
       until.tv_nsec -= 1000000000L;
@@ -306,9 +221,9 @@ static ncclResult_t boot_accept(struct mc_boot *b, struct mc_boot_acceptor *acc,
 }
 
 /* Connects and authenticates to a peer (or the root). */
-static ncclResult_t boot_connect(struct mc_boot *b, const union mc_sockaddr *to, uint64_t magic,
-                                 uint32_t type, const struct mc_wait *w, struct mc_sock *s_out,
-                                 bool *is_auth_failure_out)
+ncclResult_t mc_boot_rank_connect(struct mc_boot *b, const union mc_sockaddr *to, uint64_t magic,
+                                  uint32_t type, const struct mc_wait *w, struct mc_sock *s_out,
+                                  bool *is_auth_failure_out)
 {
   return mc_boot_auth_connect(to, magic, type, b->key, w, s_out, is_auth_failure_out);
 }
@@ -324,7 +239,7 @@ static ncclResult_t link_check(struct mc_boot *b, struct mc_sock *s, const union
                                int root_idx, bool is_neighbor, struct mc_boot_ctl *next_out,
                                struct mc_boot_ctl *fail_out)
 {
-  struct mc_wait w = mc_boot_wait_make(ROOT_EXPLAIN_WAIT_MS, b->abort_flag);
+  struct mc_wait w = mc_boot_wait_make(MC_BOOT_EXPLAIN_WAIT_MS, b->abort_flag);
   struct mc_boot_ctl m;
   char a[MC_SOCKADDR_STRLEN];
   char which[96] = "";
@@ -464,7 +379,7 @@ ncclResult_t mc_boot_root_reason(struct mc_boot *b, int64_t wait_ms)
   return ncclSuccess;
 }
 
-static struct mc_wait boot_wait(struct mc_boot *b)
+struct mc_wait mc_boot_rank_wait(struct mc_boot *b)
 {
   struct mc_wait w;
 
@@ -495,8 +410,8 @@ static const char *peer_desc(const struct mc_boot *b, int rank, char *buf, size_
  * the peer closed the connection during init, the root usually knows why:
  * give it a moment to say so before blaming the peer.
  */
-static ncclResult_t boot_fail(struct mc_boot *b, ncclResult_t res, const struct mc_sock *s,
-                              int peer, const char *doing)
+ncclResult_t mc_boot_rank_fail(struct mc_boot *b, ncclResult_t res, const struct mc_sock *s,
+                               int peer, const char *doing)
 {
   char who[160];
 
@@ -507,7 +422,7 @@ static ncclResult_t boot_fail(struct mc_boot *b, ncclResult_t res, const struct 
     return res;
   }
   if ((s->end == MC_SOCK_END_CLOSED) && (b->ctl.fd >= 0)) {
-    struct mc_deadline dl = mc_deadline_in_ms(ROOT_EXPLAIN_WAIT_MS);
+    struct mc_deadline dl = mc_deadline_in_ms(MC_BOOT_EXPLAIN_WAIT_MS);
     while (!mc_deadline_passed(dl) && (b->ctl.fd >= 0)) {
       ncclResult_t r = ctl_check(b);
       if (r != ncclSuccess)
@@ -534,12 +449,12 @@ static ncclResult_t boot_listen(struct mc_boot *b)
   mc_sockaddr_set_port(&local, 0);
   snprintf(what, sizeof(what), "rank %d ring listener", b->rank);
   if (mc_boot_acceptor_open(&b->ring_listen, &local, b->magic, MC_SOCK_TYPE_BOOTSTRAP, b->key,
-                            RING_MAX_PENDING, MAX_UNEXPECTED, what) != ncclSuccess)
+                            RING_MAX_PENDING, MC_BOOT_MAX_UNEXPECTED, what) != ncclSuccess)
     return MC_FAIL(ncclSystemError, "Bootstrap: rank %d: ring listener on %s: %s", b->rank,
                    b->ifc.name, b->ring_listen.listener.sock.err);
   snprintf(what, sizeof(what), "rank %d p2p listener", b->rank);
   if (mc_boot_acceptor_open(&b->p2p_listen, &local, b->magic, MC_SOCK_TYPE_BOOTSTRAP, b->key,
-                            mc_boot_max_pending(), MAX_UNEXPECTED, what) != ncclSuccess)
+                            mc_boot_max_pending(), MC_BOOT_MAX_UNEXPECTED, what) != ncclSuccess)
     return MC_FAIL(ncclSystemError, "Bootstrap: rank %d: p2p listener on %s: %s", b->rank,
                    b->ifc.name, b->p2p_listen.listener.sock.err);
   return ncclSuccess;
@@ -608,7 +523,7 @@ static ncclResult_t root_join(struct mc_boot *b, const struct mc_boot_handle *h,
   register_msg(b, kind, root_idx, &m);
   res = mc_sock_send_msg(s, &m, sizeof(m), w);
   if (res != ncclSuccess)
-    return boot_fail(b, res, s, -1, "registering with the bootstrap root");
+    return mc_boot_rank_fail(b, res, s, -1, "registering with the bootstrap root");
   return ncclSuccess;
 }
 
@@ -787,7 +702,7 @@ static ncclResult_t boot_register(struct mc_boot *b, const struct mc_boot_config
 
 static ncclResult_t boot_ring_connect(struct mc_boot *b, const union mc_sockaddr *next_addr)
 {
-  struct mc_wait w = boot_wait(b);
+  struct mc_wait w = mc_boot_rank_wait(b);
   int next = (b->rank + 1) % b->n_ranks;
   int prev = (b->rank + b->n_ranks - 1) % b->n_ranks;
   int32_t me = b->rank;
@@ -797,17 +712,18 @@ static ncclResult_t boot_ring_connect(struct mc_boot *b, const union mc_sockaddr
   char a[MC_SOCKADDR_STRLEN];
   ncclResult_t res;
 
-  res = boot_connect(b, next_addr, b->magic, MC_SOCK_TYPE_BOOTSTRAP, &w, &b->ring_send, NULL);
+  res =
+      mc_boot_rank_connect(b, next_addr, b->magic, MC_SOCK_TYPE_BOOTSTRAP, &w, &b->ring_send, NULL);
   if (res == ncclSuccess)
     res = mc_sock_send_all(&b->ring_send, &me, sizeof(me), &w);
   if (res != ncclSuccess)
-    return boot_fail(b, res, &b->ring_send, next, "connecting the bootstrap ring");
+    return mc_boot_rank_fail(b, res, &b->ring_send, next, "connecting the bootstrap ring");
   res = boot_accept(b, &b->ring_listen, &w, &waiter, &b->ring_recv);
   if (res != ncclSuccess)
-    return boot_fail(b, res, &waiter, prev, "waiting for the previous ring rank");
+    return mc_boot_rank_fail(b, res, &waiter, prev, "waiting for the previous ring rank");
   res = mc_sock_recv_all(&b->ring_recv, &from, sizeof(from), &w);
   if (res != ncclSuccess)
-    return boot_fail(b, res, &b->ring_recv, prev, "connecting the bootstrap ring");
+    return mc_boot_rank_fail(b, res, &b->ring_recv, prev, "connecting the bootstrap ring");
   if (!mc_boot_ring_hello_check(from, prev, b->n_ranks, why, sizeof(why)))
     return MC_FAIL(ncclRemoteError, "Bootstrap: rank %d: protocol error from %s: %s", b->rank,
                    mc_sockaddr_str(&b->ring_recv.addr, a, sizeof(a)), why);
@@ -935,7 +851,7 @@ fail:
 static void link_send(struct mc_boot *b, struct mc_sock *s, uint32_t kind, ncclResult_t code,
                       const char *text)
 {
-  struct mc_wait w = mc_boot_wait_make(ROOT_EXPLAIN_WAIT_MS, NULL);
+  struct mc_wait w = mc_boot_wait_make(MC_BOOT_EXPLAIN_WAIT_MS, NULL);
   struct mc_boot_ctl m;
 
   if (s->fd < 0)
@@ -993,658 +909,11 @@ const struct mc_ifc *mc_boot_ifc(const struct mc_boot *b)
   return &b->ifc;
 }
 
-/* ---------- collectives over bootstrap sockets ---------- */
-
-/*
- * After init nobody watches the root any more. A rank that leaves a ring
- * allgather on a failure it saw itself (a neighbour closed its connection:
- * killed, say) tells every other rank with a FAIL_TAG message carrying its
- * error, so that a rank whose own neighbours are alive but gone from the
- * allgather fails at once with the cause rather than after
- * MESHCCL_BOOTSTRAP_TIMEOUT, blaming a live neighbour; the ranks that stay
- * can then shrink the communicator without the failed one (ncclCommShrink).
- * A notice counts for the allgather it names; later ones drop it.
- */
-#define FAIL_TAG (1 << 26)
-
-struct fail_notice {
-  uint32_t seq; /* the allgather (ag_seq) the sender left */
-  int32_t rank;
-  int32_t code;
-  char text[MC_BOOT_TEXT_BYTES];
-};
-
-static void notices_send(struct mc_boot *b, uint32_t seq, ncclResult_t code, int skip);
-static ncclResult_t notice_check(void *arg);
-
-/* Runs ops; on failure names the neighbour whose socket failed and, after
- * init in an allgather over all ranks (is_world), tells the other ranks
- * (notices_send) unless the failure was their notice or an abort. */
-static ncclResult_t ring_io(struct mc_boot *b, struct mc_sock_op *ops, int n_ops,
-                            const struct mc_wait *w, const struct mc_sock *snd, int next, int prev,
-                            bool is_world)
-{
-  ncclResult_t res = mc_sock_io_multi(ops, n_ops, w);
-  const struct mc_sock *s = snd;
-  int peer = next;
-
-  if (res == ncclSuccess)
-    return ncclSuccess;
-  for (int i = 0; i < n_ops; i++) {
-    if (ops[i].failed) {
-      s = ops[i].sock;
-      peer = (ops[i].sock == snd) ? next : prev;
-      break;
-    }
-  }
-  res = boot_fail(b, res, s, peer, "in a bootstrap allgather");
-  if (is_world && (b->ctl.fd < 0) && (s->end != MC_SOCK_END_CHECK) && (s->end != MC_SOCK_END_ABORT))
-    notices_send(b, b->world_seq, res, peer);
-  return res;
-}
-
-/*
- * Bidirectional ring allgather (NCCL 2.28+'s socketRingAllGather): each TCP
- * ring connection carries data both ways, so ceil((n-1)/2) steps instead of
- * n-1. Step s sends slice idx-s forward and slice idx+s backward, and
- * receives idx-s-1 from prev and idx+s+1 from next; when n-1 is odd the last
- * step only goes forward. A header first checks that all agree on the size.
- */
-static ncclResult_t ring_allgather(struct mc_boot *b, struct mc_sock *snd, struct mc_sock *rcv,
-                                   int n, int idx, const int *ranks, char *data, size_t slice)
-{
-  int next = (ranks != NULL) ? ranks[(idx + 1) % n] : (idx + 1) % n;
-  int prev = (ranks != NULL) ? ranks[(idx + n - 1) % n] : (idx + n - 1) % n;
-  uint32_t hdr_out[2] = {b->ag_seq, (uint32_t)slice};
-  uint32_t hdr_prev[2] = {0, 0};
-  uint32_t hdr_next[2] = {0, 0};
-  struct mc_wait w = boot_wait(b);
-  int n_full = (n - 1) / 2;
-  struct mc_sock_op hops[4] = {
-      {.sock = snd, .is_send = true, .buf = hdr_out, .bytes = sizeof(hdr_out)},
-      {.sock = rcv, .is_send = true, .buf = hdr_out, .bytes = sizeof(hdr_out)},
-      {.sock = rcv, .is_send = false, .buf = hdr_prev, .bytes = sizeof(hdr_prev)},
-      {.sock = snd, .is_send = false, .buf = hdr_next, .bytes = sizeof(hdr_next)},
-  };
-
-  b->ag_seq++;
-  if ((b->ctl.fd < 0) && (ranks == NULL)) { /* after init: the others' notices */
-    w.check = notice_check;
-    w.check_arg = b;
-  }
-  MC_CHECK(ring_io(b, hops, 4, &w, snd, next, prev, ranks == NULL));
-  if (!mc_boot_ag_header_check(hdr_prev, slice, NULL, 0) ||
-      !mc_boot_ag_header_check(hdr_next, slice, NULL, 0))
-    return MC_FAIL(ncclInvalidUsage,
-                   "Bootstrap: rank %d: allgather slices of %u (rank %d) and %u (rank %d) bytes, "
-                   "expected %zu: the ranks disagree on what they exchange (mixed versions?)",
-                   b->rank, hdr_prev[1], prev, hdr_next[1], next, slice);
-  for (int s = 0; s <= n_full; s++) {
-    bool is_half = (s == n_full);
-    struct mc_sock_op ops[4] = {
-        {.sock = snd, .is_send = true, .buf = data + (size_t)((idx - s + n) % n) * slice},
-        {.sock = rcv, .is_send = false, .buf = data + (size_t)((idx - s - 1 + n) % n) * slice},
-        {.sock = rcv, .is_send = true, .buf = data + (size_t)((idx + s) % n) * slice},
-        {.sock = snd, .is_send = false, .buf = data + (size_t)((idx + s + 1) % n) * slice},
-    };
-    if (is_half && ((n - 1) % 2 == 0))
-      break;
-    for (int i = 0; i < 4; i++)
-      ops[i].bytes = slice;
-    MC_CHECK(ring_io(b, ops, is_half ? 2 : 4, &w, snd, next, prev, ranks == NULL));
-  }
-  return ncclSuccess;
-}
-
-ncclResult_t mc_boot_allgather(struct mc_boot *b, void *data, size_t slice_bytes)
-{
-  if (b->n_ranks == 1)
-    return ncclSuccess;
-  if (slice_bytes > MC_BOOT_MAX_MSG_BYTES / (size_t)b->n_ranks)
-    return MC_FAIL(ncclInvalidArgument, "Bootstrap: allgather of %zu bytes per rank is too large",
-                   slice_bytes);
-  b->world_seq++;
-  return ring_allgather(b, &b->ring_send, &b->ring_recv, b->n_ranks, b->rank, NULL, data,
-                        slice_bytes);
-}
-
-/* A new authenticated connection to peer's p2p listener. */
-static ncclResult_t p2p_dial(struct mc_boot *b, int peer, struct mc_sock *s)
-{
-  struct mc_wait w = boot_wait(b);
-  ncclResult_t res;
-
-  if ((peer < 0) || (peer >= b->n_ranks))
-    return MC_FAIL(ncclInvalidArgument, "Bootstrap: rank %d: send to rank %d of %d", b->rank, peer,
-                   b->n_ranks);
-  res = boot_connect(b, &b->peers[peer].p2p, b->magic, MC_SOCK_TYPE_BOOTSTRAP, &w, s, NULL);
-  if (res != ncclSuccess) {
-    res = boot_fail(b, res, s, peer, "sending a bootstrap message");
-    mc_sock_close(s);
-  }
-  return res;
-}
-
-/* A dedicated connection to peer announcing a stream with tag (allgather_sub). */
-static ncclResult_t p2p_stream_connect(struct mc_boot *b, int peer, int tag, struct mc_sock *s)
-{
-  struct mc_boot_p2p_header hdr = {.rank = b->rank, .tag = tag, .bytes = MC_BOOT_STREAM_BYTES};
-  struct mc_wait w;
-  ncclResult_t res;
-
-  MC_CHECK(p2p_dial(b, peer, s));
-  w = boot_wait(b);
-  res = mc_sock_send_all(s, &hdr, sizeof(hdr), &w);
-  if (res != ncclSuccess) {
-    res = boot_fail(b, res, s, peer, "sending a bootstrap message");
-    mc_sock_close(s);
-  }
-  return res;
-}
-
-/* The open connection to peer, dialled when there is none; when OUT_CONNS_MAX
- * are open, the least recently used is closed first (its receiver reads the
- * end of the stream after the last message and forgets it). */
-static ncclResult_t out_conn_get(struct mc_boot *b, int peer, struct out_conn **oc_out)
-{
-  struct out_conn *oc = NULL;
-  ncclResult_t res_fail;
-
-  for (int i = 0; i < b->n_out; i++) {
-    if (b->out[i].peer == peer) {
-      oc = &b->out[i];
-      break;
-    }
-  }
-  if (oc == NULL) {
-    if (b->n_out == OUT_CONNS_MAX) {
-      oc = &b->out[0];
-      for (int i = 1; i < b->n_out; i++) {
-        if (b->out[i].used < oc->used)
-          oc = &b->out[i];
-      }
-      mc_sock_close(&oc->s);
-    } else {
-      oc = &b->out[b->n_out++];
-    }
-    oc->peer = peer;
-    MC_CHECK_GOTO(p2p_dial(b, peer, &oc->s), res_fail, gone);
-  }
-  oc->used = ++b->use_seq;
-  *oc_out = oc;
-  return ncclSuccess;
-
-gone:
-  *oc = b->out[--b->n_out];
-  return res_fail;
-}
-
-static void out_conn_drop(struct mc_boot *b, struct out_conn *oc)
-{
-  mc_sock_close(&oc->s);
-  *oc = b->out[--b->n_out];
-}
-
-ncclResult_t mc_boot_send(struct mc_boot *b, int peer, int tag, const void *data, size_t bytes)
-{
-  struct mc_boot_p2p_header hdr = {.rank = b->rank, .tag = tag, .bytes = (uint32_t)bytes};
-  uint8_t small[512];
-  struct out_conn *oc;
-  struct mc_wait w;
-  ncclResult_t res;
-
-  if (bytes > MC_BOOT_MAX_MSG_BYTES)
-    return MC_FAIL(ncclInvalidArgument, "Bootstrap: message of %zu bytes is too large", bytes);
-  MC_CHECK(out_conn_get(b, peer, &oc));
-  w = boot_wait(b);
-  if (sizeof(hdr) + bytes <= sizeof(small)) { /* one segment: one wake-up of the receiver */
-    memcpy(small, &hdr, sizeof(hdr));
-    if (bytes > 0)
-      memcpy(small + sizeof(hdr), data, bytes);
-    res = mc_sock_send_all(&oc->s, small, sizeof(hdr) + bytes, &w);
-  } else {
-    res = mc_sock_send_all(&oc->s, &hdr, sizeof(hdr), &w);
-    if (res == ncclSuccess)
-      res = mc_sock_send_all(&oc->s, data, bytes, &w);
-  }
-  if (res != ncclSuccess) {
-    res = boot_fail(b, res, &oc->s, peer, "sending a bootstrap message");
-    out_conn_drop(b, oc);
-  }
-  return res;
-}
-
-/* Adds the connections the service has authenticated to the incoming ones. */
-static ncclResult_t in_conns_take(struct mc_boot *b)
-{
-  uint64_t n;
-  struct mc_sock s;
-
-  if (read(b->ready_fd, &n, sizeof(n)) < 0) /* EAGAIN: nothing signalled */
-    n = 0;
-  for (;;) {
-    bool got;
-    if (b->n_in == b->cap_in) {
-      int cap = (b->cap_in > 0) ? 2 * b->cap_in : 16;
-      struct in_conn *in = realloc(b->in, (size_t)cap * sizeof(*in));
-      struct pollfd *pfd;
-      if (in == NULL)
-        return MC_FAIL(ncclSystemError, "Bootstrap: rank %d: out of memory", b->rank);
-      b->in = in;
-      pfd = realloc(b->in_pfd, (size_t)(cap + 1) * sizeof(*pfd));
-      if (pfd == NULL)
-        return MC_FAIL(ncclSystemError, "Bootstrap: rank %d: out of memory", b->rank);
-      b->in_pfd = pfd;
-      b->cap_in = cap;
-    }
-    pthread_mutex_lock(&b->svc_lock);
-    got = mc_boot_acceptor_take(&b->p2p_listen, &s);
-    pthread_mutex_unlock(&b->svc_lock);
-    if (!got)
-      return ncclSuccess;
-    b->in[b->n_in].rank = -1;
-    b->in[b->n_in].s = s;
-    b->n_in++;
-  }
-}
-
-static void in_conn_remove(struct mc_boot *b, int i, bool is_close)
-{
-  if (is_close)
-    mc_sock_close(&b->in[i].s);
-  b->in[i] = b->in[--b->n_in];
-}
-
-static ncclResult_t unexp_add(struct mc_boot *b, const struct mc_boot_p2p_header *hdr,
-                              struct mc_sock *stream, void *data)
-{
-  struct unexpected **pp;
-  struct unexpected *u = NULL;
-
-  if ((b->n_unexp >= MAX_UNEXPECTED) || (mc_calloc(&u, 1) != ncclSuccess)) {
-    if (stream != NULL)
-      mc_sock_close(stream);
-    free(data);
-    return MC_FAIL(ncclInternalError, "Bootstrap: rank %d: more than %d unexpected messages",
-                   b->rank, MAX_UNEXPECTED);
-  }
-  u->hdr = *hdr;
-  mc_sock_init(&u->sock);
-  if (stream != NULL)
-    u->sock = *stream;
-  u->data = data;
-  for (pp = &b->unexp; *pp != NULL; pp = &(*pp)->next)
-    ;
-  *pp = u;
-  b->n_unexp++;
-  return ncclSuccess;
-}
-
-/* The expected message: a payload of `bytes` into data, or a stream's
- * connection into *stream (then data is NULL). */
-struct p2p_want {
-  int peer; /* -1: any rank */
-  int tag;
-  void *data;
-  size_t bytes;
-  struct mc_sock *stream;
-};
-
-/* A message that is (peer, tag) but not what was asked (size, or a stream
- * where a message was asked or the reverse): the ranks disagree. */
-static ncclResult_t want_mismatch(const struct mc_boot *b, const struct p2p_want *wt,
-                                  const struct mc_boot_p2p_header *hdr)
-{
-  if ((hdr->bytes == MC_BOOT_STREAM_BYTES) != (wt->stream != NULL))
-    return MC_FAIL(ncclInvalidUsage,
-                   "Bootstrap: rank %d: rank %d sent %s with tag %d where %s was expected", b->rank,
-                   wt->peer, (wt->stream != NULL) ? "a message" : "an allgather", wt->tag,
-                   (wt->stream != NULL) ? "an allgather" : "a message");
-  return MC_FAIL(ncclInvalidUsage,
-                 "Bootstrap: rank %d: rank %d sent %u bytes with tag %d, expected %zu", b->rank,
-                 wt->peer, hdr->bytes, wt->tag, wt->bytes);
-}
-
-static bool want_fits(const struct p2p_want *wt, const struct mc_boot_p2p_header *hdr)
-{
-  if (wt->stream != NULL)
-    return hdr->bytes == MC_BOOT_STREAM_BYTES;
-  return hdr->bytes == wt->bytes;
-}
-
-/* The expected message from the unexpected queue: 1 found, 0 not there. */
-static int unexp_take(struct mc_boot *b, const struct p2p_want *wt, ncclResult_t *res)
-{
-  for (struct unexpected **pp = &b->unexp; *pp != NULL; pp = &(*pp)->next) {
-    struct unexpected *u = *pp;
-    if (((wt->peer >= 0) && (u->hdr.rank != wt->peer)) || (u->hdr.tag != wt->tag))
-      continue;
-    *pp = u->next;
-    b->n_unexp--;
-    *res = ncclSuccess;
-    if (!want_fits(wt, &u->hdr)) {
-      *res = want_mismatch(b, wt, &u->hdr);
-      mc_sock_close(&u->sock);
-    } else if (wt->stream != NULL) {
-      *wt->stream = u->sock;
-    } else if (wt->bytes > 0) {
-      memcpy(wt->data, u->data, wt->bytes);
-    }
-    free(u->data);
-    free(u);
-    return 1;
-  }
-  return 0;
-}
-
-/* A header read on incoming connection c: valid (mc_boot_p2p_header_check),
- * of the rank its earlier messages came from, and a stream (allgather_sub's
- * dedicated connection) only as the connection's first header. */
-static bool in_header_check(const struct in_conn *c, const struct mc_boot_p2p_header *hdr,
-                            int n_ranks, char *why, size_t why_bytes)
-{
-  if (!mc_boot_p2p_header_check(hdr, n_ranks, why, why_bytes))
-    return false;
-  if (c->rank < 0)
-    return true;
-  if (hdr->rank != c->rank) {
-    snprintf(why, why_bytes, "a message of rank %d on a connection of rank %d", hdr->rank, c->rank);
-    return false;
-  }
-  if (hdr->bytes == MC_BOOT_STREAM_BYTES) {
-    snprintf(why, why_bytes, "an allgather announced after messages");
-    return false;
-  }
-  return true;
-}
-
-/*
- * Reads the next message off incoming connection i (it is readable): 1 when
- * it was the expected one (delivered, or *res says how it did not fit), 0
- * when it went to the unexpected queue or the connection ended (its sender
- * closed it after its last message, or broke it: the sender reports its
- * own failure), -1 when the wait ended (*res).
- */
-static int in_conn_read(struct mc_boot *b, int i, const struct p2p_want *wt,
-                        const struct mc_wait *w, ncclResult_t *res)
-{
-  struct in_conn *c = &b->in[i];
-  struct mc_boot_p2p_header hdr;
-  char a[MC_SOCKADDR_STRLEN];
-  char why[128];
-  bool is_mine;
-  void *buf = NULL;
-  ssize_t n;
-
-  /* The end of the stream where a header would start is a close, not an error. */
-  n = recv(c->s.fd, &hdr, sizeof(hdr), MSG_PEEK | MSG_DONTWAIT);
-  if (n == 0) {
-    in_conn_remove(b, i, true);
-    return 0;
-  }
-  if ((n < 0) && ((errno == EAGAIN) || (errno == EWOULDBLOCK) || (errno == EINTR)))
-    return 0;
-  *res = mc_sock_recv_all(&c->s, &hdr, sizeof(hdr), w);
-  if (*res != ncclSuccess) {
-    if ((c->s.end == MC_SOCK_END_CHECK) || (c->s.end == MC_SOCK_END_ABORT) ||
-        (c->s.end == MC_SOCK_END_TIMEOUT))
-      return -1;
-    MC_INFO(MC_SUB_BOOTSTRAP, "Bootstrap: rank %d: dropped a message connection: %s", b->rank,
-            c->s.err);
-    in_conn_remove(b, i, true);
-    return 0;
-  }
-  if (!in_header_check(c, &hdr, b->n_ranks, why, sizeof(why))) {
-    /* It proved the secret, so it is one of ours, and broken: say so, and
-     * let it not stop this receive. */
-    MC_WARN("Bootstrap: rank %d: dropped a message connection from %s: protocol error: %s", b->rank,
-            mc_sockaddr_str(&c->s.addr, a, sizeof(a)), why);
-    in_conn_remove(b, i, true);
-    return 0;
-  }
-  c->rank = hdr.rank;
-  is_mine = ((wt->peer < 0) || (hdr.rank == wt->peer)) && (hdr.tag == wt->tag);
-  if (hdr.bytes == MC_BOOT_STREAM_BYTES) { /* a dedicated connection: it leaves the list */
-    struct mc_sock stream = c->s;
-    in_conn_remove(b, i, false);
-    if (!is_mine) {
-      *res = unexp_add(b, &hdr, &stream, NULL);
-      return (*res == ncclSuccess) ? 0 : 1;
-    }
-    if (wt->stream == NULL) {
-      mc_sock_close(&stream);
-      *res = want_mismatch(b, wt, &hdr);
-    } else {
-      *wt->stream = stream;
-    }
-    return 1;
-  }
-  if (is_mine && want_fits(wt, &hdr)) {
-    *res = mc_sock_recv_all(&c->s, wt->data, hdr.bytes, w);
-  } else {
-    if ((hdr.bytes > 0) && ((buf = malloc(hdr.bytes)) == NULL)) {
-      *res = MC_FAIL(ncclSystemError, "Bootstrap: rank %d: out of memory for a message of %u bytes",
-                     b->rank, hdr.bytes);
-      return 1;
-    }
-    *res = mc_sock_recv_all(&c->s, buf, hdr.bytes, w);
-  }
-  if (*res != ncclSuccess) {
-    free(buf);
-    *res = boot_fail(b, *res, &c->s, hdr.rank, "receiving a bootstrap message");
-    in_conn_remove(b, i, true);
-    return 1;
-  }
-  if (is_mine && (buf == NULL))
-    return 1;
-  if (is_mine) {
-    free(buf);
-    *res = want_mismatch(b, wt, &hdr);
-    return 1;
-  }
-  *res = unexp_add(b, &hdr, NULL, buf);
-  return (*res == ncclSuccess) ? 0 : 1;
-}
-
-/* Waits for the expected message, queueing every other one that comes first. */
-static ncclResult_t p2p_wait(struct mc_boot *b, const struct p2p_want *wt)
-{
-  struct mc_wait w;
-  struct mc_sock waiter;
-  ncclResult_t res = ncclSuccess;
-
-  if (unexp_take(b, wt, &res))
-    return res;
-  /* One deadline for the whole receive, however many other messages arrive first. */
-  w = boot_wait(b);
-  mc_sock_init(&waiter);
-  waiter.addr = b->p2p_listen.listener.sock.addr;
-  for (int tick = ACCEPT_TICK_MS;;) {
-    int n;
-
-    MC_CHECK(in_conns_take(b));
-    b->in_pfd[0].fd = b->ready_fd;
-    b->in_pfd[0].events = POLLIN;
-    b->in_pfd[0].revents = 0;
-    for (int i = 0; i < b->n_in; i++) {
-      b->in_pfd[i + 1].fd = b->in[i].s.fd;
-      b->in_pfd[i + 1].events = POLLIN;
-      b->in_pfd[i + 1].revents = 0;
-    }
-    n = poll(b->in_pfd, (nfds_t)b->n_in + 1, mc_deadline_left_ms(w.dl, tick));
-    /* A quiet wait looks less often (the abort flag, the root's link). */
-    tick =
-        (n != 0) ? ACCEPT_TICK_MS : ((2 * tick > WAIT_TICK_MAX_MS) ? WAIT_TICK_MAX_MS : 2 * tick);
-    /* Highest first: a removal moves the last connection into the hole. */
-    for (int i = b->n_in - 1; (n > 0) && (i >= 0); i--) {
-      int st;
-      if (b->in_pfd[i + 1].revents == 0)
-        continue;
-      st = in_conn_read(b, i, wt, &w, &res);
-      if (st > 0)
-        return res;
-      if (st < 0)
-        return boot_fail(b, res, &b->in[i].s, wt->peer, "waiting for a bootstrap message");
-    }
-    res = mc_sock_wait_check(&waiter, &w, "waiting for a connection on");
-    if (res != ncclSuccess)
-      return boot_fail(b, res, &waiter, wt->peer, "waiting for a bootstrap message");
-  }
-}
-
-ncclResult_t mc_boot_recv(struct mc_boot *b, int peer, int tag, void *data, size_t bytes)
-{
-  struct p2p_want wt = {.peer = peer, .tag = tag, .data = data, .bytes = bytes, .stream = NULL};
-
-  return p2p_wait(b, &wt);
-}
-
-/* Tells every rank but this one and skip (the one it blames) that this rank
- * left allgather seq with code (the recorded error as text). One second at
- * most per rank: a dead one refuses or never answers. */
-static void notices_send(struct mc_boot *b, uint32_t seq, ncclResult_t code, int skip)
-{
-  struct {
-    struct mc_boot_p2p_header hdr;
-    struct fail_notice n;
-  } m;
-
-  memset(&m, 0, sizeof(m));
-  m.hdr.rank = b->rank;
-  m.hdr.tag = FAIL_TAG;
-  m.hdr.bytes = (uint32_t)sizeof(m.n);
-  m.n.seq = seq;
-  m.n.rank = b->rank;
-  m.n.code = (int32_t)code;
-  mc_error_last_copy(m.n.text, sizeof(m.n.text));
-  for (int r = 0; r < b->n_ranks; r++) {
-    struct mc_wait w = mc_boot_wait_make(ROOT_EXPLAIN_WAIT_MS, NULL);
-    struct mc_sock s;
-    if ((r == b->rank) || (r == skip))
-      continue;
-    mc_sock_init(&s);
-    if (boot_connect(b, &b->peers[r].p2p, b->magic, MC_SOCK_TYPE_BOOTSTRAP, &w, &s, NULL) ==
-        ncclSuccess)
-      (void)mc_sock_send_all(&s, &m, sizeof(m), &w);
-    MC_INFO(MC_SUB_BOOTSTRAP, "Bootstrap: rank %d: %s rank %d that it left allgather %u: %s",
-            b->rank, (s.err[0] == '\0') ? "told" : "could not tell", r, seq,
-            (s.err[0] == '\0') ? m.n.text : s.err);
-    mc_sock_close(&s);
-  }
-}
-
-/* Queues notice n (of a later allgather) again, at the end of the queue. */
-static ncclResult_t notice_keep(struct mc_boot *b, const struct fail_notice *n)
-{
-  struct mc_boot_p2p_header hdr = {.rank = n->rank, .tag = FAIL_TAG, .bytes = sizeof(*n)};
-  struct fail_notice *copy = malloc(sizeof(*copy));
-
-  if (copy == NULL)
-    return MC_FAIL(ncclSystemError, "Bootstrap: rank %d: out of memory for a notice", b->rank);
-  *copy = *n;
-  return unexp_add(b, &hdr, NULL, copy);
-}
-
-/* The notice of another rank that left the running allgather over all
- * ranks, as this rank's error; notices of earlier ones are dropped. The
- * wait check of that allgather after init. */
-static ncclResult_t notice_check(void *arg)
-{
-  struct mc_boot *b = arg;
-  struct fail_notice n;
-  struct p2p_want wt = {.peer = -1, .tag = FAIL_TAG, .data = &n, .bytes = sizeof(n)};
-  struct mc_wait w = mc_boot_wait_make(ROOT_EXPLAIN_WAIT_MS, b->abort_flag);
-  ncclResult_t res = ncclSuccess;
-  int left = b->n_unexp; /* each queued one looked at once */
-  bool got = false;
-
-  /* Queued ones first; one of a later allgather (its sender went on
-   * before this rank) goes back for that allgather's wait. */
-  while (!got && (left-- > 0) && unexp_take(b, &wt, &res)) {
-    got = (res == ncclSuccess) && (n.seq == b->world_seq);
-    if ((res == ncclSuccess) && (n.seq > b->world_seq))
-      MC_CHECK(notice_keep(b, &n));
-  }
-  MC_CHECK(in_conns_take(b));
-  for (int i = b->n_in - 1; !got && (i >= 0); i--) {
-    struct pollfd p = {.fd = b->in[i].s.fd, .events = POLLIN, .revents = 0};
-    if ((poll(&p, 1, 0) <= 0) || (in_conn_read(b, i, &wt, &w, &res) <= 0))
-      continue;
-    got = (res == ncclSuccess) && (n.seq == b->world_seq);
-    if ((res == ncclSuccess) && (n.seq > b->world_seq))
-      MC_CHECK(notice_keep(b, &n));
-  }
-  if (!got)
-    return ncclSuccess;
-  n.text[sizeof(n.text) - 1] = '\0';
-  return MC_FAIL(((n.code > 0) && (n.code < ncclNumResults)) ? (ncclResult_t)n.code
-                                                             : ncclRemoteError,
-                 "Bootstrap: rank %d: rank %d left the bootstrap allgather after a failure: %s",
-                 b->rank, n.rank, n.text);
-}
-
-ncclResult_t mc_boot_barrier(struct mc_boot *b, const int *ranks, int n, int my_index, int tag)
-{
-  uint8_t token = 0;
-
-  if (ranks == NULL) {
-    n = b->n_ranks;
-    my_index = b->rank;
-  }
-  for (int mask = 1; mask < n; mask <<= 1) {
-    int to = (my_index + mask) % n;
-    int from = (my_index - mask % n + n) % n;
-    MC_CHECK(mc_boot_send(b, (ranks != NULL) ? ranks[to] : to, tag, &token, sizeof(token)));
-    MC_CHECK(mc_boot_recv(b, (ranks != NULL) ? ranks[from] : from, tag, &token, sizeof(token)));
-  }
-  return ncclSuccess;
-}
-
-ncclResult_t mc_boot_allgather_sub(struct mc_boot *b, const int *ranks, int n, int my_index,
-                                   void *data, size_t slice_bytes, int tag)
-{
-  struct mc_sock snd;
-  struct mc_sock rcv;
-  struct p2p_want wt = {0};
-  ncclResult_t res;
-  int next = ranks[(my_index + 1) % n];
-  int prev = ranks[(my_index + n - 1) % n];
-
-  if (n == 1)
-    return ncclSuccess;
-  if (slice_bytes > MC_BOOT_MAX_MSG_BYTES / (size_t)n)
-    return MC_FAIL(ncclInvalidArgument, "Bootstrap: allgather of %zu bytes per rank is too large",
-                   slice_bytes);
-  MC_CHECK(p2p_stream_connect(b, next, tag, &snd));
-  mc_sock_init(&rcv);
-  wt.peer = prev;
-  wt.tag = tag;
-  wt.stream = &rcv;
-  res = p2p_wait(b, &wt);
-  if (res == ncclSuccess)
-    res = ring_allgather(b, &snd, &rcv, n, my_index, ranks, data, slice_bytes);
-  mc_sock_close(&snd);
-  mc_sock_close(&rcv);
-  return res;
-}
-
 void mc_boot_destroy(struct mc_boot *b)
 {
   if (b == NULL)
     return;
-  while (b->unexp != NULL) {
-    struct unexpected *u = b->unexp;
-    b->unexp = u->next;
-    mc_sock_close(&u->sock);
-    free(u->data);
-    free(u);
-  }
-  while (b->n_out > 0)
-    out_conn_drop(b, &b->out[b->n_out - 1]);
-  while (b->n_in > 0)
-    in_conn_remove(b, b->n_in - 1, true);
-  free(b->in);
-  free(b->in_pfd);
+  mc_boot_p2p_close(b);
   service_stop(b);
   mc_sock_close(&b->ctl);
   mc_sock_close(&b->nbr);
