@@ -196,8 +196,18 @@ void mc_coll_plan_fini(struct mc_coll_plan *pl);
 /* Appends a copy of t. */
 ncclResult_t mc_coll_plan_add(struct mc_coll_plan *pl, const struct mc_task *t);
 
+/* The connections an algorithm runs on; algorithms may share a group (the
+ * symmetric all-reduce drives the one-shot's). */
+enum mc_coll_conn_group {
+  MC_CONN_GROUP_CHANNELS = 0, /* the channels init connected (rings) */
+  MC_CONN_GROUP_ONESHOT,      /* a send and a receive connection with every peer */
+  MC_CONN_GROUP_TREES,        /* the channels' tree connections */
+  MC_CONN_GROUP_P2P           /* one connection per peer and direction */
+};
+
 /*
- * An algorithm (libfabric's provider shape). plan and task_prim/task_next
+ * An algorithm (libfabric's provider shape): the whole contract between it
+ * and the executor, which names no algorithm. plan and task_prim/task_next
  * are mandatory unless task_progress is set; optional slots are NULL.
  */
 struct mc_coll_algo_ops {
@@ -219,6 +229,27 @@ struct mc_coll_algo_ops {
   /* Optional with task_progress: announces receives (NET), checks connections. */
   void (*task_start)(struct mc_task *t);
   ncclResult_t (*task_health)(const struct mc_task *t);
+  /* Optional with task_progress: whether t receives from c outside recv[]. */
+  bool (*task_receives_from)(const struct mc_task *t, const struct mc_conn *c);
+  /* Its connections. Tasks that drive their own (task_progress) run one
+   * after another per group and communicator. */
+  enum mc_coll_conn_group conn_group;
+  /* Optional: the connections op still needs, made at first use for the
+   * whole batch (NCCL's runtime connect). reqs NULL: *n_out = at most how
+   * many; else writes them, each with the heap connection to forget should
+   * the batch's connect fail (holders[i], NULL for none), *n_out = how many.
+   * first_use_all_peers: they are with every peer, asked once per group and
+   * communicator (and the communicator is probed first, coll_check.c). */
+  ncclResult_t (*first_use)(struct mc_op *op, struct mc_conn_req *reqs, struct mc_conn ***holders,
+                            int *n_out);
+  bool first_use_all_peers;
+  /* Optional: the connections first_use asked for on comm were all made. */
+  void (*first_use_done)(struct ncclComm *comm);
+  /* Optional: the channels an operation of bytes runs on (none: 0). */
+  int (*channels_for)(const struct ncclComm *comm, size_t bytes);
+  /* On a one-rank communicator an operation is the executor's local copy or
+   * reduction (collectives; send/recv to self are matched before). */
+  bool local_on_one_rank;
 };
 
 extern const struct mc_coll_algo_ops mc_coll_ring_ops;
@@ -247,6 +278,14 @@ ncclResult_t mc_coll_algo_choose(struct mc_op *op);
  * connections made, what slot size do they take. */
 size_t mc_coll_oneshot_slot_bytes(void);
 bool mc_coll_oneshot_connected(const struct ncclComm *comm);
+/* The one-shot connections, shared by the symmetric all-reduce (its table's
+ * first_use, task_receives_from). */
+ncclResult_t mc_coll_oneshot_first_use(struct mc_op *op, struct mc_conn_req *reqs,
+                                       struct mc_conn ***holders, int *n_out);
+bool mc_coll_oneshot_receives_from(const struct mc_task *t, const struct mc_conn *c);
+/* The channels an operation of bytes runs on when a channel earns its place
+ * with per bytes (coll_algo.c; the algorithms' channels_for). */
+int mc_coll_channels_for_slots(const struct ncclComm *comm, size_t bytes, size_t per);
 /* For the algorithms on the one-shot connections (one-shot, symmetric):
  * announces steps receive steps from every peer (NET connections), and the
  * executor's health check of those connections. */

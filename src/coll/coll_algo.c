@@ -100,38 +100,18 @@ static int tune_func(enum mc_coll_kind kind)
   }
 }
 
-/* From this size a tree all-reduce runs on an even number of channels, so on
- * both trees of NCCL's double binary tree: on one tree a link carries data
- * up, then down, one way at a time, where the mirrored tree uses the other
- * way. Measured against the ring in the same run (bench/algo_pair.c):
- * between 4 namespace hosts, 512 KiB took 1.36-1.47x the ring's time on one
- * tree and 0.70-0.81x on both, but 128 KiB took 1.22-1.28x on both and
- * 0.98-1.05x on one; between 8 hosts, 128-256 KiB were no slower on one. */
-#define TREE_BOTH_BYTES (512u << 10)
-
-/* The channels algo runs an operation of bytes on. NCCL reduces the channels
- * of small operations (enqueue.cc: fewer channels while nBytes < nc x
- * threads x threshold); on hosts a channel earns its place with at least one
- * FIFO slot of data, and a tree from TREE_BOTH_BYTES keeps both trees. A ring
- * that crosses hosts earns a channel with half a slot: its channels' sockets
- * carry a step's data side by side, and between 2 namespace hosts a 512 KiB
- * ring all-reduce took 1.25-1.6x the tree's time on one channel and
- * 1.03-1.08x on two (bench/algo_pair.c). */
-static int channels_for(const struct ncclComm *comm, const struct mc_coll_algo_ops *algo,
-                        size_t bytes)
+/* NCCL reduces the channels of small operations (enqueue.cc: fewer channels
+ * while nBytes < nc x threads x threshold); on hosts a channel earns its
+ * place with at least per bytes of data (an algorithm's channels_for says
+ * how much). */
+int mc_coll_channels_for_slots(const struct ncclComm *comm, size_t bytes, size_t per)
 {
   int nc = comm->n_channels;
-  size_t per = (comm->tp.slot_bytes > 0) ? comm->tp.slot_bytes : 1;
 
-  if ((algo != &mc_coll_ring_ops) && (algo != &mc_coll_tree_ops))
-    return 0;
-  if ((algo == &mc_coll_ring_ops) && (comm->nodes.n_nodes > 1) && (per > 1))
-    per /= 2;
+  if (per == 0)
+    per = 1;
   while ((nc > 1) && (bytes < (size_t)nc * per))
     nc--;
-  if ((algo == &mc_coll_tree_ops) && (bytes >= TREE_BOTH_BYTES) && (nc % 2 != 0) &&
-      (nc < comm->n_channels))
-    nc++;
   return (nc > 0) ? nc : 1;
 }
 
@@ -192,7 +172,7 @@ ncclResult_t mc_coll_algo_choose(struct mc_op *op)
                                           MC_TUNE_SIMPLE, bytes);
   if (op->est_us < 0)
     op->est_us = 0.0f;
-  op->n_channels = channels_for(comm, algo, bytes);
+  op->n_channels = (algo->channels_for != NULL) ? algo->channels_for(comm, bytes) : 0;
   if ((op->count > 0) && (comm->n_ranks > 1))
     MC_INFO(MC_SUB_TUNING, "%s: %zu Bytes -> Algo %d proto %d time %f nchannels %d (%s: %s)",
             mc_coll_name(op->kind), bytes, (int)algo->id, MC_PROTO_SIMPLE, (double)time,

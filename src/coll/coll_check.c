@@ -260,8 +260,7 @@ static bool plan_receives_from(const struct mc_coll_plan *pl, const struct ncclC
     for (int k = 0; k < t->n_recv; k++)
       if (t->recv[k] == c)
         return true;
-    if (((t->algo == &mc_coll_oneshot_ops) || (t->algo == &mc_coll_sym_ops)) &&
-        (comm->os_recv != NULL) && (comm->os_recv[c->peer] == c))
+    if ((t->algo->task_receives_from != NULL) && t->algo->task_receives_from(t, c))
       return true;
   }
   return false;
@@ -510,7 +509,7 @@ ncclResult_t mc_coll_batch_probe(struct mc_coll_batch *b, struct ncclComm **fail
     struct ncclComm *comm = op->comm;
     struct mc_task t;
     bool first = true;
-    if (!mc_coll_op_needs_oneshot(op) && !mc_coll_op_needs_trees(op))
+    if (!mc_coll_op_needs_first_use(op, true))
       continue;
     for (int k = 0; k < pl.n_tasks; k++)
       first = first && (pl.tasks[k].op->comm != comm);

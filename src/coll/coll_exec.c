@@ -534,51 +534,51 @@ bool mc_coll_op_runs(const struct mc_op *op)
 
 /* ------------------------------------------------------- runtime connect */
 
-bool mc_coll_op_needs_oneshot(const struct mc_op *op)
+bool mc_coll_op_needs_first_use(const struct mc_op *op, bool all_peers)
 {
-  return mc_coll_op_runs(op) &&
-         ((op->algo == &mc_coll_oneshot_ops) || (op->algo == &mc_coll_sym_ops)) &&
-         !mc_coll_oneshot_connected(op->comm);
+  int n = 0;
+
+  if (!mc_coll_op_runs(op) || (op->algo->first_use == NULL) ||
+      (all_peers && !op->algo->first_use_all_peers))
+    return false;
+  return (op->algo->first_use((struct mc_op *)op, NULL, NULL, &n) == ncclSuccess) && (n > 0);
 }
 
-bool mc_coll_op_needs_trees(const struct mc_op *op)
+/* Whether op k of b on comm is the first of its connection group there
+ * (connections with every peer are asked once per group). */
+static bool first_of_group(const struct mc_coll_batch *b, int k)
 {
-  return mc_coll_op_runs(op) && (op->algo == &mc_coll_tree_ops) && !op->comm->trees_connected;
+  const struct mc_op *op = &b->ops[k];
+
+  for (int j = 0; j < k; j++)
+    if ((b->ops[j].comm == op->comm) && (b->ops[j].algo->conn_group == op->algo->conn_group) &&
+        mc_coll_op_runs(&b->ops[j]))
+      return false;
+  return true;
 }
 
-static struct mc_conn **p2p_holder(const struct mc_op *op)
-{
-  struct ncclComm *comm = op->comm;
-
-  if (!mc_coll_op_runs(op) || (op->algo != &mc_coll_p2p_ops))
-    return NULL;
-  return (op->kind == MC_COLL_SEND) ? &comm->p2p_send[op->peer] : &comm->p2p_recv[op->peer];
-}
-
-/* The connections this batch's algorithms need (one-shot, trees, and
- * point-to-point), made together for every communicator of the batch
- * (NCCL's runtime connect). On failure none of them is kept. */
+/* The connections the batch's operations ask for at first use (their
+ * tables' first_use), made together for every communicator of the batch
+ * (NCCL's runtime connect); then each algorithm that asked hears they are
+ * made (first_use_done). On failure none of them is kept. */
 static ncclResult_t runtime_connect(struct mc_coll_batch *b, struct ncclComm **failed)
 {
   struct mc_tp_set *sets = NULL;
   struct mc_conn_req *reqs = NULL;
-  struct mc_conn ***holders = NULL; /* heap connections to forget on failure */
-  struct ncclComm **tree_comms = NULL;
+  struct mc_conn ***holders = NULL;  /* heap connections to forget on failure */
+  const struct mc_op **asked = NULL; /* ops whose algorithm has a first_use_done */
   int n_sets = 0;
   int n_reqs = 0;
-  int n_tree_comms = 0;
+  int n_asked = 0;
   size_t cap = 0;
-  ncclResult_t res;
+  ncclResult_t res = ncclSuccess;
 
   for (int i = 0; i < b->n_ops; i++) {
-    const struct mc_op *op = &b->ops[i];
-    struct mc_conn **h = p2p_holder(op);
-    if (mc_coll_op_needs_oneshot(op))
-      cap += 2 * (size_t)op->comm->n_ranks;
-    if (mc_coll_op_needs_trees(op))
-      cap += (size_t)mc_comm_tree_conn_reqs(op->comm, NULL);
-    if ((h != NULL) && (*h == NULL))
-      cap++;
+    struct mc_op *op = &b->ops[i];
+    int n = 0;
+    if (mc_coll_op_runs(op) && (op->algo->first_use != NULL))
+      MC_CHECK(op->algo->first_use(op, NULL, NULL, &n));
+    cap += (size_t)n;
   }
   if (cap == 0)
     return ncclSuccess; /* the common case: nothing to connect, nothing allocated */
@@ -586,74 +586,50 @@ static ncclResult_t runtime_connect(struct mc_coll_batch *b, struct ncclComm **f
   MC_CHECK(mc_calloc(&sets, (size_t)b->n_ops));
   MC_CHECK_GOTO(mc_calloc(&reqs, cap), res, out);
   MC_CHECK_GOTO(mc_calloc(&holders, cap), res, out);
-  MC_CHECK_GOTO(mc_calloc(&tree_comms, (size_t)b->n_ops), res, out);
+  MC_CHECK_GOTO(mc_calloc(&asked, (size_t)b->n_ops), res, out);
   for (int i = 0; i < b->n_ops; i++) {
     struct ncclComm *comm = b->ops[i].comm;
     struct mc_tp_set *set = &sets[n_sets];
-    bool os_done = false;
-    bool trees_done = false;
     if (!mc_coll_batch_comm_first(b, i))
       continue;
     *set = (struct mc_tp_set){.tc = &comm->tp, .reqs = &reqs[n_reqs], .n = 0};
     for (int k = i; k < b->n_ops; k++) {
       struct mc_op *op = &b->ops[k];
-      struct mc_conn **slot = p2p_holder(op);
-      if (op->comm != comm)
+      const struct mc_coll_algo_ops *a = op->algo;
+      int n = 0;
+      if ((op->comm != comm) || !mc_coll_op_runs(op) || (a->first_use == NULL) ||
+          (a->first_use_all_peers && !first_of_group(b, k)))
         continue;
-      if (mc_coll_op_needs_oneshot(op) && !os_done) {
-        /* One-shot: a send and a receive connection with every peer. */
-        os_done = true;
-        for (int p = 0; p < comm->n_ranks; p++) {
-          for (int dir = 0; (dir < 2) && (p != comm->rank); dir++) {
-            struct mc_conn **os = dir ? &comm->os_send[p] : &comm->os_recv[p];
-            MC_CHECK_GOTO(mc_calloc(os, 1), res, out);
-            holders[n_reqs] = os;
-            reqs[n_reqs++] = (struct mc_conn_req){.peer = p,
-                                                  .is_send = dir,
-                                                  .channel = 0,
-                                                  .conn_index = MC_CONN_ONESHOT,
-                                                  .slot_bytes = mc_coll_oneshot_slot_bytes(),
-                                                  .conn = *os};
-            set->n++;
-          }
-        }
-      }
-      if (mc_coll_op_needs_trees(op) && !trees_done) {
-        int m = mc_comm_tree_conn_reqs(comm, &reqs[n_reqs]);
-        trees_done = true;
-        tree_comms[n_tree_comms++] = comm;
-        n_reqs += m;
-        set->n += m;
-      }
-      if ((slot == NULL) || (*slot != NULL))
+      MC_CHECK_GOTO(a->first_use(op, NULL, NULL, &n), res, out);
+      if ((n == 0) || ((size_t)(n_reqs + n) > cap))
         continue;
-      MC_CHECK_GOTO(mc_calloc(slot, 1), res, out);
-      holders[n_reqs] = slot;
-      reqs[n_reqs++] = (struct mc_conn_req){.peer = op->peer,
-                                            .is_send = (op->kind == MC_COLL_SEND),
-                                            .channel = 0,
-                                            .conn_index = MC_CONN_P2P,
-                                            .conn = *slot};
-      set->n++;
+      /* On failure part-way its connections so far are in holders[]. */
+      res = a->first_use(op, &reqs[n_reqs], &holders[n_reqs], &n);
+      n_reqs += n;
+      set->n += n;
+      if (res != ncclSuccess)
+        goto out;
+      if ((n > 0) && (a->first_use_done != NULL))
+        asked[n_asked++] = op;
     }
     if (set->n > 0)
       n_sets++;
   }
   res = (n_sets > 0) ? mc_transport_connect_sets(sets, n_sets) : ncclSuccess;
   if (res == ncclSuccess)
-    for (int c = 0; c < n_tree_comms; c++)
-      tree_comms[c]->trees_connected = true;
+    for (int q = 0; q < n_asked; q++)
+      asked[q]->algo->first_use_done(asked[q]->comm);
 out:
   if (res != ncclSuccess) {
     /* Connections not made are forgotten (the next call tries again). */
-    for (int q = 0; q < n_reqs; q++) {
+    for (int q = 0; (holders != NULL) && (q < n_reqs); q++) {
       if (holders[q] != NULL) {
         free(*holders[q]);
         *holders[q] = NULL;
       }
     }
   }
-  free(tree_comms);
+  free(asked);
   free(holders);
   free(reqs);
   free(sets);
@@ -700,13 +676,6 @@ static ncclResult_t p2p_self(struct mc_coll_batch *b)
   return ncclSuccess;
 }
 
-/* The algorithm whose tasks t's must follow: the symmetric all-reduce
- * drives the one-shot connections too. */
-static const struct mc_coll_algo_ops *os_algo(const struct mc_coll_algo_ops *a)
-{
-  return (a == &mc_coll_sym_ops) ? &mc_coll_oneshot_ops : a;
-}
-
 static bool share_conn(const struct mc_task *t, const struct mc_task *u)
 {
   for (int i = 0; i < t->n_send; i++)
@@ -728,7 +697,7 @@ static ncclResult_t plan(struct mc_coll_batch *b)
     struct mc_op *op = &b->ops[i];
     if (op->count == 0)
       continue;
-    if ((op->comm->n_ranks == 1) && (op->algo != &mc_coll_p2p_ops)) {
+    if ((op->comm->n_ranks == 1) && op->algo->local_on_one_rank) {
       run_local(op);
       continue;
     }
@@ -738,8 +707,8 @@ static ncclResult_t plan(struct mc_coll_batch *b)
   }
   /* A task waits for the last earlier task on any of the same connections;
    * tasks that drive their own connections wait for the last earlier one of
-   * their algorithm on their communicator (one-shot and symmetric share the
-   * one-shot connections: one algorithm here). */
+   * their connection group on their communicator (one-shot and symmetric
+   * share the one-shot connections). */
   for (int i = 0; i < pl->n_tasks; i++) {
     struct mc_task *t = &pl->tasks[i];
     for (int k = i - 1; k >= 0; k--) {
@@ -747,7 +716,7 @@ static ncclResult_t plan(struct mc_coll_batch *b)
       bool own_t = (t->algo->task_progress != NULL);
       bool own_u = (u->algo->task_progress != NULL);
       if (own_t || own_u) {
-        if ((os_algo(t->algo) == os_algo(u->algo)) && (t->op->comm == u->op->comm)) {
+        if ((t->algo->conn_group == u->algo->conn_group) && (t->op->comm == u->op->comm)) {
           t->after = u;
           break;
         }

@@ -36,9 +36,9 @@ static inline bool mc_prim_sends(enum mc_prim_kind k)
 
 /* The operation moves data between ranks (the others run locally or not at all). */
 bool mc_coll_op_runs(const struct mc_op *op);
-/* Its one-shot (tree) connections are still to be made, with every peer at once. */
-bool mc_coll_op_needs_oneshot(const struct mc_op *op);
-bool mc_coll_op_needs_trees(const struct mc_op *op);
+/* Its algorithm still has connections to make at first use (all_peers:
+ * ones with every peer at once; the algorithm's table says which). */
+bool mc_coll_op_needs_first_use(const struct mc_op *op, bool all_peers);
 /* Op i of b is the first of the batch on its communicator (per-communicator
  * work is done once). */
 bool mc_coll_batch_comm_first(const struct mc_coll_batch *b, int i);

@@ -144,6 +144,44 @@ size_t mc_coll_oneshot_slot_bytes(void)
   return (b < 4096) ? 4096 : (b + 63) & ~(size_t)63;
 }
 
+/* A send and a receive connection with every peer, in comm->os_send/os_recv. */
+ncclResult_t mc_coll_oneshot_first_use(struct mc_op *op, struct mc_conn_req *reqs,
+                                       struct mc_conn ***holders, int *n_out)
+{
+  struct ncclComm *comm = op->comm;
+  int n = 0;
+
+  *n_out = 0;
+  if (mc_coll_oneshot_connected(comm))
+    return ncclSuccess;
+  if (reqs == NULL) {
+    *n_out = 2 * (comm->n_ranks - 1);
+    return ncclSuccess;
+  }
+  for (int p = 0; p < comm->n_ranks; p++) {
+    for (int dir = 0; (dir < 2) && (p != comm->rank); dir++) {
+      struct mc_conn **os = dir ? &comm->os_send[p] : &comm->os_recv[p];
+      MC_CHECK(mc_calloc(os, 1));
+      holders[n] = os;
+      reqs[n++] = (struct mc_conn_req){.peer = p,
+                                       .is_send = dir,
+                                       .channel = 0,
+                                       .conn_index = MC_CONN_ONESHOT,
+                                       .slot_bytes = mc_coll_oneshot_slot_bytes(),
+                                       .conn = *os};
+      *n_out = n;
+    }
+  }
+  return ncclSuccess;
+}
+
+bool mc_coll_oneshot_receives_from(const struct mc_task *t, const struct mc_conn *c)
+{
+  const struct ncclComm *comm = t->op->comm;
+
+  return (comm->os_recv != NULL) && (comm->os_recv[c->peer] == c);
+}
+
 static ncclResult_t oneshot_plan(struct mc_op *op, struct mc_coll_plan *pl)
 {
   struct ncclComm *comm = op->comm;
@@ -193,4 +231,9 @@ const struct mc_coll_algo_ops mc_coll_oneshot_ops = {
     .task_progress = oneshot_task_progress,
     .task_start = oneshot_task_start,
     .task_health = mc_coll_os_health,
+    .task_receives_from = mc_coll_oneshot_receives_from,
+    .conn_group = MC_CONN_GROUP_ONESHOT,
+    .first_use = mc_coll_oneshot_first_use,
+    .first_use_all_peers = true,
+    .local_on_one_rank = true,
 };

@@ -56,6 +56,31 @@ static void p2p_task_next(struct mc_task *t)
   t->off += t->chunk;
 }
 
+/* One connection per peer and direction, made at the first send to (receive
+ * from) that peer. */
+static ncclResult_t p2p_first_use(struct mc_op *op, struct mc_conn_req *reqs,
+                                  struct mc_conn ***holders, int *n_out)
+{
+  struct ncclComm *comm = op->comm;
+  struct mc_conn **slot =
+      (op->kind == MC_COLL_SEND) ? &comm->p2p_send[op->peer] : &comm->p2p_recv[op->peer];
+
+  *n_out = 0;
+  if (*slot != NULL)
+    return ncclSuccess;
+  *n_out = 1;
+  if (reqs == NULL)
+    return ncclSuccess;
+  MC_CHECK(mc_calloc(slot, 1));
+  holders[0] = slot;
+  reqs[0] = (struct mc_conn_req){.peer = op->peer,
+                                 .is_send = (op->kind == MC_COLL_SEND),
+                                 .channel = 0,
+                                 .conn_index = MC_CONN_P2P,
+                                 .conn = *slot};
+  return ncclSuccess;
+}
+
 const struct mc_coll_algo_ops mc_coll_p2p_ops = {
     .name = "P2P",
     .id = MC_ALGO_P2P,
@@ -63,4 +88,7 @@ const struct mc_coll_algo_ops mc_coll_p2p_ops = {
     .plan = p2p_plan,
     .task_prim = p2p_task_prim,
     .task_next = p2p_task_next,
+    .conn_group = MC_CONN_GROUP_P2P,
+    .first_use = p2p_first_use,
+    .local_on_one_rank = false, /* send/recv to self: matched before planning */
 };

@@ -291,6 +291,18 @@ static ncclResult_t ring_plan(struct mc_op *op, struct mc_coll_plan *pl)
   return ncclSuccess;
 }
 
+/* A ring that crosses hosts earns a channel with half a slot: its channels'
+ * sockets carry a step's data side by side (measurements:
+ * docs/ARCHITECTURE.md, Choosing the algorithm). */
+static int ring_channels_for(const struct ncclComm *comm, size_t bytes)
+{
+  size_t per = comm->tp.slot_bytes;
+
+  if ((comm->nodes.n_nodes > 1) && (per > 1))
+    per /= 2;
+  return mc_coll_channels_for_slots(comm, bytes, per);
+}
+
 const struct mc_coll_algo_ops mc_coll_ring_ops = {
     .name = "Ring",
     .id = MC_ALGO_RING,
@@ -298,4 +310,7 @@ const struct mc_coll_algo_ops mc_coll_ring_ops = {
     .plan = ring_plan,
     .task_prim = ring_task_prim,
     .task_next = ring_task_next,
+    .conn_group = MC_CONN_GROUP_CHANNELS,
+    .channels_for = ring_channels_for,
+    .local_on_one_rank = true,
 };

@@ -403,4 +403,9 @@ const struct mc_coll_algo_ops mc_coll_sym_ops = {
     .task_progress = sym_task_progress,
     .task_start = sym_task_start,
     .task_health = mc_coll_os_health,
+    .task_receives_from = mc_coll_oneshot_receives_from,
+    .conn_group = MC_CONN_GROUP_ONESHOT, /* the one-shot's connections */
+    .first_use = mc_coll_oneshot_first_use,
+    .first_use_all_peers = true,
+    .local_on_one_rank = true,
 };

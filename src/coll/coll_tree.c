@@ -132,6 +132,36 @@ static void tree_task_next(struct mc_task *t)
   t->off += t->chunk;
 }
 
+/* From this size a tree all-reduce runs on an even number of channels, so on
+ * both trees of NCCL's double binary tree: on one tree a link carries data
+ * up, then down, one way at a time, where the mirrored tree uses the other
+ * way (measurements: docs/ARCHITECTURE.md, Choosing the algorithm). */
+#define TREE_BOTH_BYTES (512u << 10)
+
+static int tree_channels_for(const struct ncclComm *comm, size_t bytes)
+{
+  int nc = mc_coll_channels_for_slots(comm, bytes, comm->tp.slot_bytes);
+
+  if ((bytes >= TREE_BOTH_BYTES) && (nc % 2 != 0) && (nc < comm->n_channels))
+    nc++;
+  return nc;
+}
+
+/* The channels' tree connections, made at the first tree collective. */
+static ncclResult_t tree_first_use(struct mc_op *op, struct mc_conn_req *reqs,
+                                   struct mc_conn ***holders, int *n_out)
+{
+  *n_out = op->comm->trees_connected ? 0 : mc_comm_tree_conn_reqs(op->comm, reqs);
+  for (int i = 0; (reqs != NULL) && (i < *n_out); i++)
+    holders[i] = NULL; /* init's channel connections: init frees them */
+  return ncclSuccess;
+}
+
+static void tree_first_use_done(struct ncclComm *comm)
+{
+  comm->trees_connected = true;
+}
+
 const struct mc_coll_algo_ops mc_coll_tree_ops = {
     .name = "Tree",
     .id = MC_ALGO_TREE,
@@ -139,4 +169,10 @@ const struct mc_coll_algo_ops mc_coll_tree_ops = {
     .plan = tree_plan,
     .task_prim = tree_task_prim,
     .task_next = tree_task_next,
+    .conn_group = MC_CONN_GROUP_TREES,
+    .first_use = tree_first_use,
+    .first_use_all_peers = true,
+    .first_use_done = tree_first_use_done,
+    .channels_for = tree_channels_for,
+    .local_on_one_rank = true,
 };
