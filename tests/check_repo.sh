@@ -127,6 +127,20 @@ done
 [ $bad = 0 ] && echo "ok - docs/ARCHITECTURE.md's Layout lists every file of src/, tools/, nccl_plugin/"
 fail=$((fail | bad))
 
+# 7. Length: a source file of src/, tools/ or nccl_plugin/ over 1000 lines
+# says why in its header comment (a " * Length: <reason>" line; ports of an
+# NCCL file keep that file's shape). Split it by job otherwise.
+bad=0
+while IFS= read -r f; do
+  n=$(wc -l < "$f")
+  if [ "$n" -gt 1000 ] && ! head -n 60 "$f" | grep -qE '^ \* Length: .{10,}'; then
+    echo "not ok - ${f#"$src"/} has $n lines: split it by job, or say why in a ' * Length: ' header line"
+    bad=1
+  fi
+done < <(find "$src/src" "$src/tools" "$src/nccl_plugin" -type f \( -name '*.[ch]' -o -name '*.inc' \) | sort)
+[ $bad = 0 ] && echo "ok - every source file over 1000 lines says why"
+fail=$((fail | bad))
+
 if command -v clang-format > /dev/null; then
   files=$(cd "$src" && git ls-files '*.c' '*.h' '*.inc' 2>/dev/null ||
     find src include tools tests -name '*.[ch]' -o -name '*.inc')

@@ -26,6 +26,8 @@
  * root talking to another. The neighbor's connection stays open like a
  * registration: a failure seen by either root crosses to the next group
  * through the rank that holds both connections, so every group learns it.
+ *
+ * Length: the root's one state machine (NCCL's bootstrapRoot), whose handlers share its tables.
  */
 #include "bootstrap.h"
 

@@ -258,7 +258,7 @@ extern const struct mc_coll_algo_ops mc_coll_oneshot_ops;
 extern const struct mc_coll_algo_ops mc_coll_p2p_ops;
 extern const struct mc_coll_algo_ops mc_coll_sym_ops;
 
-/* The executor's view of a connection's health for t (coll_exec.c): a
+/* The executor's view of a connection's health for t (coll_live.c): a
  * failure posted on it, or its peer's process gone (ncclRemoteError); a
  * peer that stopped on a mismatch and said so (ncclInvalidUsage naming it). */
 ncclResult_t mc_coll_conn_health(const struct mc_task *t, const struct mc_conn *c);

@@ -1,10 +1,11 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * The executor: runs a batch of operations on the calling thread (the host
- * edition of NCCL's kernels and of its enqueue/runtime-connect steps,
+ * The executor's scheduler: runs a batch of operations on the calling thread
+ * (the host edition of NCCL's kernels and of its enqueue step,
  * src/enqueue.cc). Each operation gets an algorithm (mc_coll_algo_choose),
- * the connections that algorithm needs are made at first use, and the
- * algorithm cuts it into tasks (struct mc_coll_algo_ops.plan); a task runs
+ * the connections that algorithm needs are made at first use
+ * (coll_connect.c), and the algorithm cuts it into tasks (struct
+ * mc_coll_algo_ops.plan), whose primitives coll_prim.c runs; a task runs
  * after the previous task on any of the same connections; all runnable tasks
  * advance round-robin, one primitive at a time when all its connections are
  * ready (a primitive may receive from and send to several peers: a tree
@@ -12,17 +13,10 @@
  * driven by one thread never deadlock.
  *
  * Waiting: spin, then yield, then short sleeps. Every few milliseconds of
- * waiting it checks the abort flag, errors posted on the connections (by the
- * proxy, or by a peer that failed) and whether the processes of same-host
- * peers still exist; a dead or failed peer becomes ncclRemoteError on this
- * rank, which then poisons its own connections and closes its network
- * connections so that its other peers learn it too, within milliseconds.
- * A same-host peer whose process is stopped (SIGSTOP, a debugger) while the
- * rank has waited MESHCCL_NET_TIMEOUT fails it the same way, as a stalled
- * NET peer does (tp_net.c's watchdog). Pids are looked at only for peers in
- * this rank's PID namespace (mc_peer_same_pidns): one in another (a
- * container sharing /dev/shm) fails it once nothing moved for
- * MESHCCL_NET_TIMEOUT, as a NET peer does.
+ * waiting it checks liveness (coll_live.c): a dead, stopped or failed peer
+ * becomes ncclRemoteError on this rank, which then poisons its own
+ * connections and closes its network connections so that its other peers
+ * learn it too, within milliseconds.
  *
  * Signatures (coll_sig.c, coll_check.c): the first step a task sends on
  * each connection carries its operation's signature; before the first
@@ -51,419 +45,14 @@
 #define IDLE_SLEEP_NS 20000
 #define CHECK_EVERY   1024 /* idle passes between liveness checks */
 #define CHECK_MS      5    /* at most one liveness check per this many ms */
-/* Waiting this long, a rank also receives first steps on NET connections it
- * does not use (stray steps): a receive posted there stays posted, and a
- * peer that closes the connection then makes its net report an error. */
-#define STRAY_NET_MS 1000
 /* Once a wait passed MESHCCL_NET_TIMEOUT, same-host peers are looked at
  * (/proc/<pid>/stat: stopped or not) at most this often. */
 #define STOPPED_CHECK_MS 100
-/* After a NET connection failed, a rank looks this long for a peer's
- * mismatch notice before it reports the failure (health). */
-#define NOTICE_WAIT_MS 1000
-
 const char *mc_coll_name(enum mc_coll_kind kind)
 {
   static const char *const names[] = {"AllReduce",     "Broadcast", "Reduce", "AllGather",
                                       "ReduceScatter", "Send",      "Recv"};
   return ((unsigned)kind < sizeof(names) / sizeof(names[0])) ? names[kind] : "?";
-}
-
-/* ------------------------------------------------------------ primitives */
-
-#define NT_MIN_OP_BYTES (1u << 20) /* out-of-place operations from this size */
-
-/* The last copy of received data into an out-of-place output that is not in
- * this core's cache: streaming stores skip the read-for-ownership of every
- * line (out-of-place all-reduce of 2 ranks, 1-64 MiB: 4.5 -> 5.1 GB/s busbw).
- * In place the lines are cached already, and there it costs: memcpy then. */
-static void copy_out(void *dst, const void *src, size_t bytes, bool stream)
-{
-  if (stream && (bytes >= 65536))
-    mc_copy_stream(dst, src, bytes);
-  else
-    memcpy(dst, src, bytes);
-}
-
-#define FUSE_BLOCK 32768 /* bytes per block of a fused pass (fits in L1) */
-
-/* The next slot of sc = reduce(a, b) (a NULL: b with flags applied). When
- * the connection streams its slot writes, through an L1 block: the
- * reduction kernels write with plain stores. */
-static void reduce_to_slot(struct mc_conn *sc, const struct mc_redop *op, const char *a,
-                           const char *b, size_t n, size_t esize, unsigned flags)
-{
-  char *slot = mc_conn_send_slot(sc);
-  size_t per = FUSE_BLOCK / esize;
-  _Alignas(64) char block[FUSE_BLOCK];
-
-  if (!sc->stream.on) {
-    mc_reduce(op, slot, a, b, n, flags);
-    return;
-  }
-  if ((a == NULL) && (flags == 0)) {
-    mc_conn_slot_copy(sc, slot, b, n * esize);
-    return;
-  }
-  if (per == 0)
-    per = 1;
-  for (size_t i = 0; i < n; i += per) {
-    size_t m = (n - i < per) ? n - i : per;
-    size_t off = i * esize;
-    mc_reduce(op, block, (a != NULL) ? a + off : NULL, b + off, m, flags);
-    mc_conn_slot_copy(sc, slot + off, block, m * esize);
-  }
-}
-
-/* Publishes bytes at src (stable until the op ends when stable) to the next rank. */
-static void send_data(struct mc_conn *sc, const struct mc_redop *op, const char *src, size_t n,
-                      size_t bytes, bool stable, unsigned pre)
-{
-  if (bytes == 0) { /* src may be NULL (a chain's empty step) */
-    mc_conn_send_commit(sc, NULL, 0);
-    return;
-  }
-  if (stable && sc->can_send_ptr && (pre == 0)) {
-    mc_conn_send_commit(sc, src, bytes);
-    return;
-  }
-  if (pre != 0)
-    reduce_to_slot(sc, op, NULL, src, n, bytes / n, pre);
-  else
-    mc_conn_slot_copy(sc, mc_conn_send_slot(sc), src, bytes);
-  mc_conn_send_commit(sc, NULL, bytes);
-}
-
-/* dst1 = dst2 = reduce(a, b) (a NULL: copy of b), block by block, so that the
- * second write reads from L1 instead of memory. */
-static void reduce2(const struct mc_conn *sc, const struct mc_redop *op, char *dst1, char *dst2,
-                    const char *a, const char *b, size_t n, size_t esize, unsigned flags)
-{
-  size_t per = FUSE_BLOCK / esize;
-
-  if (per == 0)
-    per = 1;
-  for (size_t i = 0; i < n; i += per) {
-    size_t m = (n - i < per) ? n - i : per;
-    size_t off = i * esize;
-    if ((a == NULL) && (flags == 0)) {
-      if (dst1 != b + off)
-        memcpy(dst1 + off, b + off, m * esize);
-    } else {
-      mc_reduce(op, dst1 + off, (a != NULL) ? a + off : NULL, b + off, m, flags);
-    }
-    mc_conn_slot_copy(sc, dst2 + off, dst1 + off, m * esize);
-  }
-}
-
-/* The first step t sends (on every connection of the primitive) carries its signature. */
-static void stage_sig(struct mc_task *t, struct mc_conn *const *conns, int n)
-{
-  if (t->sent_any)
-    return;
-  for (int i = 0; i < n; i++)
-    mc_conn_send_hdr(conns[i], &t->op->sig);
-  t->sent_any = true;
-}
-
-static ncclResult_t size_mismatch(struct mc_task *t, const struct mc_conn *c, const char *src,
-                                  size_t got, size_t bytes)
-{
-  ncclResult_t res;
-
-  if (mc_coll_notice_recv(t, c, src, got, &res))
-    return res;
-  return MC_FAIL(ncclInvalidUsage,
-                 "%s: rank %d received %zu bytes from rank %d where it expected %zu: the ranks "
-                 "called different operations, counts or types",
-                 mc_coll_name(t->op->kind), t->rank, got, c->peer, bytes);
-}
-
-static int prim_run_one(struct mc_task *t, const struct mc_prim *p, ncclResult_t *res)
-{
-  const struct mc_op *op = t->op;
-  struct mc_conn *sc = t->send[0];
-  struct mc_conn *rc = t->recv[0];
-  size_t bytes = p->n * op->esize;
-  const char *in = (op->in != NULL) ? op->in + p->in_off * op->esize : NULL;
-  char *out = (op->out != NULL) ? op->out + p->out_off * op->esize : NULL;
-  const char *src = NULL;
-  size_t got = 0;
-  unsigned pre = (op->redop.kind == MC_RED_PREMULSUM) ? MC_REDUCE_PRE_B : 0;
-
-  if (mc_prim_recvs(p->kind)) {
-    if (!mc_conn_recv_ready(rc))
-      return 0;
-    src = mc_conn_recv_data(rc, &got);
-    /* (size_t)-1: the net cannot tell sizes (a plugin): go by ours. */
-    if ((got != bytes) && (got != (size_t)-1)) {
-      *res = size_mismatch(t, rc, src, got, bytes);
-      return -1;
-    }
-  }
-  if (mc_prim_sends(p->kind) && !mc_conn_send_ready_sampled(sc))
-    return 0;
-  if (mc_prim_sends(p->kind))
-    stage_sig(t, &sc, 1);
-  /* Data that lives in another process comes over first (one copy). */
-  if ((src != NULL) && rc->remote_read && (bytes > 0)) {
-    bool to_out = (p->kind == MC_PRIM_RECV) || (p->kind == MC_PRIM_RECV_COPY_SEND);
-    char *dst = to_out ? out : t->bounce;
-    if ((*res = mc_conn_read(rc, dst, src, bytes)) != ncclSuccess)
-      return -1;
-    src = dst;
-  }
-  switch (p->kind) {
-  case MC_PRIM_SEND:
-    send_data(sc, &op->redop, in, p->n, bytes, true, pre);
-    break;
-  case MC_PRIM_COPY_SEND:
-    if (out != in)
-      memcpy(out, in, bytes);
-    send_data(sc, &op->redop, out, p->n, bytes, true, 0);
-    break;
-  case MC_PRIM_RECV:
-    if ((src != out) && (bytes > 0)) /* out may be NULL for an empty step */
-      copy_out(out, src, bytes, (op->in != op->out) && (op->count * op->esize >= NT_MIN_OP_BYTES));
-    break;
-  case MC_PRIM_RECV_COPY_SEND:
-    if (sc->can_send_ptr) {
-      if (src != out)
-        memcpy(out, src, bytes);
-      mc_conn_send_commit(sc, out, bytes);
-    } else {
-      reduce2(sc, &op->redop, out, mc_conn_send_slot(sc), NULL, src, p->n, op->esize, 0);
-      mc_conn_send_commit(sc, NULL, bytes);
-    }
-    break;
-  case MC_PRIM_RECV_REDUCE_SEND:
-    reduce_to_slot(sc, &op->redop, src, in, p->n, op->esize, pre);
-    mc_conn_send_commit(sc, NULL, bytes);
-    break;
-  case MC_PRIM_RECV_REDUCE_COPY_SEND:
-    if (sc->can_send_ptr) {
-      mc_reduce(&op->redop, out, src, in, p->n, pre | MC_REDUCE_POST);
-      mc_conn_send_commit(sc, out, bytes);
-    } else {
-      reduce2(sc, &op->redop, out, mc_conn_send_slot(sc), src, in, p->n, op->esize,
-              pre | MC_REDUCE_POST);
-      mc_conn_send_commit(sc, NULL, bytes);
-    }
-    break;
-  case MC_PRIM_RECV_REDUCE_COPY:
-    mc_reduce(&op->redop, out, src, in, p->n, pre | MC_REDUCE_POST);
-    break;
-  }
-  if (src != NULL)
-    mc_conn_recv_release(rc);
-  return 1;
-}
-
-/* Sends the out range [out, out + bytes) (final data, stable until the
- * operation ends) to every send connection of t. */
-static void send_out_all(struct mc_task *t, const char *out, size_t bytes)
-{
-  for (int i = 0; i < t->n_send; i++) {
-    struct mc_conn *sc = t->send[i];
-    if (sc->can_send_ptr) {
-      mc_conn_send_commit(sc, out, bytes);
-    } else {
-      mc_conn_slot_copy(sc, mc_conn_send_slot(sc), out, bytes);
-      mc_conn_send_commit(sc, NULL, bytes);
-    }
-  }
-}
-
-/* A primitive with several receive or send connections (a tree node): the
- * received inputs are reduced one after another (each read across processes
- * into the bounce buffer first), the result goes to every send connection. */
-static int prim_run_multi(struct mc_task *t, const struct mc_prim *p, ncclResult_t *res)
-{
-  const struct mc_op *op = t->op;
-  size_t bytes = p->n * op->esize;
-  const char *in = (op->in != NULL) ? op->in + p->in_off * op->esize : NULL;
-  char *out = (op->out != NULL) ? op->out + p->out_off * op->esize : NULL;
-  const char *srcs[MC_TASK_MAX_PEERS];
-  unsigned pre = (op->redop.kind == MC_RED_PREMULSUM) ? MC_REDUCE_PRE_B : 0;
-  int n_recv = mc_prim_recvs(p->kind) ? t->n_recv : 0;
-  int n_send = mc_prim_sends(p->kind) ? t->n_send : 0;
-  char *dst;
-
-  for (int i = 0; i < n_recv; i++)
-    if (!mc_conn_recv_ready(t->recv[i]))
-      return 0;
-  for (int i = 0; i < n_send; i++)
-    if (!mc_conn_send_ready_sampled(t->send[i]))
-      return 0;
-  for (int i = 0; i < n_recv; i++) {
-    size_t got = 0;
-    srcs[i] = mc_conn_recv_data(t->recv[i], &got);
-    if ((got != bytes) && (got != (size_t)-1)) {
-      *res = size_mismatch(t, t->recv[i], srcs[i], got, bytes);
-      return -1;
-    }
-  }
-  if (n_send > 0)
-    stage_sig(t, t->send, n_send);
-  switch (p->kind) {
-  case MC_PRIM_SEND:
-  case MC_PRIM_COPY_SEND:
-    /* Data this rank owns: a copy (premulsum: multiplied) into every slot. */
-    if ((p->kind == MC_PRIM_COPY_SEND) && (out != in))
-      memcpy(out, in, bytes);
-    for (int i = 0; i < n_send; i++) {
-      reduce_to_slot(t->send[i], &op->redop, NULL, in, p->n, op->esize,
-                     (p->kind == MC_PRIM_SEND) ? pre : 0);
-      mc_conn_send_commit(t->send[i], NULL, bytes);
-    }
-    break;
-  case MC_PRIM_RECV:
-  case MC_PRIM_RECV_COPY_SEND:
-    if (t->recv[0]->remote_read && (bytes > 0)) {
-      if ((*res = mc_conn_read(t->recv[0], out, srcs[0], bytes)) != ncclSuccess)
-        return -1;
-    } else if (srcs[0] != out) {
-      memcpy(out, srcs[0], bytes);
-    }
-    if (p->kind == MC_PRIM_RECV_COPY_SEND)
-      send_out_all(t, out, bytes);
-    break;
-  default: /* the reductions */
-    dst = (p->kind == MC_PRIM_RECV_REDUCE_SEND) ? mc_conn_send_slot(t->send[0]) : out;
-    for (int i = 0; i < n_recv; i++) {
-      const char *src = srcs[i];
-      unsigned post =
-          ((i == n_recv - 1) && (p->kind != MC_PRIM_RECV_REDUCE_SEND)) ? MC_REDUCE_POST : 0;
-      if (t->recv[i]->remote_read && (bytes > 0)) {
-        if ((*res = mc_conn_read(t->recv[i], t->bounce, src, bytes)) != ncclSuccess)
-          return -1;
-        src = t->bounce;
-      }
-      if (i == 0)
-        mc_reduce(&op->redop, dst, src, in, p->n, pre | post);
-      else
-        mc_reduce(&op->redop, dst, src, dst, p->n, post);
-    }
-    if (p->kind == MC_PRIM_RECV_REDUCE_SEND)
-      mc_conn_send_commit(t->send[0], NULL, bytes);
-    else if (p->kind == MC_PRIM_RECV_REDUCE_COPY_SEND)
-      send_out_all(t, out, bytes);
-    break;
-  }
-  for (int i = 0; i < n_recv; i++)
-    mc_conn_recv_release(t->recv[i]);
-  return 1;
-}
-
-/* 1: done; 0: a connection is not ready; -1: failed (*res). */
-static int prim_run(struct mc_task *t, const struct mc_prim *p, ncclResult_t *res)
-{
-  if ((t->n_send <= 1) && (t->n_recv <= 1))
-    return prim_run_one(t, p, res);
-  return prim_run_multi(t, p, res);
-}
-
-/* How many steps t will receive from each of its receive connections
- * (walks its primitives on a copy). */
-static uint64_t recv_steps(const struct mc_task *t)
-{
-  struct mc_task copy = *t;
-  struct mc_prim p;
-  uint64_t n = 0;
-
-  while (t->algo->task_prim(&copy, &p)) {
-    n += mc_prim_recvs(p.kind) ? 1 : 0;
-    t->algo->task_next(&copy);
-  }
-  return n;
-}
-
-/* Announces the task's receive steps to the proxy (NET connections). */
-static void task_start(struct mc_task *t)
-{
-  uint64_t n = 0;
-  bool counted = false;
-
-  t->started = true;
-  if (t->algo->task_start != NULL) {
-    t->algo->task_start(t);
-    return;
-  }
-  for (int i = 0; i < t->n_recv; i++) {
-    if (t->recv[i]->kind != MC_TOPO_TRANSPORT_NET)
-      continue;
-    if (!counted)
-      n = recv_steps(t);
-    counted = true;
-    mc_conn_recv_expect(t->recv[i], n);
-  }
-}
-
-static bool task_drained(const struct mc_task *t)
-{
-  for (int i = 0; i < t->n_send; i++)
-    if (!mc_conn_send_drained(t->send[i]))
-      return false;
-  return true;
-}
-
-/* Before t's first receiving primitive: the signatures of the first steps
- * from each of its receive connections (a primitive receives from all of
- * them at once). A receive takes no more than its sender sent (NCCL's
- * rule: a larger receive is allowed). 1 checked, 0 waiting, -1 failed. */
-static int task_check_first(struct mc_task *t, ncclResult_t *res)
-{
-  for (int i = 0; i < t->n_recv; i++)
-    if (!mc_conn_recv_ready(t->recv[i]))
-      return 0;
-  for (int i = 0; i < t->n_recv; i++) {
-    size_t sent = 0;
-    if (mc_coll_recv_check(t, t->recv[i], &sent, res) < 0)
-      return -1;
-    if ((t->op->kind == MC_COLL_RECV) && (sent < t->len))
-      t->len = sent; /* send/recv run in bytes (mc_coll_run) */
-  }
-  t->checked = true;
-  return 1;
-}
-
-/* Runs t's primitives while its connections are ready. 1 when something moved. */
-static int task_progress(struct mc_task *t, ncclResult_t *res)
-{
-  int moved = 0;
-
-  if (!t->started)
-    task_start(t);
-  if (t->algo->task_progress != NULL)
-    return t->algo->task_progress(t, res);
-
-  for (int budget = 0; budget < 64; budget++) {
-    struct mc_prim p;
-    int r;
-    if (!t->algo->task_prim(t, &p)) {
-      /* Pointers published to the peers must have been read before the
-       * user's buffers are handed back. */
-      if (!task_drained(t))
-        return moved;
-      t->done = true;
-      return 1;
-    }
-    if (!t->checked && mc_prim_recvs(p.kind)) {
-      r = task_check_first(t, res);
-      if (r <= 0)
-        return (r < 0) ? -1 : moved;
-      moved = 1;
-      continue; /* the primitive again: a receive may have become shorter */
-    }
-    r = prim_run(t, &p, res);
-    if (r < 0)
-      return -1;
-    if (r == 0)
-      return moved;
-    t->algo->task_next(t);
-    moved = 1;
-  }
-  return moved;
 }
 
 /* ---------------------------------------------------------------- batch */
@@ -532,150 +121,6 @@ bool mc_coll_op_runs(const struct mc_op *op)
   return (op->count > 0) && (op->comm->n_ranks > 1) && (!p2p || (op->peer != op->comm->rank));
 }
 
-/* ------------------------------------------------------- runtime connect */
-
-bool mc_coll_op_needs_first_use(const struct mc_op *op, bool all_peers)
-{
-  int n = 0;
-
-  if (!mc_coll_op_runs(op) || (op->algo->first_use == NULL) ||
-      (all_peers && !op->algo->first_use_all_peers))
-    return false;
-  return (op->algo->first_use((struct mc_op *)op, NULL, NULL, &n) == ncclSuccess) && (n > 0);
-}
-
-/* Whether op k of b on comm is the first of its connection group there
- * (connections with every peer are asked once per group). */
-static bool first_of_group(const struct mc_coll_batch *b, int k)
-{
-  const struct mc_op *op = &b->ops[k];
-
-  for (int j = 0; j < k; j++)
-    if ((b->ops[j].comm == op->comm) && (b->ops[j].algo->conn_group == op->algo->conn_group) &&
-        mc_coll_op_runs(&b->ops[j]))
-      return false;
-  return true;
-}
-
-/* The connections the batch's operations ask for at first use (their
- * tables' first_use), made together for every communicator of the batch
- * (NCCL's runtime connect); then each algorithm that asked hears they are
- * made (first_use_done). On failure none of them is kept. */
-static ncclResult_t runtime_connect(struct mc_coll_batch *b, struct ncclComm **failed)
-{
-  struct mc_tp_set *sets = NULL;
-  struct mc_conn_req *reqs = NULL;
-  struct mc_conn ***holders = NULL;  /* heap connections to forget on failure */
-  const struct mc_op **asked = NULL; /* ops whose algorithm has a first_use_done */
-  int n_sets = 0;
-  int n_reqs = 0;
-  int n_asked = 0;
-  size_t cap = 0;
-  ncclResult_t res = ncclSuccess;
-
-  for (int i = 0; i < b->n_ops; i++) {
-    struct mc_op *op = &b->ops[i];
-    int n = 0;
-    if (mc_coll_op_runs(op) && (op->algo->first_use != NULL))
-      MC_CHECK(op->algo->first_use(op, NULL, NULL, &n));
-    cap += (size_t)n;
-  }
-  if (cap == 0)
-    return ncclSuccess; /* the common case: nothing to connect, nothing allocated */
-  MC_CHECK(mc_coll_batch_probe(b, failed));
-  MC_CHECK(mc_calloc(&sets, (size_t)b->n_ops));
-  MC_CHECK_GOTO(mc_calloc(&reqs, cap), res, out);
-  MC_CHECK_GOTO(mc_calloc(&holders, cap), res, out);
-  MC_CHECK_GOTO(mc_calloc(&asked, (size_t)b->n_ops), res, out);
-  for (int i = 0; i < b->n_ops; i++) {
-    struct ncclComm *comm = b->ops[i].comm;
-    struct mc_tp_set *set = &sets[n_sets];
-    if (!mc_coll_batch_comm_first(b, i))
-      continue;
-    *set = (struct mc_tp_set){.tc = &comm->tp, .reqs = &reqs[n_reqs], .n = 0};
-    for (int k = i; k < b->n_ops; k++) {
-      struct mc_op *op = &b->ops[k];
-      const struct mc_coll_algo_ops *a = op->algo;
-      int n = 0;
-      if ((op->comm != comm) || !mc_coll_op_runs(op) || (a->first_use == NULL) ||
-          (a->first_use_all_peers && !first_of_group(b, k)))
-        continue;
-      MC_CHECK_GOTO(a->first_use(op, NULL, NULL, &n), res, out);
-      if ((n == 0) || ((size_t)(n_reqs + n) > cap))
-        continue;
-      /* On failure part-way its connections so far are in holders[]. */
-      res = a->first_use(op, &reqs[n_reqs], &holders[n_reqs], &n);
-      n_reqs += n;
-      set->n += n;
-      if (res != ncclSuccess)
-        goto out;
-      if ((n > 0) && (a->first_use_done != NULL))
-        asked[n_asked++] = op;
-    }
-    if (set->n > 0)
-      n_sets++;
-  }
-  res = (n_sets > 0) ? mc_transport_connect_sets(sets, n_sets) : ncclSuccess;
-  if (res == ncclSuccess)
-    for (int q = 0; q < n_asked; q++)
-      asked[q]->algo->first_use_done(asked[q]->comm);
-out:
-  if (res != ncclSuccess) {
-    /* Connections not made are forgotten (the next call tries again). */
-    for (int q = 0; (holders != NULL) && (q < n_reqs); q++) {
-      if (holders[q] != NULL) {
-        free(*holders[q]);
-        *holders[q] = NULL;
-      }
-    }
-  }
-  free(asked);
-  free(holders);
-  free(reqs);
-  free(sets);
-  return res;
-}
-
-/* Self send/recv pairs: the k-th send to self matches the k-th receive. */
-static ncclResult_t p2p_self(struct mc_coll_batch *b)
-{
-  for (int i = 0; i < b->n_ops; i++) {
-    struct mc_op *s = &b->ops[i];
-    bool matched = false;
-    if ((s->kind != MC_COLL_SEND) || (s->peer != s->comm->rank) || (s->count == 0))
-      continue;
-    for (int k = 0; (k < b->n_ops) && !matched; k++) {
-      struct mc_op *r = &b->ops[k];
-      if ((r->kind == MC_COLL_RECV) && (r->comm == s->comm) && (r->peer == r->comm->rank) &&
-          (r->count != 0) && (r->in == NULL)) {
-        if (r->count * r->esize != s->count * s->esize)
-          return MC_FAIL(ncclInvalidUsage,
-                         "Send/Recv to self on rank %d: %zu bytes sent, %zu bytes received",
-                         s->comm->rank, s->count * s->esize, r->count * r->esize);
-        memmove(r->out, s->in, s->count * s->esize);
-        r->in = r->out; /* marks it matched */
-        matched = true;
-      }
-    }
-    if (!matched)
-      return MC_FAIL(ncclInvalidUsage,
-                     "Send to self on rank %d has no matching ncclRecv in the group",
-                     s->comm->rank);
-    s->count = 0;
-  }
-  for (int i = 0; i < b->n_ops; i++) {
-    struct mc_op *r = &b->ops[i];
-    if ((r->kind == MC_COLL_RECV) && (r->peer == r->comm->rank) && (r->count != 0)) {
-      if (r->in == NULL)
-        return MC_FAIL(ncclInvalidUsage,
-                       "Recv from self on rank %d has no matching ncclSend in the group",
-                       r->comm->rank);
-      r->count = 0;
-    }
-  }
-  return ncclSuccess;
-}
-
 static bool share_conn(const struct mc_task *t, const struct mc_task *u)
 {
   for (int i = 0; i < t->n_send; i++)
@@ -731,150 +176,6 @@ static ncclResult_t plan(struct mc_coll_batch *b)
   return ncclSuccess;
 }
 
-/* ---------------------------------------------------------------- errors */
-
-static bool pid_gone(int pid)
-{
-  return (pid > 0) && (kill(pid, 0) != 0) && (errno == ESRCH);
-}
-
-/* Nothing of c waits on its peer right now: a send whose every step the
- * receiver took, or a receive whose next step has arrived (in this process:
- * with cross-memory attach the data stays in the peer's). A peer that
- * exits then (it finished its part: a broadcast's last ranks return while
- * the root still waits for the chain's check over the network) fails
- * nothing; if the task needs more of that peer, the connection waits again
- * and the peer's exit counts. */
-static bool peer_owes_nothing(const struct mc_conn *c)
-{
-  if (c->is_send)
-    return __atomic_load_n(&c->ctrl->head, __ATOMIC_ACQUIRE) >= c->step;
-  return !c->remote_read && mc_conn_recv_ready(c);
-}
-
-ncclResult_t mc_coll_conn_health(const struct mc_task *t, const struct mc_conn *c)
-{
-  struct ncclComm *comm = t->op->comm;
-  const struct mc_peer_info *p;
-  uint32_t e;
-
-  if (c == NULL)
-    return ncclSuccess;
-  p = &comm->peers[c->peer];
-  e = mc_conn_error(c);
-  if ((e != 0) && !c->is_send && mc_conn_recv_ready(c))
-    e = 0; /* what arrived is consumed first; the failure counts when it is needed */
-  if ((e != 0) && (c->kind != MC_TOPO_TRANSPORT_NET)) {
-    /* A peer that stopped on a mismatch left a notice with the error. */
-    char info[MC_CONN_ERR_INFO_BYTES];
-    size_t n = mc_conn_error_info(c, info);
-    struct mc_coll_notice notice;
-    struct mc_coll_sig named;
-    if ((n >= MC_NOTICE_BYTES) && mc_coll_notice_parse(info, MC_NOTICE_BYTES, &notice)) {
-      ncclResult_t res = mc_coll_notice_fail(&t->op->sig, &notice, &named);
-      mc_coll_note_mismatch(t->op, &named);
-      return res;
-    }
-  }
-  if ((e != 0) && (c->kind != MC_TOPO_TRANSPORT_NET) && (mc_conn_abort_rank(c) == c->peer))
-    return MC_FAIL(ncclRemoteError,
-                   "%s: rank %d: peer rank %d (pid %d on %s) aborted its communicator "
-                   "(ncclCommAbort); the %s connection %s it is closed",
-                   mc_coll_name(t->op->kind), comm->rank, c->peer, p->pid, p->host,
-                   mc_topo_transport_str(c->kind), c->is_send ? "to" : "from");
-  if (e != 0)
-    return MC_FAIL((c->kind == MC_TOPO_TRANSPORT_NET) ? (ncclResult_t)e : ncclRemoteError,
-                   "%s: rank %d: the %s connection %s rank %d (%s, pid %d) failed%s%s",
-                   mc_coll_name(t->op->kind), comm->rank, mc_topo_transport_str(c->kind),
-                   c->is_send ? "to" : "from", c->peer, p->host, p->pid,
-                   (c->error_text[0] != '\0') ? ": " : "", c->error_text);
-  /* Only a pid of this PID namespace is that process here (stage_peers). */
-  if ((c->kind != MC_TOPO_TRANSPORT_NET) && !peer_owes_nothing(c) &&
-      mc_peer_same_pidns(&comm->peers[comm->rank], p) && pid_gone(p->pid))
-    return MC_FAIL(ncclRemoteError, "%s: rank %d: peer rank %d (pid %d on %s) exited",
-                   mc_coll_name(t->op->kind), comm->rank, c->peer, p->pid, p->host);
-  return ncclSuccess;
-}
-
-/* t's communicator was aborted (ncclCommAbort from another thread). */
-static ncclResult_t task_aborted(const struct mc_task *t)
-{
-  struct ncclComm *comm = t->op->comm;
-
-  if (__atomic_load_n(&comm->abort_flag, __ATOMIC_ACQUIRE))
-    return MC_FAIL(ncclInvalidUsage, "%s: communicator %p was aborted", mc_coll_name(t->op->kind),
-                   (void *)comm);
-  return ncclSuccess;
-}
-
-/* A failure seen on t's connections or peers, or the communicator's abort. */
-static ncclResult_t task_health(const struct mc_task *t)
-{
-  MC_CHECK(task_aborted(t));
-  if (t->algo->task_health != NULL)
-    return t->algo->task_health(t);
-  for (int i = 0; i < t->n_send; i++)
-    MC_CHECK(mc_coll_conn_health(t, t->send[i]));
-  for (int i = 0; i < t->n_recv; i++)
-    MC_CHECK(mc_coll_conn_health(t, t->recv[i]));
-  return ncclSuccess;
-}
-
-#define CONNS_PER_CHANNEL (4 + 2 * MC_TREE_MAX_ARITY)
-#define CONNS_PER_PEER    4
-
-int mc_coll_comm_conns(const struct ncclComm *comm)
-{
-  return ((comm->channels != NULL) ? comm->n_channels * CONNS_PER_CHANNEL : 0) +
-         comm->n_ranks * CONNS_PER_PEER;
-}
-
-struct mc_conn *mc_coll_comm_conn(struct ncclComm *comm, int i)
-{
-  int n_ch = (comm->channels != NULL) ? comm->n_channels * CONNS_PER_CHANNEL : 0;
-  struct mc_conn *c = NULL;
-
-  if (i < n_ch) {
-    struct mc_channel *ch = &comm->channels[i / CONNS_PER_CHANNEL];
-    int j = i % CONNS_PER_CHANNEL;
-    struct mc_conn *fixed[4] = {&ch->send, &ch->recv, &ch->tree_send_up, &ch->tree_recv_up};
-    if (j < 4)
-      c = fixed[j];
-    else
-      c = ((j - 4) % 2 == 0) ? &ch->tree_send_down[(j - 4) / 2] : &ch->tree_recv_down[(j - 4) / 2];
-  } else {
-    int r = (i - n_ch) / CONNS_PER_PEER;
-    struct mc_conn **per_peer[CONNS_PER_PEER] = {comm->p2p_send, comm->p2p_recv, comm->os_send,
-                                                 comm->os_recv};
-    struct mc_conn **arr = per_peer[(i - n_ch) % CONNS_PER_PEER];
-    c = (arr != NULL) ? arr[r] : NULL;
-  }
-  return ((c != NULL) && (c->ctrl != NULL)) ? c : NULL;
-}
-
-static void poison_conn(struct ncclComm *comm, struct mc_conn *c)
-{
-  if ((c != NULL) && __atomic_load_n(&comm->is_aborted, __ATOMIC_ACQUIRE))
-    mc_conn_post_abort(c, comm->rank);
-  if ((c != NULL) && (mc_conn_error(c) == 0))
-    mc_conn_set_error(c, ncclRemoteError);
-}
-
-/* The communicator failed: tell every peer through every connection, close
- * its network connections, and refuse further operations. */
-static void comm_fail(struct ncclComm *comm, ncclResult_t res)
-{
-  int expected = ncclSuccess;
-
-  if (!__atomic_compare_exchange_n(&comm->coll_result, &expected, (int)res, false, __ATOMIC_ACQ_REL,
-                                   __ATOMIC_ACQUIRE))
-    return;
-  for (int i = 0; i < mc_coll_comm_conns(comm); i++)
-    poison_conn(comm, mc_coll_comm_conn(comm, i));
-  mc_comm_free_connections(comm);
-  __atomic_store_n(&comm->async_result, (int)res, __ATOMIC_RELEASE);
-}
-
 /* ------------------------------------------------------------------ run */
 
 bool mc_coll_batch_comm_first(const struct mc_coll_batch *b, int i)
@@ -898,187 +199,6 @@ static bool proxies_help(struct mc_coll_batch *b)
   for (int i = 0; i < b->n_ops; i++)
     moved |= mc_proxy_help(b->ops[i].comm->tp.proxy);
   return moved;
-}
-
-/* A proxy thread of the batch blocked inside one plugin call for
- * MESHCCL_NET_TIMEOUT (limit_ns): the watchdog, which runs in that thread,
- * cannot fail the collective, so the rank does (tp_net.c). */
-static ncclResult_t proxies_wedged(struct mc_coll_batch *b, uint64_t limit_ns,
-                                   struct ncclComm **failed)
-{
-  char text[640] = "NET: the proxy thread was abandoned inside a plugin call (said before)";
-  uint64_t now = mc_time_ns();
-
-  for (int i = 0; i < b->n_ops; i++) {
-    struct ncclComm *comm = b->ops[i].comm;
-    if (!mc_coll_batch_comm_first(b, i) ||
-        !mc_proxy_wedged_check(comm->tp.proxy, now, limit_ns, text, sizeof(text)))
-      continue;
-    *failed = comm;
-    return MC_FAIL(ncclRemoteError, "%s", text);
-  }
-  return ncclSuccess;
-}
-
-/* Whether process pid (of this host) is stopped: state T (SIGSTOP) or t (a
- * tracer stopped it) in /proc/<pid>/stat. */
-static bool pid_stopped(int pid)
-{
-  char path[64];
-  char buf[512];
-  const char *p;
-  ssize_t n;
-  int fd;
-
-  if (pid <= 0)
-    return false;
-  snprintf(path, sizeof(path), "/proc/%d/stat", pid);
-  fd = open(path, O_RDONLY | O_CLOEXEC);
-  if (fd < 0)
-    return false;
-  n = read(fd, buf, sizeof(buf) - 1);
-  close(fd);
-  if (n <= 0)
-    return false;
-  buf[n] = '\0';
-  /* "pid (comm) S ...": the name may hold anything, the state follows the last ')' */
-  p = strrchr(buf, ')');
-  return (p != NULL) && (p[1] == ' ') && ((p[2] == 'T') || (p[2] == 't'));
-}
-
-static ncclResult_t stopped_fail(const struct mc_task *t, int peer, const char *how,
-                                 double waited_s)
-{
-  struct ncclComm *comm = t->op->comm;
-  const struct mc_peer_info *p = &comm->peers[peer];
-
-  return MC_FAIL(ncclRemoteError,
-                 "%s: rank %d: peer rank %d (pid %d on %s) is stopped (SIGSTOP, or a debugger) "
-                 "and this rank waited %.1f s on %s (MESHCCL_NET_TIMEOUT=%lld s); "
-                 "docs/TROUBLESHOOTING.md#net-timeout",
-                 mc_coll_name(t->op->kind), comm->rank, peer, p->pid, p->host, waited_s, how,
-                 (long long)mc_param_int(MC_P_NET_TIMEOUT));
-}
-
-/* A same-host peer in another PID namespace (containers sharing /dev/shm):
- * its process cannot be looked at, so once the rank waited waited_s (at
- * least MESHCCL_NET_TIMEOUT) with nothing moving, it counts as stalled, as a
- * NET peer does (tp_net.c's watchdog). */
-static ncclResult_t foreign_fail(const struct mc_task *t, int peer, const char *how,
-                                 double waited_s)
-{
-  struct ncclComm *comm = t->op->comm;
-  const struct mc_peer_info *p = &comm->peers[peer];
-
-  return MC_FAIL(ncclRemoteError,
-                 "%s: rank %d: peer rank %d (pid %d on %s, in another PID namespace) moved "
-                 "nothing while this rank waited %.1f s on %s (MESHCCL_NET_TIMEOUT=%lld s): it "
-                 "exited, stopped, or has not called the collective; "
-                 "docs/TROUBLESHOOTING.md#net-timeout",
-                 mc_coll_name(t->op->kind), comm->rank, peer, p->pid, p->host, waited_s, how,
-                 (long long)mc_param_int(MC_P_NET_TIMEOUT));
-}
-
-/* Whether same-host peer r has stalled t for waited_s: its process is
- * stopped (its pid is one of this PID namespace), or, in another PID
- * namespace, it just has not moved. how: what t waits on. */
-static ncclResult_t peer_stalled(const struct mc_task *t, int r, const char *how, double waited_s)
-{
-  struct ncclComm *comm = t->op->comm;
-  const struct mc_peer_info *me = &comm->peers[comm->rank];
-  const struct mc_peer_info *p = &comm->peers[r];
-
-  if (!mc_peer_same_pidns(me, p))
-    return foreign_fail(t, r, how, waited_s);
-  if ((p->pid != me->pid) && pid_stopped(p->pid))
-    return stopped_fail(t, r, how, waited_s);
-  return ncclSuccess;
-}
-
-/* A same-host peer of t that stalled it (peer_stalled), while the rank has
- * waited waited_s (at least MESHCCL_NET_TIMEOUT) for the batch: the peers of
- * t's P2P and SHM connections, or, for a task that keeps its connections
- * elsewhere (the one-shot: every rank of the host), every other rank of the
- * communicator on this host. */
-static ncclResult_t task_stopped_peers(const struct mc_task *t, double waited_s)
-{
-  struct ncclComm *comm = t->op->comm;
-  const struct mc_peer_info *me = &comm->peers[comm->rank];
-  char how[64];
-
-  for (int i = 0; i < t->n_send + t->n_recv; i++) {
-    const struct mc_conn *c = (i < t->n_send) ? t->send[i] : t->recv[i - t->n_send];
-    if ((c == NULL) || (c->kind == MC_TOPO_TRANSPORT_NET) || peer_owes_nothing(c))
-      continue;
-    snprintf(how, sizeof(how), "its %s connection %s it", mc_topo_transport_str(c->kind),
-             c->is_send ? "to" : "from");
-    MC_CHECK(peer_stalled(t, c->peer, how, waited_s));
-  }
-  if (t->n_send + t->n_recv > 0)
-    return ncclSuccess;
-  for (int r = 0; r < comm->n_ranks; r++)
-    if ((r != comm->rank) && (comm->peers[r].host_hash == me->host_hash))
-      MC_CHECK(peer_stalled(t, r, "it", waited_s));
-  return ncclSuccess;
-}
-
-/* A NET connection of one of b's communicators failed. */
-static bool batch_net_failed(struct mc_coll_batch *b)
-{
-  for (int i = 0; i < b->n_ops; i++) {
-    struct ncclComm *comm = b->ops[i].comm;
-    if (!mc_coll_batch_comm_first(b, i))
-      continue;
-    for (int j = 0; j < mc_coll_comm_conns(comm); j++) {
-      const struct mc_conn *c = mc_coll_comm_conn(comm, j);
-      if ((c != NULL) && (c->kind == MC_TOPO_TRANSPORT_NET) && (mc_conn_error(c) != 0))
-        return true;
-    }
-  }
-  return false;
-}
-
-/* Every few ms of waiting (now, waited_s of it): the tasks' connections,
- * then the others (NET ones after STRAY_NET_MS of waiting). A peer that
- * stopped on a mismatch closes its NET connections once its notices left:
- * this rank may see the close before the notice, which can also come
- * through another peer (one that heard of the mismatch first). So from the
- * first NET failure (*net_down_at) the rank keeps running for NOTICE_WAIT_MS,
- * looking for a notice among the steps that arrived (its tasks may be
- * blocked on a send), before it reports the failure. */
-static ncclResult_t health(struct mc_coll_batch *b, struct mc_coll_plan *pl, double now,
-                           double waited_s, bool check_stopped, double *net_down_at,
-                           struct ncclComm **failed)
-{
-  ncclResult_t res;
-  struct mc_op *op = NULL;
-  bool grace;
-
-  if ((*net_down_at == 0) && batch_net_failed(b))
-    *net_down_at = now;
-  if (((*net_down_at != 0) || (waited_s * 1e3 >= STRAY_NET_MS)) &&
-      mc_coll_notice_scan(b, &res, &op)) {
-    *failed = op->comm;
-    return res;
-  }
-  grace = (*net_down_at != 0) && (now - *net_down_at < NOTICE_WAIT_MS * 1e-3);
-  for (int i = 0; i < pl->n_tasks; i++) {
-    struct mc_task *t = &pl->tasks[i];
-    if (!t->done && ((res = grace ? task_aborted(t) : task_health(t)) != ncclSuccess)) {
-      *failed = t->op->comm;
-      return res;
-    }
-    if (!t->done && !grace && check_stopped &&
-        ((res = task_stopped_peers(t, waited_s)) != ncclSuccess)) {
-      *failed = t->op->comm;
-      return res;
-    }
-  }
-  if (mc_coll_stray_check(b, pl, waited_s * 1e3 >= STRAY_NET_MS, &res, &op)) {
-    *failed = op->comm;
-    return res;
-  }
-  return ncclSuccess;
 }
 
 ncclResult_t mc_coll_tasks_run(struct mc_coll_batch *b, struct mc_coll_plan *pl,
@@ -1116,7 +236,7 @@ ncclResult_t mc_coll_tasks_run(struct mc_coll_batch *b, struct mc_coll_plan *pl,
       int r;
       if (t->done || ((t->after != NULL) && !t->after->done))
         continue;
-      r = task_progress(t, &res);
+      r = mc_coll_task_progress(t, &res);
       if (r < 0) {
         *failed = t->op->comm;
         return res;
@@ -1148,10 +268,11 @@ ncclResult_t mc_coll_tasks_run(struct mc_coll_batch *b, struct mc_coll_plan *pl,
         last_check = now;
         if (check_stopped)
           last_stopped_check = now;
-        if (net && ((res = proxies_wedged(b, (uint64_t)(stalled_s * 1e9), failed)) != ncclSuccess))
+        if (net &&
+            ((res = mc_coll_proxies_wedged(b, (uint64_t)(stalled_s * 1e9), failed)) != ncclSuccess))
           return res;
-        if ((res = health(b, pl, now, now - wait_start, check_stopped, &net_down_at, failed)) !=
-            ncclSuccess)
+        if ((res = mc_coll_health(b, pl, now, now - wait_start, check_stopped, &net_down_at,
+                                  failed)) != ncclSuccess)
           return res;
       }
     }
@@ -1192,7 +313,7 @@ static void batch_fail(struct mc_coll_batch *b, ncclResult_t res, const struct n
     if ((failed != NULL) && (comm != failed) && (res == ncclInvalidUsage))
       continue;
     snprintf(comm->last_error, sizeof(comm->last_error), "%s", why);
-    comm_fail(comm, (res == ncclInvalidUsage) ? ncclInvalidUsage : res);
+    mc_coll_comm_fail(comm, (res == ncclInvalidUsage) ? ncclInvalidUsage : res);
   }
 }
 
@@ -1207,13 +328,13 @@ ncclResult_t mc_coll_run(struct mc_op *ops, int n)
   mc_coll_plan_init(&b.pl);
   for (int i = 0; i < n; i++)
     ops[i].user_count = ops[i].count;
-  res = p2p_self(&b);
+  res = mc_coll_p2p_self(&b);
   for (int i = 0; (i < n) && (res == ncclSuccess); i++)
     res = mc_coll_algo_choose(&ops[i]);
   if (res == ncclSuccess)
     res = mc_coll_batch_sign(&b);
   if (res == ncclSuccess)
-    res = runtime_connect(&b, &failed);
+    res = mc_coll_runtime_connect(&b, &failed);
   if (res == ncclSuccess)
     res = plan(&b);
   if ((res == ncclSuccess) && (b.pl.n_tasks > 0)) {

@@ -36,25 +36,61 @@ static inline bool mc_prim_sends(enum mc_prim_kind k)
 
 /* The operation moves data between ranks (the others run locally or not at all). */
 bool mc_coll_op_runs(const struct mc_op *op);
-/* Its algorithm still has connections to make at first use (all_peers:
- * ones with every peer at once; the algorithm's table says which). */
-bool mc_coll_op_needs_first_use(const struct mc_op *op, bool all_peers);
 /* Op i of b is the first of the batch on its communicator (per-communicator
  * work is done once). */
 bool mc_coll_batch_comm_first(const struct mc_coll_batch *b, int i);
 /* The NET proxies of the batch's communicators: a collective starts (+1) or ends (-1). */
 void mc_coll_batch_proxies(struct mc_coll_batch *b, int delta);
+/* Runs pl's tasks (of b's operations) to completion: spin, yield, sleep;
+ * every few ms the connections' and the peers' health and stray steps.
+ * On failure *failed_out is the communicator it happened on. */
+ncclResult_t mc_coll_tasks_run(struct mc_coll_batch *b, struct mc_coll_plan *pl,
+                               struct ncclComm **failed_out);
+
+/* ------------------------------------------------------- coll_connect.c */
+
+/* Its algorithm still has connections to make at first use (all_peers:
+ * ones with every peer at once; the algorithm's table says which). */
+bool mc_coll_op_needs_first_use(const struct mc_op *op, bool all_peers);
+/* Makes the connections the batch's operations need at first use (NCCL's
+ * runtime connect); none kept on failure (*failed: the communicator). */
+ncclResult_t mc_coll_runtime_connect(struct mc_coll_batch *b, struct ncclComm **failed);
+
+/* ------------------------------------------------------------ coll_p2p.c */
+
+/* Sends to self matched with receives from self (the k-th with the k-th),
+ * copied, and taken out of the batch; an unmatched one is ncclInvalidUsage. */
+ncclResult_t mc_coll_p2p_self(struct mc_coll_batch *b);
+
+/* ----------------------------------------------------------- coll_prim.c */
+
+/* Runs t's primitives while its connections are ready: 1 when something
+ * moved, 0 when it waits, -1 when it failed (*res). */
+int mc_coll_task_progress(struct mc_task *t, ncclResult_t *res);
+
+/* ----------------------------------------------------------- coll_live.c */
+
+/* Every few ms of a wait (now; waited_s of nothing moving): a failure of the
+ * batch's tasks, connections or peers (check_stopped: look at same-host
+ * peers' processes too), a mismatch notice, a stray step; *net_down_at
+ * keeps when a NET connection's failure was first seen. *failed: the
+ * communicator it concerns. */
+ncclResult_t mc_coll_health(struct mc_coll_batch *b, struct mc_coll_plan *pl, double now,
+                            double waited_s, bool check_stopped, double *net_down_at,
+                            struct ncclComm **failed);
+/* A proxy thread of the batch has been inside one plugin call for limit_ns:
+ * the rank abandons it and fails the collective (tp_net.c). */
+ncclResult_t mc_coll_proxies_wedged(struct mc_coll_batch *b, uint64_t limit_ns,
+                                    struct ncclComm **failed);
+/* comm failed (res): its peers are told through every connection, its
+ * network connections closed, further operations refused. */
+void mc_coll_comm_fail(struct ncclComm *comm, ncclResult_t res);
 /* The connections of comm, numbered 0 .. mc_coll_comm_conns(comm) - 1: each
  * channel's (ring, tree up, tree down; send before receive), then per peer
  * point-to-point and one-shot ones. mc_coll_comm_conn: NULL where that one
  * is not connected. */
 int mc_coll_comm_conns(const struct ncclComm *comm);
 struct mc_conn *mc_coll_comm_conn(struct ncclComm *comm, int i);
-/* Runs pl's tasks (of b's operations) to completion: spin, yield, sleep;
- * every few ms the connections' and the peers' health and stray steps.
- * On failure *failed_out is the communicator it happened on. */
-ncclResult_t mc_coll_tasks_run(struct mc_coll_batch *b, struct mc_coll_plan *pl,
-                               struct ncclComm **failed_out);
 
 /* ------------------------------------------------------ coll_check.c */
 

@@ -6,7 +6,7 @@
  * order. Mirrors NCCL's send/recv work (src/device/sendrecv.h, runSend /
  * runRecv) with one channel per peer.
  */
-#include "coll/coll.h"
+#include "coll/coll_int.h"
 
 #include <string.h>
 
@@ -92,3 +92,43 @@ const struct mc_coll_algo_ops mc_coll_p2p_ops = {
     .first_use = p2p_first_use,
     .local_on_one_rank = false, /* send/recv to self: matched before planning */
 };
+
+/* Self send/recv pairs: the k-th send to self matches the k-th receive. */
+ncclResult_t mc_coll_p2p_self(struct mc_coll_batch *b)
+{
+  for (int i = 0; i < b->n_ops; i++) {
+    struct mc_op *s = &b->ops[i];
+    bool matched = false;
+    if ((s->kind != MC_COLL_SEND) || (s->peer != s->comm->rank) || (s->count == 0))
+      continue;
+    for (int k = 0; (k < b->n_ops) && !matched; k++) {
+      struct mc_op *r = &b->ops[k];
+      if ((r->kind == MC_COLL_RECV) && (r->comm == s->comm) && (r->peer == r->comm->rank) &&
+          (r->count != 0) && (r->in == NULL)) {
+        if (r->count * r->esize != s->count * s->esize)
+          return MC_FAIL(ncclInvalidUsage,
+                         "Send/Recv to self on rank %d: %zu bytes sent, %zu bytes received",
+                         s->comm->rank, s->count * s->esize, r->count * r->esize);
+        memmove(r->out, s->in, s->count * s->esize);
+        r->in = r->out; /* marks it matched */
+        matched = true;
+      }
+    }
+    if (!matched)
+      return MC_FAIL(ncclInvalidUsage,
+                     "Send to self on rank %d has no matching ncclRecv in the group",
+                     s->comm->rank);
+    s->count = 0;
+  }
+  for (int i = 0; i < b->n_ops; i++) {
+    struct mc_op *r = &b->ops[i];
+    if ((r->kind == MC_COLL_RECV) && (r->peer == r->comm->rank) && (r->count != 0)) {
+      if (r->in == NULL)
+        return MC_FAIL(ncclInvalidUsage,
+                       "Recv from self on rank %d has no matching ncclSend in the group",
+                       r->comm->rank);
+      r->count = 0;
+    }
+  }
+  return ncclSuccess;
+}

@@ -4,6 +4,8 @@
  * arguments are checked at once (ncclInvalidArgument with a message), the
  * init itself runs through the group machinery (init_group.c). Every symbol
  * also exists as pnccl*, the profiling alias NCCL exports.
+ *
+ * Length: NCCL's init.cc entry points, one per public function, kept together as nccl.h lists them.
  */
 #include "comm.h"
 

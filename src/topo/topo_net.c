@@ -3,10 +3,9 @@
  * Net plugin devices imported into the topology XML. Mirrors NCCL 2.30's
  * ncclTopoProcessNet / ncclTopoPopulateNics / ncclTopoFillNet /
  * ncclTopoMakeVNics / ncclTopoForceMerge / ncclTopoAutoMerge /
- * ncclTopoUpdateVNics (src/graph/topo.cc, xml.cc) and ncclTopoTrimXml (notes
- * §1.6, §1.7): physical devices are filled in plugin order, then the groups
- * of NCCL_NET_FORCE_MERGE and the devices whose XML path is at most the merge
- * level (NCCL_NET_MERGE_LEVEL, PORT by default: several nets of one nic, or
+ * ncclTopoUpdateVNics (src/graph/topo.cc, xml.cc) and ncclTopoTrimXml: physical devices are filled
+ * in plugin order, then the groups of NCCL_NET_FORCE_MERGE and the devices whose XML path is at
+ * most the merge level (NCCL_NET_MERGE_LEVEL, PORT by default: several nets of one nic, or
  * functions whose bus ids differ only in the last character) are fused into
  * virtual NICs, the way the IB plugin's makeVDevice does it; the fused
  * physical nets lose net/keep and the virtual ones are added under the
@@ -20,6 +19,8 @@
  *
  * No sysfs: a device whose net is not in the XML is attached to the first cpu
  * (NCCL's "not a PCI device" case).
+ *
+ * Length: one port of NCCL's NIC import and merge (topo.cc, xml.cc), kept in its shape.
  */
 #include "topo/topo.h"
 #include "topo/topo_int.h"

@@ -5,6 +5,8 @@
  * BFS per base node with the 2.30 DEV gate and type-first update rule, P2P
  * reroutes through the CPU, the transports' canConnect step, P2C, PXN and
  * no-GDR reroutes, trim of unreachable GPUs.
+ *
+ * Length: one port of NCCL's paths.cc, kept in its shape so the two read side by side.
  */
 #include "topo/topo.h"
 #include "topo/topo_int.h"

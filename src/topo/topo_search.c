@@ -15,6 +15,8 @@
  * the same system always yields the same graph. The NVLS and CollNet patterns
  * are not searched (no NVSwitch multicast or CollNet on hosts): such graphs
  * keep 0 channels, as NCCL's init leaves them when unsupported.
+ *
+ * Length: one port of NCCL's search.cc, kept in its shape so the two read side by side.
  */
 #include "topo/topo_graph.h"
 

@@ -5,6 +5,8 @@
  * XML order, links kept sorted by bandwidth, NVLink/C2C/pcilink second pass,
  * Broadcom switch flattening, inter-CPU links, up-links last; plus
  * ncclTopoPrint's lines.
+ *
+ * Length: one port of ncclTopoGetSystemFromXml and its helpers (topo.cc), kept in their shape.
  */
 #include "topo/topo.h"
 #include "topo/topo_int.h"

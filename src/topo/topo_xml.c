@@ -39,6 +39,8 @@
  *    max_nodes - 1), nesting is limited to MC_XML_PARSE_MAX_DEPTH levels;
  *  - a value that contains '"' is written between '\'' (NCCL writes '"' and
  *    produces a file it cannot read back).
+ *
+ * Length: one port of NCCL's xml.cc / xml.h (reader, writer, fuse), kept in its shape.
  */
 #include "topo_xml.h"
 

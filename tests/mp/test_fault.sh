@@ -12,7 +12,7 @@ need_progs mp_fault
 
 shm_snapshot
 # The bound on a survivor's wait. Over NET a survivor that sees its connection
-# fail looks 1 s for a peer's notice first (coll_exec.c, NOTICE_WAIT_MS), and a
+# fail looks 1 s for a peer's notice first (coll_live.c, NOTICE_WAIT_MS), and a
 # survivor that learns of the death from another survivor's leaving adds its
 # own second: about 2.3 s idle. A sanitizer build on 2 cores beside another
 # multi-process test took 5.7 s: there the bound is 10 s, still no hang.
