@@ -58,8 +58,11 @@
 /* Once a wait passed MESHCCL_NET_TIMEOUT, same-host peers are looked at
  * (/proc/<pid>/stat: stopped or not) at most this often. */
 #define STOPPED_CHECK_MS 100
-/* After a NET connection failed, a rank looks this long for a peer's
- * mismatch notice before it reports the failure (health). */
+/* After a NET connection failed soon after its steps last moved, a rank looks
+ * this long for a peer's mismatch notice before it reports the failure
+ * (health). A failure seen after waiting longer than this (a net's own time
+ * bound: MESHCCL_NET_TIMEOUT, MESHCCL_MESH_ROUTE_TIMEOUT_MS) is reported at
+ * once, so that those bounds hold as documented. */
 #define NOTICE_WAIT_MS 1000
 
 const char *mc_coll_name(enum mc_coll_kind kind)
@@ -1076,23 +1079,30 @@ static bool batch_net_failed(struct mc_coll_batch *b)
  * through another peer (one that heard of the mismatch first). So from the
  * first NET failure (*net_down_at) the rank keeps running for NOTICE_WAIT_MS,
  * looking for a notice among the steps that arrived (its tasks may be
- * blocked on a send), before it reports the failure. */
+ * blocked on a send), before it reports the failure; unless nothing had
+ * moved for NOTICE_WAIT_MS already when that failure was seen
+ * (*down_waited_s): notices are looked for from STRAY_NET_MS of waiting on,
+ * and the peer's close comes after its notices, so they would be here; that
+ * failure is then a net's time bound, which must not be exceeded. */
 static ncclResult_t health(struct mc_coll_batch *b, struct mc_coll_plan *pl, double now,
                            double waited_s, bool check_stopped, double *net_down_at,
-                           struct ncclComm **failed)
+                           double *down_waited_s, struct ncclComm **failed)
 {
   ncclResult_t res;
   struct mc_op *op = NULL;
   bool grace;
 
-  if ((*net_down_at == 0) && batch_net_failed(b))
+  if ((*net_down_at == 0) && batch_net_failed(b)) {
     *net_down_at = now;
+    *down_waited_s = waited_s;
+  }
   if (((*net_down_at != 0) || (waited_s * 1e3 >= STRAY_NET_MS)) &&
       mc_coll_notice_scan(b, &res, &op)) {
     *failed = op->comm;
     return res;
   }
-  grace = (*net_down_at != 0) && (now - *net_down_at < NOTICE_WAIT_MS * 1e-3);
+  grace = (*net_down_at != 0) && (now - *net_down_at < NOTICE_WAIT_MS * 1e-3) &&
+          (*down_waited_s < NOTICE_WAIT_MS * 1e-3);
   for (int i = 0; i < pl->n_tasks; i++) {
     struct mc_task *t = &pl->tasks[i];
     if (!t->done && ((res = grace ? task_aborted(t) : task_health(t)) != ncclSuccess)) {
@@ -1138,6 +1148,7 @@ ncclResult_t mc_coll_tasks_run(struct mc_coll_batch *b, struct mc_coll_plan *pl,
   double last_stopped_check = 0;
   double stalled_s = (double)mc_param_int(MC_P_NET_TIMEOUT);
   double net_down_at = 0; /* when a NET connection's failure was first seen */
+  double down_waited = 0; /* how long nothing had moved then */
   ncclResult_t res = ncclSuccess;
 
   while (left > 0) {
@@ -1181,8 +1192,8 @@ ncclResult_t mc_coll_tasks_run(struct mc_coll_batch *b, struct mc_coll_plan *pl,
           last_stopped_check = now;
         if (net && ((res = proxies_wedged(b, (uint64_t)(stalled_s * 1e9), failed)) != ncclSuccess))
           return res;
-        if ((res = health(b, pl, now, now - wait_start, check_stopped, &net_down_at, failed)) !=
-            ncclSuccess)
+        if ((res = health(b, pl, now, now - wait_start, check_stopped, &net_down_at, &down_waited,
+                          failed)) != ncclSuccess)
           return res;
       }
     }

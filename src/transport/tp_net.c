@@ -509,7 +509,7 @@ static bool progress_send(struct mc_proxy *p, struct mc_conn *c)
     call_leave(p, c);
     if (res != ncclSuccess) {
       conn_fail(c, res, "send");
-      return true;
+      return false; /* a failure is no progress: the rank's wait goes on (coll_exec.c) */
     }
     if (req == NULL)
       break;
@@ -525,7 +525,7 @@ static bool progress_send(struct mc_proxy *p, struct mc_conn *c)
     call_leave(p, c);
     if (res != ncclSuccess) {
       conn_fail(c, res, "send");
-      return true;
+      return false; /* a failure is no progress: the rank's wait goes on (coll_exec.c) */
     }
     if (!done)
       break;
@@ -534,7 +534,8 @@ static bool progress_send(struct mc_proxy *p, struct mc_conn *c)
     __atomic_store_n(&c->ctrl->head, nc->done, __ATOMIC_RELEASE);
     moved = true;
   }
-  return watchdog(c, moved, tail > nc->done) || moved;
+  (void)watchdog(c, moved, tail > nc->done); /* a failure it finds is no progress */
+  return moved;
 }
 
 static bool progress_recv(struct mc_proxy *p, struct mc_conn *c)
@@ -556,7 +557,7 @@ static bool progress_recv(struct mc_proxy *p, struct mc_conn *c)
     call_leave(p, c);
     if (res != ncclSuccess) {
       conn_fail(c, res, "receive");
-      return true;
+      return false; /* a failure is no progress: the rank's wait goes on (coll_exec.c) */
     }
     if (req == NULL)
       break;
@@ -574,7 +575,7 @@ static bool progress_recv(struct mc_proxy *p, struct mc_conn *c)
     call_leave(p, c);
     if (res != ncclSuccess) {
       conn_fail(c, res, "receive");
-      return true;
+      return false; /* a failure is no progress: the rank's wait goes on (coll_exec.c) */
     }
     if (!done)
       break;
@@ -584,7 +585,8 @@ static bool progress_recv(struct mc_proxy *p, struct mc_conn *c)
     __atomic_store_n(&c->ctrl->tail, nc->done, __ATOMIC_RELEASE);
     moved = true;
   }
-  return watchdog(c, moved, nc->posted > nc->done) || moved;
+  (void)watchdog(c, moved, nc->posted > nc->done);
+  return moved;
 }
 
 /* One pass over every connection; the caller holds the lock. */

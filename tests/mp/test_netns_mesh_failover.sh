@@ -17,7 +17,8 @@
 #   isolate the A-B cable down again, the same loop; a second into it the
 #          D-A cable goes down too, leaving A without a cable: no rank hangs,
 #          every rank ends within a bound with ncclRemoteError, and the
-#          message names the link (interface, subnet) and the hosts.
+#          message names the cable (both hosts, interfaces, subnet), or the
+#          host whose rank failed first and closed its connections.
 # Needs root, iproute2, tc and nft: skipped otherwise, failed under CI. Only
 # addresses inside the namespaces made here are used; all are removed.
 # shellcheck source=mp_lib.sh
@@ -201,13 +202,15 @@ if wait_ready iso; then
   # Host A's collective fails within the route timeout and a margin after the cut.
   expect_le "isolate: the last rank ended within $((4 * ROUTE_MS / 1000 + 20)) s of the cut" \
     $((worst - (CUT_MS - T0_MS))) $((4 * ROUTE_MS + 20000))
-  expect_grep "isolate: host A's error names the link (interface, subnet) and the hosts" \
+  # The cable that failed last, D-A, by both hosts, interfaces and subnet.
+  C14="(host1 mcl4 10\.$X\.14\.1 - host4 mcl1 10\.$X\.14\.4|host4 mcl1 10\.$X\.14\.4 - host1 mcl4 10\.$X\.14\.1) \(subnet 10\.$X\.14\.0/24\)"
+  expect_grep "isolate: host A's error names the cable D-A (hosts, interfaces, subnet) and the peer" \
     "$TMP/iso1.out" \
-    "^rank 0: .*returned 6 .*NET/Mesh: link mcl[24] 10\.$X\.1[24]\.1.* \(subnet 10\.$X\.1[24]\.0/24\).* of host [0-9a-f]+/host1 went down .*connection [0-9a-f]+ (to|from) host [0-9a-f]+/host[24] lost"
+    "^rank 0: .*returned 6 .*NET/Mesh: cable $C14 went down .*connection [0-9a-f]+ (to|from) host [0-9a-f]+/host[2-4] \(route "
   for ((i = 2; i <= N_HOSTS; i++)); do
-    expect_grep "isolate: rank $((i - 1)) returns ncclRemoteError naming a link (interface, subnet)" \
+    expect_grep "isolate: rank $((i - 1)) returns ncclRemoteError naming cable D-A or a host that failed first" \
       "$TMP/iso$i.out" \
-      "^rank $((i - 1)): .*returned 6 .*NET/Mesh: link mcl[0-9] .*\(subnet 10\.$X\.[0-9]+\.0/24\).* went down"
+      "^rank $((i - 1)): .*returned 6 .*NET/Mesh: (cable $C14 went down|host [0-9a-f]+/host[1-4] closed connection [0-9a-f]+ .*its process ended or closed the communicator)"
   done
   echo "# isolate: statuses $rcs, last rank ended $((worst - (CUT_MS - T0_MS))) ms after the cut"
   grep -hE "^rank [0-9]: iteration" "$TMP"/iso?.out | cut -c1-600 | sed 's/^/# isolate: /'

@@ -950,6 +950,8 @@ bool mc_net_mesh_nics_watch(struct mc_net_mesh_ctx *ctx)
       continue;
     __atomic_store_n(&ctx->nic_down[i], is_down, __ATOMIC_RELEASE);
     is_changed = true;
+    if (is_down)
+      mc_mesh_relay_fail_local(ctx->relay, &ctx->nics[i].addr.sa, "the interface");
     MC_INFO(MC_SUB_NET, "NET/Mesh: link %s on host %016llx: interface %s %s (subnet %s)%s",
             is_down ? "down" : "up", (unsigned long long)ctx->host_hash, ctx->nics[i].name,
             !is_down     ? "is up again"

@@ -470,6 +470,32 @@ void mc_net_mesh_nic_str(const struct mc_net_mesh_ctx *ctx, int nic, char *buf, 
 /* The host name discovery knows for host_hash, else its hash. */
 void mc_net_mesh_host_str(struct mc_net_mesh_ctx *ctx, uint64_t host_hash, char *buf, size_t bytes);
 
+/* ---------- failure reports (mesh_blame.c) ---------- */
+
+#define MC_NET_MESH_CABLE_TEXT_BYTES 384
+
+/* The cables of a connection's route, as they were when it was made. */
+struct mc_net_mesh_route_desc {
+  int n_hops; /* 0: not known */
+  uint64_t hosts[MC_NET_MESH_MAX_HOPS + 1];
+  /* hop i, from hosts[i]'s end: "h2 mcl3 10.1.23.2 - h3 mcl2 10.1.23.3 (subnet 10.1.23.0/24)" */
+  char cables[MC_NET_MESH_MAX_HOPS][MC_NET_MESH_CABLE_TEXT_BYTES];
+  char path[256]; /* "h4 > h1 > h5" */
+};
+
+/* The route connection conn_id takes from src_host to dst_host on view v
+ * (mc_mesh_route_pick, as connect and the relays choose it); for a direct
+ * connection, the cable one of whose ends is at local_addr (this host's NIC;
+ * may be NULL). false when v knows no route. Pure. */
+bool mc_net_mesh_route_describe(const struct mc_net_mesh_view *v, uint64_t src_host,
+                                uint64_t dst_host, uint64_t conn_id,
+                                const union mc_sockaddr *local_addr,
+                                struct mc_net_mesh_route_desc *d_out);
+/* The first hop of d whose hosts have no cable up between them on v (or one
+ * of which v no longer knows), else -1. Pure. */
+int mc_net_mesh_route_broken_hop(const struct mc_net_mesh_view *v,
+                                 const struct mc_net_mesh_route_desc *d);
+
 /* ---------- the context (mesh_net.c, mesh_handshake.c) ---------- */
 
 #define MC_NET_MESH_MAX_PENDING 64 /* handshakes in flight; the oldest is evicted */
