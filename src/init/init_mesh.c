@@ -47,6 +47,25 @@ static int postset_nodes(const struct mc_topo_ranks *all, int n_ranks, int *node
   return n_nodes;
 }
 
+/* Names every host of g as the Mesh net's lines do: "host K (name, ranks R)",
+ * K its node index in the communicator. */
+static void label_hosts(const struct ncclComm *comm, struct mc_mesh_graph *g)
+{
+  for (int k = 0; k < comm->nodes.n_nodes; k++) {
+    uint64_t hash = comm->peers[comm->nodes.node_first_rank[k]].host_hash;
+    char ranks[64];
+    char label[MC_MESH_LABEL_BYTES];
+
+    for (int h = 0; h < g->n_hosts; h++) {
+      if (g->hosts[h].host_hash != hash)
+        continue;
+      mc_comm_node_ranks_str(comm, k, ranks, sizeof(ranks));
+      snprintf(label, sizeof(label), "host %d (%.64s, %s)", k, g->hosts[h].name, ranks);
+      mc_mesh_graph_set_label(g, h, label);
+    }
+  }
+}
+
 static void log_rings(const struct ncclComm *comm, const struct mc_mesh_graph *g,
                       const struct mc_mesh_rings *rings)
 {
@@ -112,9 +131,13 @@ ncclResult_t mc_comm_mesh_node_orders(struct ncclComm *comm, const struct mc_top
   if (n_nodes < 3)
     goto out;
   MC_CHECK_GOTO(mc_calloc(&hosts, (size_t)comm->n_ranks), res, out);
-  MC_CHECK_GOTO(mc_net_mesh_local_host(comm->peers[comm->rank].host_hash,
-                                       comm->peers[comm->rank].host,
-                                       comm->peers[comm->rank].if_name, &hosts[comm->rank]),
+  /* Named as the Mesh net's discovery names it: NCCL_HOSTID, else the host name. */
+  MC_CHECK_GOTO(mc_net_mesh_local_host(
+                    comm->peers[comm->rank].host_hash,
+                    ((mc_param_str(MC_P_HOSTID) != NULL) && (mc_param_str(MC_P_HOSTID)[0] != '\0'))
+                        ? mc_param_str(MC_P_HOSTID)
+                        : comm->peers[comm->rank].host,
+                    comm->peers[comm->rank].if_name, &hosts[comm->rank]),
                 res, out);
   MC_CHECK_GOTO(mc_boot_allgather(comm->boot, hosts, sizeof(*hosts)), res, out);
   /* One description per host: its first rank's. */
@@ -139,6 +162,7 @@ ncclResult_t mc_comm_mesh_node_orders(struct ncclComm *comm, const struct mc_top
   for (int k = 0; k < n_nodes; k++)
     MC_CHECK_GOTO(mc_mesh_graph_host_find(g, comm->peers[node_first[k]].host_hash, &order[k]), res,
                   out);
+  label_hosts(comm, g);
   res = mc_mesh_rings_compute(g, order, n_nodes, MC_MESH_MAX_RINGS, &rings);
   if (res != ncclSuccess)
     goto out;

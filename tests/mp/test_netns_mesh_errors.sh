@@ -13,6 +13,10 @@
 #         rank 4 (host h5) is killed. The ranks behind it fail at once (well
 #         before the route timeout), rank 0 (the hub, cabled to h5) naming rank
 #         4's host as the one that closed the connection, not a cable.
+#   topo  on the line, meshccl-topo --mesh alone in h1 names this host and, having
+#         heard no neighbour, says to run it on the other hosts (reachable on the
+#         cables); run in every host, it names h1's neighbour on each cable and
+#         marks this host in the mesh.
 # Needs root and iproute2: skipped otherwise, failed under CI. Only addresses
 # inside the namespaces made here are used; all are removed.
 # shellcheck source=mp_lib.sh
@@ -76,6 +80,31 @@ if ! ns_make_hosts 4 "1-2 2-3 3-4"; then
   not_ok "building 4 namespaces cabled as a line"
   mp_finish
 fi
+# meshccl-topo --mesh names this host; alone it says what to do, and with the
+# other hosts running it too it names the neighbour on each cable.
+topo() {
+  ns_exec "$1" env -u NCCL_SOCKET_IFNAME NCCL_HOSTID="host$1" MESHCCL_MESH_IFNAME=mcl \
+    timeout 30 "$MC_BUILD/bin/meshccl-topo" --mesh --mesh-wait "$2" >"$TMP/topo.$1.$3" 2>&1
+}
+topo 1 1000 alone
+expect_grep "meshccl-topo --mesh alone: names this host" "$TMP/topo.1.alone" '^this host: host host1 \([0-9a-f]{16}\)$'
+expect_grep "meshccl-topo --mesh alone: no neighbour on its cable NIC" "$TMP/topo.1.alone" \
+  "^  mcl2 .*subnet 10\\.$X\\.12\\.0/24 .*no neighbour heard$"
+expect_grep "meshccl-topo --mesh alone: says to run it on the other hosts, reachable on the cables" \
+  "$TMP/topo.1.alone" "^no neighbour heard on any mesh NIC in 1000 ms: .*Run meshccl-topo --mesh \\(or the job\\) on the other hosts too.*UDP port [0-9]+ \\(MESHCCL_MESH_PORT\\)"
+for h in 1 2 3 4; do topo $h 3000 all & done
+wait
+expect_grep "meshccl-topo --mesh on every host: host 1 names its neighbour on mcl2" "$TMP/topo.1.all" \
+  "^  mcl2 .*subnet 10\\.$X\\.12\\.0/24 .*neighbour host host2 \\([0-9a-f]{16}\\)$"
+expect_grep "meshccl-topo --mesh on every host: the mesh marks this host" "$TMP/topo.1.all" \
+  '^mesh host [0-9]+ is host host1 \([0-9a-f]{16}\) <- this host: mcl2 '
+if grep -q "no neighbour heard on any" "$TMP/topo.1.all"; then
+  not_ok "meshccl-topo --mesh on every host: no advice to run it elsewhere"
+else
+  ok "meshccl-topo --mesh on every host: no advice to run it elsewhere"
+fi
+grep -E "^mesh:|this host" "$TMP/topo.1.all" | sed 's/^/# topo: /'
+
 start line "1 2 3 4" MESHCCL_MESH_ROUTE_TIMEOUT_MS=$ROUTE_MS
 if wait_running line 4; then
   sleep 0.5
@@ -83,17 +112,19 @@ if wait_running line 4; then
   ip -n "${TAG}h3" link set mcl2 down
   finish line 4
   expect_eq "line: every rank ends with ncclRemoteError (status 3)" "$RCS" "3 3 3 3 "
-  C23="host2 mcl3 10\\.$X\\.23\\.2 - host3 mcl2 10\\.$X\\.23\\.3 \\(subnet 10\\.$X\\.23\\.0/24\\)"
-  C32="host3 mcl2 10\\.$X\\.23\\.3 - host2 mcl3 10\\.$X\\.23\\.2 \\(subnet 10\\.$X\\.23\\.0/24\\)"
+  # Hosts are named "host K (NCCL_HOSTID, rank R)" (node K runs rank K here).
+  H2="host 1 \\(host2, rank 1\\)" H3="host 2 \\(host3, rank 2\\)"
+  C23="$H2 mcl3 10\\.$X\\.23\\.2 - $H3 mcl2 10\\.$X\\.23\\.3 \\(subnet 10\\.$X\\.23\\.0/24\\)"
+  C32="$H3 mcl2 10\\.$X\\.23\\.3 - $H2 mcl3 10\\.$X\\.23\\.2 \\(subnet 10\\.$X\\.23\\.0/24\\)"
   n_cable=0
   for r in 0 1 2 3; do
     line=$(grep -E "^rank $r: .* after [0-9]+ all-reduces" "$TMP/line$r.out")
     # Each error names the h2-h3 cable, or a host whose rank failed first and
     # closed its connections (ranks behind a failure fail at once); none names
     # another cable, or a link "of host ..." (the first hop it used).
-    want="NET/Mesh: (cable ($C23|$C32) went down|host [0-9a-f]+/host[1-4] closed connection [0-9a-f]+ .* while every cable of the route was up: its process ended or closed the communicator)"
+    want="NET/Mesh: (cable ($C23|$C32) went down|host [0-3] \(host[1-4], rank [0-3]\) closed connection [0-9a-f]+ .* while every cable of the route was up: its process ended or closed the communicator)"
     grep -qE "NET/Mesh: cable ($C23|$C32) went down" <<<"$line" && n_cable=$((n_cable + 1))
-    if grep -qE "$want" <<<"$line" && ! grep -oE "cable [^ ]+ mcl[0-9] [^ ]+ - [^ ]+ mcl[0-9] [^ ]+ \(subnet [^)]*\)" <<<"$line" | grep -qvE "$C23|$C32" &&
+    if grep -qE "$want" <<<"$line" && ! grep -oE "cable host [0-9]+ \([^)]*\) mcl[0-9] [^ ]+ - host [0-9]+ \([^)]*\) mcl[0-9] [^ ]+ \(subnet [^)]*\)" <<<"$line" | grep -qvE "$C23|$C32" &&
       ! grep -qE "NET/Mesh: link .* went down" <<<"$line"; then
       ok "line: rank $r's error names the failed cable h2-h3 (hosts, interfaces, subnet) or a host that failed"
     else
@@ -134,7 +165,7 @@ if wait_running star 5; then
       "${!e}" 3000
   done
   expect_grep "star: rank 0 (the hub) names rank 4's host as gone, not a cable" "$TMP/star0.out" \
-    "^rank 0: .*rank 4 .*NET/Mesh: host [0-9a-f]+/host5 closed connection [0-9a-f]+ .* while every cable of the route was up: its process ended or closed the communicator"
+    "^rank 0: .*rank 4 .*NET/Mesh: host 4 \(host5, rank 4\) closed connection [0-9a-f]+ .* while every cable of the route was up: its process ended or closed the communicator"
   if grep -E "^rank 0: " "$TMP/star0.out" | grep -qE "NET/Mesh: (cable|link) .* went down"; then
     not_ok "star: rank 0 blames no cable"
   else

@@ -37,35 +37,28 @@ static bool same_ip(const struct mc_mesh_addr *x, const union mc_sockaddr *sa)
   return false;
 }
 
-/* The name discovery knows for a host of the graph, else its hash. */
-static void host_name(const struct mc_mesh_graph *g, int h, char *buf, size_t bytes)
+/* "host 1 (h2, rank 1) mcl3 10.1.23.2 - host 2 (h3, rank 2) mcl2 10.1.23.3
+ * (subnet 10.1.23.0/24)": the link, from host a's end. */
+static void cable_str(const struct mc_net_mesh_ctx *ctx, const struct mc_net_mesh_view *v, int link,
+                      int a, char *buf, size_t bytes)
 {
-  if (g->hosts[h].name[0] != '\0')
-    snprintf(buf, bytes, "%s", g->hosts[h].name);
-  else
-    snprintf(buf, bytes, "%016llx", (unsigned long long)g->hosts[h].host_hash);
-}
-
-/* "host2 mcl3 10.1.23.2 - host3 mcl2 10.1.23.3 (subnet 10.1.23.0/24)": the
- * link, from host a's end. */
-static void cable_str(const struct mc_mesh_graph *g, int link, int a, char *buf, size_t bytes)
-{
+  const struct mc_mesh_graph *g = v->graph;
   const struct mc_mesh_link *l = &g->links[link];
   int ea = (l->host[0] == a) ? 0 : 1;
   int eb = 1 - ea;
   const struct mc_mesh_addr *xa = &g->hosts[l->host[ea]].addrs[l->addr[ea]];
   const struct mc_mesh_addr *xb = &g->hosts[l->host[eb]].addrs[l->addr[eb]];
   struct mc_mesh_addr sub = *xa;
-  char na[MC_MESH_HOST_NAME_BYTES];
-  char nb[MC_MESH_HOST_NAME_BYTES];
+  char na[MC_NET_MESH_HOST_TEXT_BYTES];
+  char nb[MC_NET_MESH_HOST_TEXT_BYTES];
   char ia[64];
   char ib[64];
   char s[64];
   char *slash;
 
   memcpy(sub.bytes, l->subnet, sizeof(sub.bytes));
-  host_name(g, l->host[ea], na, sizeof(na));
-  host_name(g, l->host[eb], nb, sizeof(nb));
+  mc_net_mesh_host_label(ctx, v, g->hosts[l->host[ea]].host_hash, na, sizeof(na));
+  mc_net_mesh_host_label(ctx, v, g->hosts[l->host[eb]].host_hash, nb, sizeof(nb));
   mc_mesh_addr_str(xa, ia, sizeof(ia));
   mc_mesh_addr_str(xb, ib, sizeof(ib));
   mc_mesh_addr_str(&sub, s, sizeof(s));
@@ -78,8 +71,8 @@ static void cable_str(const struct mc_mesh_graph *g, int link, int a, char *buf,
            s);
 }
 
-bool mc_net_mesh_route_describe(const struct mc_net_mesh_view *v, uint64_t src_host,
-                                uint64_t dst_host, uint64_t conn_id,
+bool mc_net_mesh_route_describe(const struct mc_net_mesh_ctx *ctx, const struct mc_net_mesh_view *v,
+                                uint64_t src_host, uint64_t dst_host, uint64_t conn_id,
                                 const union mc_sockaddr *local_addr,
                                 struct mc_net_mesh_route_desc *d_out)
 {
@@ -113,14 +106,14 @@ bool mc_net_mesh_route_describe(const struct mc_net_mesh_view *v, uint64_t src_h
   d_out->n_hops = path.n_hops;
   d_out->path[0] = '\0';
   for (int i = 0; i <= path.n_hops; i++) {
-    char name[MC_MESH_HOST_NAME_BYTES];
+    char name[MC_NET_MESH_HOST_TEXT_BYTES];
 
     d_out->hosts[i] = v->graph->hosts[path.hosts[i]].host_hash;
-    host_name(v->graph, path.hosts[i], name, sizeof(name));
+    mc_net_mesh_host_label(ctx, v, d_out->hosts[i], name, sizeof(name));
     mc_str_appendf(d_out->path, sizeof(d_out->path), &used, "%s%s", (i > 0) ? " > " : "", name);
   }
   for (int i = 0; i < path.n_hops; i++)
-    cable_str(v->graph, path.links[i], path.hosts[i], d_out->cables[i], sizeof(d_out->cables[i]));
+    cable_str(ctx, v, path.links[i], path.hosts[i], d_out->cables[i], sizeof(d_out->cables[i]));
   return true;
 }
 

@@ -226,7 +226,7 @@ static void note_route(struct mc_net_mesh_comm *mc)
   uint64_t self = mc->ctx->host_hash;
 
   mc->route_try_ns = mc_time_ns() + (uint64_t)ROUTE_RETRY_MS * 1000000ull;
-  if (!mc_net_mesh_route_describe(v, mc->is_send ? self : mc->peer_host,
+  if (!mc_net_mesh_route_describe(mc->ctx, v, mc->is_send ? self : mc->peer_host,
                                   mc->is_send ? mc->peer_host : self, mc->conn_id,
                                   &mc->ctx->nics[mc->nic].addr, &mc->route))
     mc->route.n_hops = 0;
@@ -270,7 +270,7 @@ static void comm_break(struct mc_net_mesh_comm *mc, bool by_peer, const char *fm
  * the link state tells apart (comm_progress). */
 static void comm_break(struct mc_net_mesh_comm *mc, bool by_peer, const char *fmt, ...)
 {
-  char host[96];
+  char host[MC_NET_MESH_HOST_TEXT_BYTES];
   va_list ap;
 
   va_start(ap, fmt);
@@ -287,7 +287,7 @@ static void comm_break(struct mc_net_mesh_comm *mc, bool by_peer, const char *fm
   __atomic_add_fetch(&mc->ctx->stats.n_breaks, 1, __ATOMIC_RELAXED);
   mc_net_mesh_host_str(mc->ctx, mc->peer_host, host, sizeof(host));
   MC_INFO(MC_SUB_NET,
-          "NET/Mesh: link down under connection %016llx %s host %s over %s: %s; %s (%llu "
+          "NET/Mesh: link down under connection %016llx %s %s over %s: %s; %s (%llu "
           "messages unacknowledged)",
           (unsigned long long)mc->conn_id, role(mc), host, mc->link, mc->cause,
           mc->is_send ? "moving it to another route" : "waiting for the sender to move it",
@@ -299,8 +299,8 @@ static void comm_break(struct mc_net_mesh_comm *mc, bool by_peer, const char *fm
  * end closed it) the peer's process, else the link the connection was on. */
 static ncclResult_t comm_lose(struct mc_net_mesh_comm *mc, const char *why)
 {
-  char host[96];
-  char self[96];
+  char host[MC_NET_MESH_HOST_TEXT_BYTES];
+  char self[MC_NET_MESH_HOST_TEXT_BYTES];
   char mesh[512];
   struct mc_net_mesh_view *v;
   unsigned long long n_unacked = (unsigned long long)(mc->rel.next_seq - mc->rel.acked);
@@ -315,30 +315,30 @@ static ncclResult_t comm_lose(struct mc_net_mesh_comm *mc, const char *why)
   mc_net_mesh_host_str(mc->ctx, mc->peer_host, host, sizeof(host));
   mc_net_mesh_host_str(mc->ctx, mc->ctx->host_hash, self, sizeof(self));
   v = mc_net_mesh_view_get(mc->ctx);
-  mc_net_mesh_view_str(v, mesh, sizeof(mesh));
+  mc_net_mesh_view_str(mc->ctx, v, mesh, sizeof(mesh));
   if (mc->route.n_hops > 0)
     broken = mc_net_mesh_route_broken_hop(v, &mc->route);
   mc_net_mesh_view_put(v);
   if (broken >= 0)
     return MC_FAIL(ncclRemoteError,
                    "NET/Mesh: cable %s went down and %s within MESHCCL_MESH_ROUTE_TIMEOUT_MS=%d "
-                   "ms: connection %016llx %s host %s (route %s) lost, %llu messages "
-                   "unacknowledged (seen on host %s as: %s); the mesh known on host %s: %s. Check "
+                   "ms: connection %016llx %s %s (route %s) lost, %llu messages "
+                   "unacknowledged (seen on %s as: %s); the mesh known on %s: %s. Check "
                    "that cable and its interfaces",
                    mc->route.cables[broken], why, mc->ctx->route_timeout_ms,
                    (unsigned long long)mc->conn_id, role(mc), host, mc->route.path, n_unacked, self,
                    mc->cause, self, mesh);
   if (mc->is_peer_closed)
     return MC_FAIL(ncclRemoteError,
-                   "NET/Mesh: host %s closed connection %016llx (%s host %s, route %s) while "
+                   "NET/Mesh: %s closed connection %016llx (%s %s, route %s) while "
                    "every cable of the route was up: its process ended or closed the "
                    "communicator (%s; %llu messages unacknowledged)",
                    host, (unsigned long long)mc->conn_id, mc->is_send ? "from" : "to", self,
                    (mc->route.n_hops > 0) ? mc->route.path : mc->down_link, mc->cause, n_unacked);
   return MC_FAIL(ncclRemoteError,
-                 "NET/Mesh: link %s of host %s went down (%s) and %s within "
-                 "MESHCCL_MESH_ROUTE_TIMEOUT_MS=%d ms: connection %016llx %s host %s lost, %llu "
-                 "messages unacknowledged; the mesh known on host %s: %s. Check the cables and "
+                 "NET/Mesh: link %s of %s went down (%s) and %s within "
+                 "MESHCCL_MESH_ROUTE_TIMEOUT_MS=%d ms: connection %016llx %s %s lost, %llu "
+                 "messages unacknowledged; the mesh known on %s: %s. Check the cables and "
                  "interfaces of that link",
                  mc->down_link, self, mc->cause, why, mc->ctx->route_timeout_ms,
                  (unsigned long long)mc->conn_id, role(mc), host, n_unacked, self, mesh);
@@ -491,14 +491,14 @@ static ncclResult_t new_sc(struct mc_net_mesh_comm *mc, struct mc_sock *socks, i
 
 static void log_resumed(struct mc_net_mesh_comm *mc)
 {
-  char host[96];
+  char host[MC_NET_MESH_HOST_TEXT_BYTES];
 
   __atomic_add_fetch(&mc->ctx->stats.n_resumed, 1, __ATOMIC_RELAXED);
   mc->is_peer_closed = false;
   note_route(mc);
   mc_net_mesh_host_str(mc->ctx, mc->peer_host, host, sizeof(host));
   MC_INFO(MC_SUB_NET,
-          "NET/Mesh: connection %016llx %s host %s moved from %s to %s, resumed at message %llu "
+          "NET/Mesh: connection %016llx %s %s moved from %s to %s, resumed at message %llu "
           "(%llu to %s again) after %llu ms",
           (unsigned long long)mc->conn_id, role(mc), host, mc->down_link, mc->link,
           (unsigned long long)mc->rel.acked, (unsigned long long)(mc->rel.next_seq - mc->rel.acked),
@@ -632,10 +632,13 @@ static ncclResult_t comm_progress(struct mc_net_mesh_comm *mc)
   }
   if ((mc->state == ST_UP) && (mc->route.n_hops == 0) && (mc_time_ns() > mc->route_try_ns))
     note_route(mc); /* made before discovery knew the peer */
-  if ((mc->state != ST_UP) && (mc->rel.acked == mc->rel.next_seq))
-    /* Nothing unfinished on the connection: the time to find a route runs
-     * from the first request that waits on it. */
+  if ((mc->state != ST_UP) && (mc->rel.acked == mc->rel.next_seq)) {
+    /* Nothing unfinished on the connection (a peer that closed it after its
+     * last message loses nothing): the time to find a route runs from the
+     * first request that waits on it. */
     mc->deadline_ns = mc_time_ns() + down_span_ns(mc);
+    return ncclSuccess;
+  }
   if ((mc->state != ST_UP) && (mc_time_ns() > mc->deadline_ns) && mc->is_peer_closed &&
       (mc->route.n_hops > 1) && !peer_close_stands(mc)) {
     /* A relay reset it because a cable of the route failed: a cable failure. */
