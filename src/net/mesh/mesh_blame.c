@@ -85,7 +85,8 @@ bool mc_net_mesh_route_describe(const struct mc_net_mesh_ctx *ctx, const struct 
     return false;
   src = find_host(v->graph, src_host);
   dst = find_host(v->graph, dst_host);
-  if ((src < 0) || (dst < 0) || (src == dst) ||
+  /* Unreachable: said here, quietly (mc_mesh_route_pick would WARN). */
+  if ((src < 0) || (dst < 0) || (src == dst) || (mc_mesh_route_hops(v->routes, src, dst) < 1) ||
       (mc_mesh_route_pick(v->routes, src, dst, conn_id, &path) != ncclSuccess) ||
       (path.n_hops < 1) || (path.n_hops > MC_NET_MESH_MAX_HOPS))
     return false;
