@@ -58,7 +58,7 @@
 /* A link whose neighbour was heard and then is not for this long (at least;
  * MESHCCL_MESH_LINK_TIMEOUT_MS if longer) while its records still come over
  * other links is down: three slow announcements lost in a row. */
-#define SILENT_MIN_MS 3000
+#define SILENT_MIN_MS MC_NET_MESH_SILENT_MIN_MS
 
 struct mc_net_mesh_disc {
   int fd4; /* -1 when the host has no IPv4 mesh NIC */

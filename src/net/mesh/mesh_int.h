@@ -466,6 +466,9 @@ void mc_net_mesh_resume_free(struct mc_net_mesh_connect *c);
 /* mesh_discover.c: the interfaces whose carrier is down (hs thread);
  * true when anything changed. */
 bool mc_net_mesh_nics_watch(struct mc_net_mesh_ctx *ctx);
+/* A link is silent (mc_net_mesh_nics_watch) after MESHCCL_MESH_LINK_TIMEOUT_MS
+ * without hearing its neighbour, and never before this many ms. */
+#define MC_NET_MESH_SILENT_MIN_MS 3000
 /* The host last heard on a NIC by discovery (0: none yet); any thread. */
 uint64_t mc_net_mesh_nic_neighbour(const struct mc_net_mesh_ctx *ctx, int nic);
 /* "mcl2 10.1.12.1 (subnet 10.1.12.0/24)" for messages. */

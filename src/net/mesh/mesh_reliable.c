@@ -29,6 +29,7 @@
 #include "check.h"
 #include "log.h"
 #include "net/net_socket_int.h"
+#include "params.h"
 
 #include <errno.h>
 #include <stdarg.h>
@@ -43,8 +44,11 @@
 /* A relayed connection reset while every cable of its route is up (the
  * peer's process went away, or a relay's onward cable failed and the link
  * state saying so is still on its way): how long to wait for the link state
- * before blaming the peer. Discovery announces a withdrawn interface at once. */
-#define PEER_CLOSE_MS   500
+ * before blaming the peer. Discovery announces an interface that went down
+ * at once; a silent one only after MC_NET_MESH_SILENT_MIN_MS, which may be
+ * longer than the relay's TCP timeout (MESHCCL_MESH_LINK_TIMEOUT_MS): that
+ * difference is waited too (down_span_ns). */
+#define PEER_CLOSE_MS   1000
 #define ROUTE_RETRY_MS  1000 /* between two looks for a route's description */
 #define LINK_TEXT_BYTES 384
 
@@ -241,8 +245,16 @@ static uint64_t down_span_ns(const struct mc_net_mesh_comm *mc)
 {
   uint64_t ms = (uint64_t)mc->ctx->route_timeout_ms;
 
-  if (mc->is_peer_closed)
-    ms = (mc->route.n_hops == 1) ? 0 : ((ms < PEER_CLOSE_MS) ? ms : PEER_CLOSE_MS);
+  if (mc->is_peer_closed && (mc->route.n_hops == 1)) {
+    ms = 0;
+  } else if (mc->is_peer_closed) {
+    uint64_t link_ms = (uint64_t)mc_param_int(MC_P_MESH_LINK_TIMEOUT_MS);
+    uint64_t grace =
+        PEER_CLOSE_MS +
+        ((link_ms < MC_NET_MESH_SILENT_MIN_MS) ? (MC_NET_MESH_SILENT_MIN_MS - link_ms) : 0);
+
+    ms = (ms < grace) ? ms : grace;
+  }
   return ms * 1000000ull;
 }
 
