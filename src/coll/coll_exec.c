@@ -227,6 +227,7 @@ ncclResult_t mc_coll_tasks_run(struct mc_coll_batch *b, struct mc_coll_plan *pl,
   double last_stopped_check = 0;
   double stalled_s = (double)mc_param_int(MC_P_NET_TIMEOUT);
   double net_down_at = 0; /* when a NET connection's failure was first seen */
+  double down_waited = 0; /* how long nothing had moved then */
   ncclResult_t res = ncclSuccess;
 
   while (left > 0) {
@@ -272,7 +273,7 @@ ncclResult_t mc_coll_tasks_run(struct mc_coll_batch *b, struct mc_coll_plan *pl,
             ((res = mc_coll_proxies_wedged(b, (uint64_t)(stalled_s * 1e9), failed)) != ncclSuccess))
           return res;
         if ((res = mc_coll_health(b, pl, now, now - wait_start, check_stopped, &net_down_at,
-                                  failed)) != ncclSuccess)
+                                  &down_waited, failed)) != ncclSuccess)
           return res;
       }
     }

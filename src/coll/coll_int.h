@@ -72,12 +72,12 @@ int mc_coll_task_progress(struct mc_task *t, ncclResult_t *res);
 
 /* Every few ms of a wait (now; waited_s of nothing moving): a failure of the
  * batch's tasks, connections or peers (check_stopped: look at same-host
- * peers' processes too), a mismatch notice, a stray step; *net_down_at
- * keeps when a NET connection's failure was first seen. *failed: the
- * communicator it concerns. */
+ * peers' processes too), a mismatch notice, a stray step; *net_down_at /
+ * *down_waited_s keep when a NET connection's failure was first seen and how
+ * long nothing had moved then. *failed: the communicator it concerns. */
 ncclResult_t mc_coll_health(struct mc_coll_batch *b, struct mc_coll_plan *pl, double now,
                             double waited_s, bool check_stopped, double *net_down_at,
-                            struct ncclComm **failed);
+                            double *down_waited_s, struct ncclComm **failed);
 /* A proxy thread of the batch has been inside one plugin call for limit_ns:
  * the rank abandons it and fails the collective (tp_net.c). */
 ncclResult_t mc_coll_proxies_wedged(struct mc_coll_batch *b, uint64_t limit_ns,

@@ -32,8 +32,11 @@
  * does not use (stray steps): a receive posted there stays posted, and a
  * peer that closes the connection then makes its net report an error. */
 #define STRAY_NET_MS 1000
-/* After a NET connection failed, a rank looks this long for a peer's
- * mismatch notice before it reports the failure (health). */
+/* After a NET connection failed soon after its steps last moved, a rank looks
+ * this long for a peer's mismatch notice before it reports the failure
+ * (health). A failure seen after waiting longer than this (a net's own time
+ * bound: MESHCCL_NET_TIMEOUT, MESHCCL_MESH_ROUTE_TIMEOUT_MS) is reported at
+ * once, so that those bounds hold as documented. */
 #define NOTICE_WAIT_MS 1000
 
 static bool pid_gone(int pid)
@@ -323,23 +326,30 @@ static bool batch_net_failed(struct mc_coll_batch *b)
  * through another peer (one that heard of the mismatch first). So from the
  * first NET failure (*net_down_at) the rank keeps running for NOTICE_WAIT_MS,
  * looking for a notice among the steps that arrived (its tasks may be
- * blocked on a send), before it reports the failure. */
+ * blocked on a send), before it reports the failure; unless nothing had
+ * moved for NOTICE_WAIT_MS already when that failure was seen
+ * (*down_waited_s): notices are looked for from STRAY_NET_MS of waiting on,
+ * and the peer's close comes after its notices, so they would be here; that
+ * failure is then a net's time bound, which must not be exceeded. */
 ncclResult_t mc_coll_health(struct mc_coll_batch *b, struct mc_coll_plan *pl, double now,
                             double waited_s, bool check_stopped, double *net_down_at,
-                            struct ncclComm **failed)
+                            double *down_waited_s, struct ncclComm **failed)
 {
   ncclResult_t res;
   struct mc_op *op = NULL;
   bool grace;
 
-  if ((*net_down_at == 0) && batch_net_failed(b))
+  if ((*net_down_at == 0) && batch_net_failed(b)) {
     *net_down_at = now;
+    *down_waited_s = waited_s;
+  }
   if (((*net_down_at != 0) || (waited_s * 1e3 >= STRAY_NET_MS)) &&
       mc_coll_notice_scan(b, &res, &op)) {
     *failed = op->comm;
     return res;
   }
-  grace = (*net_down_at != 0) && (now - *net_down_at < NOTICE_WAIT_MS * 1e-3);
+  grace = (*net_down_at != 0) && (now - *net_down_at < NOTICE_WAIT_MS * 1e-3) &&
+          (*down_waited_s < NOTICE_WAIT_MS * 1e-3);
   for (int i = 0; i < pl->n_tasks; i++) {
     struct mc_task *t = &pl->tasks[i];
     if (!t->done && ((res = grace ? task_aborted(t) : task_health(t)) != ncclSuccess)) {

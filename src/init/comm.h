@@ -377,6 +377,10 @@ void mc_comm_free(struct ncclComm *comm, int root_wait_ms);
 /* Waits for a running init thread (join). */
 void mc_comm_join_init(struct ncclComm *comm);
 
+/* "ranks 0,2,4-5" / "rank 3": the ranks of node k (comm->nodes), for
+ * messages that name a host as "host k (name, ranks ...)". */
+void mc_comm_node_ranks_str(const struct ncclComm *comm, int k, char *buf, size_t bytes);
+
 /* Derives nodes and local ranks from peer infos (pure; tested alone).
  * Resolves devices: explicit ones stay, automatic ones take the smallest
  * index unused on their host, in local-rank order. */

@@ -113,13 +113,17 @@ static ncclResult_t orders_allgather(void *arg, void *data, size_t bytes)
 ncclResult_t mc_comm_net_node_orders(struct ncclComm *comm, const struct mc_topo_ranks *all,
                                      int *n_orders_out, int **orders_out)
 {
-  struct mc_net_orders_args args = {.rank = comm->rank,
-                                    .n_ranks = comm->n_ranks,
-                                    .host_hash = comm->peers[comm->rank].host_hash,
-                                    .host = comm->peers[comm->rank].host,
-                                    .mgmt_ifname = comm->peers[comm->rank].if_name,
-                                    .allgather = orders_allgather,
-                                    .allgather_arg = comm};
+  const char *hostid = mc_param_str(MC_P_HOSTID);
+  /* Named as the Mesh net's discovery names it: NCCL_HOSTID, else the host name. */
+  struct mc_net_orders_args args = {
+      .rank = comm->rank,
+      .n_ranks = comm->n_ranks,
+      .host_hash = comm->peers[comm->rank].host_hash,
+      .host = ((hostid != NULL) && (hostid[0] != '\0')) ? hostid : comm->peers[comm->rank].host,
+      .mgmt_ifname = comm->peers[comm->rank].if_name,
+      .allgather = orders_allgather,
+      .allgather_arg = comm};
+  struct mc_net_host_name *names = NULL;
   uint64_t *node_host_hash = NULL;
   int *node_first = NULL;
   ncclResult_t res = ncclSuccess;
@@ -135,8 +139,17 @@ ncclResult_t mc_comm_net_node_orders(struct ncclComm *comm, const struct mc_topo
   for (int k = 0; k < args.n_nodes; k++)
     node_host_hash[k] = comm->peers[node_first[k]].host_hash;
   args.node_host_hash = node_host_hash;
+  MC_CHECK_GOTO(mc_calloc(&names, (size_t)comm->nodes.n_nodes), res, out);
+  for (int k = 0; k < comm->nodes.n_nodes; k++) {
+    names[k].host_hash = comm->peers[comm->nodes.node_first_rank[k]].host_hash;
+    names[k].index = k;
+    mc_comm_node_ranks_str(comm, k, names[k].ranks, sizeof(names[k].ranks));
+  }
+  args.hosts = names;
+  args.n_hosts = comm->nodes.n_nodes;
   res = comm->net->node_orders(&args, n_orders_out, orders_out);
 out:
+  free(names);
   free(node_host_hash);
   free(node_first);
   return res;
@@ -152,6 +165,47 @@ void mc_comm_net_secret(const ncclUniqueId *id, uint8_t secret_out[MC_NET_SECRET
   mc_hmac_sha256(id, sizeof(*id), NET_SECRET_LABEL, sizeof(NET_SECRET_LABEL) - 1, secret_out);
 }
 
+void mc_comm_node_ranks_str(const struct ncclComm *comm, int k, char *buf, size_t bytes)
+{
+  size_t used = 0;
+  int n = comm->nodes.node_n_ranks[k];
+  int first = -1;
+  int prev = -2;
+
+  buf[0] = '\0';
+  mc_str_appendf(buf, bytes, &used, "%s ", (n == 1) ? "rank" : "ranks");
+  for (int r = 0; r <= comm->n_ranks; r++) {
+    bool in = (r < comm->n_ranks) && (comm->nodes.rank_to_node[r] == k);
+
+    if (in && (r == prev + 1)) {
+      prev = r;
+      continue;
+    }
+    if (first >= 0)
+      mc_str_appendf(buf, bytes, &used, "%s%d", (buf[used - 1] == ' ') ? "" : ",", first);
+    if ((first >= 0) && (prev > first))
+      mc_str_appendf(buf, bytes, &used, "-%d", prev);
+    first = in ? r : -1;
+    prev = in ? r : -2;
+  }
+}
+
+/* The communicator's hosts for the net's messages (mc_net_init_args.hosts):
+ * the net's host hash is the peer info's without the communicator's hash. */
+static ncclResult_t host_names(const struct ncclComm *comm, struct mc_net_host_name **names_out)
+{
+  struct mc_net_host_name *names = NULL;
+
+  MC_CHECK(mc_calloc(&names, (size_t)comm->nodes.n_nodes));
+  for (int k = 0; k < comm->nodes.n_nodes; k++) {
+    names[k].host_hash = comm->peers[comm->nodes.node_first_rank[k]].host_hash - comm->comm_hash;
+    names[k].index = k;
+    mc_comm_node_ranks_str(comm, k, names[k].ranks, sizeof(names[k].ranks));
+  }
+  *names_out = names;
+  return ncclSuccess;
+}
+
 ncclResult_t mc_comm_stage_net(struct ncclComm *comm)
 {
   const struct mc_net_ops *net = NULL;
@@ -163,11 +217,19 @@ ncclResult_t mc_comm_stage_net(struct ncclComm *comm)
                                   .abort_flag = &comm->abort_flag,
                                   .mgmt_ifname = comm->peers[comm->rank].if_name};
 
+  struct mc_net_host_name *names = NULL;
+
   mc_comm_net_secret(&comm->id, comm->net_secret);
   MC_CHECK(mc_net_select(&net));
   MC_CHECK(auto_mesh(comm, &net));
+  MC_CHECK(host_names(comm, &names));
+  args.hosts = names;
+  args.n_hosts = comm->nodes.n_nodes;
   /* The net says what failed (the adapters name the plugin and its file). */
-  MC_CHECK(net->init(&args, &ctx));
+  res = net->init(&args, &ctx);
+  free(names);
+  if (res != ncclSuccess)
+    return res;
   res = net->devices(ctx, &n_devs);
   if ((res == ncclSuccess) && (n_devs <= 0))
     res = MC_FAIL(ncclSystemError, "NET/%s: no network device", net->name);

@@ -70,6 +70,14 @@ struct mc_net_props {
   int plane_id;                   /* v12; -1 when undefined */
 };
 
+/* A host of the communicator, as messages name it: "host 2 (h2, ranks 4-5)". */
+#define MC_NET_HOST_RANKS_BYTES 64
+struct mc_net_host_name {
+  uint64_t host_hash;                  /* mc_host_hash() of that host */
+  int index;                           /* its node index (NCCL's numbering: by first rank) */
+  char ranks[MC_NET_HOST_RANKS_BYTES]; /* "ranks 4-5", "rank 3", "ranks 0,2,4-5" */
+};
+
 /* What a communicator tells the net at init. */
 struct mc_net_init_args {
   /* NCCL's commId (v11+ plugins receive it): a hash of the unique id. */
@@ -83,6 +91,11 @@ struct mc_net_init_args {
   /* The interface the bootstrap uses (the management lane), or NULL: a net
    * that chooses among several interfaces keeps collective data off it. */
   const char *mgmt_ifname;
+  /* The communicator's hosts (n_hosts, hosts may be NULL: a plugin's case),
+   * so that the net's messages name a host as every other line does; the
+   * net copies them. */
+  const struct mc_net_host_name *hosts;
+  int n_hosts;
 };
 
 /* What a net's node_orders op is given (struct mc_net_ops). */
@@ -100,6 +113,10 @@ struct mc_net_orders_args {
    * filled; on success every block is. */
   ncclResult_t (*allgather)(void *arg, void *data, size_t bytes);
   void *allgather_arg;
+  /* [n_hosts] the communicator's hosts as messages name them (index: the
+   * communicator's node numbering; host_hash as node_host_hash's). */
+  const struct mc_net_host_name *hosts;
+  int n_hosts;
 };
 
 struct mc_net_ops {

@@ -165,8 +165,15 @@ struct mc_net_sock_comm {
   int err_all;
   ncclResult_t err;
   bool err_reported;
+  /* How the first error came (err_mu): MC_NET_SOCK_CLOSED_BY_PEER when the
+   * peer's end closed the connection (end of stream) or reset it (the peer's
+   * kernel has no socket for it any more), else 0. The Mesh net tells a
+   * peer's process that went away from a cable that failed by it. */
+  int err_kind;
   char err_text[MC_NET_SOCK_ERR_BYTES];
 };
+
+#define MC_NET_SOCK_CLOSED_BY_PEER 1
 
 /* net_socket_io.c */
 

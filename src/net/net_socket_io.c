@@ -43,8 +43,24 @@
 
 /* ---------- errors ---------- */
 
-/* Records an error; all: it loses every unfinished request (else only
- * those whose control part is unfinished). */
+/* Records an error (the first one only); all: it loses every unfinished
+ * request (else only those whose control part is unfinished); kind: the
+ * comm's err_kind for it. */
+static void comm_set_err_v(struct mc_net_sock_comm *comm, ncclResult_t res, bool all, int kind,
+                           const char *fmt, va_list ap)
+{
+  if (all)
+    __atomic_store_n(&comm->err_all, 1, __ATOMIC_RELEASE);
+  pthread_mutex_lock(&comm->err_mu);
+  if (comm->err == ncclSuccess) {
+    vsnprintf(comm->err_text, sizeof(comm->err_text), fmt, ap);
+    comm->err = res;
+    comm->err_kind = kind;
+    __atomic_store_n(&comm->has_err, 1, __ATOMIC_RELEASE);
+  }
+  pthread_mutex_unlock(&comm->err_mu);
+}
+
 static void comm_set_err(struct mc_net_sock_comm *comm, ncclResult_t res, bool all, const char *fmt,
                          ...) __attribute__((format(printf, 4, 5)));
 static void comm_set_err(struct mc_net_sock_comm *comm, ncclResult_t res, bool all, const char *fmt,
@@ -52,17 +68,21 @@ static void comm_set_err(struct mc_net_sock_comm *comm, ncclResult_t res, bool a
 {
   va_list ap;
 
-  if (all)
-    __atomic_store_n(&comm->err_all, 1, __ATOMIC_RELEASE);
-  pthread_mutex_lock(&comm->err_mu);
-  if (comm->err == ncclSuccess) {
-    va_start(ap, fmt);
-    vsnprintf(comm->err_text, sizeof(comm->err_text), fmt, ap);
-    va_end(ap);
-    comm->err = res;
-    __atomic_store_n(&comm->has_err, 1, __ATOMIC_RELEASE);
-  }
-  pthread_mutex_unlock(&comm->err_mu);
+  va_start(ap, fmt);
+  comm_set_err_v(comm, res, all, 0, fmt, ap);
+  va_end(ap);
+}
+
+/* The peer closed or reset the connection (MC_NET_SOCK_CLOSED_BY_PEER). */
+static void comm_set_closed(struct mc_net_sock_comm *comm, bool all, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+static void comm_set_closed(struct mc_net_sock_comm *comm, bool all, const char *fmt, ...)
+{
+  va_list ap;
+
+  va_start(ap, fmt);
+  comm_set_err_v(comm, ncclRemoteError, all, MC_NET_SOCK_CLOSED_BY_PEER, fmt, ap);
+  va_end(ap);
 }
 
 /* The comm's error for the caller: WARN the first time, then only the code. */
@@ -103,10 +123,10 @@ static void io_err(struct mc_net_sock_comm *comm, const char *which, bool is_sen
                  "is down",
                  comm->link_str, (long long)comm->liveness_ms, which);
   else if ((n == 0) || (e == EPIPE) || (e == ECONNRESET))
-    comm_set_err(comm, ncclRemoteError, all,
-                 "%s closed the connection (%s socket, %s %zu of %zu bytes of a message%s%s)",
-                 comm->peer_str, which, is_send ? "sent" : "received", done, bytes,
-                 (n == 0) ? "" : ": ", (n == 0) ? "" : strerror(e));
+    comm_set_closed(comm, all,
+                    "%s closed the connection (%s socket, %s %zu of %zu bytes of a message%s%s)",
+                    comm->peer_str, which, is_send ? "sent" : "received", done, bytes,
+                    (n == 0) ? "" : ": ", (n == 0) ? "" : strerror(e));
   else
     comm_set_err(comm, ncclRemoteError, all, "%s %s failed (%s socket): %s",
                  is_send ? "send to" : "recv from", comm->peer_str, which, strerror(e));

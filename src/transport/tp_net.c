@@ -508,7 +508,7 @@ static bool progress_send(struct mc_proxy *p, struct mc_conn *c)
     call_leave(p, c);
     if (res != ncclSuccess) {
       conn_fail(c, res, "send");
-      return true;
+      return false; /* a failure is no progress: the rank's wait goes on (coll_exec.c) */
     }
     if (req == NULL)
       break;
@@ -524,7 +524,7 @@ static bool progress_send(struct mc_proxy *p, struct mc_conn *c)
     call_leave(p, c);
     if (res != ncclSuccess) {
       conn_fail(c, res, "send");
-      return true;
+      return false; /* a failure is no progress: the rank's wait goes on (coll_exec.c) */
     }
     if (!done)
       break;
@@ -533,7 +533,8 @@ static bool progress_send(struct mc_proxy *p, struct mc_conn *c)
     __atomic_store_n(&c->ctrl->head, nc->done, __ATOMIC_RELEASE);
     moved = true;
   }
-  return watchdog(c, moved, tail > nc->done) || moved;
+  (void)watchdog(c, moved, tail > nc->done); /* a failure it finds is no progress */
+  return moved;
 }
 
 static bool progress_recv(struct mc_proxy *p, struct mc_conn *c)
@@ -555,7 +556,7 @@ static bool progress_recv(struct mc_proxy *p, struct mc_conn *c)
     call_leave(p, c);
     if (res != ncclSuccess) {
       conn_fail(c, res, "receive");
-      return true;
+      return false; /* a failure is no progress: the rank's wait goes on (coll_exec.c) */
     }
     if (req == NULL)
       break;
@@ -573,7 +574,7 @@ static bool progress_recv(struct mc_proxy *p, struct mc_conn *c)
     call_leave(p, c);
     if (res != ncclSuccess) {
       conn_fail(c, res, "receive");
-      return true;
+      return false; /* a failure is no progress: the rank's wait goes on (coll_exec.c) */
     }
     if (!done)
       break;
@@ -583,7 +584,8 @@ static bool progress_recv(struct mc_proxy *p, struct mc_conn *c)
     __atomic_store_n(&c->ctrl->tail, nc->done, __ATOMIC_RELEASE);
     moved = true;
   }
-  return watchdog(c, moved, nc->posted > nc->done) || moved;
+  (void)watchdog(c, moved, nc->posted > nc->done);
+  return moved;
 }
 
 /* One pass over every connection; the caller holds the lock. */

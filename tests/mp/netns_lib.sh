@@ -260,7 +260,7 @@ ns_check_links() {
         echo "#   rank $r (host $h): wrong link: $line"
         bad=1
       fi
-    done < <(grep -E "${prefix}NET/Mesh: connection [0-9a-f]+ to host [0-9a-f]+ via " "$f")
+    done < <(grep -E "${prefix}NET/Mesh: connection [0-9a-f]+ to host [^ ]+( \([^)]*\))? via " "$f")
     n_acc=$((n_acc + $(grep -cE "${prefix}NET/Mesh: accepted connection .* on mcl[1-9] ($(ns_addr_ere))" "$f")))
   done
   if { [ "$min" -lt 0 ] && [ "$n_conn" != $((-min)) ]; } || [ "$n_conn" -lt "${min#-}" ] ||

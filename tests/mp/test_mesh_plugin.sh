@@ -167,7 +167,7 @@ else
   show_run "$name"
 fi
 expect_grep "v12 with a NULL logger: meshccl's own NCCL INFO lines name the link NIC" \
-  "$TMP/$name.0.out" 'NCCL INFO NET/Mesh: connection [0-9a-f]+ to host [0-9a-f]+ via mcl2 10\.'"$X"'\.12\.1'
+  "$TMP/$name.0.out" 'NCCL INFO NET/Mesh: connection [0-9a-f]+ to host [^ ]+( \([^)]*\))? via mcl2 10\.'"$X"'\.12\.1'
 
 grep -hE 'ok - v12 rank 0: (getProperties|[0-9]+ sizes)|NET/Mesh: connection' "$TMP/v12.0.out" |
   head -4 | sed 's/^/#   /'

@@ -17,7 +17,8 @@
 #   isolate the A-B cable down again, the same loop; a second into it the
 #          D-A cable goes down too, leaving A without a cable: no rank hangs,
 #          every rank ends within a bound with ncclRemoteError, and the
-#          message names the link (interface, subnet) and the hosts.
+#          message names the cable (both hosts, interfaces, subnet), or the
+#          host whose rank failed first and closed its connections.
 # Needs root, iproute2, tc and nft: skipped otherwise, failed under CI. Only
 # addresses inside the namespaces made here are used; all are removed.
 # shellcheck source=mp_lib.sh
@@ -109,14 +110,14 @@ if wait_ready cut; then
   [ $bad = 0 ]
   check "cut: every rank checked every element of 4 x $MIB MiB all-reduces exact"
   expect_grep "cut: host A saw its interface mcl2 go down" "$TMP/cut1.out" \
-    "NET/Mesh: link down on host [0-9a-f]+: interface mcl2 lost its carrier or was set down \(subnet 10\.$X\.12\.0/24\)"
+    "NET/Mesh: link down on host [0-9] \(host[1-4], rank [0-3]\): interface mcl2 lost its carrier or was set down \(subnet 10\.$X\.12\.0/24\)"
   expect_grep "cut: host B saw the carrier of mcl1 go" "$TMP/cut2.out" \
-    "NET/Mesh: link down on host [0-9a-f]+: interface mcl1 .*subnet 10\.$X\.12\.0/24"
+    "NET/Mesh: link down on host [0-9] \(host[1-4], rank [0-3]\): interface mcl1 .*subnet 10\.$X\.12\.0/24"
   cat "$TMP"/cut?.out >"$TMP/cut.all"
   expect_grep "cut: a connection over the A-B cable broke" "$TMP/cut.all" \
     "NET/Mesh: link down under connection [0-9a-f]+ (to|from) host .*subnet 10\.$X\.12\.0/24"
   expect_grep "cut: it moved to a route relayed around the cut (through C and D)" "$TMP/cut.all" \
-    "NET/Mesh: connection [0-9a-f]+ to host .* moved from .*10\.$X\.12\..* to .*relayed .*host(1|2) > .*host(4|3) > .*host(3|4) > .*host(2|1)"
+    "NET/Mesh: connection [0-9a-f]+ to host .* moved from .*10\.$X\.12\..* to .*relayed .*\(host(1|2), rank [0-3]\) > .*\(host(4|3), rank [0-3]\) > .*\(host(3|4), rank [0-3]\) > .*\(host(2|1), rank [0-3]\)"
   expect_grep "cut: hosts C and D relay it" "$TMP/cut.all" "NET/Mesh: relaying connection"
   # (but the once-per-process WARN of NCCL_COMM_ID without MESHCCL_SECRET)
   if grep -E "lost: the link|WARN" "$TMP/cut.all" | grep -qv "MESHCCL_SECRET is unset"; then
@@ -162,7 +163,7 @@ if wait_ready sil; then
   check "silent: every rank checked every element of 4 x $MIB MiB all-reduces exact"
   cat "$TMP"/sil?.out >"$TMP/sil.all"
   expect_grep "silent: B or C found the cable silent (its carrier up)" "$TMP/sil.all" \
-    "NET/Mesh: link down on host [0-9a-f]+: interface mcl[23] hears its neighbour no more.*subnet 10\.$X\.23\.0/24"
+    "NET/Mesh: link down on host [0-9] \(host[1-4], rank [0-3]\): interface mcl[23] hears its neighbour no more.*subnet 10\.$X\.23\.0/24"
   expect_grep "silent: a connection over it broke and moved" "$TMP/sil.all" \
     "NET/Mesh: connection [0-9a-f]+ (to|from) host .* moved from .*10\.$X\.23\."
   # (but the once-per-process WARN of NCCL_COMM_ID without MESHCCL_SECRET)
@@ -201,13 +202,16 @@ if wait_ready iso; then
   # Host A's collective fails within the route timeout and a margin after the cut.
   expect_le "isolate: the last rank ended within $((4 * ROUTE_MS / 1000 + 20)) s of the cut" \
     $((worst - (CUT_MS - T0_MS))) $((4 * ROUTE_MS + 20000))
-  expect_grep "isolate: host A's error names the link (interface, subnet) and the hosts" \
+  # The cable that failed last, D-A, by both hosts, interfaces and subnet.
+  HA="host 0 \(host1, rank 0\)" HD="host 3 \(host4, rank 3\)"
+  C14="($HA mcl4 10\.$X\.14\.1 - $HD mcl1 10\.$X\.14\.4|$HD mcl1 10\.$X\.14\.4 - $HA mcl4 10\.$X\.14\.1) \(subnet 10\.$X\.14\.0/24\)"
+  expect_grep "isolate: host A's error names the cable D-A (hosts, interfaces, subnet) and the peer" \
     "$TMP/iso1.out" \
-    "^rank 0: .*returned 6 .*NET/Mesh: link mcl[24] 10\.$X\.1[24]\.1.* \(subnet 10\.$X\.1[24]\.0/24\).* of host [0-9a-f]+/host1 went down .*connection [0-9a-f]+ (to|from) host [0-9a-f]+/host[24] lost"
+    "^rank 0: .*returned 6 .*NET/Mesh: cable $C14 went down .*connection [0-9a-f]+ (to|from) host [1-3] \(host[2-4], rank [1-3]\) \(route "
   for ((i = 2; i <= N_HOSTS; i++)); do
-    expect_grep "isolate: rank $((i - 1)) returns ncclRemoteError naming a link (interface, subnet)" \
+    expect_grep "isolate: rank $((i - 1)) returns ncclRemoteError naming cable D-A or a host that failed first" \
       "$TMP/iso$i.out" \
-      "^rank $((i - 1)): .*returned 6 .*NET/Mesh: link mcl[0-9] .*\(subnet 10\.$X\.[0-9]+\.0/24\).* went down"
+      "^rank $((i - 1)): .*returned 6 .*NET/Mesh: (cable $C14 went down|host [0-3] \(host[1-4], rank [0-3]\) closed connection [0-9a-f]+ .*its process ended or closed the communicator)"
   done
   echo "# isolate: statuses $rcs, last rank ended $((worst - (CUT_MS - T0_MS))) ms after the cut"
   grep -hE "^rank [0-9]: iteration" "$TMP"/iso?.out | cut -c1-600 | sed 's/^/# isolate: /'

@@ -91,7 +91,7 @@ else
   ns_show_job v6line
 fi
 expect_grep "host 1 relays its connection to host 3 through host 2" "$TMP/v6line.0.out" \
-  'NET/Mesh: relayed connection [0-9a-f]+ to host [0-9a-f]+ over 2 hops \([0-9a-f]+/host1 > [0-9a-f]+/host2 > [0-9a-f]+/host3;'
+  'NET/Mesh: relayed connection [0-9a-f]+ to host [0-9] \(host3, [^)]*\) over 2 hops \(host [0-9] \(host1, [^)]*\) > host [0-9] \(host2, [^)]*\) > host [0-9] \(host3, [^)]*\);'
 expect_grep "host 2 relays it between its IPv6 cables" "$TMP/v6line.2.out" \
-  "NET/Mesh: relaying connection [0-9a-f]+ from host [0-9a-f]+ \\(fd00:$X:(12|23)::[13]<[0-9]+>\\) to host [0-9a-f]+ via fd00:$X:(12|23)::[13]<"
+  "NET/Mesh: relaying connection [0-9a-f]+ from host [0-9] \\(host[13], [^)]*\\) \\(fd00:$X:(12|23)::[13]<[0-9]+>\\) to host [0-9] \\(host[13], [^)]*\\) via fd00:$X:(12|23)::[13]<"
 mp_finish

@@ -135,7 +135,7 @@ check "line: SHM or P2P inside a host, NET/Mesh between hosts"
 cat "$TMP"/line.[01].out >"$TMP/line.A"
 cat "$TMP"/line.[45].out >"$TMP/line.B"
 expect_grep "line: host A's connection to host C is relayed by B" "$TMP/line.A" \
-  'NET/Mesh: relayed connection [0-9a-f]+ to host [0-9a-f]+ over 2 hops \([0-9a-f]+/host1 > [0-9a-f]+/host2 > [0-9a-f]+/host3;'
+  'NET/Mesh: relayed connection [0-9a-f]+ to host [0-9] \(host3, [^)]*\) over 2 hops \(host [0-9] \(host1, [^)]*\) > host [0-9] \(host2, [^)]*\) > host [0-9] \(host3, [^)]*\);'
 n_relaying=$(grep -cE 'NET/Mesh: relaying connection' "$TMP/line.B")
 if [ "$n_relaying" -ge 2 ]; then
   ok "line: host B's processes relayed $n_relaying connections"

@@ -77,12 +77,12 @@ check_logs() {
       echo "#   host $i: fewer than $n_links link lines in the mesh log"
       bad=1
     }
-    # "relayed connection C to host H over N hops (H/hostA > H/hostB > ...; "
+    # "relayed connection C to host K (hostD, rank R) over N hops (host 0 (hostA, rank 0) > ...; "
     while IFS= read -r line; do
       n_relayed=$((n_relayed + 1))
       local hops path prev="" hn
       hops=$(sed -E 's/.* over ([0-9]+) hops.*/\1/' <<<"$line")
-      path=$(sed -E 's/.* hops \(([^;]*);.*/\1/' <<<"$line" | grep -oE '/host[0-9]+' | sed 's|/host||')
+      path=$(sed -E 's/.* hops \(([^;]*);.*/\1/' <<<"$line" | grep -oE '\(host[0-9]+,' | sed 's/[(,]//g; s/host//')
       read -r -a hn <<<"$(tr '\n' ' ' <<<"$path")"
       if [ "${hn[0]}" != "$i" ] || [ $((${#hn[@]} - 1)) != "$hops" ] ||
         [ "$(dist "${hn[0]}" "${hn[-1]}")" != "$hops" ] || [ "$hops" -lt 2 ]; then
@@ -107,7 +107,7 @@ check_logs() {
         echo "#   host $i: direct connection over a missing cable: $line"
         bad=1
       }
-    done < <(grep -E 'NET/Mesh: connection [0-9a-f]+ to host [0-9a-f]+ via ' "$f")
+    done < <(grep -E 'NET/Mesh: connection [0-9a-f]+ to host [^ ]+( \([^)]*\))? via ' "$f")
     # The rank ring's next host: relayed when it is not a neighbour.
     local r=${ranks[$((i - 1))]} nr k
     nr=$(((r + 1) % NS_N_HOSTS))

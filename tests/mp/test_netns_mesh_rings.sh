@@ -72,8 +72,8 @@ cables() {
         echo "#   rank $r: $line"
         bad=1
       fi
-    done < <(grep -E 'NET/Mesh: connection [0-9a-f]+ to host [0-9a-f]+ via ' "$TMP/$1.$r.out")
-    n=$(grep -cE 'NET/Mesh: connection [0-9a-f]+ to host [0-9a-f]+ via ' "$TMP/$1.$r.out")
+    done < <(grep -E 'NET/Mesh: connection [0-9a-f]+ to host [^ ]+( \([^)]*\))? via ' "$TMP/$1.$r.out")
+    n=$(grep -cE 'NET/Mesh: connection [0-9a-f]+ to host [^ ]+( \([^)]*\))? via ' "$TMP/$1.$r.out")
     [ "$n" -ge 2 ] || {
       echo "#   rank $r made $n connections"
       bad=1

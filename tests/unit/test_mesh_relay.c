@@ -596,6 +596,55 @@ static void reset_closes_both_sides(void)
   mc_mesh_relay_destroy(relay);
 }
 
+/* 5b: the interface of an address goes down (mc_mesh_relay_fail_local): the
+ * pipes with a socket bound to that address are reset at once, both ends
+ * learn it; a request for another address, and a pipe on no such socket
+ * (AF_UNIX), are left alone. */
+static void interface_down_resets_its_pipes(void)
+{
+  struct mc_mesh_relay *relay = NULL;
+  struct sockaddr_in lo;
+  struct sockaddr_in other;
+  char buf[16];
+  ssize_t r;
+  int a;
+  int c;
+  int ua;
+  int uc;
+
+  memset(&lo, 0, sizeof(lo));
+  lo.sin_family = AF_INET;
+  lo.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  other = lo;
+  other.sin_addr.s_addr = htonl(INADDR_LOOPBACK + 1);
+  MC_T_OK(mc_mesh_relay_create(NULL, NULL, &relay));
+  relay_path(KIND_TCP, &relay, 1, "t5b", &a, &c);
+  relay_path(KIND_UNIX, &relay, 1, "t5b-unix", &ua, &uc);
+  MC_T_EQ_INT(send(a, "x", 1, MSG_NOSIGNAL), 1);
+  recv_exact(c, "x");
+  mc_mesh_relay_fail_local(relay, (const struct sockaddr *)&other, "the interface");
+  MC_T_EQ_INT(send(a, "y", 1, MSG_NOSIGNAL), 1);
+  recv_exact(c, "y");
+  mc_mesh_relay_fail_local(relay, (const struct sockaddr *)&lo, "the interface");
+  r = recv(c, buf, sizeof(buf), 0);
+  if (!((r < 0) && (errno == ECONNRESET)))
+    MC_T_FAIL("recv on the far end: %zd (%s), expected a reset", r,
+              (r < 0) ? strerror(errno) : "data or end-of-file");
+  r = recv(a, buf, sizeof(buf), 0);
+  if (!((r < 0) && (errno == ECONNRESET)))
+    MC_T_FAIL("recv on the near end: %zd (%s), expected a reset", r,
+              (r < 0) ? strerror(errno) : "data or end-of-file");
+  MC_T_EQ_INT(send(ua, "u", 1, MSG_NOSIGNAL), 1);
+  recv_exact(uc, "u");
+  close(ua);
+  close(uc);
+  wait_stats(relay, 1, 1, 0);
+  close(a);
+  close(c);
+  mc_mesh_relay_destroy(relay);
+  mc_mesh_relay_fail_local(NULL, (const struct sockaddr *)&lo, "nothing"); /* no relay: no-op */
+}
+
 /* 6: pipes busy and back-pressured (the receivers do not read), then the
  * abort flag: the relay closes them, refuses new ones, and destroy leaves
  * no descriptor and no thread. Then the same without the abort flag. */
@@ -724,5 +773,5 @@ static void limits_and_arguments(void)
 }
 
 MC_T_MAIN(exact_both_ways_with_back_pressure, forwards_cut_through, chained_relays_many_pipes,
-          half_close_propagates, reset_closes_both_sides, abort_and_destroy_leave_nothing,
-          copy_path_is_exact, limits_and_arguments)
+          half_close_propagates, reset_closes_both_sides, interface_down_resets_its_pipes,
+          abort_and_destroy_leave_nothing, copy_path_is_exact, limits_and_arguments)

@@ -152,6 +152,8 @@ static ncclResult_t route_fail(struct mc_net_mesh_ctx *ctx, struct mc_net_mesh_c
   char local[512];
   char mesh[1024];
   char why[512] = "";
+  char self[MC_NET_MESH_HOST_TEXT_BYTES];
+  char dst[MC_NET_MESH_HOST_TEXT_BYTES];
 
   for (int i = 0; i < ctx->n_nics; i++) {
     mine[i].addr = ctx->nics[i].addr;
@@ -159,7 +161,9 @@ static ncclResult_t route_fail(struct mc_net_mesh_ctx *ctx, struct mc_net_mesh_c
   }
   addrs_str(c->h.addrs, c->h.n_addrs, peer, sizeof(peer));
   addrs_str(mine, ctx->n_nics, local, sizeof(local));
-  mc_net_mesh_view_str(v, mesh, sizeof(mesh));
+  mc_net_mesh_view_str(ctx, v, mesh, sizeof(mesh));
+  mc_net_mesh_host_label(ctx, v, ctx->host_hash, self, sizeof(self));
+  mc_net_mesh_host_label(ctx, v, c->h.host_hash, dst, sizeof(dst));
   if (v != NULL) {
     for (int i = 0; i < v->graph->n_hosts; i++) {
       if (v->graph->hosts[i].host_hash == c->h.host_hash)
@@ -167,12 +171,12 @@ static ncclResult_t route_fail(struct mc_net_mesh_ctx *ctx, struct mc_net_mesh_c
     }
   }
   return cfail(c, ncclRemoteError,
-               "NET/Mesh: host %016llx (subnets %s) shares no subnet with host %016llx (subnets "
+               "NET/Mesh: %s (subnets %s) shares no subnet with %s (subnets "
                "%s) and found no route to it within MESHCCL_MESH_ROUTE_TIMEOUT_MS=%d ms%s%s; "
                "the mesh known here: %s. Check the cabling between them, that every host runs "
                "NCCL_NET=Mesh with one MESHCCL_MESH_PORT, and MESHCCL_MESH_IFNAME",
-               (unsigned long long)ctx->host_hash, local, (unsigned long long)c->h.host_hash, peer,
-               ctx->route_timeout_ms, (why[0] != '\0') ? ": " : "", why, mesh);
+               self, local, dst, peer, ctx->route_timeout_ms, (why[0] != '\0') ? ": " : "", why,
+               mesh);
 }
 
 /* Looks the route up in the current view. Sets has_route, the local NIC and
@@ -183,7 +187,8 @@ static ncclResult_t route_find(struct mc_net_mesh_ctx *ctx, struct mc_net_mesh_c
   struct mc_mesh_path path;
   ncclResult_t res = ncclSuccess;
   int dst = -1;
-  char route[512];
+  char route[1024];
+  char dst_label[MC_NET_MESH_HOST_TEXT_BYTES];
   char a[MC_SOCKADDR_STRLEN];
   char b[MC_SOCKADDR_STRLEN];
   char sub[MC_SOCKADDR_STRLEN];
@@ -211,16 +216,17 @@ static ncclResult_t route_find(struct mc_net_mesh_ctx *ctx, struct mc_net_mesh_c
   for (int i = 0; i < c->n; i++)
     c->socks[i].sock.addr = c->to;
   route[0] = '\0';
-  for (int i = 0; i <= path.n_hops; i++)
-    mc_str_appendf(route, sizeof(route), &used, "%s%016llx/%s", (i > 0) ? " > " : "",
-                   (unsigned long long)v->graph->hosts[path.hosts[i]].host_hash,
-                   v->graph->hosts[path.hosts[i]].name);
+  for (int i = 0; i <= path.n_hops; i++) {
+    mc_net_mesh_host_label(ctx, v, v->graph->hosts[path.hosts[i]].host_hash, dst_label,
+                           sizeof(dst_label));
+    mc_str_appendf(route, sizeof(route), &used, "%s%s", (i > 0) ? " > " : "", dst_label);
+  }
+  mc_net_mesh_host_label(ctx, v, c->h.host_hash, dst_label, sizeof(dst_label));
   MC_INFO(MC_SUB_NET,
-          "NET/Mesh: relayed connection %016llx to host %016llx over %d hops (%s; %d equal "
+          "NET/Mesh: relayed connection %016llx to %s over %d hops (%s; %d equal "
           "routes) via %s %s -> %s (subnet %s)",
-          (unsigned long long)c->conn_id, (unsigned long long)c->h.host_hash, path.n_hops, route,
-          path.n_choices, ctx->nics[c->nic].name,
-          mc_sockaddr_str(&ctx->nics[c->nic].addr, a, sizeof(a)),
+          (unsigned long long)c->conn_id, dst_label, path.n_hops, route, path.n_choices,
+          ctx->nics[c->nic].name, mc_sockaddr_str(&ctx->nics[c->nic].addr, a, sizeof(a)),
           mc_sockaddr_str(&c->to, b, sizeof(b)),
           mc_net_mesh_subnet_str(&ctx->nics[c->nic].addr, ctx->nics[c->nic].prefix_len, sub,
                                  sizeof(sub)));
@@ -328,6 +334,7 @@ static ncclResult_t connect_new(struct mc_net_mesh_ctx *ctx, const void *handle,
   char a[MC_SOCKADDR_STRLEN];
   char b[MC_SOCKADDR_STRLEN];
   char s[MC_SOCKADDR_STRLEN];
+  char host[MC_NET_MESH_HOST_TEXT_BYTES];
 
   MC_CHECK(mc_calloc(&c, 1));
   c->handle_ptr = handle;
@@ -359,9 +366,9 @@ static ncclResult_t connect_new(struct mc_net_mesh_ctx *ctx, const void *handle,
     c->from.sin6.sin6_scope_id = (uint32_t)nic->if_index;
   for (int i = 0; i < c->n; i++)
     c->socks[i].sock.addr = c->to;
-  MC_INFO(MC_SUB_NET,
-          "NET/Mesh: connection %016llx to host %016llx via %s %s -> %s (subnet %s, %s lane)",
-          (unsigned long long)c->conn_id, (unsigned long long)c->h.host_hash, nic->name,
+  mc_net_mesh_host_str(ctx, c->h.host_hash, host, sizeof(host));
+  MC_INFO(MC_SUB_NET, "NET/Mesh: connection %016llx to %s via %s %s -> %s (subnet %s, %s lane)",
+          (unsigned long long)c->conn_id, host, nic->name,
           mc_sockaddr_str(&nic->addr, a, sizeof(a)), mc_sockaddr_str(&c->to, b, sizeof(b)),
           mc_net_mesh_subnet_str(&nic->addr, nic->prefix_len, s, sizeof(s)),
           mc_net_mesh_lane_str(nic->lane));
@@ -544,8 +551,10 @@ static ncclResult_t sock_progress(struct mc_net_mesh_ctx *ctx, struct mc_net_mes
           s->retry_at_ns = mc_time_ns() + 200000000ull;
           return ncclSuccess;
         }
-        snprintf(why, sizeof(why), "relay host %016llx refused: %s", (unsigned long long)relay_host,
-                 mc_net_mesh_refusal_str(reason));
+        char host[MC_NET_MESH_HOST_TEXT_BYTES];
+
+        mc_net_mesh_host_str(ctx, relay_host, host, sizeof(host));
+        snprintf(why, sizeof(why), "relay %s refused: %s", host, mc_net_mesh_refusal_str(reason));
         return hs_fail(c, i, ncclRemoteError, why);
       }
       if (!mc_net_auth_challenge_decode(&mc_net_mesh_auth, s->buf, s->nonce_a))

@@ -30,6 +30,9 @@
  * immutable, reference-counted view; the thread builds a new one without
  * any lock and swaps the pointer under view_mu, readers (connect, the
  * relay) take a reference under view_mu and read without it.
+ *
+ * Length: discovery's one protocol (announce, learn, withdraw, the view and its host names) over
+ * one context.
  */
 #include "mesh_int.h"
 
@@ -58,7 +61,7 @@
 /* A link whose neighbour was heard and then is not for this long (at least;
  * MESHCCL_MESH_LINK_TIMEOUT_MS if longer) while its records still come over
  * other links is down: three slow announcements lost in a row. */
-#define SILENT_MIN_MS 3000
+#define SILENT_MIN_MS MC_NET_MESH_SILENT_MIN_MS
 
 struct mc_net_mesh_disc {
   int fd4; /* -1 when the host has no IPv4 mesh NIC */
@@ -340,8 +343,8 @@ void mc_net_mesh_view_put(struct mc_net_mesh_view *v)
 }
 
 /* One graph host per host hash: the addresses of its freshest record. */
-static ncclResult_t view_build(const struct mc_net_mesh_table *t, uint64_t self_host,
-                               uint64_t serial, struct mc_net_mesh_view **v_out)
+static ncclResult_t view_build(const struct mc_net_mesh_ctx *ctx, const struct mc_net_mesh_table *t,
+                               uint64_t self_host, uint64_t serial, struct mc_net_mesh_view **v_out)
 {
   struct mc_net_mesh_view *v = NULL;
   struct mc_mesh_host *hosts = NULL;
@@ -394,6 +397,12 @@ static ncclResult_t view_build(const struct mc_net_mesh_table *t, uint64_t self_
   v->table = *t;
   v->serial = serial;
   v->refs = 1;
+  for (int h = 0; h < v->graph->n_hosts; h++) {
+    char label[MC_NET_MESH_HOST_TEXT_BYTES];
+
+    mc_net_mesh_host_label(ctx, v, v->graph->hosts[h].host_hash, label, sizeof(label));
+    mc_mesh_graph_set_label(v->graph, h, label);
+  }
   free(hosts);
   *v_out = v;
   return ncclSuccess;
@@ -460,8 +469,11 @@ bool mc_net_mesh_view_addr(const struct mc_net_mesh_ctx *ctx, const struct mc_ne
   return true;
 }
 
-void mc_net_mesh_view_str(const struct mc_net_mesh_view *v, char *buf, size_t bytes)
+void mc_net_mesh_view_str(const struct mc_net_mesh_ctx *ctx, const struct mc_net_mesh_view *v,
+                          char *buf, size_t bytes)
 {
+  char host[MC_NET_MESH_HOST_TEXT_BYTES];
+
   size_t used = 0;
 
   buf[0] = '\0';
@@ -470,9 +482,10 @@ void mc_net_mesh_view_str(const struct mc_net_mesh_view *v, char *buf, size_t by
     return;
   }
   mc_str_appendf(buf, bytes, &used, "%d hosts (", v->graph->n_hosts);
-  for (int i = 0; i < v->graph->n_hosts; i++)
-    mc_str_appendf(buf, bytes, &used, "%s%016llx/%s", (i > 0) ? " " : "",
-                   (unsigned long long)v->graph->hosts[i].host_hash, v->graph->hosts[i].name);
+  for (int i = 0; i < v->graph->n_hosts; i++) {
+    mc_net_mesh_host_label(ctx, v, v->graph->hosts[i].host_hash, host, sizeof(host));
+    mc_str_appendf(buf, bytes, &used, "%s%s", (i > 0) ? "; " : "", host);
+  }
   mc_str_appendf(buf, bytes, &used, "), %d links, shape %s", v->graph->n_links,
                  mc_mesh_shape_str(v->graph->shape));
 }
@@ -576,7 +589,7 @@ ncclResult_t mc_net_mesh_disc_open(struct mc_net_mesh_ctx *ctx)
   d->table.e[0].heard_ns = mc_time_ns();
   d->table.n = 1;
   d->serial = 1;
-  MC_CHECK_GOTO(view_build(&d->table, ctx->host_hash, d->serial, &v), res, fail);
+  MC_CHECK_GOTO(view_build(ctx, &d->table, ctx->host_hash, d->serial, &v), res, fail);
   view_set(ctx, v);
   d->changed_ns = mc_time_ns();
   ctx->disc = d;
@@ -825,13 +838,14 @@ static void log_mesh(struct mc_net_mesh_ctx *ctx, const struct mc_net_mesh_view 
   size_t text_bytes = 0;
   FILE *f;
   char line_buf[512];
-  char s[512];
+  char s[1024];
+  char self[MC_NET_MESH_HOST_TEXT_BYTES];
 
   if (!mc_log_enabled(MC_LOG_INFO, MC_SUB_NET))
     return;
-  mc_net_mesh_view_str(v, s, sizeof(s));
-  MC_INFO(MC_SUB_NET, "NET/Mesh: mesh stable: %s (seen from host %016llx)", s,
-          (unsigned long long)ctx->host_hash);
+  mc_net_mesh_view_str(ctx, v, s, sizeof(s));
+  mc_net_mesh_host_label(ctx, v, ctx->host_hash, self, sizeof(self));
+  MC_INFO(MC_SUB_NET, "NET/Mesh: mesh stable: %s (seen from %s)", s, self);
   f = open_memstream(&text, &text_bytes);
   if (f == NULL)
     return;
@@ -887,7 +901,7 @@ void mc_net_mesh_disc_tick(struct mc_net_mesh_ctx *ctx, const struct pollfd *pfd
   }
   if (d->is_changed) {
     d->is_changed = false;
-    if (view_build(&d->table, ctx->host_hash, ++d->serial, &v) == ncclSuccess)
+    if (view_build(ctx, &d->table, ctx->host_hash, ++d->serial, &v) == ncclSuccess)
       view_set(ctx, v);
   }
   if ((now - d->changed_ns > (uint64_t)STABLE_MS * 1000000ull) && (d->logged_serial != d->serial)) {
@@ -930,6 +944,7 @@ bool mc_net_mesh_nics_watch(struct mc_net_mesh_ctx *ctx)
     bool is_silent = d->nic_is_silent[i];
     int is_down;
     char s[MC_SOCKADDR_STRLEN];
+    char self[MC_NET_MESH_HOST_TEXT_BYTES];
 
     memset(&ifr, 0, sizeof(ifr));
     snprintf(ifr.ifr_name, sizeof(ifr.ifr_name), "%s", ctx->nics[i].name);
@@ -950,8 +965,11 @@ bool mc_net_mesh_nics_watch(struct mc_net_mesh_ctx *ctx)
       continue;
     __atomic_store_n(&ctx->nic_down[i], is_down, __ATOMIC_RELEASE);
     is_changed = true;
-    MC_INFO(MC_SUB_NET, "NET/Mesh: link %s on host %016llx: interface %s %s (subnet %s)%s",
-            is_down ? "down" : "up", (unsigned long long)ctx->host_hash, ctx->nics[i].name,
+    if (is_down)
+      mc_mesh_relay_fail_local(ctx->relay, &ctx->nics[i].addr.sa, "the interface");
+    mc_net_mesh_host_str(ctx, ctx->host_hash, self, sizeof(self));
+    MC_INFO(MC_SUB_NET, "NET/Mesh: link %s on %s: interface %s %s (subnet %s)%s",
+            is_down ? "down" : "up", self, ctx->nics[i].name,
             !is_down     ? "is up again"
             : no_carrier ? "lost its carrier or was set down"
                          : "hears its neighbour no more, though the neighbour is alive",
@@ -959,6 +977,13 @@ bool mc_net_mesh_nics_watch(struct mc_net_mesh_ctx *ctx)
             is_down ? "; its connections move to other routes" : "");
   }
   return is_changed;
+}
+
+uint64_t mc_net_mesh_nic_neighbour(const struct mc_net_mesh_ctx *ctx, int nic)
+{
+  if ((ctx->disc == NULL) || (nic < 0) || (nic >= ctx->n_nics))
+    return 0;
+  return __atomic_load_n(&ctx->disc->nic_peer_host[nic], __ATOMIC_RELAXED);
 }
 
 void mc_net_mesh_nic_str(const struct mc_net_mesh_ctx *ctx, int nic, char *buf, size_t bytes)
@@ -975,16 +1000,45 @@ void mc_net_mesh_nic_str(const struct mc_net_mesh_ctx *ctx, int nic, char *buf, 
            mc_net_mesh_subnet_str(&ctx->nics[nic].addr, ctx->nics[nic].prefix_len, s, sizeof(s)));
 }
 
+void mc_net_mesh_host_label(const struct mc_net_mesh_ctx *ctx, const struct mc_net_mesh_view *v,
+                            uint64_t host_hash, char *buf, size_t bytes)
+{
+  const char *name = NULL;
+  char own[MC_MESH_HOST_NAME_BYTES];
+
+  for (int i = 0; (v != NULL) && (i < v->table.n); i++) {
+    if ((v->table.e[i].rec.host_hash == host_hash) && (v->table.e[i].rec.name[0] != '\0'))
+      name = v->table.e[i].rec.name;
+  }
+  if ((name == NULL) && (host_hash == ctx->host_hash)) {
+    struct mc_net_mesh_rec r;
+
+    self_record((struct mc_net_mesh_ctx *)ctx, &r);
+    snprintf(own, sizeof(own), "%s", r.name);
+    name = own;
+  }
+  for (int k = 0; k < ctx->n_host_names; k++) {
+    const struct mc_net_host_name *h = &ctx->host_names[k];
+
+    if (h->host_hash != host_hash)
+      continue;
+    if (name != NULL)
+      snprintf(buf, bytes, "host %d (%s, %s)", h->index, name, h->ranks);
+    else
+      snprintf(buf, bytes, "host %d (%016llx, %s)", h->index, (unsigned long long)host_hash,
+               h->ranks);
+    return;
+  }
+  if (name != NULL)
+    snprintf(buf, bytes, "host %s (%016llx)", name, (unsigned long long)host_hash);
+  else
+    snprintf(buf, bytes, "host %016llx", (unsigned long long)host_hash);
+}
+
 void mc_net_mesh_host_str(struct mc_net_mesh_ctx *ctx, uint64_t host_hash, char *buf, size_t bytes)
 {
   struct mc_net_mesh_view *v = mc_net_mesh_view_get(ctx);
-  const char *name = NULL;
 
-  for (int i = 0; (v != NULL) && (i < v->graph->n_hosts); i++) {
-    if (v->graph->hosts[i].host_hash == host_hash)
-      name = v->graph->hosts[i].name;
-  }
-  snprintf(buf, bytes, "%016llx%s%s", (unsigned long long)host_hash, (name != NULL) ? "/" : "",
-           (name != NULL) ? name : "");
+  mc_net_mesh_host_label(ctx, v, host_hash, buf, bytes);
   mc_net_mesh_view_put(v);
 }

@@ -319,11 +319,19 @@ void mc_mesh_graph_host_str(const struct mc_mesh_graph *graph, int host, char *b
 {
   const struct mc_mesh_host *h = &graph->hosts[host];
 
-  if (h->name[0] != '\0')
+  if (graph->labels[host][0] != '\0')
+    snprintf(buf, buf_bytes, "%s", graph->labels[host]);
+  else if (h->name[0] != '\0')
     snprintf(buf, buf_bytes, "host %d (%016llx/%s)", host, (unsigned long long)h->host_hash,
              h->name);
   else
     snprintf(buf, buf_bytes, "host %d (%016llx)", host, (unsigned long long)h->host_hash);
+}
+
+void mc_mesh_graph_set_label(struct mc_mesh_graph *graph, int host, const char *label)
+{
+  if ((host >= 0) && (host < graph->n_hosts))
+    snprintf(graph->labels[host], sizeof(graph->labels[host]), "%s", label);
 }
 
 /* Preference among parallel links: fast, then unknown speed, then management. */
@@ -415,10 +423,14 @@ static void print_hosts(const struct mc_mesh_graph *g, FILE *out)
 {
   for (int h = 0; h < g->n_hosts; h++) {
     const struct mc_mesh_host *host = &g->hosts[h];
-    char label[128];
+    char label[MC_MESH_LABEL_BYTES + 32];
 
     mc_mesh_graph_host_str(g, h, label, sizeof(label));
-    fprintf(out, "%s:", label);
+    /* A label is the user's name for the host; the routes below use h. */
+    if (g->labels[h][0] != '\0')
+      fprintf(out, "mesh host %d is %s:", h, label);
+    else
+      fprintf(out, "%s:", label);
     if (host->n_addrs == 0)
       fprintf(out, " no mesh address");
     for (int i = 0; i < host->n_addrs; i++) {

@@ -139,8 +139,14 @@ const char *mc_mesh_shape_str(enum mc_mesh_shape shape);
  * it. Degrees, adjacency and shape count only links that are up; a degree
  * counts distinct neighbour hosts, not parallel links.
  */
+#define MC_MESH_LABEL_BYTES 160
+
 struct mc_mesh_graph {
   int n_hosts;
+  /* How messages name each host ("host 2 (h2, ranks 4-5)": the user's
+   * numbering), set by mc_mesh_graph_set_label; "" names it by its index here,
+   * hash and name. */
+  char labels[MC_MESH_MAX_HOSTS][MC_MESH_LABEL_BYTES];
   struct mc_mesh_host hosts[MC_MESH_MAX_HOSTS]; /* canonical order: ascending host_hash */
   int input_index[MC_MESH_MAX_HOSTS]; /* position of each host in the create call's array */
   int fast_threshold_mbps;
@@ -180,10 +186,15 @@ void mc_mesh_graph_destroy(struct mc_mesh_graph *graph);
 ncclResult_t mc_mesh_graph_host_find(const struct mc_mesh_graph *graph, uint64_t host_hash,
                                      int *host_out);
 
-/* "host 2 (00000000000000c3/nodec)" (or "host 2 (00000000000000c3)" without a
- * name) into buf, always NUL-terminated. host must be a valid index. */
+/* The host's label when one was set, else "host 2 (00000000000000c3/nodec)"
+ * (or "host 2 (00000000000000c3)" without a name) into buf, always
+ * NUL-terminated. host must be a valid index. */
 void mc_mesh_graph_host_str(const struct mc_mesh_graph *graph, int host, char *buf,
                             size_t buf_bytes);
+
+/* Sets how messages name host (an index; label copied, truncated to
+ * MC_MESH_LABEL_BYTES - 1). */
+void mc_mesh_graph_set_label(struct mc_mesh_graph *graph, int host, const char *label);
 
 /*
  * The links traffic between hosts a and b should use: those that are up, of

@@ -345,16 +345,17 @@ static void relay_refuse(struct mc_net_mesh_ctx *ctx, struct hs_pending *p,
                          enum mc_net_mesh_refusal reason)
 {
   uint8_t buf[MC_NET_MESH_REFUSAL_BYTES];
-  char why[200];
+  char why[400];
+  char host[MC_NET_MESH_HOST_TEXT_BYTES];
 
   mc_net_mesh_refusal_encode(reason, ctx->host_hash, buf);
   if (send(p->fd, buf, sizeof(buf), MSG_DONTWAIT | MSG_NOSIGNAL) < 0) {
     /* the connector learns from the close */
   }
   __atomic_add_fetch(&ctx->stats.n_relay_refused, 1, __ATOMIC_RELAXED);
-  snprintf(why, sizeof(why), "relay request for connection %016llx to host %016llx refused: %s",
-           (unsigned long long)p->req.conn_id, (unsigned long long)p->dest_host,
-           mc_net_mesh_refusal_str(reason));
+  mc_net_mesh_host_str(ctx, p->dest_host, host, sizeof(host));
+  snprintf(why, sizeof(why), "relay request for connection %016llx to %s refused: %s",
+           (unsigned long long)p->req.conn_id, host, mc_net_mesh_refusal_str(reason));
   refuse(ctx, p, (reason == MC_NET_MESH_REFUSE_BAD_MAC) ? REFUSE_MAC : REFUSE_PROTOCOL, why);
 }
 
@@ -499,6 +500,8 @@ static void relay_hand_over(struct mc_net_mesh_ctx *ctx, struct hs_pending *p)
   char label[MC_MESH_RELAY_LABEL_BYTES];
   char a[MC_SOCKADDR_STRLEN];
   char b[MC_SOCKADDR_STRLEN];
+  char from[MC_NET_MESH_HOST_TEXT_BYTES];
+  char to[MC_NET_MESH_HOST_TEXT_BYTES];
 
   snprintf(label, sizeof(label), "conn %016llx -> host %016llx", (unsigned long long)p->req.conn_id,
            (unsigned long long)p->dest_host);
@@ -507,11 +510,12 @@ static void relay_hand_over(struct mc_net_mesh_ctx *ctx, struct hs_pending *p)
     return;
   }
   __atomic_add_fetch(&ctx->stats.n_relayed, 1, __ATOMIC_RELAXED);
+  mc_net_mesh_host_str(ctx, p->req.origin_host, from, sizeof(from));
+  mc_net_mesh_host_str(ctx, p->dest_host, to, sizeof(to));
   MC_INFO(MC_SUB_NET,
-          "NET/Mesh: relaying connection %016llx from host %016llx (%s) to host %016llx via %s "
+          "NET/Mesh: relaying connection %016llx from %s (%s) to %s via %s "
           "(%s, %d hops left)",
-          (unsigned long long)p->req.conn_id, (unsigned long long)p->req.origin_host,
-          mc_sockaddr_str(&p->peer, a, sizeof(a)), (unsigned long long)p->dest_host,
+          (unsigned long long)p->req.conn_id, from, mc_sockaddr_str(&p->peer, a, sizeof(a)), to,
           mc_sockaddr_str(&p->onward, b, sizeof(b)),
           p->is_via_relay ? "next relay" : "the listener", p->req.hops_left);
   p->fd = -1;

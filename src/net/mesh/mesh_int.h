@@ -338,7 +338,8 @@ void mc_net_mesh_view_put(struct mc_net_mesh_view *v);
 bool mc_net_mesh_view_addr(const struct mc_net_mesh_ctx *ctx, const struct mc_net_mesh_view *v,
                            uint64_t host_hash, union mc_sockaddr *to_out, int *nic_out);
 /* "3 hosts (a/00..01, b/..), ring" for messages. */
-void mc_net_mesh_view_str(const struct mc_net_mesh_view *v, char *buf, size_t bytes);
+void mc_net_mesh_view_str(const struct mc_net_mesh_ctx *ctx, const struct mc_net_mesh_view *v,
+                          char *buf, size_t bytes);
 
 struct mc_net_mesh_disc;
 struct pollfd;
@@ -473,10 +474,50 @@ bool mc_net_mesh_direct_up(struct mc_net_mesh_ctx *ctx, const uint8_t *handle);
 /* mesh_discover.c: the interfaces whose carrier is down (hs thread);
  * true when anything changed. */
 bool mc_net_mesh_nics_watch(struct mc_net_mesh_ctx *ctx);
+/* A link is silent (mc_net_mesh_nics_watch) after MESHCCL_MESH_LINK_TIMEOUT_MS
+ * without hearing its neighbour, and never before this many ms. */
+#define MC_NET_MESH_SILENT_MIN_MS 3000
+/* The host last heard on a NIC by discovery (0: none yet); any thread. */
+uint64_t mc_net_mesh_nic_neighbour(const struct mc_net_mesh_ctx *ctx, int nic);
 /* "mcl2 10.1.12.1 (subnet 10.1.12.0/24)" for messages. */
 void mc_net_mesh_nic_str(const struct mc_net_mesh_ctx *ctx, int nic, char *buf, size_t bytes);
-/* The host name discovery knows for host_hash, else its hash. */
+/* How every mesh line names a host: "host 2 (h2, ranks 4-5)" (node index and
+ * ranks from the communicator, name from discovery: NCCL_HOSTID, else the
+ * host name), "host h2 (3b29..)" when the communicator does not say (a
+ * plugin), "host 3b29.." when discovery does not know it either. */
+#define MC_NET_MESH_HOST_TEXT_BYTES 160
 void mc_net_mesh_host_str(struct mc_net_mesh_ctx *ctx, uint64_t host_hash, char *buf, size_t bytes);
+/* The same from a view already held (v may be NULL). */
+void mc_net_mesh_host_label(const struct mc_net_mesh_ctx *ctx, const struct mc_net_mesh_view *v,
+                            uint64_t host_hash, char *buf, size_t bytes);
+
+/* ---------- failure reports (mesh_blame.c) ---------- */
+
+#define MC_NET_MESH_CABLE_TEXT_BYTES 640
+
+/* The cables of a connection's route, as they were when it was made. */
+struct mc_net_mesh_route_desc {
+  int n_hops; /* 0: not known */
+  uint64_t hosts[MC_NET_MESH_MAX_HOPS + 1];
+  /* hop i, from hosts[i]'s end, hosts named by mc_net_mesh_host_label:
+   * "host 1 (h2, rank 1) mcl3 10.1.23.2 - host 2 (h3, rank 2) mcl2 10.1.23.3 (subnet 10.1.23.0/24)"
+   */
+  char cables[MC_NET_MESH_MAX_HOPS][MC_NET_MESH_CABLE_TEXT_BYTES];
+  char path[768]; /* "host 3 (h4, rank 3) > host 0 (h1, rank 0) > ..." */
+};
+
+/* The route connection conn_id takes from src_host to dst_host on view v
+ * (mc_mesh_route_pick, as connect and the relays choose it); for a direct
+ * connection, the cable one of whose ends is at local_addr (this host's NIC;
+ * may be NULL). false when v knows no route. Pure. */
+bool mc_net_mesh_route_describe(const struct mc_net_mesh_ctx *ctx, const struct mc_net_mesh_view *v,
+                                uint64_t src_host, uint64_t dst_host, uint64_t conn_id,
+                                const union mc_sockaddr *local_addr,
+                                struct mc_net_mesh_route_desc *d_out);
+/* The first hop of d whose hosts have no cable up between them on v (or one
+ * of which v no longer knows), else -1. Pure. */
+int mc_net_mesh_route_broken_hop(const struct mc_net_mesh_view *v,
+                                 const struct mc_net_mesh_route_desc *d);
 
 /* ---------- the context (mesh_net.c, mesh_handshake.c) ---------- */
 
@@ -562,6 +603,9 @@ struct mc_net_mesh_ctx {
   /* Failover. */
   int nic_down[MC_NET_MESH_MAX_NICS];  /* atomic: carrier or admin state down */
   struct mc_net_mesh_comm *recv_comms; /* open receive comms, for resumes (mu) */
+  /* The communicator's hosts (mc_net_init_args.hosts; none in a plugin). */
+  int n_host_names;
+  struct mc_net_host_name *host_names;
 };
 
 /* mesh_handshake.c: binds a listening socket to every NIC's address and

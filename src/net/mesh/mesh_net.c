@@ -113,6 +113,7 @@ static ncclResult_t mesh_init(const struct mc_net_init_args *args, void **ctx_ou
   ncclResult_t res;
 
   struct mc_mesh_relay_opts relay_opts = {.name = "NET/Mesh relay"};
+  char self[MC_NET_MESH_HOST_TEXT_BYTES];
 
   MC_CHECK(mc_calloc(&ctx, 1));
   pthread_mutex_init(&ctx->mu, NULL);
@@ -130,11 +131,18 @@ static ncclResult_t mesh_init(const struct mc_net_init_args *args, void **ctx_ou
   ctx->min_task_bytes = (uint32_t)mc_param_int(MC_P_SOCKET_MIN_TASKSIZE);
   ctx->handshake_ms = (int)mc_param_int(MC_P_MESH_HANDSHAKE_TIMEOUT_MS);
   ctx->route_timeout_ms = (int)mc_param_int(MC_P_MESH_ROUTE_TIMEOUT_MS);
+  if ((args != NULL) && (args->hosts != NULL) && (args->n_hosts > 0)) {
+    MC_CHECK_GOTO(mc_calloc(&ctx->host_names, (size_t)args->n_hosts), res, err);
+    memcpy(ctx->host_names, args->hosts, sizeof(*args->hosts) * (size_t)args->n_hosts);
+    ctx->n_host_names = args->n_hosts;
+  }
   MC_CHECK_GOTO(mc_mesh_relay_create(&relay_opts, ctx->abort_flag, &ctx->relay), res, err);
   MC_CHECK_GOTO(mc_net_mesh_hs_start(ctx), res, err);
+  mc_net_mesh_host_str(ctx, ctx->host_hash, self, sizeof(self));
   MC_INFO(MC_SUB_INIT | MC_SUB_NET,
-          "NET/Mesh: host %016llx, %d helper threads and %d data sockets per connection%s, %s",
-          (unsigned long long)ctx->host_hash, ctx->n_threads, ctx->n_socks,
+          "NET/Mesh: this is %s (host hash %016llx), %d helper threads and %d data sockets per "
+          "connection%s, %s",
+          self, (unsigned long long)ctx->host_hash, ctx->n_threads, ctx->n_socks,
           (mc_param_int(MC_P_SOCKET_NTHREADS) < 0) ? " (automatic)" : "",
           ctx->is_authenticated ? "authenticated" : "unauthenticated");
   *ctx_out = ctx;
@@ -274,6 +282,7 @@ static ncclResult_t mesh_accept(void *listen_comm, void **recv_out)
   struct mc_net_mesh_comm *mc = NULL;
   char a[MC_SOCKADDR_STRLEN];
   char sub[MC_SOCKADDR_STRLEN];
+  char host[MC_NET_MESH_HOST_TEXT_BYTES];
   ncclResult_t res;
 
   *recv_out = NULL;
@@ -290,9 +299,10 @@ static ncclResult_t mesh_accept(void *listen_comm, void **recv_out)
   pthread_mutex_unlock(&ctx->mu);
   if (g == NULL)
     return ncclSuccess;
-  MC_INFO(MC_SUB_NET, "NET/Mesh: accepted connection %016llx from host %016llx at %s on %s %s",
-          (unsigned long long)g->conn_id, (unsigned long long)g->peer_host,
-          mc_sockaddr_str(&g->socks[0].addr, a, sizeof(a)), ctx->nics[g->nic].name,
+  mc_net_mesh_host_str(ctx, g->peer_host, host, sizeof(host));
+  MC_INFO(MC_SUB_NET, "NET/Mesh: accepted connection %016llx from %s at %s on %s %s",
+          (unsigned long long)g->conn_id, host, mc_sockaddr_str(&g->socks[0].addr, a, sizeof(a)),
+          ctx->nics[g->nic].name,
           mc_net_mesh_subnet_str(&ctx->nics[g->nic].addr, ctx->nics[g->nic].prefix_len, sub,
                                  sizeof(sub)));
   res = mc_net_sock_comm_create(false, ctx->abort_flag, g->socks, g->n_socks, ctx->n_threads,
@@ -382,6 +392,7 @@ static ncclResult_t mesh_finalize(void *vctx)
   pthread_mutex_destroy(&ctx->mu);
   pthread_mutex_destroy(&ctx->connect_mu);
   pthread_mutex_destroy(&ctx->view_mu);
+  free(ctx->host_names);
   free(ctx);
   return ncclSuccess;
 }

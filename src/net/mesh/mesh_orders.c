@@ -29,6 +29,23 @@
 #include "params.h"
 #include "utils.h"
 
+/* Names every host of g as the Mesh net's lines do: "host K (name, ranks R)",
+ * K its node index in the communicator. */
+static void label_hosts(const struct mc_net_orders_args *args, struct mc_mesh_graph *g)
+{
+  for (int k = 0; k < args->n_hosts; k++) {
+    const struct mc_net_host_name *hn = &args->hosts[k];
+    char label[MC_MESH_LABEL_BYTES];
+
+    for (int h = 0; h < g->n_hosts; h++) {
+      if (g->hosts[h].host_hash != hn->host_hash)
+        continue;
+      snprintf(label, sizeof(label), "host %d (%.64s, %s)", hn->index, g->hosts[h].name, hn->ranks);
+      mc_mesh_graph_set_label(g, h, label);
+    }
+  }
+}
+
 static void log_rings(int rank, const struct mc_mesh_graph *g, const struct mc_mesh_rings *rings)
 {
   char *text = NULL;
@@ -112,6 +129,7 @@ ncclResult_t mc_net_mesh_node_orders(const struct mc_net_orders_args *args, int 
   MC_CHECK_GOTO(mc_calloc(&order, (size_t)n_nodes), res, out);
   for (int k = 0; k < n_nodes; k++)
     MC_CHECK_GOTO(mc_mesh_graph_host_find(g, args->node_host_hash[k], &order[k]), res, out);
+  label_hosts(args, g);
   res = mc_mesh_rings_compute(g, order, n_nodes, MC_MESH_MAX_RINGS, &rings);
   if (res != ncclSuccess)
     goto out;

@@ -103,6 +103,10 @@ struct mc_mesh_relay {
   bool is_stopping;                 /* under mu */
   bool is_aborted;                  /* under mu */
   struct mc_mesh_relay_stats stats; /* n_* fields under mu; bytes and peak atomic */
+  /* Local addresses whose interface went down (mc_mesh_relay_fail_local); under mu. */
+  struct sockaddr_storage fails[MC_MESH_RELAY_MAX_FAILS];
+  char fail_why[MC_MESH_RELAY_MAX_FAILS][64];
+  int n_fails;
 
   struct relay_pipe *pipes; /* registered pipes: service thread only */
   struct relay_pipe *dead;  /* closed this round: service thread only */
@@ -532,6 +536,52 @@ static void pipe_free(struct relay_pipe *p)
 
 /* ---------- the service thread ---------- */
 
+/* Whether a socket is bound to the IP address of `local`. */
+static bool is_bound_to(int fd, const struct sockaddr_storage *local)
+{
+  struct sockaddr_storage sa;
+  socklen_t len = sizeof(sa);
+
+  if ((getsockname(fd, (struct sockaddr *)&sa, &len) != 0) || (sa.ss_family != local->ss_family))
+    return false;
+  if (sa.ss_family == AF_INET)
+    return memcmp(&((const struct sockaddr_in *)&sa)->sin_addr,
+                  &((const struct sockaddr_in *)local)->sin_addr, sizeof(struct in_addr)) == 0;
+  if (sa.ss_family == AF_INET6)
+    return memcmp(&((const struct sockaddr_in6 *)&sa)->sin6_addr,
+                  &((const struct sockaddr_in6 *)local)->sin6_addr, sizeof(struct in6_addr)) == 0;
+  return false;
+}
+
+/* Resets the pipes with a socket on an interface that went down. */
+static void take_fails(struct mc_mesh_relay *relay)
+{
+  struct sockaddr_storage fails[MC_MESH_RELAY_MAX_FAILS];
+  char why[MC_MESH_RELAY_MAX_FAILS][64];
+  int n;
+
+  pthread_mutex_lock(&relay->mu);
+  n = relay->n_fails;
+  memcpy(fails, relay->fails, sizeof(fails[0]) * (size_t)n);
+  memcpy(why, relay->fail_why, sizeof(why[0]) * (size_t)n);
+  relay->n_fails = 0;
+  pthread_mutex_unlock(&relay->mu);
+  for (int k = 0; k < n; k++) {
+    struct relay_pipe *next;
+
+    for (struct relay_pipe *p = relay->pipes; p != NULL; p = next) {
+      next = p->next;
+      for (int s = 0; (s < 2) && !p->is_dead; s++) {
+        if ((p->end[s].fd >= 0) && is_bound_to(p->end[s].fd, &fails[k])) {
+          struct relay_fail fail = {.err = ENETDOWN, .side = s, .op = why[k]};
+
+          pipe_fail(relay, p, &fail);
+        }
+      }
+    }
+  }
+}
+
 static void take_incoming(struct mc_mesh_relay *relay)
 {
   uint64_t count;
@@ -539,6 +589,7 @@ static void take_incoming(struct mc_mesh_relay *relay)
 
   while ((read(relay->wake_fd, &count, sizeof(count)) < 0) && (errno == EINTR)) {
   }
+  take_fails(relay);
   pthread_mutex_lock(&relay->mu);
   list = relay->incoming;
   relay->incoming = NULL;
@@ -836,6 +887,28 @@ ncclResult_t mc_mesh_relay_add(struct mc_mesh_relay *relay, int fd_a, int fd_b, 
 err:
   pipe_free(p);
   return res;
+}
+
+void mc_mesh_relay_fail_local(struct mc_mesh_relay *relay, const struct sockaddr *local,
+                              const char *why)
+{
+  uint64_t one = 1;
+  size_t len =
+      (local->sa_family == AF_INET6) ? sizeof(struct sockaddr_in6) : sizeof(struct sockaddr_in);
+
+  if (relay == NULL)
+    return;
+  pthread_mutex_lock(&relay->mu);
+  if (relay->n_fails < MC_MESH_RELAY_MAX_FAILS) {
+    memset(&relay->fails[relay->n_fails], 0, sizeof(relay->fails[0]));
+    memcpy(&relay->fails[relay->n_fails], local, len);
+    snprintf(relay->fail_why[relay->n_fails], sizeof(relay->fail_why[0]), "%s", why);
+    relay->n_fails++;
+  }
+  pthread_mutex_unlock(&relay->mu);
+  if (write(relay->wake_fd, &one, sizeof(one)) < 0) {
+    /* EAGAIN: the counter is full, a wake-up is pending anyway. */
+  }
 }
 
 void mc_mesh_relay_stats(struct mc_mesh_relay *relay, struct mc_mesh_relay_stats *stats_out)

@@ -26,6 +26,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/socket.h>
 
 #include "nccl.h"
 
@@ -103,6 +104,20 @@ void mc_mesh_relay_destroy(struct mc_mesh_relay *relay);
  * Thread-safe; does not block on I/O.
  */
 ncclResult_t mc_mesh_relay_add(struct mc_mesh_relay *relay, int fd_a, int fd_b, const char *label);
+
+/*
+ * The local interface with address `local` (port ignored) went down: every
+ * pipe one of whose sockets is bound to that address is closed with a reset
+ * on both sides, at once, instead of when TCP gives up on the dead cable
+ * (TCP_USER_TIMEOUT), so that the relayed connection's ends move or fail
+ * without waiting; the link state names the cable. `why` is logged. Any
+ * thread; does not wait (the service thread does it on its next wake-up);
+ * accepts a NULL relay. At most MC_MESH_RELAY_MAX_FAILS requests wait at a
+ * time, more are dropped (the pipes then end by TCP's timeout).
+ */
+#define MC_MESH_RELAY_MAX_FAILS 8
+void mc_mesh_relay_fail_local(struct mc_mesh_relay *relay, const struct sockaddr *local,
+                              const char *why);
 
 /* Copies the counters (thread-safe; all zero for a NULL relay). */
 void mc_mesh_relay_stats(struct mc_mesh_relay *relay, struct mc_mesh_relay_stats *stats_out);

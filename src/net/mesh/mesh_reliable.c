@@ -28,12 +28,16 @@
  *     link that went down and both hosts.
  * Every wait is a state checked on the caller's next call, bounded by that
  * deadline and the abort flag: nothing here blocks.
+ *
+ * Length: the reliable comm's one state machine (send, break, reroute, resume, move back) over one
+ * struct, whose steps share its bookkeeping.
  */
 #include "mesh_int.h"
 
 #include "check.h"
 #include "log.h"
 #include "net/net_socket_int.h"
+#include "params.h"
 
 #include <errno.h>
 #include <stdarg.h>
@@ -43,10 +47,19 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-#define NREQ            MC_NET_MAX_REQUESTS
-#define RETRY_MS        250  /* between two attempts at a new route */
-#define MOVE_CHECK_MS   100  /* a relayed sender looks for its cable that often */
-#define MOVE_RETRY_MS   1000 /* after a failed attempt at moving back onto it */
+#define NREQ          MC_NET_MAX_REQUESTS
+#define RETRY_MS      250  /* between two attempts at a new route */
+#define MOVE_CHECK_MS 100  /* a relayed sender looks for its cable that often */
+#define MOVE_RETRY_MS 1000 /* after a failed attempt at moving back onto it */
+/* A relayed connection reset while every cable of its route is up (the
+ * peer's process went away, or a relay's onward cable failed and the link
+ * state saying so is still on its way): how long to wait for the link state
+ * before blaming the peer. Discovery announces an interface that went down
+ * at once; a silent one only after MC_NET_MESH_SILENT_MIN_MS, which may be
+ * longer than the relay's TCP timeout (MESHCCL_MESH_LINK_TIMEOUT_MS): that
+ * difference is waited too (down_span_ns). */
+#define PEER_CLOSE_MS   1000
+#define ROUTE_RETRY_MS  1000 /* between two looks for a route's description */
 #define LINK_TEXT_BYTES 384
 
 /* ---------- bookkeeping (pure) ---------- */
@@ -183,6 +196,11 @@ struct mc_net_mesh_comm {
   char link[LINK_TEXT_BYTES];          /* the current route, for messages */
   char down_link[LINK_TEXT_BYTES];     /* the route that went down */
   char cause[256];
+  /* The cables of the route (for failure reports), and whether the break
+   * came from the peer's end closing or resetting the connection. */
+  struct mc_net_mesh_route_desc route;
+  uint64_t route_try_ns;
+  bool is_peer_closed;
   struct mc_net_sock_comm *sc;
   enum comm_state state;
   unsigned attempt;
@@ -217,6 +235,42 @@ static const char *role(const struct mc_net_mesh_comm *mc)
   return mc->is_send ? "to" : "from";
 }
 
+/* Describes the route's cables from the current view (mc_net_mesh_route_describe),
+ * as the connection is made or moved, so that a failure can name the cable. */
+static void note_route(struct mc_net_mesh_comm *mc)
+{
+  struct mc_net_mesh_view *v = mc_net_mesh_view_get(mc->ctx);
+  uint64_t self = mc->ctx->host_hash;
+
+  mc->route_try_ns = mc_time_ns() + (uint64_t)ROUTE_RETRY_MS * 1000000ull;
+  if (!mc_net_mesh_route_describe(mc->ctx, v, mc->is_send ? self : mc->peer_host,
+                                  mc->is_send ? mc->peer_host : self, mc->conn_id,
+                                  &mc->ctx->nics[mc->nic].addr, &mc->route))
+    mc->route.n_hops = 0;
+  mc_net_mesh_view_put(v);
+}
+
+/* How long a broken connection may wait for a new route: the route timeout;
+ * nothing when the peer itself closed a direct connection (its process went
+ * away: no route will bring it back), PEER_CLOSE_MS for a relayed one (the
+ * cable check in comm_progress extends it when a cable of the route is down). */
+static uint64_t down_span_ns(const struct mc_net_mesh_comm *mc)
+{
+  uint64_t ms = (uint64_t)mc->ctx->route_timeout_ms;
+
+  if (mc->is_peer_closed && (mc->route.n_hops == 1)) {
+    ms = 0;
+  } else if (mc->is_peer_closed) {
+    uint64_t link_ms = (uint64_t)mc_param_int(MC_P_MESH_LINK_TIMEOUT_MS);
+    uint64_t grace =
+        PEER_CLOSE_MS +
+        ((link_ms < MC_NET_MESH_SILENT_MIN_MS) ? (MC_NET_MESH_SILENT_MIN_MS - link_ms) : 0);
+
+    ms = (ms < grace) ? ms : grace;
+  }
+  return ms * 1000000ull;
+}
+
 static void drop_sc(struct mc_net_mesh_comm *mc)
 {
   if (mc->sc == NULL)
@@ -233,11 +287,15 @@ static void drop_sc(struct mc_net_mesh_comm *mc)
 }
 
 /* UP -> DOWN: the requests stay, the sockets go. */
-static void comm_break(struct mc_net_mesh_comm *mc, const char *fmt, ...)
-    __attribute__((format(printf, 2, 3)));
-static void comm_break(struct mc_net_mesh_comm *mc, const char *fmt, ...)
+static void comm_break(struct mc_net_mesh_comm *mc, bool by_peer, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+/* by_peer: the peer's end closed or reset the connection. With the local
+ * interface up, that is the peer's process going away (a dead cable carries
+ * no FIN and no reset); a relay whose onward cable failed resets too, which
+ * the link state tells apart (comm_progress). */
+static void comm_break(struct mc_net_mesh_comm *mc, bool by_peer, const char *fmt, ...)
 {
-  char host[96];
+  char host[MC_NET_MESH_HOST_TEXT_BYTES];
   va_list ap;
 
   va_start(ap, fmt);
@@ -247,26 +305,32 @@ static void comm_break(struct mc_net_mesh_comm *mc, const char *fmt, ...)
   snprintf(mc->down_link, sizeof(mc->down_link), "%s", mc->link);
   /* A sender moving back onto a cable goes on with that attempt. */
   mc->state = (mc->rc != NULL) ? ST_RECONNECT : ST_DOWN;
+  mc->is_peer_closed =
+      by_peer && (__atomic_load_n(&mc->ctx->nic_down[mc->nic], __ATOMIC_ACQUIRE) == 0);
   mc->down_ns = mc_time_ns();
-  mc->deadline_ns = mc->down_ns + (uint64_t)mc->ctx->route_timeout_ms * 1000000ull;
+  mc->deadline_ns = mc->down_ns + down_span_ns(mc);
   mc->retry_ns = 0;
   __atomic_add_fetch(&mc->ctx->stats.n_breaks, 1, __ATOMIC_RELAXED);
   mc_net_mesh_host_str(mc->ctx, mc->peer_host, host, sizeof(host));
   MC_INFO(MC_SUB_NET,
-          "NET/Mesh: link down under connection %016llx %s host %s over %s: %s; %s (%llu "
+          "NET/Mesh: link down under connection %016llx %s %s over %s: %s; %s (%llu "
           "messages unacknowledged)",
           (unsigned long long)mc->conn_id, role(mc), host, mc->link, mc->cause,
           mc->is_send ? "moving it to another route" : "waiting for the sender to move it",
           (unsigned long long)(mc->rel.next_seq - mc->rel.acked));
 }
 
-/* DOWN past the deadline: lost for good, said once. */
+/* DOWN past the deadline: lost for good, said once, blaming what the link
+ * state shows: the first cable of the route that is down, else (the peer's
+ * end closed it) the peer's process, else the link the connection was on. */
 static ncclResult_t comm_lose(struct mc_net_mesh_comm *mc, const char *why)
 {
-  char host[96];
-  char self[96];
+  char host[MC_NET_MESH_HOST_TEXT_BYTES];
+  char self[MC_NET_MESH_HOST_TEXT_BYTES];
   char mesh[512];
   struct mc_net_mesh_view *v;
+  unsigned long long n_unacked = (unsigned long long)(mc->rel.next_seq - mc->rel.acked);
+  int broken = -1;
 
   drop_sc(mc);
   mc_net_mesh_resume_free(mc->rc);
@@ -277,16 +341,33 @@ static ncclResult_t comm_lose(struct mc_net_mesh_comm *mc, const char *why)
   mc_net_mesh_host_str(mc->ctx, mc->peer_host, host, sizeof(host));
   mc_net_mesh_host_str(mc->ctx, mc->ctx->host_hash, self, sizeof(self));
   v = mc_net_mesh_view_get(mc->ctx);
-  mc_net_mesh_view_str(v, mesh, sizeof(mesh));
+  mc_net_mesh_view_str(mc->ctx, v, mesh, sizeof(mesh));
+  if (mc->route.n_hops > 0)
+    broken = mc_net_mesh_route_broken_hop(v, &mc->route);
   mc_net_mesh_view_put(v);
+  if (broken >= 0)
+    return MC_FAIL(ncclRemoteError,
+                   "NET/Mesh: cable %s went down and %s within MESHCCL_MESH_ROUTE_TIMEOUT_MS=%d "
+                   "ms: connection %016llx %s %s (route %s) lost, %llu messages "
+                   "unacknowledged (seen on %s as: %s); the mesh known on %s: %s. Check "
+                   "that cable and its interfaces",
+                   mc->route.cables[broken], why, mc->ctx->route_timeout_ms,
+                   (unsigned long long)mc->conn_id, role(mc), host, mc->route.path, n_unacked, self,
+                   mc->cause, self, mesh);
+  if (mc->is_peer_closed)
+    return MC_FAIL(ncclRemoteError,
+                   "NET/Mesh: %s closed connection %016llx (%s %s, route %s) while "
+                   "every cable of the route was up: its process ended or closed the "
+                   "communicator (%s; %llu messages unacknowledged)",
+                   host, (unsigned long long)mc->conn_id, mc->is_send ? "from" : "to", self,
+                   (mc->route.n_hops > 0) ? mc->route.path : mc->down_link, mc->cause, n_unacked);
   return MC_FAIL(ncclRemoteError,
-                 "NET/Mesh: link %s of host %s went down (%s) and %s within "
-                 "MESHCCL_MESH_ROUTE_TIMEOUT_MS=%d ms: connection %016llx %s host %s lost, %llu "
-                 "messages unacknowledged; the mesh known on host %s: %s. Check the cables and "
+                 "NET/Mesh: link %s of %s went down (%s) and %s within "
+                 "MESHCCL_MESH_ROUTE_TIMEOUT_MS=%d ms: connection %016llx %s %s lost, %llu "
+                 "messages unacknowledged; the mesh known on %s: %s. Check the cables and "
                  "interfaces of that link",
                  mc->down_link, self, mc->cause, why, mc->ctx->route_timeout_ms,
-                 (unsigned long long)mc->conn_id, role(mc), host,
-                 (unsigned long long)(mc->rel.next_seq - mc->rel.acked), self, mesh);
+                 (unsigned long long)mc->conn_id, role(mc), host, n_unacked, self, mesh);
 }
 
 /* A socket comm call failed: a link failure breaks the connection; the
@@ -295,7 +376,7 @@ static ncclResult_t on_sc_err(struct mc_net_mesh_comm *mc, ncclResult_t res)
 {
   if ((res != ncclRemoteError) && (res != ncclSystemError))
     return res;
-  comm_break(mc, "%s", mc->sc->err_text);
+  comm_break(mc, mc->sc->err_kind == MC_NET_SOCK_CLOSED_BY_PEER, "%s", mc->sc->err_text);
   return ncclSuccess;
 }
 
@@ -389,7 +470,8 @@ static ncclResult_t read_acks(struct mc_net_mesh_comm *mc, bool *got_one)
     }
     if ((n < 0) && ((errno == EAGAIN) || (errno == EWOULDBLOCK) || (errno == EINTR)))
       return ncclSuccess;
-    comm_break(mc, "%s", (n == 0) ? "the peer closed the connection" : strerror(errno));
+    comm_break(mc, (n == 0) || (errno == ECONNRESET) || (errno == EPIPE), "%s",
+               (n == 0) ? "the peer closed the connection" : strerror(errno));
     return ncclSuccess;
   }
 }
@@ -414,7 +496,8 @@ static void write_ack(struct mc_net_mesh_comm *mc)
     }
     if ((n < 0) && ((errno == EAGAIN) || (errno == EWOULDBLOCK) || (errno == EINTR)))
       return;
-    comm_break(mc, "%s", (n == 0) ? "closed" : strerror(errno));
+    comm_break(mc, (n == 0) || (errno == ECONNRESET) || (errno == EPIPE), "%s",
+               (n == 0) ? "closed" : strerror(errno));
     return;
   }
 }
@@ -434,15 +517,17 @@ static ncclResult_t new_sc(struct mc_net_mesh_comm *mc, struct mc_sock *socks, i
 
 static void log_resumed(struct mc_net_mesh_comm *mc)
 {
-  char host[96];
+  char host[MC_NET_MESH_HOST_TEXT_BYTES];
 
   __atomic_add_fetch(&mc->ctx->stats.n_resumed, 1, __ATOMIC_RELAXED);
   if (mc->is_moving_back && !mc->is_relayed)
     __atomic_add_fetch(&mc->ctx->stats.n_moved_back, 1, __ATOMIC_RELAXED);
   mc->is_moving_back = false;
+  mc->is_peer_closed = false;
+  note_route(mc);
   mc_net_mesh_host_str(mc->ctx, mc->peer_host, host, sizeof(host));
   MC_INFO(MC_SUB_NET,
-          "NET/Mesh: connection %016llx %s host %s moved from %s to %s, resumed at message %llu "
+          "NET/Mesh: connection %016llx %s %s moved from %s to %s, resumed at message %llu "
           "(%llu to %s again) after %llu ms",
           (unsigned long long)mc->conn_id, role(mc), host, mc->down_link, mc->link,
           (unsigned long long)mc->rel.acked, (unsigned long long)(mc->rel.next_seq - mc->rel.acked),
@@ -469,7 +554,7 @@ static ncclResult_t take_resume(struct mc_net_mesh_comm *mc, bool has_ctx_mu)
   if (g == NULL)
     return ncclSuccess;
   if (mc->state == ST_UP)
-    comm_break(mc, "the sender moved the connection to another route");
+    comm_break(mc, false, "the sender moved the connection to another route");
   drop_sc(mc);
   mc->nic = g->nic;
   mc_net_mesh_nic_str(ctx, g->nic, nic, sizeof(nic));
@@ -548,7 +633,7 @@ static ncclResult_t move_back(struct mc_net_mesh_comm *mc)
   struct mc_net_mesh_handle h;
   char link[LINK_TEXT_BYTES];
   char why[512];
-  char host[96];
+  char host[MC_NET_MESH_HOST_TEXT_BYTES];
   bool done = false;
   int nic = -1;
   uint64_t now = mc_time_ns();
@@ -567,7 +652,7 @@ static ncclResult_t move_back(struct mc_net_mesh_comm *mc)
     mc->is_moving_back = true;
     mc_net_mesh_host_str(ctx, mc->peer_host, host, sizeof(host));
     MC_INFO(MC_SUB_NET,
-            "NET/Mesh: connection %016llx to host %s: a cable to it is up again, moving back "
+            "NET/Mesh: connection %016llx to %s: a cable to it is up again, moving back "
             "from %s",
             (unsigned long long)mc->conn_id, host, mc->link);
   }
@@ -601,6 +686,17 @@ static ncclResult_t move_back(struct mc_net_mesh_comm *mc)
   return ncclSuccess;
 }
 
+/* A relayed connection reset by the far side: true when the link state
+ * still has every cable of its route (the peer's process went away). */
+static bool peer_close_stands(struct mc_net_mesh_comm *mc)
+{
+  struct mc_net_mesh_view *v = mc_net_mesh_view_get(mc->ctx);
+  int broken = mc_net_mesh_route_broken_hop(v, &mc->route);
+
+  mc_net_mesh_view_put(v);
+  return broken < 0;
+}
+
 /* Everything a call on the comm moves. */
 static ncclResult_t comm_progress(struct mc_net_mesh_comm *mc)
 {
@@ -613,7 +709,7 @@ static ncclResult_t comm_progress(struct mc_net_mesh_comm *mc)
   if (!mc->is_send && (__atomic_load_n(&mc->has_resume, __ATOMIC_ACQUIRE) != 0))
     MC_CHECK(take_resume(mc, false));
   if ((mc->state == ST_UP) && (__atomic_load_n(&mc->ctx->nic_down[mc->nic], __ATOMIC_ACQUIRE) != 0))
-    comm_break(mc, "interface %s is down: no carrier, or its neighbour silent",
+    comm_break(mc, false, "interface %s is down: no carrier, or its neighbour silent",
                mc->ctx->nics[mc->nic].name);
   if (mc->state == ST_UP) {
     if (mc->is_send)
@@ -637,10 +733,21 @@ static ncclResult_t comm_progress(struct mc_net_mesh_comm *mc)
       MC_CHECK(post_pending(mc));
     }
   }
-  if ((mc->state != ST_UP) && (mc->rel.tail == mc->rel.next_seq))
-    /* Nothing waits on the connection: the time to find a route runs from
-     * the first request that does. */
-    mc->deadline_ns = mc_time_ns() + (uint64_t)mc->ctx->route_timeout_ms * 1000000ull;
+  if ((mc->state == ST_UP) && (mc->route.n_hops == 0) && (mc_time_ns() > mc->route_try_ns))
+    note_route(mc); /* made before discovery knew the peer */
+  if ((mc->state != ST_UP) && (mc->rel.acked == mc->rel.next_seq)) {
+    /* Nothing unfinished on the connection (a peer that closed it after its
+     * last message loses nothing): the time to find a route runs from the
+     * first request that waits on it. */
+    mc->deadline_ns = mc_time_ns() + down_span_ns(mc);
+    return ncclSuccess;
+  }
+  if ((mc->state != ST_UP) && (mc_time_ns() > mc->deadline_ns) && mc->is_peer_closed &&
+      (mc->route.n_hops > 1) && !peer_close_stands(mc)) {
+    /* A relay reset it because a cable of the route failed: a cable failure. */
+    mc->is_peer_closed = false;
+    mc->deadline_ns = mc->down_ns + down_span_ns(mc);
+  }
   if ((mc->state != ST_UP) && (mc_time_ns() > mc->deadline_ns))
     return comm_lose(mc, mc->is_send ? "no other route to the peer could be set up"
                                      : "the sender did not come back over another route");
@@ -672,6 +779,7 @@ ncclResult_t mc_net_mesh_comm_create(struct mc_net_mesh_ctx *ctx, bool is_send,
   mc_net_mesh_rel_init(&mc->rel, is_send);
   for (int i = 0; i < NREQ; i++)
     mc->reqs[i].comm = mc;
+  note_route(mc);
   if (!is_send) {
     pthread_mutex_lock(&ctx->mu);
     mc->next = ctx->recv_comms;

@@ -1,0 +1,134 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * What the Mesh net blames when a connection fails (mesh_reliable.c's
+ * reports): the cables of a connection's route, described while they were
+ * up (from the view of that moment), and which of them the current view no
+ * longer has. A relay that loses its onward cable only resets its sockets;
+ * the route's ends learn which cable it was from the mesh's link state, which
+ * discovery floods to every host (an interface that goes down or silent is
+ * withdrawn from its host's record at once). Pure functions of a view.
+ */
+#include "mesh_int.h"
+
+#include "utils.h"
+
+#include <netinet/in.h>
+#include <stdio.h>
+#include <sys/socket.h>
+#include <string.h>
+
+/* The graph's index of host_hash, else -1 (quietly: a host may be gone). */
+static int find_host(const struct mc_mesh_graph *g, uint64_t host_hash)
+{
+  for (int h = 0; h < g->n_hosts; h++) {
+    if (g->hosts[h].host_hash == host_hash)
+      return h;
+  }
+  return -1;
+}
+
+/* Whether a graph address is the IP address of sa. */
+static bool same_ip(const struct mc_mesh_addr *x, const union mc_sockaddr *sa)
+{
+  if ((x->family == AF_INET) && (sa->sa.sa_family == AF_INET))
+    return memcmp(x->bytes, &sa->sin.sin_addr, 4) == 0;
+  if ((x->family == AF_INET6) && (sa->sa.sa_family == AF_INET6))
+    return memcmp(x->bytes, &sa->sin6.sin6_addr, 16) == 0;
+  return false;
+}
+
+/* "host 1 (h2, rank 1) mcl3 10.1.23.2 - host 2 (h3, rank 2) mcl2 10.1.23.3
+ * (subnet 10.1.23.0/24)": the link, from host a's end. */
+static void cable_str(const struct mc_net_mesh_ctx *ctx, const struct mc_net_mesh_view *v, int link,
+                      int a, char *buf, size_t bytes)
+{
+  const struct mc_mesh_graph *g = v->graph;
+  const struct mc_mesh_link *l = &g->links[link];
+  int ea = (l->host[0] == a) ? 0 : 1;
+  int eb = 1 - ea;
+  const struct mc_mesh_addr *xa = &g->hosts[l->host[ea]].addrs[l->addr[ea]];
+  const struct mc_mesh_addr *xb = &g->hosts[l->host[eb]].addrs[l->addr[eb]];
+  struct mc_mesh_addr sub = *xa;
+  char na[MC_NET_MESH_HOST_TEXT_BYTES];
+  char nb[MC_NET_MESH_HOST_TEXT_BYTES];
+  char ia[64];
+  char ib[64];
+  char s[64];
+  char *slash;
+
+  memcpy(sub.bytes, l->subnet, sizeof(sub.bytes));
+  mc_net_mesh_host_label(ctx, v, g->hosts[l->host[ea]].host_hash, na, sizeof(na));
+  mc_net_mesh_host_label(ctx, v, g->hosts[l->host[eb]].host_hash, nb, sizeof(nb));
+  mc_mesh_addr_str(xa, ia, sizeof(ia));
+  mc_mesh_addr_str(xb, ib, sizeof(ib));
+  mc_mesh_addr_str(&sub, s, sizeof(s));
+  /* The addresses without their prefix length: the subnet says it. */
+  if ((slash = strchr(ia, '/')) != NULL)
+    *slash = '\0';
+  if ((slash = strchr(ib, '/')) != NULL)
+    *slash = '\0';
+  snprintf(buf, bytes, "%s %s %s - %s %s %s (subnet %s)", na, xa->if_name, ia, nb, xb->if_name, ib,
+           s);
+}
+
+bool mc_net_mesh_route_describe(const struct mc_net_mesh_ctx *ctx, const struct mc_net_mesh_view *v,
+                                uint64_t src_host, uint64_t dst_host, uint64_t conn_id,
+                                const union mc_sockaddr *local_addr,
+                                struct mc_net_mesh_route_desc *d_out)
+{
+  struct mc_mesh_path path;
+  int src = -1;
+  int dst = -1;
+  size_t used = 0;
+
+  if (v == NULL)
+    return false;
+  src = find_host(v->graph, src_host);
+  dst = find_host(v->graph, dst_host);
+  /* Unreachable: said here, quietly (mc_mesh_route_pick would WARN). */
+  if ((src < 0) || (dst < 0) || (src == dst) || (mc_mesh_route_hops(v->routes, src, dst) < 1) ||
+      (mc_mesh_route_pick(v->routes, src, dst, conn_id, &path) != ncclSuccess) ||
+      (path.n_hops < 1) || (path.n_hops > MC_NET_MESH_MAX_HOPS))
+    return false;
+  if ((path.n_hops == 1) && (local_addr != NULL)) {
+    /* A direct connection: the cable it was made on, among parallel ones. */
+    int links[MC_MESH_MAX_PAIR_LINKS];
+    int n = mc_mesh_graph_usable_links(v->graph, src, dst, links);
+
+    for (int i = 0; i < n; i++) {
+      const struct mc_mesh_link *l = &v->graph->links[links[i]];
+      const struct mc_mesh_addr *x0 = &v->graph->hosts[l->host[0]].addrs[l->addr[0]];
+      const struct mc_mesh_addr *x1 = &v->graph->hosts[l->host[1]].addrs[l->addr[1]];
+
+      if (same_ip(x0, local_addr) || same_ip(x1, local_addr))
+        path.links[0] = links[i];
+    }
+  }
+  d_out->n_hops = path.n_hops;
+  d_out->path[0] = '\0';
+  for (int i = 0; i <= path.n_hops; i++) {
+    char name[MC_NET_MESH_HOST_TEXT_BYTES];
+
+    d_out->hosts[i] = v->graph->hosts[path.hosts[i]].host_hash;
+    mc_net_mesh_host_label(ctx, v, d_out->hosts[i], name, sizeof(name));
+    mc_str_appendf(d_out->path, sizeof(d_out->path), &used, "%s%s", (i > 0) ? " > " : "", name);
+  }
+  for (int i = 0; i < path.n_hops; i++)
+    cable_str(ctx, v, path.links[i], path.hosts[i], d_out->cables[i], sizeof(d_out->cables[i]));
+  return true;
+}
+
+int mc_net_mesh_route_broken_hop(const struct mc_net_mesh_view *v,
+                                 const struct mc_net_mesh_route_desc *d)
+{
+  if (v == NULL)
+    return -1;
+  for (int i = 0; i < d->n_hops; i++) {
+    int a = find_host(v->graph, d->hosts[i]);
+    int b = find_host(v->graph, d->hosts[i + 1]);
+
+    if ((a < 0) || (b < 0) || (v->graph->n_up_between[a][b] == 0))
+      return i;
+  }
+  return -1;
+}

@@ -1,0 +1,180 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
+# What the Mesh net says when a failure leaves no route, and when (NCCL_NET=Mesh,
+# mp_net_timeout's all-reduce loop, one rank per host, NCCL_ALGO=Ring):
+#   line  4 hosts cabled as a line (h1-h2-h3-h4), MESHCCL_MESH_ROUTE_TIMEOUT_MS=3000:
+#         the h2-h3 cable goes down (on h3's side). Every rank fails with
+#         ncclRemoteError, and every error that names a cable names that one
+#         (both hosts, their interfaces, its subnet), never the healthy first
+#         hop of a relayed route; each rank fails within the documented bound
+#         (the route timeout after the cut, + 0.5 s of margin on a loaded machine;
+#         the measured figures are printed);
+#   star  5 hosts, h1 the hub (h1-h2 .. h1-h5), MESHCCL_MESH_ROUTE_TIMEOUT_MS=8000:
+#         rank 4 (host h5) is killed. The ranks behind it fail at once (within
+#         4 s, well before the route timeout), rank 0 (the hub, cabled to h5) naming rank
+#         4's host as the one that closed the connection, not a cable.
+#   topo  on the line, meshccl-topo --mesh alone in h1 names this host and, having
+#         heard no neighbour, says to run it on the other hosts (reachable on the
+#         cables); run in every host, it names h1's neighbour on each cable and
+#         marks this host in the mesh.
+# Needs root and iproute2: skipped otherwise, failed under CI. Only addresses
+# inside the namespaces made here are used; all are removed.
+# shellcheck source=mp_lib.sh
+. "$(dirname "$0")/mp_lib.sh"
+# shellcheck source=netns_lib.sh
+. "$(dirname "$0")/netns_lib.sh"
+need_progs mp_net_timeout
+ns_require "the mesh errors netns test needs root and ip"
+ns_init me 100 201
+
+LIMIT=40 # s: a rank still running then hangs
+COUNT=65536
+
+# start NAME "H0 H1 ..." VAR=VALUE...: rank r on host H<r>, looping all-reduces
+# until one fails; $TMP/NAME<r>.out its output, $TMP/NAME<r>.end the time
+# (ms) its last line ("rank R: ... after N all-reduces ...") was printed.
+start() {
+  local name=$1 r
+  local -a hosts
+  read -r -a hosts <<<"$2"
+  shift 2
+  NS_PORT=$(free_port)
+  T0_MS=$(now_ms)
+  for ((r = 0; r < ${#hosts[@]}; r++)); do
+    rm -f "$TMP/$name$r.end"
+    ns_rank_argv hosts "$r" ""
+    bg "$name$r" bash -c 'set -o pipefail; "$@" 2>&1 | while IFS= read -r l; do
+        printf "%s\n" "$l"
+        case $l in "rank "*": "*" after "*) date +%s%3N >"'"$TMP/$name$r.end"'" ;; esac
+      done' _ "${NS_ARGV[@]}" NCCL_SOCKET_IFNAME=mcm0 NCCL_NET=Mesh MESHCCL_MESH_IFNAME=mcl \
+      NCCL_ALGO=Ring NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=NET "$@" "$T/mp_net_timeout" 0 $COUNT
+  done
+}
+
+# wait_running NAME N: every rank of NAME printed "running" (at most 60 s).
+wait_running() {
+  local k
+  for ((k = 0; k < 600; k++)); do
+    [ "$(cat "$TMP/$1"[0-9].out 2>/dev/null | grep -c ': running$')" = "$2" ] && return 0
+    sleep 0.1
+  done
+  return 1
+}
+
+# finish NAME N: waits for the N ranks; RCS their statuses, END_<r> the ms
+# from CUT_MS to the rank's failure line.
+finish() {
+  local r e
+  RCS=""
+  for ((r = 0; r < $2; r++)); do
+    wait_bg "$1$r" $LIMIT
+    e="RC_$1$r" && RCS+="${!e} "
+    e=$(cat "$TMP/$1$r.end" 2>/dev/null || echo 0)
+    printf -v "END_$r" '%s' $((e - CUT_MS))
+  done
+}
+
+# ---------- line: the h2-h3 cable goes down ----------
+ROUTE_MS=3000
+if ! ns_make_hosts 4 "1-2 2-3 3-4"; then
+  not_ok "building 4 namespaces cabled as a line"
+  mp_finish
+fi
+# meshccl-topo --mesh names this host; alone it says what to do, and with the
+# other hosts running it too it names the neighbour on each cable.
+topo() {
+  ns_exec "$1" env -u NCCL_SOCKET_IFNAME NCCL_HOSTID="host$1" MESHCCL_MESH_IFNAME=mcl \
+    timeout 30 "$MC_BUILD/bin/meshccl-topo" --mesh --mesh-wait "$2" >"$TMP/topo.$1.$3" 2>&1
+}
+topo 1 1000 alone
+expect_grep "meshccl-topo --mesh alone: names this host" "$TMP/topo.1.alone" '^this host: host host1 \([0-9a-f]{16}\)$'
+expect_grep "meshccl-topo --mesh alone: no neighbour on its cable NIC" "$TMP/topo.1.alone" \
+  "^  mcl2 .*subnet 10\\.$X\\.12\\.0/24 .*no neighbour heard$"
+expect_grep "meshccl-topo --mesh alone: says to run it on the other hosts, reachable on the cables" \
+  "$TMP/topo.1.alone" "^no neighbour heard on any mesh NIC in 1000 ms: .*Run meshccl-topo --mesh \\(or the job\\) on the other hosts too.*UDP port [0-9]+ \\(MESHCCL_MESH_PORT\\)"
+for h in 1 2 3 4; do topo $h 3000 all & done
+wait
+expect_grep "meshccl-topo --mesh on every host: host 1 names its neighbour on mcl2" "$TMP/topo.1.all" \
+  "^  mcl2 .*subnet 10\\.$X\\.12\\.0/24 .*neighbour host host2 \\([0-9a-f]{16}\\)$"
+expect_grep "meshccl-topo --mesh on every host: the mesh marks this host" "$TMP/topo.1.all" \
+  '^mesh host [0-9]+ is host host1 \([0-9a-f]{16}\) <- this host: mcl2 '
+if grep -q "no neighbour heard on any" "$TMP/topo.1.all"; then
+  not_ok "meshccl-topo --mesh on every host: no advice to run it elsewhere"
+else
+  ok "meshccl-topo --mesh on every host: no advice to run it elsewhere"
+fi
+grep -E "^mesh:|this host" "$TMP/topo.1.all" | sed 's/^/# topo: /'
+
+start line "1 2 3 4" MESHCCL_MESH_ROUTE_TIMEOUT_MS=$ROUTE_MS
+if wait_running line 4; then
+  sleep 0.5
+  CUT_MS=$(now_ms)
+  ip -n "${TAG}h3" link set mcl2 down
+  finish line 4
+  expect_eq "line: every rank ends with ncclRemoteError (status 3)" "$RCS" "3 3 3 3 "
+  # Hosts are named "host K (NCCL_HOSTID, rank R)" (node K runs rank K here).
+  H2="host 1 \\(host2, rank 1\\)" H3="host 2 \\(host3, rank 2\\)"
+  C23="$H2 mcl3 10\\.$X\\.23\\.2 - $H3 mcl2 10\\.$X\\.23\\.3 \\(subnet 10\\.$X\\.23\\.0/24\\)"
+  C32="$H3 mcl2 10\\.$X\\.23\\.3 - $H2 mcl3 10\\.$X\\.23\\.2 \\(subnet 10\\.$X\\.23\\.0/24\\)"
+  n_cable=0
+  for r in 0 1 2 3; do
+    line=$(grep -E "^rank $r: .* after [0-9]+ all-reduces" "$TMP/line$r.out")
+    # Each error names the h2-h3 cable, or a host whose rank failed first and
+    # closed its connections (ranks behind a failure fail at once); none names
+    # another cable, or a link "of host ..." (the first hop it used).
+    want="NET/Mesh: (cable ($C23|$C32) went down|host [0-3] \(host[1-4], rank [0-3]\) closed connection [0-9a-f]+ .* while every cable of the route was up: its process ended or closed the communicator)"
+    grep -qE "NET/Mesh: cable ($C23|$C32) went down" <<<"$line" && n_cable=$((n_cable + 1))
+    if grep -qE "$want" <<<"$line" && ! grep -oE "cable host [0-9]+ \([^)]*\) mcl[0-9] [^ ]+ - host [0-9]+ \([^)]*\) mcl[0-9] [^ ]+ \(subnet [^)]*\)" <<<"$line" | grep -qvE "$C23|$C32" &&
+      ! grep -qE "NET/Mesh: link .* went down" <<<"$line"; then
+      ok "line: rank $r's error names the failed cable h2-h3 (hosts, interfaces, subnet) or a host that failed"
+    else
+      not_ok "line: rank $r's error names the failed cable h2-h3 (hosts, interfaces, subnet) or a host that failed"
+      echo "#   | $line" | cut -c1-900
+    fi
+    e="END_$r"
+    expect_le "line: rank $r fails within the route timeout ($ROUTE_MS ms) + 500 ms of the cut" \
+      "${!e}" $((ROUTE_MS + 500))
+  done
+  expect_le "line: at least one rank names the h2-h3 cable (by hosts, interfaces and subnet)" \
+    1 "$n_cable"
+  echo "# line: ranks failed $END_0 $END_1 $END_2 $END_3 ms after the cut (bound $ROUTE_MS ms)"
+  for r in 0 1 2 3; do grep -hE "^rank $r: .* after" "$TMP/line$r.out" | cut -c1-700 | sed 's/^/# line: /'; done
+else
+  not_ok "line: the ranks did not start"
+  for r in 0 1 2 3; do show "$TMP/line$r.out"; done
+fi
+ns_cleanup
+
+# ---------- star: rank 4 is killed ----------
+ROUTE_MS=8000
+if ! ns_make_hosts 5 "1-2 1-3 1-4 1-5"; then
+  not_ok "building 5 namespaces cabled as a star"
+  mp_finish
+fi
+start star "1 2 3 4 5" MESHCCL_MESH_ROUTE_TIMEOUT_MS=$ROUTE_MS
+if wait_running star 5; then
+  sleep 0.5
+  CUT_MS=$(now_ms)
+  ip netns pids "${TAG}h5" | xargs -r kill -KILL
+  finish star 4
+  wait_bg star4 $LIMIT
+  expect_eq "star: ranks 0-3 end with ncclRemoteError (status 3)" "$RCS" "3 3 3 3 "
+  for r in 0 1 2 3; do
+    e="END_$r"
+    expect_le "star: rank $r fails at once (within 4 s of the kill, route timeout $ROUTE_MS ms)" \
+      "${!e}" 4000
+  done
+  expect_grep "star: rank 0 (the hub) names rank 4's host as gone, not a cable" "$TMP/star0.out" \
+    "^rank 0: .*rank 4 .*NET/Mesh: host 4 \(host5, rank 4\) closed connection [0-9a-f]+ .* while every cable of the route was up: its process ended or closed the communicator"
+  if grep -E "^rank 0: " "$TMP/star0.out" | grep -qE "NET/Mesh: (cable|link) .* went down"; then
+    not_ok "star: rank 0 blames no cable"
+  else
+    ok "star: rank 0 blames no cable"
+  fi
+  echo "# star: ranks failed $END_0 $END_1 $END_2 $END_3 ms after the kill (route timeout $ROUTE_MS ms)"
+  for r in 0 1 2 3; do grep -hE "^rank $r: .* after" "$TMP/star$r.out" | cut -c1-700 | sed 's/^/# star: /'; done
+else
+  not_ok "star: the ranks did not start"
+  for r in 0 1 2 3 4; do show "$TMP/star$r.out"; done
+fi
+mp_finish
