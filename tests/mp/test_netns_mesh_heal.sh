@@ -107,11 +107,11 @@ done
 check "every rank checked every element of $ITERS x $MIB MiB all-reduces exact"
 cat "$TMP"/heal?.out >"$TMP/heal.all"
 expect_grep "host A's relayed connection to B saw the cable up again" "$TMP/heal1.out" \
-  "NET/Mesh: connection [0-9a-f]+ to host [0-9a-f]+/host2: a cable to it is up again, moving back from .*relayed"
+  "NET/Mesh: connection [0-9a-f]+ to host [0-9]+ \(host2, rank [0-9]+\): a cable to it is up again, moving back from .*relayed"
 expect_grep "and moved back onto it (mcl2, subnet 10.$X.12.0/24)" "$TMP/heal1.out" \
-  "NET/Mesh: connection [0-9a-f]+ to host [0-9a-f]+/host2 moved from .*relayed.* to mcl2 10\.$X\.12\.1[^ ]* -> 10\.$X\.12\.2"
+  "NET/Mesh: connection [0-9a-f]+ to host [0-9]+ \(host2, rank [0-9]+\) moved from .*relayed.* to mcl2 10\.$X\.12\.1[^ ]* -> 10\.$X\.12\.2"
 expect_grep "host B's connection to A moved back too (mcl1)" "$TMP/heal2.out" \
-  "NET/Mesh: connection [0-9a-f]+ to host [0-9a-f]+/host1 moved from .*relayed.* to mcl1 10\.$X\.12\.2[^ ]* -> 10\.$X\.12\.1"
+  "NET/Mesh: connection [0-9a-f]+ to host [0-9]+ \(host1, rank [0-9]+\) moved from .*relayed.* to mcl1 10\.$X\.12\.2[^ ]* -> 10\.$X\.12\.1"
 # (but the once-per-process WARN of NCCL_COMM_ID without MESHCCL_SECRET)
 if grep -E "lost: the link|WARN" "$TMP/heal.all" | grep -qv "MESHCCL_SECRET is unset"; then
   not_ok "no connection lost, no WARN"

@@ -152,7 +152,7 @@ expect_same "--dump: the dumped XML gives the same output" "$TMP/dump2.body" "$T
 run dot --xml "$P4D" --dot "$TMP/p4d.dot"
 expect_success "--dot: exit 0" "$RC_dot" "$TMP/dot.err"
 expect_grep "--dot: a graph" "$TMP/p4d.dot" "^digraph meshccl_topo \{"
-expect_grep "--dot: NVLink edges labelled" "$TMP/p4d.dot" '"(GPU0" -> "NVS0|NVS0" -> "GPU0)" \[label="NVL 240"'
+expect_grep "--dot: NVLink edges labelled" "$TMP/p4d.dot" '"(GPU0" -> "NVS0|NVS0" -> "GPU0)" \[label="NVL 240 GB/s"'
 expect_grep "--dot: NET node named" "$TMP/p4d.dot" '"NET0" .*rdmap16s27'
 if command -v dot >/dev/null 2>&1; then
   run svg --xml "$P4D" --svg "$TMP/p4d.svg"
