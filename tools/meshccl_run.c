@@ -87,6 +87,7 @@ static void launcher_fini(struct launcher *l)
   free(l->pfd);
   free(l->pfd_rank);
   free(l->pfd_stream);
+  free(l->cpus);
 }
 
 int main(int argc, char **argv)

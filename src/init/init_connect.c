@@ -11,7 +11,6 @@
  */
 #include "comm.h"
 
-#include <sched.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -20,6 +19,7 @@
 #include "net/net.h"
 #include "params.h"
 #include "topo/topo_graph.h"
+#include "transport/tp_decide.h"
 
 /* NCCL_BUFFSIZE when set; else NCCL's 4 MiB for a communicator that spans
  * hosts, SINGLE_HOST_FIFO_BYTES when every rank is on one host. There the
@@ -79,15 +79,25 @@ static ncclResult_t tp_init(struct ncclComm *comm)
 }
 
 /* Waiting ranks spin while every rank of the host has a CPU; otherwise they
- * yield at once so that the rank they wait for can run. */
+ * yield at once so that the rank they wait for can run. The CPUs are the
+ * host's online ones, or the container's cgroup quota when lower
+ * (mc_tp_decide_spin): not this rank's affinity mask, which holds one CPU
+ * for a rank pinned by mpirun --bind-to core or taskset while the host's
+ * other cores run the other ranks. */
 static int spin_passes(const struct ncclComm *comm)
 {
-  cpu_set_t set;
+  struct mc_host_figures f;
   int cpus = 0;
+  int passes;
 
-  if (sched_getaffinity(0, sizeof(set), &set) == 0)
-    cpus = CPU_COUNT(&set);
-  return ((cpus > 0) && (comm->nodes.local_ranks > cpus)) ? 8 : 2000;
+  mc_tp_host_figures_read("/sys/fs/cgroup", NULL, comm->nodes.local_ranks, &f);
+  passes = mc_tp_decide_spin(&f, &cpus);
+  MC_INFO(MC_SUB_TUNING,
+          "rank %d: waiting ranks %s (%d idle passes before yielding): %d local ranks on %d "
+          "CPUs (online %d, cgroup quota %d, this rank's affinity %d)",
+          comm->rank, (passes == MC_SPIN_PASSES_SPIN) ? "spin" : "yield", passes, f.local_ranks,
+          cpus, f.online_cpus, f.quota_cpus, f.affinity_cpus);
+  return passes;
 }
 
 int mc_comm_tree_conn_reqs(struct ncclComm *comm, struct mc_conn_req *reqs)

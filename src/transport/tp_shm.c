@@ -178,13 +178,12 @@ static ncclResult_t shm_recv_connect(struct mc_conn_req *q, const struct mc_blob
 static void shm_free(struct mc_conn *c)
 {
   /* the mapping: mc_conn_free */
-  if (c->is_send && (c->stream.n_timed > 0))
+  if (c->is_send && (c->stream.n_decide > 0))
     MC_INFO(MC_SUB_SHM,
-            "SHM: send to rank %d channel %d: %llu transfers timed, streaming %s "
-            "(%d of the last 16 slower than %d ns), %llu switches",
-            c->peer, c->channel, (unsigned long long)c->stream.n_timed, c->stream.on ? "on" : "off",
-            __builtin_popcount(c->stream.hist), (int)mc_param_int(MC_P_SHM_STREAM_NS),
-            (unsigned long long)c->stream.n_switch);
+            "SHM: send to rank %d channel %d: %s stores, %u calibrations of plain vs streaming "
+            "stores, %u flips; last medians plain %.2f GB/s, streaming %.2f GB/s",
+            c->peer, c->channel, c->stream.on ? "streaming" : "plain", c->stream.n_decide,
+            c->stream.n_flip, c->stream.med[0] / 1000.0, c->stream.med[1] / 1000.0);
 }
 
 static const char *shm_how(const struct mc_tp_comm *tc, const struct mc_conn *c)

@@ -6,44 +6,44 @@
  * receiver's reads pull them across, one cache-to-cache transfer a line,
  * and the sender's next writes to them invalidate the receiver's copies.
  * Streaming (non-temporal) stores write whole lines to memory instead, and
- * the receiver reads them from there. Near cores (one shared cache) move a
- * line faster than memory delivers it; far ones (another core complex or
- * socket) slower. On the 2-core VM of docs/ARCHITECTURE.md both happen to
- * one pair of processes within seconds.
+ * the receiver reads them from there. Which is faster is the host's matter:
+ * near cores (one shared cache) move a line faster than memory delivers it,
+ * far ones may not, and on a VM the placement changes. A latency bound
+ * measured on one machine picked the slower mode on another (a 16-core Xeon
+ * VM whose every pair of cores is "far": plain stores 2.6-3.85 GB/s,
+ * streaming 2.6-2.9 at 2 ranks), so in auto mode the sender measures the
+ * rate itself:
  *
- * The measure: the receiver writes head at every slot it releases, so the
- * sender's first load of head after that is one transfer of a line from the
- * receiver's core. On every 8th step the sender times that load (TSC, fenced)
- * when it returns a new value, keeps the last 16 verdicts (slower than
- * MESHCCL_SHM_STREAM_NS or not) and streams while at least 8 were slower.
- * The TSC's rate is calibrated once per process against CLOCK_MONOTONIC,
- * from the first timed load on, over at least 2 ms: until then no verdict.
+ *   - a calibration alternates windows of 2 * MC_STEPS large steps (at
+ *     least half a slot each) between plain and streaming writes; the first
+ *     MC_STEPS steps of a window only flush the FIFO of the previous mode's
+ *     lines, the next MC_STEPS are timed;
+ *   - a step's cycle runs from the previous commit to its own, within one
+ *     operation (the first step of an operation, the one that carries its
+ *     signature, is not timed: the time between operations is the
+ *     caller's): the write, the wait for the receiver to free the slot
+ *     (where the receiver's reads show) and whatever else paces the ring;
+ *     a window's rate is its timed bytes over their cycles;
+ *   - after MC_STREAM_SAMPLES windows of each mode the higher median rate
+ *     wins (mc_tp_decide_stream, with a margin for the mode in use), and the
+ *     next calibration comes after MC_STREAM_RECHECK_BYTES more large-step
+ *     bytes, so that a rank that migrated to other cores adapts.
+ * Steps outside a calibration take no time stamp.
  */
 #include "transport/transport.h"
 
-#include <pthread.h>
 #include <string.h>
 #include <time.h>
 
 #include "log.h"
 #include "params.h"
+#include "transport/tp_decide.h"
 
 #if defined(__x86_64__)
 #include <emmintrin.h>
-#include <x86intrin.h>
 #endif
 
-#define STREAM_MIN_BYTES 1024    /* smaller slot writes stay plain */
-#define CALIB_MIN_NS     2000000 /* TSC calibration window */
-#define HIST_SLOW_MIN    8       /* of the last 16 transfers, slower ones to stream */
-
-#if defined(__x86_64__)
-/* The process's TSC calibration: the pair taken at the first timed load,
- * then the rate, in ticks per 2^20 ns (0: not yet). */
-static pthread_once_t calib_once = PTHREAD_ONCE_INIT;
-static uint64_t calib_tsc0;
-static uint64_t calib_ns0;
-static uint64_t calib_ticks_per_mns;
+#define STREAM_MIN_BYTES 1024 /* smaller slot writes stay plain */
 
 static uint64_t mono_ns(void)
 {
@@ -53,85 +53,116 @@ static uint64_t mono_ns(void)
   return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
 }
 
-static void calib_start(void)
+static void calibration_start(struct mc_conn_stream *st)
 {
-  calib_ns0 = mono_ns();
-  calib_tsc0 = __rdtsc();
+  st->calibrating = true;
+  st->on = false;
+  st->win_steps = 0;
+  st->win_ns = 0;
+  st->win_bytes = 0;
+  st->n_samples[0] = 0;
+  st->n_samples[1] = 0;
+  st->commit_ns = 0;
 }
-
-/* Ticks per 2^20 ns once at least CALIB_MIN_NS have passed since the first
- * call (0 before). Threads may race to set the rate: each writes a valid
- * value from the same start pair. */
-static uint64_t tsc_rate(void)
-{
-  uint64_t rate = __atomic_load_n(&calib_ticks_per_mns, __ATOMIC_RELAXED);
-  uint64_t now;
-  uint64_t tsc;
-
-  if (rate != 0)
-    return rate;
-  (void)pthread_once(&calib_once, calib_start);
-  now = mono_ns();
-  tsc = __rdtsc();
-  if ((now - calib_ns0 < CALIB_MIN_NS) || (tsc <= calib_tsc0))
-    return 0;
-  rate = (uint64_t)(((unsigned __int128)(tsc - calib_tsc0) << 20) / (now - calib_ns0));
-  if (rate == 0)
-    rate = 1;
-  __atomic_store_n(&calib_ticks_per_mns, rate, __ATOMIC_RELAXED);
-  return rate;
-}
-#endif
 
 void mc_conn_stream_init(struct mc_conn *c)
 {
   memset(&c->stream, 0, sizeof(c->stream));
+  if (mc_param_source(MC_P_SHM_STREAM_NS) != MC_PARAM_SRC_DEFAULT)
+    MC_WARN_ONCE("MESHCCL_SHM_STREAM_NS is deprecated and ignored: with MESHCCL_SHM_STREAM=-1 a "
+                 "SHM sender measures the rate of plain and of streaming stores and keeps the "
+                 "faster (docs/ARCHITECTURE.md, Data path)");
 #if defined(__x86_64__)
   c->stream.mode = (int8_t)mc_param_int(MC_P_SHM_STREAM);
   c->stream.on = (c->stream.mode == 1);
+  if (c->stream.mode < 0)
+    calibration_start(&c->stream);
 #else
   c->stream.mode = 0; /* no streaming stores to use */
 #endif
 }
 
-void mc_conn_stream_note(struct mc_conn_stream *st, bool slow)
+bool mc_conn_stream_step(struct mc_conn_stream *st, size_t slot_bytes, size_t bytes,
+                         uint64_t cycle_ns)
 {
-  st->hist = (uint16_t)((st->hist << 1) | (slow ? 1u : 0u));
-  st->n_timed++;
-  if ((__builtin_popcount(st->hist) >= HIST_SLOW_MIN) != st->on) {
-    st->on = !st->on;
-    st->n_switch++;
+  size_t large = (slot_bytes / 2 > 0) ? slot_bytes / 2 : 1;
+  int m = st->on ? 1 : 0;
+
+  if (bytes < large)
+    return false;
+  if (!st->calibrating) {
+    st->run_bytes += bytes;
+    if (st->run_bytes >= MC_STREAM_RECHECK_BYTES)
+      calibration_start(st);
+    return false;
   }
+  st->win_steps++;
+  if ((st->win_steps > MC_STEPS) && (cycle_ns > 0)) {
+    st->win_ns += cycle_ns;
+    st->win_bytes += bytes;
+  }
+  if (st->win_steps < 2 * MC_STEPS)
+    return false;
+  if (st->win_ns > 0)
+    st->mbps[m][st->n_samples[m]++] = (float)((double)st->win_bytes * 1000.0 / (double)st->win_ns);
+  st->win_steps = 0;
+  st->win_ns = 0;
+  st->win_bytes = 0;
+  if (st->n_samples[1 - m] < MC_STREAM_SAMPLES) {
+    st->on = (m == 0);
+    return false;
+  }
+  if (st->n_samples[m] < MC_STREAM_SAMPLES)
+    return false;
+  st->on = mc_tp_decide_stream(st->mbps[0], st->n_samples[0], st->mbps[1], st->n_samples[1],
+                               st->kept, &st->med[0], &st->med[1]);
+  if ((st->n_decide > 0) && (st->on != st->kept))
+    st->n_flip++;
+  st->n_decide++;
+  st->kept = st->on;
+  st->calibrating = false;
+  st->run_bytes = 0;
+  return true;
 }
 
-bool mc_conn_send_ready_timed(struct mc_conn *c)
+static void samples_text(char *buf, size_t size, const float *v, int n)
 {
-#if defined(__x86_64__)
-  struct mc_conn_stream *st = &c->stream;
-  uint64_t t0;
-  uint64_t t1;
-  uint64_t head;
+  size_t len = 0;
 
-  _mm_lfence();
-  t0 = __rdtsc();
-  _mm_lfence();
-  head = __atomic_load_n(&c->ctrl->head, __ATOMIC_ACQUIRE);
-  _mm_lfence();
-  t1 = __rdtsc();
-  if (head == st->seen_head)
-    return head + MC_STEPS > c->step;
-  st->seen_head = head;
-  if (st->bound_ticks == 0) {
-    uint64_t rate = tsc_rate();
-    if (rate == 0)
-      return head + MC_STEPS > c->step;
-    st->bound_ticks = ((uint64_t)mc_param_int(MC_P_SHM_STREAM_NS) * rate) >> 20;
+  buf[0] = '\0';
+  for (int i = 0; (i < n) && (len < size); i++)
+    len += (size_t)snprintf(buf + len, size - len, "%s%.2f", (i > 0) ? " " : "", v[i] / 1000.0);
+}
+
+void mc_conn_stream_commit(struct mc_conn *c, size_t bytes, bool is_first)
+{
+  struct mc_conn_stream *st = &c->stream;
+  uint64_t cycle = 0;
+  uint32_t n_flip = st->n_flip;
+  char plain[96];
+  char stream[96];
+
+  if (st->calibrating) {
+    uint64_t now = mono_ns();
+    if (!is_first && (st->commit_ns != 0))
+      cycle = now - st->commit_ns;
+    st->commit_ns = now;
   }
-  mc_conn_stream_note(st, t1 - t0 > st->bound_ticks);
-  return head + MC_STEPS > c->step;
-#else
-  return mc_conn_send_ready(c);
-#endif
+  if (!mc_conn_stream_step(st, c->slot_bytes, bytes, cycle))
+    return;
+  /* said when first decided and when it flips, not at every re-check */
+  if ((st->n_decide > 1) && (st->n_flip == n_flip))
+    return;
+  if (!MC_INFO_ON(MC_SUB_TUNING))
+    return;
+  samples_text(plain, sizeof(plain), st->mbps[0], st->n_samples[0]);
+  samples_text(stream, sizeof(stream), st->mbps[1], st->n_samples[1]);
+  MC_INFO(MC_SUB_TUNING,
+          "SHM: send to rank %d channel %d: %s stores %s: median rate plain %.2f GB/s, streaming "
+          "%.2f GB/s (windows of %d steps of %zu bytes, GB/s: plain %s; streaming %s)",
+          c->peer, c->channel, st->on ? "streaming" : "plain",
+          (st->n_decide == 1) ? "decided" : "now (flipped)", st->med[0] / 1000.0,
+          st->med[1] / 1000.0, MC_STEPS, c->slot_bytes, plain, stream);
 }
 
 void mc_copy_stream(void *dst, const void *src, size_t bytes)

@@ -78,19 +78,31 @@ struct mc_transport;
 /* Sender over SHM: whether slot writes stream past the caches
  * (tp_stream.c). A line the receiver reads while it is dirty in the
  * sender's cache crosses between the cores; a streamed line comes from
- * memory. Which is faster depends on how far apart the two cores are, which
- * a VM's placement may change from one second to the next, so in "auto" the
- * sender times its loads of the receiver's head counter that see it move
- * (each a transfer of a line between the two cores) and streams while most
- * of the last 16 took longer than MESHCCL_SHM_STREAM_NS. */
+ * memory. Which is faster depends on the cores, the caches and memory of
+ * the host, which a VM's placement may change, so in "auto" the sender
+ * measures it: over its first large steps it alternates windows of plain
+ * and of streaming writes, times each step's cycle (from the previous
+ * commit to its own, within one operation: the write, the wait for the
+ * receiver to free the slot and whatever else paces the pipeline), keeps
+ * the mode whose windows achieved the higher median rate
+ * (mc_tp_decide_stream) and measures again every MC_STREAM_RECHECK_BYTES. */
+#define MC_STREAM_SAMPLES       5            /* windows per mode in one calibration */
+#define MC_STREAM_RECHECK_BYTES (512u << 20) /* large-step bytes between calibrations */
 struct mc_conn_stream {
   int8_t mode;          /* MESHCCL_SHM_STREAM: -1 auto, 0 never, 1 always */
   bool on;              /* slot writes stream now */
-  uint16_t hist;        /* the last 16 timed transfers, bit set: slower than the bound */
-  uint64_t seen_head;   /* head as the last load saw it (timed or not) */
-  uint64_t bound_ticks; /* MESHCCL_SHM_STREAM_NS in TSC ticks (0 until calibrated) */
-  uint64_t n_timed;     /* transfers timed (for the log) */
-  uint64_t n_switch;    /* changes of `on` (for the log) */
+  bool calibrating;     /* auto: windows of both modes in turns */
+  uint8_t win_steps;    /* large steps of the current window so far */
+  uint8_t n_samples[2]; /* windows measured per mode (0 plain, 1 streaming) */
+  uint64_t commit_ns;   /* CLOCK_MONOTONIC of the last commit while calibrating (0: none) */
+  uint64_t win_ns;      /* the window's counted slot cycles */
+  uint64_t win_bytes;   /* ... and their bytes */
+  uint64_t run_bytes;   /* large-step bytes since the last decision */
+  float mbps[2][MC_STREAM_SAMPLES]; /* the calibration's window rates (MB/s) */
+  float med[2];                     /* the last decision's medians (MB/s) */
+  uint32_t n_decide;                /* decisions taken (for the log) */
+  uint32_t n_flip;                  /* decisions that changed the mode (for the log) */
+  bool kept;                        /* the mode decided last (plain before the first) */
 };
 
 struct mc_conn {
@@ -190,30 +202,23 @@ static inline bool mc_conn_send_ready(const struct mc_conn *c)
   return __atomic_load_n(&c->ctrl->head, __ATOMIC_ACQUIRE) + MC_STEPS > c->step;
 }
 
-/* Sender: mc_conn_send_ready, timing the load of head on every 8th step of
- * a connection whose stream mode is auto (tp_stream.c); every load records
- * the value it saw, so that a timed one that sees a new value is the
- * transfer of the line from the receiver's core. */
-bool mc_conn_send_ready_timed(struct mc_conn *c);
-
+/* Sender: mc_conn_send_ready (the collectives' hook for the sender's
+ * measurements; none needs it now). */
 static inline bool mc_conn_send_ready_sampled(struct mc_conn *c)
 {
-  uint64_t head;
-
-  if (c->stream.mode >= 0)
-    return mc_conn_send_ready(c);
-  if ((c->step & 7) == 0)
-    return mc_conn_send_ready_timed(c);
-  /* a timed load counts only when it is the first to see a new value */
-  head = __atomic_load_n(&c->ctrl->head, __ATOMIC_ACQUIRE);
-  c->stream.seen_head = head;
-  return head + MC_STEPS > c->step;
+  return mc_conn_send_ready(c);
 }
 
-/* Sender over SHM: one timed transfer, slower than the bound or not; `on`
- * follows the majority of the last 16 (8 slow of 16 turn it on). */
-void mc_conn_stream_note(struct mc_conn_stream *st, bool slow);
-/* Sender over SHM: its stream settings from MESHCCL_SHM_STREAM(_NS). */
+/* Sender over SHM in auto mode: the step just committed (bytes, its slot
+ * cycle cycle_ns: 0 when it was not timed) in the calibration, or in the
+ * count towards the next one; true when it ended a calibration (the
+ * decision is in on, med, n_decide, n_flip). Pure: tests drive it. */
+bool mc_conn_stream_step(struct mc_conn_stream *st, size_t slot_bytes, size_t bytes,
+                         uint64_t cycle_ns);
+/* Sender over SHM in auto mode: the step just committed, timed unless it
+ * is the first of an operation (is_first: it carried a header). */
+void mc_conn_stream_commit(struct mc_conn *c, size_t bytes, bool is_first);
+/* Sender over SHM: its stream settings from MESHCCL_SHM_STREAM. */
 void mc_conn_stream_init(struct mc_conn *c);
 /* dst = src with streaming stores (x86-64, dst 16-byte aligned; else memcpy),
  * fenced: the lines are in memory, not in this core's cache. */
@@ -239,14 +244,17 @@ static inline void mc_conn_send_hdr(struct mc_conn *c, const void *hdr)
 static inline void mc_conn_send_commit(struct mc_conn *c, const void *ptr, size_t bytes)
 {
   unsigned s = (unsigned)(c->step % MC_STEPS);
+  uint32_t hdr = c->hdr_next;
   c->ctrl->fifo[s].ptr = (uint64_t)(uintptr_t)ptr;
   c->ctrl->fifo[s].bytes = bytes;
-  c->ctrl->fifo[s].hdr_bytes = c->hdr_next;
+  c->ctrl->fifo[s].hdr_bytes = hdr;
   c->hdr_next = 0;
   if (ptr != NULL)
     c->ptr_step = c->step + 1;
   c->step++;
   __atomic_store_n(&c->ctrl->tail, c->step, __ATOMIC_RELEASE);
+  if (c->stream.mode < 0)
+    mc_conn_stream_commit(c, bytes, hdr != 0);
 }
 
 /* Sender: the user's buffers and this process may go: every published

@@ -1,11 +1,11 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
  * Streamed slot writes over SHM (src/transport/tp_stream.c): the copy is
- * exact at every size and alignment, the majority rule over the last 16
- * timed transfers, the settings a SHM sender takes from the environment,
- * and a sender whose receiver releases slots from another thread (the
- * timed loads of its head counter give verdicts and never change what
- * mc_conn_send_ready says).
+ * exact at every size and alignment, the calibration that alternates
+ * plain and streaming windows and keeps the faster, the settings a SHM
+ * sender takes from the environment, and a sender whose receiver checks and
+ * releases slots from another thread (it calibrates, decides, and every
+ * slot holds what was written in either mode).
  */
 #include "transport/transport.h"
 
@@ -54,30 +54,61 @@ static void stream_copy_is_exact(void)
   }
 }
 
-/* 8 slow transfers of the last 16 turn streaming on; it stays on while 8
- * of the last 16 are slow and goes off at the ninth fast one. */
-static void majority_of_the_last_16_decides(void)
+/* Feeds n steps of bytes, each with slot cycle ns, to a calibration. */
+static int feed(struct mc_conn_stream *st, size_t slot, size_t bytes, uint64_t ns, int n)
 {
+  int decided = 0;
+
+  for (int i = 0; i < n; i++)
+    decided += mc_conn_stream_step(st, slot, bytes, ns) ? 1 : 0;
+  return decided;
+}
+
+/* A calibration: windows of 2 * MC_STEPS large steps alternate plain and
+ * streaming (the first MC_STEPS of each not timed), steps under half a slot
+ * do not count, and after MC_STREAM_SAMPLES windows of each the faster
+ * mode is kept; MC_STREAM_RECHECK_BYTES later a new calibration may flip
+ * it, and says so in n_flip. */
+static void calibration_keeps_the_faster_mode(void)
+{
+  enum { SLOT = 131072 };
   struct mc_conn_stream st;
 
   memset(&st, 0, sizeof(st));
   st.mode = -1;
-  for (int i = 0; i < 7; i++)
-    mc_conn_stream_note(&st, true);
+  st.calibrating = true;
+  for (int w = 0; w < 2 * MC_STREAM_SAMPLES; w++) {
+    bool want_on = (w & 1) != 0;
+    MC_T_TRUE(st.on == want_on);
+    MC_T_EQ_INT(feed(&st, SLOT, SLOT / 2 - 1, 1, 100), 0); /* small: not counted */
+    /* plain: 34 us a slot (3.85 GB/s), streaming 45 us (2.9 GB/s); the
+     * untimed warm-up steps' cycles do not count */
+    MC_T_EQ_INT(feed(&st, SLOT, SLOT, 1000000, MC_STEPS), 0);
+    MC_T_EQ_INT(feed(&st, SLOT, SLOT, want_on ? 45000 : 34000, MC_STEPS - 1), 0);
+    MC_T_EQ_INT(feed(&st, SLOT, SLOT, want_on ? 45000 : 34000, 1),
+                (w == 2 * MC_STREAM_SAMPLES - 1) ? 1 : 0);
+  }
   MC_T_TRUE(!st.on);
-  mc_conn_stream_note(&st, true);
+  MC_T_TRUE(!st.calibrating);
+  MC_T_EQ_INT((int)st.n_decide, 1);
+  MC_T_EQ_INT((int)st.n_flip, 0);
+  MC_T_EQ_INT((int)(st.med[0] + 0.5f), 3855); /* MB/s: 131072 B / 34 us */
+  MC_T_EQ_INT((int)(st.med[1] + 0.5f), 2913);
+  /* no time stamps until MC_STREAM_RECHECK_BYTES more large-step bytes */
+  MC_T_EQ_INT(feed(&st, SLOT, SLOT, 0, MC_STREAM_RECHECK_BYTES / SLOT - 1), 0);
+  MC_T_TRUE(!st.calibrating);
+  MC_T_EQ_INT(feed(&st, SLOT, SLOT, 0, 1), 0);
+  MC_T_TRUE(st.calibrating);
+  /* the rank moved: streaming is faster now, by more than the margin */
+  for (int w = 0; w < 2 * MC_STREAM_SAMPLES; w++) {
+    bool want_on = (w & 1) != 0;
+    MC_T_TRUE(st.on == want_on);
+    MC_T_EQ_INT(feed(&st, SLOT, SLOT, 0, MC_STEPS), 0);
+    feed(&st, SLOT, SLOT, want_on ? 30000 : 40000, MC_STEPS);
+  }
   MC_T_TRUE(st.on);
-  for (int i = 0; i < 8; i++)
-    mc_conn_stream_note(&st, false);
-  MC_T_TRUE(st.on); /* 8 slow, 8 fast */
-  mc_conn_stream_note(&st, false);
-  MC_T_TRUE(!st.on);
-  /* alternating verdicts hold it where it is: 8 of 16 at most on, then off */
-  for (int i = 0; i < 64; i++)
-    mc_conn_stream_note(&st, (i & 1) != 0);
-  MC_T_TRUE(st.on);
-  MC_T_EQ_INT((int)st.n_timed, 7 + 1 + 8 + 1 + 64);
-  MC_T_EQ_INT((int)st.n_switch, 3);
+  MC_T_EQ_INT((int)st.n_decide, 2);
+  MC_T_EQ_INT((int)st.n_flip, 1);
 }
 
 static void settings_from_the_environment(void)
@@ -93,13 +124,16 @@ static void settings_from_the_environment(void)
   MC_T_EQ_INT(c.stream.mode, 0);
 #endif
   MC_T_TRUE(!c.stream.on);
-  MC_T_EQ_INT((int)c.stream.hist, 0);
-  MC_T_EQ_INT((int)c.stream.n_timed, 0);
+#if defined(__x86_64__)
+  MC_T_TRUE(c.stream.calibrating);
+#endif
+  MC_T_EQ_INT((int)c.stream.n_decide, 0);
   mc_param_set_for_tests(MC_P_SHM_STREAM, "1");
   mc_conn_stream_init(&c);
 #if defined(__x86_64__)
   MC_T_EQ_INT(c.stream.mode, 1);
   MC_T_TRUE(c.stream.on);
+  MC_T_TRUE(!c.stream.calibrating);
 #endif
   mc_param_set_for_tests(MC_P_SHM_STREAM, "0");
   mc_conn_stream_init(&c);
@@ -108,34 +142,49 @@ static void settings_from_the_environment(void)
   setup();
 }
 
+enum { REL_SLOT = 4096 };
+
 struct releaser {
   struct mc_conn_ctrl *ctrl;
+  const unsigned char *slots;
   uint64_t steps;
+  uint64_t bad; /* 1 + the first step whose slot held other bytes (0: none) */
 };
 
-/* The receiver: releases one slot after another, each after the sender
- * committed it. */
+static unsigned char step_byte(uint64_t k, size_t i)
+{
+  return (unsigned char)(k * 7 + i * 13 + 1);
+}
+
+/* The receiver: checks each slot's bytes and releases it, after the
+ * sender committed it. */
 static void *releaser_main(void *arg)
 {
   struct releaser *r = arg;
 
   for (uint64_t k = 1; k <= r->steps; k++) {
+    const unsigned char *s = r->slots + ((k - 1) % MC_STEPS) * REL_SLOT;
     while (__atomic_load_n(&r->ctrl->tail, __ATOMIC_ACQUIRE) < k)
       ;
+    for (size_t i = 0; (i < REL_SLOT) && (r->bad == 0); i++)
+      if (s[i] != step_byte(k - 1, i))
+        r->bad = k;
     __atomic_store_n(&r->ctrl->head, k, __ATOMIC_RELEASE);
   }
   return NULL;
 }
 
-/* A sender in auto mode against a receiver thread: every 8th step's ready
- * check times the load of head, at most one verdict per new head value
- * (after the TSC is calibrated, 2 ms in); ready means what it always does. */
-static void sender_times_the_receivers_counter(void)
+/* A sender in auto mode against a receiver thread: its first large steps
+ * calibrate (plain and streaming windows in turns) and it decides; every
+ * slot the receiver reads holds exactly what was written, whichever mode
+ * wrote it. */
+static void sender_calibrates_against_a_receiver(void)
 {
   enum { STEPS = 4000 };
   static struct mc_conn_ctrl ctrl;
-  static char slots[MC_STEPS * 64];
-  struct releaser r = {.ctrl = &ctrl, .steps = STEPS};
+  static _Alignas(64) unsigned char slots[MC_STEPS * REL_SLOT];
+  static unsigned char src[REL_SLOT];
+  struct releaser r = {.ctrl = &ctrl, .slots = slots, .steps = STEPS};
   struct mc_conn c;
   pthread_t th;
 
@@ -144,29 +193,30 @@ static void sender_times_the_receivers_counter(void)
   c.kind = MC_TOPO_TRANSPORT_SHM;
   c.is_send = true;
   c.ctrl = &ctrl;
-  c.slots = slots;
-  c.slot_bytes = 64;
+  c.slots = (char *)slots;
+  c.slot_bytes = REL_SLOT;
   mc_conn_stream_init(&c);
 #if !defined(__x86_64__)
   MC_T_SKIP("no streaming stores on this architecture");
 #endif
   MC_T_EQ_INT(pthread_create(&th, NULL, releaser_main, &r), 0);
   for (uint64_t k = 0; k < STEPS; k++) {
+    for (size_t i = 0; i < REL_SLOT; i++)
+      src[i] = step_byte(k, i);
     while (!mc_conn_send_ready_sampled(&c))
       ;
-    mc_conn_slot_copy(&c, mc_conn_send_slot(&c), "0123456789abcdef0123456789abcdef", 32);
-    mc_conn_send_commit(&c, NULL, 32);
-    if (k == STEPS / 2) {
-      struct timespec ts = {0, 3000000}; /* past the calibration window */
-      nanosleep(&ts, NULL);
-    }
+    mc_conn_slot_copy(&c, mc_conn_send_slot(&c), src, REL_SLOT);
+    mc_conn_send_commit(&c, NULL, REL_SLOT);
   }
   MC_T_EQ_INT(pthread_join(th, NULL), 0);
-  MC_T_TRUE(c.stream.n_timed > 0);
-  MC_T_TRUE(c.stream.n_timed <= STEPS / 8 + 1);
-  MC_T_TRUE(c.stream.bound_ticks > 0);
+  MC_T_EQ_INT((int)r.bad, 0);
+  MC_T_EQ_INT((int)c.stream.n_decide, 1);
+  MC_T_TRUE(!c.stream.calibrating);
+  MC_T_EQ_INT(c.stream.n_samples[0], MC_STREAM_SAMPLES);
+  MC_T_EQ_INT(c.stream.n_samples[1], MC_STREAM_SAMPLES);
+  MC_T_TRUE((c.stream.med[0] > 0) && (c.stream.med[1] > 0));
   MC_T_EQ_INT((int)ctrl.head, STEPS);
 }
 
-MC_T_MAIN(stream_copy_is_exact, majority_of_the_last_16_decides, settings_from_the_environment,
-          sender_times_the_receivers_counter)
+MC_T_MAIN(stream_copy_is_exact, calibration_keeps_the_faster_mode, settings_from_the_environment,
+          sender_calibrates_against_a_receiver)

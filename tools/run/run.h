@@ -55,10 +55,14 @@ struct options {
   int n_exports;
   const char *exports[MAX_EXPORTS]; /* mpirun's -x: "VAR" (inherited anyway) or "VAR=value" */
   char **argv;                      /* program and its arguments, NULL-terminated */
+  bool bind_core;                   /* --bind-to core: rank i on the i-th CPU of our mask */
+  bool report_bindings;             /* --report-bindings */
 };
 
 struct launcher {
   struct options opt;
+  int n_cpus; /* --bind-to core: the CPUs of the launcher's affinity mask, in order */
+  int *cpus;
   struct rank *ranks;
   int started;      /* ranks started */
   int live;         /* ranks started and not reaped */

@@ -22,6 +22,7 @@ static void usage(FILE *f)
 {
   fprintf(f,
           "usage: " PROG_NAME " [-n N] [-x VAR[=value]]... [--grace SECONDS]\n"
+          "                   [--bind-to core|none] [--report-bindings]\n"
           "                   [--tag-output | --label | --no-tag] [--] prog [args...]\n"
           "Starts N ranks of prog on this host, with RANK, WORLD_SIZE, LOCAL_RANK,\n"
           "LOCAL_WORLD_SIZE, NODE_RANK, MESHCCL_RUN, NCCL_COMM_ID, MASTER_ADDR and\n"
@@ -38,6 +39,12 @@ static void usage(FILE *f)
           "  --label, -l        prefix every output line as srun does: \"rank: \"\n"
           "                     (MESHCCL_RUN_TAG_OUTPUT=1: \"[rank] \")\n"
           "  --no-tag           forward output lines unchanged (the default)\n"
+          "  --bind-to core|none\n"
+          "                     core: pin rank i to the i-th CPU of the launcher's\n"
+          "                     affinity mask (mpirun --bind-to core); none: leave\n"
+          "                     the ranks unbound (the default)\n"
+          "  --report-bindings  print one line per rank on stderr: \"rank i bound to\n"
+          "                     CPU c\" or \"rank i not bound\"\n"
           "  --nnodes 1, --standalone, --oversubscribe, --allow-run-as-root\n"
           "                     accepted for torchrun and mpirun command lines\n"
           "  -h, --help         print this help and exit\n"
@@ -166,6 +173,8 @@ void run_args_parse(int argc, char **argv, struct options *opt)
       opt->tag = TAG_SRUN;
     } else if (strcmp(a, "--no-tag") == 0) {
       opt->tag = TAG_NONE;
+    } else if (strcmp(a, "--report-bindings") == 0) {
+      opt->report_bindings = true;
     } else if ((strcmp(a, "--oversubscribe") == 0) || (strcmp(a, "--allow-run-as-root") == 0) ||
                (strcmp(a, "--standalone") == 0)) {
       /* mpirun's and torchrun's: nothing to do on one host */
@@ -182,6 +191,14 @@ void run_args_parse(int argc, char **argv, struct options *opt)
       }
     } else if ((v = option_value(argv, argc, &i, "-x", NULL)) != NULL) {
       parse_export(v, opt);
+    } else if ((v = option_value(argv, argc, &i, "--bind-to", NULL)) != NULL) {
+      if (strcmp(v, "core") == 0) {
+        opt->bind_core = true;
+      } else if (strcmp(v, "none") == 0) {
+        opt->bind_core = false;
+      } else {
+        usage_error("--bind-to takes core or none, got", v);
+      }
     } else if ((v = option_value(argv, argc, &i, "--grace", NULL)) != NULL) {
       opt->grace = parse_grace(v);
     } else {

@@ -3,11 +3,14 @@
  * Starting the ranks: a fork per rank, each in its own process group, its
  * stdout and stderr on pipes back to the launcher, stdin /dev/null but for
  * rank 0 (unless a terminal), only fds 0, 1 and 2, the launcher's signal
- * dispositions reset (an ignored one stays ignored), RANK and LOCAL_RANK set.
+ * dispositions reset (an ignored one stays ignored), RANK and LOCAL_RANK set,
+ * and with --bind-to core pinned to one CPU: rank i to the i-th of the
+ * launcher's affinity mask, round robin past its end (mpirun --bind-to core).
  */
 #include "run.h"
 
 #include <errno.h>
+#include <sched.h>
 #include <fcntl.h>
 #include <signal.h>
 #include <stdio.h>
@@ -72,6 +75,17 @@ static void child_exec(struct launcher *l, int r, int out_w, int err_w, const si
     _exit(127);
   }
   close_fds_from_3();
+  if (l->n_cpus > 0) {
+    cpu_set_t one;
+    int cpu = l->cpus[r % l->n_cpus];
+    CPU_ZERO(&one);
+    CPU_SET(cpu, &one);
+    if (sched_setaffinity(0, sizeof(one), &one) != 0) {
+      dprintf(STDERR_FILENO, PROG_NAME ": rank %d: cannot bind to CPU %d: %s\n", r, cpu,
+              strerror(errno));
+      _exit(127);
+    }
+  }
   snprintf(num, sizeof(num), "%d", r);
   setenv("RANK", num, 1);
   setenv("LOCAL_RANK", num, 1);
@@ -123,8 +137,46 @@ static int spawn_rank(struct launcher *l, int r)
   return 0;
 }
 
+/* --bind-to core: the CPUs of the launcher's mask, in order; 0, or -1 said. */
+static int bind_setup(struct launcher *l)
+{
+  cpu_set_t set;
+
+  if (!l->opt.bind_core)
+    return 0;
+  if (sched_getaffinity(0, sizeof(set), &set) != 0) {
+    fprintf(stderr, PROG_NAME ": --bind-to core: cannot read this process's affinity: %s\n",
+            strerror(errno));
+    return -1;
+  }
+  l->cpus = calloc((size_t)CPU_SETSIZE, sizeof(*l->cpus));
+  if (l->cpus == NULL) {
+    fprintf(stderr, PROG_NAME ": --bind-to core: out of memory\n");
+    return -1;
+  }
+  for (int c = 0; c < CPU_SETSIZE; c++)
+    if (CPU_ISSET(c, &set))
+      l->cpus[l->n_cpus++] = c;
+  if (l->opt.np > l->n_cpus)
+    fprintf(stderr,
+            PROG_NAME ": warning: --bind-to core: %d ranks on %d CPUs; ranks share CPUs "
+                      "round robin\n",
+            l->opt.np, l->n_cpus);
+  return 0;
+}
+
 void run_spawn_all(struct launcher *l)
 {
+  if (bind_setup(l) != 0) {
+    l->spawn_failed = true;
+    return;
+  }
+  for (int r = 0; (r < l->opt.np) && l->opt.report_bindings; r++) {
+    if (l->n_cpus > 0)
+      fprintf(stderr, PROG_NAME ": rank %d bound to CPU %d\n", r, l->cpus[r % l->n_cpus]);
+    else
+      fprintf(stderr, PROG_NAME ": rank %d not bound\n", r);
+  }
   for (int r = 0; r < l->opt.np; r++) {
     if (run_pending_sig[0] != 0 || run_pending_sig[1] != 0) {
       break; /* SIGINT or SIGTERM while starting: the main loop stops the job */

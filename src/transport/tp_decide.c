@@ -1,0 +1,208 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * Host-measured decisions of the data path (tp_decide.h): spin vs yield
+ * from the host's CPUs and the cgroup's quota, plain vs streaming slot
+ * writes from the rates a SHM sender achieved with each.
+ */
+#include "transport/tp_decide.h"
+
+#include <sched.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+int mc_tp_decide_spin(const struct mc_host_figures *f, int *cpus_out)
+{
+  int cpus = f->online_cpus;
+
+  if ((f->quota_cpus > 0) && ((cpus <= 0) || (f->quota_cpus < cpus)))
+    cpus = f->quota_cpus;
+  if (cpus_out != NULL)
+    *cpus_out = (cpus > 0) ? cpus : 0;
+  if ((cpus > 0) && (f->local_ranks > cpus))
+    return MC_SPIN_PASSES_YIELD;
+  return MC_SPIN_PASSES_SPIN;
+}
+
+/* quota / period rounded up; 0 when quota < 0 (no limit) or either is bad. */
+static int quota_cpus(long long quota, long long period)
+{
+  if ((quota <= 0) || (period <= 0))
+    return 0;
+  return (int)((quota + period - 1) / period);
+}
+
+int mc_tp_cgroup_v2_cpus(const char *cpu_max)
+{
+  long long quota;
+  long long period;
+
+  if ((cpu_max == NULL) || (strncmp(cpu_max, "max", 3) == 0))
+    return 0;
+  if (sscanf(cpu_max, "%lld %lld", &quota, &period) != 2)
+    return 0;
+  return quota_cpus(quota, period);
+}
+
+int mc_tp_cgroup_v1_cpus(const char *quota_us, const char *period_us)
+{
+  long long quota;
+  long long period;
+
+  if ((quota_us == NULL) || (period_us == NULL))
+    return 0;
+  if ((sscanf(quota_us, "%lld", &quota) != 1) || (sscanf(period_us, "%lld", &period) != 1))
+    return 0;
+  return quota_cpus(quota, period);
+}
+
+/* The first line of dir/name into buf (false when unreadable). */
+static bool read_line(const char *dir, const char *name, char *buf, size_t size)
+{
+  char path[1100];
+  FILE *f;
+  bool ok;
+
+  if (snprintf(path, sizeof(path), "%s/%s", dir, name) >= (int)sizeof(path))
+    return false;
+  f = fopen(path, "re");
+  if (f == NULL)
+    return false;
+  ok = (fgets(buf, (int)size, f) != NULL);
+  fclose(f);
+  return ok;
+}
+
+/* The quota (CPUs) of the cgroup at base + rel and of each one above it up
+ * to base: the lowest (0: none). */
+static int walk_quota(const char *base, const char *rel, bool v2)
+{
+  char dir[1024];
+  char a[128];
+  char b[128];
+  int best = 0;
+  size_t root_len = strlen(base);
+
+  snprintf(dir, sizeof(dir), "%s%s", base, rel);
+  for (;;) {
+    int cpus = 0;
+    char *slash;
+    if (v2 && read_line(dir, "cpu.max", a, sizeof(a)))
+      cpus = mc_tp_cgroup_v2_cpus(a);
+    else if (!v2 && read_line(dir, "cpu.cfs_quota_us", a, sizeof(a)) &&
+             read_line(dir, "cpu.cfs_period_us", b, sizeof(b)))
+      cpus = mc_tp_cgroup_v1_cpus(a, b);
+    if ((cpus > 0) && ((best == 0) || (cpus < best)))
+      best = cpus;
+    slash = strrchr(dir, '/');
+    if ((slash == NULL) || ((size_t)(slash - dir) < root_len))
+      break;
+    *slash = '\0';
+  }
+  return best;
+}
+
+/* The lowest quota of this process's cgroups, v2 ("0::PATH") or v1 (the
+ * hierarchy whose controllers include cpu). */
+static int cgroup_quota(const char *cg_root, const char *text)
+{
+  int best = 0;
+
+  for (const char *line = text; (line != NULL) && (*line != '\0');) {
+    const char *end = strchr(line, '\n');
+    size_t len = (end != NULL) ? (size_t)(end - line) : strlen(line);
+    char buf[1024];
+    char *c1;
+    char *c2;
+    int cpus = 0;
+    snprintf(buf, sizeof(buf), "%.*s", (int)len, line);
+    line = (end != NULL) ? end + 1 : NULL;
+    c1 = strchr(buf, ':');
+    c2 = (c1 != NULL) ? strchr(c1 + 1, ':') : NULL;
+    if (c2 == NULL)
+      continue;
+    *c1 = '\0';
+    *c2 = '\0';
+    if ((strcmp(buf, "0") == 0) && (c1[1] == '\0')) {
+      cpus = walk_quota(cg_root, (strcmp(c2 + 1, "/") == 0) ? "" : c2 + 1, true);
+    } else {
+      char base[1024];
+      bool has_cpu = false;
+      char *save = NULL;
+      for (char *t = strtok_r(c1 + 1, ",", &save); t != NULL; t = strtok_r(NULL, ",", &save))
+        has_cpu = has_cpu || (strcmp(t, "cpu") == 0);
+      if (!has_cpu)
+        continue;
+      snprintf(base, sizeof(base), "%s/cpu,cpuacct", cg_root);
+      cpus = walk_quota(base, (strcmp(c2 + 1, "/") == 0) ? "" : c2 + 1, false);
+      if (cpus == 0) {
+        snprintf(base, sizeof(base), "%s/cpu", cg_root);
+        cpus = walk_quota(base, (strcmp(c2 + 1, "/") == 0) ? "" : c2 + 1, false);
+      }
+    }
+    if ((cpus > 0) && ((best == 0) || (cpus < best)))
+      best = cpus;
+  }
+  return best;
+}
+
+void mc_tp_host_figures_read(const char *cg_root, const char *proc_cgroup, int local_ranks,
+                             struct mc_host_figures *out)
+{
+  cpu_set_t set;
+  long n = sysconf(_SC_NPROCESSORS_ONLN);
+  char text[4096];
+
+  memset(out, 0, sizeof(*out));
+  out->local_ranks = local_ranks;
+  out->online_cpus = (n > 0) ? (int)n : 0;
+  if (sched_getaffinity(0, sizeof(set), &set) == 0)
+    out->affinity_cpus = CPU_COUNT(&set);
+  if (proc_cgroup == NULL) {
+    FILE *f = fopen("/proc/self/cgroup", "re");
+    size_t got = 0;
+    if (f != NULL) {
+      got = fread(text, 1, sizeof(text) - 1, f);
+      fclose(f);
+    }
+    text[got] = '\0';
+    proc_cgroup = text;
+  }
+  out->quota_cpus = cgroup_quota(cg_root, proc_cgroup);
+}
+
+float mc_tp_median(const float *v, int n)
+{
+  float s[64];
+
+  if (n <= 0)
+    return 0;
+  if (n > 64)
+    n = 64;
+  memcpy(s, v, (size_t)n * sizeof(*s));
+  for (int i = 1; i < n; i++) { /* insertion sort: a handful of samples */
+    float x = s[i];
+    int j = i - 1;
+    for (; (j >= 0) && (s[j] > x); j--)
+      s[j + 1] = s[j];
+    s[j + 1] = x;
+  }
+  return ((n & 1) != 0) ? s[n / 2] : (s[n / 2 - 1] + s[n / 2]) / 2;
+}
+
+bool mc_tp_decide_stream(const float *plain, int n_plain, const float *stream, int n_stream,
+                         bool is_stream, float *plain_out, float *stream_out)
+{
+  float p = mc_tp_median(plain, n_plain);
+  float s = mc_tp_median(stream, n_stream);
+  float k = 1.0f + MC_STREAM_MARGIN_PCT / 100.0f;
+
+  if (plain_out != NULL)
+    *plain_out = p;
+  if (stream_out != NULL)
+    *stream_out = s;
+  if ((n_plain == 0) || (n_stream == 0))
+    return is_stream;
+  return is_stream ? !(p > s * k) : (s > p * k);
+}

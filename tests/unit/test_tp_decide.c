@@ -1,0 +1,206 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * The data path's host-measured decisions (src/transport/tp_decide.c) on
+ * recorded figures of two machines:
+ *   - the 2-core development VM (build/bench/limit there: copy 58.0 / 34.4 /
+ *     19.2 GB/s at 1 / 16 / 256 MiB, pair FIFO 24.5 GB/s, cache-line round
+ *     trip 516 ns, load average 4.9; the window rates below are what its SHM
+ *     senders logged at NCCL_DEBUG_SUBSYS=TUNING in meshccl-perf all_reduce
+ *     -b 64K -e 64M, 2 ranks, 128 KiB slots);
+ *   - a 16-core Xeon VM as its users measured it: copy 22.5 / 11.4 / 10.4
+ *     GB/s, pair FIFO 9.0-10.1 GB/s between any two cores, round trip
+ *     344-413 ns; all_reduce at 2 ranks 2.6-3.85 GB/s with plain stores and
+ *     2.6-2.9 with streaming stores (the window rates below spread over those
+ *     ranges);
+ * and the cgroup quota as recorded trees of /sys/fs/cgroup give it.
+ */
+#include "transport/tp_decide.h"
+
+#include "mc_test.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+/* Window rates (MB/s) per mode. */
+struct rec_stream {
+  const char *what;
+  float plain[5];
+  float stream[5];
+  bool want_stream;
+};
+
+static const struct rec_stream recorded[] = {
+    /* 16-core Xeon: plain 2.6-3.85 GB/s, streaming 2.6-2.9 */
+    {"xeon16", {2600, 3100, 3300, 3600, 3850}, {2600, 2700, 2750, 2850, 2900}, false},
+    /* 2-core VM, rank 1 -> 0 channel 0, first calibration (64 KiB - 1 MiB ops) */
+    {"vm2 first", {2810, 11040, 8460, 7810, 8910}, {20, 8050, 7580, 1680, 9110}, false},
+    /* 2-core VM, rank 0 -> 1 channel 0, a re-check during the 16-64 MiB ops */
+    {"vm2 recheck", {4620, 7090, 8950, 3270, 3040}, {4670, 6070, 130, 3230, 2510}, false},
+};
+
+static void stream_choice_on_recorded_rates(void)
+{
+  for (size_t i = 0; i < sizeof(recorded) / sizeof(recorded[0]); i++) {
+    const struct rec_stream *r = &recorded[i];
+    float p = -1;
+    float s = -1;
+    /* from plain (the first decision) and from streaming (a re-check after
+     * the old latency rule, or an earlier calibration, chose it) */
+    for (int kept = 0; kept < 2; kept++) {
+      bool on = mc_tp_decide_stream(r->plain, 5, r->stream, 5, kept != 0, &p, &s);
+      if (on != r->want_stream)
+        MC_T_FAIL("%s, from %s: chose %s (medians plain %.0f, streaming %.0f MB/s)", r->what,
+                  kept ? "streaming" : "plain", on ? "streaming" : "plain", p, s);
+    }
+  }
+  /* the Xeon's medians: 3.3 and 2.75 GB/s */
+  {
+    float p = 0;
+    float s = 0;
+    (void)mc_tp_decide_stream(recorded[0].plain, 5, recorded[0].stream, 5, false, &p, &s);
+    MC_T_EQ_INT((int)p, 3300);
+    MC_T_EQ_INT((int)s, 2750);
+  }
+}
+
+/* Within the margin the mode in use stays; without samples of a mode too. */
+static void stream_margin_and_missing_samples(void)
+{
+  const float a[3] = {1000, 1000, 1000};
+  const float b[3] = {1080, 1080, 1080}; /* 8% faster: within the 10% margin */
+  const float c[3] = {1150, 1150, 1150}; /* 15% faster */
+
+  MC_T_TRUE(!mc_tp_decide_stream(a, 3, b, 3, false, NULL, NULL));
+  MC_T_TRUE(mc_tp_decide_stream(b, 3, a, 3, true, NULL, NULL));
+  MC_T_TRUE(mc_tp_decide_stream(a, 3, c, 3, false, NULL, NULL));
+  MC_T_TRUE(!mc_tp_decide_stream(c, 3, a, 3, true, NULL, NULL));
+  MC_T_TRUE(mc_tp_decide_stream(a, 0, c, 3, true, NULL, NULL));
+  MC_T_TRUE(!mc_tp_decide_stream(c, 3, a, 0, false, NULL, NULL));
+  MC_T_EQ_INT((int)mc_tp_median(b, 0), 0);
+  {
+    const float even[4] = {4, 1, 3, 2};
+    MC_T_EQ_INT((int)(mc_tp_median(even, 4) * 10), 25);
+  }
+}
+
+static void spin_choice_on_recorded_hosts(void)
+{
+  static const struct {
+    const char *what;
+    struct mc_host_figures f;
+    int want_passes;
+    int want_cpus;
+  } hosts[] = {
+      /* 16-core Xeon, 2 ranks bound to one core each (mpirun --bind-to core) */
+      {"xeon16 bound", {.online_cpus = 16, .affinity_cpus = 1, .local_ranks = 2}, 2000, 16},
+      {"xeon16 16 ranks", {.online_cpus = 16, .affinity_cpus = 16, .local_ranks = 16}, 2000, 16},
+      /* this 2-core VM: 2 ranks, unbound or bound (meshccl-run --bind-to core) */
+      {"vm2", {.online_cpus = 2, .affinity_cpus = 2, .local_ranks = 2}, 2000, 2},
+      {"vm2 bound", {.online_cpus = 2, .affinity_cpus = 1, .local_ranks = 2}, 2000, 2},
+      /* 4 ranks on 2 cores: they must yield */
+      {"vm2 4 ranks", {.online_cpus = 2, .affinity_cpus = 2, .local_ranks = 4}, 8, 2},
+      /* a container on a 16-core host limited to 2 CPUs (cpu.max 200000 100000) */
+      {"container",
+       {.online_cpus = 16, .quota_cpus = 2, .affinity_cpus = 16, .local_ranks = 4},
+       8,
+       2},
+      /* a quota above the host's CPUs does not raise them */
+      {"quota>host",
+       {.online_cpus = 2, .quota_cpus = 8, .affinity_cpus = 2, .local_ranks = 4},
+       8,
+       2},
+      /* nothing known: spin */
+      {"unknown", {.local_ranks = 4}, 2000, 0},
+  };
+
+  for (size_t i = 0; i < sizeof(hosts) / sizeof(hosts[0]); i++) {
+    int cpus = -1;
+    int passes = mc_tp_decide_spin(&hosts[i].f, &cpus);
+    if ((passes != hosts[i].want_passes) || (cpus != hosts[i].want_cpus))
+      MC_T_FAIL("%s: %d passes on %d CPUs, want %d on %d", hosts[i].what, passes, cpus,
+                hosts[i].want_passes, hosts[i].want_cpus);
+  }
+}
+
+static void cgroup_texts(void)
+{
+  MC_T_EQ_INT(mc_tp_cgroup_v2_cpus("max 100000\n"), 0);
+  MC_T_EQ_INT(mc_tp_cgroup_v2_cpus("200000 100000\n"), 2);
+  MC_T_EQ_INT(mc_tp_cgroup_v2_cpus("150000 100000\n"), 2);
+  MC_T_EQ_INT(mc_tp_cgroup_v2_cpus("50000 100000"), 1);
+  MC_T_EQ_INT(mc_tp_cgroup_v2_cpus("garbage"), 0);
+  MC_T_EQ_INT(mc_tp_cgroup_v1_cpus("-1\n", "100000\n"), 0);
+  MC_T_EQ_INT(mc_tp_cgroup_v1_cpus("400000\n", "100000\n"), 4);
+  MC_T_EQ_INT(mc_tp_cgroup_v1_cpus("400000\n", "0\n"), 0);
+}
+
+static void put(const char *root, const char *rel, const char *text)
+{
+  char path[512];
+  FILE *f;
+
+  snprintf(path, sizeof(path), "%s/%s", root, rel);
+  f = fopen(path, "w");
+  MC_T_TRUE(f != NULL);
+  fputs(text, f);
+  fclose(f);
+}
+
+static void dir(const char *root, const char *rel)
+{
+  char path[512];
+
+  snprintf(path, sizeof(path), "%s/%s", root, rel);
+  MC_T_EQ_INT(mkdir(path, 0755), 0);
+}
+
+/* Recorded trees: the lowest quota on the way up from the process's cgroup. */
+static void cgroup_trees(void)
+{
+  char root[] = "/tmp/mc_tp_decide_XXXXXX";
+  char cmd[600];
+  struct mc_host_figures f;
+
+  MC_T_TRUE(mkdtemp(root) != NULL);
+  /* v2: /sys/fs/cgroup/cpu.max is absent at the root; a slice limits to 3
+   * CPUs, the job's own cgroup to 1.5 (2 rounded up) */
+  dir(root, "job.slice");
+  dir(root, "job.slice/rank0");
+  put(root, "job.slice/cpu.max", "300000 100000\n");
+  put(root, "job.slice/rank0/cpu.max", "max 100000\n");
+  mc_tp_host_figures_read(root, "0::/job.slice/rank0\n", 2, &f);
+  MC_T_EQ_INT(f.quota_cpus, 3);
+  MC_T_EQ_INT(f.local_ranks, 2);
+  MC_T_TRUE(f.online_cpus > 0);
+  put(root, "job.slice/rank0/cpu.max", "150000 100000\n");
+  mc_tp_host_figures_read(root, "0::/job.slice/rank0\n", 2, &f);
+  MC_T_EQ_INT(f.quota_cpus, 2);
+  /* a container whose cgroup namespace shows "/" */
+  put(root, "cpu.max", "400000 100000\n");
+  mc_tp_host_figures_read(root, "0::/\n", 2, &f);
+  MC_T_EQ_INT(f.quota_cpus, 4);
+  /* v1: the cpu controller's hierarchy, quota -1 in the leaf */
+  dir(root, "cpu,cpuacct");
+  dir(root, "cpu,cpuacct/docker");
+  dir(root, "cpu,cpuacct/docker/abc");
+  put(root, "cpu,cpuacct/docker/abc/cpu.cfs_quota_us", "-1\n");
+  put(root, "cpu,cpuacct/docker/abc/cpu.cfs_period_us", "100000\n");
+  put(root, "cpu,cpuacct/docker/cpu.cfs_quota_us", "600000\n");
+  put(root, "cpu,cpuacct/docker/cpu.cfs_period_us", "100000\n");
+  mc_tp_host_figures_read(root,
+                          "12:memory:/docker/abc\n4:cpu,cpuacct:/docker/abc\n"
+                          "1:name=systemd:/docker/abc\n",
+                          2, &f);
+  MC_T_EQ_INT(f.quota_cpus, 6);
+  /* no limit anywhere */
+  mc_tp_host_figures_read(root, "3:memory:/x\n", 2, &f);
+  MC_T_EQ_INT(f.quota_cpus, 0);
+  snprintf(cmd, sizeof(cmd), "rm -rf '%s'", root);
+  MC_T_EQ_INT(system(cmd), 0);
+}
+
+MC_T_MAIN(stream_choice_on_recorded_rates, stream_margin_and_missing_samples,
+          spin_choice_on_recorded_hosts, cgroup_texts, cgroup_trees)
