@@ -414,24 +414,33 @@ static ncclResult_t check_peer(int peer, ncclComm_t comm, const char *call)
   return ncclSuccess;
 }
 
+/* ncclSend and ncclRecv: o holds the kind, buffer, count and peer. */
+static ncclResult_t p2p_call(struct mc_op *o, const char *call, const void *buf,
+                             ncclDataType_t datatype, ncclComm_t comm, cudaStream_t stream)
+{
+  bool is_send = (o->kind == MC_COLL_SEND);
+  ncclResult_t res;
+
+  mc_api_enter();
+  COLL_CHECK(mc_comm_enter(comm, call));
+  res = check_peer(o->peer, comm, call);
+  if (res == ncclSuccess)
+    res = check(o, comm, datatype, call, is_send, !is_send);
+  if (res == ncclSuccess) {
+    LOG_CALL(call, NULL, buf, o->count, datatype, NO_OP, o->peer, comm, stream);
+    res = enqueue(o, call);
+  }
+  return coll_leave(comm, res);
+}
+
 NCCL_API(ncclResult_t, ncclSend, const void *sendbuff, size_t count, ncclDataType_t datatype,
          int peer, ncclComm_t comm, cudaStream_t stream);
 ncclResult_t ncclSend(const void *sendbuff, size_t count, ncclDataType_t datatype, int peer,
                       ncclComm_t comm, cudaStream_t stream)
 {
   struct mc_op o = {.kind = MC_COLL_SEND, .in = sendbuff, .count = count, .peer = peer};
-  ncclResult_t res;
 
-  mc_api_enter();
-  COLL_CHECK(mc_comm_enter(comm, "Send"));
-  res = check_peer(peer, comm, "Send");
-  if (res == ncclSuccess)
-    res = check(&o, comm, datatype, "Send", true, false);
-  if (res == ncclSuccess) {
-    LOG_CALL("Send", NULL, sendbuff, count, datatype, NO_OP, peer, comm, stream);
-    res = enqueue(&o, "Send");
-  }
-  return coll_leave(comm, res);
+  return p2p_call(&o, "Send", sendbuff, datatype, comm, stream);
 }
 
 NCCL_API(ncclResult_t, ncclRecv, void *recvbuff, size_t count, ncclDataType_t datatype, int peer,
@@ -440,18 +449,8 @@ ncclResult_t ncclRecv(void *recvbuff, size_t count, ncclDataType_t datatype, int
                       ncclComm_t comm, cudaStream_t stream)
 {
   struct mc_op o = {.kind = MC_COLL_RECV, .out = recvbuff, .count = count, .peer = peer};
-  ncclResult_t res;
 
-  mc_api_enter();
-  COLL_CHECK(mc_comm_enter(comm, "Recv"));
-  res = check_peer(peer, comm, "Recv");
-  if (res == ncclSuccess)
-    res = check(&o, comm, datatype, "Recv", false, true);
-  if (res == ncclSuccess) {
-    LOG_CALL("Recv", NULL, recvbuff, count, datatype, NO_OP, peer, comm, stream);
-    res = enqueue(&o, "Recv");
-  }
-  return coll_leave(comm, res);
+  return p2p_call(&o, "Recv", recvbuff, datatype, comm, stream);
 }
 
 /* ------------------------------------------- alltoall, gather, scatter */

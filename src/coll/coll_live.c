@@ -227,37 +227,22 @@ static bool pid_stopped(int pid)
   return (p != NULL) && (p[1] == ' ') && ((p[2] == 'T') || (p[2] == 't'));
 }
 
-static ncclResult_t stopped_fail(const struct mc_task *t, int peer, const char *how,
-                                 double waited_s)
+/* Same-host peer rank peer stalled t for waited_s (at least
+ * MESHCCL_NET_TIMEOUT) on how: where places it ("" or ", in another PID
+ * namespace"), why says what the rank saw, up to "this rank waited". */
+static ncclResult_t stall_fail(const struct mc_task *t, int peer, const char *where,
+                               const char *why, const char *how, double waited_s)
 {
   struct ncclComm *comm = t->op->comm;
   const struct mc_peer_info *p = &comm->peers[peer];
 
   return MC_FAIL(ncclRemoteError,
-                 "%s: rank %d: peer rank %d (pid %d on %s) is stopped (SIGSTOP, or a debugger) "
-                 "and this rank waited %.1f s on %s (MESHCCL_NET_TIMEOUT=%lld s); "
-                 "docs/TROUBLESHOOTING.md#net-timeout",
-                 mc_coll_name(t->op->kind), comm->rank, peer, p->pid, p->host, waited_s, how,
-                 (long long)mc_param_int(MC_P_NET_TIMEOUT));
-}
-
-/* A same-host peer in another PID namespace (containers sharing /dev/shm):
- * its process cannot be looked at, so once the rank waited waited_s (at
- * least MESHCCL_NET_TIMEOUT) with nothing moving, it counts as stalled, as a
- * NET peer does (tp_net.c's watchdog). */
-static ncclResult_t foreign_fail(const struct mc_task *t, int peer, const char *how,
-                                 double waited_s)
-{
-  struct ncclComm *comm = t->op->comm;
-  const struct mc_peer_info *p = &comm->peers[peer];
-
-  return MC_FAIL(ncclRemoteError,
-                 "%s: rank %d: peer rank %d (pid %d on %s, in another PID namespace) moved "
-                 "nothing while this rank waited %.1f s on %s (MESHCCL_NET_TIMEOUT=%lld s): it "
-                 "exited, stopped, or has not called the collective; "
-                 "docs/TROUBLESHOOTING.md#net-timeout",
-                 mc_coll_name(t->op->kind), comm->rank, peer, p->pid, p->host, waited_s, how,
-                 (long long)mc_param_int(MC_P_NET_TIMEOUT));
+                 "%s: rank %d: peer rank %d (pid %d on %s%s) %s this rank waited %.1f s on "
+                 "%s (MESHCCL_NET_TIMEOUT=%lld s)%s; docs/TROUBLESHOOTING.md#net-timeout",
+                 mc_coll_name(t->op->kind), comm->rank, peer, p->pid, p->host, where, why, waited_s,
+                 how, (long long)mc_param_int(MC_P_NET_TIMEOUT),
+                 (where[0] != '\0') ? ": it exited, stopped, or has not called the collective"
+                                    : "");
 }
 
 /* Whether same-host peer r has stalled t for waited_s: its process is
@@ -269,10 +254,13 @@ static ncclResult_t peer_stalled(const struct mc_task *t, int r, const char *how
   const struct mc_peer_info *me = &comm->peers[comm->rank];
   const struct mc_peer_info *p = &comm->peers[r];
 
+  /* In another PID namespace (containers sharing /dev/shm) its process
+   * cannot be looked at: nothing moving for that long counts as stalled, as
+   * for a NET peer (tp_net.c's watchdog). */
   if (!mc_peer_same_pidns(me, p))
-    return foreign_fail(t, r, how, waited_s);
+    return stall_fail(t, r, ", in another PID namespace", "moved nothing while", how, waited_s);
   if ((p->pid != me->pid) && pid_stopped(p->pid))
-    return stopped_fail(t, r, how, waited_s);
+    return stall_fail(t, r, "", "is stopped (SIGSTOP, or a debugger) and", how, waited_s);
   return ncclSuccess;
 }
 

@@ -165,20 +165,31 @@ static size_t slots_alloc_bytes(const struct mc_conn *c)
   return (MC_STEPS * c->slot_bytes + 4095) & ~(size_t)4095;
 }
 
+/* The NET state of q's connection, on the device the topology chose. */
+static ncclResult_t net_conn_new(struct mc_tp_comm *tc, struct mc_conn_req *q,
+                                 struct mc_net_conn **nc_out)
+{
+  struct mc_net_conn *nc;
+
+  MC_CHECK(net_ready(tc));
+  MC_CHECK(mc_calloc(&nc, 1));
+  q->conn->net = nc;
+  nc->net = tc->net;
+  nc->dev = net_dev_of(tc, q);
+  nc->wd_timeout_ns = mc_tp_net_timeout_ns(tc);
+  nc->guarded = !tc->net->calls_never_block;
+  snprintf(nc->how, sizeof(nc->how), "%s/%d", tc->net->name, nc->dev);
+  *nc_out = nc;
+  return ncclSuccess;
+}
+
 static ncclResult_t net_recv_setup(struct mc_tp_comm *tc, struct mc_conn_req *q,
                                    struct mc_blob_r1 *r1)
 {
   struct mc_conn *c = q->conn;
   struct mc_net_conn *nc;
 
-  MC_CHECK(net_ready(tc));
-  MC_CHECK(mc_calloc(&nc, 1));
-  c->net = nc;
-  nc->net = tc->net;
-  nc->dev = net_dev_of(tc, q);
-  nc->wd_timeout_ns = mc_tp_net_timeout_ns(tc);
-  nc->guarded = !tc->net->calls_never_block;
-  snprintf(nc->how, sizeof(nc->how), "%s/%d", tc->net->name, nc->dev);
+  MC_CHECK(net_conn_new(tc, q, &nc));
   MC_CHECK(mc_tp_ctrl_alloc(c));
   c->ctrl->hdr_step = UINT64_MAX;
   /* Both ends' slots are a header's room larger than the data they hold. */
@@ -201,14 +212,7 @@ static ncclResult_t net_send_setup(struct mc_tp_comm *tc, struct mc_conn_req *q,
   struct mc_net_conn *nc;
 
   (void)r2;
-  MC_CHECK(net_ready(tc));
-  MC_CHECK(mc_calloc(&nc, 1));
-  c->net = nc;
-  nc->net = tc->net;
-  nc->dev = net_dev_of(tc, q);
-  nc->wd_timeout_ns = mc_tp_net_timeout_ns(tc);
-  nc->guarded = !tc->net->calls_never_block;
-  snprintf(nc->how, sizeof(nc->how), "%s/%d", tc->net->name, nc->dev);
+  MC_CHECK(net_conn_new(tc, q, &nc));
   memcpy(nc->handle, r1->handle, sizeof(nc->handle));
   c->slot_bytes = (size_t)r1->bytes;
   if (c->slot_bytes <= MC_CONN_HDR_ROOM)
