@@ -6,9 +6,10 @@
 #         the h2-h3 cable goes down (on h3's side). Every rank fails with
 #         ncclRemoteError, and every error that names a cable names that one
 #         (both hosts, their interfaces, its subnet), never the healthy first
-#         hop of a relayed route; each rank fails within the documented bound
-#         (the route timeout after the cut, + 0.5 s of margin on a loaded machine;
-#         the measured figures are printed);
+#         hop of a relayed route; the first rank fails within the documented
+#         bound (the route timeout after the cut, + 0.5 s of margin on a loaded
+#         machine), every rank within 4 s more (the others learn it from the
+#         first; under load that can take seconds); the figures are printed;
 #   star  5 hosts, h1 the hub (h1-h2 .. h1-h5), MESHCCL_MESH_ROUTE_TIMEOUT_MS=8000:
 #         rank 4 (host h5) is killed. The ranks behind it fail at once (within
 #         4 s, well before the route timeout), rank 0 (the hub, cabled to h5) naming rank
@@ -132,9 +133,12 @@ if wait_running line 4; then
       echo "#   | $line" | cut -c1-900
     fi
     e="END_$r"
-    expect_le "line: rank $r fails within the route timeout ($ROUTE_MS ms) + 500 ms of the cut" \
-      "${!e}" $((ROUTE_MS + 500))
+    expect_le "line: rank $r fails (ranks behind the failure learn it from the first) within the route timeout + 4 s of the cut" \
+      "${!e}" $((ROUTE_MS + 4000))
   done
+  first=$(printf '%s\n' "$END_0" "$END_1" "$END_2" "$END_3" | sort -n | head -1)
+  expect_le "line: the first rank fails within the route timeout ($ROUTE_MS ms) + 500 ms of the cut" \
+    "$first" $((ROUTE_MS + 500))
   expect_le "line: at least one rank names the h2-h3 cable (by hosts, interfaces and subnet)" \
     1 "$n_cable"
   echo "# line: ranks failed $END_0 $END_1 $END_2 $END_3 ms after the cut (bound $ROUTE_MS ms)"
