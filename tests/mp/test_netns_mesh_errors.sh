@@ -108,6 +108,12 @@ grep -E "^mesh:|this host" "$TMP/topo.1.all" | sed 's/^/# topo: /'
 
 start line "1 2 3 4" MESHCCL_MESH_ROUTE_TIMEOUT_MS=$ROUTE_MS
 if wait_running line 4; then
+  # A report names the cable once discovery knows the mesh (before, it names
+  # the local link): cut once every rank's discovery logged "mesh stable".
+  for ((k = 0; k < 100; k++)); do
+    [ "$(grep -l 'NET/Mesh: mesh stable' "$TMP"/line[0-9].out 2>/dev/null | wc -l)" -ge 4 ] && break
+    sleep 0.1
+  done
   sleep 0.5
   CUT_MS=$(now_ms)
   ip -n "${TAG}h3" link set mcl2 down
