@@ -28,33 +28,13 @@
 #include <time.h>
 #include <unistd.h>
 
-#define LINE_BYTES   64
+#include "pair_probe.h"
+
 #define N_BATCHES    21
 #define BATCH_TRIPS  20000
-#define SLOT_BYTES   (128u << 10)
-#define N_SLOTS      8
 #define BUF_BYTES    (16u << 20)
 #define FIFO_PASSES  16 /* 256 MiB through the FIFO */
 #define SPIN_LIMIT_S 20.0
-
-struct shared {
-  _Alignas(LINE_BYTES) atomic_uint_fast64_t ping;
-  _Alignas(LINE_BYTES) atomic_uint_fast64_t pong;
-  _Alignas(LINE_BYTES) atomic_uint_fast64_t head; /* slots filled */
-  _Alignas(LINE_BYTES) atomic_uint_fast64_t tail; /* slots emptied */
-  _Alignas(LINE_BYTES) atomic_int failed;
-  double rtt_ns; /* side 0's results */
-  double gbps;
-  _Alignas(4096) char slots[N_SLOTS][SLOT_BYTES];
-};
-
-static double now_sec(void)
-{
-  struct timespec ts;
-
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
 
 static int pin(int core)
 {
@@ -65,34 +45,11 @@ static int pin(int core)
   return sched_setaffinity(0, sizeof(set), &set);
 }
 
-/* Waits until *v reaches want; false when the other side failed or the
- * bound passed. */
-static int wait_for(struct shared *sh, atomic_uint_fast64_t *v, uint64_t want, double t_end)
-{
-  unsigned spins = 0;
-
-  while (atomic_load_explicit(v, memory_order_acquire) < want) {
-    if ((++spins & 0xffff) == 0) {
-      if ((atomic_load(&sh->failed) != 0) || (now_sec() > t_end))
-        return 0;
-    }
-  }
-  return 1;
-}
-
-static int cmp_double(const void *a, const void *b)
-{
-  double x = *(const double *)a;
-  double y = *(const double *)b;
-
-  return (x > y) - (x < y);
-}
-
 /* Side 0 pings, side 1 answers; side 0 fills the FIFO, side 1 empties it;
  * both measure, side 0's figures are reported. */
-static int side(struct shared *sh, int who, double *rtt_ns, double *gbps)
+static int side(struct mc_pair *sh, int who, double *rtt_ns, double *gbps)
 {
-  double t_end = now_sec() + SPIN_LIMIT_S;
+  double t_end = pair_now_sec() + SPIN_LIMIT_S;
   double batch_ns[N_BATCHES];
   char *buf = aligned_alloc(4096, BUF_BYTES);
   uint64_t n = 0;
@@ -101,41 +58,16 @@ static int side(struct shared *sh, int who, double *rtt_ns, double *gbps)
   if (buf == NULL)
     return 0;
   memset(buf, who + 1, BUF_BYTES);
-  for (int b = 0; b < N_BATCHES; b++) {
-    double tb = now_sec();
-    for (int i = 0; i < BATCH_TRIPS; i++) {
-      n++;
-      if (who == 0) {
-        atomic_store_explicit(&sh->ping, n, memory_order_release);
-        if (!wait_for(sh, &sh->pong, n, t_end))
-          goto fail;
-      } else {
-        if (!wait_for(sh, &sh->ping, n, t_end))
-          goto fail;
-        atomic_store_explicit(&sh->pong, n, memory_order_release);
-      }
-    }
-    batch_ns[b] = (now_sec() - tb) * 1e9 / BATCH_TRIPS;
-  }
-  qsort(batch_ns, N_BATCHES, sizeof(batch_ns[0]), cmp_double);
+  if (!pair_rtt(sh, who, N_BATCHES, BATCH_TRIPS, t_end, &n, batch_ns))
+    goto fail;
   *rtt_ns = batch_ns[N_BATCHES / 2];
-  t0 = now_sec();
-  for (uint64_t k = 0; k < (uint64_t)FIFO_PASSES * (BUF_BYTES / SLOT_BYTES); k++) {
-    char *slot = sh->slots[k % N_SLOTS];
-    char *mine = buf + (k % (BUF_BYTES / SLOT_BYTES)) * SLOT_BYTES;
-    if (who == 0) {
-      if (!wait_for(sh, &sh->tail, (k >= N_SLOTS) ? k - N_SLOTS + 1 : 0, t_end))
-        goto fail;
-      memcpy(slot, mine, SLOT_BYTES);
-      atomic_store_explicit(&sh->head, k + 1, memory_order_release);
-    } else {
-      if (!wait_for(sh, &sh->head, k + 1, t_end))
-        goto fail;
-      memcpy(mine, slot, SLOT_BYTES);
-      atomic_store_explicit(&sh->tail, k + 1, memory_order_release);
-    }
+  t0 = pair_now_sec();
+  for (uint64_t k = 0; k < (uint64_t)FIFO_PASSES * (BUF_BYTES / PAIR_SLOT_BYTES); k++) {
+    char *mine = buf + (k % (BUF_BYTES / PAIR_SLOT_BYTES)) * PAIR_SLOT_BYTES;
+    if (!pair_fifo_step(sh, who, k, mine, t_end))
+      goto fail;
   }
-  *gbps = (double)FIFO_PASSES * BUF_BYTES / (now_sec() - t0) / 1e9;
+  *gbps = (double)FIFO_PASSES * BUF_BYTES / (pair_now_sec() - t0) / 1e9;
   free(buf);
   return 1;
 fail:
@@ -148,7 +80,7 @@ fail:
  * back through the shared page. */
 static int one_run(int run, int core_a, int core_b)
 {
-  struct shared *sh =
+  struct mc_pair *sh =
       mmap(NULL, sizeof(*sh), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
   const int cores[2] = {core_a, core_b};
   pid_t pids[2] = {-1, -1};

@@ -44,10 +44,8 @@
 
 #include "coll/coll_reduce.h"
 #include "limit_model.h"
+#include "pair_probe.h"
 
-#define LINE_BYTES   64
-#define SLOT_BYTES   (128u << 10)
-#define N_SLOTS      8
 #define FIFO_BUF     (16u << 20)
 #define RTT_BATCHES  21
 #define RTT_TRIPS    5000
@@ -55,14 +53,6 @@
 #define MAX_CPUS     1024
 
 static double min_run_s = 0.1; /* -t: each figure is the best of 3 runs this long */
-
-static double now_sec(void)
-{
-  struct timespec ts;
-
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
 
 static int pin_self(int cpu)
 {
@@ -113,7 +103,7 @@ static double core_rate(size_t bytes, int red)
 
   for (int run = 0; run < 3; run++) {
     size_t reps = 0;
-    double t0 = now_sec();
+    double t0 = pair_now_sec();
     double dt;
     do {
       if (red)
@@ -122,7 +112,7 @@ static double core_rate(size_t bytes, int red)
         memcpy(b, a, bytes);
       __asm__ __volatile__("" : : "r"(b), "r"(c) : "memory");
       reps++;
-      dt = now_sec() - t0;
+      dt = pair_now_sec() - t0;
     } while (dt < min_run_s);
     if ((double)bytes * (double)reps / dt / 1e9 > best)
       best = (double)bytes * (double)reps / dt / 1e9;
@@ -159,13 +149,13 @@ static void *agg_thread(void *p)
   for (int w = 0; w < AGG_WINDOWS; w++) {
     double t0;
     pthread_barrier_wait(a->start);
-    t0 = now_sec();
+    t0 = pair_now_sec();
     a->reps[w] = 0;
     do {
       memcpy(dst, src, a->bytes);
       __asm__ __volatile__("" : : "r"(dst) : "memory");
       a->reps[w]++;
-      a->dt[w] = now_sec() - t0;
+      a->dt[w] = pair_now_sec() - t0;
     } while (a->dt[w] < min_run_s);
   }
   free(src);
@@ -218,17 +208,11 @@ static double agg_rate(const int *cpus, int m)
 
 /* --- a pair of cores -------------------------------------------------------- */
 
+/* The two-core probe's shared state (pair_probe.h) and where its sides run. */
 struct pair_shared {
-  _Alignas(LINE_BYTES) atomic_uint_fast64_t ping;
-  _Alignas(LINE_BYTES) atomic_uint_fast64_t pong;
-  _Alignas(LINE_BYTES) atomic_uint_fast64_t head; /* slots filled */
-  _Alignas(LINE_BYTES) atomic_uint_fast64_t tail; /* slots emptied */
-  _Alignas(LINE_BYTES) atomic_int failed;
+  struct mc_pair p;
   int cpu[2];
   int pin_err[2];
-  double rtt_ns;
-  double gbps;
-  _Alignas(4096) char slots[N_SLOTS][SLOT_BYTES];
 };
 
 struct pair_arg {
@@ -236,95 +220,49 @@ struct pair_arg {
   int who;
 };
 
-/* Waits until *v reaches want; 0 when the other side failed or SPIN_LIMIT_S passed. */
-static int wait_for(struct pair_shared *sh, atomic_uint_fast64_t *v, uint64_t want, double t_end)
-{
-  unsigned spins = 0;
-
-  while (atomic_load_explicit(v, memory_order_acquire) < want) {
-    if ((++spins & 0xffff) == 0 && ((atomic_load(&sh->failed) != 0) || (now_sec() > t_end)))
-      return 0;
-  }
-  return 1;
-}
-
-static int cmp_double(const void *a, const void *b)
-{
-  double x = *(const double *)a;
-  double y = *(const double *)b;
-
-  return (x > y) - (x < y);
-}
-
 /* Side 0 pings and fills the FIFO, side 1 answers and empties it. */
 static void *pair_side(void *p)
 {
   struct pair_arg *a = p;
-  struct pair_shared *sh = a->sh;
+  struct pair_shared *ps = a->sh;
+  struct mc_pair *sh = &ps->p;
   int who = a->who;
-  double t_end = now_sec() + SPIN_LIMIT_S + 4 * min_run_s;
+  double t_end = pair_now_sec() + SPIN_LIMIT_S + 4 * min_run_s;
   double batch_ns[RTT_BATCHES];
   char *buf;
   uint64_t n = 0;
   uint64_t k = 0;
   double best = 0;
 
-  sh->pin_err[who] = pin_self(sh->cpu[who]);
+  ps->pin_err[who] = pin_self(ps->cpu[who]);
   buf = xalloc(FIFO_BUF, who + 1);
-  for (int b = 0; b < RTT_BATCHES; b++) {
-    double tb = now_sec();
-    for (int i = 0; i < RTT_TRIPS; i++) {
-      n++;
-      if (who == 0) {
-        atomic_store_explicit(&sh->ping, n, memory_order_release);
-        if (!wait_for(sh, &sh->pong, n, t_end))
-          goto fail;
-      } else {
-        if (!wait_for(sh, &sh->ping, n, t_end))
-          goto fail;
-        atomic_store_explicit(&sh->pong, n, memory_order_release);
-      }
-    }
-    batch_ns[b] = (now_sec() - tb) * 1e9 / RTT_TRIPS;
-  }
-  if (who == 0) {
-    qsort(batch_ns, RTT_BATCHES, sizeof(batch_ns[0]), cmp_double);
+  if (!pair_rtt(sh, who, RTT_BATCHES, RTT_TRIPS, t_end, &n, batch_ns))
+    goto fail;
+  if (who == 0)
     sh->rtt_ns = batch_ns[0]; /* the fastest batch, for the same reason */
-  }
   /* Three runs of whole buffers, each at least min_run_s; the writer decides
    * how many passes a run takes and announces it in the slot count. */
   for (int run = 0; run < 3; run++) {
-    uint64_t per_buf = FIFO_BUF / SLOT_BYTES;
+    uint64_t per_buf = FIFO_BUF / PAIR_SLOT_BYTES;
     uint64_t passes = 0;
-    double t0 = now_sec();
+    double t0 = pair_now_sec();
     for (;;) {
-      double tp = now_sec();
+      double tp = pair_now_sec();
       for (uint64_t s = 0; s < per_buf; s++, k++) {
-        char *slot = sh->slots[k % N_SLOTS];
-        char *mine = buf + s * SLOT_BYTES;
-        if (who == 0) {
-          if (!wait_for(sh, &sh->tail, (k >= N_SLOTS) ? k - N_SLOTS + 1 : 0, t_end))
-            goto fail;
-          memcpy(slot, mine, SLOT_BYTES);
-          atomic_store_explicit(&sh->head, k + 1, memory_order_release);
-        } else {
-          if (!wait_for(sh, &sh->head, k + 1, t_end))
-            goto fail;
-          memcpy(mine, slot, SLOT_BYTES);
-          atomic_store_explicit(&sh->tail, k + 1, memory_order_release);
-        }
+        if (!pair_fifo_step(sh, who, k, buf + s * PAIR_SLOT_BYTES, t_end))
+          goto fail;
       }
       passes++;
       /* The fastest pass: what the pair does while both sides run (under
        * load, whole runs measure the scheduler). */
-      if ((double)FIFO_BUF / (now_sec() - tp) / 1e9 > best)
-        best = (double)FIFO_BUF / (now_sec() - tp) / 1e9;
+      if ((double)FIFO_BUF / (pair_now_sec() - tp) / 1e9 > best)
+        best = (double)FIFO_BUF / (pair_now_sec() - tp) / 1e9;
       /* Both sides run the same number of passes: 4 per run, and more while
        * the run is shorter than min_run_s (side 0 decides, through ping). */
       if (who == 0) {
-        int more = (passes < 4) || (now_sec() - t0 < min_run_s);
+        int more = (passes < 4) || (pair_now_sec() - t0 < min_run_s);
         atomic_store_explicit(&sh->ping, ++n * 2 + (uint64_t)more, memory_order_release);
-        if (!wait_for(sh, &sh->pong, n, t_end))
+        if (!pair_wait(sh, &sh->pong, n, t_end))
           goto fail;
         if (!more)
           break;
@@ -332,7 +270,7 @@ static void *pair_side(void *p)
         uint64_t v;
         n++;
         while ((v = atomic_load_explicit(&sh->ping, memory_order_acquire)) < n * 2) {
-          if (atomic_load(&sh->failed) != 0 || now_sec() > t_end)
+          if (atomic_load(&sh->failed) != 0 || pair_now_sec() > t_end)
             goto fail;
         }
         atomic_store_explicit(&sh->pong, n, memory_order_release);
@@ -374,7 +312,7 @@ static int pair_measure(int cpu_a, int cpu_b, double *rtt_ns, double *gbps)
   }
   pthread_join(th[0], NULL);
   pthread_join(th[1], NULL);
-  ok = (atomic_load(&sh->failed) == 0);
+  ok = (atomic_load(&sh->p.failed) == 0);
   for (int i = 0; i < 2; i++) {
     if (sh->pin_err[i] != 0)
       fprintf(stderr, "limit: could not pin the pair's side %d to CPU %d: %s\n", i, sh->cpu[i],
@@ -383,8 +321,8 @@ static int pair_measure(int cpu_a, int cpu_b, double *rtt_ns, double *gbps)
   if (!ok)
     fprintf(stderr, "limit: the pair on CPUs %d and %d did not finish within %.0f s\n", cpu_a,
             cpu_b, SPIN_LIMIT_S);
-  *rtt_ns = sh->rtt_ns;
-  *gbps = sh->gbps;
+  *rtt_ns = sh->p.rtt_ns;
+  *gbps = sh->p.gbps;
   free(sh);
   return ok ? 0 : -1;
 }

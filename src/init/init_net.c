@@ -103,6 +103,25 @@ static int postset_nodes(const struct mc_topo_ranks *all, int n_ranks, int *node
   return n_nodes;
 }
 
+/* The communicator's hosts as the net's messages name them: host_hash is
+ * the peer info's less `less` (the net's own host hash is the peer info's
+ * without the communicator's hash; the mesh graph's node orders use the
+ * peer info's, less 0). */
+static ncclResult_t host_names(const struct ncclComm *comm, uint64_t less,
+                               struct mc_net_host_name **names_out)
+{
+  struct mc_net_host_name *names = NULL;
+
+  MC_CHECK(mc_calloc(&names, (size_t)comm->nodes.n_nodes));
+  for (int k = 0; k < comm->nodes.n_nodes; k++) {
+    names[k].host_hash = comm->peers[comm->nodes.node_first_rank[k]].host_hash - less;
+    names[k].index = k;
+    mc_comm_node_ranks_str(comm, k, names[k].ranks, sizeof(names[k].ranks));
+  }
+  *names_out = names;
+  return ncclSuccess;
+}
+
 static ncclResult_t orders_allgather(void *arg, void *data, size_t bytes)
 {
   struct ncclComm *comm = arg;
@@ -139,12 +158,7 @@ ncclResult_t mc_comm_net_node_orders(struct ncclComm *comm, const struct mc_topo
   for (int k = 0; k < args.n_nodes; k++)
     node_host_hash[k] = comm->peers[node_first[k]].host_hash;
   args.node_host_hash = node_host_hash;
-  MC_CHECK_GOTO(mc_calloc(&names, (size_t)comm->nodes.n_nodes), res, out);
-  for (int k = 0; k < comm->nodes.n_nodes; k++) {
-    names[k].host_hash = comm->peers[comm->nodes.node_first_rank[k]].host_hash;
-    names[k].index = k;
-    mc_comm_node_ranks_str(comm, k, names[k].ranks, sizeof(names[k].ranks));
-  }
+  MC_CHECK_GOTO(host_names(comm, 0, &names), res, out);
   args.hosts = names;
   args.n_hosts = comm->nodes.n_nodes;
   res = comm->net->node_orders(&args, n_orders_out, orders_out);
@@ -190,22 +204,6 @@ void mc_comm_node_ranks_str(const struct ncclComm *comm, int k, char *buf, size_
   }
 }
 
-/* The communicator's hosts for the net's messages (mc_net_init_args.hosts):
- * the net's host hash is the peer info's without the communicator's hash. */
-static ncclResult_t host_names(const struct ncclComm *comm, struct mc_net_host_name **names_out)
-{
-  struct mc_net_host_name *names = NULL;
-
-  MC_CHECK(mc_calloc(&names, (size_t)comm->nodes.n_nodes));
-  for (int k = 0; k < comm->nodes.n_nodes; k++) {
-    names[k].host_hash = comm->peers[comm->nodes.node_first_rank[k]].host_hash - comm->comm_hash;
-    names[k].index = k;
-    mc_comm_node_ranks_str(comm, k, names[k].ranks, sizeof(names[k].ranks));
-  }
-  *names_out = names;
-  return ncclSuccess;
-}
-
 ncclResult_t mc_comm_stage_net(struct ncclComm *comm)
 {
   const struct mc_net_ops *net = NULL;
@@ -222,7 +220,7 @@ ncclResult_t mc_comm_stage_net(struct ncclComm *comm)
   mc_comm_net_secret(&comm->id, comm->net_secret);
   MC_CHECK(mc_net_select(&net));
   MC_CHECK(auto_mesh(comm, &net));
-  MC_CHECK(host_names(comm, &names));
+  MC_CHECK(host_names(comm, comm->comm_hash, &names));
   args.hosts = names;
   args.n_hosts = comm->nodes.n_nodes;
   /* The net says what failed (the adapters name the plugin and its file). */
