@@ -224,4 +224,20 @@ void mc_boot_destroy(struct mc_boot *boot);
 /* Seconds of deadline for bootstrap operations after init. */
 int64_t mc_boot_op_timeout_ms(void);
 
+/* A communicator's bootstrap (its part of struct ncclComm, comm->bootstrap;
+ * set by init's bootstrap stage, freed by mc_comm_free). */
+struct mc_comm_bootstrap {
+  struct mc_boot *boot;      /* this rank's bootstrap (mc_boot_init) */
+  struct mc_boot_root *root; /* when this process hosts the root of this comm */
+  /* ncclCommInitRankScalable with nId > 1: the ids of the roots (the
+   * communicator's id is then mc_boot_job_id's), and a reference on each
+   * root this process hosts. */
+  int n_ids;
+  ncclUniqueId *ids;
+  struct mc_boot_root **id_roots;
+  bool has_grow_id;               /* an id from ncclCommGetUniqueId not consumed yet */
+  ncclUniqueId grow_id;           /* that id (its n_ranks: this communicator's size) */
+  struct mc_boot_root *grow_root; /* its root (in this process), stopped at destroy */
+};
+
 #endif /* MC_BOOTSTRAP_H */

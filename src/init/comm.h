@@ -131,13 +131,7 @@ struct ncclComm {
   bool has_init_thread;
   pthread_t init_thread;
   bool is_finalized;
-  struct mc_boot *boot;
-  struct mc_boot_root *root; /* when this process hosts the root of this comm */
-  /* ncclCommInitRankScalable with nId > 1: the ids of the roots (id is then
-   * mc_boot_job_id's), and a reference on each root this process hosts. */
-  int n_ids;
-  ncclUniqueId *ids;
-  struct mc_boot_root **id_roots;
+  struct mc_comm_bootstrap bootstrap; /* bootstrap/bootstrap.h */
   struct mc_peer_info *peers;
   struct mc_comm_nodes nodes;
   /* Every rank of this rank's host is in one PID namespace (the same on
@@ -210,9 +204,6 @@ struct ncclComm {
   struct ncclWindow_vidmem *windows; /* ncclCommWindowRegister windows, freed at destroy */
   int is_suspended;                  /* ncclCommSuspend .. ncclCommResume; atomic */
   int is_revoked;                    /* ncclCommRevoke: collectives fail; atomic */
-  bool has_grow_id;                  /* an id from ncclCommGetUniqueId not consumed yet */
-  ncclUniqueId grow_id;              /* that id (its n_ranks: this communicator's size) */
-  struct mc_boot_root *grow_root;    /* its root (in this process), stopped at destroy */
 };
 
 /* Frees every registration and window of comm (destroy). */

@@ -234,16 +234,16 @@ static ncclResult_t init_rank_ex(ncclComm_t *newcomm, int nranks, const ncclUniq
   MC_CHECK(mc_comm_config_resolve(config, &resolved));
   MC_CHECK(mc_comm_alloc(nranks, id, rank, dev, &resolved, kind, &comm));
   if ((x != NULL) && (x->n_ids > 1)) {
-    ncclResult_t res = mc_calloc(&comm->ids, (size_t)x->n_ids);
+    ncclResult_t res = mc_calloc(&comm->bootstrap.ids, (size_t)x->n_ids);
     if (res != ncclSuccess) {
       mc_comm_free(comm, 0);
       return res;
     }
-    memcpy(comm->ids, x->ids, (size_t)x->n_ids * sizeof(*x->ids));
-    comm->n_ids = x->n_ids;
+    memcpy(comm->bootstrap.ids, x->ids, (size_t)x->n_ids * sizeof(*x->ids));
+    comm->bootstrap.n_ids = x->n_ids;
   }
   if ((x != NULL) && (x->root_io != NULL)) {
-    comm->root = *x->root_io; /* the new communicator stops it when it is destroyed */
+    comm->bootstrap.root = *x->root_io; /* the new communicator stops it when it is destroyed */
     *x->root_io = NULL;
   }
   *newcomm = comm;
@@ -372,7 +372,7 @@ static ncclResult_t comm_split(ncclComm_t comm, int color, int key, ncclComm_t *
   MC_CHECK(mc_calloc(&all, (size_t)comm->n_ranks));
   all[comm->rank].color = color;
   all[comm->rank].key = key;
-  MC_CHECK_GOTO(mc_boot_allgather(comm->boot, all, sizeof(*all)), res, out);
+  MC_CHECK_GOTO(mc_boot_allgather(comm->bootstrap.boot, all, sizeof(*all)), res, out);
   if (color == NCCL_SPLIT_NOCOLOR) {
     res = ncclSuccess;
     goto out;
@@ -383,11 +383,13 @@ static ncclResult_t comm_split(ncclComm_t comm, int color, int key, ncclComm_t *
   if (idx == 0) {
     MC_CHECK_GOTO(mc_boot_unique_id(false, &id), res, out);
     for (int i = 1; i < n_members; i++)
-      MC_CHECK_GOTO(mc_boot_send(comm->boot, members[i], MC_BOOT_TAG_COMMSPLIT, &id, sizeof(id)),
-                    res, out);
+      MC_CHECK_GOTO(
+          mc_boot_send(comm->bootstrap.boot, members[i], MC_BOOT_TAG_COMMSPLIT, &id, sizeof(id)),
+          res, out);
   } else {
-    MC_CHECK_GOTO(mc_boot_recv(comm->boot, members[0], MC_BOOT_TAG_COMMSPLIT, &id, sizeof(id)), res,
-                  out);
+    MC_CHECK_GOTO(
+        mc_boot_recv(comm->bootstrap.boot, members[0], MC_BOOT_TAG_COMMSPLIT, &id, sizeof(id)), res,
+        out);
   }
   res = init_rank(newcomm, n_members, &id, idx, comm->dev,
                   (config != NULL) ? config : &comm->config, MC_INIT_SPLIT, "ncclCommSplit");
@@ -685,7 +687,7 @@ ncclResult_t ncclCommGetUniqueId(ncclComm_t comm, ncclUniqueId *uniqueId)
   MC_CHECK(mc_comm_ready(comm, "ncclCommGetUniqueId"));
   PTR_CHECK(uniqueId, "ncclCommGetUniqueId", "uniqueId");
   /* NCCL's rule: one id at a time, consumed by the grow it was made for. */
-  if (comm->has_grow_id)
+  if (comm->bootstrap.has_grow_id)
     return MC_FAIL(ncclInvalidUsage,
                    "ncclCommGetUniqueId : comm %p already has an id not consumed by "
                    "ncclCommGrow; grow with it before asking for another",
@@ -702,9 +704,9 @@ ncclResult_t ncclCommGetUniqueId(ncclComm_t comm, ncclUniqueId *uniqueId)
     mc_crypto_wipe(&h, sizeof(h));
   }
   /* The communicator holds the root, so that destroying it stops the root. */
-  comm->grow_root = mc_boot_root_claim(&id);
-  comm->grow_id = id;
-  comm->has_grow_id = true;
+  comm->bootstrap.grow_root = mc_boot_root_claim(&id);
+  comm->bootstrap.grow_id = id;
+  comm->bootstrap.has_grow_id = true;
   *uniqueId = id;
   MC_INFO(MC_SUB_INIT, "ncclCommGetUniqueId comm %p rank %d nranks %d: grow id made", (void *)comm,
           comm->rank, comm->n_ranks);
@@ -834,11 +836,13 @@ static ncclResult_t comm_shrink(ncclComm_t comm, int *excludeRanksList, int excl
   if (idx == 0) {
     MC_CHECK_GOTO(mc_boot_unique_id(false, &id), res, out);
     for (int i = 1; i < n_members; i++)
-      MC_CHECK_GOTO(mc_boot_send(comm->boot, members[i], MC_BOOT_TAG_SHRINK, &id, sizeof(id)), res,
-                    out);
+      MC_CHECK_GOTO(
+          mc_boot_send(comm->bootstrap.boot, members[i], MC_BOOT_TAG_SHRINK, &id, sizeof(id)), res,
+          out);
   } else {
-    MC_CHECK_GOTO(mc_boot_recv(comm->boot, members[0], MC_BOOT_TAG_SHRINK, &id, sizeof(id)), res,
-                  out);
+    MC_CHECK_GOTO(
+        mc_boot_recv(comm->bootstrap.boot, members[0], MC_BOOT_TAG_SHRINK, &id, sizeof(id)), res,
+        out);
   }
   res = init_rank(newcomm, n_members, &id, idx, comm->dev,
                   (config != NULL) ? config : &comm->config, MC_INIT_SPLIT, "ncclCommShrink");
@@ -888,11 +892,11 @@ static ncclResult_t grow_agree(struct ncclComm *comm, int n_ranks, ncclUniqueId 
   int holder = -1;
 
   MC_CHECK(mc_calloc(&all, (size_t)comm->n_ranks));
-  all[comm->rank].has_id = comm->has_grow_id ? 1 : 0;
+  all[comm->rank].has_id = comm->bootstrap.has_grow_id ? 1 : 0;
   all[comm->rank].n_ranks = n_ranks;
-  if (comm->has_grow_id)
-    all[comm->rank].id = comm->grow_id;
-  MC_CHECK_GOTO(mc_boot_allgather(comm->boot, all, sizeof(*all)), res, out);
+  if (comm->bootstrap.has_grow_id)
+    all[comm->rank].id = comm->bootstrap.grow_id;
+  MC_CHECK_GOTO(mc_boot_allgather(comm->bootstrap.boot, all, sizeof(*all)), res, out);
   for (int r = 0; r < comm->n_ranks; r++) {
     if (all[r].n_ranks != n_ranks) {
       res = MC_FAIL(ncclInvalidUsage,
@@ -948,8 +952,9 @@ static ncclResult_t grow_existing(struct ncclComm *comm, int n_ranks, const nccl
     return MC_FAIL(ncclInvalidArgument,
                    "ncclCommGrow : nRanks %d is not larger than the %d ranks of comm %p", n_ranks,
                    comm->n_ranks, (void *)comm);
-  if ((unique_id != NULL) && comm->has_grow_id &&
-      (memcmp(unique_id->internal, comm->grow_id.internal, sizeof(unique_id->internal)) != 0))
+  if ((unique_id != NULL) && comm->bootstrap.has_grow_id &&
+      (memcmp(unique_id->internal, comm->bootstrap.grow_id.internal, sizeof(unique_id->internal)) !=
+       0))
     return MC_FAIL(ncclInvalidArgument,
                    "ncclCommGrow : uniqueId is not the id ncclCommGetUniqueId gave for comm %p "
                    "(rank %d): pass that one, or NULL",
@@ -957,9 +962,9 @@ static ncclResult_t grow_existing(struct ncclComm *comm, int n_ranks, const nccl
   MC_CHECK(grow_agree(comm, n_ranks, &id, &holder));
   if (holder == comm->rank) {
     /* Consumed: the new communicator takes over the root's reference. */
-    x.root_io = &comm->grow_root;
-    comm->has_grow_id = false;
-    mc_crypto_wipe(&comm->grow_id, sizeof(comm->grow_id));
+    x.root_io = &comm->bootstrap.grow_root;
+    comm->bootstrap.has_grow_id = false;
+    mc_crypto_wipe(&comm->bootstrap.grow_id, sizeof(comm->bootstrap.grow_id));
   }
   res = init_rank_ex(newcomm, n_ranks, &id, comm->rank, comm->dev,
                      (config != NULL) ? config : &comm->config, MC_INIT_GROW, "ncclCommGrow", &x);

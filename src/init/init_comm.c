@@ -152,30 +152,30 @@ static ncclResult_t stage_bootstrap(struct ncclComm *comm)
   /* This process may host the root: ncclGetUniqueId here, or rank 0 with
    * NCCL_COMM_ID. ncclCommGrow hands over the reference of the parent's grow
    * id; with several roots, each one hosted here is held. */
-  if (comm->n_ids > 1) {
-    MC_CHECK(mc_calloc(&comm->id_roots, (size_t)comm->n_ids));
-    for (int i = 0; i < comm->n_ids; i++)
-      comm->id_roots[i] = mc_boot_root_claim(&comm->ids[i]);
-  } else if (comm->root == NULL) {
-    comm->root = mc_boot_root_claim(&comm->id);
+  if (comm->bootstrap.n_ids > 1) {
+    MC_CHECK(mc_calloc(&comm->bootstrap.id_roots, (size_t)comm->bootstrap.n_ids));
+    for (int i = 0; i < comm->bootstrap.n_ids; i++)
+      comm->bootstrap.id_roots[i] = mc_boot_root_claim(&comm->bootstrap.ids[i]);
+  } else if (comm->bootstrap.root == NULL) {
+    comm->bootstrap.root = mc_boot_root_claim(&comm->id);
   }
   mc_boot_id_say_open(&comm->id);
-  if ((comm->n_ids <= 1) && (comm->root == NULL) && (comm->rank == 0) &&
+  if ((comm->bootstrap.n_ids <= 1) && (comm->bootstrap.root == NULL) && (comm->rank == 0) &&
       mc_boot_id_is_comm_id(&comm->id)) {
     MC_CHECK(mc_boot_root_start_comm_id(&comm->id, &w));
-    comm->root = mc_boot_root_claim(&comm->id);
+    comm->bootstrap.root = mc_boot_root_claim(&comm->id);
   }
   memset(&cfg, 0, sizeof(cfg));
   cfg.rank = comm->rank;
   cfg.n_ranks = comm->n_ranks;
   cfg.id = comm->id;
-  cfg.n_ids = (comm->n_ids > 1) ? comm->n_ids : 1;
-  cfg.ids = comm->ids;
+  cfg.n_ids = (comm->bootstrap.n_ids > 1) ? comm->bootstrap.n_ids : 1;
+  cfg.ids = comm->bootstrap.ids;
   cfg.abort_flag = &comm->abort_flag;
   /* The root names missing ranks at MESHCCL_INIT_TIMEOUT; ranks wait a little
    * longer so that its report, not their own timeout, is what they return. */
   cfg.timeout_ms = mc_param_int(MC_P_INIT_TIMEOUT) * 1000 + 3000;
-  return mc_boot_init(&cfg, &comm->boot);
+  return mc_boot_init(&cfg, &comm->bootstrap.boot);
 }
 
 bool mc_peer_same_pidns(const struct mc_peer_info *a, const struct mc_peer_info *b)
@@ -225,8 +225,8 @@ static ncclResult_t stage_peers(struct ncclComm *comm)
   mc_pidns_id(&me->pidns_ino, &me->pidns_dev);
   me->comm_ptr = (uint64_t)(uintptr_t)comm;
   mc_host_name(me->host, sizeof(me->host));
-  snprintf(me->if_name, sizeof(me->if_name), "%s", mc_boot_ifc(comm->boot)->name);
-  mc_sockaddr_str(&mc_boot_ifc(comm->boot)->addr, me->if_addr, sizeof(me->if_addr));
+  snprintf(me->if_name, sizeof(me->if_name), "%s", mc_boot_ifc(comm->bootstrap.boot)->name);
+  mc_sockaddr_str(&mc_boot_ifc(comm->bootstrap.boot)->addr, me->if_addr, sizeof(me->if_addr));
   me->if_addr[strcspn(me->if_addr, "<")] = '\0'; /* the interface's address, not a port */
   me->t_bootstrap = comm->t.bootstrap;
   me->paths_share = (int32_t)mc_param_int(MC_P_PATHS_SHARE);
@@ -286,7 +286,7 @@ static ncclResult_t init_stages(struct ncclComm *comm)
           "comm %p rank %d host %s device %d bootstrap interface "
           "%s",
           (void *)comm, comm->rank, comm->peers[comm->rank].host, comm->dev,
-          mc_boot_ifc(comm->boot)->name);
+          mc_boot_ifc(comm->bootstrap.boot)->name);
   t0 = mc_time_sec();
   MC_CHECK(mc_comm_stage_net(comm));
   MC_CHECK(mc_comm_stage_topo(comm));
@@ -297,8 +297,8 @@ static ncclResult_t init_stages(struct ncclComm *comm)
   t0 = mc_time_sec();
   MC_CHECK(mc_comm_stage_connect(comm));
   comm->t.connections = mc_time_sec() - t0;
-  MC_CHECK(mc_boot_barrier(comm->boot, nd->local_rank_to_rank, nd->local_ranks, nd->local_rank,
-                           nd->local_rank_to_rank[0]));
+  MC_CHECK(mc_boot_barrier(comm->bootstrap.boot, nd->local_rank_to_rank, nd->local_ranks,
+                           nd->local_rank, nd->local_rank_to_rank[0]));
   mc_comm_paths_close(comm); /* every local rank mapped the shared paths by now */
   comm->t.total = mc_time_sec() - comm->t_start;
   sum = comm->t.kernels + comm->t.alloc + comm->t.bootstrap + comm->t.allgathers + comm->t.topo +
@@ -329,18 +329,18 @@ ncclResult_t mc_comm_init_run(struct ncclComm *comm)
     char why[MC_LAST_ERROR_BYTES];
     mc_comm_paths_close(comm);
     /* When another rank failed first, the root's notice is the cause. */
-    ncclResult_t first = mc_boot_root_reason(comm->boot, ROOT_REASON_WAIT_MS);
+    ncclResult_t first = mc_boot_root_reason(comm->bootstrap.boot, ROOT_REASON_WAIT_MS);
     if (first != ncclSuccess)
       res = first;
     mc_error_last_copy(why, sizeof(why));
     if (why[0] == '\0')
       snprintf(why, sizeof(why), "%s (%d)", ncclGetErrorString(res), (int)res);
     snprintf(comm->last_error, sizeof(comm->last_error), "%s", why);
-    mc_boot_init_failed(comm->boot, res, why);
+    mc_boot_init_failed(comm->bootstrap.boot, res, why);
     /* Free the sockets now: peers see the failure at once, nothing lingers
      * until the user destroys the communicator. */
-    mc_boot_destroy(comm->boot);
-    comm->boot = NULL;
+    mc_boot_destroy(comm->bootstrap.boot);
+    comm->bootstrap.boot = NULL;
     /* The root (if this process hosts it) stays until the communicator is
      * destroyed, telling late ranks why the job failed. */
     MC_INFO(MC_SUB_INIT, "%s comm %p rank %d nranks %d - Init FAILED: %s",
@@ -348,7 +348,7 @@ ncclResult_t mc_comm_init_run(struct ncclComm *comm)
     __atomic_store_n(&comm->async_result, (int)res, __ATOMIC_RELEASE);
     return res;
   }
-  mc_boot_init_done(comm->boot);
+  mc_boot_init_done(comm->bootstrap.boot);
   log_init_line(comm, "Init COMPLETE");
   MC_INFO(MC_SUB_INIT | MC_SUB_PROFILE,
           "Init timings - %s: rank %d nranks %d total %.2f "
@@ -388,15 +388,16 @@ void mc_comm_free(struct ncclComm *comm, int root_wait_ms)
   pthread_mutex_destroy(&comm->redop_lock);
   mc_comm_regs_free(comm);
   pthread_mutex_destroy(&comm->reg_lock);
-  mc_boot_destroy(comm->boot);
-  mc_boot_root_release(comm->root, root_wait_ms);
-  for (int i = 0; (comm->id_roots != NULL) && (i < comm->n_ids); i++)
-    mc_boot_root_release(comm->id_roots[i], root_wait_ms);
-  free(comm->id_roots);
-  if (comm->ids != NULL)
-    mc_crypto_wipe(comm->ids, (size_t)comm->n_ids * sizeof(*comm->ids));
-  free(comm->ids);
-  mc_boot_root_release(comm->grow_root, 0); /* nobody grew with it: stop it now */
+  mc_boot_destroy(comm->bootstrap.boot);
+  mc_boot_root_release(comm->bootstrap.root, root_wait_ms);
+  for (int i = 0; (comm->bootstrap.id_roots != NULL) && (i < comm->bootstrap.n_ids); i++)
+    mc_boot_root_release(comm->bootstrap.id_roots[i], root_wait_ms);
+  free(comm->bootstrap.id_roots);
+  if (comm->bootstrap.ids != NULL)
+    mc_crypto_wipe(comm->bootstrap.ids,
+                   (size_t)comm->bootstrap.n_ids * sizeof(*comm->bootstrap.ids));
+  free(comm->bootstrap.ids);
+  mc_boot_root_release(comm->bootstrap.grow_root, 0); /* nobody grew with it: stop it now */
   mc_comm_nodes_free(&comm->nodes);
   mc_topo_system_destroy(comm->topo);
   mc_topo_graph_fini(&comm->ring_graph);

@@ -55,7 +55,7 @@ static ncclResult_t tp_init(struct ncclComm *comm)
                             .same_pidns = mc_peer_same_pidns(&comm->peers[comm->rank], p)};
   }
   memset(tc, 0, sizeof(*tc));
-  tc->boot = comm->boot;
+  tc->boot = comm->bootstrap.boot;
   tc->rank = comm->rank;
   tc->n_ranks = comm->n_ranks;
   tc->peers = comm->tp_peers;

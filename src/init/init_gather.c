@@ -31,11 +31,11 @@ ncclResult_t mc_comm_bcast_tree(struct ncclComm *comm, const int *ranks, int n, 
     /* Parent: my_index without its highest bit; children: my_index + larger powers of 2. */
     while ((mask << 1) <= my_index)
       mask <<= 1;
-    MC_CHECK(mc_boot_recv(comm->boot, rank_of(ranks, my_index - mask), tag, data, bytes));
+    MC_CHECK(mc_boot_recv(comm->bootstrap.boot, rank_of(ranks, my_index - mask), tag, data, bytes));
     mask <<= 1;
   }
   for (; my_index + mask < n; mask <<= 1)
-    MC_CHECK(mc_boot_send(comm->boot, rank_of(ranks, my_index + mask), tag, data, bytes));
+    MC_CHECK(mc_boot_send(comm->bootstrap.boot, rank_of(ranks, my_index + mask), tag, data, bytes));
   return ncclSuccess;
 }
 
@@ -48,19 +48,19 @@ ncclResult_t mc_comm_allgather_tree(struct ncclComm *comm, const int *ranks, int
     return ncclSuccess;
   if (n > GATHER_MAX_RANKS) {
     if (ranks == NULL)
-      return mc_boot_allgather(comm->boot, data, slice_bytes);
-    return mc_boot_allgather_sub(comm->boot, ranks, n, my_index, data, slice_bytes, tag);
+      return mc_boot_allgather(comm->bootstrap.boot, data, slice_bytes);
+    return mc_boot_allgather_sub(comm->bootstrap.boot, ranks, n, my_index, data, slice_bytes, tag);
   }
   if (slice_bytes > MC_BOOT_MAX_MSG_BYTES / (size_t)n)
     return MC_FAIL(ncclInvalidArgument, "Init: allgather of %zu bytes per rank is too large",
                    slice_bytes);
   if (my_index != 0) {
-    MC_CHECK(mc_boot_send(comm->boot, rank_of(ranks, 0), tag, d + (size_t)my_index * slice_bytes,
-                          slice_bytes));
+    MC_CHECK(mc_boot_send(comm->bootstrap.boot, rank_of(ranks, 0), tag,
+                          d + (size_t)my_index * slice_bytes, slice_bytes));
   } else {
     for (int i = 1; i < n; i++)
-      MC_CHECK(mc_boot_recv(comm->boot, rank_of(ranks, i), tag, d + (size_t)i * slice_bytes,
-                            slice_bytes));
+      MC_CHECK(mc_boot_recv(comm->bootstrap.boot, rank_of(ranks, i), tag,
+                            d + (size_t)i * slice_bytes, slice_bytes));
   }
   return mc_comm_bcast_tree(comm, ranks, n, my_index, data, (size_t)n * slice_bytes, tag + 1);
 }

@@ -62,7 +62,7 @@ static ncclResult_t auto_mesh(struct ncclComm *comm, const struct mc_net_ops **n
   if (mc_net_mesh_local_host(comm->peers[comm->rank].host_hash, comm->peers[comm->rank].host,
                              comm->peers[comm->rank].if_name, &hosts[comm->rank]) != ncclSuccess)
     hosts[comm->rank] = (struct mc_mesh_host){.host_hash = comm->peers[comm->rank].host_hash};
-  MC_CHECK_GOTO(mc_boot_allgather(comm->boot, hosts, sizeof(*hosts)), res, out);
+  MC_CHECK_GOTO(mc_boot_allgather(comm->bootstrap.boot, hosts, sizeof(*hosts)), res, out);
   for (int r = 0; r < comm->n_ranks; r++) {
     int u = 0;
     while ((u < n_uniq) && (uniq[u].host_hash != hosts[r].host_hash))
@@ -126,7 +126,7 @@ static ncclResult_t orders_allgather(void *arg, void *data, size_t bytes)
 {
   struct ncclComm *comm = arg;
 
-  return mc_boot_allgather(comm->boot, data, bytes);
+  return mc_boot_allgather(comm->bootstrap.boot, data, bytes);
 }
 
 ncclResult_t mc_comm_net_node_orders(struct ncclComm *comm, const struct mc_topo_ranks *all,

@@ -190,7 +190,8 @@ static ncclResult_t gather_and_fuse(struct ncclComm *comm, const char *text, uin
     uint64_t size = bytes;
     char name[64];
     if (i > 0) {
-      MC_CHECK_GOTO(mc_boot_recv(comm->boot, peer, TAG_TOPO_XML, slot, sizeof(slot)), res, out);
+      MC_CHECK_GOTO(mc_boot_recv(comm->bootstrap.boot, peer, TAG_TOPO_XML, slot, sizeof(slot)), res,
+                    out);
       memcpy(&size, slot, sizeof(size));
       t = slot + XML_SLOT_HEADER;
       if (size > XML_MAX_BYTES) {
@@ -202,8 +203,8 @@ static ncclResult_t gather_and_fuse(struct ncclComm *comm, const char *text, uin
         free(big);
         big = NULL;
         MC_CHECK_GOTO(mc_calloc(&big, (size_t)size + 1), res, out);
-        MC_CHECK_GOTO(mc_boot_recv(comm->boot, peer, TAG_TOPO_XML + 1, big, (size_t)size), res,
-                      out);
+        MC_CHECK_GOTO(mc_boot_recv(comm->bootstrap.boot, peer, TAG_TOPO_XML + 1, big, (size_t)size),
+                      res, out);
         t = big;
       }
     }
@@ -249,9 +250,10 @@ static ncclResult_t exchange_and_fuse(struct ncclComm *comm, const char *text, u
     memcpy(slot, &bytes, sizeof(bytes));
     if (bytes <= XML_SLOT_BYTES - XML_SLOT_HEADER)
       memcpy(slot + XML_SLOT_HEADER, text, (size_t)bytes);
-    MC_CHECK(mc_boot_send(comm->boot, nd->local_rank_to_rank[0], TAG_TOPO_XML, slot, sizeof(slot)));
+    MC_CHECK(mc_boot_send(comm->bootstrap.boot, nd->local_rank_to_rank[0], TAG_TOPO_XML, slot,
+                          sizeof(slot)));
     if (bytes > XML_SLOT_BYTES - XML_SLOT_HEADER)
-      MC_CHECK(mc_boot_send(comm->boot, nd->local_rank_to_rank[0], TAG_TOPO_XML + 1, text,
+      MC_CHECK(mc_boot_send(comm->bootstrap.boot, nd->local_rank_to_rank[0], TAG_TOPO_XML + 1, text,
                             (size_t)bytes));
   } else {
     MC_CHECK(gather_and_fuse(comm, text, bytes, fused));
