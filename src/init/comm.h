@@ -14,6 +14,7 @@
 
 #include "nccl.h"
 #include "bootstrap/bootstrap.h"
+#include "net/net.h"
 #include "topo/topo_graph.h"
 #include "topo/topo_algo.h"
 #include "topo/topo_tuning.h"
@@ -117,17 +118,10 @@ struct ncclComm {
   enum mc_comm_init_kind init_kind;
   ncclUniqueId id;
   uint64_t comm_hash;
-  /* Known to the communicator's ranks only: HMAC-SHA256 keyed by the unique
-   * id, handed to the nets to authenticate their connections. */
-  uint8_t net_secret[32];
-  /* Stage "net" (init_net.c): the net this communicator uses and its
-   * context, finalized when the communicator is freed. */
-  const struct mc_net_ops *net;
-  void *net_ctx;
-  int net_ndev;        /* devices the net had at init (physical) */
-  ncclConfig_t config; /* resolved: blocking is 0 or 1 */
-  uint32_t abort_flag; /* set by ncclCommAbort or a failed sibling of a group */
-  int async_result;    /* ncclResult_t, read/written atomically */
+  struct mc_comm_net net; /* net/net.h */
+  ncclConfig_t config;    /* resolved: blocking is 0 or 1 */
+  uint32_t abort_flag;    /* set by ncclCommAbort or a failed sibling of a group */
+  int async_result;       /* ncclResult_t, read/written atomically */
   bool has_init_thread;
   pthread_t init_thread;
   bool is_finalized;

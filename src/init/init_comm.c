@@ -405,7 +405,7 @@ void mc_comm_free(struct ncclComm *comm, int root_wait_ms)
   mc_topo_channels_fini(&comm->graph);
   free(comm->peers);
   free(comm->p2p_seq);
-  mc_crypto_wipe(comm->net_secret, sizeof(comm->net_secret));
+  mc_crypto_wipe(comm->net.secret, sizeof(comm->net.secret));
   free(comm);
 }
 

@@ -65,11 +65,11 @@ static ncclResult_t tp_init(struct ncclComm *comm)
   tc->slot_bytes = fifo_bytes(comm) / MC_STEPS;
   tc->slot_bytes &= ~(size_t)63;
   /* The net and context of stage "net": the topology's NET devices are its own. */
-  tc->net = comm->net;
-  tc->net_ctx = comm->net_ctx;
+  tc->net = comm->net.ops;
+  tc->net_ctx = comm->net.ctx;
   /* Now with the virtual devices the topology stage fused, if any. */
-  MC_CHECK(comm->net->devices(comm->net_ctx, &tc->net_ndev));
-  tc->net_secret = comm->net_secret;
+  MC_CHECK(comm->net.ops->devices(comm->net.ctx, &tc->net_ndev));
+  tc->net_secret = comm->net.secret;
   MC_CHECK(mc_calloc(&comm->p2p_send, (size_t)comm->n_ranks));
   MC_CHECK(mc_calloc(&comm->p2p_recv, (size_t)comm->n_ranks));
   MC_CHECK(mc_calloc(&comm->os_send, (size_t)comm->n_ranks));

@@ -255,7 +255,7 @@ ncclResult_t mc_comm_stage_graphs(struct ncclComm *comm)
   mc_comm_steps_mark(&steps, "allgather");
   mc_topo_connect_opts_from_params(&copts);
   /* On a direct-connect mesh the rings cross the hosts along the cables. */
-  if (comm->net->node_orders != NULL) {
+  if (comm->net.ops->node_orders != NULL) {
     MC_CHECK_GOTO(mc_comm_net_node_orders(comm, all, &copts.n_node_orders, &node_orders), res, out);
     copts.node_orders = node_orders;
   }

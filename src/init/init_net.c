@@ -36,7 +36,7 @@
 
 #define NET_SECRET_LABEL "meshccl net secret v1"
 
-_Static_assert(sizeof(((struct ncclComm *)0)->net_secret) == MC_NET_SECRET_BYTES,
+_Static_assert(sizeof(((struct ncclComm *)0)->net.secret) == MC_NET_SECRET_BYTES,
                "the net secret is MC_NET_SECRET_BYTES long");
 _Static_assert(MC_NET_SECRET_BYTES == MC_SHA256_BYTES, "the net secret is one HMAC-SHA256");
 
@@ -161,7 +161,7 @@ ncclResult_t mc_comm_net_node_orders(struct ncclComm *comm, const struct mc_topo
   MC_CHECK_GOTO(host_names(comm, 0, &names), res, out);
   args.hosts = names;
   args.n_hosts = comm->nodes.n_nodes;
-  res = comm->net->node_orders(&args, n_orders_out, orders_out);
+  res = comm->net.ops->node_orders(&args, n_orders_out, orders_out);
 out:
   free(names);
   free(node_host_hash);
@@ -211,13 +211,13 @@ ncclResult_t mc_comm_stage_net(struct ncclComm *comm)
   int n_devs = 0;
   ncclResult_t res;
   struct mc_net_init_args args = {.comm_id = comm->comm_hash,
-                                  .secret = comm->net_secret,
+                                  .secret = comm->net.secret,
                                   .abort_flag = &comm->abort_flag,
                                   .mgmt_ifname = comm->peers[comm->rank].if_name};
 
   struct mc_net_host_name *names = NULL;
 
-  mc_comm_net_secret(&comm->id, comm->net_secret);
+  mc_comm_net_secret(&comm->id, comm->net.secret);
   MC_CHECK(mc_net_select(&net));
   MC_CHECK(auto_mesh(comm, &net));
   MC_CHECK(host_names(comm, comm->comm_hash, &names));
@@ -235,9 +235,9 @@ ncclResult_t mc_comm_stage_net(struct ncclComm *comm)
     (void)net->finalize(ctx);
     return res;
   }
-  comm->net = net;
-  comm->net_ctx = ctx;
-  comm->net_ndev = n_devs;
+  comm->net.ops = net;
+  comm->net.ctx = ctx;
+  comm->net.ndev = n_devs;
   return ncclSuccess;
 }
 
@@ -245,9 +245,9 @@ void mc_comm_net_fini(struct ncclComm *comm)
 {
   /* A proxy thread abandoned inside a plugin call may still use the
    * context (tp_net.c): it is left to it. */
-  if ((comm->net != NULL) && (comm->net_ctx != NULL) && !comm->tp.proxy_abandoned)
-    (void)comm->net->finalize(comm->net_ctx);
-  comm->net_ctx = NULL;
-  comm->net = NULL;
-  comm->net_ndev = 0;
+  if ((comm->net.ops != NULL) && (comm->net.ctx != NULL) && !comm->tp.proxy_abandoned)
+    (void)comm->net.ops->finalize(comm->net.ctx);
+  comm->net.ctx = NULL;
+  comm->net.ops = NULL;
+  comm->net.ndev = 0;
 }

@@ -140,7 +140,7 @@ static ncclResult_t rank_xml(struct ncclComm *comm, struct mc_xml *xml, bool *fr
    * NCCL_TOPO_DUMP_FILE NCCL imports physical devices only, and so here). */
   me.skip_nics = true;
   MC_CHECK(mc_topo_detect(NULL, &me, xml));
-  return mc_topo_nets_from_net(xml, NULL, host_hash, comm->net, comm->net_ctx,
+  return mc_topo_nets_from_net(xml, NULL, host_hash, comm->net.ops, comm->net.ctx,
                                mc_param_str(MC_P_TOPO_DUMP_FILE) != NULL);
 }
 

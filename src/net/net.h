@@ -222,4 +222,16 @@ ncclResult_t mc_net_select(const struct mc_net_ops **ops_out);
  * rules or logging; ncclInvalidArgument when there is none. */
 ncclResult_t mc_net_find_builtin(const char *name, const struct mc_net_ops **ops_out);
 
+/* A communicator's net (its part of struct ncclComm, comm->net): set by
+ * init's net stage (init_net.c), the context finalized when the
+ * communicator is freed. */
+struct mc_comm_net {
+  const struct mc_net_ops *ops; /* the net this communicator uses (mc_net_select) */
+  void *ctx;                    /* its per-communicator context (ops->init) */
+  int ndev;                     /* devices the net had at init (physical) */
+  /* Known to the communicator's ranks only: HMAC-SHA256 keyed by the unique
+   * id, handed to the net to authenticate its connections. */
+  uint8_t secret[MC_NET_SECRET_BYTES];
+};
+
 #endif /* MC_NET_NET_H */
