@@ -136,15 +136,7 @@ struct ncclComm {
   double t_start;
   char last_error[MC_LAST_ERROR_BYTES];
   struct mc_comm_group *group; /* siblings launched together (abort propagation) */
-  struct mc_topo_system *topo; /* this rank's final (trimmed) system, with paths */
-  /* Local rank 0 with MESHCCL_PATHS_SHARE: the memfd of its paths, which the
-   * other local ranks open through /proc, closed once every local rank has
-   * passed init (or init failed); -1 when none. */
-  int paths_fd;
-  /* Stage "graphs": the searched graphs of this rank's node and its channels. */
-  struct mc_topo_graph ring_graph;
-  struct mc_topo_graph tree_graph;
-  struct mc_topo_channels graph;
+  struct mc_comm_topo topo;    /* topo/topo_graph.h */
   /* Data path (stage "connect", src/transport; used by src/coll). */
   struct mc_tp_peer *tp_peers;
   struct mc_tp_comm tp;

@@ -66,7 +66,7 @@ ncclResult_t mc_comm_alloc(int n_ranks, const ncclUniqueId *id, int rank, int de
   struct ncclComm *comm = NULL;
 
   MC_CHECK(mc_calloc(&comm, 1));
-  comm->paths_fd = -1;
+  comm->topo.paths_fd = -1;
   if (mc_registry_add(comm) != ncclSuccess) {
     free(comm);
     return ncclSystemError;
@@ -399,10 +399,10 @@ void mc_comm_free(struct ncclComm *comm, int root_wait_ms)
   free(comm->bootstrap.ids);
   mc_boot_root_release(comm->bootstrap.grow_root, 0); /* nobody grew with it: stop it now */
   mc_comm_nodes_free(&comm->nodes);
-  mc_topo_system_destroy(comm->topo);
-  mc_topo_graph_fini(&comm->ring_graph);
-  mc_topo_graph_fini(&comm->tree_graph);
-  mc_topo_channels_fini(&comm->graph);
+  mc_topo_system_destroy(comm->topo.system);
+  mc_topo_graph_fini(&comm->topo.ring_graph);
+  mc_topo_graph_fini(&comm->topo.tree_graph);
+  mc_topo_channels_fini(&comm->topo.graph);
   free(comm->peers);
   free(comm->p2p_seq);
   mc_crypto_wipe(comm->net.secret, sizeof(comm->net.secret));

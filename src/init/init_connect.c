@@ -59,7 +59,7 @@ static ncclResult_t tp_init(struct ncclComm *comm)
   tc->rank = comm->rank;
   tc->n_ranks = comm->n_ranks;
   tc->peers = comm->tp_peers;
-  tc->topo = comm->topo;
+  tc->topo = comm->topo.system;
   tc->comm_hash = comm->comm_hash;
   tc->abort_flag = &comm->abort_flag;
   tc->slot_bytes = fifo_bytes(comm) / MC_STEPS;
@@ -115,7 +115,7 @@ int mc_comm_tree_conn_reqs(struct ncclComm *comm, struct mc_conn_req *reqs)
       if (reqs != NULL) {
         int dev = -1;
         /* Between nodes, the NIC the tree search chose for this channel. */
-        mc_topo_graph_net_dev(comm->topo, &comm->tree_graph, comm->rank, c, &dev);
+        mc_topo_graph_net_dev(comm->topo.system, &comm->topo.tree_graph, comm->rank, c, &dev);
         reqs[n] = (struct mc_conn_req){.peer = peer,
                                        .is_send = true,
                                        .channel = c,
@@ -152,19 +152,20 @@ ncclResult_t mc_comm_stage_connect(struct ncclComm *comm)
     mc_tp_collect_orphans();
   comm->spin_passes = spin_passes(comm);
   /* The channels of stage_graphs: ring orders and NCCL's double binary tree. */
-  comm->n_channels = comm->graph.n_channels;
-  if ((comm->n_channels < 1) || (comm->n_channels > MC_MAX_CHANNELS) || (comm->graph.n_ranks != n))
+  comm->n_channels = comm->topo.graph.n_channels;
+  if ((comm->n_channels < 1) || (comm->n_channels > MC_MAX_CHANNELS) ||
+      (comm->topo.graph.n_ranks != n))
     return MC_FAIL(ncclInternalError, "connect: %d channels over %d ranks from the graph stage",
-                   comm->n_channels, comm->graph.n_ranks);
+                   comm->n_channels, comm->topo.graph.n_ranks);
   MC_CHECK(mc_calloc(&comm->channels, (size_t)comm->n_channels));
   for (int c = 0; c < comm->n_channels; c++) {
     struct mc_channel *ch = &comm->channels[c];
-    const struct mc_topo_channel *g = &comm->graph.channels[c];
+    const struct mc_topo_channel *g = &comm->topo.graph.channels[c];
     ch->id = c;
     ch->prev = g->ring_prev;
     ch->next = g->ring_next;
     MC_CHECK(mc_calloc(&ch->ring, (size_t)n));
-    memcpy(ch->ring, comm->graph.rings + (size_t)c * (size_t)n, (size_t)n * sizeof(int));
+    memcpy(ch->ring, comm->topo.graph.rings + (size_t)c * (size_t)n, (size_t)n * sizeof(int));
     ch->tree_up = g->tree_up;
     for (int i = 0; i < MC_TREE_MAX_ARITY; i++)
       ch->tree_down[i] = g->tree_down[i];
@@ -180,7 +181,7 @@ ncclResult_t mc_comm_stage_connect(struct ncclComm *comm)
     struct mc_channel *ch = &comm->channels[c];
     int dev = -1;
     /* Between nodes, the NIC the ring search chose for this channel. */
-    mc_topo_graph_net_dev(comm->topo, &comm->ring_graph, comm->rank, c, &dev);
+    mc_topo_graph_net_dev(comm->topo.system, &comm->topo.ring_graph, comm->rank, c, &dev);
     reqs[n_reqs++] = (struct mc_conn_req){.peer = ch->next,
                                           .is_send = true,
                                           .channel = c,

@@ -66,8 +66,8 @@ static ncclResult_t dump_graphs(struct ncclComm *comm)
   const struct mc_topo_graph chain = {.id = MC_TOPO_GRAPH_COLLNET_CHAIN,
                                       .pattern = MC_TOPO_PATTERN_TREE};
   const struct mc_topo_graph nvls = {.id = MC_TOPO_GRAPH_NVLS, .pattern = MC_TOPO_PATTERN_NVLS};
-  const struct mc_topo_graph *gs[5] = {&comm->ring_graph, &comm->tree_graph, &direct, &chain,
-                                       &nvls};
+  const struct mc_topo_graph *gs[5] = {&comm->topo.ring_graph, &comm->topo.tree_graph, &direct,
+                                       &chain, &nvls};
   FILE *f;
   ncclResult_t res;
 
@@ -80,7 +80,7 @@ static ncclResult_t dump_graphs(struct ncclComm *comm)
     MC_INFO(MC_SUB_GRAPH, "Unable to open %s, not dumping graphs.", path);
     return ncclSuccess;
   }
-  res = mc_topo_graphs_dump(comm->topo, gs, 5, f);
+  res = mc_topo_graphs_dump(comm->topo.system, gs, 5, f);
   if ((fclose(f) != 0) && (res == ncclSuccess))
     res = MC_FAIL(ncclSystemError, "NCCL_GRAPH_DUMP_FILE %s: write error", path);
   return res;
@@ -90,13 +90,14 @@ static ncclResult_t dump_graphs(struct ncclComm *comm)
 static ncclResult_t search_here(struct ncclComm *comm, const struct mc_topo_search_opts *opts,
                                 struct mc_comm_steps *steps)
 {
-  int ngpus = comm->topo->nodes[MC_TOPO_GPU].count;
+  int ngpus = comm->topo.system->nodes[MC_TOPO_GPU].count;
 
-  MC_CHECK(mc_topo_compute(comm->topo, &comm->ring_graph, opts, NULL));
+  MC_CHECK(mc_topo_compute(comm->topo.system, &comm->topo.ring_graph, opts, NULL));
   mc_comm_steps_mark(steps, "ring");
-  MC_CHECK(mc_topo_graph_init(&comm->tree_graph, MC_TOPO_GRAPH_TREE, MC_TOPO_PATTERN_BALANCED_TREE,
-                              comm->ring_graph.n_channels, comm->ring_graph.n_channels, ngpus));
-  MC_CHECK(mc_topo_compute(comm->topo, &comm->tree_graph, opts, NULL));
+  MC_CHECK(mc_topo_graph_init(&comm->topo.tree_graph, MC_TOPO_GRAPH_TREE,
+                              MC_TOPO_PATTERN_BALANCED_TREE, comm->topo.ring_graph.n_channels,
+                              comm->topo.ring_graph.n_channels, ngpus));
+  MC_CHECK(mc_topo_compute(comm->topo.system, &comm->topo.tree_graph, opts, NULL));
   mc_comm_steps_mark(steps, "tree");
   return ncclSuccess;
 }
@@ -118,25 +119,25 @@ static ncclResult_t search_shared(struct ncclComm *comm, const struct mc_topo_se
                                   struct mc_comm_steps *steps)
 {
   const struct mc_comm_nodes *nd = &comm->nodes;
-  const struct mc_topo_graph *inputs[1] = {&comm->ring_graph};
-  struct mc_topo_graph *graphs[2] = {&comm->ring_graph, &comm->tree_graph};
+  const struct mc_topo_graph *inputs[1] = {&comm->topo.ring_graph};
+  struct mc_topo_graph *graphs[2] = {&comm->topo.ring_graph, &comm->topo.tree_graph};
   struct mc_topo_paths_opts popts;
   struct shared_head head;
   uint8_t mine[MC_TOPO_SEARCH_DIGEST_BYTES];
   void *buf = NULL;
   char *data = NULL;
   size_t bytes = 0;
-  int ngpus = comm->topo->nodes[MC_TOPO_GPU].count;
+  int ngpus = comm->topo.system->nodes[MC_TOPO_GPU].count;
   ncclResult_t res = ncclSuccess;
 
   mc_topo_paths_opts_from_params(&popts);
-  mc_topo_search_digest(comm->topo, &popts, opts, inputs, 1, mine);
+  mc_topo_search_digest(comm->topo.system, &popts, opts, inputs, 1, mine);
   memset(&head, 0, sizeof(head));
   if (nd->local_rank == 0) {
     MC_CHECK(search_here(comm, opts, steps));
     memcpy(head.digest, mine, sizeof(mine));
-    MC_CHECK(mc_topo_search_export(comm->topo, (const struct mc_topo_graph *const *)graphs, 2, &buf,
-                                   &bytes));
+    MC_CHECK(mc_topo_search_export(comm->topo.system, (const struct mc_topo_graph *const *)graphs,
+                                   2, &buf, &bytes));
     head.bytes = bytes;
     res = mc_comm_bcast_tree(comm, nd->local_rank_to_rank, nd->local_ranks, 0, &head, sizeof(head),
                              TAG_SHARE_HEAD);
@@ -159,10 +160,11 @@ static ncclResult_t search_shared(struct ncclComm *comm, const struct mc_topo_se
                 res, out);
   mc_comm_steps_mark(steps, "share");
   if (memcmp(head.digest, mine, sizeof(mine)) == 0) {
-    MC_CHECK_GOTO(mc_topo_graph_init(&comm->tree_graph, MC_TOPO_GRAPH_TREE,
+    MC_CHECK_GOTO(mc_topo_graph_init(&comm->topo.tree_graph, MC_TOPO_GRAPH_TREE,
                                      MC_TOPO_PATTERN_BALANCED_TREE, 0, 0, ngpus),
                   res, out);
-    MC_CHECK_GOTO(mc_topo_search_import(comm->topo, graphs, 2, data, (size_t)head.bytes), res, out);
+    MC_CHECK_GOTO(mc_topo_search_import(comm->topo.system, graphs, 2, data, (size_t)head.bytes),
+                  res, out);
     MC_INFO(MC_SUB_GRAPH, "Graphs: rank %d takes the ring and tree graphs of rank %d (same system)",
             comm->rank, nd->local_rank_to_rank[0]);
   } else {
@@ -180,10 +182,10 @@ out:
 static ncclResult_t search(struct ncclComm *comm, struct mc_comm_steps *steps)
 {
   struct mc_topo_search_opts opts;
-  int ngpus = comm->topo->nodes[MC_TOPO_GPU].count;
+  int ngpus = comm->topo.system->nodes[MC_TOPO_GPU].count;
 
   mc_topo_search_opts_from_params(&opts);
-  MC_CHECK(mc_topo_graph_init(&comm->ring_graph, MC_TOPO_GRAPH_RING, MC_TOPO_PATTERN_RING, 1,
+  MC_CHECK(mc_topo_graph_init(&comm->topo.ring_graph, MC_TOPO_GRAPH_RING, MC_TOPO_PATTERN_RING, 1,
                               MC_TOPO_MAX_RING_CHANNELS, ngpus));
   /* A graph file is read by every rank, as NCCL does. */
   if ((comm->nodes.local_ranks > 1) && (opts.graph_file == NULL) &&
@@ -192,14 +194,14 @@ static ncclResult_t search(struct ncclComm *comm, struct mc_comm_steps *steps)
   } else {
     MC_CHECK(search_here(comm, &opts, steps));
   }
-  log_graph(comm->topo, &comm->ring_graph);
-  log_graph(comm->topo, &comm->tree_graph);
+  log_graph(comm->topo.system, &comm->topo.ring_graph);
+  log_graph(comm->topo.system, &comm->topo.tree_graph);
   return dump_graphs(comm);
 }
 
 static void log_channels(struct ncclComm *comm, const char *tree_log)
 {
-  const struct mc_topo_channels *ch = &comm->graph;
+  const struct mc_topo_channels *ch = &comm->topo.graph;
   char line[128];
   char *trees = NULL;
   size_t trees_bytes = 5 + 1023; /* "Trees" and what init.cc's 1024-byte buffer holds */
@@ -242,10 +244,10 @@ ncclResult_t mc_comm_stage_graphs(struct ncclComm *comm)
 
   mc_comm_steps_start(&steps);
   MC_CHECK(search(comm, &steps));
-  MC_CHECK(mc_topo_comp_cap(comm->topo, &cc_min, NULL));
+  MC_CHECK(mc_topo_comp_cap(comm->topo.system, &cc_min, NULL));
   MC_CHECK(mc_calloc(&all, (size_t)comm->n_ranks));
-  MC_CHECK_GOTO(mc_topo_preset(comm->topo, comm->rank, &comm->ring_graph, &comm->tree_graph, cc_min,
-                               &all[comm->rank], preset),
+  MC_CHECK_GOTO(mc_topo_preset(comm->topo.system, comm->rank, &comm->topo.ring_graph,
+                               &comm->topo.tree_graph, cc_min, &all[comm->rank], preset),
                 res, out);
   mc_comm_steps_mark(&steps, "preset");
   /* AllGather3: every rank's place in its node's rings and trees. */
@@ -264,7 +266,7 @@ ncclResult_t mc_comm_stage_graphs(struct ncclComm *comm)
     res = MC_FAIL(ncclSystemError, "out of memory");
     goto out;
   }
-  res = mc_topo_postset(comm->rank, comm->n_ranks, all, preset, &copts, lf, &comm->graph);
+  res = mc_topo_postset(comm->rank, comm->n_ranks, all, preset, &copts, lf, &comm->topo.graph);
   fclose(lf);
   if (res != ncclSuccess)
     goto out;

@@ -343,9 +343,9 @@ struct paths_msg {
 
 void mc_comm_paths_close(struct ncclComm *comm)
 {
-  if (comm->paths_fd >= 0) {
-    close(comm->paths_fd);
-    comm->paths_fd = -1;
+  if (comm->topo.paths_fd >= 0) {
+    close(comm->topo.paths_fd);
+    comm->topo.paths_fd = -1;
   }
 }
 
@@ -387,7 +387,7 @@ static void paths_publish(struct ncclComm *comm, const struct mc_topo_system *sy
     msg->paths_off = paths_off;
     msg->pid = (int32_t)getpid();
     msg->fd = fd;
-    comm->paths_fd = fd;
+    comm->topo.paths_fd = fd;
   } else {
     MC_INFO(MC_SUB_GRAPH | MC_SUB_INIT,
             "Topo: no shared paths (a memfd of %zu bytes: %s): each local rank computes its own",
@@ -678,10 +678,10 @@ ncclResult_t mc_comm_stage_topo(struct ncclComm *comm)
   }
   mc_topo_search_init(sys);
   mc_comm_steps_mark(&steps, "paths2");
-  comm->topo = sys;
+  comm->topo.system = sys;
   sys = NULL;
   if (mc_log_enabled(MC_LOG_INFO, MC_SUB_GRAPH))
-    log_system(comm->topo);
+    log_system(comm->topo.system);
   mc_comm_steps_mark(&steps, "log");
   mc_comm_steps_log(&steps, comm, "Topo");
   res = ncclSuccess;

@@ -323,4 +323,19 @@ void mc_topo_btree(int n, int r, int *up, int *down0, int *down1, int *child_typ
 void mc_topo_dtree(int n, int r, int *t0_up, int *t0_down0, int *t0_down1, int *t0_child_type,
                    int *t1_up, int *t1_down0, int *t1_down1, int *t1_child_type);
 
+/* A communicator's topology and graphs (its part of struct ncclComm,
+ * comm->topo): set by init's stages "topo" (init_topo.c) and "graphs"
+ * (init_graphs.c), freed with the communicator. */
+struct mc_comm_topo {
+  struct mc_topo_system *system; /* this rank's final (trimmed) system, with paths */
+  /* Local rank 0 with MESHCCL_PATHS_SHARE: the memfd of its paths, which the
+   * other local ranks open through /proc, closed once every local rank has
+   * passed init (or init failed); -1 when none. */
+  int paths_fd;
+  /* The searched graphs of this rank's node and its channels (Postset). */
+  struct mc_topo_graph ring_graph;
+  struct mc_topo_graph tree_graph;
+  struct mc_topo_channels graph;
+};
+
 #endif /* MC_TOPO_GRAPH_H */
