@@ -106,7 +106,7 @@ static int tune_func(enum mc_coll_kind kind)
  * how much). */
 int mc_coll_channels_for_slots(const struct ncclComm *comm, size_t bytes, size_t per)
 {
-  int nc = comm->n_channels;
+  int nc = comm->data.n_channels;
 
   if (per == 0)
     per = 1;

@@ -195,7 +195,7 @@ static void notices_flush(struct ncclComm *comm, struct mc_conn **net, int n_net
     left = false;
     for (int i = 0; i < n_net; i++)
       left = left || ((mc_conn_error(net[i]) == 0) && !mc_conn_send_drained(net[i]));
-    if (left && !mc_proxy_help(comm->tp.proxy))
+    if (left && !mc_proxy_help(comm->data.tp.proxy))
       sched_yield();
   }
 }
@@ -207,13 +207,13 @@ void mc_coll_notices_send(const struct mc_coll_plan *pl, struct ncclComm *comm,
 {
   /* The NET connections whose notice is waited for: at most every send
    * connection (without memory, none is: the notices may then be lost). */
-  int cap = comm->n_channels * (2 + MC_TREE_MAX_ARITY) + 2 * comm->n_ranks;
+  int cap = comm->data.n_channels * (2 + MC_TREE_MAX_ARITY) + 2 * comm->n_ranks;
   struct mc_conn **net = calloc((size_t)cap, sizeof(*net));
   int n_net = 0;
   struct mc_conn *sends[2 + MC_TREE_MAX_ARITY];
 
-  for (int c = 0; (comm->channels != NULL) && (c < comm->n_channels); c++) {
-    struct mc_channel *ch = &comm->channels[c];
+  for (int c = 0; (comm->data.channels != NULL) && (c < comm->data.n_channels); c++) {
+    struct mc_channel *ch = &comm->data.channels[c];
     sends[0] = &ch->send;
     sends[1] = &ch->tree_send_up;
     for (int i = 0; i < MC_TREE_MAX_ARITY; i++)
@@ -337,8 +337,8 @@ int mc_coll_stray_check(struct mc_coll_batch *b, const struct mc_coll_plan *pl, 
     struct ncclComm *comm = b->ops[i].comm;
     if (!mc_coll_batch_comm_first(b, i) || (comm->n_ranks < 2))
       continue;
-    for (int c = 0; (comm->channels != NULL) && (c < comm->n_channels); c++) {
-      struct mc_channel *ch = &comm->channels[c];
+    for (int c = 0; (comm->data.channels != NULL) && (c < comm->data.n_channels); c++) {
+      struct mc_channel *ch = &comm->data.channels[c];
       if (stray_conn(b, pl, comm, &ch->recv, net_too, res, op_out) ||
           stray_conn(b, pl, comm, &ch->tree_recv_up, net_too, res, op_out))
         return 1;
@@ -520,8 +520,8 @@ ncclResult_t mc_coll_batch_probe(struct mc_coll_batch *b, struct ncclComm **fail
     t.algo = &probe_ops;
     t.n_ranks = comm->n_ranks;
     t.rank = comm->rank;
-    t.send[0] = &comm->channels[0].send;
-    t.recv[0] = &comm->channels[0].recv;
+    t.send[0] = &comm->data.channels[0].send;
+    t.recv[0] = &comm->data.channels[0].recv;
     t.n_send = 1;
     t.n_recv = 1;
     t.n_steps = comm->n_ranks - 1;

@@ -131,17 +131,17 @@ static ncclResult_t task_health(const struct mc_task *t)
 
 int mc_coll_comm_conns(const struct ncclComm *comm)
 {
-  return ((comm->channels != NULL) ? comm->n_channels * CONNS_PER_CHANNEL : 0) +
+  return ((comm->data.channels != NULL) ? comm->data.n_channels * CONNS_PER_CHANNEL : 0) +
          comm->n_ranks * CONNS_PER_PEER;
 }
 
 struct mc_conn *mc_coll_comm_conn(struct ncclComm *comm, int i)
 {
-  int n_ch = (comm->channels != NULL) ? comm->n_channels * CONNS_PER_CHANNEL : 0;
+  int n_ch = (comm->data.channels != NULL) ? comm->data.n_channels * CONNS_PER_CHANNEL : 0;
   struct mc_conn *c = NULL;
 
   if (i < n_ch) {
-    struct mc_channel *ch = &comm->channels[i / CONNS_PER_CHANNEL];
+    struct mc_channel *ch = &comm->data.channels[i / CONNS_PER_CHANNEL];
     int j = i % CONNS_PER_CHANNEL;
     struct mc_conn *fixed[4] = {&ch->send, &ch->recv, &ch->tree_send_up, &ch->tree_recv_up};
     if (j < 4)
@@ -193,7 +193,7 @@ ncclResult_t mc_coll_proxies_wedged(struct mc_coll_batch *b, uint64_t limit_ns,
   for (int i = 0; i < b->n_ops; i++) {
     struct ncclComm *comm = b->ops[i].comm;
     if (!mc_coll_batch_comm_first(b, i) ||
-        !mc_proxy_wedged_check(comm->tp.proxy, now, limit_ns, text, sizeof(text)))
+        !mc_proxy_wedged_check(comm->data.tp.proxy, now, limit_ns, text, sizeof(text)))
       continue;
     *failed = comm;
     return MC_FAIL(ncclRemoteError, "%s", text);

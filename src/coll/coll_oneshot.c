@@ -130,7 +130,7 @@ static bool oneshot_supports(const struct mc_op *op)
 
   return (op->kind == MC_COLL_ALLREDUCE) && (comm->nodes.n_nodes == 1) && (comm->n_ranks > 1) &&
          (bytes <= limit) &&
-         ((size_t)comm->n_ranks * ((bytes + 63) & ~(size_t)63) <= comm->tp.slot_bytes);
+         ((size_t)comm->n_ranks * ((bytes + 63) & ~(size_t)63) <= comm->data.tp.slot_bytes);
 }
 
 bool mc_coll_oneshot_connected(const struct ncclComm *comm)
@@ -193,7 +193,7 @@ static ncclResult_t oneshot_plan(struct mc_op *op, struct mc_coll_plan *pl)
   t.n_ranks = comm->n_ranks;
   t.rank = comm->rank;
   t.len = op->count;
-  t.bounce = comm->scratch + (size_t)comm->n_channels * comm->tp.slot_bytes;
+  t.bounce = comm->data.scratch + (size_t)comm->data.n_channels * comm->data.tp.slot_bytes;
   return mc_coll_plan_add(pl, &t);
 }
 

@@ -137,18 +137,13 @@ struct ncclComm {
   char last_error[MC_LAST_ERROR_BYTES];
   struct mc_comm_group *group; /* siblings launched together (abort propagation) */
   struct mc_comm_topo topo;    /* topo/topo_graph.h */
-  /* Data path (stage "connect", src/transport; used by src/coll). */
-  struct mc_tp_peer *tp_peers;
-  struct mc_tp_comm tp;
-  int n_channels;
-  struct mc_channel *channels; /* [n_channels] */
+  struct mc_comm_data data;    /* transport/transport.h */
   struct mc_conn **p2p_send;   /* [n_ranks], connected at first use */
   struct mc_conn **p2p_recv;
   struct mc_conn **os_send; /* [n_ranks] one-shot all-reduce, connected at first use */
   struct mc_conn **os_recv;
   const void **os_srcs;           /* [n_ranks] one-shot: the inputs of one reduction */
   struct mc_mem_peers *mem_peers; /* peers' ncclMemAlloc memory mapped here (init_mem.c) */
-  char *scratch;                  /* n_channels + 1 slot-sized bounce buffers */
   bool trees_connected;           /* every channel's tree connections are made */
   /* NCCL_ALGO / NCCL_PROTO as init read them (mc_comm_algo_env_load). */
   bool algo_env_ready;
@@ -183,7 +178,6 @@ struct ncclComm {
    * thread's open group, else 0; atomic. holds: that thread's nesting. */
   unsigned long holder;
   int holds;
-  int spin_passes; /* idle polls before yielding: few when the host's ranks outnumber its CPUs */
   /* Host meaning of NCCL's registration and lifecycle calls (init_mem.c, init_api.c). */
   pthread_mutex_t reg_lock;          /* guards regs and windows */
   struct mc_comm_reg *regs;          /* ncclCommRegister handles, freed at destroy */

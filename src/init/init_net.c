@@ -245,7 +245,7 @@ void mc_comm_net_fini(struct ncclComm *comm)
 {
   /* A proxy thread abandoned inside a plugin call may still use the
    * context (tp_net.c): it is left to it. */
-  if ((comm->net.ops != NULL) && (comm->net.ctx != NULL) && !comm->tp.proxy_abandoned)
+  if ((comm->net.ops != NULL) && (comm->net.ctx != NULL) && !comm->data.tp.proxy_abandoned)
     (void)comm->net.ops->finalize(comm->net.ctx);
   comm->net.ctx = NULL;
   comm->net.ops = NULL;

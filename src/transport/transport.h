@@ -441,4 +441,18 @@ void mc_proxy_activity(struct mc_proxy *p, int delta);
  * creating a segment and their peer mapping it (once per communicator init). */
 void mc_tp_collect_orphans(void);
 
+struct mc_channel; /* init/comm.h: a channel's ring, tree and their connections */
+
+/* A communicator's data path (its part of struct ncclComm, comm->data): the
+ * transports and channels init's stage "connect" makes (init_connect.c)
+ * and the collectives (src/coll) run on; freed by mc_comm_free_connections. */
+struct mc_comm_data {
+  struct mc_tp_peer *tp_peers; /* [n_ranks] what the transports know of each peer */
+  struct mc_tp_comm tp;
+  int n_channels;
+  struct mc_channel *channels; /* [n_channels] */
+  char *scratch;               /* n_channels + 1 slot-sized bounce buffers */
+  int spin_passes; /* idle polls before yielding: few when the host's ranks outnumber its CPUs */
+};
+
 #endif /* MC_TRANSPORT_H */
