@@ -19,6 +19,7 @@
 #include "topo/topo_algo.h"
 #include "topo/topo_tuning.h"
 #include "transport/transport.h"
+#include "init/init_mem.h"
 
 #define MC_HOST_BYTES        64
 #define MC_LAST_ERROR_BYTES  1024
@@ -142,9 +143,8 @@ struct ncclComm {
   struct mc_conn **p2p_recv;
   struct mc_conn **os_send; /* [n_ranks] one-shot all-reduce, connected at first use */
   struct mc_conn **os_recv;
-  const void **os_srcs;           /* [n_ranks] one-shot: the inputs of one reduction */
-  struct mc_mem_peers *mem_peers; /* peers' ncclMemAlloc memory mapped here (init_mem.c) */
-  bool trees_connected;           /* every channel's tree connections are made */
+  const void **os_srcs; /* [n_ranks] one-shot: the inputs of one reduction */
+  bool trees_connected; /* every channel's tree connections are made */
   /* NCCL_ALGO / NCCL_PROTO as init read them (mc_comm_algo_env_load). */
   bool algo_env_ready;
   bool tune_ready;
@@ -178,57 +178,12 @@ struct ncclComm {
    * thread's open group, else 0; atomic. holds: that thread's nesting. */
   unsigned long holder;
   int holds;
-  /* Host meaning of NCCL's registration and lifecycle calls (init_mem.c, init_api.c). */
-  pthread_mutex_t reg_lock;          /* guards regs and windows */
-  struct mc_comm_reg *regs;          /* ncclCommRegister handles, freed at destroy */
-  struct ncclWindow_vidmem *windows; /* ncclCommWindowRegister windows, freed at destroy */
-  int is_suspended;                  /* ncclCommSuspend .. ncclCommResume; atomic */
-  int is_revoked;                    /* ncclCommRevoke: collectives fail; atomic */
+  struct mc_comm_mem mem; /* init/init_mem.h */
+  /* Host meaning of NCCL's lifecycle calls (init_api.c). */
+  int is_suspended; /* ncclCommSuspend .. ncclCommResume; atomic */
+  int is_revoked;   /* ncclCommRevoke: collectives fail; atomic */
 };
 
-/* Frees every registration and window of comm (destroy). */
-void mc_comm_regs_free(struct ncclComm *comm);
-
-/* Where [p, p + bytes) lies in an ncclMemAlloc allocation of this process
- * (init_mem.c): what a peer on this host needs to map it
- * (/proc/<pid>/fd/<fd>, id naming the allocation for its cache). */
-struct mc_mem_ref {
-  int pid;
-  int fd;
-  uint64_t id;
-  uint64_t ino; /* the memfd's st_ino and st_dev, checked by the peer that opens it */
-  uint64_t dev;
-  size_t alloc_bytes;
-  size_t offset;
-};
-bool mc_mem_lookup(const void *p, size_t bytes, struct mc_mem_ref *out);
-/* ncclMemFree in this process: how many so far (*gen_out) and the ids of
- * the last MC_MEM_FREED_IDS freed, the latest first (0 past gen). */
-#define MC_MEM_FREED_IDS 8
-void mc_mem_frees(uint64_t *gen_out, uint64_t freed_out[MC_MEM_FREED_IDS]);
-/* A new operation maps peers' memory (mc_mem_peer_map): the mappings it
- * uses stay until it ends. Drops the others past MESHCCL_SYM_MAP_BYTES. */
-ncclResult_t mc_mem_peers_op(struct ncclComm *comm);
-/* Rank peer said (mc_mem_frees of its process) that it freed gen
- * allocations so far, the last of them freed: drops this communicator's
- * mappings of those (of all of peer's not used by this operation when more
- * were freed since it last said). */
-void mc_mem_peer_frees(struct ncclComm *comm, int peer, uint64_t gen,
-                       const uint64_t freed[MC_MEM_FREED_IDS]);
-/* Bytes and mappings of peers' memory held by comm now. */
-size_t mc_mem_peers_held(const struct ncclComm *comm, int *n_out);
-/* The operation's peer buffers: [n_ranks] inputs and outputs (the caller's). */
-const char **mc_mem_peers_in(struct ncclComm *comm);
-const char **mc_mem_peers_out(struct ncclComm *comm);
-/* Where the memory ref (of rank peer, on this host, in this PID namespace)
- * is mapped here: *out (read-only). ncclSystemError naming the path when it
- * cannot be opened; ncclRemoteError naming the peer when what it opens is
- * not the memfd ref says (inode, device) or is smaller than alloc_bytes:
- * nothing is mapped then (a mapping past the file's end is a SIGBUS). */
-ncclResult_t mc_mem_peer_map(struct ncclComm *comm, int peer, const struct mc_mem_ref *ref,
-                             const char **out);
-/* [p, p + bytes) lies in a NCCL_WIN_COLL_SYMMETRIC window of comm. */
-bool mc_comm_sym_window(struct ncclComm *comm, const void *p, size_t bytes);
 /* ncclInvalidUsage naming call when comm is suspended or revoked. */
 ncclResult_t mc_comm_usable(const struct ncclComm *comm, const char *call);
 

@@ -72,7 +72,7 @@ ncclResult_t mc_comm_alloc(int n_ranks, const ncclUniqueId *id, int rank, int de
     return ncclSystemError;
   }
   pthread_mutex_init(&comm->redop_lock, NULL);
-  pthread_mutex_init(&comm->reg_lock, NULL);
+  pthread_mutex_init(&comm->mem.reg_lock, NULL);
   comm->rank = rank;
   comm->n_ranks = n_ranks;
   comm->dev = (dev_requested >= 0) ? dev_requested : 0;
@@ -387,7 +387,7 @@ void mc_comm_free(struct ncclComm *comm, int root_wait_ms)
   comm->n_redops = 0;
   pthread_mutex_destroy(&comm->redop_lock);
   mc_comm_regs_free(comm);
-  pthread_mutex_destroy(&comm->reg_lock);
+  pthread_mutex_destroy(&comm->mem.reg_lock);
   mc_boot_destroy(comm->bootstrap.boot);
   mc_boot_root_release(comm->bootstrap.root, root_wait_ms);
   for (int i = 0; (comm->bootstrap.id_roots != NULL) && (i < comm->bootstrap.n_ids); i++)

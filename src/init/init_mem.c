@@ -14,6 +14,8 @@
  * dev_runtime.cc in their argument checks; registrations and windows hang
  * off the communicator and are freed with it.
  */
+#include "init_mem.h"
+
 #include "comm.h"
 
 #include <errno.h>
@@ -227,10 +229,10 @@ ncclResult_t ncclCommRegister(const ncclComm_t comm, void *buff, size_t size, vo
   reg->magic = MC_REG_MAGIC;
   reg->buff = buff;
   reg->size = size;
-  pthread_mutex_lock(&comm->reg_lock);
-  reg->next = comm->regs;
-  comm->regs = reg;
-  pthread_mutex_unlock(&comm->reg_lock);
+  pthread_mutex_lock(&comm->mem.reg_lock);
+  reg->next = comm->mem.regs;
+  comm->mem.regs = reg;
+  pthread_mutex_unlock(&comm->mem.reg_lock);
   MC_INFO(MC_SUB_REG, "ncclCommRegister comm %p rank %d buff %p size %zu -> handle %p",
           (void *)comm, comm->rank, buff, size, (void *)reg);
   *handle = reg;
@@ -247,15 +249,15 @@ ncclResult_t ncclCommDeregister(const ncclComm_t comm, void *handle)
   MC_CHECK(mc_comm_check(comm, "ncclCommDeregister"));
   if (handle == NULL)
     return MC_FAIL(ncclInvalidArgument, "ncclCommDeregister : handle argument is NULL");
-  pthread_mutex_lock(&comm->reg_lock);
-  for (pp = &comm->regs; *pp != NULL; pp = &(*pp)->next) {
+  pthread_mutex_lock(&comm->mem.reg_lock);
+  for (pp = &comm->mem.regs; *pp != NULL; pp = &(*pp)->next) {
     if (*pp == handle) {
       found = *pp;
       *pp = found->next;
       break;
     }
   }
-  pthread_mutex_unlock(&comm->reg_lock);
+  pthread_mutex_unlock(&comm->mem.reg_lock);
   if (found == NULL)
     return MC_FAIL(ncclInvalidArgument,
                    "ncclCommDeregister : handle %p is not a registration of comm %p (already "
@@ -307,10 +309,10 @@ ncclResult_t ncclCommWindowRegister(ncclComm_t comm, void *buff, size_t size, nc
   w->buff = buff;
   w->size = size;
   w->flags = winFlags;
-  pthread_mutex_lock(&comm->reg_lock);
-  w->next = comm->windows;
-  comm->windows = w;
-  pthread_mutex_unlock(&comm->reg_lock);
+  pthread_mutex_lock(&comm->mem.reg_lock);
+  w->next = comm->mem.windows;
+  comm->mem.windows = w;
+  pthread_mutex_unlock(&comm->mem.reg_lock);
   MC_INFO(MC_SUB_REG, "ncclCommWindowRegister comm %p rank %d buff %p size %zu flags 0x%x -> %p",
           (void *)comm, comm->rank, buff, size, (unsigned)winFlags, (void *)w);
   *win = w;
@@ -323,8 +325,8 @@ static struct ncclWindow_vidmem *find_window(struct ncclComm *comm, ncclWindow_t
   struct ncclWindow_vidmem **pp;
   struct ncclWindow_vidmem *found = NULL;
 
-  pthread_mutex_lock(&comm->reg_lock);
-  for (pp = &comm->windows; *pp != NULL; pp = &(*pp)->next) {
+  pthread_mutex_lock(&comm->mem.reg_lock);
+  for (pp = &comm->mem.windows; *pp != NULL; pp = &(*pp)->next) {
     if (*pp == win) {
       found = *pp;
       if (unlink)
@@ -332,7 +334,7 @@ static struct ncclWindow_vidmem *find_window(struct ncclComm *comm, ncclWindow_t
       break;
     }
   }
-  pthread_mutex_unlock(&comm->reg_lock);
+  pthread_mutex_unlock(&comm->mem.reg_lock);
   return found;
 }
 
@@ -415,7 +417,7 @@ static size_t map_bound(void)
 /* Unmaps maps[i] (why: for the log) and moves the last one into its place. */
 static void map_drop(struct ncclComm *comm, int i, const char *why)
 {
-  struct mc_mem_peers *c = comm->mem_peers;
+  struct mc_mem_peers *c = comm->mem.peers;
   struct peer_map *m = &c->maps[i];
 
   (void)munmap((void *)(uintptr_t)m->base, m->bytes);
@@ -445,7 +447,7 @@ static int map_lru(const struct mc_mem_peers *c)
  * free); false when the operation's own mappings leave no slot. */
 static bool map_make_room(struct ncclComm *comm, size_t bytes)
 {
-  struct mc_mem_peers *c = comm->mem_peers;
+  struct mc_mem_peers *c = comm->mem.peers;
   int i;
 
   while ((c->n == MAPS_MAX) || (c->held_bytes + bytes > map_bound())) {
@@ -458,7 +460,7 @@ static bool map_make_room(struct ncclComm *comm, size_t bytes)
 
 ncclResult_t mc_mem_peers_op(struct ncclComm *comm)
 {
-  struct mc_mem_peers *c = comm->mem_peers;
+  struct mc_mem_peers *c = comm->mem.peers;
 
   if (c == NULL) {
     MC_CHECK(mc_calloc(&c, 1));
@@ -468,7 +470,7 @@ ncclResult_t mc_mem_peers_op(struct ncclComm *comm)
       free(c);
       return ncclSystemError;
     }
-    comm->mem_peers = c;
+    comm->mem.peers = c;
   }
   c->tick++;
   (void)map_make_room(comm, 0); /* nothing is in use yet: back within the bound */
@@ -477,17 +479,17 @@ ncclResult_t mc_mem_peers_op(struct ncclComm *comm)
 
 const char **mc_mem_peers_in(struct ncclComm *comm)
 {
-  return comm->mem_peers->ptr;
+  return comm->mem.peers->ptr;
 }
 
 const char **mc_mem_peers_out(struct ncclComm *comm)
 {
-  return comm->mem_peers->ptr + comm->n_ranks;
+  return comm->mem.peers->ptr + comm->n_ranks;
 }
 
 size_t mc_mem_peers_held(const struct ncclComm *comm, int *n_out)
 {
-  const struct mc_mem_peers *c = comm->mem_peers;
+  const struct mc_mem_peers *c = comm->mem.peers;
 
   *n_out = (c != NULL) ? c->n : 0;
   return (c != NULL) ? c->held_bytes : 0;
@@ -496,7 +498,7 @@ size_t mc_mem_peers_held(const struct ncclComm *comm, int *n_out)
 void mc_mem_peer_frees(struct ncclComm *comm, int peer, uint64_t gen,
                        const uint64_t freed[MC_MEM_FREED_IDS])
 {
-  struct mc_mem_peers *c = comm->mem_peers;
+  struct mc_mem_peers *c = comm->mem.peers;
   uint64_t news = gen - c->seen_gen[peer];
   int i = 0;
 
@@ -557,7 +559,7 @@ static ncclResult_t peer_open(struct ncclComm *comm, int peer, const struct mc_m
 ncclResult_t mc_mem_peer_map(struct ncclComm *comm, int peer, const struct mc_mem_ref *ref,
                              const char **out)
 {
-  struct mc_mem_peers *c = comm->mem_peers;
+  struct mc_mem_peers *c = comm->mem.peers;
   struct peer_map *m;
   char path[64];
   void *p;
@@ -610,7 +612,7 @@ ncclResult_t mc_mem_peer_map(struct ncclComm *comm, int peer, const struct mc_me
 
 static void mem_peers_free(struct ncclComm *comm)
 {
-  struct mc_mem_peers *c = comm->mem_peers;
+  struct mc_mem_peers *c = comm->mem.peers;
 
   if (c == NULL)
     return;
@@ -619,7 +621,7 @@ static void mem_peers_free(struct ncclComm *comm)
   free(c->seen_gen);
   free(c->ptr);
   free(c);
-  comm->mem_peers = NULL;
+  comm->mem.peers = NULL;
 }
 
 bool mc_comm_sym_window(struct ncclComm *comm, const void *p, size_t bytes)
@@ -627,8 +629,8 @@ bool mc_comm_sym_window(struct ncclComm *comm, const void *p, size_t bytes)
   const char *c = p;
   bool ok = false;
 
-  pthread_mutex_lock(&comm->reg_lock);
-  for (const struct ncclWindow_vidmem *w = comm->windows; w != NULL; w = w->next) {
+  pthread_mutex_lock(&comm->mem.reg_lock);
+  for (const struct ncclWindow_vidmem *w = comm->mem.windows; w != NULL; w = w->next) {
     const char *b = w->buff;
     if (((w->flags & NCCL_WIN_COLL_SYMMETRIC) != 0) && (c >= b) && (c <= b + w->size) &&
         (bytes <= (size_t)(b + w->size - c))) {
@@ -636,7 +638,7 @@ bool mc_comm_sym_window(struct ncclComm *comm, const void *p, size_t bytes)
       break;
     }
   }
-  pthread_mutex_unlock(&comm->reg_lock);
+  pthread_mutex_unlock(&comm->mem.reg_lock);
   return ok;
 }
 
@@ -645,14 +647,14 @@ void mc_comm_regs_free(struct ncclComm *comm)
   if (comm == NULL)
     return;
   mem_peers_free(comm);
-  while (comm->regs != NULL) {
-    struct mc_comm_reg *r = comm->regs;
-    comm->regs = r->next;
+  while (comm->mem.regs != NULL) {
+    struct mc_comm_reg *r = comm->mem.regs;
+    comm->mem.regs = r->next;
     free(r);
   }
-  while (comm->windows != NULL) {
-    struct ncclWindow_vidmem *w = comm->windows;
-    comm->windows = w->next;
+  while (comm->mem.windows != NULL) {
+    struct ncclWindow_vidmem *w = comm->mem.windows;
+    comm->mem.windows = w->next;
     free(w);
   }
 }
