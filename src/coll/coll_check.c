@@ -191,7 +191,8 @@ static void notices_flush(struct ncclComm *comm, struct mc_conn **net, int n_net
   struct mc_deadline dl = mc_deadline_in_ms(NOTICE_FLUSH_MS);
   bool left = true;
 
-  while (left && !mc_deadline_passed(dl) && !__atomic_load_n(&comm->abort_flag, __ATOMIC_ACQUIRE)) {
+  while (left && !mc_deadline_passed(dl) &&
+         !__atomic_load_n(&comm->life.abort_flag, __ATOMIC_ACQUIRE)) {
     left = false;
     for (int i = 0; i < n_net; i++)
       left = left || ((mc_conn_error(net[i]) == 0) && !mc_conn_send_drained(net[i]));

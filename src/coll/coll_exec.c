@@ -297,7 +297,7 @@ static void batch_fail(struct mc_coll_batch *b, ncclResult_t res, const struct n
   /* An aborted communicator (ncclCommAbort; not a revoke, which also sets
    * the abort flag) fails the batch's others too: their tasks (with its
    * ranks, in one process) may have moved some steps already. */
-  if ((failed != NULL) && __atomic_load_n(&failed->is_aborted, __ATOMIC_ACQUIRE))
+  if ((failed != NULL) && __atomic_load_n(&failed->life.is_aborted, __ATOMIC_ACQUIRE))
     failed = NULL;
 
   mc_error_last_copy(why, sizeof(why));

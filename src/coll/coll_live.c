@@ -107,7 +107,7 @@ static ncclResult_t task_aborted(const struct mc_task *t)
 {
   struct ncclComm *comm = t->op->comm;
 
-  if (__atomic_load_n(&comm->abort_flag, __ATOMIC_ACQUIRE))
+  if (__atomic_load_n(&comm->life.abort_flag, __ATOMIC_ACQUIRE))
     return MC_FAIL(ncclInvalidUsage, "%s: communicator %p was aborted", mc_coll_name(t->op->kind),
                    (void *)comm);
   return ncclSuccess;
@@ -160,7 +160,7 @@ struct mc_conn *mc_coll_comm_conn(struct ncclComm *comm, int i)
 
 static void poison_conn(struct ncclComm *comm, struct mc_conn *c)
 {
-  if ((c != NULL) && __atomic_load_n(&comm->is_aborted, __ATOMIC_ACQUIRE))
+  if ((c != NULL) && __atomic_load_n(&comm->life.is_aborted, __ATOMIC_ACQUIRE))
     mc_conn_post_abort(c, comm->rank);
   if ((c != NULL) && (mc_conn_error(c) == 0))
     mc_conn_set_error(c, ncclRemoteError);
@@ -178,7 +178,7 @@ void mc_coll_comm_fail(struct ncclComm *comm, ncclResult_t res)
   for (int i = 0; i < mc_coll_comm_conns(comm); i++)
     poison_conn(comm, mc_coll_comm_conn(comm, i));
   mc_comm_free_connections(comm);
-  __atomic_store_n(&comm->async_result, (int)res, __ATOMIC_RELEASE);
+  __atomic_store_n(&comm->life.async_result, (int)res, __ATOMIC_RELEASE);
 }
 
 /* A proxy thread of the batch blocked inside one plugin call for

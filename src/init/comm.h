@@ -109,8 +109,51 @@ struct mc_comm_timings {
 
 enum mc_comm_init_kind { MC_INIT_RANK, MC_INIT_ALL, MC_INIT_SPLIT, MC_INIT_GROW };
 
-/* Whether a handle is a live communicator is the registry's to say
- * (core/registry.h: mc_comm_check), never the object's: a destroyed one is freed. */
+/* A communicator's lifecycle and threading (its part of struct ncclComm,
+ * comm->life): its init (init_comm.c, init_group.c), its uses and the
+ * thread that drives it, the states NCCL's calls put it in (init_api.c).
+ * Fields marked atomic are read and written with __atomic builtins. */
+struct mc_comm_life {
+  uint32_t abort_flag; /* set by ncclCommAbort or a failed sibling of a group */
+  int async_result;    /* ncclResult_t, read/written atomically */
+  bool has_init_thread;
+  pthread_t init_thread;
+  struct mc_comm_group *group; /* siblings launched together (abort propagation) */
+  bool is_finalized;
+  /* Uses of the communicator (mc_comm_enter .. mc_comm_leave: a collective
+   * call, and each operation queued in a group until its ncclGroupEnd);
+   * atomic, changed under init_api.c's users lock with the flags below.
+   * Abort waits for them to leave before it frees the communicator. */
+  int users;
+  bool is_closing;  /* ncclCommDestroy or ncclCommAbort began: mc_comm_enter refuses */
+  bool is_aborted;  /* ... and it was ncclCommAbort: connections tell the peers so */
+  bool is_orphaned; /* abort stopped waiting for users: the last one frees it */
+  /* The one thread that drives the communicator (mc_comm_hold): its
+   * pthread_self() while a collective runs or its operations wait in that
+   * thread's open group, else 0; atomic. holds: that thread's nesting. */
+  unsigned long holder;
+  int holds;
+  int is_suspended; /* ncclCommSuspend .. ncclCommResume; atomic */
+  int is_revoked;   /* ncclCommRevoke: collectives fail; atomic */
+};
+
+/*
+ * The communicator (NCCL's struct ncclComm). Its identity comes first; each
+ * layer's state is a part embedded by value, declared in that layer's
+ * header and named for it:
+ *
+ *   comm->bootstrap  struct mc_comm_bootstrap  bootstrap/bootstrap.h  the rank's bootstrap, roots
+ *   comm->net        struct mc_comm_net        net/net.h              the net, its context, secret
+ *   comm->topo       struct mc_comm_topo       topo/topo_graph.h      system, paths, graphs
+ *   comm->data       struct mc_comm_data       transport/transport.h  transports, channels
+ *   comm->mem        struct mc_comm_mem        init/init_mem.h        registrations, windows,
+ * peers' memory comm->life       struct mc_comm_life       init/comm.h            init thread,
+ * uses, holder, states
+ *
+ * followed by the collectives' state (src/coll). Whether a handle is a live
+ * communicator is the registry's to say (core/registry.h: mc_comm_check),
+ * never the object's: a destroyed one is freed.
+ */
 struct ncclComm {
   int rank;
   int n_ranks;
@@ -119,14 +162,7 @@ struct ncclComm {
   enum mc_comm_init_kind init_kind;
   ncclUniqueId id;
   uint64_t comm_hash;
-  struct mc_comm_net net; /* net/net.h */
-  ncclConfig_t config;    /* resolved: blocking is 0 or 1 */
-  uint32_t abort_flag;    /* set by ncclCommAbort or a failed sibling of a group */
-  int async_result;       /* ncclResult_t, read/written atomically */
-  bool has_init_thread;
-  pthread_t init_thread;
-  bool is_finalized;
-  struct mc_comm_bootstrap bootstrap; /* bootstrap/bootstrap.h */
+  ncclConfig_t config; /* resolved: blocking is 0 or 1 */
   struct mc_peer_info *peers;
   struct mc_comm_nodes nodes;
   /* Every rank of this rank's host is in one PID namespace (the same on
@@ -136,10 +172,14 @@ struct ncclComm {
   struct mc_comm_timings t;
   double t_start;
   char last_error[MC_LAST_ERROR_BYTES];
-  struct mc_comm_group *group; /* siblings launched together (abort propagation) */
-  struct mc_comm_topo topo;    /* topo/topo_graph.h */
-  struct mc_comm_data data;    /* transport/transport.h */
-  struct mc_conn **p2p_send;   /* [n_ranks], connected at first use */
+  struct mc_comm_bootstrap bootstrap;
+  struct mc_comm_net net;
+  struct mc_comm_topo topo;
+  struct mc_comm_data data;
+  struct mc_comm_mem mem;
+  struct mc_comm_life life;
+  /* The collectives' state (src/coll). */
+  struct mc_conn **p2p_send; /* [n_ranks], connected at first use */
   struct mc_conn **p2p_recv;
   struct mc_conn **os_send; /* [n_ranks] one-shot all-reduce, connected at first use */
   struct mc_conn **os_recv;
@@ -165,23 +205,6 @@ struct ncclComm {
   uint64_t op_count;
   uint64_t op_count_launch; /* src/coll's number of the batch that last advanced op_count */
   int colls_running;        /* threads inside a collective on this comm (revoke waits for them) */
-  /* Uses of the communicator (mc_comm_enter .. mc_comm_leave: a collective
-   * call, and each operation queued in a group until its ncclGroupEnd);
-   * atomic, changed under init_api.c's users lock with the flags below.
-   * Abort waits for them to leave before it frees the communicator. */
-  int users;
-  bool is_closing;  /* ncclCommDestroy or ncclCommAbort began: mc_comm_enter refuses */
-  bool is_aborted;  /* ... and it was ncclCommAbort: connections tell the peers so */
-  bool is_orphaned; /* abort stopped waiting for users: the last one frees it */
-  /* The one thread that drives the communicator (mc_comm_hold): its
-   * pthread_self() while a collective runs or its operations wait in that
-   * thread's open group, else 0; atomic. holds: that thread's nesting. */
-  unsigned long holder;
-  int holds;
-  struct mc_comm_mem mem; /* init/init_mem.h */
-  /* Host meaning of NCCL's lifecycle calls (init_api.c). */
-  int is_suspended; /* ncclCommSuspend .. ncclCommResume; atomic */
-  int is_revoked;   /* ncclCommRevoke: collectives fail; atomic */
 };
 
 /* ncclInvalidUsage naming call when comm is suspended or revoked. */

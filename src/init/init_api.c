@@ -68,9 +68,9 @@ ncclResult_t mc_comm_enter(struct ncclComm *comm, const char *call)
   ncclResult_t res;
 
   pthread_mutex_lock(&users_lock);
-  res = (mc_comm_is_live(comm) && !comm->is_closing) ? ncclSuccess : ncclInvalidArgument;
+  res = (mc_comm_is_live(comm) && !comm->life.is_closing) ? ncclSuccess : ncclInvalidArgument;
   if (res == ncclSuccess)
-    __atomic_add_fetch(&comm->users, 1, __ATOMIC_ACQ_REL);
+    __atomic_add_fetch(&comm->life.users, 1, __ATOMIC_ACQ_REL);
   pthread_mutex_unlock(&users_lock);
   if (res == ncclSuccess)
     return ncclSuccess;
@@ -84,7 +84,7 @@ ncclResult_t mc_comm_enter(struct ncclComm *comm, const char *call)
 
 void mc_comm_ref(struct ncclComm *comm)
 {
-  __atomic_add_fetch(&comm->users, 1, __ATOMIC_ACQ_REL);
+  __atomic_add_fetch(&comm->life.users, 1, __ATOMIC_ACQ_REL);
 }
 
 void mc_comm_leave(struct ncclComm *comm)
@@ -92,7 +92,8 @@ void mc_comm_leave(struct ncclComm *comm)
   bool is_last;
 
   pthread_mutex_lock(&users_lock);
-  is_last = (__atomic_sub_fetch(&comm->users, 1, __ATOMIC_ACQ_REL) == 0) && comm->is_orphaned;
+  is_last =
+      (__atomic_sub_fetch(&comm->life.users, 1, __ATOMIC_ACQ_REL) == 0) && comm->life.is_orphaned;
   pthread_mutex_unlock(&users_lock);
   if (is_last) {
     MC_INFO(MC_SUB_INIT | MC_SUB_DESTROY,
@@ -114,13 +115,13 @@ ncclResult_t mc_comm_hold(struct ncclComm *comm, const char *call)
   unsigned long me = this_thread();
   unsigned long holder = 0;
 
-  if (__atomic_compare_exchange_n(&comm->holder, &holder, me, false, __ATOMIC_ACQ_REL,
+  if (__atomic_compare_exchange_n(&comm->life.holder, &holder, me, false, __ATOMIC_ACQ_REL,
                                   __ATOMIC_ACQUIRE)) {
-    comm->holds = 1;
+    comm->life.holds = 1;
     return ncclSuccess;
   }
   if (holder == me) {
-    comm->holds++;
+    comm->life.holds++;
     return ncclSuccess;
   }
   return MC_FAIL(ncclInvalidUsage,
@@ -132,10 +133,10 @@ ncclResult_t mc_comm_hold(struct ncclComm *comm, const char *call)
 
 void mc_comm_release(struct ncclComm *comm)
 {
-  if (__atomic_load_n(&comm->holder, __ATOMIC_ACQUIRE) != this_thread())
+  if (__atomic_load_n(&comm->life.holder, __ATOMIC_ACQUIRE) != this_thread())
     return;
-  if (--comm->holds == 0)
-    __atomic_store_n(&comm->holder, 0, __ATOMIC_RELEASE);
+  if (--comm->life.holds == 0)
+    __atomic_store_n(&comm->life.holder, 0, __ATOMIC_RELEASE);
 }
 
 /* NCCL's ncclCommEnsureReady: the comm must have finished its init successfully. */
@@ -144,7 +145,7 @@ ncclResult_t mc_comm_ready(const struct ncclComm *comm, const char *call)
   ncclResult_t state;
 
   MC_CHECK(mc_comm_check(comm, call));
-  state = (ncclResult_t)__atomic_load_n(&comm->async_result, __ATOMIC_ACQUIRE);
+  state = (ncclResult_t)__atomic_load_n(&comm->life.async_result, __ATOMIC_ACQUIRE);
   if (state == ncclInProgress)
     return MC_FAIL(ncclInvalidArgument,
                    "%s : attempt to use communicator %p before the previous "
@@ -426,11 +427,11 @@ ncclResult_t ncclCommFinalize(ncclComm_t comm)
 {
   mc_api_enter();
   MC_CHECK(mc_comm_ready(comm, "ncclCommFinalize"));
-  if (comm->is_finalized)
+  if (comm->life.is_finalized)
     return MC_FAIL(ncclInvalidArgument, "ncclCommFinalize : comm %p is already finalized",
                    (void *)comm);
   /* Host operations complete before their calls return: nothing is pending. */
-  comm->is_finalized = true;
+  comm->life.is_finalized = true;
   MC_INFO(MC_SUB_INIT, "comm %p rank %d nranks %d - Finalize COMPLETE", (void *)comm, comm->rank,
           comm->n_ranks);
   return ncclSuccess;
@@ -441,7 +442,7 @@ ncclResult_t ncclCommFinalize(ncclComm_t comm)
  * for neither (ncclCommAbort stops a running collective first). */
 static ncclResult_t not_held(struct ncclComm *comm, const char *call)
 {
-  unsigned long holder = __atomic_load_n(&comm->holder, __ATOMIC_ACQUIRE);
+  unsigned long holder = __atomic_load_n(&comm->life.holder, __ATOMIC_ACQUIRE);
 
   if (holder == 0)
     return ncclSuccess;
@@ -466,7 +467,7 @@ static ncclResult_t comm_close(struct ncclComm *comm, const char *call, bool is_
   ncclResult_t res = ncclSuccess;
 
   pthread_mutex_lock(&users_lock);
-  if (!mc_comm_is_live(comm) || comm->is_closing) {
+  if (!mc_comm_is_live(comm) || comm->life.is_closing) {
     pthread_mutex_unlock(&users_lock);
     MC_CHECK(mc_comm_check(comm, call));
     return MC_FAIL(ncclInvalidArgument,
@@ -476,16 +477,17 @@ static ncclResult_t comm_close(struct ncclComm *comm, const char *call, bool is_
   }
   if (!is_abort)
     res = not_held(comm, call);
-  if ((res == ncclSuccess) && !is_abort && (__atomic_load_n(&comm->users, __ATOMIC_ACQUIRE) > 0))
+  if ((res == ncclSuccess) && !is_abort &&
+      (__atomic_load_n(&comm->life.users, __ATOMIC_ACQUIRE) > 0))
     res = MC_FAIL(ncclInvalidUsage,
                   "%s : communicator %p (rank %d) is in use by another thread (a call on it has "
                   "not returned yet); wait for it, or stop it with ncclCommAbort",
                   call, (void *)comm, comm->rank);
   if (res == ncclSuccess) {
-    comm->is_closing = true;
-    __atomic_store_n(&comm->is_aborted, is_abort, __ATOMIC_RELEASE);
+    comm->life.is_closing = true;
+    __atomic_store_n(&comm->life.is_aborted, is_abort, __ATOMIC_RELEASE);
     if (is_abort)
-      __atomic_store_n(&comm->abort_flag, 1, __ATOMIC_RELEASE);
+      __atomic_store_n(&comm->life.abort_flag, 1, __ATOMIC_RELEASE);
     mc_registry_release(comm);
   }
   pthread_mutex_unlock(&users_lock);
@@ -519,18 +521,18 @@ static bool abort_wait_users(struct ncclComm *comm)
   bool is_free;
 
   /* This thread's own open group holds comm until its ncclGroupEnd. */
-  if (__atomic_load_n(&comm->holder, __ATOMIC_ACQUIRE) != this_thread())
-    while ((__atomic_load_n(&comm->users, __ATOMIC_ACQUIRE) > 0) && !mc_deadline_passed(dl))
+  if (__atomic_load_n(&comm->life.holder, __ATOMIC_ACQUIRE) != this_thread())
+    while ((__atomic_load_n(&comm->life.users, __ATOMIC_ACQUIRE) > 0) && !mc_deadline_passed(dl))
       usleep(1000);
   pthread_mutex_lock(&users_lock);
-  is_free = (__atomic_load_n(&comm->users, __ATOMIC_ACQUIRE) == 0);
-  comm->is_orphaned = !is_free;
+  is_free = (__atomic_load_n(&comm->life.users, __ATOMIC_ACQUIRE) == 0);
+  comm->life.is_orphaned = !is_free;
   if (!is_free) /* said under the lock: the last user may free comm right after */
     MC_INFO(MC_SUB_INIT | MC_SUB_DESTROY,
             "comm %p rank %d nranks %d - Abort: still used by %d call(s) (operations queued "
             "in an open group?); the last to leave frees it",
             (void *)comm, comm->rank, comm->n_ranks,
-            __atomic_load_n(&comm->users, __ATOMIC_ACQUIRE));
+            __atomic_load_n(&comm->life.users, __ATOMIC_ACQUIRE));
   pthread_mutex_unlock(&users_lock);
   return is_free;
 }
@@ -543,7 +545,7 @@ ncclResult_t ncclCommAbort(ncclComm_t comm)
   if (comm == NULL)
     return ncclSuccess;
   MC_CHECK(comm_close(comm, "ncclCommAbort", true));
-  was_ready = __atomic_load_n(&comm->async_result, __ATOMIC_ACQUIRE) == ncclSuccess;
+  was_ready = __atomic_load_n(&comm->life.async_result, __ATOMIC_ACQUIRE) == ncclSuccess;
   mc_comm_join_init(comm); /* every wait sees the flag within a poll tick */
   if (!abort_wait_users(comm))
     return ncclSuccess; /* comm may be gone already */
@@ -562,8 +564,8 @@ ncclResult_t ncclCommGetAsyncError(ncclComm_t comm, ncclResult_t *asyncError)
 
   PTR_CHECK(asyncError, "ncclCommGetAsyncError", "asyncError");
   MC_CHECK(mc_comm_check(comm, "ncclCommGetAsyncError"));
-  state = (ncclResult_t)__atomic_load_n(&comm->async_result, __ATOMIC_ACQUIRE);
-  if ((state != ncclInProgress) && comm->has_init_thread)
+  state = (ncclResult_t)__atomic_load_n(&comm->life.async_result, __ATOMIC_ACQUIRE);
+  if ((state != ncclInProgress) && comm->life.has_init_thread)
     mc_comm_join_init(comm);
   *asyncError = state;
   return ncclSuccess;
@@ -635,12 +637,12 @@ const char *ncclGetLastError(ncclComm_t comm)
 
 ncclResult_t mc_comm_usable(const struct ncclComm *comm, const char *call)
 {
-  if (__atomic_load_n(&comm->is_revoked, __ATOMIC_ACQUIRE) != 0)
+  if (__atomic_load_n(&comm->life.is_revoked, __ATOMIC_ACQUIRE) != 0)
     return MC_FAIL(ncclInvalidUsage,
                    "%s : communicator %p (rank %d) was revoked by ncclCommRevoke; only "
                    "ncclCommDestroy, ncclCommAbort, ncclCommSplit and ncclCommShrink remain",
                    call, (const void *)comm, comm->rank);
-  if (__atomic_load_n(&comm->is_suspended, __ATOMIC_ACQUIRE) != 0)
+  if (__atomic_load_n(&comm->life.is_suspended, __ATOMIC_ACQUIRE) != 0)
     return MC_FAIL(ncclInvalidUsage,
                    "%s : communicator %p (rank %d) is suspended (ncclCommSuspend); call "
                    "ncclCommResume first",
@@ -657,7 +659,7 @@ ncclResult_t ncclCommSuspend(ncclComm_t comm, int flags)
     return MC_FAIL(ncclInvalidArgument,
                    "ncclCommSuspend : flags 0x%x has unknown bits (known: NCCL_SUSPEND_MEM)",
                    (unsigned)flags);
-  if (__atomic_exchange_n(&comm->is_suspended, 1, __ATOMIC_ACQ_REL) != 0)
+  if (__atomic_exchange_n(&comm->life.is_suspended, 1, __ATOMIC_ACQ_REL) != 0)
     return MC_FAIL(ncclInvalidUsage, "ncclCommSuspend : communicator %p is already suspended",
                    (void *)comm);
   /* Host buffers stay where they are: there is no GPU memory to release. */
@@ -671,7 +673,7 @@ ncclResult_t ncclCommResume(ncclComm_t comm)
 {
   mc_api_enter();
   MC_CHECK(mc_comm_ready(comm, "ncclCommResume"));
-  if (__atomic_exchange_n(&comm->is_suspended, 0, __ATOMIC_ACQ_REL) == 0)
+  if (__atomic_exchange_n(&comm->life.is_suspended, 0, __ATOMIC_ACQ_REL) == 0)
     return MC_FAIL(ncclInvalidUsage, "ncclCommResume : communicator %p is not suspended",
                    (void *)comm);
   MC_INFO(MC_SUB_INIT, "comm %p rank %d resumed", (void *)comm, comm->rank);
@@ -735,13 +737,13 @@ __attribute__((visibility("default"))) void ncclResetDebugInitInternal(void)
  * serves ncclCommSplit / ncclCommShrink and destroy. */
 static void comm_revoke(struct ncclComm *comm)
 {
-  __atomic_store_n(&comm->is_revoked, 1, __ATOMIC_RELEASE);
+  __atomic_store_n(&comm->life.is_revoked, 1, __ATOMIC_RELEASE);
   if (__atomic_load_n(&comm->colls_running, __ATOMIC_ACQUIRE) == 0)
     return;
-  __atomic_store_n(&comm->abort_flag, 1, __ATOMIC_RELEASE);
+  __atomic_store_n(&comm->life.abort_flag, 1, __ATOMIC_RELEASE);
   while (__atomic_load_n(&comm->colls_running, __ATOMIC_ACQUIRE) > 0)
     usleep(1000);
-  __atomic_store_n(&comm->abort_flag, 0, __ATOMIC_RELEASE);
+  __atomic_store_n(&comm->life.abort_flag, 0, __ATOMIC_RELEASE);
 }
 
 NCCL_API(ncclResult_t, ncclCommRevoke, ncclComm_t comm, int revokeFlags);

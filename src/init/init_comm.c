@@ -81,7 +81,7 @@ ncclResult_t mc_comm_alloc(int n_ranks, const ncclUniqueId *id, int rank, int de
   comm->id = *id;
   comm->comm_hash = mc_hash64(id->internal, sizeof(id->internal));
   comm->config = *config;
-  comm->async_result = ncclInProgress;
+  comm->life.async_result = ncclInProgress;
   comm->t_start = mc_time_sec();
   *comm_out = comm;
   return ncclSuccess;
@@ -147,7 +147,8 @@ static uint64_t shm_dev_id(void)
 static ncclResult_t stage_bootstrap(struct ncclComm *comm)
 {
   struct mc_boot_config cfg;
-  struct mc_wait w = mc_boot_wait_make(mc_param_int(MC_P_INIT_TIMEOUT) * 1000, &comm->abort_flag);
+  struct mc_wait w =
+      mc_boot_wait_make(mc_param_int(MC_P_INIT_TIMEOUT) * 1000, &comm->life.abort_flag);
 
   /* This process may host the root: ncclGetUniqueId here, or rank 0 with
    * NCCL_COMM_ID. ncclCommGrow hands over the reference of the parent's grow
@@ -171,7 +172,7 @@ static ncclResult_t stage_bootstrap(struct ncclComm *comm)
   cfg.id = comm->id;
   cfg.n_ids = (comm->bootstrap.n_ids > 1) ? comm->bootstrap.n_ids : 1;
   cfg.ids = comm->bootstrap.ids;
-  cfg.abort_flag = &comm->abort_flag;
+  cfg.abort_flag = &comm->life.abort_flag;
   /* The root names missing ranks at MESHCCL_INIT_TIMEOUT; ranks wait a little
    * longer so that its report, not their own timeout, is what they return. */
   cfg.timeout_ms = mc_param_int(MC_P_INIT_TIMEOUT) * 1000 + 3000;
@@ -345,7 +346,7 @@ ncclResult_t mc_comm_init_run(struct ncclComm *comm)
      * destroyed, telling late ranks why the job failed. */
     MC_INFO(MC_SUB_INIT, "%s comm %p rank %d nranks %d - Init FAILED: %s",
             init_kind_name(comm->init_kind), (void *)comm, comm->rank, comm->n_ranks, why);
-    __atomic_store_n(&comm->async_result, (int)res, __ATOMIC_RELEASE);
+    __atomic_store_n(&comm->life.async_result, (int)res, __ATOMIC_RELEASE);
     return res;
   }
   mc_boot_init_done(comm->bootstrap.boot);
@@ -357,15 +358,15 @@ ncclResult_t mc_comm_init_run(struct ncclComm *comm)
           init_kind_name(comm->init_kind), comm->rank, comm->n_ranks, comm->t.total,
           comm->t.kernels, comm->t.alloc, comm->t.bootstrap, comm->t.allgathers, comm->t.topo,
           comm->t.graphs, comm->t.connections, comm->t.rest);
-  __atomic_store_n(&comm->async_result, (int)ncclSuccess, __ATOMIC_RELEASE);
+  __atomic_store_n(&comm->life.async_result, (int)ncclSuccess, __ATOMIC_RELEASE);
   return ncclSuccess;
 }
 
 void mc_comm_join_init(struct ncclComm *comm)
 {
-  if ((comm != NULL) && comm->has_init_thread) {
-    pthread_join(comm->init_thread, NULL);
-    comm->has_init_thread = false;
+  if ((comm != NULL) && comm->life.has_init_thread) {
+    pthread_join(comm->life.init_thread, NULL);
+    comm->life.has_init_thread = false;
   }
 }
 

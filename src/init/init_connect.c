@@ -61,7 +61,7 @@ static ncclResult_t tp_init(struct ncclComm *comm)
   tc->peers = comm->data.tp_peers;
   tc->topo = comm->topo.system;
   tc->comm_hash = comm->comm_hash;
-  tc->abort_flag = &comm->abort_flag;
+  tc->abort_flag = &comm->life.abort_flag;
   tc->slot_bytes = fifo_bytes(comm) / MC_STEPS;
   tc->slot_bytes &= ~(size_t)63;
   /* The net and context of stage "net": the topology's NET devices are its own. */
@@ -241,7 +241,7 @@ static void post_aborts(struct ncclComm *comm)
 
 void mc_comm_free_connections(struct ncclComm *comm)
 {
-  if (__atomic_load_n(&comm->is_aborted, __ATOMIC_ACQUIRE))
+  if (__atomic_load_n(&comm->life.is_aborted, __ATOMIC_ACQUIRE))
     post_aborts(comm);
   mc_tp_proxy_stop(&comm->data.tp);
   for (int c = 0; (comm->data.channels != NULL) && (c < comm->data.n_channels); c++) {

@@ -184,7 +184,7 @@ meshcclCommGetPeerInfo(const ncclComm_t comm, int peer, meshcclCommInfo_t *info)
   MC_CHECK(mc_comm_check(comm, "meshcclCommGetPeerInfo"));
   if (info == NULL)
     return MC_FAIL(ncclInvalidArgument, "meshcclCommGetPeerInfo : info argument is NULL");
-  state = __atomic_load_n(&comm->async_result, __ATOMIC_ACQUIRE);
+  state = __atomic_load_n(&comm->life.async_result, __ATOMIC_ACQUIRE);
   if (state != ncclSuccess)
     return MC_FAIL(ncclInvalidUsage, "meshcclCommGetPeerInfo : communicator %p is not ready (%d)",
                    (void *)comm, state);

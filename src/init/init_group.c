@@ -67,14 +67,14 @@ static ncclResult_t group_create(struct ncclComm **comms, int n)
   g->refs = n;
   for (int i = 0; i < n; i++) {
     g->comms[i] = comms[i];
-    comms[i]->group = g;
+    comms[i]->life.group = g;
   }
   return ncclSuccess;
 }
 
 void mc_group_forget(struct ncclComm *comm)
 {
-  struct mc_comm_group *g = comm->group;
+  struct mc_comm_group *g = comm->life.group;
   bool is_last;
 
   if (g == NULL)
@@ -86,7 +86,7 @@ void mc_group_forget(struct ncclComm *comm)
   }
   is_last = (--g->refs == 0);
   pthread_mutex_unlock(&g->lock);
-  comm->group = NULL;
+  comm->life.group = NULL;
   if (is_last) {
     pthread_mutex_destroy(&g->lock);
     free(g->comms);
@@ -97,14 +97,14 @@ void mc_group_forget(struct ncclComm *comm)
 /* A failed init aborts its siblings: they would wait for this rank forever. */
 static void group_abort_siblings(struct ncclComm *comm)
 {
-  struct mc_comm_group *g = comm->group;
+  struct mc_comm_group *g = comm->life.group;
 
   if (g == NULL)
     return;
   pthread_mutex_lock(&g->lock);
   for (int i = 0; i < g->n; i++) {
     if ((g->comms[i] != NULL) && (g->comms[i] != comm))
-      __atomic_store_n(&g->comms[i]->abort_flag, 1, __ATOMIC_RELEASE);
+      __atomic_store_n(&g->comms[i]->life.abort_flag, 1, __ATOMIC_RELEASE);
   }
   pthread_mutex_unlock(&g->lock);
 }
@@ -121,15 +121,15 @@ static void *init_thread_main(void *arg)
 
 static ncclResult_t start_thread(struct ncclComm *comm)
 {
-  int rc = pthread_create(&comm->init_thread, NULL, init_thread_main, comm);
+  int rc = pthread_create(&comm->life.init_thread, NULL, init_thread_main, comm);
 
   if (rc != 0) {
     ncclResult_t res =
         MC_FAIL(ncclSystemError, "init of rank %d: pthread_create: %s", comm->rank, strerror(rc));
-    __atomic_store_n(&comm->async_result, (int)res, __ATOMIC_RELEASE);
+    __atomic_store_n(&comm->life.async_result, (int)res, __ATOMIC_RELEASE);
     return res;
   }
-  comm->has_init_thread = true;
+  comm->life.has_init_thread = true;
   return ncclSuccess;
 }
 
@@ -157,7 +157,7 @@ static ncclResult_t launch(struct ncclComm **jobs, int n)
   for (int i = 0; i < n; i++) {
     ncclResult_t r;
     mc_comm_join_init(jobs[i]);
-    r = (ncclResult_t)__atomic_load_n(&jobs[i]->async_result, __ATOMIC_ACQUIRE);
+    r = (ncclResult_t)__atomic_load_n(&jobs[i]->life.async_result, __ATOMIC_ACQUIRE);
     if ((res == ncclSuccess) && (r != ncclSuccess))
       res = r;
   }

@@ -670,7 +670,7 @@ ncclResult_t ncclCommMemStats(ncclComm_t comm, ncclCommMemStat_t stat, uint64_t 
     return MC_FAIL(ncclInvalidArgument, "ncclCommMemStats : value argument is NULL");
   switch (stat) {
   case ncclStatGpuMemSuspended:
-    *value = (uint64_t)__atomic_load_n(&comm->is_suspended, __ATOMIC_ACQUIRE);
+    *value = (uint64_t)__atomic_load_n(&comm->life.is_suspended, __ATOMIC_ACQUIRE);
     return ncclSuccess;
   case ncclStatGpuMemSuspend:
   case ncclStatGpuMemPersist:

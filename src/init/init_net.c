@@ -212,7 +212,7 @@ ncclResult_t mc_comm_stage_net(struct ncclComm *comm)
   ncclResult_t res;
   struct mc_net_init_args args = {.comm_id = comm->comm_hash,
                                   .secret = comm->net.secret,
-                                  .abort_flag = &comm->abort_flag,
+                                  .abort_flag = &comm->life.abort_flag,
                                   .mgmt_ifname = comm->peers[comm->rank].if_name};
 
   struct mc_net_host_name *names = NULL;
