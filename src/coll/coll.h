@@ -27,6 +27,9 @@
 
 #include "coll/coll_reduce.h"
 #include "init/comm.h"
+#include "init/init_api.h"
+#include "init/init_connect.h"
+#include "init/init_group.h"
 #include "topo/topo_algo.h"
 #include "nccl.h"
 

@@ -207,97 +207,6 @@ struct ncclComm {
   int colls_running;        /* threads inside a collective on this comm (revoke waits for them) */
 };
 
-/* ncclInvalidUsage naming call when comm is suspended or revoked. */
-ncclResult_t mc_comm_usable(const struct ncclComm *comm, const char *call);
-
-struct mc_topo_system;
-
-/* Stage "net" (init_net.c): the net secret, the net (mc_net_select) and its
- * per-communicator context (NCCL's ncclNetInit). Sets comm->net, net_ctx. */
-ncclResult_t mc_comm_stage_net(struct ncclComm *comm);
-/* The secret the nets authenticate the communicator's connections with
- * (MC_NET_SECRET_BYTES): derived from the unique id, its bootstrap secret
- * included. */
-void mc_comm_net_secret(const ncclUniqueId *id, uint8_t secret_out[32]);
-/* Finalizes the net context (once; nothing when there is none). */
-void mc_comm_net_fini(struct ncclComm *comm);
-
-/* Steps of an init stage timed for one INFO line (INIT|PROFILE; init_steps.c):
- * wall time and this thread's CPU time per step, so that a host with more
- * ranks than cores still shows what each step costs. */
-#define MC_COMM_MAX_STEPS 12
-struct mc_comm_steps {
-  int n;
-  uint64_t wall0_ns; /* start of the running step */
-  uint64_t cpu0_ns;
-  const char *name[MC_COMM_MAX_STEPS];
-  double wall_ms[MC_COMM_MAX_STEPS];
-  double cpu_ms[MC_COMM_MAX_STEPS];
-};
-
-/* Starts the first step. */
-void mc_comm_steps_start(struct mc_comm_steps *st);
-/* Ends the running step as `name` (a string literal) and starts the next; steps past
- * MC_COMM_MAX_STEPS are added to the last one. */
-void mc_comm_steps_mark(struct mc_comm_steps *st, const char *name);
-/* "<stage> timings - rank R localRanks L (ms wall/cpu): step w/c, ..." at INFO (INIT|PROFILE). */
-void mc_comm_steps_log(const struct mc_comm_steps *st, const struct ncclComm *comm,
-                       const char *stage);
-
-/* Allgather among ranks[0..n) (ranks NULL: all ranks; this rank is
- * index my_index): slice i of data is ranks[i]'s, the caller fills its own
- * first. A gather to index 0, then mc_comm_bcast_tree (init_gather.c): a
- * message up and one down per rank where the ring allgather passes n - 1
- * through each. Uses tags tag and tag + 1. Blocks; errors as mc_boot_send/recv. */
-ncclResult_t mc_comm_allgather_tree(struct ncclComm *comm, const int *ranks, int n, int my_index,
-                                    void *data, size_t slice_bytes, int tag);
-/* Broadcast of bytes of data from index 0 of ranks[0..n) (NULL: all ranks)
- * down a binomial tree: each rank receives once and forwards to at most
- * log2(n) ranks. Blocks; errors as mc_boot_send/recv. */
-ncclResult_t mc_comm_bcast_tree(struct ncclComm *comm, const int *ranks, int n, int my_index,
-                                void *data, size_t bytes, int tag);
-
-/* Stage "topo" (init_topo.c): NCCL_TOPO_FILE or detection (NICs: the
- * devices of comm->net), intra-host
- * allgather and fusion of the XML, system, paths, trim; logs the transport
- * each local peer would use. Sets comm->topo. */
-ncclResult_t mc_comm_stage_topo(struct ncclComm *comm);
-/* Closes the memfd of the shared paths, if this rank made one (idempotent). */
-void mc_comm_paths_close(struct ncclComm *comm);
-
-/* Stage "graphs" (init_graphs.c): ring and tree search on comm->topo,
- * NCCL_GRAPH_DUMP_FILE, Preset, the gather of every rank's Preset output,
- * Postset. Sets comm->ring_graph, tree_graph, graph. */
-ncclResult_t mc_comm_stage_graphs(struct ncclComm *comm);
-
-/* Rings that follow the cables (init_net.c): for a communicator whose net
- * offers node orders (its node_orders op, e.g. the Mesh net's) on 3 or
- * more hosts, the net's orders become Postset's node orders, Postset's
- * nodes numbered from `all` (the AllGather3 output; collective: every rank
- * calls it with the same `all`): *orders_out (*n_orders_out x nodes, caller
- * frees) or NULL and 0 (NCCL's order). */
-ncclResult_t mc_comm_net_node_orders(struct ncclComm *comm, const struct mc_topo_ranks *all,
-                                     int *n_orders_out, int **orders_out);
-
-/* Stage "connect" (init_connect.c): transports for every peer, the ring
- * channels and their connections. Sets comm->tp, channels. */
-ncclResult_t mc_comm_stage_connect(struct ncclComm *comm);
-/* Connection indices (conn_index of struct mc_conn_req): which of a pair's
- * connections on a channel a request is. */
-enum mc_conn_index {
-  MC_CONN_RING = 0,
-  MC_CONN_P2P = 1,
-  MC_CONN_ONESHOT = 2,
-  MC_CONN_TREE = 3 /* every tree connection: a pair is parent and child once per channel */
-};
-
-/* The requests for every channel's tree connections (send and receive with
- * the parent and each child), for the runtime connect of the collectives.
- * Fills reqs when it is not NULL; returns how many there are. */
-int mc_comm_tree_conn_reqs(struct ncclComm *comm, struct mc_conn_req *reqs);
-/* Frees what stage_connect and later collectives made. */
-void mc_comm_free_connections(struct ncclComm *comm);
-
 /* Validates a config and resolves defaults and NCCL_COMM_BLOCKING. */
 ncclResult_t mc_comm_config_resolve(const ncclConfig_t *user, ncclConfig_t *resolved_out);
 
@@ -326,10 +235,6 @@ void mc_comm_free(struct ncclComm *comm, int root_wait_ms);
 /* Waits for a running init thread (join). */
 void mc_comm_join_init(struct ncclComm *comm);
 
-/* "ranks 0,2,4-5" / "rank 3": the ranks of node k (comm->nodes), for
- * messages that name a host as "host k (name, ranks ...)". */
-void mc_comm_node_ranks_str(const struct ncclComm *comm, int k, char *buf, size_t bytes);
-
 /* Derives nodes and local ranks from peer infos (pure; tested alone).
  * Resolves devices: explicit ones stay, automatic ones take the smallest
  * index unused on their host, in local-rank order. */
@@ -345,67 +250,5 @@ bool mc_peer_same_pidns(const struct mc_peer_info *a, const struct mc_peer_info 
 /* Checks peer infos: version mismatch, a device used twice on one host. */
 ncclResult_t mc_comm_peers_check(const struct mc_peer_info *peers, const int *devs, int n_ranks,
                                  bool allow_shared_dev);
-
-/* ---------- groups (init_group.c) ---------- */
-
-/* Queues an init job when inside a group, else runs it (blocking) or
- * starts it (non-blocking). Returns ncclInProgress for a started
- * non-blocking init. */
-ncclResult_t mc_group_launch_init(struct ncclComm *comm);
-/* True when the calling thread is inside ncclGroupStart/End. */
-bool mc_group_active(void);
-/* Forgets comm in its group (called when comm is freed). */
-void mc_group_forget(struct ncclComm *comm);
-
-ncclResult_t mc_group_start(void);
-ncclResult_t mc_group_end(void);
-
-/* The device meshcclSetDevice chose for this thread (-1 none). */
-int mc_thread_device(void);
-void mc_thread_set_device(int dev);
-
-/* ---------- API helpers (init_api.c) ---------- */
-
-/* Defines an exported NCCL function and its pnccl profiling alias. */
-#define NCCL_API(_ret, _func, ...)                                                                 \
-  __attribute__((visibility("default"))) __attribute__((alias(#_func)))                            \
-  _ret p##_func(__VA_ARGS__);                                                                      \
-  __attribute__((visibility("default"))) _ret _func(__VA_ARGS__)
-
-/* Every API call starts with this: clears the thread's last error, logs the
- * version and the parameters once. */
-void mc_api_enter(void);
-/* comm is a live communicator: created by an init and not destroyed or
- * aborted since (the registry says so without reading *comm). Otherwise
- * ncclInvalidArgument naming call: "communicator 0x... was destroyed". */
-ncclResult_t mc_comm_check(const struct ncclComm *comm, const char *call);
-/* The same test, silent. */
-bool mc_comm_is_live(const struct ncclComm *comm);
-/* How many communicators were destroyed or aborted in this process so far
- * (a checked communicator needs no new check while this stays). */
-uint64_t mc_comm_destroyed_count(void);
-/* An API call starts using comm: live (mc_comm_check's errors) and not
- * being destroyed or aborted (ncclInvalidArgument). Until mc_comm_leave,
- * ncclCommAbort on another thread does not free comm (it sets the abort
- * flag and waits, a bounded time, for the call to leave). */
-ncclResult_t mc_comm_enter(struct ncclComm *comm, const char *call);
-/* One more use by a caller that holds one (an operation queued in a group). */
-void mc_comm_ref(struct ncclComm *comm);
-/* Ends one use; the last use of a communicator that abort stopped waiting
- * for frees it. */
-void mc_comm_leave(struct ncclComm *comm);
-/* The calling thread starts driving comm (a collective, or one queued in its
- * open group); nests on the same thread. NCCL's communicators are not
- * thread-safe (a second thread corrupts the FIFOs' steps), so another
- * thread's hold is refused: ncclInvalidUsage naming call, comm and that
- * thread, recorded only for the second caller. */
-ncclResult_t mc_comm_hold(struct ncclComm *comm, const char *call);
-/* Ends one hold of the calling thread. The caller's use of comm
- * (mc_comm_enter, mc_comm_ref) keeps it in memory, aborted or not. */
-void mc_comm_release(struct ncclComm *comm);
-/* ... whose init completed successfully (NCCL's ncclCommEnsureReady). */
-ncclResult_t mc_comm_ready(const struct ncclComm *comm, const char *call);
-/* Depth of ncclGroupStart nesting on this thread. */
-int mc_group_depth(void);
 
 #endif /* MC_INIT_COMM_H */

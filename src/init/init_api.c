@@ -7,7 +7,10 @@
  *
  * Length: NCCL's init.cc entry points, one per public function, kept together as nccl.h lists them.
  */
+#include "init_api.h"
+
 #include "comm.h"
+#include "init_group.h"
 
 #include <stdio.h>
 #include <stdlib.h>

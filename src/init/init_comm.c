@@ -10,6 +10,12 @@
  * topo, graphs and connections that NCCL reports).
  */
 #include "comm.h"
+#include "init_net.h"
+#include "init_gather.h"
+#include "init_topo.h"
+#include "init_graphs.h"
+#include "init_connect.h"
+#include "init_group.h"
 
 #include <stdio.h>
 #include <stdlib.h>

@@ -9,6 +9,8 @@
  * must be up by the init deadline (MESHCCL_INIT_TIMEOUT); a rank whose own
  * set-up failed is named by the bootstrap root's notice (transport.c).
  */
+#include "init_connect.h"
+
 #include "comm.h"
 
 #include <stdlib.h>

@@ -10,6 +10,7 @@
  * host meaning and are computed: see include/nccl.h.
  */
 #include "comm.h"
+#include "init_api.h"
 
 #include "check.h"
 #include "log.h"

@@ -7,6 +7,8 @@
  * getenv rather than declared in params.def.
  */
 #include "comm.h"
+#include "init_group.h"
+#include "init_api.h"
 
 #include <stdio.h>
 #include <stdlib.h>

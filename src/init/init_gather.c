@@ -9,6 +9,8 @@
  * messages through every rank: on a host with many more ranks than cores,
  * those messages are most of the init's system time.
  */
+#include "init_gather.h"
+
 #include "comm.h"
 
 #include "check.h"

@@ -8,10 +8,15 @@
  * Postset: rings across nodes, double binary trees, channel counts. Logs
  * NCCL's "Tree", "Channel" (rank 0), "Ring" and "Trees" lines.
  *
- * Input: comm->topo. Output: comm->ring_graph, comm->tree_graph,
- * comm->graph (this rank's channels).
+ * Input: comm->topo.system. Output: comm->topo.ring_graph, tree_graph,
+ * graph (this rank's channels).
  */
+#include "init_graphs.h"
+
 #include "comm.h"
+#include "init_net.h"
+#include "init_steps.h"
+#include "init_gather.h"
 
 #include <stdio.h>
 #include <stdlib.h>

@@ -8,6 +8,8 @@
  * ncclCommGetAsyncError. When one init of a group fails, the others are
  * aborted rather than left waiting for a rank that will never come.
  */
+#include "init_group.h"
+
 #include "comm.h"
 
 #include <stdlib.h>

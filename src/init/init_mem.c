@@ -17,6 +17,7 @@
 #include "init_mem.h"
 
 #include "comm.h"
+#include "init_api.h"
 
 #include <errno.h>
 #include <fcntl.h>

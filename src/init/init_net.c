@@ -22,6 +22,8 @@
  * (mc_comm_net_node_orders): the net's node_orders op, given Postset's nodes
  * and the bootstrap's allgather.
  */
+#include "init_net.h"
+
 #include "comm.h"
 
 #include "check.h"

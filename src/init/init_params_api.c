@@ -10,6 +10,7 @@
  * function (NCCL's contract in nccl.h).
  */
 #include "comm.h"
+#include "init_api.h"
 
 #include <errno.h>
 #include <inttypes.h>

@@ -6,6 +6,8 @@
  * step includes waiting for the CPU and for the other ranks; its CPU time is
  * what the step itself costs.
  */
+#include "init_steps.h"
+
 #include "comm.h"
 
 #include <stdio.h>

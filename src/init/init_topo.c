@@ -11,7 +11,11 @@
  * with the topology's reason, so that the log names the transport really used. Input: comm with
  * bootstrap, peers and nodes. Output: comm->topo.
  */
+#include "init_topo.h"
+
 #include "comm.h"
+#include "init_steps.h"
+#include "init_gather.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -351,7 +355,7 @@ void mc_comm_paths_close(struct ncclComm *comm)
 
 /* Local rank 0: the token, the system its paths were computed on (sys_bytes
  * of mc_topo_system_export, made before the paths) and its paths
- * (mc_topo_paths_export, a page in) in a memfd, kept open in comm->paths_fd.
+ * (mc_topo_paths_export, a page in) in a memfd, kept open in comm->topo.paths_fd.
  * One that cannot be made leaves msg->bytes 0. No name: the memory goes with
  * the last process that holds it, whatever happens to rank 0. */
 static void paths_publish(struct ncclComm *comm, const struct mc_topo_system *sys,

@@ -21,6 +21,7 @@
 #include "core/params.h"
 #include "core/utils.h"
 #include "init/comm.h"
+#include "init/init_net.h"
 
 #include "mc_boot_fixture.h"
 #include "mc_test.h"

@@ -1,0 +1,28 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * Gathers and broadcasts among some ranks of a communicator over its
+ * bootstrap (init_gather.c): a gather up and a binomial tree down.
+ */
+#ifndef MC_INIT_GATHER_H
+#define MC_INIT_GATHER_H
+
+#include <stddef.h>
+
+#include "nccl.h"
+
+struct ncclComm;
+
+/* Allgather among ranks[0..n) (ranks NULL: all ranks; this rank is
+ * index my_index): slice i of data is ranks[i]'s, the caller fills its own
+ * first. A gather to index 0, then mc_comm_bcast_tree (init_gather.c): a
+ * message up and one down per rank where the ring allgather passes n - 1
+ * through each. Uses tags tag and tag + 1. Blocks; errors as mc_boot_send/recv. */
+ncclResult_t mc_comm_allgather_tree(struct ncclComm *comm, const int *ranks, int n, int my_index,
+                                    void *data, size_t slice_bytes, int tag);
+/* Broadcast of bytes of data from index 0 of ranks[0..n) (NULL: all ranks)
+ * down a binomial tree: each rank receives once and forwards to at most
+ * log2(n) ranks. Blocks; errors as mc_boot_send/recv. */
+ncclResult_t mc_comm_bcast_tree(struct ncclComm *comm, const int *ranks, int n, int my_index,
+                                void *data, size_t bytes, int tag);
+
+#endif /* MC_INIT_GATHER_H */
