@@ -142,13 +142,12 @@ struct mc_comm_life {
  * layer's state is a part embedded by value, declared in that layer's
  * header and named for it:
  *
- *   comm->bootstrap  struct mc_comm_bootstrap  bootstrap/bootstrap.h  the rank's bootstrap, roots
- *   comm->net        struct mc_comm_net        net/net.h              the net, its context, secret
+ *   comm->bootstrap  struct mc_comm_bootstrap  bootstrap/bootstrap.h  bootstrap, roots
+ *   comm->net        struct mc_comm_net        net/net.h              net, context, secret
  *   comm->topo       struct mc_comm_topo       topo/topo_graph.h      system, paths, graphs
  *   comm->data       struct mc_comm_data       transport/transport.h  transports, channels
- *   comm->mem        struct mc_comm_mem        init/init_mem.h        registrations, windows,
- * peers' memory comm->life       struct mc_comm_life       init/comm.h            init thread,
- * uses, holder, states
+ *   comm->mem        struct mc_comm_mem        init/init_mem.h        registrations, windows
+ *   comm->life       struct mc_comm_life       (above)                init thread, uses, states
  *
  * followed by the collectives' state (src/coll). Whether a handle is a live
  * communicator is the registry's to say (core/registry.h: mc_comm_check),
