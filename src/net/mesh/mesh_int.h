@@ -514,10 +514,28 @@ bool mc_net_mesh_route_describe(const struct mc_net_mesh_ctx *ctx, const struct 
                                 uint64_t src_host, uint64_t dst_host, uint64_t conn_id,
                                 const union mc_sockaddr *local_addr,
                                 struct mc_net_mesh_route_desc *d_out);
+/* A direct connection's one cable from the connection's own ends, for when
+ * v (may be NULL) does not know the route yet (discovery has not finished):
+ * one hop from src_host to dst_host, this host's end on NIC local, the
+ * peer's at address remote on the same subnet, its interface named when v's
+ * table has the peer's record; a peer host 0 (not known) is "the host at"
+ * its address. Pure. */
+void mc_net_mesh_route_direct(const struct mc_net_mesh_ctx *ctx, const struct mc_net_mesh_view *v,
+                              uint64_t src_host, uint64_t dst_host,
+                              const struct mc_net_mesh_nic *local, const union mc_sockaddr *remote,
+                              struct mc_net_mesh_route_desc *d_out);
 /* The first hop of d whose hosts have no cable up between them on v (or one
  * of which v no longer knows), else -1. Pure. */
 int mc_net_mesh_route_broken_hop(const struct mc_net_mesh_view *v,
                                  const struct mc_net_mesh_route_desc *d);
+/* The hop a lost connection's report blames: the first broken one on v
+ * (mc_net_mesh_route_broken_hop), else, for a direct route its peer's
+ * process did not close (is_peer_closed false), its one cable: nothing else
+ * was between the two hosts, whether or not the link state says so yet (a
+ * silent cable, discovery not finished). -1: no cable (d not known, or the
+ * peer's process closed it). Pure. */
+int mc_net_mesh_route_blame(const struct mc_net_mesh_view *v,
+                            const struct mc_net_mesh_route_desc *d, bool is_peer_closed);
 
 /* ---------- the context (mesh_net.c, mesh_handshake.c) ---------- */
 
