@@ -207,9 +207,9 @@ int mc_net_mesh_route_broken_hop(const struct mc_net_mesh_view *v,
 int mc_net_mesh_route_blame(const struct mc_net_mesh_view *v,
                             const struct mc_net_mesh_route_desc *d, bool is_peer_closed)
 {
-  int broken = (d->n_hops > 0) ? mc_net_mesh_route_broken_hop(v, d) : -1;
-
-  if ((broken < 0) && (d->n_hops == 1) && !is_peer_closed)
-    broken = 0;
-  return broken;
+  if (is_peer_closed || (d->n_hops < 1))
+    return -1;
+  if (d->n_hops == 1)
+    return 0;
+  return mc_net_mesh_route_broken_hop(v, d);
 }

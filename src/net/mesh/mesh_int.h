@@ -528,12 +528,14 @@ void mc_net_mesh_route_direct(const struct mc_net_mesh_ctx *ctx, const struct mc
  * of which v no longer knows), else -1. Pure. */
 int mc_net_mesh_route_broken_hop(const struct mc_net_mesh_view *v,
                                  const struct mc_net_mesh_route_desc *d);
-/* The hop a lost connection's report blames: the first broken one on v
- * (mc_net_mesh_route_broken_hop), else, for a direct route its peer's
- * process did not close (is_peer_closed false), its one cable: nothing else
- * was between the two hosts, whether or not the link state says so yet (a
- * silent cable, discovery not finished). -1: no cable (d not known, or the
- * peer's process closed it). Pure. */
+/* The hop a lost connection's report blames, -1 for none: none when its
+ * peer's process closed it (is_peer_closed: the caller judged that, on a
+ * relayed route from a view that still had every cable, so a view that
+ * changed since does not turn it into a cable failure with the wrong time)
+ * or d is not known; a direct route's one cable (nothing else was between
+ * the two hosts, whether or not the link state says so yet: a silent cable,
+ * discovery not finished); a relayed route's first broken hop on v
+ * (mc_net_mesh_route_broken_hop). Pure. */
 int mc_net_mesh_route_blame(const struct mc_net_mesh_view *v,
                             const struct mc_net_mesh_route_desc *d, bool is_peer_closed);
 

@@ -350,10 +350,12 @@ static void comm_break(struct mc_net_mesh_comm *mc, bool by_peer, const char *fm
           (unsigned long long)(mc->rel.next_seq - mc->rel.acked));
 }
 
-/* DOWN past the deadline: lost for good, said once, blaming a cable of the
- * route (mc_net_mesh_route_blame: the first one the link state shows down,
- * or a direct connection's one cable), else (the peer's end closed it) the
- * peer's process, else the link the connection was on (a relayed route
+/* DOWN past the deadline: lost for good, said once, blaming the peer's
+ * process when its end closed it (for a relayed route, comm_progress found
+ * every cable up at the deadline), else a cable of the route
+ * (mc_net_mesh_route_blame: a direct connection's one cable, a relayed
+ * route's first one the link state shows down, or the cable of a down
+ * interface here), else the link the connection was on (a relayed route
  * discovery never described). */
 static ncclResult_t comm_lose(struct mc_net_mesh_comm *mc, const char *why)
 {
@@ -476,6 +478,22 @@ static ncclResult_t test_posted(struct mc_net_mesh_comm *mc)
   return ncclSuccess;
 }
 
+/* The peer broke the protocol: what it did (fmt), its host named. */
+static ncclResult_t protocol_error(struct mc_net_mesh_comm *mc, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+static ncclResult_t protocol_error(struct mc_net_mesh_comm *mc, const char *fmt, ...)
+{
+  char host[MC_NET_MESH_HOST_TEXT_BYTES];
+  char what[256];
+  va_list ap;
+
+  va_start(ap, fmt);
+  vsnprintf(what, sizeof(what), fmt, ap);
+  va_end(ap);
+  mc_net_mesh_host_str(mc->ctx, mc->peer_host, host, sizeof(host));
+  return MC_FAIL(ncclRemoteError, "NET/Mesh: protocol error: %s %s", host, what);
+}
+
 /* Sender: reads acknowledgements from the control socket's reverse side. */
 static ncclResult_t read_acks(struct mc_net_mesh_comm *mc, bool *got_one)
 {
@@ -493,22 +511,22 @@ static ncclResult_t read_acks(struct mc_net_mesh_comm *mc, bool *got_one)
         uint64_t expected = mc_net_mesh_ack_decode(mc->ack_in);
 
         if (!mc_net_mesh_rel_resume(&mc->rel, expected))
-          return MC_FAIL(ncclRemoteError,
-                         "NET/Mesh: protocol error: host %016llx resumed connection %016llx at "
-                         "message %llu, but %llu were acknowledged and %llu sent",
-                         (unsigned long long)mc->peer_host, (unsigned long long)mc->conn_id,
-                         (unsigned long long)expected, (unsigned long long)mc->rel.acked,
-                         (unsigned long long)mc->rel.next_seq);
+          return protocol_error(mc,
+                                "resumed connection %016llx at message %llu, but "
+                                "%llu were acknowledged and %llu sent",
+                                (unsigned long long)mc->conn_id, (unsigned long long)expected,
+                                (unsigned long long)mc->rel.acked,
+                                (unsigned long long)mc->rel.next_seq);
         *got_one = true;
         return ncclSuccess;
       }
       if (!mc_net_mesh_rel_ack(&mc->rel, mc_net_mesh_ack_decode(mc->ack_in)))
-        return MC_FAIL(ncclRemoteError,
-                       "NET/Mesh: protocol error: host %016llx acknowledged message %llu of "
-                       "connection %016llx, beyond the %llu sent",
-                       (unsigned long long)mc->peer_host,
-                       (unsigned long long)mc_net_mesh_ack_decode(mc->ack_in),
-                       (unsigned long long)mc->conn_id, (unsigned long long)mc->rel.next_seq);
+        return protocol_error(mc,
+                              "acknowledged message %llu of connection %016llx, beyond the "
+                              "%llu sent",
+                              (unsigned long long)mc_net_mesh_ack_decode(mc->ack_in),
+                              (unsigned long long)mc->conn_id,
+                              (unsigned long long)mc->rel.next_seq);
       *got_one = true;
       continue;
     }
