@@ -43,8 +43,14 @@
 
 #define YIELD_PASSES  2000 /* idle passes of yielding before sleeping */
 #define IDLE_SLEEP_NS 20000
-#define CHECK_EVERY   1024 /* idle passes between liveness checks */
-#define CHECK_MS      5    /* at most one liveness check per this many ms */
+/* Idle passes between two looks at the clock for the liveness check, while
+ * the rank spins. Once it yields or sleeps it looks every pass (a vDSO
+ * clock read costs far less than the yield or sleep): a pass there can take
+ * a scheduler slice on a loaded machine (10 ms and more with other
+ * processes on every core), and counting passes would then put seconds
+ * between two checks, and between a connection's failure and its report. */
+#define CHECK_EVERY 1024
+#define CHECK_MS    5 /* at most one liveness check per this many ms */
 /* Once a wait passed MESHCCL_NET_TIMEOUT, same-host peers are looked at
  * (/proc/<pid>/stat: stopped or not) at most this often. */
 #define STOPPED_CHECK_MS 100
@@ -257,7 +263,7 @@ ncclResult_t mc_coll_tasks_run(struct mc_coll_batch *b, struct mc_coll_plan *pl,
       continue;
     }
     idle++;
-    if ((idle % CHECK_EVERY) == 0) {
+    if ((idle > spin) || ((idle % CHECK_EVERY) == 0)) {
       double now = mc_time_sec();
       if (last_check == 0)
         last_check = now;

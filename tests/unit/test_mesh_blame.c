@@ -3,8 +3,9 @@
  * What a Mesh failure report blames (src/net/mesh/mesh_blame.c), from views
  * built by hand, without sockets: a relayed route's cables described while
  * up, the cable the link state no longer has named (not the first hop), a
- * direct connection's own cable among parallel ones, and hosts named as the
- * communicator numbers them.
+ * direct connection's own cable among parallel ones, or from the connection's
+ * own ends before discovery describes it, which cable a lost connection's
+ * report blames, and hosts named as the communicator numbers them.
  */
 #include "mc_test.h"
 
@@ -146,5 +147,112 @@ static void direct_connection_names_its_own_cable(void)
   free(ctx);
 }
 
+static void set_ip4(union mc_sockaddr *a, const char *ip)
+{
+  memset(a, 0, sizeof(*a));
+  a->sin.sin_family = AF_INET;
+  MC_T_EQ_INT(inet_pton(AF_INET, ip, &a->sin.sin_addr), 1);
+}
+
+/* Before discovery describes the route (no view, or a view without the
+ * peer), a direct connection's cable comes from its own ends: this host's
+ * NIC and the peer's address; the peer's interface is named once a view's
+ * table has its record. Both directions, from the sender's end. */
+static void direct_cable_from_the_connection_ends(void)
+{
+  struct mc_net_mesh_ctx *ctx = NULL;
+  struct mc_net_mesh_view *v = NULL;
+  struct mc_net_mesh_route_desc *d = NULL;
+  struct mc_net_host_name names[2];
+  struct mc_net_mesh_nic nic;
+  union mc_sockaddr remote;
+  uint64_t self = 0xa0;
+  uint64_t peer = 0xb1;
+
+  MC_T_OK(mc_calloc(&ctx, 1));
+  MC_T_OK(mc_calloc(&d, 1));
+  MC_T_OK(mc_calloc(&v, 1));
+  ctx->host_hash = self;
+  names[0].host_hash = peer;
+  names[0].index = 0;
+  snprintf(names[0].ranks, sizeof(names[0].ranks), "rank 0");
+  names[1].host_hash = self;
+  names[1].index = 1;
+  snprintf(names[1].ranks, sizeof(names[1].ranks), "rank 1");
+  ctx->host_names = names;
+  ctx->n_host_names = 2;
+  memset(&nic, 0, sizeof(nic));
+  snprintf(nic.name, sizeof(nic.name), "eth2");
+  set_ip4(&nic.addr, "10.0.2.1");
+  nic.prefix_len = 24;
+  set_ip4(&remote, "10.0.2.2");
+  /* Sending, no view at all. */
+  mc_net_mesh_route_direct(ctx, NULL, self, peer, &nic, &remote, d);
+  MC_T_EQ_INT(d->n_hops, 1);
+  MC_T_TRUE(d->hosts[0] == self);
+  MC_T_TRUE(d->hosts[1] == peer);
+  MC_T_TRUE(strncmp(d->cables[0], "host 1 (", 8) == 0);
+  MC_T_CONTAINS(d->cables[0], ", rank 1) eth2 10.0.2.1 - host 0 (00000000000000b1, rank 0) "
+                              "10.0.2.2 (subnet 10.0.2.0/24)");
+  MC_T_CONTAINS(d->path, " > host 0 (00000000000000b1, rank 0)");
+  /* Receiving, with a view whose table has the peer's record (a graph
+   * that does not join them yet is not looked at). */
+  v->table.n = 1;
+  v->table.e[0].rec.host_hash = peer;
+  snprintf(v->table.e[0].rec.name, sizeof(v->table.e[0].rec.name), "hb");
+  v->table.e[0].rec.n_addrs = 1;
+  set_ip4(&v->table.e[0].rec.addrs[0].addr, "10.0.2.2");
+  v->table.e[0].rec.addrs[0].prefix_len = 24;
+  snprintf(v->table.e[0].rec.addrs[0].if_name, sizeof(v->table.e[0].rec.addrs[0].if_name), "eth7");
+  mc_net_mesh_route_direct(ctx, v, peer, self, &nic, &remote, d);
+  MC_T_TRUE(d->hosts[0] == peer);
+  MC_T_TRUE(strncmp(d->cables[0], "host 0 (hb, rank 0) eth7 10.0.2.2 - host 1 (", 44) == 0);
+  MC_T_CONTAINS(d->cables[0], ", rank 1) eth2 10.0.2.1 (subnet 10.0.2.0/24)");
+  /* A far host not known (0) is named by its address. */
+  mc_net_mesh_route_direct(ctx, NULL, self, 0, &nic, &remote, d);
+  MC_T_CONTAINS(d->cables[0],
+                ", rank 1) eth2 10.0.2.1 - the host at 10.0.2.2 (subnet 10.0.2.0/24)");
+  mc_net_mesh_route_direct(ctx, v, peer, self, &nic, &remote, d);
+  /* Blamed when the connection is lost: the direct cable, even with no
+   * link state saying it is down, unless the peer's process closed it. */
+  MC_T_EQ_INT(mc_net_mesh_route_blame(NULL, d, false), 0);
+  MC_T_EQ_INT(mc_net_mesh_route_blame(v, d, false), 0);
+  MC_T_EQ_INT(mc_net_mesh_route_blame(NULL, d, true), -1);
+  d->n_hops = 0; /* a relayed route discovery never described */
+  MC_T_EQ_INT(mc_net_mesh_route_blame(NULL, d, false), -1);
+  ctx->host_names = NULL;
+  free(v);
+  free(d);
+  free(ctx);
+}
+
+/* A relayed route blames only a cable the link state shows down: a reset
+ * with every cable up is the peer's (or unknown), not its first hop; a close
+ * judged the peer's stays the peer's when the view changes afterwards. */
+static void relayed_route_blames_no_cable_that_is_up(void)
+{
+  struct mc_mesh_host h[4];
+  int n = mt_line4(h);
+  struct mc_net_mesh_ctx *ctx = NULL;
+  struct mc_net_mesh_view *before;
+  struct mc_net_mesh_view *after;
+  struct mc_net_mesh_route_desc *d = NULL;
+
+  MC_T_OK(mc_calloc(&ctx, 1));
+  MC_T_OK(mc_calloc(&d, 1));
+  before = view_of(h, n, -1, -1);
+  after = view_of(h, n, 2, 3);
+  MC_T_TRUE(mc_net_mesh_route_describe(ctx, before, h[0].host_hash, h[3].host_hash, 7, NULL, d));
+  MC_T_EQ_INT(mc_net_mesh_route_blame(before, d, false), -1);
+  MC_T_EQ_INT(mc_net_mesh_route_blame(before, d, true), -1);
+  MC_T_EQ_INT(mc_net_mesh_route_blame(after, d, false), 2);
+  MC_T_EQ_INT(mc_net_mesh_route_blame(after, d, true), -1);
+  view_free(before);
+  view_free(after);
+  free(d);
+  free(ctx);
+}
+
 MC_T_MAIN(relayed_route_blames_the_cable_that_failed, hosts_named_as_the_communicator_numbers_them,
-          direct_connection_names_its_own_cable)
+          direct_connection_names_its_own_cable, direct_cable_from_the_connection_ends,
+          relayed_route_blames_no_cable_that_is_up)

@@ -6,12 +6,15 @@
  * longer has. A relay that loses its onward cable only resets its sockets;
  * the route's ends learn which cable it was from the mesh's link state, which
  * discovery floods to every host (an interface that goes down or silent is
- * withdrawn from its host's record at once). Pure functions of a view.
+ * withdrawn from its host's record at once). A direct connection's cable is
+ * also known from the connection's own two ends, before discovery has
+ * described the route. Pure functions of a view.
  */
 #include "mesh_int.h"
 
 #include "utils.h"
 
+#include <arpa/inet.h>
 #include <netinet/in.h>
 #include <stdio.h>
 #include <sys/socket.h>
@@ -118,10 +121,78 @@ bool mc_net_mesh_route_describe(const struct mc_net_mesh_ctx *ctx, const struct 
   return true;
 }
 
+/* "10.1.23.2": an address without port or prefix length. */
+static void ip_str(const union mc_sockaddr *a, char *buf, size_t bytes)
+{
+  const void *src = (a->sa.sa_family == AF_INET6) ? (const void *)&a->sin6.sin6_addr
+                                                  : (const void *)&a->sin.sin_addr;
+
+  if (((a->sa.sa_family != AF_INET) && (a->sa.sa_family != AF_INET6)) ||
+      (inet_ntop(a->sa.sa_family, src, buf, (socklen_t)bytes) == NULL))
+    snprintf(buf, bytes, "?");
+}
+
+/* The interface of host_hash that has address a, from v's table ("" when
+ * v has no record of that host, or none with that address). */
+static const char *peer_if_name(const struct mc_net_mesh_view *v, uint64_t host_hash,
+                                const union mc_sockaddr *a)
+{
+  for (int i = 0; (v != NULL) && (i < v->table.n); i++) {
+    const struct mc_net_mesh_rec *r = &v->table.e[i].rec;
+
+    if (r->host_hash != host_hash)
+      continue;
+    for (int k = 0; k < r->n_addrs; k++) {
+      const union mc_sockaddr *x = &r->addrs[k].addr;
+      bool same =
+          (x->sa.sa_family == a->sa.sa_family) &&
+          (((a->sa.sa_family == AF_INET) && (memcmp(&x->sin.sin_addr, &a->sin.sin_addr, 4) == 0)) ||
+           ((a->sa.sa_family == AF_INET6) &&
+            (memcmp(&x->sin6.sin6_addr, &a->sin6.sin6_addr, 16) == 0)));
+
+      if (same)
+        return r->addrs[k].if_name;
+    }
+  }
+  return "";
+}
+
+void mc_net_mesh_route_direct(const struct mc_net_mesh_ctx *ctx, const struct mc_net_mesh_view *v,
+                              uint64_t src_host, uint64_t dst_host,
+                              const struct mc_net_mesh_nic *local, const union mc_sockaddr *remote,
+                              struct mc_net_mesh_route_desc *d_out)
+{
+  char sub[MC_SOCKADDR_STRLEN];
+  size_t used = 0;
+  size_t c_used = 0;
+  int me = (src_host == ctx->host_hash) ? 0 : 1;
+
+  memset(d_out, 0, sizeof(*d_out));
+  d_out->n_hops = 1;
+  d_out->hosts[0] = src_host;
+  d_out->hosts[1] = dst_host;
+  for (int i = 0; i < 2; i++) {
+    char name[MC_NET_MESH_HOST_TEXT_BYTES];
+    char ip[MC_SOCKADDR_STRLEN];
+    const char *ifn = (i == me) ? local->name : peer_if_name(v, d_out->hosts[i], remote);
+
+    if (d_out->hosts[i] != 0)
+      mc_net_mesh_host_label(ctx, v, d_out->hosts[i], name, sizeof(name));
+    else
+      snprintf(name, sizeof(name), "the host at");
+    ip_str((i == me) ? &local->addr : remote, ip, sizeof(ip));
+    mc_str_appendf(d_out->cables[0], sizeof(d_out->cables[0]), &c_used, "%s%s%s%s %s",
+                   (i > 0) ? " - " : "", name, (ifn[0] != '\0') ? " " : "", ifn, ip);
+    mc_str_appendf(d_out->path, sizeof(d_out->path), &used, "%s%s", (i > 0) ? " > " : "", name);
+  }
+  mc_net_mesh_subnet_str(&local->addr, local->prefix_len, sub, sizeof(sub));
+  mc_str_appendf(d_out->cables[0], sizeof(d_out->cables[0]), &c_used, " (subnet %s)", sub);
+}
+
 int mc_net_mesh_route_broken_hop(const struct mc_net_mesh_view *v,
                                  const struct mc_net_mesh_route_desc *d)
 {
-  if (v == NULL)
+  if ((v == NULL) || (v->graph == NULL))
     return -1;
   for (int i = 0; i < d->n_hops; i++) {
     int a = find_host(v->graph, d->hosts[i]);
@@ -131,4 +202,14 @@ int mc_net_mesh_route_broken_hop(const struct mc_net_mesh_view *v,
       return i;
   }
   return -1;
+}
+
+int mc_net_mesh_route_blame(const struct mc_net_mesh_view *v,
+                            const struct mc_net_mesh_route_desc *d, bool is_peer_closed)
+{
+  if (is_peer_closed || (d->n_hops < 1))
+    return -1;
+  if (d->n_hops == 1)
+    return 0;
+  return mc_net_mesh_route_broken_hop(v, d);
 }

@@ -473,15 +473,17 @@ static int io(struct csock *s, bool is_send, size_t bytes)
   return mc_net_auth_io(s->sock.fd, is_send, s->buf, bytes, &s->done);
 }
 
-static ncclResult_t hs_fail(struct mc_net_mesh_connect *c, int index, ncclResult_t res,
-                            const char *what)
+static ncclResult_t hs_fail(struct mc_net_mesh_ctx *ctx, struct mc_net_mesh_connect *c, int index,
+                            ncclResult_t res, const char *what)
 {
   char a[MC_SOCKADDR_STRLEN];
   char b[MC_SOCKADDR_STRLEN];
+  char host[MC_NET_MESH_HOST_TEXT_BYTES];
 
-  return cfail(c, res, "NET/Mesh: connection from %s to %s (host %016llx), socket %d: %s",
-               mc_sockaddr_str(&c->from, a, sizeof(a)), mc_sockaddr_str(&c->to, b, sizeof(b)),
-               (unsigned long long)c->h.host_hash, index, what);
+  mc_net_mesh_host_str(ctx, c->h.host_hash, host, sizeof(host));
+  return cfail(c, res, "NET/Mesh: connection from %s to %s (%s), socket %d: %s",
+               mc_sockaddr_str(&c->from, a, sizeof(a)), mc_sockaddr_str(&c->to, b, sizeof(b)), host,
+               index, what);
 }
 
 /* The connector's half of the handshake on socket i. */
@@ -508,13 +510,13 @@ static ncclResult_t sock_progress(struct mc_net_mesh_ctx *ctx, struct mc_net_mes
   if (s->state == CS_RELAY_CHALLENGE) {
     r = io(s, false, MC_NET_MESH_CHALLENGE_BYTES);
     if (r < 0)
-      return hs_fail(c, i, ncclRemoteError,
+      return hs_fail(ctx, c, i, ncclRemoteError,
                      (errno != 0) ? strerror(errno) : "the relay closed before its challenge");
     if (r > 0) {
       struct mc_net_mesh_relay_req req;
 
       if (!mc_net_auth_challenge_decode(&mc_net_mesh_auth, s->buf, s->nonce_a))
-        return hs_fail(c, i, ncclRemoteError, "the relay is not a Mesh net of this version");
+        return hs_fail(ctx, c, i, ncclRemoteError, "the relay is not a Mesh net of this version");
       req.hops_left = c->hops - 1;
       req.conn_id = c->conn_id;
       req.origin_host = ctx->host_hash;
@@ -527,7 +529,7 @@ static ncclResult_t sock_progress(struct mc_net_mesh_ctx *ctx, struct mc_net_mes
   if (s->state == CS_RELAY_REQ) {
     r = io(s, true, MC_NET_MESH_RELAY_REQ_BYTES);
     if (r < 0)
-      return hs_fail(c, i, ncclRemoteError, (errno != 0) ? strerror(errno) : "relay closed");
+      return hs_fail(ctx, c, i, ncclRemoteError, (errno != 0) ? strerror(errno) : "relay closed");
     if (r > 0) {
       s->done = 0;
       s->state = CS_CHALLENGE;
@@ -536,7 +538,7 @@ static ncclResult_t sock_progress(struct mc_net_mesh_ctx *ctx, struct mc_net_mes
   if (s->state == CS_CHALLENGE) {
     r = io(s, false, MC_NET_MESH_CHALLENGE_BYTES);
     if (r < 0)
-      return hs_fail(c, i, ncclRemoteError,
+      return hs_fail(ctx, c, i, ncclRemoteError,
                      (errno != 0) ? strerror(errno) : "closed before sending its challenge");
     if (r > 0) {
       int reason;
@@ -555,10 +557,10 @@ static ncclResult_t sock_progress(struct mc_net_mesh_ctx *ctx, struct mc_net_mes
 
         mc_net_mesh_host_str(ctx, relay_host, host, sizeof(host));
         snprintf(why, sizeof(why), "relay %s refused: %s", host, mc_net_mesh_refusal_str(reason));
-        return hs_fail(c, i, ncclRemoteError, why);
+        return hs_fail(ctx, c, i, ncclRemoteError, why);
       }
       if (!mc_net_auth_challenge_decode(&mc_net_mesh_auth, s->buf, s->nonce_a))
-        return hs_fail(c, i, ncclRemoteError,
+        return hs_fail(ctx, c, i, ncclRemoteError,
                        "the listener is not a Mesh net of this version (bad challenge)");
       memset(&s->resp, 0, sizeof(s->resp));
       s->resp.listen_id = c->h.listen_id;
@@ -576,7 +578,7 @@ static ncclResult_t sock_progress(struct mc_net_mesh_ctx *ctx, struct mc_net_mes
   if (s->state == CS_RESPONSE) {
     r = io(s, true, MC_NET_MESH_RESPONSE_BYTES);
     if (r < 0)
-      return hs_fail(c, i, ncclRemoteError, (errno != 0) ? strerror(errno) : "closed");
+      return hs_fail(ctx, c, i, ncclRemoteError, (errno != 0) ? strerror(errno) : "closed");
     if (r > 0) {
       s->done = 0;
       s->state = CS_CONFIRM;
@@ -585,17 +587,17 @@ static ncclResult_t sock_progress(struct mc_net_mesh_ctx *ctx, struct mc_net_mes
   if (s->state == CS_CONFIRM) {
     r = io(s, false, MC_NET_MESH_CONFIRM_BYTES);
     if (r < 0)
-      return hs_fail(c, i, ncclRemoteError,
+      return hs_fail(ctx, c, i, ncclRemoteError,
                      (errno != 0) ? strerror(errno)
                                   : "the listener closed the connection instead of confirming: "
                                     "it refused our MAC (ranks with different secrets or "
                                     "communicators?) or its listen comm is closed");
     if (r > 0) {
       if (!mc_net_auth_confirm_decode(&mc_net_mesh_auth, s->buf, mac))
-        return hs_fail(c, i, ncclRemoteError, "bad confirmation (wrong magic)");
+        return hs_fail(ctx, c, i, ncclRemoteError, "bad confirmation (wrong magic)");
       mc_net_auth_mac(&mc_net_mesh_auth, ctx->key, 'A', s->nonce_a, &s->resp, s->resp.mac);
       if (!mc_crypto_equal(mac, s->resp.mac, sizeof(mac)))
-        return hs_fail(c, i, ncclRemoteError,
+        return hs_fail(ctx, c, i, ncclRemoteError,
                        "the listener failed authentication (its MAC does not verify: a host "
                        "with another secret answers at this address)");
       s->state = CS_DONE;
@@ -605,7 +607,7 @@ static ncclResult_t sock_progress(struct mc_net_mesh_ctx *ctx, struct mc_net_mes
       (mc_time_ns() - s->up_ns > (uint64_t)ctx->handshake_ms * 1000000ull)) {
     snprintf(why, sizeof(why), "no complete handshake within %d ms of the TCP connection",
              ctx->handshake_ms);
-    return hs_fail(c, i, ncclTimeout, why);
+    return hs_fail(ctx, c, i, ncclTimeout, why);
   }
   return ncclSuccess;
 }

@@ -729,9 +729,9 @@ static void recv_one(struct mc_net_mesh_ctx *ctx, int fd, uint64_t now, bool *ag
       d->changed_ns = now;
       d->next_announce_ns = now; /* flood news at once */
     } else if (u == MC_NET_MESH_UPD_FULL) {
-      MC_WARN_ONCE("NET/Mesh: discovery: the mesh table is full (%d contexts); host %016llx "
-                   "(%s) and later ones stay unknown",
-                   MC_NET_MESH_MAX_ENTRIES, (unsigned long long)recs[i].host_hash, recs[i].name);
+      MC_WARN_ONCE("NET/Mesh: discovery: the mesh table is full (%d contexts); host %s "
+                   "(%016llx) and later ones stay unknown",
+                   MC_NET_MESH_MAX_ENTRIES, recs[i].name, (unsigned long long)recs[i].host_hash);
     }
   }
 }

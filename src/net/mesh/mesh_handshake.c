@@ -503,15 +503,14 @@ static void relay_hand_over(struct mc_net_mesh_ctx *ctx, struct hs_pending *p)
   char from[MC_NET_MESH_HOST_TEXT_BYTES];
   char to[MC_NET_MESH_HOST_TEXT_BYTES];
 
-  snprintf(label, sizeof(label), "conn %016llx -> host %016llx", (unsigned long long)p->req.conn_id,
-           (unsigned long long)p->dest_host);
+  mc_net_mesh_host_str(ctx, p->req.origin_host, from, sizeof(from));
+  mc_net_mesh_host_str(ctx, p->dest_host, to, sizeof(to));
+  snprintf(label, sizeof(label), "conn %016llx -> %s", (unsigned long long)p->req.conn_id, to);
   if (mc_mesh_relay_add(ctx->relay, p->fd, p->fd2, label) != ncclSuccess) {
     relay_refuse(ctx, p, MC_NET_MESH_REFUSE_BUSY);
     return;
   }
   __atomic_add_fetch(&ctx->stats.n_relayed, 1, __ATOMIC_RELAXED);
-  mc_net_mesh_host_str(ctx, p->req.origin_host, from, sizeof(from));
-  mc_net_mesh_host_str(ctx, p->dest_host, to, sizeof(to));
   MC_INFO(MC_SUB_NET,
           "NET/Mesh: relaying connection %016llx from %s (%s) to %s via %s "
           "(%s, %d hops left)",
@@ -668,16 +667,17 @@ static void expire_groups(struct mc_net_mesh_ctx *ctx, uint64_t now)
 
     while (*link != NULL) {
       struct mc_net_mesh_group *g = *link;
+      char host[MC_NET_MESH_HOST_TEXT_BYTES];
 
       if ((now < g->since_ns) || (now - g->since_ns <= (uint64_t)GROUP_WINDOW_MS * 1000000ull)) {
         link = &g->next;
         continue;
       }
+      mc_net_mesh_host_str(ctx, g->peer_host, host, sizeof(host));
       MC_INFO(MC_SUB_NET,
-              "NET/Mesh: dropped an incomplete connection from host %016llx on %s (%d of %d "
+              "NET/Mesh: dropped an incomplete connection from %s on %s (%d of %d "
               "sockets within %d s)",
-              (unsigned long long)g->peer_host, ctx->nics[g->nic].name, g->n_got, g->n_socks + 1,
-              GROUP_WINDOW_MS / 1000);
+              host, ctx->nics[g->nic].name, g->n_got, g->n_socks + 1, GROUP_WINDOW_MS / 1000);
       __atomic_add_fetch(&ctx->stats.n_refused, 1, __ATOMIC_RELAXED);
       *link = g->next;
       l->n_groups--;

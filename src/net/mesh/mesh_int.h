@@ -514,10 +514,30 @@ bool mc_net_mesh_route_describe(const struct mc_net_mesh_ctx *ctx, const struct 
                                 uint64_t src_host, uint64_t dst_host, uint64_t conn_id,
                                 const union mc_sockaddr *local_addr,
                                 struct mc_net_mesh_route_desc *d_out);
+/* A direct connection's one cable from the connection's own ends, for when
+ * v (may be NULL) does not know the route yet (discovery has not finished):
+ * one hop from src_host to dst_host, this host's end on NIC local, the
+ * peer's at address remote on the same subnet, its interface named when v's
+ * table has the peer's record; a peer host 0 (not known) is "the host at"
+ * its address. Pure. */
+void mc_net_mesh_route_direct(const struct mc_net_mesh_ctx *ctx, const struct mc_net_mesh_view *v,
+                              uint64_t src_host, uint64_t dst_host,
+                              const struct mc_net_mesh_nic *local, const union mc_sockaddr *remote,
+                              struct mc_net_mesh_route_desc *d_out);
 /* The first hop of d whose hosts have no cable up between them on v (or one
  * of which v no longer knows), else -1. Pure. */
 int mc_net_mesh_route_broken_hop(const struct mc_net_mesh_view *v,
                                  const struct mc_net_mesh_route_desc *d);
+/* The hop a lost connection's report blames, -1 for none: none when its
+ * peer's process closed it (is_peer_closed: the caller judged that, on a
+ * relayed route from a view that still had every cable, so a view that
+ * changed since does not turn it into a cable failure with the wrong time)
+ * or d is not known; a direct route's one cable (nothing else was between
+ * the two hosts, whether or not the link state says so yet: a silent cable,
+ * discovery not finished); a relayed route's first broken hop on v
+ * (mc_net_mesh_route_broken_hop). Pure. */
+int mc_net_mesh_route_blame(const struct mc_net_mesh_view *v,
+                            const struct mc_net_mesh_route_desc *d, bool is_peer_closed);
 
 /* ---------- the context (mesh_net.c, mesh_handshake.c) ---------- */
 

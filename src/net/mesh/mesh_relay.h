@@ -36,7 +36,7 @@
  * the bound. Also the buffer of a read/write direction. */
 #define MC_MESH_RELAY_DEFAULT_DIR_BYTES (1u << 20)
 #define MC_MESH_RELAY_DEFAULT_POLL_MS   100
-#define MC_MESH_RELAY_LABEL_BYTES       64
+#define MC_MESH_RELAY_LABEL_BYTES       192
 
 /* Options of a relay service; zero means the default. */
 struct mc_mesh_relay_opts {

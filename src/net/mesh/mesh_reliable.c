@@ -199,6 +199,8 @@ struct mc_net_mesh_comm {
   /* The cables of the route (for failure reports), and whether the break
    * came from the peer's end closing or resetting the connection. */
   struct mc_net_mesh_route_desc route;
+  bool is_route_own;        /* route: a direct one from the connection's ends, not the view */
+  union mc_sockaddr remote; /* the socket's far end on the current first hop (family 0: unknown) */
   uint64_t route_try_ns;
   bool is_peer_closed;
   struct mc_net_sock_comm *sc;
@@ -235,18 +237,46 @@ static const char *role(const struct mc_net_mesh_comm *mc)
   return mc->is_send ? "to" : "from";
 }
 
+/* Whether the connection goes straight over one cable to the peer's host
+ * (its peer's address then is on that cable): a sender whose NIC shares a
+ * subnet with the listener's address; a receiver whose NIC's neighbour, as
+ * discovery heard it, is the sender's host (a relayed connection arrives
+ * from a relay). */
+static bool is_direct(const struct mc_net_mesh_comm *mc)
+{
+  if (mc->is_send)
+    return !mc->is_relayed;
+  return mc_net_mesh_nic_neighbour(mc->ctx, mc->nic) == mc->peer_host;
+}
+
 /* Describes the route's cables from the current view (mc_net_mesh_route_describe),
- * as the connection is made or moved, so that a failure can name the cable. */
+ * as the connection is made or moved, so that a failure can name the cable.
+ * A direct connection the view does not describe yet (discovery has not
+ * finished) is described from its own ends (mc_net_mesh_route_direct), and
+ * from the view once it can. */
 static void note_route(struct mc_net_mesh_comm *mc)
 {
   struct mc_net_mesh_view *v = mc_net_mesh_view_get(mc->ctx);
   uint64_t self = mc->ctx->host_hash;
+  uint64_t src = mc->is_send ? self : mc->peer_host;
+  uint64_t dst = mc->is_send ? mc->peer_host : self;
+  union mc_sockaddr remote;
+  socklen_t len = sizeof(remote);
 
   mc->route_try_ns = mc_time_ns() + (uint64_t)ROUTE_RETRY_MS * 1000000ull;
-  if (!mc_net_mesh_route_describe(mc->ctx, v, mc->is_send ? self : mc->peer_host,
-                                  mc->is_send ? mc->peer_host : self, mc->conn_id,
-                                  &mc->ctx->nics[mc->nic].addr, &mc->route))
+  mc->is_route_own = false;
+  memset(&remote, 0, sizeof(remote));
+  if ((mc->sc != NULL) && (getpeername(mc->sc->ctrl.fd, &remote.sa, &len) == 0))
+    mc->remote = remote;
+  if (!mc_net_mesh_route_describe(mc->ctx, v, src, dst, mc->conn_id, &mc->ctx->nics[mc->nic].addr,
+                                  &mc->route)) {
     mc->route.n_hops = 0;
+    if ((mc->remote.sa.sa_family != 0) && is_direct(mc)) {
+      mc_net_mesh_route_direct(mc->ctx, v, src, dst, &mc->ctx->nics[mc->nic], &mc->remote,
+                               &mc->route);
+      mc->is_route_own = true;
+    }
+  }
   mc_net_mesh_view_put(v);
 }
 
@@ -320,9 +350,13 @@ static void comm_break(struct mc_net_mesh_comm *mc, bool by_peer, const char *fm
           (unsigned long long)(mc->rel.next_seq - mc->rel.acked));
 }
 
-/* DOWN past the deadline: lost for good, said once, blaming what the link
- * state shows: the first cable of the route that is down, else (the peer's
- * end closed it) the peer's process, else the link the connection was on. */
+/* DOWN past the deadline: lost for good, said once, blaming the peer's
+ * process when its end closed it (for a relayed route, comm_progress found
+ * every cable up at the deadline), else a cable of the route
+ * (mc_net_mesh_route_blame: a direct connection's one cable, a relayed
+ * route's first one the link state shows down, or the cable of a down
+ * interface here), else the link the connection was on (a relayed route
+ * discovery never described). */
 static ncclResult_t comm_lose(struct mc_net_mesh_comm *mc, const char *why)
 {
   char host[MC_NET_MESH_HOST_TEXT_BYTES];
@@ -330,7 +364,7 @@ static ncclResult_t comm_lose(struct mc_net_mesh_comm *mc, const char *why)
   char mesh[512];
   struct mc_net_mesh_view *v;
   unsigned long long n_unacked = (unsigned long long)(mc->rel.next_seq - mc->rel.acked);
-  int broken = -1;
+  int broken;
 
   drop_sc(mc);
   mc_net_mesh_resume_free(mc->rc);
@@ -342,8 +376,20 @@ static ncclResult_t comm_lose(struct mc_net_mesh_comm *mc, const char *why)
   mc_net_mesh_host_str(mc->ctx, mc->ctx->host_hash, self, sizeof(self));
   v = mc_net_mesh_view_get(mc->ctx);
   mc_net_mesh_view_str(mc->ctx, v, mesh, sizeof(mesh));
-  if (mc->route.n_hops > 0)
-    broken = mc_net_mesh_route_broken_hop(v, &mc->route);
+  broken = mc_net_mesh_route_blame(v, &mc->route, mc->is_peer_closed);
+  if ((broken < 0) && (mc->route.n_hops == 0) && !mc->is_peer_closed &&
+      (mc->remote.sa.sa_family != 0) &&
+      (__atomic_load_n(&mc->ctx->nic_down[mc->nic], __ATOMIC_ACQUIRE) != 0)) {
+    /* A route discovery never described, whose first hop's interface is
+     * down here: that cable failed, whatever lay beyond it. Its far host is
+     * the neighbour discovery heard on the interface, if any. */
+    uint64_t far = mc_net_mesh_nic_neighbour(mc->ctx, mc->nic);
+
+    mc_net_mesh_route_direct(mc->ctx, v, mc->ctx->host_hash, far, &mc->ctx->nics[mc->nic],
+                             &mc->remote, &mc->route);
+    snprintf(mc->route.path, sizeof(mc->route.path), "%s", mc->down_link);
+    broken = 0;
+  }
   mc_net_mesh_view_put(v);
   if (broken >= 0)
     return MC_FAIL(ncclRemoteError,
@@ -432,6 +478,22 @@ static ncclResult_t test_posted(struct mc_net_mesh_comm *mc)
   return ncclSuccess;
 }
 
+/* The peer broke the protocol: what it did (fmt), its host named. */
+static ncclResult_t protocol_error(struct mc_net_mesh_comm *mc, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+static ncclResult_t protocol_error(struct mc_net_mesh_comm *mc, const char *fmt, ...)
+{
+  char host[MC_NET_MESH_HOST_TEXT_BYTES];
+  char what[256];
+  va_list ap;
+
+  va_start(ap, fmt);
+  vsnprintf(what, sizeof(what), fmt, ap);
+  va_end(ap);
+  mc_net_mesh_host_str(mc->ctx, mc->peer_host, host, sizeof(host));
+  return MC_FAIL(ncclRemoteError, "NET/Mesh: protocol error: %s %s", host, what);
+}
+
 /* Sender: reads acknowledgements from the control socket's reverse side. */
 static ncclResult_t read_acks(struct mc_net_mesh_comm *mc, bool *got_one)
 {
@@ -449,22 +511,22 @@ static ncclResult_t read_acks(struct mc_net_mesh_comm *mc, bool *got_one)
         uint64_t expected = mc_net_mesh_ack_decode(mc->ack_in);
 
         if (!mc_net_mesh_rel_resume(&mc->rel, expected))
-          return MC_FAIL(ncclRemoteError,
-                         "NET/Mesh: protocol error: host %016llx resumed connection %016llx at "
-                         "message %llu, but %llu were acknowledged and %llu sent",
-                         (unsigned long long)mc->peer_host, (unsigned long long)mc->conn_id,
-                         (unsigned long long)expected, (unsigned long long)mc->rel.acked,
-                         (unsigned long long)mc->rel.next_seq);
+          return protocol_error(mc,
+                                "resumed connection %016llx at message %llu, but "
+                                "%llu were acknowledged and %llu sent",
+                                (unsigned long long)mc->conn_id, (unsigned long long)expected,
+                                (unsigned long long)mc->rel.acked,
+                                (unsigned long long)mc->rel.next_seq);
         *got_one = true;
         return ncclSuccess;
       }
       if (!mc_net_mesh_rel_ack(&mc->rel, mc_net_mesh_ack_decode(mc->ack_in)))
-        return MC_FAIL(ncclRemoteError,
-                       "NET/Mesh: protocol error: host %016llx acknowledged message %llu of "
-                       "connection %016llx, beyond the %llu sent",
-                       (unsigned long long)mc->peer_host,
-                       (unsigned long long)mc_net_mesh_ack_decode(mc->ack_in),
-                       (unsigned long long)mc->conn_id, (unsigned long long)mc->rel.next_seq);
+        return protocol_error(mc,
+                              "acknowledged message %llu of connection %016llx, beyond the "
+                              "%llu sent",
+                              (unsigned long long)mc_net_mesh_ack_decode(mc->ack_in),
+                              (unsigned long long)mc->conn_id,
+                              (unsigned long long)mc->rel.next_seq);
       *got_one = true;
       continue;
     }
@@ -733,7 +795,8 @@ static ncclResult_t comm_progress(struct mc_net_mesh_comm *mc)
       MC_CHECK(post_pending(mc));
     }
   }
-  if ((mc->state == ST_UP) && (mc->route.n_hops == 0) && (mc_time_ns() > mc->route_try_ns))
+  if ((mc->state == ST_UP) && ((mc->route.n_hops == 0) || mc->is_route_own) &&
+      (mc_time_ns() > mc->route_try_ns))
     note_route(mc); /* made before discovery knew the peer */
   if ((mc->state != ST_UP) && (mc->rel.acked == mc->rel.next_seq)) {
     /* Nothing unfinished on the connection (a peer that closed it after its
