@@ -91,21 +91,12 @@ static ncclResult_t set_opts(struct mc_sock *s, int fd)
 {
   int one = 1;
   int fl = fcntl(fd, F_GETFL);
-  int64_t sndbuf = mc_param_int(MC_P_SOCKET_SNDBUF);
-  int64_t rcvbuf = mc_param_int(MC_P_SOCKET_RCVBUF);
 
   if ((fl == -1) || (fcntl(fd, F_SETFL, fl | O_NONBLOCK) == -1))
     return set_err(s, MC_SOCK_END_ERROR, ncclSystemError, "fcntl(O_NONBLOCK): %s", strerror(errno));
   if (s->addr.sa.sa_family != AF_UNIX)
     (void)setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
-  if (sndbuf > 0) {
-    int v = (int)sndbuf;
-    (void)setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &v, sizeof(v));
-  }
-  if (rcvbuf > 0) {
-    int v = (int)rcvbuf;
-    (void)setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &v, sizeof(v));
-  }
+  mc_sock_set_buf_sizes(fd);
   return ncclSuccess;
 }
 

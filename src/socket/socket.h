@@ -312,4 +312,9 @@ void mc_listener_close(struct mc_listener *l);
  * failure in s->err (nothing is logged); ncclSystemError then. */
 ncclResult_t mc_sock_set_liveness(struct mc_sock *s, int64_t timeout_ms);
 
+/* Sets SO_SNDBUF / SO_RCVBUF on fd to NCCL_SOCKET_SNDBUF / NCCL_SOCKET_RCVBUF
+ * where they are positive (else the kernel's default and autotuning stay);
+ * best effort, as NCCL's misc/socket.cc. */
+void mc_sock_set_buf_sizes(int fd);
+
 #endif /* MC_SOCKET_H */

@@ -89,8 +89,6 @@ struct mc_net_mesh_hs_thread {
 void mc_net_mesh_sock_opts(int fd)
 {
   int one = 1;
-  int64_t sndbuf = mc_param_int(MC_P_SOCKET_SNDBUF);
-  int64_t rcvbuf = mc_param_int(MC_P_SOCKET_RCVBUF);
   int timeout_ms = (int)mc_param_int(MC_P_MESH_LINK_TIMEOUT_MS);
   /* Idle sockets (a receiver waiting, a relay between messages) probe the
    * peer after a third of the timeout, every third: at most the timeout
@@ -104,14 +102,7 @@ void mc_net_mesh_sock_opts(int fd)
   (void)setsockopt(fd, IPPROTO_TCP, TCP_KEEPINTVL, &idle_s, sizeof(idle_s));
   (void)setsockopt(fd, IPPROTO_TCP, TCP_KEEPCNT, &cnt, sizeof(cnt));
   (void)setsockopt(fd, IPPROTO_TCP, TCP_USER_TIMEOUT, &timeout_ms, sizeof(timeout_ms));
-  if (sndbuf > 0) {
-    int v = (int)sndbuf;
-    (void)setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &v, sizeof(v));
-  }
-  if (rcvbuf > 0) {
-    int v = (int)rcvbuf;
-    (void)setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &v, sizeof(v));
-  }
+  mc_sock_set_buf_sizes(fd);
 }
 
 void mc_net_mesh_group_free(struct mc_net_mesh_group *g)
