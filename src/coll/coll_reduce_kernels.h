@@ -287,13 +287,27 @@ RK_INLINE rk_vf rk_rnd_f32(rk_vf v)
   return v;
 }
 
-#if defined(MC_RK_F16C) && (MC_RK_F16C == 512)
+#if defined(MC_RK_F16C)
+/* F16C's conversions at the vector width: RK_PH, the half vector (as many
+ * halves as rk_vf has lanes), RK_PS, the float vector. */
+#if MC_RK_F16C == 512
+#define RK_PH            __m256i
+#define RK_PS            __m512
+#define RK_CVTPH_PS(_h)  _mm512_cvtph_ps(_h)
+#define RK_CVTPS_PH(_ps) _mm512_cvtps_ph((_ps), _MM_FROUND_TO_NEAREST_INT)
+#else
+#define RK_PH            __m128i
+#define RK_PS            __m256
+#define RK_CVTPH_PS(_h)  _mm256_cvtph_ps(_h)
+#define RK_CVTPS_PH(_ps) _mm256_cvtps_ph((_ps), _MM_FROUND_TO_NEAREST_INT)
+#endif
+
 RK_INLINE rk_vf rk_ld_f16(const void *p)
 {
-  __m256i h;
+  RK_PH h;
 
   memcpy(&h, p, sizeof(h));
-  return (rk_vf)_mm512_cvtph_ps(h);
+  return (rk_vf)RK_CVTPH_PS(h);
 }
 
 RK_INLINE void rk_st_f16(void *p, rk_vf r)
@@ -301,36 +315,14 @@ RK_INLINE void rk_st_f16(void *p, rk_vf r)
   /* F16C keeps NaN payloads; NCCL writes the canonical 0x7fff */
   rk_vf canon = (rk_vf)RK_SPLAT_U32(0x7fffe000u);
   rk_vf c = (rk_vf)rk_sel32((rk_vu32)(r != r), (rk_vu32)canon, (rk_vu32)r);
-  __m256i h = _mm512_cvtps_ph((__m512)c, _MM_FROUND_TO_NEAREST_INT);
+  RK_PH h = RK_CVTPS_PH((RK_PS)c);
 
   memcpy(p, &h, sizeof(h));
 }
 
 RK_INLINE rk_vf rk_rnd_f16(rk_vf r)
 {
-  return (rk_vf)_mm512_cvtph_ps(_mm512_cvtps_ph((__m512)r, _MM_FROUND_TO_NEAREST_INT));
-}
-#elif defined(MC_RK_F16C) && (MC_RK_F16C == 256)
-RK_INLINE rk_vf rk_ld_f16(const void *p)
-{
-  __m128i h;
-
-  memcpy(&h, p, sizeof(h));
-  return (rk_vf)_mm256_cvtph_ps(h);
-}
-
-RK_INLINE void rk_st_f16(void *p, rk_vf r)
-{
-  rk_vf canon = (rk_vf)RK_SPLAT_U32(0x7fffe000u);
-  rk_vf c = (rk_vf)rk_sel32((rk_vu32)(r != r), (rk_vu32)canon, (rk_vu32)r);
-  __m128i h = _mm256_cvtps_ph((__m256)c, _MM_FROUND_TO_NEAREST_INT);
-
-  memcpy(p, &h, sizeof(h));
-}
-
-RK_INLINE rk_vf rk_rnd_f16(rk_vf r)
-{
-  return (rk_vf)_mm256_cvtph_ps(_mm256_cvtps_ph((__m256)r, _MM_FROUND_TO_NEAREST_INT));
+  return (rk_vf)RK_CVTPH_PS(RK_CVTPS_PH((RK_PS)r));
 }
 #else
 RK_INLINE rk_vf rk_ld_f16(const void *p)
