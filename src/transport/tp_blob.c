@@ -78,13 +78,21 @@ void mc_tp_blob_view_make(const struct mc_tp_comm *tc, const struct mc_conn_req 
   v_out->slot_bytes = (q->slot_bytes != 0) ? q->slot_bytes : tc->slot_bytes;
 }
 
-/* The transport's name (mc_topo_transport_str's words); a kind read off the
- * wire may be none of them. */
+/* The transport's name: mc_topo_transport_str's words, written again
+ * because this file is also built alone into the connect-message fuzzer
+ * (tests/fuzz/fuzz_tp_blob.c), which links no topology module. */
 static const char *kind_name(uint32_t kind)
 {
-  if (kind > (uint32_t)MC_TOPO_TRANSPORT_NET)
+  switch (kind) {
+  case MC_TOPO_TRANSPORT_P2P:
+    return "P2P";
+  case MC_TOPO_TRANSPORT_SHM:
+    return "SHM";
+  case MC_TOPO_TRANSPORT_NET:
+    return "NET";
+  default:
     return "transport";
-  return mc_topo_transport_str((enum mc_topo_transport)kind);
+  }
 }
 
 /* The /dev/shm name of a message (within MC_SHM_NAME_BYTES, NUL-terminated)
