@@ -94,64 +94,41 @@ RK_INLINE rk_vu64 rk_sel64(rk_vu64 m, rk_vu64 a, rk_vu64 b)
 
 /* ---------- float32 lanes: max/min ---------- */
 
-RK_INLINE rk_vf rk_minmax_f(rk_vf x, rk_vf y, bool is_min)
-{
-  rk_vu32 xi = (rk_vu32)x;
-  rk_vu32 yi = (rk_vu32)y;
-  rk_vu32 pick_x = is_min ? (rk_vu32)(x < y) : (rk_vu32)(x > y);
-  rk_vu32 x_nan = (rk_vu32)(x != x);
-  rk_vu32 y_nan = (rk_vu32)(y != y);
-  rk_vu32 eq = (rk_vu32)(x == y);
-  rk_vu32 r = rk_sel32(pick_x | y_nan, xi, yi);
-
-  /* equal: differs only for +-0, where max takes +0 (and) and min -0 (or) */
-  r = rk_sel32(eq, is_min ? (xi | yi) : (xi & yi), r);
-  r = rk_sel32(x_nan & y_nan, RK_SPLAT_U32(0x7fffffffu), r);
-  return (rk_vf)r;
-}
-
-RK_INLINE rk_vd rk_minmax_d(rk_vd x, rk_vd y, bool is_min)
-{
-  rk_vu64 xi = (rk_vu64)x;
-  rk_vu64 yi = (rk_vu64)y;
-  rk_vu64 pick_x = is_min ? (rk_vu64)(x < y) : (rk_vu64)(x > y);
-  rk_vu64 x_nan = (rk_vu64)(x != x);
-  rk_vu64 y_nan = (rk_vu64)(y != y);
-  rk_vu64 eq = (rk_vu64)(x == y);
-  rk_vu64 r = rk_sel64(pick_x | y_nan, xi, yi);
-
-  r = rk_sel64(eq, is_min ? (xi | yi) : (xi & yi), r);
-  r = rk_sel64(x_nan & y_nan, (rk_vu64){0} + 0x7fffffffffffffffull, r);
-  return (rk_vd)r;
-}
-
-RK_INLINE rk_vf rk_op_f(int kind, rk_vf x, rk_vf y)
-{
-  switch (kind) {
-  case MC_RED_PROD:
-    return x * y;
-  case MC_RED_MAX:
-    return rk_minmax_f(x, y, false);
-  case MC_RED_MIN:
-    return rk_minmax_f(x, y, true);
-  default:
-    return x + y;
+/*
+ * rk_minmax_<s> and rk_op_<s> on float lanes _VF (bits _VU, select _sel,
+ * canonical NaN _nan): max/min as maximumNumber/minimumNumber; equal values
+ * differ only for +-0, where max takes +0 (and) and min -0 (or).
+ */
+#define RK_DEFINE_FLOAT_OPS(_s, _VF, _VU, _sel, _nan)                                              \
+  RK_INLINE _VF rk_minmax_##_s(_VF x, _VF y, bool is_min)                                          \
+  {                                                                                                \
+    _VU xi = (_VU)x;                                                                               \
+    _VU yi = (_VU)y;                                                                               \
+    _VU pick_x = is_min ? (_VU)(x < y) : (_VU)(x > y);                                             \
+    _VU x_nan = (_VU)(x != x);                                                                     \
+    _VU y_nan = (_VU)(y != y);                                                                     \
+    _VU eq = (_VU)(x == y);                                                                        \
+    _VU r = _sel(pick_x | y_nan, xi, yi);                                                          \
+    r = _sel(eq, is_min ? (xi | yi) : (xi & yi), r);                                               \
+    r = _sel(x_nan & y_nan, (_VU){0} + (_nan), r);                                                 \
+    return (_VF)r;                                                                                 \
+  }                                                                                                \
+  RK_INLINE _VF rk_op_##_s(int kind, _VF x, _VF y)                                                 \
+  {                                                                                                \
+    switch (kind) {                                                                                \
+    case MC_RED_PROD:                                                                              \
+      return x * y;                                                                                \
+    case MC_RED_MAX:                                                                               \
+      return rk_minmax_##_s(x, y, false);                                                          \
+    case MC_RED_MIN:                                                                               \
+      return rk_minmax_##_s(x, y, true);                                                           \
+    default:                                                                                       \
+      return x + y;                                                                                \
+    }                                                                                              \
   }
-}
 
-RK_INLINE rk_vd rk_op_d(int kind, rk_vd x, rk_vd y)
-{
-  switch (kind) {
-  case MC_RED_PROD:
-    return x * y;
-  case MC_RED_MAX:
-    return rk_minmax_d(x, y, false);
-  case MC_RED_MIN:
-    return rk_minmax_d(x, y, true);
-  default:
-    return x + y;
-  }
-}
+RK_DEFINE_FLOAT_OPS(f, rk_vf, rk_vu32, rk_sel32, 0x7fffffffu)
+RK_DEFINE_FLOAT_OPS(d, rk_vd, rk_vu64, rk_sel64, 0x7fffffffffffffffull)
 
 /* ---------- narrow float codecs on float32 lanes ---------- */
 
@@ -236,35 +213,23 @@ RK_INLINE rk_vu32 rk_e5m2_enc(rk_vf r)
 
 /* ---------- loads and stores of float-domain formats ---------- */
 
-RK_INLINE rk_vu32 rk_ld_w16(const void *p)
-{
-  rk_vu16n v;
+/* 16-bit or 8-bit elements (_VN: as many as rk_vf has lanes) to and from
+ * the low bits of 32-bit lanes. */
+#define RK_DEFINE_NARROW(_bits, _VN)                                                               \
+  RK_INLINE rk_vu32 rk_ld_w##_bits(const void *p)                                                  \
+  {                                                                                                \
+    _VN v;                                                                                         \
+    memcpy(&v, p, sizeof(v));                                                                      \
+    return __builtin_convertvector(v, rk_vu32);                                                    \
+  }                                                                                                \
+  RK_INLINE void rk_st_w##_bits(void *p, rk_vu32 v)                                                \
+  {                                                                                                \
+    _VN n = __builtin_convertvector(v, _VN);                                                       \
+    memcpy(p, &n, sizeof(n));                                                                      \
+  }
 
-  memcpy(&v, p, sizeof(v));
-  return __builtin_convertvector(v, rk_vu32);
-}
-
-RK_INLINE void rk_st_w16(void *p, rk_vu32 v)
-{
-  rk_vu16n n = __builtin_convertvector(v, rk_vu16n);
-
-  memcpy(p, &n, sizeof(n));
-}
-
-RK_INLINE rk_vu32 rk_ld_w8(const void *p)
-{
-  rk_vu8n v;
-
-  memcpy(&v, p, sizeof(v));
-  return __builtin_convertvector(v, rk_vu32);
-}
-
-RK_INLINE void rk_st_w8(void *p, rk_vu32 v)
-{
-  rk_vu8n n = __builtin_convertvector(v, rk_vu8n);
-
-  memcpy(p, &n, sizeof(n));
-}
+RK_DEFINE_NARROW(16, rk_vu16n)
+RK_DEFINE_NARROW(8, rk_vu8n)
 
 RK_INLINE rk_vf rk_ld_f32(const void *p)
 {
