@@ -484,11 +484,32 @@ static ncclResult_t hs_fail(struct mc_net_mesh_connect *c, int index, ncclResult
                (unsigned long long)c->h.host_hash, index, what);
 }
 
+/* Moves the current message of socket i (io): 1 when it is through, 0
+ * while it is not, -1 when the socket failed or closed, *res_out then
+ * hs_fail's (closed: what a close without an errno means). */
+static int hs_io(struct mc_net_mesh_connect *c, int i, bool is_send, size_t bytes,
+                 const char *closed, ncclResult_t *res_out)
+{
+  int r = io(&c->socks[i], is_send, bytes);
+
+  if (r < 0)
+    *res_out = hs_fail(c, i, ncclRemoteError, (errno != 0) ? strerror(errno) : closed);
+  return r;
+}
+
+/* The next message of s starts at its first byte. */
+static void hs_next(struct csock *s, enum cs_state next)
+{
+  s->done = 0;
+  s->state = next;
+}
+
 /* The connector's half of the handshake on socket i. */
 static ncclResult_t sock_progress(struct mc_net_mesh_ctx *ctx, struct mc_net_mesh_connect *c, int i)
 {
   struct csock *s = &c->socks[i];
   uint8_t mac[MC_SHA256_BYTES];
+  ncclResult_t res = ncclSuccess;
   char why[256];
   int r;
 
@@ -506,10 +527,10 @@ static ncclResult_t sock_progress(struct mc_net_mesh_ctx *ctx, struct mc_net_mes
                  (int)mc_param_int(MC_P_MESH_LINK_TIMEOUT_MS));
   }
   if (s->state == CS_RELAY_CHALLENGE) {
-    r = io(s, false, MC_NET_MESH_CHALLENGE_BYTES);
+    r = hs_io(c, i, false, MC_NET_MESH_CHALLENGE_BYTES, "the relay closed before its challenge",
+              &res);
     if (r < 0)
-      return hs_fail(c, i, ncclRemoteError,
-                     (errno != 0) ? strerror(errno) : "the relay closed before its challenge");
+      return res;
     if (r > 0) {
       struct mc_net_mesh_relay_req req;
 
@@ -520,24 +541,22 @@ static ncclResult_t sock_progress(struct mc_net_mesh_ctx *ctx, struct mc_net_mes
       req.origin_host = ctx->host_hash;
       memcpy(req.handle, c->handle_bytes, MC_NET_HANDLE_BYTES);
       mc_net_mesh_relay_req_encode(&req, ctx->disc_key, s->nonce_a, s->buf);
-      s->done = 0;
-      s->state = CS_RELAY_REQ;
+      hs_next(s, CS_RELAY_REQ);
     }
   }
   if (s->state == CS_RELAY_REQ) {
-    r = io(s, true, MC_NET_MESH_RELAY_REQ_BYTES);
+    r = hs_io(c, i, true, MC_NET_MESH_RELAY_REQ_BYTES, "relay closed", &res);
     if (r < 0)
-      return hs_fail(c, i, ncclRemoteError, (errno != 0) ? strerror(errno) : "relay closed");
+      return res;
     if (r > 0) {
-      s->done = 0;
-      s->state = CS_CHALLENGE;
+      hs_next(s, CS_CHALLENGE);
     }
   }
   if (s->state == CS_CHALLENGE) {
-    r = io(s, false, MC_NET_MESH_CHALLENGE_BYTES);
+    r = hs_io(c, i, false, MC_NET_MESH_CHALLENGE_BYTES, "closed before sending its challenge",
+              &res);
     if (r < 0)
-      return hs_fail(c, i, ncclRemoteError,
-                     (errno != 0) ? strerror(errno) : "closed before sending its challenge");
+      return res;
     if (r > 0) {
       int reason;
       uint64_t relay_host;
@@ -569,27 +588,25 @@ static ncclResult_t sock_progress(struct mc_net_mesh_ctx *ctx, struct mc_net_mes
       MC_CHECK(mc_random_bytes(s->resp.nonce_c, sizeof(s->resp.nonce_c)));
       mc_net_auth_mac(&mc_net_mesh_auth, ctx->key, 'C', s->nonce_a, &s->resp, s->resp.mac);
       mc_net_auth_response_encode(&mc_net_mesh_auth, &s->resp, s->buf);
-      s->done = 0;
-      s->state = CS_RESPONSE;
+      hs_next(s, CS_RESPONSE);
     }
   }
   if (s->state == CS_RESPONSE) {
-    r = io(s, true, MC_NET_MESH_RESPONSE_BYTES);
+    r = hs_io(c, i, true, MC_NET_MESH_RESPONSE_BYTES, "closed", &res);
     if (r < 0)
-      return hs_fail(c, i, ncclRemoteError, (errno != 0) ? strerror(errno) : "closed");
+      return res;
     if (r > 0) {
-      s->done = 0;
-      s->state = CS_CONFIRM;
+      hs_next(s, CS_CONFIRM);
     }
   }
   if (s->state == CS_CONFIRM) {
-    r = io(s, false, MC_NET_MESH_CONFIRM_BYTES);
+    r = hs_io(c, i, false, MC_NET_MESH_CONFIRM_BYTES,
+              "the listener closed the connection instead of confirming: "
+              "it refused our MAC (ranks with different secrets or "
+              "communicators?) or its listen comm is closed",
+              &res);
     if (r < 0)
-      return hs_fail(c, i, ncclRemoteError,
-                     (errno != 0) ? strerror(errno)
-                                  : "the listener closed the connection instead of confirming: "
-                                    "it refused our MAC (ranks with different secrets or "
-                                    "communicators?) or its listen comm is closed");
+      return res;
     if (r > 0) {
       if (!mc_net_auth_confirm_decode(&mc_net_mesh_auth, s->buf, mac))
         return hs_fail(c, i, ncclRemoteError, "bad confirmation (wrong magic)");

@@ -555,36 +555,38 @@ static void self_record(struct mc_net_mesh_ctx *ctx, struct mc_net_mesh_rec *r)
   }
 }
 
+/* The discovery socket of family on port, opened where a NIC has an
+ * address of that family (else *fd_out stays -1). */
+static ncclResult_t open_family(const struct mc_net_mesh_ctx *ctx, int family, int port,
+                                int *fd_out)
+{
+  bool is_used = false;
+  char err[160];
+
+  for (int i = 0; i < ctx->n_nics; i++)
+    is_used |= (ctx->nics[i].addr.sa.sa_family == family);
+  if (!is_used)
+    return ncclSuccess;
+  *fd_out = open_sock(family, port, err, sizeof(err));
+  if (*fd_out < 0)
+    return MC_FAIL(ncclSystemError,
+                   "NET/Mesh: discovery: cannot open the %s UDP socket (%s); is "
+                   "MESHCCL_MESH_PORT=%d taken by another program?",
+                   (family == AF_INET) ? "IPv4" : "IPv6", err, port);
+  return ncclSuccess;
+}
+
 ncclResult_t mc_net_mesh_disc_open(struct mc_net_mesh_ctx *ctx)
 {
   struct mc_net_mesh_disc *d = NULL;
   struct mc_net_mesh_view *v = NULL;
-  bool has4 = false;
-  bool has6 = false;
-  char err[160];
   ncclResult_t res;
 
   MC_CHECK(mc_calloc(&d, 1));
   d->fd4 = d->fd6 = -1;
   d->port = (int)mc_param_int(MC_P_MESH_PORT);
-  for (int i = 0; i < ctx->n_nics; i++) {
-    has4 |= (ctx->nics[i].addr.sa.sa_family == AF_INET);
-    has6 |= (ctx->nics[i].addr.sa.sa_family == AF_INET6);
-  }
-  if (has4 && ((d->fd4 = open_sock(AF_INET, d->port, err, sizeof(err))) < 0)) {
-    res = MC_FAIL(ncclSystemError,
-                  "NET/Mesh: discovery: cannot open the IPv4 UDP socket (%s); is "
-                  "MESHCCL_MESH_PORT=%d taken by another program?",
-                  err, d->port);
-    goto fail;
-  }
-  if (has6 && ((d->fd6 = open_sock(AF_INET6, d->port, err, sizeof(err))) < 0)) {
-    res = MC_FAIL(ncclSystemError,
-                  "NET/Mesh: discovery: cannot open the IPv6 UDP socket (%s); is "
-                  "MESHCCL_MESH_PORT=%d taken by another program?",
-                  err, d->port);
-    goto fail;
-  }
+  MC_CHECK_GOTO(open_family(ctx, AF_INET, d->port, &d->fd4), res, fail);
+  MC_CHECK_GOTO(open_family(ctx, AF_INET6, d->port, &d->fd6), res, fail);
   self_record(ctx, &d->table.e[0].rec);
   d->table.e[0].heard_ns = mc_time_ns();
   d->table.n = 1;
