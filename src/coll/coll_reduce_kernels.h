@@ -211,6 +211,12 @@ RK_INLINE rk_vu32 rk_e5m2_enc(rk_vf r)
   return rk_fp8_enc(r, 2, 113u << 23, 112u << 23, 0x1p7f, 0x7b);
 }
 
+/* e5m2 is the upper byte of a half */
+RK_INLINE rk_vf rk_e5m2_dec(rk_vu32 b)
+{
+  return rk_f16_dec(b << 8);
+}
+
 /* ---------- loads and stores of float-domain formats ---------- */
 
 /* 16-bit or 8-bit elements (_VN: as many as rk_vf has lanes) to and from
@@ -252,6 +258,22 @@ RK_INLINE rk_vf rk_rnd_f32(rk_vf v)
   return v;
 }
 
+/* Loads, stores and rounding of a narrow float format _fmt held in _bits-bit
+ * elements, through its codec rk_<_fmt>_dec / rk_<_fmt>_enc. */
+#define RK_DEFINE_CODEC_IO(_fmt, _bits)                                                            \
+  RK_INLINE rk_vf rk_ld_##_fmt(const void *p)                                                      \
+  {                                                                                                \
+    return rk_##_fmt##_dec(rk_ld_w##_bits(p));                                                     \
+  }                                                                                                \
+  RK_INLINE void rk_st_##_fmt(void *p, rk_vf r)                                                    \
+  {                                                                                                \
+    rk_st_w##_bits(p, rk_##_fmt##_enc(r));                                                         \
+  }                                                                                                \
+  RK_INLINE rk_vf rk_rnd_##_fmt(rk_vf r)                                                           \
+  {                                                                                                \
+    return rk_##_fmt##_dec(rk_##_fmt##_enc(r));                                                    \
+  }
+
 #if defined(MC_RK_F16C)
 /* F16C's conversions at the vector width: RK_PH, the half vector (as many
  * halves as rk_vf has lanes), RK_PS, the float vector. */
@@ -290,66 +312,12 @@ RK_INLINE rk_vf rk_rnd_f16(rk_vf r)
   return (rk_vf)RK_CVTPH_PS(RK_CVTPS_PH((RK_PS)r));
 }
 #else
-RK_INLINE rk_vf rk_ld_f16(const void *p)
-{
-  return rk_f16_dec(rk_ld_w16(p));
-}
-
-RK_INLINE void rk_st_f16(void *p, rk_vf r)
-{
-  rk_st_w16(p, rk_f16_enc(r));
-}
-
-RK_INLINE rk_vf rk_rnd_f16(rk_vf r)
-{
-  return rk_f16_dec(rk_f16_enc(r));
-}
+RK_DEFINE_CODEC_IO(f16, 16)
 #endif
 
-RK_INLINE rk_vf rk_ld_bf16(const void *p)
-{
-  return rk_bf16_dec(rk_ld_w16(p));
-}
-
-RK_INLINE void rk_st_bf16(void *p, rk_vf r)
-{
-  rk_st_w16(p, rk_bf16_enc(r));
-}
-
-RK_INLINE rk_vf rk_rnd_bf16(rk_vf r)
-{
-  return rk_bf16_dec(rk_bf16_enc(r));
-}
-
-RK_INLINE rk_vf rk_ld_e4m3(const void *p)
-{
-  return rk_e4m3_dec(rk_ld_w8(p));
-}
-
-RK_INLINE void rk_st_e4m3(void *p, rk_vf r)
-{
-  rk_st_w8(p, rk_e4m3_enc(r));
-}
-
-RK_INLINE rk_vf rk_rnd_e4m3(rk_vf r)
-{
-  return rk_e4m3_dec(rk_e4m3_enc(r));
-}
-
-RK_INLINE rk_vf rk_ld_e5m2(const void *p)
-{
-  return rk_f16_dec(rk_ld_w8(p) << 8);
-}
-
-RK_INLINE void rk_st_e5m2(void *p, rk_vf r)
-{
-  rk_st_w8(p, rk_e5m2_enc(r));
-}
-
-RK_INLINE rk_vf rk_rnd_e5m2(rk_vf r)
-{
-  return rk_f16_dec(rk_e5m2_enc(r) << 8);
-}
+RK_DEFINE_CODEC_IO(bf16, 16)
+RK_DEFINE_CODEC_IO(e4m3, 8)
+RK_DEFINE_CODEC_IO(e5m2, 8)
 
 /* ---------- the loop ---------- */
 

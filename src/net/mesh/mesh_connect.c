@@ -504,6 +504,18 @@ static void hs_next(struct csock *s, enum cs_state next)
   s->state = next;
 }
 
+/* Sends the current message of socket i (hs_io); once it is through, the
+ * next state's starts. */
+static int hs_send(struct mc_net_mesh_connect *c, int i, size_t bytes, const char *closed,
+                   enum cs_state next, ncclResult_t *res_out)
+{
+  int r = hs_io(c, i, true, bytes, closed, res_out);
+
+  if (r > 0)
+    hs_next(&c->socks[i], next);
+  return r;
+}
+
 /* The connector's half of the handshake on socket i. */
 static ncclResult_t sock_progress(struct mc_net_mesh_ctx *ctx, struct mc_net_mesh_connect *c, int i)
 {
@@ -545,12 +557,8 @@ static ncclResult_t sock_progress(struct mc_net_mesh_ctx *ctx, struct mc_net_mes
     }
   }
   if (s->state == CS_RELAY_REQ) {
-    r = hs_io(c, i, true, MC_NET_MESH_RELAY_REQ_BYTES, "relay closed", &res);
-    if (r < 0)
+    if (hs_send(c, i, MC_NET_MESH_RELAY_REQ_BYTES, "relay closed", CS_CHALLENGE, &res) < 0)
       return res;
-    if (r > 0) {
-      hs_next(s, CS_CHALLENGE);
-    }
   }
   if (s->state == CS_CHALLENGE) {
     r = hs_io(c, i, false, MC_NET_MESH_CHALLENGE_BYTES, "closed before sending its challenge",
@@ -592,12 +600,8 @@ static ncclResult_t sock_progress(struct mc_net_mesh_ctx *ctx, struct mc_net_mes
     }
   }
   if (s->state == CS_RESPONSE) {
-    r = hs_io(c, i, true, MC_NET_MESH_RESPONSE_BYTES, "closed", &res);
-    if (r < 0)
+    if (hs_send(c, i, MC_NET_MESH_RESPONSE_BYTES, "closed", CS_CONFIRM, &res) < 0)
       return res;
-    if (r > 0) {
-      hs_next(s, CS_CONFIRM);
-    }
   }
   if (s->state == CS_CONFIRM) {
     r = hs_io(c, i, false, MC_NET_MESH_CONFIRM_BYTES,
