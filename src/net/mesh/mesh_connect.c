@@ -325,6 +325,28 @@ bool mc_net_mesh_direct_up(struct mc_net_mesh_ctx *ctx, const uint8_t *handle)
   return false;
 }
 
+/* The control socket and c->h.n_socks data sockets, none open yet. */
+static ncclResult_t socks_alloc(struct mc_net_mesh_connect *c)
+{
+  c->n = c->h.n_socks + 1;
+  MC_CHECK(mc_calloc(&c->socks, (size_t)c->n));
+  for (int i = 0; i < c->n; i++)
+    mc_sock_init(&c->socks[i].sock);
+  return ncclSuccess;
+}
+
+/* Every socket of c goes from nic (any port; a link-local IPv6 address
+ * scoped to its interface) straight to c->to. */
+static void aim_direct(struct mc_net_mesh_connect *c, const struct mc_net_mesh_nic *nic)
+{
+  c->from = nic->addr;
+  mc_sockaddr_set_port(&c->from, 0);
+  if ((c->from.sa.sa_family == AF_INET6) && IN6_IS_ADDR_LINKLOCAL(&c->from.sin6.sin6_addr))
+    c->from.sin6.sin6_scope_id = (uint32_t)nic->if_index;
+  for (int i = 0; i < c->n; i++)
+    c->socks[i].sock.addr = c->to;
+}
+
 static ncclResult_t connect_new(struct mc_net_mesh_ctx *ctx, const void *handle,
                                 struct mc_net_mesh_connect **c_out)
 {
@@ -348,10 +370,7 @@ static ncclResult_t connect_new(struct mc_net_mesh_ctx *ctx, const void *handle,
     goto err;
   }
   MC_CHECK_GOTO(mc_random_bytes(&c->conn_id, sizeof(c->conn_id)), res, err);
-  c->n = c->h.n_socks + 1;
-  MC_CHECK_GOTO(mc_calloc(&c->socks, (size_t)c->n), res, err);
-  for (int i = 0; i < c->n; i++)
-    mc_sock_init(&c->socks[i].sock);
+  MC_CHECK_GOTO(socks_alloc(c), res, err);
   if (!pick_link(ctx, &c->h, &c->nic, &c->to)) {
     /* No common subnet: relayed, once discovery knows a route. */
     c->is_relayed = true;
@@ -360,12 +379,7 @@ static ncclResult_t connect_new(struct mc_net_mesh_ctx *ctx, const void *handle,
     return ncclSuccess;
   }
   nic = &ctx->nics[c->nic];
-  c->from = nic->addr;
-  mc_sockaddr_set_port(&c->from, 0);
-  if ((c->from.sa.sa_family == AF_INET6) && IN6_IS_ADDR_LINKLOCAL(&c->from.sin6.sin6_addr))
-    c->from.sin6.sin6_scope_id = (uint32_t)nic->if_index;
-  for (int i = 0; i < c->n; i++)
-    c->socks[i].sock.addr = c->to;
+  aim_direct(c, nic);
   mc_net_mesh_host_str(ctx, c->h.host_hash, host, sizeof(host));
   MC_INFO(MC_SUB_NET, "NET/Mesh: connection %016llx to %s via %s %s -> %s (subnet %s, %s lane)",
           (unsigned long long)c->conn_id, host, nic->name,
@@ -734,10 +748,7 @@ ncclResult_t mc_net_mesh_resume_start(struct mc_net_mesh_ctx *ctx, const uint8_t
   c->index_flags =
       MC_NET_MESH_RESUME_FLAG | ((attempt & MC_NET_MESH_ATTEMPT_MASK) << MC_NET_MESH_ATTEMPT_SHIFT);
   c->route_deadline_ns = deadline_ns;
-  c->n = c->h.n_socks + 1;
-  MC_CHECK_GOTO(mc_calloc(&c->socks, (size_t)c->n), res, err);
-  for (int i = 0; i < c->n; i++)
-    mc_sock_init(&c->socks[i].sock);
+  MC_CHECK_GOTO(socks_alloc(c), res, err);
   /* The current view decides: a link still up to the listener's host is
    * used directly, else the shortest route around the broken one. */
   v = mc_net_mesh_view_get(ctx);
@@ -753,12 +764,7 @@ ncclResult_t mc_net_mesh_resume_start(struct mc_net_mesh_ctx *ctx, const uint8_t
   if ((hops <= 1) && pick_link(ctx, &c->h, &c->nic, &c->to)) {
     struct mc_net_mesh_nic *nic = &ctx->nics[c->nic];
 
-    c->from = nic->addr;
-    mc_sockaddr_set_port(&c->from, 0);
-    if ((c->from.sa.sa_family == AF_INET6) && IN6_IS_ADDR_LINKLOCAL(&c->from.sin6.sin6_addr))
-      c->from.sin6.sin6_scope_id = (uint32_t)nic->if_index;
-    for (int i = 0; i < c->n; i++)
-      c->socks[i].sock.addr = c->to;
+    aim_direct(c, nic);
     snprintf(c->link, sizeof(c->link), "%s %s -> %s (subnet %s)", nic->name,
              mc_sockaddr_str(&nic->addr, a, sizeof(a)), mc_sockaddr_str(&c->to, b, sizeof(b)),
              mc_net_mesh_subnet_str(&nic->addr, nic->prefix_len, s, sizeof(s)));
