@@ -476,6 +476,20 @@ static ncclResult_t async_retry(struct mc_sock_async *c, int e)
   return ncclSuccess;
 }
 
+bool mc_sock_connect_over(int fd, int *err_out)
+{
+  struct pollfd p = {.fd = fd, .events = POLLOUT, .revents = 0};
+  int err = 0;
+  socklen_t len = sizeof(err);
+
+  if (poll(&p, 1, 0) <= 0)
+    return false;
+  if (getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &len) != 0)
+    err = errno;
+  *err_out = err;
+  return true;
+}
+
 ncclResult_t mc_sock_connect_start(const union mc_sockaddr *to, uint64_t magic, uint32_t type,
                                    struct mc_sock_async *c)
 {
@@ -518,14 +532,10 @@ ncclResult_t mc_sock_connect_poll(struct mc_sock_async *c, bool *done_out)
     }
   }
   if (c->is_connecting) {
-    struct pollfd p = {.fd = c->sock.fd, .events = POLLOUT, .revents = 0};
     int err = 0;
-    socklen_t len = sizeof(err);
 
-    if (poll(&p, 1, 0) <= 0)
+    if (!mc_sock_connect_over(c->sock.fd, &err))
       return ncclSuccess;
-    if (getsockopt(c->sock.fd, SOL_SOCKET, SO_ERROR, &err, &len) != 0)
-      err = errno;
     if (err != 0)
       return async_retry(c, err);
     c->is_connecting = false;

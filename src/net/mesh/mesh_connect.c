@@ -461,14 +461,10 @@ static ncclResult_t tcp_progress(struct mc_net_mesh_connect *c, struct csock *s)
     }
   }
   if (s->is_connecting) {
-    struct pollfd p = {.fd = s->sock.fd, .events = POLLOUT, .revents = 0};
     int err = 0;
-    socklen_t len = sizeof(err);
 
-    if (poll(&p, 1, 0) <= 0)
+    if (!mc_sock_connect_over(s->sock.fd, &err))
       return ncclSuccess;
-    if (getsockopt(s->sock.fd, SOL_SOCKET, SO_ERROR, &err, &len) != 0)
-      err = errno;
     if (err != 0)
       return tcp_retry(c, s, err);
     s->is_connecting = false;

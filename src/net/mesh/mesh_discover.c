@@ -738,6 +738,17 @@ static void recv_one(struct mc_net_mesh_ctx *ctx, int fd, uint64_t now, bool *ag
   }
 }
 
+/* Fills cm with one control message (level, type, bytes of data); returns
+ * the control length it takes. */
+static size_t put_cmsg(struct cmsghdr *cm, int level, int type, const void *data, size_t bytes)
+{
+  cm->cmsg_level = level;
+  cm->cmsg_type = type;
+  cm->cmsg_len = CMSG_LEN(bytes);
+  memcpy(CMSG_DATA(cm), data, bytes);
+  return CMSG_SPACE(bytes);
+}
+
 static void send_on(struct mc_net_mesh_ctx *ctx, int nic, const uint8_t *buf, size_t bytes)
 {
   struct mc_net_mesh_disc *d = ctx->disc;
@@ -769,11 +780,7 @@ static void send_on(struct mc_net_mesh_ctx *ctx, int nic, const uint8_t *buf, si
     memset(&pi, 0, sizeof(pi));
     pi.ipi_ifindex = n->if_index;
     pi.ipi_spec_dst = n->addr.sin.sin_addr;
-    cm->cmsg_level = IPPROTO_IP;
-    cm->cmsg_type = IP_PKTINFO;
-    cm->cmsg_len = CMSG_LEN(sizeof(pi));
-    memcpy(CMSG_DATA(cm), &pi, sizeof(pi));
-    mh.msg_controllen = CMSG_SPACE(sizeof(pi));
+    mh.msg_controllen = put_cmsg(cm, IPPROTO_IP, IP_PKTINFO, &pi, sizeof(pi));
   } else {
     struct in6_pktinfo pi;
 
@@ -784,11 +791,7 @@ static void send_on(struct mc_net_mesh_ctx *ctx, int nic, const uint8_t *buf, si
     memset(&pi, 0, sizeof(pi));
     pi.ipi6_ifindex = (unsigned)n->if_index;
     pi.ipi6_addr = n->addr.sin6.sin6_addr;
-    cm->cmsg_level = IPPROTO_IPV6;
-    cm->cmsg_type = IPV6_PKTINFO;
-    cm->cmsg_len = CMSG_LEN(sizeof(pi));
-    memcpy(CMSG_DATA(cm), &pi, sizeof(pi));
-    mh.msg_controllen = CMSG_SPACE(sizeof(pi));
+    mh.msg_controllen = put_cmsg(cm, IPPROTO_IPV6, IPV6_PKTINFO, &pi, sizeof(pi));
   }
   mc_sockaddr_set_port(&to, d->port);
   mh.msg_namelen = mc_sockaddr_len(&to);
