@@ -170,6 +170,21 @@ static const struct refusal usage_errors[] = {
     {"", SAYS_PART, "missing collective"},
     {"all_gather -b 8 stray", SAYS_ALL, "meshccl-perf: unexpected argument 'stray' (see -h)"},
     {"all_gather -b 8 -e 64 -i 0", SAYS_PART, "never ends"},
+    /* nccl-tests' later flags (gpu_era_flags parses their good values) */
+    {"all_reduce -S 2", SAYS_ALL,
+     "meshccl-perf: invalid value '2' for -S/--report_timestamps (an integer from 0 "
+     "to 1)"},
+    {"all_reduce -x 3", SAYS_PART, "-x/--cta_policy"},
+    {"all_reduce -V 0", SAYS_PART, "-V/--device_cta_count (an integer from 1 to 128)"},
+    {"all_reduce -M x", SAYS_PART, "-M/--memory_report"},
+    {"all_reduce -u 512", SAYS_PART, "-u/--unalign (an integer from 0 to 511)"},
+    /* nccl-tests' own rule: a device implementation needs symmetric registration. */
+    {"all_reduce -D 1", SAYS_ALL,
+     "meshccl-perf: device implementation (-D > 0) requires enabling symmetric "
+     "memory registration (-R 2)"},
+    {"gatherx", SAYS_PART,
+     "unknown collective 'gatherx' (all_reduce all_gather reduce_scatter "
+     "broadcast reduce alltoall sendrecv gather scatter alltoallv hypercube)"},
 };
 
 static void errors_are_clear_and_exit_2(void)
@@ -593,24 +608,8 @@ static void wrong_elements_are_counted(void)
   MC_T_EQ_INT(mc_perf_count_wrong(ncclInt64, gi, ei, 4), 1);
 }
 
-static const struct refusal gpu_era_errors[] = {
-    {"all_reduce -S 2", SAYS_ALL,
-     "meshccl-perf: invalid value '2' for -S/--report_timestamps (an integer from 0 "
-     "to 1)"},
-    {"all_reduce -x 3", SAYS_PART, "-x/--cta_policy"},
-    {"all_reduce -V 0", SAYS_PART, "-V/--device_cta_count (an integer from 1 to 128)"},
-    {"all_reduce -M x", SAYS_PART, "-M/--memory_report"},
-    {"all_reduce -u 512", SAYS_PART, "-u/--unalign (an integer from 0 to 511)"},
-    /* nccl-tests' own rule: a device implementation needs symmetric registration. */
-    {"all_reduce -D 1", SAYS_ALL,
-     "meshccl-perf: device implementation (-D > 0) requires enabling symmetric "
-     "memory registration (-R 2)"},
-    {"gatherx", SAYS_PART,
-     "unknown collective 'gatherx' (all_reduce all_gather reduce_scatter "
-     "broadcast reduce alltoall sendrecv gather scatter alltoallv hypercube)"},
-};
-
-/* nccl-tests' later flags: -S -x -D -V -M -u, their long names, ranges and GPU-only no-ops. */
+/* nccl-tests' later flags: -S -x -D -V -M -u, their long names and GPU-only no-ops (their
+ * refused values are in usage_errors). */
 static void gpu_era_flags(void)
 {
   struct mc_perf_opts o;
@@ -644,8 +643,6 @@ static void gpu_era_flags(void)
   MC_T_EQ_INT(o.memory_report, 1);
   MC_T_EQ_INT(parse_line("hypercube_perf", &o, err), MC_PERF_EXIT_OK);
   MC_T_EQ_INT(o.coll, MC_PERF_HYPERCUBE);
-
-  expect_refusals(gpu_era_errors, sizeof(gpu_era_errors) / sizeof(gpu_era_errors[0]));
 }
 
 /* 1000 bytes of float over 3 ranks: 83 per rank, 80 in 16-byte multiples;
