@@ -6,7 +6,8 @@
  * closed). After the timeout the kernel resets the connection and the next
  * send or recv fails with ETIMEDOUT. NCCL's misc/socket.cc sets neither; the
  * Mesh net sets the same pair for its sockets (mesh_handshake.c,
- * mc_net_mesh_sock_opts).
+ * mc_net_mesh_sock_opts). Also NCCL_SOCKET_SNDBUF / NCCL_SOCKET_RCVBUF, the
+ * buffer sizes every TCP socket of bootstrap and nets takes.
  */
 #include "socket.h"
 
