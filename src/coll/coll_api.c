@@ -299,6 +299,106 @@ static ncclResult_t reduce_check(struct mc_op *op, ncclComm_t comm, ncclDataType
   return resolve_op(comm, type, red, call, &op->redop);
 }
 
+static ncclResult_t check_peer(int peer, ncclComm_t comm, const char *call)
+{
+  if ((peer < 0) || (peer >= comm->n_ranks))
+    return MC_FAIL(ncclInvalidArgument, "%s : invalid peer %d (peer should be in the 0..%d range)",
+                   call, peer, comm->n_ranks - 1);
+  return ncclSuccess;
+}
+
+/* How one collective call of the API checks its arguments and runs (coll_call). */
+enum coll_target { TARGET_NONE, TARGET_ROOT, TARGET_PEER };
+enum coll_at { AT_NONE, AT_ALL, AT_ROOT }; /* the ranks that pass the buffer */
+enum lowered { LOWER_NONE, LOWER_ALLTOALL, LOWER_GATHER, LOWER_SCATTER };
+
+struct coll_call {
+  const char *name;        /* "AllReduce": NCCL's word in messages and the COLL line */
+  enum coll_target target; /* o->root or o->peer, checked first */
+  bool reduces;            /* takes an ncclRedOp_t */
+  enum coll_at in_at;      /* sendbuff */
+  enum coll_at out_at;     /* recvbuff */
+  enum lowered lowered;    /* LOWER_NONE: one operation; else lower_to_p2p's transfers */
+};
+
+static ncclResult_t lower_to_p2p(const struct mc_op *tmpl, enum lowered what, int root,
+                                 const char *call);
+
+static bool passes_buf(enum coll_at at, const struct mc_op *o, const struct ncclComm *comm)
+{
+  return (at == AT_ALL) || ((at == AT_ROOT) && (comm->rank == o->root));
+}
+
+/* One call: NCCL's checks in its order (root or peer, then ArgsCheck), its
+ * COLL line, then the operation runs or joins the open group. o holds the
+ * kind, buffers, count and root or peer. */
+static ncclResult_t coll_call(struct mc_op *o, ncclComm_t comm, ncclDataType_t type,
+                              ncclRedOp_t red, const struct coll_call *call, cudaStream_t stream)
+{
+  const char *name = call->name;
+  ncclResult_t res = ncclSuccess;
+
+  mc_api_enter();
+  COLL_CHECK(mc_comm_enter(comm, name));
+  if (call->target == TARGET_ROOT)
+    res = check_root(o->root, comm, name);
+  else if (call->target == TARGET_PEER)
+    res = check_peer(o->peer, comm, name);
+  if ((res == ncclSuccess) && call->reduces)
+    res = reduce_check(o, comm, type, red, name, passes_buf(call->out_at, o, comm));
+  else if (res == ncclSuccess)
+    res = check(o, comm, type, name, passes_buf(call->in_at, o, comm),
+                passes_buf(call->out_at, o, comm));
+  /* Block p goes out to rank p while block p from rank p lands on it: the
+   * point-to-point lowering (NCCL's too) has no in-place variant. */
+  if ((res == ncclSuccess) && (call->lowered == LOWER_ALLTOALL) && (o->count > 0) &&
+      (comm->n_ranks > 1) && (o->in == (const char *)o->out))
+    res = MC_FAIL(ncclInvalidArgument,
+                  "AlltoAll : sendbuff and recvbuff are both %p: in-place AlltoAll is not "
+                  "supported, use a separate recvbuff",
+                  (void *)o->out);
+  if (res != ncclSuccess)
+    return coll_leave(comm, res);
+  if (call->target == TARGET_PEER) /* Send's buffer too is logged as recvbuff, as NCCL does */
+    LOG_CALL(name, NULL, (o->kind == MC_COLL_SEND) ? (const void *)o->in : (const void *)o->out,
+             o->count, type, NO_OP, o->peer, comm, stream);
+  else
+    LOG_CALL(name, o->in, o->out, o->count, type, call->reduces ? (int)red : NO_OP, o->root, comm,
+             stream);
+  if (call->lowered == LOWER_NONE)
+    res = enqueue(o, name);
+  else
+    res = lower_to_p2p(o, call->lowered, o->root, name);
+  return coll_leave(comm, res);
+}
+
+/* Gather's recvbuff is used at the root only (in place: sendbuff ==
+ * recvbuff + root * count), Scatter's sendbuff likewise. */
+#define ALL_BUFS .in_at = AT_ALL, .out_at = AT_ALL
+static const struct coll_call call_allreduce = {.name = "AllReduce", .reduces = true, ALL_BUFS};
+static const struct coll_call call_broadcast = {
+    .name = "Broadcast", .target = TARGET_ROOT, .in_at = AT_ROOT, .out_at = AT_ALL};
+static const struct coll_call call_reduce = {
+    .name = "Reduce", .target = TARGET_ROOT, .reduces = true, .in_at = AT_ALL, .out_at = AT_ROOT};
+static const struct coll_call call_allgather = {.name = "AllGather", ALL_BUFS};
+static const struct coll_call call_reducescatter = {
+    .name = "ReduceScatter", .reduces = true, ALL_BUFS};
+static const struct coll_call call_send = {.name = "Send", .target = TARGET_PEER, .in_at = AT_ALL};
+static const struct coll_call call_recv = {.name = "Recv", .target = TARGET_PEER, .out_at = AT_ALL};
+static const struct coll_call call_alltoall = {
+    .name = "AlltoAll", .lowered = LOWER_ALLTOALL, ALL_BUFS};
+static const struct coll_call call_gather = {.name = "Gather",
+                                             .target = TARGET_ROOT,
+                                             .in_at = AT_ALL,
+                                             .out_at = AT_ROOT,
+                                             .lowered = LOWER_GATHER};
+static const struct coll_call call_scatter = {.name = "Scatter",
+                                              .target = TARGET_ROOT,
+                                              .in_at = AT_ROOT,
+                                              .out_at = AT_ALL,
+                                              .lowered = LOWER_SCATTER};
+#undef ALL_BUFS
+
 NCCL_API(ncclResult_t, ncclAllReduce, const void *sendbuff, void *recvbuff, size_t count,
          ncclDataType_t datatype, ncclRedOp_t op, ncclComm_t comm, cudaStream_t stream);
 ncclResult_t ncclAllReduce(const void *sendbuff, void *recvbuff, size_t count,
@@ -306,16 +406,8 @@ ncclResult_t ncclAllReduce(const void *sendbuff, void *recvbuff, size_t count,
                            cudaStream_t stream)
 {
   struct mc_op o = {.kind = MC_COLL_ALLREDUCE, .in = sendbuff, .out = recvbuff, .count = count};
-  ncclResult_t res;
 
-  mc_api_enter();
-  COLL_CHECK(mc_comm_enter(comm, "AllReduce"));
-  res = reduce_check(&o, comm, datatype, op, "AllReduce", true);
-  if (res == ncclSuccess) {
-    LOG_CALL("AllReduce", sendbuff, recvbuff, count, datatype, (int)op, 0, comm, stream);
-    res = enqueue(&o, "AllReduce");
-  }
-  return coll_leave(comm, res);
+  return coll_call(&o, comm, datatype, op, &call_allreduce, stream);
 }
 
 NCCL_API(ncclResult_t, ncclBroadcast, const void *sendbuff, void *recvbuff, size_t count,
@@ -325,18 +417,8 @@ ncclResult_t ncclBroadcast(const void *sendbuff, void *recvbuff, size_t count,
 {
   struct mc_op o = {
       .kind = MC_COLL_BROADCAST, .in = sendbuff, .out = recvbuff, .count = count, .root = root};
-  ncclResult_t res;
 
-  mc_api_enter();
-  COLL_CHECK(mc_comm_enter(comm, "Broadcast"));
-  res = check_root(root, comm, "Broadcast");
-  if (res == ncclSuccess)
-    res = check(&o, comm, datatype, "Broadcast", comm->rank == root, true);
-  if (res == ncclSuccess) {
-    LOG_CALL("Broadcast", sendbuff, recvbuff, count, datatype, NO_OP, root, comm, stream);
-    res = enqueue(&o, "Broadcast");
-  }
-  return coll_leave(comm, res);
+  return coll_call(&o, comm, datatype, ncclSum, &call_broadcast, stream);
 }
 
 NCCL_API(ncclResult_t, ncclBcast, void *buff, size_t count, ncclDataType_t datatype, int root,
@@ -354,18 +436,8 @@ ncclResult_t ncclReduce(const void *sendbuff, void *recvbuff, size_t count, nccl
 {
   struct mc_op o = {
       .kind = MC_COLL_REDUCE, .in = sendbuff, .out = recvbuff, .count = count, .root = root};
-  ncclResult_t res;
 
-  mc_api_enter();
-  COLL_CHECK(mc_comm_enter(comm, "Reduce"));
-  res = check_root(root, comm, "Reduce");
-  if (res == ncclSuccess)
-    res = reduce_check(&o, comm, datatype, op, "Reduce", comm->rank == root);
-  if (res == ncclSuccess) {
-    LOG_CALL("Reduce", sendbuff, recvbuff, count, datatype, (int)op, root, comm, stream);
-    res = enqueue(&o, "Reduce");
-  }
-  return coll_leave(comm, res);
+  return coll_call(&o, comm, datatype, op, &call_reduce, stream);
 }
 
 NCCL_API(ncclResult_t, ncclAllGather, const void *sendbuff, void *recvbuff, size_t sendcount,
@@ -374,16 +446,8 @@ ncclResult_t ncclAllGather(const void *sendbuff, void *recvbuff, size_t sendcoun
                            ncclDataType_t datatype, ncclComm_t comm, cudaStream_t stream)
 {
   struct mc_op o = {.kind = MC_COLL_ALLGATHER, .in = sendbuff, .out = recvbuff, .count = sendcount};
-  ncclResult_t res;
 
-  mc_api_enter();
-  COLL_CHECK(mc_comm_enter(comm, "AllGather"));
-  res = check(&o, comm, datatype, "AllGather", true, true);
-  if (res == ncclSuccess) {
-    LOG_CALL("AllGather", sendbuff, recvbuff, sendcount, datatype, NO_OP, 0, comm, stream);
-    res = enqueue(&o, "AllGather");
-  }
-  return coll_leave(comm, res);
+  return coll_call(&o, comm, datatype, ncclSum, &call_allgather, stream);
 }
 
 NCCL_API(ncclResult_t, ncclReduceScatter, const void *sendbuff, void *recvbuff, size_t recvcount,
@@ -394,43 +458,8 @@ ncclResult_t ncclReduceScatter(const void *sendbuff, void *recvbuff, size_t recv
 {
   struct mc_op o = {
       .kind = MC_COLL_REDUCESCATTER, .in = sendbuff, .out = recvbuff, .count = recvcount};
-  ncclResult_t res;
 
-  mc_api_enter();
-  COLL_CHECK(mc_comm_enter(comm, "ReduceScatter"));
-  res = reduce_check(&o, comm, datatype, op, "ReduceScatter", true);
-  if (res == ncclSuccess) {
-    LOG_CALL("ReduceScatter", sendbuff, recvbuff, recvcount, datatype, (int)op, 0, comm, stream);
-    res = enqueue(&o, "ReduceScatter");
-  }
-  return coll_leave(comm, res);
-}
-
-static ncclResult_t check_peer(int peer, ncclComm_t comm, const char *call)
-{
-  if ((peer < 0) || (peer >= comm->n_ranks))
-    return MC_FAIL(ncclInvalidArgument, "%s : invalid peer %d (peer should be in the 0..%d range)",
-                   call, peer, comm->n_ranks - 1);
-  return ncclSuccess;
-}
-
-/* ncclSend and ncclRecv: o holds the kind, buffer, count and peer. */
-static ncclResult_t p2p_call(struct mc_op *o, const char *call, const void *buf,
-                             ncclDataType_t datatype, ncclComm_t comm, cudaStream_t stream)
-{
-  bool is_send = (o->kind == MC_COLL_SEND);
-  ncclResult_t res;
-
-  mc_api_enter();
-  COLL_CHECK(mc_comm_enter(comm, call));
-  res = check_peer(o->peer, comm, call);
-  if (res == ncclSuccess)
-    res = check(o, comm, datatype, call, is_send, !is_send);
-  if (res == ncclSuccess) {
-    LOG_CALL(call, NULL, buf, o->count, datatype, NO_OP, o->peer, comm, stream);
-    res = enqueue(o, call);
-  }
-  return coll_leave(comm, res);
+  return coll_call(&o, comm, datatype, op, &call_reducescatter, stream);
 }
 
 NCCL_API(ncclResult_t, ncclSend, const void *sendbuff, size_t count, ncclDataType_t datatype,
@@ -440,7 +469,7 @@ ncclResult_t ncclSend(const void *sendbuff, size_t count, ncclDataType_t datatyp
 {
   struct mc_op o = {.kind = MC_COLL_SEND, .in = sendbuff, .count = count, .peer = peer};
 
-  return p2p_call(&o, "Send", sendbuff, datatype, comm, stream);
+  return coll_call(&o, comm, datatype, ncclSum, &call_send, stream);
 }
 
 NCCL_API(ncclResult_t, ncclRecv, void *recvbuff, size_t count, ncclDataType_t datatype, int peer,
@@ -450,7 +479,7 @@ ncclResult_t ncclRecv(void *recvbuff, size_t count, ncclDataType_t datatype, int
 {
   struct mc_op o = {.kind = MC_COLL_RECV, .out = recvbuff, .count = count, .peer = peer};
 
-  return p2p_call(&o, "Recv", recvbuff, datatype, comm, stream);
+  return coll_call(&o, comm, datatype, ncclSum, &call_recv, stream);
 }
 
 /* ------------------------------------------- alltoall, gather, scatter */
@@ -498,8 +527,6 @@ static struct mc_op p2p_op(const struct mc_op *tmpl, enum mc_coll_kind kind, int
   return o;
 }
 
-enum lowered { LOWER_ALLTOALL, LOWER_GATHER, LOWER_SCATTER };
-
 /* Runs (or queues) the 1 + n_ranks (gather, scatter) or 2 * n_ranks (alltoall) transfers. */
 static ncclResult_t lower_to_p2p(const struct mc_op *tmpl, enum lowered what, int root,
                                  const char *call)
@@ -542,24 +569,8 @@ ncclResult_t ncclAlltoAll(const void *sendbuff, void *recvbuff, size_t count,
                           ncclDataType_t datatype, ncclComm_t comm, cudaStream_t stream)
 {
   struct mc_op o = {.kind = MC_COLL_SEND, .in = sendbuff, .out = recvbuff, .count = count};
-  ncclResult_t res;
 
-  mc_api_enter();
-  COLL_CHECK(mc_comm_enter(comm, "AlltoAll"));
-  res = check(&o, comm, datatype, "AlltoAll", true, true);
-  /* Block p goes out to rank p while block p from rank p lands on it: the
-   * point-to-point lowering (NCCL's too) has no in-place variant. */
-  if ((res == ncclSuccess) && (count > 0) && (comm->n_ranks > 1) &&
-      (sendbuff == (const void *)recvbuff))
-    res = MC_FAIL(ncclInvalidArgument,
-                  "AlltoAll : sendbuff and recvbuff are both %p: in-place AlltoAll is not "
-                  "supported, use a separate recvbuff",
-                  recvbuff);
-  if (res == ncclSuccess) {
-    LOG_CALL("AlltoAll", sendbuff, recvbuff, count, datatype, NO_OP, 0, comm, stream);
-    res = lower_to_p2p(&o, LOWER_ALLTOALL, 0, "AlltoAll");
-  }
-  return coll_leave(comm, res);
+  return coll_call(&o, comm, datatype, ncclSum, &call_alltoall, stream);
 }
 
 NCCL_API(ncclResult_t, ncclGather, const void *sendbuff, void *recvbuff, size_t count,
@@ -567,20 +578,10 @@ NCCL_API(ncclResult_t, ncclGather, const void *sendbuff, void *recvbuff, size_t 
 ncclResult_t ncclGather(const void *sendbuff, void *recvbuff, size_t count, ncclDataType_t datatype,
                         int root, ncclComm_t comm, cudaStream_t stream)
 {
-  struct mc_op o = {.kind = MC_COLL_SEND, .in = sendbuff, .out = recvbuff, .count = count};
-  ncclResult_t res;
+  struct mc_op o = {
+      .kind = MC_COLL_SEND, .in = sendbuff, .out = recvbuff, .count = count, .root = root};
 
-  mc_api_enter();
-  COLL_CHECK(mc_comm_enter(comm, "Gather"));
-  res = check_root(root, comm, "Gather");
-  /* recvbuff is only used at the root; in place: sendbuff == recvbuff + root * count. */
-  if (res == ncclSuccess)
-    res = check(&o, comm, datatype, "Gather", true, comm->rank == root);
-  if (res == ncclSuccess) {
-    LOG_CALL("Gather", sendbuff, recvbuff, count, datatype, NO_OP, root, comm, stream);
-    res = lower_to_p2p(&o, LOWER_GATHER, root, "Gather");
-  }
-  return coll_leave(comm, res);
+  return coll_call(&o, comm, datatype, ncclSum, &call_gather, stream);
 }
 
 NCCL_API(ncclResult_t, ncclScatter, const void *sendbuff, void *recvbuff, size_t count,
@@ -588,20 +589,10 @@ NCCL_API(ncclResult_t, ncclScatter, const void *sendbuff, void *recvbuff, size_t
 ncclResult_t ncclScatter(const void *sendbuff, void *recvbuff, size_t count,
                          ncclDataType_t datatype, int root, ncclComm_t comm, cudaStream_t stream)
 {
-  struct mc_op o = {.kind = MC_COLL_SEND, .in = sendbuff, .out = recvbuff, .count = count};
-  ncclResult_t res;
+  struct mc_op o = {
+      .kind = MC_COLL_SEND, .in = sendbuff, .out = recvbuff, .count = count, .root = root};
 
-  mc_api_enter();
-  COLL_CHECK(mc_comm_enter(comm, "Scatter"));
-  res = check_root(root, comm, "Scatter");
-  /* sendbuff is only used at the root; in place: recvbuff == sendbuff + root * count. */
-  if (res == ncclSuccess)
-    res = check(&o, comm, datatype, "Scatter", comm->rank == root, true);
-  if (res == ncclSuccess) {
-    LOG_CALL("Scatter", sendbuff, recvbuff, count, datatype, NO_OP, root, comm, stream);
-    res = lower_to_p2p(&o, LOWER_SCATTER, root, "Scatter");
-  }
-  return coll_leave(comm, res);
+  return coll_call(&o, comm, datatype, ncclSum, &call_scatter, stream);
 }
 
 /* ------------------------------------------------------------------ groups */

@@ -94,64 +94,41 @@ RK_INLINE rk_vu64 rk_sel64(rk_vu64 m, rk_vu64 a, rk_vu64 b)
 
 /* ---------- float32 lanes: max/min ---------- */
 
-RK_INLINE rk_vf rk_minmax_f(rk_vf x, rk_vf y, bool is_min)
-{
-  rk_vu32 xi = (rk_vu32)x;
-  rk_vu32 yi = (rk_vu32)y;
-  rk_vu32 pick_x = is_min ? (rk_vu32)(x < y) : (rk_vu32)(x > y);
-  rk_vu32 x_nan = (rk_vu32)(x != x);
-  rk_vu32 y_nan = (rk_vu32)(y != y);
-  rk_vu32 eq = (rk_vu32)(x == y);
-  rk_vu32 r = rk_sel32(pick_x | y_nan, xi, yi);
-
-  /* equal: differs only for +-0, where max takes +0 (and) and min -0 (or) */
-  r = rk_sel32(eq, is_min ? (xi | yi) : (xi & yi), r);
-  r = rk_sel32(x_nan & y_nan, RK_SPLAT_U32(0x7fffffffu), r);
-  return (rk_vf)r;
-}
-
-RK_INLINE rk_vd rk_minmax_d(rk_vd x, rk_vd y, bool is_min)
-{
-  rk_vu64 xi = (rk_vu64)x;
-  rk_vu64 yi = (rk_vu64)y;
-  rk_vu64 pick_x = is_min ? (rk_vu64)(x < y) : (rk_vu64)(x > y);
-  rk_vu64 x_nan = (rk_vu64)(x != x);
-  rk_vu64 y_nan = (rk_vu64)(y != y);
-  rk_vu64 eq = (rk_vu64)(x == y);
-  rk_vu64 r = rk_sel64(pick_x | y_nan, xi, yi);
-
-  r = rk_sel64(eq, is_min ? (xi | yi) : (xi & yi), r);
-  r = rk_sel64(x_nan & y_nan, (rk_vu64){0} + 0x7fffffffffffffffull, r);
-  return (rk_vd)r;
-}
-
-RK_INLINE rk_vf rk_op_f(int kind, rk_vf x, rk_vf y)
-{
-  switch (kind) {
-  case MC_RED_PROD:
-    return x * y;
-  case MC_RED_MAX:
-    return rk_minmax_f(x, y, false);
-  case MC_RED_MIN:
-    return rk_minmax_f(x, y, true);
-  default:
-    return x + y;
+/*
+ * rk_minmax_<s> and rk_op_<s> on float lanes _VF (bits _VU, select _sel,
+ * canonical NaN _nan): max/min as maximumNumber/minimumNumber; equal values
+ * differ only for +-0, where max takes +0 (and) and min -0 (or).
+ */
+#define RK_DEFINE_FLOAT_OPS(_s, _VF, _VU, _sel, _nan)                                              \
+  RK_INLINE _VF rk_minmax_##_s(_VF x, _VF y, bool is_min)                                          \
+  {                                                                                                \
+    _VU xi = (_VU)x;                                                                               \
+    _VU yi = (_VU)y;                                                                               \
+    _VU pick_x = is_min ? (_VU)(x < y) : (_VU)(x > y);                                             \
+    _VU x_nan = (_VU)(x != x);                                                                     \
+    _VU y_nan = (_VU)(y != y);                                                                     \
+    _VU eq = (_VU)(x == y);                                                                        \
+    _VU r = _sel(pick_x | y_nan, xi, yi);                                                          \
+    r = _sel(eq, is_min ? (xi | yi) : (xi & yi), r);                                               \
+    r = _sel(x_nan & y_nan, (_VU){0} + (_nan), r);                                                 \
+    return (_VF)r;                                                                                 \
+  }                                                                                                \
+  RK_INLINE _VF rk_op_##_s(int kind, _VF x, _VF y)                                                 \
+  {                                                                                                \
+    switch (kind) {                                                                                \
+    case MC_RED_PROD:                                                                              \
+      return x * y;                                                                                \
+    case MC_RED_MAX:                                                                               \
+      return rk_minmax_##_s(x, y, false);                                                          \
+    case MC_RED_MIN:                                                                               \
+      return rk_minmax_##_s(x, y, true);                                                           \
+    default:                                                                                       \
+      return x + y;                                                                                \
+    }                                                                                              \
   }
-}
 
-RK_INLINE rk_vd rk_op_d(int kind, rk_vd x, rk_vd y)
-{
-  switch (kind) {
-  case MC_RED_PROD:
-    return x * y;
-  case MC_RED_MAX:
-    return rk_minmax_d(x, y, false);
-  case MC_RED_MIN:
-    return rk_minmax_d(x, y, true);
-  default:
-    return x + y;
-  }
-}
+RK_DEFINE_FLOAT_OPS(f, rk_vf, rk_vu32, rk_sel32, 0x7fffffffu)
+RK_DEFINE_FLOAT_OPS(d, rk_vd, rk_vu64, rk_sel64, 0x7fffffffffffffffull)
 
 /* ---------- narrow float codecs on float32 lanes ---------- */
 
@@ -234,37 +211,31 @@ RK_INLINE rk_vu32 rk_e5m2_enc(rk_vf r)
   return rk_fp8_enc(r, 2, 113u << 23, 112u << 23, 0x1p7f, 0x7b);
 }
 
+/* e5m2 is the upper byte of a half */
+RK_INLINE rk_vf rk_e5m2_dec(rk_vu32 b)
+{
+  return rk_f16_dec(b << 8);
+}
+
 /* ---------- loads and stores of float-domain formats ---------- */
 
-RK_INLINE rk_vu32 rk_ld_w16(const void *p)
-{
-  rk_vu16n v;
+/* 16-bit or 8-bit elements (_VN: as many as rk_vf has lanes) to and from
+ * the low bits of 32-bit lanes. */
+#define RK_DEFINE_NARROW(_bits, _VN)                                                               \
+  RK_INLINE rk_vu32 rk_ld_w##_bits(const void *p)                                                  \
+  {                                                                                                \
+    _VN v;                                                                                         \
+    memcpy(&v, p, sizeof(v));                                                                      \
+    return __builtin_convertvector(v, rk_vu32);                                                    \
+  }                                                                                                \
+  RK_INLINE void rk_st_w##_bits(void *p, rk_vu32 v)                                                \
+  {                                                                                                \
+    _VN n = __builtin_convertvector(v, _VN);                                                       \
+    memcpy(p, &n, sizeof(n));                                                                      \
+  }
 
-  memcpy(&v, p, sizeof(v));
-  return __builtin_convertvector(v, rk_vu32);
-}
-
-RK_INLINE void rk_st_w16(void *p, rk_vu32 v)
-{
-  rk_vu16n n = __builtin_convertvector(v, rk_vu16n);
-
-  memcpy(p, &n, sizeof(n));
-}
-
-RK_INLINE rk_vu32 rk_ld_w8(const void *p)
-{
-  rk_vu8n v;
-
-  memcpy(&v, p, sizeof(v));
-  return __builtin_convertvector(v, rk_vu32);
-}
-
-RK_INLINE void rk_st_w8(void *p, rk_vu32 v)
-{
-  rk_vu8n n = __builtin_convertvector(v, rk_vu8n);
-
-  memcpy(p, &n, sizeof(n));
-}
+RK_DEFINE_NARROW(16, rk_vu16n)
+RK_DEFINE_NARROW(8, rk_vu8n)
 
 RK_INLINE rk_vf rk_ld_f32(const void *p)
 {
@@ -287,13 +258,43 @@ RK_INLINE rk_vf rk_rnd_f32(rk_vf v)
   return v;
 }
 
-#if defined(MC_RK_F16C) && (MC_RK_F16C == 512)
+/* Loads, stores and rounding of a narrow float format _fmt held in _bits-bit
+ * elements, through its codec rk_<_fmt>_dec / rk_<_fmt>_enc. */
+#define RK_DEFINE_CODEC_IO(_fmt, _bits)                                                            \
+  RK_INLINE rk_vf rk_ld_##_fmt(const void *p)                                                      \
+  {                                                                                                \
+    return rk_##_fmt##_dec(rk_ld_w##_bits(p));                                                     \
+  }                                                                                                \
+  RK_INLINE void rk_st_##_fmt(void *p, rk_vf r)                                                    \
+  {                                                                                                \
+    rk_st_w##_bits(p, rk_##_fmt##_enc(r));                                                         \
+  }                                                                                                \
+  RK_INLINE rk_vf rk_rnd_##_fmt(rk_vf r)                                                           \
+  {                                                                                                \
+    return rk_##_fmt##_dec(rk_##_fmt##_enc(r));                                                    \
+  }
+
+#if defined(MC_RK_F16C)
+/* F16C's conversions at the vector width: RK_PH, the half vector (as many
+ * halves as rk_vf has lanes), RK_PS, the float vector. */
+#if MC_RK_F16C == 512
+#define RK_PH            __m256i
+#define RK_PS            __m512
+#define RK_CVTPH_PS(_h)  _mm512_cvtph_ps(_h)
+#define RK_CVTPS_PH(_ps) _mm512_cvtps_ph((_ps), _MM_FROUND_TO_NEAREST_INT)
+#else
+#define RK_PH            __m128i
+#define RK_PS            __m256
+#define RK_CVTPH_PS(_h)  _mm256_cvtph_ps(_h)
+#define RK_CVTPS_PH(_ps) _mm256_cvtps_ph((_ps), _MM_FROUND_TO_NEAREST_INT)
+#endif
+
 RK_INLINE rk_vf rk_ld_f16(const void *p)
 {
-  __m256i h;
+  RK_PH h;
 
   memcpy(&h, p, sizeof(h));
-  return (rk_vf)_mm512_cvtph_ps(h);
+  return (rk_vf)RK_CVTPH_PS(h);
 }
 
 RK_INLINE void rk_st_f16(void *p, rk_vf r)
@@ -301,98 +302,22 @@ RK_INLINE void rk_st_f16(void *p, rk_vf r)
   /* F16C keeps NaN payloads; NCCL writes the canonical 0x7fff */
   rk_vf canon = (rk_vf)RK_SPLAT_U32(0x7fffe000u);
   rk_vf c = (rk_vf)rk_sel32((rk_vu32)(r != r), (rk_vu32)canon, (rk_vu32)r);
-  __m256i h = _mm512_cvtps_ph((__m512)c, _MM_FROUND_TO_NEAREST_INT);
+  RK_PH h = RK_CVTPS_PH((RK_PS)c);
 
   memcpy(p, &h, sizeof(h));
 }
 
 RK_INLINE rk_vf rk_rnd_f16(rk_vf r)
 {
-  return (rk_vf)_mm512_cvtph_ps(_mm512_cvtps_ph((__m512)r, _MM_FROUND_TO_NEAREST_INT));
-}
-#elif defined(MC_RK_F16C) && (MC_RK_F16C == 256)
-RK_INLINE rk_vf rk_ld_f16(const void *p)
-{
-  __m128i h;
-
-  memcpy(&h, p, sizeof(h));
-  return (rk_vf)_mm256_cvtph_ps(h);
-}
-
-RK_INLINE void rk_st_f16(void *p, rk_vf r)
-{
-  rk_vf canon = (rk_vf)RK_SPLAT_U32(0x7fffe000u);
-  rk_vf c = (rk_vf)rk_sel32((rk_vu32)(r != r), (rk_vu32)canon, (rk_vu32)r);
-  __m128i h = _mm256_cvtps_ph((__m256)c, _MM_FROUND_TO_NEAREST_INT);
-
-  memcpy(p, &h, sizeof(h));
-}
-
-RK_INLINE rk_vf rk_rnd_f16(rk_vf r)
-{
-  return (rk_vf)_mm256_cvtph_ps(_mm256_cvtps_ph((__m256)r, _MM_FROUND_TO_NEAREST_INT));
+  return (rk_vf)RK_CVTPH_PS(RK_CVTPS_PH((RK_PS)r));
 }
 #else
-RK_INLINE rk_vf rk_ld_f16(const void *p)
-{
-  return rk_f16_dec(rk_ld_w16(p));
-}
-
-RK_INLINE void rk_st_f16(void *p, rk_vf r)
-{
-  rk_st_w16(p, rk_f16_enc(r));
-}
-
-RK_INLINE rk_vf rk_rnd_f16(rk_vf r)
-{
-  return rk_f16_dec(rk_f16_enc(r));
-}
+RK_DEFINE_CODEC_IO(f16, 16)
 #endif
 
-RK_INLINE rk_vf rk_ld_bf16(const void *p)
-{
-  return rk_bf16_dec(rk_ld_w16(p));
-}
-
-RK_INLINE void rk_st_bf16(void *p, rk_vf r)
-{
-  rk_st_w16(p, rk_bf16_enc(r));
-}
-
-RK_INLINE rk_vf rk_rnd_bf16(rk_vf r)
-{
-  return rk_bf16_dec(rk_bf16_enc(r));
-}
-
-RK_INLINE rk_vf rk_ld_e4m3(const void *p)
-{
-  return rk_e4m3_dec(rk_ld_w8(p));
-}
-
-RK_INLINE void rk_st_e4m3(void *p, rk_vf r)
-{
-  rk_st_w8(p, rk_e4m3_enc(r));
-}
-
-RK_INLINE rk_vf rk_rnd_e4m3(rk_vf r)
-{
-  return rk_e4m3_dec(rk_e4m3_enc(r));
-}
-
-RK_INLINE rk_vf rk_ld_e5m2(const void *p)
-{
-  return rk_f16_dec(rk_ld_w8(p) << 8);
-}
-
-RK_INLINE void rk_st_e5m2(void *p, rk_vf r)
-{
-  rk_st_w8(p, rk_e5m2_enc(r));
-}
-
-RK_INLINE rk_vf rk_rnd_e5m2(rk_vf r)
-{
-  return rk_f16_dec(rk_e5m2_enc(r) << 8);
-}
+RK_DEFINE_CODEC_IO(bf16, 16)
+RK_DEFINE_CODEC_IO(e4m3, 8)
+RK_DEFINE_CODEC_IO(e5m2, 8)
 
 /* ---------- the loop ---------- */
 

@@ -65,13 +65,7 @@ static ncclResult_t auto_mesh(struct ncclComm *comm, const struct mc_net_ops **n
                              comm->peers[comm->rank].if_name, &hosts[comm->rank]) != ncclSuccess)
     hosts[comm->rank] = (struct mc_mesh_host){.host_hash = comm->peers[comm->rank].host_hash};
   MC_CHECK_GOTO(mc_boot_allgather(comm->bootstrap.boot, hosts, sizeof(*hosts)), res, out);
-  for (int r = 0; r < comm->n_ranks; r++) {
-    int u = 0;
-    while ((u < n_uniq) && (uniq[u].host_hash != hosts[r].host_hash))
-      u++;
-    if (u == n_uniq)
-      uniq[n_uniq++] = hosts[r];
-  }
+  n_uniq = mc_net_mesh_hosts_unique(hosts, comm->n_ranks, uniq);
   if (mc_net_mesh_is_direct(uniq, n_uniq, why, sizeof(why))) {
     MC_CHECK_GOTO(mc_net_find_builtin("Mesh", net), res, out);
     MC_INFO(MC_SUB_INIT | MC_SUB_NET,

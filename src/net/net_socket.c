@@ -51,15 +51,6 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-/* Automatic NCCL_SOCKET_NTHREADS / NCCL_NSOCKS_PERTHREAD (-2): NCCL's (no
- * helper threads off AWS/GCP). With the NET transport's proxy thread driving
- * test() and yielding while idle, 0 threads measured fastest on veth pairs
- * between namespaces (2.9 vs 1.8 GB/s all-reduce busbw with 2 threads; on 2
- * cores the extra threads compete with the proxy and the rank). */
-#define AUTO_NTHREADS 0
-#define AUTO_NSOCKS   1
-
-#define MAX_COMMS          65536
 #define HELLO_WINDOW_MS    30000 /* a socket that does not say who it is is dropped */
 #define GROUP_WINDOW_MS    30000 /* an incomplete connection is dropped */
 #define MAX_HELLO_PENDING  128
@@ -124,42 +115,18 @@ static ncclResult_t find_devs(struct mc_net_sock_ctx *ctx)
   return ncclSuccess;
 }
 
-/* NCCL_SOCKET_NTHREADS x NCCL_NSOCKS_PERTHREAD, automatic values resolved. */
-static void resolve_threads(struct mc_net_sock_ctx *ctx)
-{
-  int nt = (int)mc_param_int(MC_P_SOCKET_NTHREADS);
-  int ns = (int)mc_param_int(MC_P_NSOCKS_PERTHREAD);
-
-  if (nt < 0)
-    nt = AUTO_NTHREADS;
-  if (ns < 0)
-    ns = AUTO_NSOCKS;
-  if ((nt > 0) && (nt * ns > MC_NET_SOCK_MAX_SOCKS)) {
-    MC_WARN_ONCE("NET/Socket: NCCL_SOCKET_NTHREADS=%d x NCCL_NSOCKS_PERTHREAD=%d exceeds %d "
-                 "sockets; using %d sockets per thread",
-                 nt, ns, MC_NET_SOCK_MAX_SOCKS, MC_NET_SOCK_MAX_SOCKS / nt);
-    ns = MC_NET_SOCK_MAX_SOCKS / nt;
-  }
-  if (ns == 0)
-    nt = 0; /* no data sockets: nothing for threads to do */
-  ctx->n_threads = nt;
-  ctx->n_socks = (nt > 0) ? nt * ns : ns;
-}
-
 /* The key every socket of a connection proves it knows (net_auth.h): from
  * the communicator's secret, else MESHCCL_SECRET, else none (integrity
  * only, said at INFO). */
 static void derive_key(struct mc_net_sock_ctx *ctx, const struct mc_net_init_args *args)
 {
-  const char *env = mc_param_str(MC_P_SECRET);
   uint64_t id = (args != NULL) ? args->comm_id : 0;
+  const void *secret;
+  size_t secret_bytes;
 
-  if ((args != NULL) && (args->secret != NULL)) {
-    mc_net_auth_key(&mc_net_auth_socket, args->secret, MC_NET_SECRET_BYTES, id, ctx->key);
-  } else if ((env != NULL) && (env[0] != '\0')) {
-    mc_net_auth_key(&mc_net_auth_socket, env, strlen(env), id, ctx->key);
-  } else {
-    mc_net_auth_key(&mc_net_auth_socket, NULL, 0, id, ctx->key);
+  mc_net_sock_secret(args, &secret, &secret_bytes);
+  mc_net_auth_key(&mc_net_auth_socket, secret, secret_bytes, id, ctx->key);
+  if (secret == NULL) {
     MC_INFO(MC_SUB_INIT | MC_SUB_NET,
             "NET/Socket: no secret from the communicator and MESHCCL_SECRET unset: connections "
             "are checked for integrity but not authenticated");
@@ -180,7 +147,7 @@ static ncclResult_t sock_init(const struct mc_net_init_args *args, void **ctx_ou
     free(ctx);
     return res;
   }
-  resolve_threads(ctx);
+  mc_net_sock_threads("NET/Socket", &ctx->n_threads, &ctx->n_socks);
   ctx->inline_bytes = (uint32_t)mc_param_int(MC_P_SOCKET_INLINE);
   ctx->min_task_bytes = (uint32_t)mc_param_int(MC_P_SOCKET_MIN_TASKSIZE);
   ctx->magic = (uint64_t)mc_param_int(MC_P_SOCKET_MAGIC);
@@ -237,21 +204,11 @@ static ncclResult_t sock_get_properties(void *vctx, int dev, struct mc_net_props
   if ((dev < 0) || (dev >= ctx->n_devs))
     return MC_FAIL(ncclInvalidArgument, "NET/Socket: device %d does not exist (%d devices)", dev,
                    ctx->n_devs);
-  memset(props, 0, sizeof(*props));
+  mc_net_sock_props_init(dev, props);
   snprintf(props->name, sizeof(props->name), "%s", ctx->devs[dev].name);
   if_pci_path(ctx->devs[dev].name, props->pci_path, sizeof(props->pci_path));
   props->guid = (uint64_t)dev;
-  props->ptr_support = MC_NET_PTR_HOST;
   props->speed = ctx->speeds[dev].mbps;
-  props->port = 0;
-  props->latency = 0;
-  props->max_comms = MAX_COMMS;
-  props->max_recvs = 1;
-  props->vprops.n_devs = 1;
-  props->vprops.devs[0] = dev;
-  props->max_p2p_bytes = MC_NET_SOCK_MAX_BYTES;
-  props->rail_id = -1;
-  props->plane_id = -1;
   return ncclSuccess;
 }
 
@@ -260,18 +217,7 @@ static ncclResult_t sock_reg_mr(void *comm, void *data, size_t size, int type, v
   (void)comm;
   (void)data;
   (void)size;
-  if (type != MC_NET_PTR_HOST)
-    return MC_FAIL(ncclInvalidArgument,
-                   "NET/Socket: cannot register memory of type %d (host memory only)", type);
-  *mhandle = NULL;
-  return ncclSuccess;
-}
-
-static ncclResult_t sock_dereg_mr(void *comm, void *mhandle)
-{
-  (void)comm;
-  (void)mhandle;
-  return ncclSuccess;
+  return mc_net_sock_reg_host("NET/Socket", type, mhandle);
 }
 
 /* ---------- listen / accept ---------- */
@@ -959,7 +905,7 @@ const struct mc_net_ops mc_net_socket_ops = {
     .connect = sock_connect,
     .accept = sock_accept,
     .reg_mr = sock_reg_mr,
-    .dereg_mr = sock_dereg_mr,
+    .dereg_mr = mc_net_sock_dereg_mr,
     .isend = mc_net_sock_isend,
     .irecv = mc_net_sock_irecv,
     .test = mc_net_sock_test,

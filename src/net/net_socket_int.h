@@ -200,4 +200,25 @@ ncclResult_t mc_net_sock_irecv(void *recv_comm, int n, void **data, size_t *size
                                void **mhandles, void **request);
 ncclResult_t mc_net_sock_test(void *request, int *done, size_t *sizes);
 
+/* What the nets over these comms (Socket, Mesh) share in their ops. */
+
+/* Fills props for device dev: host memory, NCCL's maxComms of 65536, one
+ * buffer per irecv, dev alone, MC_NET_SOCK_MAX_BYTES, no rail or plane;
+ * the rest is zero for the caller to set (name, PCI path, guid, speed). */
+void mc_net_sock_props_init(int dev, struct mc_net_props *props_out);
+/* reg_mr: host memory needs no handle (*mhandle_out = NULL); another type
+ * is refused, the message naming the net by tag ("NET/Socket"). */
+ncclResult_t mc_net_sock_reg_host(const char *tag, int type, void **mhandle_out);
+/* dereg_mr of a net whose reg_mr is mc_net_sock_reg_host: nothing to undo. */
+ncclResult_t mc_net_sock_dereg_mr(void *comm, void *mhandle);
+/* NCCL_SOCKET_NTHREADS x NCCL_NSOCKS_PERTHREAD with the automatic values
+ * (-2) resolved and the product capped at MC_NET_SOCK_MAX_SOCKS (WARNed
+ * once, the message naming the net by tag): helper threads and data
+ * sockets per connection. */
+void mc_net_sock_threads(const char *tag, int *n_threads_out, int *n_socks_out);
+/* The secret a net derives its key from: the communicator's
+ * (args->secret), else MESHCCL_SECRET, else none (NULL, 0 bytes). */
+void mc_net_sock_secret(const struct mc_net_init_args *args, const void **secret_out,
+                        size_t *bytes_out);
+
 #endif /* MC_NET_SOCKET_INT_H */

@@ -91,21 +91,12 @@ static ncclResult_t set_opts(struct mc_sock *s, int fd)
 {
   int one = 1;
   int fl = fcntl(fd, F_GETFL);
-  int64_t sndbuf = mc_param_int(MC_P_SOCKET_SNDBUF);
-  int64_t rcvbuf = mc_param_int(MC_P_SOCKET_RCVBUF);
 
   if ((fl == -1) || (fcntl(fd, F_SETFL, fl | O_NONBLOCK) == -1))
     return set_err(s, MC_SOCK_END_ERROR, ncclSystemError, "fcntl(O_NONBLOCK): %s", strerror(errno));
   if (s->addr.sa.sa_family != AF_UNIX)
     (void)setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
-  if (sndbuf > 0) {
-    int v = (int)sndbuf;
-    (void)setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &v, sizeof(v));
-  }
-  if (rcvbuf > 0) {
-    int v = (int)rcvbuf;
-    (void)setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &v, sizeof(v));
-  }
+  mc_sock_set_buf_sizes(fd);
   return ncclSuccess;
 }
 
@@ -485,6 +476,20 @@ static ncclResult_t async_retry(struct mc_sock_async *c, int e)
   return ncclSuccess;
 }
 
+bool mc_sock_connect_over(int fd, int *err_out)
+{
+  struct pollfd p = {.fd = fd, .events = POLLOUT, .revents = 0};
+  int err = 0;
+  socklen_t len = sizeof(err);
+
+  if (poll(&p, 1, 0) <= 0)
+    return false;
+  if (getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &len) != 0)
+    err = errno;
+  *err_out = err;
+  return true;
+}
+
 ncclResult_t mc_sock_connect_start(const union mc_sockaddr *to, uint64_t magic, uint32_t type,
                                    struct mc_sock_async *c)
 {
@@ -527,14 +532,10 @@ ncclResult_t mc_sock_connect_poll(struct mc_sock_async *c, bool *done_out)
     }
   }
   if (c->is_connecting) {
-    struct pollfd p = {.fd = c->sock.fd, .events = POLLOUT, .revents = 0};
     int err = 0;
-    socklen_t len = sizeof(err);
 
-    if (poll(&p, 1, 0) <= 0)
+    if (!mc_sock_connect_over(c->sock.fd, &err))
       return ncclSuccess;
-    if (getsockopt(c->sock.fd, SOL_SOCKET, SO_ERROR, &err, &len) != 0)
-      err = errno;
     if (err != 0)
       return async_retry(c, err);
     c->is_connecting = false;

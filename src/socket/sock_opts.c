@@ -6,7 +6,8 @@
  * closed). After the timeout the kernel resets the connection and the next
  * send or recv fails with ETIMEDOUT. NCCL's misc/socket.cc sets neither; the
  * Mesh net sets the same pair for its sockets (mesh_handshake.c,
- * mc_net_mesh_sock_opts).
+ * mc_net_mesh_sock_opts). Also NCCL_SOCKET_SNDBUF / NCCL_SOCKET_RCVBUF, the
+ * buffer sizes every TCP socket of bootstrap and nets takes.
  */
 #include "socket.h"
 
@@ -16,6 +17,8 @@
 #include <stdio.h>
 #include <string.h>
 #include <sys/socket.h>
+
+#include "params.h"
 
 /* Keepalive probes per bound: with TCP_USER_TIMEOUT set, Linux resets an
  * idle connection once the bound passed with a probe unanswered, so the
@@ -65,4 +68,19 @@ ncclResult_t mc_sock_set_liveness(struct mc_sock *s, int64_t timeout_ms)
   if (setsockopt(s->fd, IPPROTO_TCP, TCP_USER_TIMEOUT, &user_ms, sizeof(user_ms)) != 0)
     return opt_fail(s, "TCP_USER_TIMEOUT");
   return ncclSuccess;
+}
+
+void mc_sock_set_buf_sizes(int fd)
+{
+  int64_t sndbuf = mc_param_int(MC_P_SOCKET_SNDBUF);
+  int64_t rcvbuf = mc_param_int(MC_P_SOCKET_RCVBUF);
+
+  if (sndbuf > 0) {
+    int v = (int)sndbuf;
+    (void)setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &v, sizeof(v));
+  }
+  if (rcvbuf > 0) {
+    int v = (int)rcvbuf;
+    (void)setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &v, sizeof(v));
+  }
 }

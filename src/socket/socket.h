@@ -248,6 +248,10 @@ struct mc_sock_async {
 ncclResult_t mc_sock_connect_start(const union mc_sockaddr *to, uint64_t magic, uint32_t type,
                                    struct mc_sock_async *c);
 ncclResult_t mc_sock_connect_poll(struct mc_sock_async *c, bool *done_out);
+/* Whether the non-blocking connect() in progress on fd is over (polled, no
+ * wait): false while it is not; else true and *err_out its outcome, 0 when
+ * connected, else the errno it failed with. */
+bool mc_sock_connect_over(int fd, int *err_out);
 
 /* Exact-length I/O. A peer close is MC_SOCK_END_CLOSED / ncclRemoteError. */
 ncclResult_t mc_sock_send_all(struct mc_sock *s, const void *buf, size_t bytes,
@@ -311,5 +315,10 @@ void mc_listener_close(struct mc_listener *l);
  * waiting for acknowledgements. Non-IP sockets are left alone. Describes a
  * failure in s->err (nothing is logged); ncclSystemError then. */
 ncclResult_t mc_sock_set_liveness(struct mc_sock *s, int64_t timeout_ms);
+
+/* Sets SO_SNDBUF / SO_RCVBUF on fd to NCCL_SOCKET_SNDBUF / NCCL_SOCKET_RCVBUF
+ * where they are positive (else the kernel's default and autotuning stay);
+ * best effort, as NCCL's misc/socket.cc. */
+void mc_sock_set_buf_sizes(int fd);
 
 #endif /* MC_SOCKET_H */

@@ -914,6 +914,20 @@ void mc_xml_unset_attr(struct mc_xml_node *node, const char *key)
 
 /* ---------- find ---------- */
 
+/* The element is a `name` tag and, when key is given, has key="value". */
+static bool node_is(const struct mc_xml_node *n, const char *name, const char *key,
+                    const char *value)
+{
+  const char *v;
+
+  if (strcmp(n->name, name) != 0)
+    return false;
+  if (key == NULL)
+    return true;
+  v = mc_xml_get_attr(n, key);
+  return (v != NULL) && (value != NULL) && (strcmp(v, value) == 0);
+}
+
 struct mc_xml_node *mc_xml_find_tag(struct mc_xml *xml, const char *name)
 {
   return mc_xml_find_tag_kv(xml, name, NULL, NULL);
@@ -924,18 +938,9 @@ struct mc_xml_node *mc_xml_find_tag_kv(struct mc_xml *xml, const char *name, con
 {
   if ((xml == NULL) || (name == NULL))
     return NULL;
-  for (int i = 0; i < xml->n_nodes; i++) {
-    struct mc_xml_node *n = &xml->nodes[i];
-    const char *v;
-
-    if (strcmp(n->name, name) != 0)
-      continue;
-    if (key == NULL)
-      return n;
-    v = mc_xml_get_attr(n, key);
-    if ((v != NULL) && (value != NULL) && (strcmp(v, value) == 0))
-      return n;
-  }
+  for (int i = 0; i < xml->n_nodes; i++)
+    if (node_is(&xml->nodes[i], name, key, value))
+      return &xml->nodes[i];
   return NULL;
 }
 
@@ -949,18 +954,9 @@ struct mc_xml_node *mc_xml_get_sub_kv(struct mc_xml_node *parent, const char *na
 {
   if ((parent == NULL) || (name == NULL))
     return NULL;
-  for (int s = 0; s < parent->n_subs; s++) {
-    struct mc_xml_node *n = parent->subs[s];
-    const char *v;
-
-    if (strcmp(n->name, name) != 0)
-      continue;
-    if (key == NULL)
-      return n;
-    v = mc_xml_get_attr(n, key);
-    if ((v != NULL) && (value != NULL) && (strcmp(v, value) == 0))
-      return n;
-  }
+  for (int s = 0; s < parent->n_subs; s++)
+    if (node_is(parent->subs[s], name, key, value))
+      return parent->subs[s];
   return NULL;
 }
 

@@ -78,7 +78,9 @@ void mc_tp_blob_view_make(const struct mc_tp_comm *tc, const struct mc_conn_req 
   v_out->slot_bytes = (q->slot_bytes != 0) ? q->slot_bytes : tc->slot_bytes;
 }
 
-/* The transport's name (mc_topo_transport_str's words, without its module). */
+/* The transport's name: mc_topo_transport_str's words, written again
+ * because this file is also built alone into the connect-message fuzzer
+ * (tests/fuzz/fuzz_tp_blob.c), which links no topology module. */
 static const char *kind_name(uint32_t kind)
 {
   switch (kind) {

@@ -482,6 +482,38 @@ static void recv_done(struct mc_conn *c, unsigned s, size_t size)
     c->ctrl->fifo[s].bytes = size - MC_CONN_HDR_BYTES;
 }
 
+/* The net call on c that returned res is over (call_leave); false when it
+ * failed, the connection then failed doing `what` (send or receive). */
+static bool call_ok(struct mc_proxy *p, struct mc_conn *c, ncclResult_t res, const char *what)
+{
+  call_leave(p, c);
+  if (res != ncclSuccess) {
+    conn_fail(c, res, what);
+    return false;
+  }
+  return true;
+}
+
+/* Tests the request of step s (doing `what`): 1 when it is complete (the
+ * step's request slot is free again; *bytes_out, unless NULL, what it
+ * moved), 0 while it is not, -1 when the net failed (call_ok). */
+static int test_step(struct mc_proxy *p, struct mc_conn *c, unsigned s, size_t *bytes_out,
+                     const char *what)
+{
+  struct mc_net_conn *nc = c->net;
+  ncclResult_t res;
+  int done = 0;
+
+  call_enter(p, c, "test");
+  res = nc->net->test(nc->reqs[s], &done, bytes_out);
+  if (!call_ok(p, c, res, what))
+    return -1;
+  if (!done)
+    return 0;
+  nc->reqs[s] = NULL;
+  return 1;
+}
+
 /* One pass over a connection; returns whether anything moved. */
 static bool progress_send(struct mc_proxy *p, struct mc_conn *c)
 {
@@ -509,11 +541,8 @@ static bool progress_send(struct mc_proxy *p, struct mc_conn *c)
     }
     call_enter(p, c, "isend");
     res = nc->net->isend(nc->comm, data, bytes, 0, nc->mhandle, &req);
-    call_leave(p, c);
-    if (res != ncclSuccess) {
-      conn_fail(c, res, "send");
+    if (!call_ok(p, c, res, "send"))
       return false; /* a failure is no progress: the rank's wait goes on (coll_exec.c) */
-    }
     if (req == NULL)
       break;
     nc->reqs[s] = req;
@@ -521,18 +550,12 @@ static bool progress_send(struct mc_proxy *p, struct mc_conn *c)
     moved = true;
   }
   while (nc->done < nc->posted) {
-    unsigned s = (unsigned)(nc->done % MC_STEPS);
-    int done = 0;
-    call_enter(p, c, "test");
-    res = nc->net->test(nc->reqs[s], &done, NULL);
-    call_leave(p, c);
-    if (res != ncclSuccess) {
-      conn_fail(c, res, "send");
+    int r = test_step(p, c, (unsigned)(nc->done % MC_STEPS), NULL, "send");
+
+    if (r < 0)
       return false; /* a failure is no progress: the rank's wait goes on (coll_exec.c) */
-    }
-    if (!done)
+    if (r == 0)
       break;
-    nc->reqs[s] = NULL;
     nc->done++;
     __atomic_store_n(&c->ctrl->head, nc->done, __ATOMIC_RELEASE);
     moved = true;
@@ -557,11 +580,8 @@ static bool progress_recv(struct mc_proxy *p, struct mc_conn *c)
     void *req = NULL;
     call_enter(p, c, "irecv");
     res = nc->net->irecv(nc->comm, 1, &data, &size, &tag, &nc->mhandle, &req);
-    call_leave(p, c);
-    if (res != ncclSuccess) {
-      conn_fail(c, res, "receive");
+    if (!call_ok(p, c, res, "receive"))
       return false; /* a failure is no progress: the rank's wait goes on (coll_exec.c) */
-    }
     if (req == NULL)
       break;
     nc->hdr[s] = (nc->posted == __atomic_load_n(&c->ctrl->hdr_step, __ATOMIC_RELAXED));
@@ -571,18 +591,13 @@ static bool progress_recv(struct mc_proxy *p, struct mc_conn *c)
   }
   while (nc->done < nc->posted) {
     unsigned s = (unsigned)(nc->done % MC_STEPS);
-    int done = 0;
     size_t size = 0;
-    call_enter(p, c, "test");
-    res = nc->net->test(nc->reqs[s], &done, &size);
-    call_leave(p, c);
-    if (res != ncclSuccess) {
-      conn_fail(c, res, "receive");
+    int r = test_step(p, c, s, &size, "receive");
+
+    if (r < 0)
       return false; /* a failure is no progress: the rank's wait goes on (coll_exec.c) */
-    }
-    if (!done)
+    if (r == 0)
       break;
-    nc->reqs[s] = NULL;
     recv_done(c, s, size);
     nc->done++;
     __atomic_store_n(&c->ctrl->tail, nc->done, __ATOMIC_RELEASE);

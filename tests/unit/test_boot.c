@@ -198,6 +198,17 @@ static void rank_join(int i)
   MC_T_EQ_INT(pthread_join(ranks[i].th, NULL), 0);
 }
 
+/* Runs ranks 0..n-1 (prepared) to the end, then releases the job's root
+ * (waiting up to wait_ms for it, mc_boot_root_release). */
+static void ranks_run(struct mc_boot_root *root, int n, int wait_ms)
+{
+  for (int i = 0; i < n; i++)
+    rank_start(i);
+  for (int i = 0; i < n; i++)
+    rank_join(i);
+  mc_boot_root_release(root, wait_ms);
+}
+
 static void check_rank_ok(int i)
 {
   struct rank *r = &ranks[i];
@@ -223,11 +234,7 @@ static void run_job(int n)
   root = bt_job_new(&id);
   for (int i = 0; i < n; i++)
     rank_prepare(i, i, n, &id, TIMEOUT_MS, MODE_FULL);
-  for (int i = 0; i < n; i++)
-    rank_start(i);
-  for (int i = 0; i < n; i++)
-    rank_join(i);
-  mc_boot_root_release(root, 2000);
+  ranks_run(root, n, 2000);
 
   for (int i = 0; i < n; i++) {
     struct rank *r = &ranks[i];
@@ -288,11 +295,7 @@ static void rank_never_joins(void)
   mc_param_set_for_tests(MC_P_INIT_TIMEOUT, NULL);
   for (int i = 0; i < 2; i++)
     rank_prepare(i, i, 3, &id, 5000, MODE_INIT_ONLY);
-  for (int i = 0; i < 2; i++)
-    rank_start(i);
-  for (int i = 0; i < 2; i++)
-    rank_join(i);
-  mc_boot_root_release(root, 0);
+  ranks_run(root, 2, 0);
   for (int i = 0; i < 2; i++) {
     MC_T_EQ_INT(ranks[i].init_res, ncclTimeout);
     MC_T_CONTAINS(ranks[i].err, "rank 2 of 3 never joined");
@@ -310,11 +313,7 @@ static void duplicate_rank(void)
   root = bt_job_new(&id);
   for (int i = 0; i < 2; i++)
     rank_prepare(i, 0, 2, &id, TIMEOUT_MS, MODE_INIT_ONLY);
-  for (int i = 0; i < 2; i++)
-    rank_start(i);
-  for (int i = 0; i < 2; i++)
-    rank_join(i);
-  mc_boot_root_release(root, 0);
+  ranks_run(root, 2, 0);
   for (int i = 0; i < 2; i++) {
     MC_T_EQ_INT(ranks[i].init_res, ncclInvalidUsage);
     MC_T_CONTAINS(ranks[i].err, "rank 0 joined twice");
@@ -330,11 +329,7 @@ static void mismatched_nranks(void)
   root = bt_job_new(&id);
   rank_prepare(0, 0, 2, &id, TIMEOUT_MS, MODE_INIT_ONLY);
   rank_prepare(1, 1, 3, &id, TIMEOUT_MS, MODE_INIT_ONLY);
-  for (int i = 0; i < 2; i++)
-    rank_start(i);
-  for (int i = 0; i < 2; i++)
-    rank_join(i);
-  mc_boot_root_release(root, 0);
+  ranks_run(root, 2, 0);
   for (int i = 0; i < 2; i++) {
     MC_T_EQ_INT(ranks[i].init_res, ncclInvalidUsage);
     MC_T_CONTAINS(ranks[i].err, "nranks");

@@ -16,6 +16,7 @@
 #include "net/mesh/mesh_int.h"
 #include "net/net.h"
 
+#include "mc_net_pair.h"
 #include "mc_test.h"
 
 #include <arpa/inet.h>
@@ -25,159 +26,22 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-#define LONG_WAIT 30000 /* ms: only reached when the code under test is broken */
-#define MIB       (1024 * 1024)
+#define MIB (1024 * 1024)
 
 static const struct mc_net_ops *const net = &mc_net_mesh_ops;
 
-struct pair {
-  void *ctx;
-  void *listen;
-  void *send;
-  void *recv;
-  char handle[MC_NET_HANDLE_BYTES];
-};
-
-struct counts {
-  int fds;
-  int threads;
-};
-
-static struct counts counts_now(void)
+static struct np_counts counts_now(void)
 {
   /* Between tests only the main thread runs; a thread joined by the test
    * before may linger in /proc for a moment: wait for it to go. */
-  struct counts c = {mc_count_fds(), mc_count_threads_settled(1, 2000)};
+  struct np_counts c = {mc_count_fds(), mc_count_threads_settled(1, 2000)};
   return c;
-}
-
-static void counts_back(struct counts before)
-{
-  MC_T_EQ_INT(mc_count_fds(), before.fds);
-  MC_T_EQ_INT(mc_count_threads_settled(before.threads, 5000), before.threads);
 }
 
 static void use_loopback(void)
 {
   mc_param_reset_for_tests();
   mc_param_set_for_tests(MC_P_MESH_IFNAME, "=lo");
-}
-
-static void ctx_open(struct pair *p, const struct mc_net_init_args *args)
-{
-  int ndev = 0;
-
-  memset(p, 0, sizeof(*p));
-  MC_T_OK(net->init(args, &p->ctx));
-  MC_T_OK(net->devices(p->ctx, &ndev));
-  MC_T_EQ_INT(ndev, 1);
-  MC_T_OK(net->listen(p->ctx, 0, p->handle, &p->listen));
-  MC_T_TRUE(p->listen != NULL);
-}
-
-static void pair_connect(struct pair *p)
-{
-  struct mc_deadline dl = mc_deadline_in_ms(LONG_WAIT);
-
-  while ((p->send == NULL) || (p->recv == NULL)) {
-    if (p->send == NULL)
-      MC_T_OK(net->connect(p->ctx, 0, p->handle, &p->send));
-    if (p->recv == NULL)
-      MC_T_OK(net->accept(p->listen, &p->recv));
-    if (mc_deadline_passed(dl))
-      MC_T_FAIL("connection not set up within %d ms", LONG_WAIT);
-  }
-}
-
-static void pair_close(struct pair *p)
-{
-  if (p->send != NULL)
-    MC_T_OK(net->close_send(p->send));
-  if (p->recv != NULL)
-    MC_T_OK(net->close_recv(p->recv));
-  if (p->listen != NULL)
-    MC_T_OK(net->close_listen(p->listen));
-  MC_T_OK(net->finalize(p->ctx));
-  memset(p, 0, sizeof(*p));
-}
-
-static void *post_send(struct pair *p, void *buf, size_t bytes)
-{
-  void *req = NULL;
-  struct mc_deadline dl = mc_deadline_in_ms(LONG_WAIT);
-
-  while (req == NULL) {
-    MC_T_OK(net->isend(p->send, buf, bytes, 0, NULL, &req));
-    if (mc_deadline_passed(dl))
-      MC_T_FAIL("isend not accepted within %d ms", LONG_WAIT);
-  }
-  return req;
-}
-
-static void *post_recv(struct pair *p, void *buf, size_t bytes)
-{
-  void *req = NULL;
-  int tag = 0;
-
-  MC_T_OK(net->irecv(p->recv, 1, &buf, &bytes, &tag, NULL, &req));
-  MC_T_TRUE(req != NULL);
-  return req;
-}
-
-static void wait_done(void **reqs, size_t *sizes, int n)
-{
-  struct mc_deadline dl = mc_deadline_in_ms(LONG_WAIT);
-  int left = n;
-
-  while (left > 0) {
-    for (int i = 0; i < n; i++) {
-      int done = 0;
-
-      if (reqs[i] == NULL)
-        continue;
-      MC_T_OK(net->test(reqs[i], &done, (sizes != NULL) ? &sizes[i] : NULL));
-      if (done) {
-        reqs[i] = NULL;
-        left--;
-      }
-    }
-    if (mc_deadline_passed(dl))
-      MC_T_FAIL("%d of %d requests not done within %d ms", left, n, LONG_WAIT);
-  }
-}
-
-static void fill(unsigned char *buf, size_t bytes, unsigned seed)
-{
-  uint32_t x = seed * 2654435761u + 1;
-
-  for (size_t i = 0; i < bytes; i++) {
-    x = x * 1103515245u + 12345u;
-    buf[i] = (unsigned char)(x >> 24);
-  }
-}
-
-static void check_xfer(struct pair *p, size_t bytes, size_t extra, unsigned seed)
-{
-  unsigned char *s = malloc(bytes + 1);
-  unsigned char *r = malloc(bytes + extra + 1);
-  void *reqs[2];
-  size_t sizes[2] = {0, 12345};
-
-  MC_T_TRUE((s != NULL) && (r != NULL));
-  fill(s, bytes, seed);
-  memset(r, 0xa5, bytes + extra + 1);
-  reqs[1] = post_recv(p, r, bytes + extra);
-  reqs[0] = post_send(p, s, bytes);
-  wait_done(reqs, sizes, 2);
-  MC_T_EQ_INT(sizes[1], bytes);
-  if (memcmp(s, r, bytes) != 0)
-    MC_T_FAIL("%zu bytes differ after the transfer (seed %u)", bytes, seed);
-  for (size_t i = bytes; i < bytes + extra + 1; i++) {
-    if (r[i] != 0xa5)
-      MC_T_FAIL("byte %zu past a %zu-byte message was written", i, bytes);
-  }
-  free(s);
-  free(r);
 }
 
 static struct mc_net_mesh_nic cand(const char *name, const char *addr, int prefix, int speed)
@@ -340,13 +204,13 @@ static void handle_round_trip(void)
 
 static void loopback_sizes(void)
 {
-  struct counts before = counts_now();
+  struct np_counts before = counts_now();
   struct mc_net_props props;
-  struct pair p;
+  struct np_pair p;
   static const size_t sizes[] = {0, 1, 4096, MIB};
 
   use_loopback();
-  ctx_open(&p, &(struct mc_net_init_args){0});
+  np_open(&p, net, &(struct mc_net_init_args){0});
   MC_T_EQ_STR(net->name, "Mesh");
   MC_T_OK(net->get_properties(p.ctx, 0, &props));
   MC_T_EQ_STR(props.name, "mesh0");
@@ -354,35 +218,35 @@ static void loopback_sizes(void)
   MC_T_EQ_INT(props.speed, 10000);
   MC_T_EQ_INT(props.ptr_support, MC_NET_PTR_HOST);
   MC_T_EQ_INT(net->get_properties(p.ctx, 1, &props), ncclInvalidArgument);
-  pair_connect(&p);
+  np_connect(&p);
   for (size_t i = 0; i < sizeof(sizes) / sizeof(sizes[0]); i++) {
-    check_xfer(&p, sizes[i], 0, (unsigned)i);
-    check_xfer(&p, sizes[i], 1000, (unsigned)i + 100); /* receive posted larger */
+    np_check_xfer(&p, sizes[i], 0, (unsigned)i);
+    np_check_xfer(&p, sizes[i], 1000, (unsigned)i + 100); /* receive posted larger */
   }
-  pair_close(&p);
-  counts_back(before);
+  np_close(&p);
+  np_counts_back(before);
 }
 
 static void data_sockets_and_threads(void)
 {
-  struct counts before = counts_now();
-  struct pair p;
+  struct np_counts before = counts_now();
+  struct np_pair p;
 
   use_loopback();
   mc_param_set_for_tests(MC_P_SOCKET_NTHREADS, "2");
   mc_param_set_for_tests(MC_P_NSOCKS_PERTHREAD, "2");
-  ctx_open(&p, &(struct mc_net_init_args){0});
-  pair_connect(&p);
-  check_xfer(&p, 3 * MIB + 17, 5, 7);
-  check_xfer(&p, 100, 0, 8);
-  pair_close(&p);
-  counts_back(before);
+  np_open(&p, net, &(struct mc_net_init_args){0});
+  np_connect(&p);
+  np_check_xfer(&p, 3 * MIB + 17, 5, 7);
+  np_check_xfer(&p, 100, 0, 8);
+  np_close(&p);
+  np_counts_back(before);
   mc_param_reset_for_tests();
 }
 
 static void outstanding_32(void)
 {
-  struct pair p;
+  struct np_pair p;
   enum { N = MC_NET_MAX_REQUESTS, BYTES = 70000 };
   unsigned char *s = malloc((size_t)N * BYTES);
   unsigned char *r = malloc((size_t)N * BYTES);
@@ -391,21 +255,21 @@ static void outstanding_32(void)
 
   MC_T_TRUE((s != NULL) && (r != NULL));
   use_loopback();
-  ctx_open(&p, &(struct mc_net_init_args){0});
-  pair_connect(&p);
-  fill(s, (size_t)N * BYTES, 3);
+  np_open(&p, net, &(struct mc_net_init_args){0});
+  np_connect(&p);
+  np_fill(s, (size_t)N * BYTES, 3);
   memset(r, 0, (size_t)N * BYTES);
   for (int i = 0; i < N; i++)
-    reqs[N + i] = post_recv(&p, r + (size_t)i * BYTES, BYTES);
+    reqs[N + i] = np_post_recv(&p, r + (size_t)i * BYTES, BYTES);
   for (int i = 0; i < N; i++)
-    reqs[i] = post_send(&p, s + (size_t)i * BYTES, (size_t)(BYTES - i));
-  wait_done(reqs, got, 2 * N);
+    reqs[i] = np_post_send(&p, s + (size_t)i * BYTES, (size_t)(BYTES - i));
+  np_wait(net, reqs, got, 2 * N);
   for (int i = 0; i < N; i++) {
     MC_T_EQ_INT(got[N + i], BYTES - i);
     if (memcmp(s + (size_t)i * BYTES, r + (size_t)i * BYTES, (size_t)(BYTES - i)) != 0)
       MC_T_FAIL("message %d differs", i);
   }
-  pair_close(&p);
+  np_close(&p);
   free(s);
   free(r);
 }
@@ -427,9 +291,9 @@ static int stranger(const char *handle, const void *payload, size_t bytes)
 
 static void strangers_refused(void)
 {
-  struct counts before = counts_now();
+  struct np_counts before = counts_now();
   struct mc_net_mesh_stats st;
-  struct pair p;
+  struct np_pair p;
   void *other = NULL;
   void *comm = NULL;
   uint8_t secret_a[MC_NET_SECRET_BYTES];
@@ -450,24 +314,24 @@ static void strangers_refused(void)
   mc_log_reset_for_tests();
   memset(secret_a, 1, sizeof(secret_a));
   memset(secret_b, 2, sizeof(secret_b));
-  ctx_open(&p, &(struct mc_net_init_args){.comm_id = 7, .secret = secret_a});
+  np_open(&p, net, &(struct mc_net_init_args){.comm_id = 7, .secret = secret_a});
   memset(garbage, 'G', sizeof(garbage));
   fds[0] = stranger(p.handle, garbage, sizeof(garbage)); /* garbage */
   fds[1] = stranger(p.handle, NULL, 0);                  /* silence */
   /* Another secret: the listener refuses the MAC, the connector fails. */
   MC_T_OK(net->init(&(struct mc_net_init_args){.comm_id = 7, .secret = secret_b}, &other));
-  dl = mc_deadline_in_ms(LONG_WAIT);
+  dl = mc_deadline_in_ms(NP_LONG_WAIT);
   while ((res == ncclSuccess) && (comm == NULL) && !mc_deadline_passed(dl))
     res = net->connect(other, 0, p.handle, &comm);
   MC_T_EQ_INT(res, ncclRemoteError);
   MC_T_NULL(comm);
   MC_T_CONTAINS(mc_t_last_error(), "refused our MAC");
   /* The real connection completes while the silent stranger is still pending. */
-  pair_connect(&p);
+  np_connect(&p);
   mc_net_mesh_stats_get(p.ctx, &st);
   MC_T_EQ_INT(st.n_timeouts, 0);
-  check_xfer(&p, 4096, 0, 1);
-  dl = mc_deadline_in_ms(LONG_WAIT);
+  np_check_xfer(&p, 4096, 0, 1);
+  dl = mc_deadline_in_ms(NP_LONG_WAIT);
   do {
     usleep(20000);
     mc_net_mesh_stats_get(p.ctx, &st);
@@ -480,7 +344,7 @@ static void strangers_refused(void)
   close(fds[0]);
   close(fds[1]);
   MC_T_OK(net->finalize(other));
-  pair_close(&p);
+  np_close(&p);
   log = mc_t_read_file(log_path);
   MC_T_CONTAINS(log, "refused connection from 127.0.0.1<");
   MC_T_CONTAINS(log, "not a Mesh handshake");
@@ -489,26 +353,26 @@ static void strangers_refused(void)
   MC_T_CONTAINS(log, "NET/Mesh : Using [0]lo:127.0.0.1<0>(mgmt,10000Mb/s,127.0.0.0/8)");
   mc_param_reset_for_tests();
   mc_log_reset_for_tests();
-  counts_back(before);
+  np_counts_back(before);
 }
 
 static void same_secret_from_env(void)
 {
-  struct pair p;
+  struct np_pair p;
 
   use_loopback();
   mc_param_set_for_tests(MC_P_SECRET, "correct horse");
-  ctx_open(&p, &(struct mc_net_init_args){0});
-  pair_connect(&p);
-  check_xfer(&p, 10, 0, 2);
-  pair_close(&p);
+  np_open(&p, net, &(struct mc_net_init_args){0});
+  np_connect(&p);
+  np_check_xfer(&p, 10, 0, 2);
+  np_close(&p);
   mc_param_reset_for_tests();
 }
 
 static void no_common_subnet(void)
 {
   struct mc_net_mesh_handle h;
-  struct pair p;
+  struct np_pair p;
   void *comm = NULL;
   char handle[MC_NET_HANDLE_BYTES];
   ncclResult_t res;
@@ -516,7 +380,7 @@ static void no_common_subnet(void)
 
   use_loopback();
   mc_param_set_for_tests(MC_P_MESH_ROUTE_TIMEOUT_MS, "300");
-  ctx_open(&p, &(struct mc_net_init_args){0});
+  np_open(&p, net, &(struct mc_net_init_args){0});
   MC_T_OK(mc_net_mesh_handle_decode(p.handle, &h));
   h.n_addrs = 1;
   h.addrs[0].addr = cand("x", "192.0.2.7", 24, 0).addr;
@@ -536,14 +400,14 @@ static void no_common_subnet(void)
   MC_T_CONTAINS(mc_t_last_error(), "no route");
   MC_T_CONTAINS(mc_t_last_error(), "MESHCCL_MESH_ROUTE_TIMEOUT_MS=300");
   MC_T_CONTAINS(mc_t_last_error(), "1 hosts");
-  pair_close(&p);
+  np_close(&p);
 }
 
 static void abort_flag_fails_fast(void)
 {
-  struct counts before = counts_now();
+  struct np_counts before = counts_now();
   volatile uint32_t abort_flag = 0;
-  struct pair p;
+  struct np_pair p;
   void *comm = NULL;
   void *req = NULL;
   char buf[16];
@@ -552,8 +416,8 @@ static void abort_flag_fails_fast(void)
   double t0;
 
   use_loopback();
-  ctx_open(&p, &(struct mc_net_init_args){.abort_flag = &abort_flag});
-  pair_connect(&p);
+  np_open(&p, net, &(struct mc_net_init_args){.abort_flag = &abort_flag});
+  np_connect(&p);
   MC_T_OK(net->listen(p.ctx, 0, handle2, &listen2));
   __atomic_store_n(&abort_flag, 1, __ATOMIC_RELEASE);
   t0 = mc_clock_sec(CLOCK_MONOTONIC);
@@ -564,9 +428,9 @@ static void abort_flag_fails_fast(void)
   MC_T_NULL(comm);
   MC_T_TRUE(mc_clock_sec(CLOCK_MONOTONIC) - t0 < 1.0);
   MC_T_OK(net->close_listen(listen2));
-  pair_close(&p); /* the handshake thread has ended already */
+  np_close(&p); /* the handshake thread has ended already */
   MC_T_TRUE(mc_clock_sec(CLOCK_MONOTONIC) - t0 < 2.0);
-  counts_back(before);
+  np_counts_back(before);
 }
 
 /* More silent strangers than the pending set holds: the oldest are evicted,
@@ -574,25 +438,25 @@ static void abort_flag_fails_fast(void)
  * loopback has both) still completes. */
 static void many_strangers_evicted(void)
 {
-  struct counts before = counts_now();
+  struct np_counts before = counts_now();
   struct mc_net_mesh_stats st;
-  struct pair p;
-  struct pair q;
+  struct np_pair p;
+  struct np_pair q;
   int fds[MC_NET_MESH_MAX_PENDING + 8];
   int n = (int)(sizeof(fds) / sizeof(fds[0]));
 
   use_loopback();
-  ctx_open(&p, &(struct mc_net_init_args){0});
+  np_open(&p, net, &(struct mc_net_init_args){0});
   for (int i = 0; i < n; i++)
     fds[i] = stranger(p.handle, NULL, 0);
-  pair_connect(&p);
-  check_xfer(&p, 5000, 3, 4);
+  np_connect(&p);
+  np_check_xfer(&p, 5000, 3, 4);
   /* A second listen comm and connection on the same context. */
   q = p;
   q.send = q.recv = NULL;
   MC_T_OK(net->listen(q.ctx, 0, q.handle, &q.listen));
-  pair_connect(&q);
-  check_xfer(&q, 70000, 0, 5);
+  np_connect(&q);
+  np_check_xfer(&q, 70000, 0, 5);
   mc_net_mesh_stats_get(p.ctx, &st);
   /* the strangers beyond the set, then one per socket of the first connection */
   MC_T_EQ_INT(st.n_refused, n + 2 - MC_NET_MESH_MAX_PENDING);
@@ -602,24 +466,24 @@ static void many_strangers_evicted(void)
   MC_T_OK(net->close_send(q.send));
   MC_T_OK(net->close_recv(q.recv));
   MC_T_OK(net->close_listen(q.listen));
-  pair_close(&p);
-  counts_back(before);
+  np_close(&p);
+  np_counts_back(before);
 }
 
 static void no_leaks_many_cycles(void)
 {
-  struct counts before = counts_now();
+  struct np_counts before = counts_now();
 
   for (int i = 0; i < 5; i++) {
-    struct pair p;
+    struct np_pair p;
 
     use_loopback();
-    ctx_open(&p, &(struct mc_net_init_args){0});
-    pair_connect(&p);
-    check_xfer(&p, 1000, 0, (unsigned)i);
-    pair_close(&p);
+    np_open(&p, net, &(struct mc_net_init_args){0});
+    np_connect(&p);
+    np_check_xfer(&p, 1000, 0, (unsigned)i);
+    np_close(&p);
   }
-  counts_back(before);
+  np_counts_back(before);
 }
 
 MC_T_MAIN(nic_rules, handle_round_trip, loopback_sizes, data_sockets_and_threads, outstanding_32,

@@ -17,6 +17,7 @@
 #include "net/net_socket_int.h"
 #include "socket/socket.h"
 
+#include "mc_net_pair.h"
 #include "mc_test.h"
 
 #include <arpa/inet.h>
@@ -27,18 +28,9 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-#define LONG_WAIT 30000 /* ms: only reached when the code under test is broken */
-#define MIB       (1024 * 1024)
+#define MIB (1024 * 1024)
 
 static const struct mc_net_ops *const net = &mc_net_socket_ops;
-
-struct pair {
-  void *ctx;
-  void *listen;
-  void *send;
-  void *recv;
-  char handle[MC_NET_HANDLE_BYTES];
-};
 
 static const int thread_counts[] = {0, 1, 4};
 static const int sock_counts[] = {1, 2, 8};
@@ -61,154 +53,33 @@ static void use_loopback(int n_threads, int n_socks)
   set_int(MC_P_NSOCKS_PERTHREAD, n_socks);
 }
 
-static void ctx_open(struct pair *p, const volatile uint32_t *abort_flag)
+static void ctx_open(struct np_pair *p, const volatile uint32_t *abort_flag)
 {
-  int ndev = 0;
-
-  memset(p, 0, sizeof(*p));
-  MC_T_OK(net->init(&(struct mc_net_init_args){.abort_flag = abort_flag}, &p->ctx));
-  MC_T_OK(net->devices(p->ctx, &ndev));
-  MC_T_EQ_INT(ndev, 1);
-  MC_T_OK(net->listen(p->ctx, 0, p->handle, &p->listen));
-  MC_T_TRUE(p->listen != NULL);
+  np_open(p, net, &(struct mc_net_init_args){.abort_flag = abort_flag});
 }
 
-/* Connects and accepts from this thread, polling both (neither may block). */
-static void pair_connect(struct pair *p)
-{
-  struct mc_deadline dl = mc_deadline_in_ms(LONG_WAIT);
-
-  while ((p->send == NULL) || (p->recv == NULL)) {
-    if (p->send == NULL)
-      MC_T_OK(net->connect(p->ctx, 0, p->handle, &p->send));
-    if (p->recv == NULL)
-      MC_T_OK(net->accept(p->listen, &p->recv));
-    if (mc_deadline_passed(dl))
-      MC_T_FAIL("connection not set up within %d ms", LONG_WAIT);
-  }
-}
-
-static void pair_open(struct pair *p, int n_threads, int n_socks)
+static void pair_open(struct np_pair *p, int n_threads, int n_socks)
 {
   use_loopback(n_threads, n_socks);
   ctx_open(p, NULL);
-  pair_connect(p);
-}
-
-static void pair_close(struct pair *p)
-{
-  if (p->send != NULL)
-    MC_T_OK(net->close_send(p->send));
-  if (p->recv != NULL)
-    MC_T_OK(net->close_recv(p->recv));
-  if (p->listen != NULL)
-    MC_T_OK(net->close_listen(p->listen));
-  MC_T_OK(net->finalize(p->ctx));
-  memset(p, 0, sizeof(*p));
-}
-
-static void *post_send(struct pair *p, void *buf, size_t bytes)
-{
-  void *req = NULL;
-  struct mc_deadline dl = mc_deadline_in_ms(LONG_WAIT);
-
-  while (req == NULL) {
-    MC_T_OK(net->isend(p->send, buf, bytes, 0, NULL, &req));
-    if (mc_deadline_passed(dl))
-      MC_T_FAIL("isend not accepted within %d ms", LONG_WAIT);
-  }
-  return req;
-}
-
-static void *post_recv(struct pair *p, void *buf, size_t bytes)
-{
-  void *req = NULL;
-  int tag = 0;
-
-  MC_T_OK(net->irecv(p->recv, 1, &buf, &bytes, &tag, NULL, &req));
-  MC_T_TRUE(req != NULL);
-  return req;
+  np_connect(p);
 }
 
 /* Tests both requests (either may be NULL = already done) until both are done. */
 static void wait_both(void *sreq, void *rreq, size_t *rbytes_out)
 {
-  struct mc_deadline dl = mc_deadline_in_ms(LONG_WAIT);
+  void *reqs[2] = {sreq, rreq};
+  size_t sizes[2] = {0, 0};
 
-  while ((sreq != NULL) || (rreq != NULL)) {
-    int done = 0;
-    size_t size = 0;
-
-    if (sreq != NULL) {
-      MC_T_OK(net->test(sreq, &done, NULL));
-      if (done)
-        sreq = NULL;
-    }
-    if (rreq != NULL) {
-      MC_T_OK(net->test(rreq, &done, &size));
-      if (done) {
-        rreq = NULL;
-        if (rbytes_out != NULL)
-          *rbytes_out = size;
-      }
-    }
-    if (mc_deadline_passed(dl))
-      MC_T_FAIL("transfer not done within %d ms", LONG_WAIT);
-  }
+  np_wait(net, reqs, sizes, 2);
+  if ((rreq != NULL) && (rbytes_out != NULL))
+    *rbytes_out = sizes[1];
 }
 
-static void fill(unsigned char *buf, size_t bytes, unsigned seed)
+static struct np_counts counts_now(void)
 {
-  uint32_t x = seed * 2654435761u + 1;
-
-  for (size_t i = 0; i < bytes; i++) {
-    x = x * 1103515245u + 12345u;
-    buf[i] = (unsigned char)(x >> 24);
-  }
-}
-
-/* Sends `bytes`, receives into a buffer `extra` bytes larger; checks size,
- * contents and that nothing was written past the message. */
-static void check_xfer(struct pair *p, size_t bytes, size_t extra, unsigned seed)
-{
-  unsigned char *s = malloc(bytes + 1);
-  unsigned char *r = malloc(bytes + extra + 1);
-  size_t got = 12345;
-  void *rreq;
-  void *sreq;
-
-  MC_T_TRUE((s != NULL) && (r != NULL));
-  fill(s, bytes, seed);
-  memset(r, 0xa5, bytes + extra + 1);
-  rreq = post_recv(p, r, bytes + extra);
-  sreq = post_send(p, s, bytes);
-  wait_both(sreq, rreq, &got);
-  MC_T_EQ_INT(got, bytes);
-  if (memcmp(s, r, bytes) != 0)
-    MC_T_FAIL("%zu bytes differ after the transfer (seed %u)", bytes, seed);
-  for (size_t i = bytes; i < bytes + extra + 1; i++) {
-    if (r[i] != 0xa5)
-      MC_T_FAIL("byte %zu past a %zu-byte message was written", i, bytes);
-  }
-  free(s);
-  free(r);
-}
-
-struct counts {
-  int fds;
-  int threads;
-};
-
-static struct counts counts_now(void)
-{
-  struct counts c = {mc_count_fds(), mc_count_threads()};
+  struct np_counts c = {mc_count_fds(), mc_count_threads()};
   return c;
-}
-
-static void counts_back(struct counts before)
-{
-  MC_T_EQ_INT(mc_count_fds(), before.fds);
-  MC_T_EQ_INT(mc_count_threads_settled(before.threads, 5000), before.threads);
 }
 
 /* ---------- cases ---------- */
@@ -254,7 +125,7 @@ struct accept_arg {
 static void *accept_thread(void *arg)
 {
   struct accept_arg *a = arg;
-  struct mc_deadline dl = mc_deadline_in_ms(LONG_WAIT);
+  struct mc_deadline dl = mc_deadline_in_ms(NP_LONG_WAIT);
 
   a->res = ncclSuccess;
   while ((a->recv == NULL) && (a->res == ncclSuccess) && !mc_deadline_passed(dl)) {
@@ -267,9 +138,9 @@ static void *accept_thread(void *arg)
 
 static void connect_accept_two_threads(void)
 {
-  struct counts before = counts_now();
+  struct np_counts before = counts_now();
   struct accept_arg a;
-  struct pair p;
+  struct np_pair p;
   pthread_t t;
 
   use_loopback(2, 2);
@@ -278,7 +149,7 @@ static void connect_accept_two_threads(void)
   a.listen = p.listen;
   MC_T_EQ_INT(pthread_create(&t, NULL, accept_thread, &a), 0);
   {
-    struct mc_deadline dl = mc_deadline_in_ms(LONG_WAIT);
+    struct mc_deadline dl = mc_deadline_in_ms(NP_LONG_WAIT);
     while ((p.send == NULL) && !mc_deadline_passed(dl))
       MC_T_OK(net->connect(p.ctx, 0, p.handle, &p.send));
   }
@@ -287,21 +158,21 @@ static void connect_accept_two_threads(void)
   MC_T_TRUE(p.send != NULL);
   MC_T_TRUE(a.recv != NULL);
   p.recv = a.recv;
-  check_xfer(&p, 1000, 0, 1);
-  check_xfer(&p, 3 * MIB + 1, 7, 2);
-  pair_close(&p);
-  counts_back(before);
+  np_check_xfer(&p, 1000, 0, 1);
+  np_check_xfer(&p, 3 * MIB + 1, 7, 2);
+  np_close(&p);
+  np_counts_back(before);
 }
 
 /* Several connections through one listener, set up at the same time. */
 static void one_listener_many_connections(void)
 {
-  struct counts before = counts_now();
-  struct pair p;
+  struct np_counts before = counts_now();
+  struct np_pair p;
   void *send[3] = {NULL, NULL, NULL};
   void *recv[3] = {NULL, NULL, NULL};
   char handles[3][MC_NET_HANDLE_BYTES];
-  struct mc_deadline dl = mc_deadline_in_ms(LONG_WAIT);
+  struct mc_deadline dl = mc_deadline_in_ms(NP_LONG_WAIT);
   int n_recv = 0;
 
   use_loopback(1, 2);
@@ -338,7 +209,7 @@ static void one_listener_many_connections(void)
       buf[i] = malloc(b);
       rbuf[i] = malloc(4 * MIB);
       MC_T_TRUE((buf[i] != NULL) && (rbuf[i] != NULL));
-      fill(buf[i], b, (unsigned)i + 10);
+      np_fill(buf[i], b, (unsigned)i + 10);
       MC_T_OK(net->isend(send[i], buf[i], b, 0, NULL, &sreq[i]));
       MC_T_TRUE(sreq[i] != NULL);
       {
@@ -348,34 +219,16 @@ static void one_listener_many_connections(void)
         MC_T_OK(net->irecv(recv[i], 1, &d, &sz, &tag, NULL, &rreq[i]));
       }
     }
-    size_t got[3] = {0, 0, 0};
-    int n_left = 6;
+    void *reqs[6] = {sreq[0], rreq[0], sreq[1], rreq[1], sreq[2], rreq[2]};
+    size_t got[6] = {0, 0, 0, 0, 0, 0}; /* got[2 * i + 1]: receive i */
 
     /* Every side must be tested: a receiver reads sizes only in its calls. */
-    while (n_left > 0) {
-      for (int i = 0; i < 3; i++) {
-        int done = 0;
-        if (sreq[i] != NULL) {
-          MC_T_OK(net->test(sreq[i], &done, NULL));
-          if (done) {
-            sreq[i] = NULL;
-            n_left--;
-          }
-        }
-        if (rreq[i] != NULL) {
-          MC_T_OK(net->test(rreq[i], &done, &got[i]));
-          if (done) {
-            rreq[i] = NULL;
-            n_left--;
-          }
-        }
-      }
-      MC_T_TRUE(!mc_deadline_passed(dl));
-    }
+    np_wait(net, reqs, got, 6);
     for (int i = 0; i < 3; i++) {
-      int k = (int)(got[i] / MIB) - 1;
-      MC_T_TRUE((k >= 0) && (k < 3) && (got[i] == (size_t)(k + 1) * MIB));
-      MC_T_EQ_INT(memcmp(rbuf[i], buf[k], got[i]), 0);
+      size_t bytes = got[2 * i + 1];
+      int k = (int)(bytes / MIB) - 1;
+      MC_T_TRUE((k >= 0) && (k < 3) && (bytes == (size_t)(k + 1) * MIB));
+      MC_T_EQ_INT(memcmp(rbuf[i], buf[k], bytes), 0);
       seen[k]++;
     }
     MC_T_EQ_INT(seen[0] + seen[1] + seen[2], 3);
@@ -391,7 +244,7 @@ static void one_listener_many_connections(void)
   }
   MC_T_OK(net->close_listen(p.listen));
   MC_T_OK(net->finalize(p.ctx));
-  counts_back(before);
+  np_counts_back(before);
 }
 
 static void exact_bytes_every_config(void)
@@ -401,18 +254,18 @@ static void exact_bytes_every_config(void)
 
   for (size_t t = 0; t < sizeof(thread_counts) / sizeof(thread_counts[0]); t++) {
     for (size_t s = 0; s < sizeof(sock_counts) / sizeof(sock_counts[0]); s++) {
-      struct counts before = counts_now();
-      struct pair p;
+      struct np_counts before = counts_now();
+      struct np_pair p;
 
       pair_open(&p, thread_counts[t], sock_counts[s]);
       if (thread_counts[t] > 0)
         MC_T_EQ_INT(mc_count_threads(), before.threads + 2 * thread_counts[t]);
       for (size_t i = 0; i < sizeof(sizes) / sizeof(sizes[0]); i++) {
-        check_xfer(&p, sizes[i], 0, (unsigned)i);
-        check_xfer(&p, sizes[i], 1 + i * 1000, (unsigned)i + 100);
+        np_check_xfer(&p, sizes[i], 0, (unsigned)i);
+        np_check_xfer(&p, sizes[i], 1 + i * 1000, (unsigned)i + 100);
       }
-      pair_close(&p);
-      counts_back(before);
+      np_close(&p);
+      np_counts_back(before);
     }
   }
 }
@@ -420,20 +273,20 @@ static void exact_bytes_every_config(void)
 /* The payload on the control socket only (no data sockets). */
 static void no_data_sockets(void)
 {
-  struct counts before = counts_now();
-  struct pair p;
+  struct np_counts before = counts_now();
+  struct np_pair p;
 
   pair_open(&p, 0, 0);
-  check_xfer(&p, 0, 0, 1);
-  check_xfer(&p, 129, 0, 2);
-  check_xfer(&p, 5 * MIB + 1, 3, 3);
-  pair_close(&p);
+  np_check_xfer(&p, 0, 0, 1);
+  np_check_xfer(&p, 129, 0, 2);
+  np_check_xfer(&p, 5 * MIB + 1, 3, 3);
+  np_close(&p);
   /* threads asked but no sockets: no threads */
   pair_open(&p, 4, 0);
   MC_T_EQ_INT(mc_count_threads(), before.threads);
-  check_xfer(&p, 1 * MIB, 0, 4);
-  pair_close(&p);
-  counts_back(before);
+  np_check_xfer(&p, 1 * MIB, 0, 4);
+  np_close(&p);
+  np_counts_back(before);
 }
 
 static void posting_order_32_outstanding(void)
@@ -441,8 +294,8 @@ static void posting_order_32_outstanding(void)
   enum { N = MC_NET_MAX_REQUESTS };
 
   for (size_t t = 0; t < sizeof(thread_counts) / sizeof(thread_counts[0]); t++) {
-    struct counts before = counts_now();
-    struct pair p;
+    struct np_counts before = counts_now();
+    struct np_pair p;
     unsigned char *sbuf[N];
     unsigned char *rbuf[N];
     size_t bytes[N];
@@ -450,7 +303,7 @@ static void posting_order_32_outstanding(void)
     void *rreq[N];
     void *extra = NULL;
     int n_left = 2 * N;
-    struct mc_deadline dl = mc_deadline_in_ms(LONG_WAIT);
+    struct mc_deadline dl = mc_deadline_in_ms(NP_LONG_WAIT);
 
     pair_open(&p, thread_counts[t], 2);
     for (int i = 0; i < N; i++) {
@@ -460,7 +313,7 @@ static void posting_order_32_outstanding(void)
       sbuf[i] = malloc(bytes[i] + 1);
       rbuf[i] = malloc(bytes[i] + 64);
       MC_T_TRUE((sbuf[i] != NULL) && (rbuf[i] != NULL));
-      fill(sbuf[i], bytes[i], (unsigned)i);
+      np_fill(sbuf[i], bytes[i], (unsigned)i);
       memset(rbuf[i], 0, bytes[i] + 64);
     }
     for (int i = 0; i < N; i++) {
@@ -503,9 +356,9 @@ static void posting_order_32_outstanding(void)
       free(sbuf[i]);
       free(rbuf[i]);
     }
-    check_xfer(&p, 77, 0, 9); /* still in step */
-    pair_close(&p);
-    counts_back(before);
+    np_check_xfer(&p, 77, 0, 9); /* still in step */
+    np_close(&p);
+    np_counts_back(before);
   }
 }
 
@@ -515,21 +368,21 @@ static void send_larger_than_recv_fails(void)
 
   for (size_t t = 0; t < sizeof(thread_counts) / sizeof(thread_counts[0]); t++) {
     for (size_t k = 0; k < sizeof(sizes) / sizeof(sizes[0]); k++) {
-      struct counts before = counts_now();
-      struct pair p;
+      struct np_counts before = counts_now();
+      struct np_pair p;
       char *s = calloc(1, sizes[k][0]);
       char *r = calloc(1, sizes[k][1]);
       void *sreq;
       void *rreq;
       ncclResult_t res = ncclSuccess;
       int done = 0;
-      struct mc_deadline dl = mc_deadline_in_ms(LONG_WAIT);
+      struct mc_deadline dl = mc_deadline_in_ms(NP_LONG_WAIT);
       char expect[128];
 
       MC_T_TRUE((s != NULL) && (r != NULL));
       pair_open(&p, thread_counts[t], 2);
-      rreq = post_recv(&p, r, sizes[k][1]);
-      sreq = post_send(&p, s, sizes[k][0]);
+      rreq = np_post_recv(&p, r, sizes[k][1]);
+      sreq = np_post_send(&p, s, sizes[k][0]);
       while ((res == ncclSuccess) && !done && !mc_deadline_passed(dl)) {
         int sdone = 0;
         (void)net->test(sreq, &sdone, NULL);
@@ -545,10 +398,10 @@ static void send_larger_than_recv_fails(void)
       MC_T_CONTAINS(mc_t_last_error(), "127.0.0.1<");
       /* The comm stays failed. */
       MC_T_EQ_INT(net->test(rreq, &done, NULL), ncclInvalidUsage);
-      pair_close(&p);
+      np_close(&p);
       free(s);
       free(r);
-      counts_back(before);
+      np_counts_back(before);
     }
   }
 }
@@ -574,8 +427,8 @@ static void peer_closes_mid_message(void)
       ncclResult_t res = ncclSuccess;
 
       while (res == ncclSuccess) {
-        struct counts before = counts_now();
-        struct pair p;
+        struct np_counts before = counts_now();
+        struct np_pair p;
         void *sreq;
         void *rreq;
         void **survivor_req;
@@ -586,8 +439,8 @@ static void peer_closes_mid_message(void)
           MC_T_FAIL("%d threads, %s closes: the message was whole before the close %d times",
                     thread_counts[t], closer_is_sender ? "sender" : "receiver", MID_MESSAGE_TRIES);
         pair_open(&p, thread_counts[t], 2);
-        rreq = post_recv(&p, r, bytes);
-        sreq = post_send(&p, s, bytes);
+        rreq = np_post_recv(&p, r, bytes);
+        sreq = np_post_send(&p, s, bytes);
         /* Move some bytes, not all. */
         for (int i = 0; i < 3; i++) {
           MC_T_OK(net->test(sreq, &done, NULL));
@@ -615,8 +468,8 @@ static void peer_closes_mid_message(void)
           MC_T_CONTAINS(mc_t_last_error(), "127.0.0.1<");
           MC_T_CONTAINS(mc_t_last_error(), "closed the connection");
         }
-        pair_close(&p);
-        counts_back(before);
+        np_close(&p);
+        np_counts_back(before);
       }
     }
   }
@@ -638,24 +491,24 @@ static void peer_closes_after_its_messages(void)
   unsigned char *r[3] = {malloc(posted), malloc(posted), malloc(posted)};
 
   MC_T_TRUE((s != NULL) && (r[0] != NULL) && (r[1] != NULL) && (r[2] != NULL));
-  fill(s, big, 7);
-  fill(small, sizeof(small), 8);
+  np_fill(s, big, 7);
+  np_fill(small, sizeof(small), 8);
   for (size_t t = 0; t < sizeof(thread_counts) / sizeof(thread_counts[0]); t++) {
-    struct counts before = counts_now();
-    struct pair p;
+    struct np_counts before = counts_now();
+    struct np_pair p;
     void *rreq[3];
     size_t got[2] = {0, 0};
     ncclResult_t res = ncclSuccess;
     int done = 0;
-    struct mc_deadline dl = mc_deadline_in_ms(LONG_WAIT);
+    struct mc_deadline dl = mc_deadline_in_ms(NP_LONG_WAIT);
 
     pair_open(&p, thread_counts[t], 2);
-    wait_both(post_send(&p, s, big), NULL, NULL);
-    wait_both(post_send(&p, small, sizeof(small)), NULL, NULL);
+    wait_both(np_post_send(&p, s, big), NULL, NULL);
+    wait_both(np_post_send(&p, small, sizeof(small)), NULL, NULL);
     MC_T_OK(net->close_send(p.send));
     p.send = NULL;
     for (int i = 0; i < 3; i++)
-      rreq[i] = post_recv(&p, r[i], posted);
+      rreq[i] = np_post_recv(&p, r[i], posted);
     for (int i = 0; i < 2; i++)
       wait_both(NULL, rreq[i], &got[i]);
     MC_T_EQ_INT(got[0], big);
@@ -666,8 +519,8 @@ static void peer_closes_after_its_messages(void)
       res = net->test(rreq[2], &done, NULL);
     MC_T_EQ_INT(res, ncclRemoteError);
     MC_T_CONTAINS(mc_t_last_error(), "closed the connection (control socket, received 0 of 262144");
-    pair_close(&p);
-    counts_back(before);
+    np_close(&p);
+    np_counts_back(before);
   }
   free(s);
   for (int i = 0; i < 3; i++)
@@ -688,7 +541,7 @@ static int raw_connect(const void *handle)
 /* True once the listener closed fd (EOF or reset), polling accept meanwhile. */
 static bool closed_by_listener(int fd, void *listen)
 {
-  struct mc_deadline dl = mc_deadline_in_ms(LONG_WAIT);
+  struct mc_deadline dl = mc_deadline_in_ms(NP_LONG_WAIT);
   void *comm = NULL;
 
   while (!mc_deadline_passed(dl)) {
@@ -723,7 +576,7 @@ static void raw_handshake(int fd)
  * False when fd was closed first. */
 static bool raw_read(int fd, void *listen, void *buf, size_t bytes)
 {
-  struct mc_deadline dl = mc_deadline_in_ms(LONG_WAIT);
+  struct mc_deadline dl = mc_deadline_in_ms(NP_LONG_WAIT);
   size_t got = 0;
 
   while ((got < bytes) && !mc_deadline_passed(dl)) {
@@ -789,8 +642,8 @@ static void no_secret_key(uint8_t key_out[MC_SHA256_BYTES])
 
 static void garbage_connections_rejected(void)
 {
-  struct counts before = counts_now();
-  struct pair p;
+  struct np_counts before = counts_now();
+  struct np_pair p;
   uint8_t junk[MC_NET_AUTH_RESPONSE_BYTES];
   uint8_t chal[MC_NET_AUTH_CHALLENGE_BYTES];
   uint8_t key[MC_SHA256_BYTES];
@@ -830,10 +683,10 @@ static void garbage_connections_rejected(void)
   fd = raw_connect(p.handle);
   close(fd);
   /* A real connection is still accepted and works. */
-  pair_connect(&p);
-  check_xfer(&p, 200000, 0, 5);
-  pair_close(&p);
-  counts_back(before);
+  np_connect(&p);
+  np_check_xfer(&p, 200000, 0, 5);
+  np_close(&p);
+  np_counts_back(before);
 }
 
 /* A stranger who knows the listener's address, the magic and even the whole
@@ -843,14 +696,15 @@ static void garbage_connections_rejected(void)
 static void stranger_cannot_deliver(void)
 {
   static const uint8_t secret[MC_NET_SECRET_BYTES] = {1, 2, 3};
-  struct counts before = counts_now();
+  struct np_counts before = counts_now();
   struct mc_net_init_args args = {.comm_id = 77, .secret = secret};
   uint8_t wrong_key[MC_SHA256_BYTES];
-  struct pair p;
+  struct np_pair p;
   int ndev = 0;
 
   use_loopback(0, 0); /* one control socket: a forged one would be a whole connection */
   memset(&p, 0, sizeof(p));
+  p.net = net;
   MC_T_OK(net->init(&args, &p.ctx));
   MC_T_OK(net->devices(p.ctx, &ndev));
   MC_T_OK(net->listen(p.ctx, 0, p.handle, &p.listen));
@@ -866,10 +720,10 @@ static void stranger_cannot_deliver(void)
     MC_T_TRUE(closed_by_listener(fd, p.listen));
     close(fd);
   }
-  pair_connect(&p);
-  check_xfer(&p, 5, 0, 9);
-  pair_close(&p);
-  counts_back(before);
+  np_connect(&p);
+  np_check_xfer(&p, 5, 0, 9);
+  np_close(&p);
+  np_counts_back(before);
   mc_param_reset_for_tests();
 }
 
@@ -879,15 +733,16 @@ static void other_secret_refused(void)
 {
   static const uint8_t secret_a[MC_NET_SECRET_BYTES] = {1};
   static const uint8_t secret_b[MC_NET_SECRET_BYTES] = {2};
-  struct counts before = counts_now();
-  struct pair p;
+  struct np_counts before = counts_now();
+  struct np_pair p;
   void *ctx_b = NULL;
   void *comm = NULL;
   ncclResult_t res = ncclSuccess;
-  struct mc_deadline dl = mc_deadline_in_ms(LONG_WAIT);
+  struct mc_deadline dl = mc_deadline_in_ms(NP_LONG_WAIT);
 
   use_loopback(0, 1);
   memset(&p, 0, sizeof(p));
+  p.net = net;
   MC_T_OK(net->init(&(struct mc_net_init_args){.secret = secret_a}, &p.ctx));
   MC_T_OK(net->init(&(struct mc_net_init_args){.secret = secret_b}, &ctx_b));
   MC_T_OK(net->listen(p.ctx, 0, p.handle, &p.listen));
@@ -902,10 +757,10 @@ static void other_secret_refused(void)
   MC_T_CONTAINS(mc_t_last_error(), "refused our MAC");
   MC_T_OK(net->finalize(ctx_b));
   /* the listener's own ranks still connect */
-  pair_connect(&p);
-  check_xfer(&p, 1000, 0, 4);
-  pair_close(&p);
-  counts_back(before);
+  np_connect(&p);
+  np_check_xfer(&p, 1000, 0, 4);
+  np_close(&p);
+  np_counts_back(before);
   mc_param_reset_for_tests();
 }
 
@@ -945,16 +800,16 @@ static void *fake_listener_thread(void *arg)
 static void fake_listener_refused(void)
 {
   for (int k = 0; k < 2; k++) {
-    struct counts before = counts_now();
+    struct np_counts before = counts_now();
     struct fake_listener f = {.lfd = -1, .good_magic = (k == 1)};
     struct mc_net_sock_handle h;
     union mc_sockaddr a;
     socklen_t len = sizeof(a);
     pthread_t t;
-    struct pair p;
+    struct np_pair p;
     void *comm = NULL;
     ncclResult_t res = ncclSuccess;
-    struct mc_deadline dl = mc_deadline_in_ms(LONG_WAIT);
+    struct mc_deadline dl = mc_deadline_in_ms(NP_LONG_WAIT);
 
     use_loopback(0, 0);
     ctx_open(&p, NULL);
@@ -976,8 +831,8 @@ static void fake_listener_refused(void)
     MC_T_CONTAINS(mc_t_last_error(), (k == 1) ? "failed authentication" : "bad confirmation");
     pthread_join(t, NULL);
     close(f.lfd);
-    pair_close(&p);
-    counts_back(before);
+    np_close(&p);
+    np_counts_back(before);
   }
   mc_param_reset_for_tests();
 }
@@ -1001,9 +856,9 @@ static int count_closed(const int *fds, int n)
  * lossy link) still makes its connection. */
 static void late_response_still_accepted(void)
 {
-  struct counts before = counts_now();
+  struct np_counts before = counts_now();
   struct mc_deadline dl;
-  struct pair p;
+  struct np_pair p;
   void *comm = NULL;
   uint8_t key[MC_SHA256_BYTES];
   uint8_t confirm[MC_NET_AUTH_CONFIRM_BYTES];
@@ -1032,7 +887,7 @@ static void late_response_still_accepted(void)
   mc_net_auth_mac(&mc_net_auth_socket, key, 'C', nonce_a, &r, r.mac);
   mc_net_auth_response_encode(&mc_net_auth_socket, &r, buf);
   MC_T_EQ_INT(send(fd, buf, sizeof(buf), MSG_NOSIGNAL), (long long)sizeof(buf));
-  dl = mc_deadline_in_ms(LONG_WAIT);
+  dl = mc_deadline_in_ms(NP_LONG_WAIT);
   while ((comm == NULL) && !mc_deadline_passed(dl))
     MC_T_OK(net->accept(p.listen, &comm));
   MC_T_TRUE(comm != NULL);
@@ -1047,8 +902,8 @@ static void late_response_still_accepted(void)
   }
   p.recv = comm;
   close(fd);
-  pair_close(&p);
-  counts_back(before);
+  np_close(&p);
+  np_counts_back(before);
   mc_param_reset_for_tests();
 }
 
@@ -1061,8 +916,8 @@ static void late_response_still_accepted(void)
 static void strangers_evicted_for_a_real_connection(void)
 {
   enum { N_SILENT = 134, N_FORGED = 40 };
-  struct counts before = counts_now();
-  struct pair p;
+  struct np_counts before = counts_now();
+  struct np_pair p;
   int fds[N_SILENT];
   uint8_t wrong_key[MC_SHA256_BYTES];
 
@@ -1079,25 +934,25 @@ static void strangers_evicted_for_a_real_connection(void)
     fds[i] = raw_connect(p.handle);
     raw_handshake(fds[i]);
   }
-  pair_connect(&p);
-  check_xfer(&p, 4096, 0, 3);
+  np_connect(&p);
+  np_check_xfer(&p, 4096, 0, 3);
   /* exactly as many as made room for the real connection's 2 sockets were
    * closed (sockets reach the net in no particular order, so which ones is
    * not checked) */
   MC_T_EQ_INT(count_closed(fds, N_SILENT), N_SILENT + 2 - 128);
   for (int i = 0; i < N_SILENT; i++)
     close(fds[i]);
-  pair_close(&p);
-  counts_back(before);
+  np_close(&p);
+  np_counts_back(before);
   mc_param_reset_for_tests();
 }
 
 static void abort_flag_fails_fast(void)
 {
   for (size_t t = 0; t < sizeof(thread_counts) / sizeof(thread_counts[0]); t++) {
-    struct counts before = counts_now();
+    struct np_counts before = counts_now();
     volatile uint32_t abort_flag = 0;
-    struct pair p;
+    struct np_pair p;
     char buf[4096];
     char *big = malloc(64 * MIB);
     void *rreq;
@@ -1110,10 +965,10 @@ static void abort_flag_fails_fast(void)
     MC_T_TRUE(big != NULL);
     use_loopback(thread_counts[t], 2);
     ctx_open(&p, &abort_flag);
-    pair_connect(&p);
+    np_connect(&p);
     /* a receive never tested, a send larger than what the sockets can hold */
-    rreq = post_recv(&p, buf, sizeof(buf));
-    sreq = post_send(&p, big, 64 * MIB);
+    rreq = np_post_recv(&p, buf, sizeof(buf));
+    sreq = np_post_send(&p, big, 64 * MIB);
     MC_T_OK(net->test(sreq, &done, NULL));
     MC_T_EQ_INT(done, 0); /* more than the sockets buffer, and the receiver reads nothing */
     __atomic_store_n(&abort_flag, 1, __ATOMIC_RELEASE);
@@ -1125,17 +980,17 @@ static void abort_flag_fails_fast(void)
     MC_T_EQ_INT(net->connect(p.ctx, 0, p.handle, &comm), ncclInternalError);
     MC_T_NULL(comm);
     MC_T_TRUE(mc_clock_sec(CLOCK_MONOTONIC) - t0 < 1.0);
-    pair_close(&p); /* the helper threads end at once too */
+    np_close(&p); /* the helper threads end at once too */
     MC_T_TRUE(mc_clock_sec(CLOCK_MONOTONIC) - t0 < 2.0);
     free(big);
-    counts_back(before);
+    np_counts_back(before);
   }
 }
 
 static void bad_arguments(void)
 {
-  struct counts before = counts_now();
-  struct pair p;
+  struct np_counts before = counts_now();
+  struct np_pair p;
   char buf[16];
   char bad_handle[MC_NET_HANDLE_BYTES];
   void *bufs[2] = {buf, buf};
@@ -1156,9 +1011,9 @@ static void bad_arguments(void)
   MC_T_OK(net->reg_mr(p.send, buf, sizeof(buf), MC_NET_PTR_HOST, &mh));
   MC_T_OK(net->dereg_mr(p.send, mh));
   MC_T_EQ_INT(net->reg_mr(p.send, buf, sizeof(buf), 2 /* CUDA */, &mh), ncclInvalidArgument);
-  check_xfer(&p, 16, 0, 1); /* still fine */
-  pair_close(&p);
-  counts_back(before);
+  np_check_xfer(&p, 16, 0, 1); /* still fine */
+  np_close(&p);
+  np_counts_back(before);
   mc_param_reset_for_tests();
 }
 

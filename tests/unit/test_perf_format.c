@@ -27,6 +27,32 @@ static int parse_line(const char *line, struct mc_perf_opts *opts, char *err)
   return mc_perf_args_parse(argc, argv, opts, err, MC_PERF_ERR_LEN);
 }
 
+/* A command line meshccl-perf refuses with exit 2 (usage), and what it
+ * says: the whole message (SAYS_ALL) or a part of it (SAYS_PART). */
+enum says { SAYS_ALL, SAYS_PART };
+struct refusal {
+  const char *line;
+  enum says how;
+  const char *says;
+};
+
+static void expect_refusals(const struct refusal *r, size_t n)
+{
+  struct mc_perf_opts o;
+  char err[MC_PERF_ERR_LEN];
+
+  for (size_t i = 0; i < n; i++) {
+    int rc = parse_line(r[i].line, &o, err);
+
+    if (rc != MC_PERF_EXIT_USAGE)
+      MC_T_FAIL("'%s': exit %d, expected %d (usage)", r[i].line, rc, MC_PERF_EXIT_USAGE);
+    if (r[i].how == SAYS_PART)
+      MC_T_CONTAINS(err, r[i].says);
+    else
+      MC_T_EQ_STR(err, r[i].says);
+  }
+}
+
 static void defaults_are_nccl_tests(void)
 {
   struct mc_perf_opts o;
@@ -123,93 +149,153 @@ static void sizes(void)
   MC_T_EQ_INT(mc_perf_parse_size("K", &v), -1);
 }
 
+static const struct refusal usage_errors[] = {
+    {"all_reduce -b 1Q", SAYS_ALL,
+     "meshccl-perf: invalid size '1Q' for -b/--minbytes (a number of bytes with an "
+     "optional K, M or G suffix, e.g. 8, 64K, 1.5M, 2G)"},
+    {"all_reduce -b 64M -e 32M", SAYS_ALL,
+     "meshccl-perf: invalid sizes for 'minbytes' and 'maxbytes': 67108864 > "
+     "33554432 (-b must not exceed -e)"},
+    {"all_reduce --frobnicate 1", SAYS_ALL, "meshccl-perf: unknown option '--frobnicate' (see -h)"},
+    {"all_reduce -q 1", SAYS_ALL, "meshccl-perf: unknown option '-q' (see -h)"},
+    {"all_reduce -n", SAYS_ALL, "meshccl-perf: option '-n' needs a value (see -h)"},
+    {"all_reduce -n 0", SAYS_ALL,
+     "meshccl-perf: invalid value '0' for -n/--iters (an integer from 1 to "
+     "1073741824)"},
+    {"all_reduce -a 4", SAYS_PART, "-a/--average"},
+    {"all_reduce -g 8", SAYS_PART, "one rank per process"},
+    {"all_reduce -d fp32", SAYS_PART, "unknown datatype 'fp32'"},
+    {"all_reduce -o xor", SAYS_PART, "unknown op 'xor'"},
+    {"allreduce", SAYS_PART, "unknown collective 'allreduce'"},
+    {"", SAYS_PART, "missing collective"},
+    {"all_gather -b 8 stray", SAYS_ALL, "meshccl-perf: unexpected argument 'stray' (see -h)"},
+    {"all_gather -b 8 -e 64 -i 0", SAYS_PART, "never ends"},
+    /* nccl-tests' later flags (gpu_era_flags parses their good values) */
+    {"all_reduce -S 2", SAYS_ALL,
+     "meshccl-perf: invalid value '2' for -S/--report_timestamps (an integer from 0 "
+     "to 1)"},
+    {"all_reduce -x 3", SAYS_PART, "-x/--cta_policy"},
+    {"all_reduce -V 0", SAYS_PART, "-V/--device_cta_count (an integer from 1 to 128)"},
+    {"all_reduce -M x", SAYS_PART, "-M/--memory_report"},
+    {"all_reduce -u 512", SAYS_PART, "-u/--unalign (an integer from 0 to 511)"},
+    /* nccl-tests' own rule: a device implementation needs symmetric registration. */
+    {"all_reduce -D 1", SAYS_ALL,
+     "meshccl-perf: device implementation (-D > 0) requires enabling symmetric "
+     "memory registration (-R 2)"},
+    {"gatherx", SAYS_PART,
+     "unknown collective 'gatherx' (all_reduce all_gather reduce_scatter "
+     "broadcast reduce alltoall sendrecv gather scatter alltoallv hypercube)"},
+};
+
 static void errors_are_clear_and_exit_2(void)
 {
-  struct mc_perf_opts o;
-  char err[MC_PERF_ERR_LEN];
-
-  MC_T_EQ_INT(parse_line("all_reduce -b 1Q", &o, err), MC_PERF_EXIT_USAGE);
-  MC_T_EQ_STR(err, "meshccl-perf: invalid size '1Q' for -b/--minbytes (a number of bytes with an "
-                   "optional K, M or G suffix, e.g. 8, 64K, 1.5M, 2G)");
-  MC_T_EQ_INT(parse_line("all_reduce -b 64M -e 32M", &o, err), MC_PERF_EXIT_USAGE);
-  MC_T_EQ_STR(err, "meshccl-perf: invalid sizes for 'minbytes' and 'maxbytes': 67108864 > "
-                   "33554432 (-b must not exceed -e)");
-  MC_T_EQ_INT(parse_line("all_reduce --frobnicate 1", &o, err), MC_PERF_EXIT_USAGE);
-  MC_T_EQ_STR(err, "meshccl-perf: unknown option '--frobnicate' (see -h)");
-  MC_T_EQ_INT(parse_line("all_reduce -q 1", &o, err), MC_PERF_EXIT_USAGE);
-  MC_T_EQ_STR(err, "meshccl-perf: unknown option '-q' (see -h)");
-  MC_T_EQ_INT(parse_line("all_reduce -n", &o, err), MC_PERF_EXIT_USAGE);
-  MC_T_EQ_STR(err, "meshccl-perf: option '-n' needs a value (see -h)");
-  MC_T_EQ_INT(parse_line("all_reduce -n 0", &o, err), MC_PERF_EXIT_USAGE);
-  MC_T_EQ_STR(err, "meshccl-perf: invalid value '0' for -n/--iters (an integer from 1 to "
-                   "1073741824)");
-  MC_T_EQ_INT(parse_line("all_reduce -a 4", &o, err), MC_PERF_EXIT_USAGE);
-  MC_T_CONTAINS(err, "-a/--average");
-  MC_T_EQ_INT(parse_line("all_reduce -g 8", &o, err), MC_PERF_EXIT_USAGE);
-  MC_T_CONTAINS(err, "one rank per process");
-  MC_T_EQ_INT(parse_line("all_reduce -d fp32", &o, err), MC_PERF_EXIT_USAGE);
-  MC_T_CONTAINS(err, "unknown datatype 'fp32'");
-  MC_T_EQ_INT(parse_line("all_reduce -o xor", &o, err), MC_PERF_EXIT_USAGE);
-  MC_T_CONTAINS(err, "unknown op 'xor'");
-  MC_T_EQ_INT(parse_line("allreduce", &o, err), MC_PERF_EXIT_USAGE);
-  MC_T_CONTAINS(err, "unknown collective 'allreduce'");
-  MC_T_EQ_INT(parse_line("", &o, err), MC_PERF_EXIT_USAGE);
-  MC_T_CONTAINS(err, "missing collective");
-  MC_T_EQ_INT(parse_line("all_gather -b 8 stray", &o, err), MC_PERF_EXIT_USAGE);
-  MC_T_EQ_STR(err, "meshccl-perf: unexpected argument 'stray' (see -h)");
-  MC_T_EQ_INT(parse_line("all_gather -b 8 -e 64 -i 0", &o, err), MC_PERF_EXIT_USAGE);
-  MC_T_CONTAINS(err, "never ends");
+  expect_refusals(usage_errors, sizeof(usage_errors) / sizeof(usage_errors[0]));
 }
+
+/* What mc_perf_coll_counts gives for bytes of type_size-byte elements
+ * over n_ranks (NA: not checked here). */
+#define NA (-1)
+struct counts_case {
+  enum mc_perf_coll coll;
+  size_t bytes;
+  size_t type_size;
+  int n_ranks;
+  long long send, recv, param, send_inplace, recv_inplace;
+};
+
+static void expect_counts(const struct counts_case *k, size_t n)
+{
+  for (size_t i = 0; i < n; i++) {
+    const long long want[5] = {k[i].send, k[i].recv, k[i].param, k[i].send_inplace,
+                               k[i].recv_inplace};
+    struct mc_perf_counts c;
+    long long got[5];
+
+    mc_perf_coll_counts(k[i].coll, k[i].bytes, k[i].type_size, k[i].n_ranks, &c);
+    got[0] = (long long)c.send_count;
+    got[1] = (long long)c.recv_count;
+    got[2] = (long long)c.param_count;
+    got[3] = (long long)c.send_inplace;
+    got[4] = (long long)c.recv_inplace;
+    for (int f = 0; f < 5; f++) {
+      if ((want[f] != NA) && (got[f] != want[f]))
+        MC_T_FAIL("%s, %zu bytes, %d ranks: count %d (send, recv, param, send/recv in place) "
+                  "is %lld, expected %lld",
+                  mc_perf_coll_name(k[i].coll), k[i].bytes, k[i].n_ranks, f, got[f], want[f]);
+    }
+  }
+}
+
+/* 1000 bytes of float over 3 ranks: 250 elements, 83 per rank. Fields:
+ * send, recv, param (the count column), send and receive in-place offsets. */
+static const struct counts_case classic_counts[] = {
+    {MC_PERF_ALL_REDUCE, 1000, 4, 3, 250, 250, 250, NA, NA},
+    {MC_PERF_ALL_GATHER, 1000, 4, 3, 83, 249, 83, 83, 0},
+    {MC_PERF_REDUCE_SCATTER, 1000, 4, 3, 249, 83, 83, 0, 83},
+    {MC_PERF_ALLTOALL, 1000, 4, 3, 249, 249, 83, NA, NA},
+    {MC_PERF_SENDRECV, 1001, 4, 3, NA, NA, 250, NA, NA},
+};
 
 static void counts_round_as_nccl_tests(void)
 {
-  struct mc_perf_counts c;
-
-  /* 1000 bytes of float over 3 ranks: 250 elements, 83 per rank. */
-  mc_perf_coll_counts(MC_PERF_ALL_REDUCE, 1000, 4, 3, &c);
-  MC_T_EQ_INT(c.send_count, 250);
-  MC_T_EQ_INT(c.recv_count, 250);
-  MC_T_EQ_INT(c.param_count, 250);
-  mc_perf_coll_counts(MC_PERF_ALL_GATHER, 1000, 4, 3, &c);
-  MC_T_EQ_INT(c.send_count, 83);
-  MC_T_EQ_INT(c.recv_count, 249);
-  MC_T_EQ_INT(c.param_count, 83);
-  MC_T_EQ_INT(c.send_inplace, 83);
-  MC_T_EQ_INT(c.recv_inplace, 0);
-  mc_perf_coll_counts(MC_PERF_REDUCE_SCATTER, 1000, 4, 3, &c);
-  MC_T_EQ_INT(c.send_count, 249);
-  MC_T_EQ_INT(c.recv_count, 83);
-  MC_T_EQ_INT(c.param_count, 83);
-  MC_T_EQ_INT(c.send_inplace, 0);
-  MC_T_EQ_INT(c.recv_inplace, 83);
-  mc_perf_coll_counts(MC_PERF_ALLTOALL, 1000, 4, 3, &c);
-  MC_T_EQ_INT(c.send_count, 249);
-  MC_T_EQ_INT(c.recv_count, 249);
-  MC_T_EQ_INT(c.param_count, 83);
-  mc_perf_coll_counts(MC_PERF_SENDRECV, 1001, 4, 3, &c);
-  MC_T_EQ_INT(c.param_count, 250);
+  expect_counts(classic_counts, sizeof(classic_counts) / sizeof(classic_counts[0]));
 }
+
+/* nccl-tests' bus factor of coll over n_ranks, and algbw/busbw (GB/s) of
+ * count elements of type_size bytes moved in seconds. */
+struct factor_case {
+  enum mc_perf_coll coll;
+  int n_ranks;
+  double factor;
+};
+struct bw_case {
+  enum mc_perf_coll coll;
+  size_t count;
+  size_t type_size;
+  int n_ranks;
+  double seconds;
+  double alg;
+  double bus;
+};
+
+static void expect_bandwidth(const struct factor_case *f, size_t n_f, const struct bw_case *b,
+                             size_t n_b)
+{
+  for (size_t i = 0; i < n_f; i++) {
+    double got = mc_perf_bus_factor(f[i].coll, f[i].n_ranks);
+
+    if (got != f[i].factor)
+      MC_T_FAIL("%s over %d ranks: bus factor %g, expected %g", mc_perf_coll_name(f[i].coll),
+                f[i].n_ranks, got, f[i].factor);
+  }
+  for (size_t i = 0; i < n_b; i++) {
+    double alg;
+    double bus;
+
+    mc_perf_bandwidth(b[i].coll, b[i].count, b[i].type_size, b[i].n_ranks, b[i].seconds, &alg,
+                      &bus);
+    if ((fabs(alg - b[i].alg) >= 1e-12) || (fabs(bus - b[i].bus) >= 1e-12))
+      MC_T_FAIL("%s: algbw %g busbw %g, expected %g %g", mc_perf_coll_name(b[i].coll), alg, bus,
+                b[i].alg, b[i].bus);
+  }
+}
+
+static const struct factor_case classic_factors[] = {
+    {MC_PERF_ALL_REDUCE, 4, 1.5}, {MC_PERF_ALL_GATHER, 4, 0.75}, {MC_PERF_REDUCE_SCATTER, 2, 0.5},
+    {MC_PERF_ALLTOALL, 8, 0.875}, {MC_PERF_BROADCAST, 8, 1.0},   {MC_PERF_REDUCE, 8, 1.0},
+    {MC_PERF_SENDRECV, 8, 1.0},
+};
+static const struct bw_case classic_bw[] = {
+    /* 250M floats in 1 s over 4 ranks: 1 GB/s, bus 1.5. */
+    {MC_PERF_ALL_REDUCE, 250000000, 4, 4, 1.0, 1.0, 1.5},
+    /* allgather's count is per rank: the data is n times larger. */
+    {MC_PERF_ALL_GATHER, 250000000, 4, 4, 2.0, 2.0, 1.5},
+};
 
 static void bandwidth_formulas(void)
 {
-  double alg;
-  double bus;
-
-  MC_T_TRUE(mc_perf_bus_factor(MC_PERF_ALL_REDUCE, 4) == 1.5);
-  MC_T_TRUE(mc_perf_bus_factor(MC_PERF_ALL_GATHER, 4) == 0.75);
-  MC_T_TRUE(mc_perf_bus_factor(MC_PERF_REDUCE_SCATTER, 2) == 0.5);
-  MC_T_TRUE(mc_perf_bus_factor(MC_PERF_ALLTOALL, 8) == 0.875);
-  MC_T_TRUE(mc_perf_bus_factor(MC_PERF_BROADCAST, 8) == 1.0);
-  MC_T_TRUE(mc_perf_bus_factor(MC_PERF_REDUCE, 8) == 1.0);
-  MC_T_TRUE(mc_perf_bus_factor(MC_PERF_SENDRECV, 8) == 1.0);
-  /* 250M floats in 1 s over 4 ranks: 1 GB/s, bus 1.5. */
-  mc_perf_bandwidth(MC_PERF_ALL_REDUCE, 250000000, 4, 4, 1.0, &alg, &bus);
-  MC_T_TRUE(fabs(alg - 1.0) < 1e-12);
-  MC_T_TRUE(fabs(bus - 1.5) < 1e-12);
-  /* allgather's count is per rank: the data is n times larger. */
-  mc_perf_bandwidth(MC_PERF_ALL_GATHER, 250000000, 4, 4, 2.0, &alg, &bus);
-  MC_T_TRUE(fabs(alg - 2.0) < 1e-12);
-  MC_T_TRUE(fabs(bus - 1.5) < 1e-12);
+  expect_bandwidth(classic_factors, sizeof(classic_factors) / sizeof(classic_factors[0]),
+                   classic_bw, sizeof(classic_bw) / sizeof(classic_bw[0]));
 }
 
 static void sweep(void)
@@ -222,30 +308,26 @@ static void sweep(void)
   MC_T_EQ_INT(mc_perf_next_size(&o, 8), 16);
 }
 
+/* mc_perf_fmt_num: value in width columns, as nccl-tests prints it. */
+static const struct {
+  double value;
+  int width;
+  const char *text;
+} numbers[] = {
+    {0.5, 7, "   0.50"},     {9999.994, 7, "9999.99"}, {12345.64, 7, "12345.6"},
+    {1234567, 7, "1234567"}, {12345678, 7, "1.2e+07"}, {0.0, 6, "  0.00"},
+    {123.456, 6, "123.46"},  {1234.56, 6, "1234.6"},   {123456, 6, "123456"},
+    {1234567, 6, " 1e+06"},
+};
+
 static void number_format(void)
 {
   char s[32];
 
-  mc_perf_fmt_num(s, sizeof(s), 0.5, 7);
-  MC_T_EQ_STR(s, "   0.50");
-  mc_perf_fmt_num(s, sizeof(s), 9999.994, 7);
-  MC_T_EQ_STR(s, "9999.99");
-  mc_perf_fmt_num(s, sizeof(s), 12345.64, 7);
-  MC_T_EQ_STR(s, "12345.6");
-  mc_perf_fmt_num(s, sizeof(s), 1234567, 7);
-  MC_T_EQ_STR(s, "1234567");
-  mc_perf_fmt_num(s, sizeof(s), 12345678, 7);
-  MC_T_EQ_STR(s, "1.2e+07");
-  mc_perf_fmt_num(s, sizeof(s), 0.0, 6);
-  MC_T_EQ_STR(s, "  0.00");
-  mc_perf_fmt_num(s, sizeof(s), 123.456, 6);
-  MC_T_EQ_STR(s, "123.46");
-  mc_perf_fmt_num(s, sizeof(s), 1234.56, 6);
-  MC_T_EQ_STR(s, "1234.6");
-  mc_perf_fmt_num(s, sizeof(s), 123456, 6);
-  MC_T_EQ_STR(s, "123456");
-  mc_perf_fmt_num(s, sizeof(s), 1234567, 6);
-  MC_T_EQ_STR(s, " 1e+06");
+  for (size_t i = 0; i < sizeof(numbers) / sizeof(numbers[0]); i++) {
+    mc_perf_fmt_num(s, sizeof(s), numbers[i].value, numbers[i].width);
+    MC_T_EQ_STR(s, numbers[i].text);
+  }
 }
 
 static void table_lines(void)
@@ -526,7 +608,8 @@ static void wrong_elements_are_counted(void)
   MC_T_EQ_INT(mc_perf_count_wrong(ncclInt64, gi, ei, 4), 1);
 }
 
-/* nccl-tests' later flags: -S -x -D -V -M -u, their long names, ranges and GPU-only no-ops. */
+/* nccl-tests' later flags: -S -x -D -V -M -u, their long names and GPU-only no-ops (their
+ * refused values are in usage_errors). */
 static void gpu_era_flags(void)
 {
   struct mc_perf_opts o;
@@ -560,70 +643,41 @@ static void gpu_era_flags(void)
   MC_T_EQ_INT(o.memory_report, 1);
   MC_T_EQ_INT(parse_line("hypercube_perf", &o, err), MC_PERF_EXIT_OK);
   MC_T_EQ_INT(o.coll, MC_PERF_HYPERCUBE);
-
-  MC_T_EQ_INT(parse_line("all_reduce -S 2", &o, err), MC_PERF_EXIT_USAGE);
-  MC_T_EQ_STR(err, "meshccl-perf: invalid value '2' for -S/--report_timestamps (an integer from 0 "
-                   "to 1)");
-  MC_T_EQ_INT(parse_line("all_reduce -x 3", &o, err), MC_PERF_EXIT_USAGE);
-  MC_T_CONTAINS(err, "-x/--cta_policy");
-  MC_T_EQ_INT(parse_line("all_reduce -V 0", &o, err), MC_PERF_EXIT_USAGE);
-  MC_T_CONTAINS(err, "-V/--device_cta_count (an integer from 1 to 128)");
-  MC_T_EQ_INT(parse_line("all_reduce -M x", &o, err), MC_PERF_EXIT_USAGE);
-  MC_T_CONTAINS(err, "-M/--memory_report");
-  MC_T_EQ_INT(parse_line("all_reduce -u 512", &o, err), MC_PERF_EXIT_USAGE);
-  MC_T_CONTAINS(err, "-u/--unalign (an integer from 0 to 511)");
-  /* nccl-tests' own rule: a device implementation needs symmetric registration. */
-  MC_T_EQ_INT(parse_line("all_reduce -D 1", &o, err), MC_PERF_EXIT_USAGE);
-  MC_T_EQ_STR(err, "meshccl-perf: device implementation (-D > 0) requires enabling symmetric "
-                   "memory registration (-R 2)");
-  MC_T_EQ_INT(parse_line("gatherx", &o, err), MC_PERF_EXIT_USAGE);
-  MC_T_CONTAINS(err, "unknown collective 'gatherx' (all_reduce all_gather reduce_scatter "
-                     "broadcast reduce alltoall sendrecv gather scatter alltoallv hypercube)");
 }
+
+/* 1000 bytes of float over 3 ranks: 83 per rank, 80 in 16-byte multiples;
+ * hypercube: 62 doubles. */
+static const struct counts_case new_counts[] = {
+    {MC_PERF_GATHER, 1000, 4, 3, 80, 240, 80, 80, 0},
+    {MC_PERF_SCATTER, 1000, 4, 3, 240, 80, NA, 0, 80},
+    {MC_PERF_HYPERCUBE, 1000, 8, 2, 62, 124, NA, NA, NA},
+    {MC_PERF_ALLTOALLV, 1000, 4, 3, 249, 249, 83, NA, NA},
+};
+
+static const struct factor_case new_factors[] = {
+    {MC_PERF_GATHER, 4, 0.75},
+    {MC_PERF_SCATTER, 4, 0.75},
+    {MC_PERF_ALLTOALLV, 4, 0.75},
+    {MC_PERF_HYPERCUBE, 4, 1.0},
+};
+/* gather: count * n bytes; hypercube: count * (n - 1) bytes, busbw = algbw. */
+static const struct bw_case new_bw[] = {
+    {MC_PERF_GATHER, 250000000, 4, 4, 2.0, 2.0, 1.5},
+    {MC_PERF_HYPERCUBE, 250000000, 4, 4, 1.0, 3.0, 3.0},
+};
 
 /* gather, scatter, alltoallv, hypercube: nccl-tests' counts (16-byte blocks) and bandwidths. */
 static void new_collectives_counts_and_bandwidth(void)
 {
-  struct mc_perf_counts c;
-  double alg;
-  double bus;
-
-  /* 1000 bytes of float over 3 ranks: 83 per rank, 80 in 16-byte multiples. */
-  mc_perf_coll_counts(MC_PERF_GATHER, 1000, 4, 3, &c);
-  MC_T_EQ_INT(c.send_count, 80);
-  MC_T_EQ_INT(c.recv_count, 240);
-  MC_T_EQ_INT(c.param_count, 80);
-  MC_T_EQ_INT(c.send_inplace, 80);
-  MC_T_EQ_INT(c.recv_inplace, 0);
-  mc_perf_coll_counts(MC_PERF_SCATTER, 1000, 4, 3, &c);
-  MC_T_EQ_INT(c.send_count, 240);
-  MC_T_EQ_INT(c.recv_count, 80);
-  MC_T_EQ_INT(c.send_inplace, 0);
-  MC_T_EQ_INT(c.recv_inplace, 80);
-  mc_perf_coll_counts(MC_PERF_HYPERCUBE, 1000, 8, 2, &c); /* 62 doubles -> 62 */
-  MC_T_EQ_INT(c.send_count, 62);
-  MC_T_EQ_INT(c.recv_count, 124);
-  mc_perf_coll_counts(MC_PERF_ALLTOALLV, 1000, 4, 3, &c);
-  MC_T_EQ_INT(c.send_count, 249);
-  MC_T_EQ_INT(c.recv_count, 249);
-  MC_T_EQ_INT(c.param_count, 83);
+  expect_counts(new_counts, sizeof(new_counts) / sizeof(new_counts[0]));
   /* Per-peer counts: (1 + (from + to) % n) / n of the block. */
   MC_T_EQ_INT(mc_perf_alltoallv_count(90, 0, 0, 3), 30);
   MC_T_EQ_INT(mc_perf_alltoallv_count(90, 0, 1, 3), 60);
   MC_T_EQ_INT(mc_perf_alltoallv_count(90, 1, 1, 3), 90);
   MC_T_EQ_INT(mc_perf_alltoallv_count(90, 2, 2, 3), 60);
 
-  MC_T_TRUE(mc_perf_bus_factor(MC_PERF_GATHER, 4) == 0.75);
-  MC_T_TRUE(mc_perf_bus_factor(MC_PERF_SCATTER, 4) == 0.75);
-  MC_T_TRUE(mc_perf_bus_factor(MC_PERF_ALLTOALLV, 4) == 0.75);
-  MC_T_TRUE(mc_perf_bus_factor(MC_PERF_HYPERCUBE, 4) == 1.0);
-  /* gather: count * n bytes; hypercube: count * (n - 1) bytes, busbw = algbw. */
-  mc_perf_bandwidth(MC_PERF_GATHER, 250000000, 4, 4, 2.0, &alg, &bus);
-  MC_T_TRUE(fabs(alg - 2.0) < 1e-12);
-  MC_T_TRUE(fabs(bus - 1.5) < 1e-12);
-  mc_perf_bandwidth(MC_PERF_HYPERCUBE, 250000000, 4, 4, 1.0, &alg, &bus);
-  MC_T_TRUE(fabs(alg - 3.0) < 1e-12);
-  MC_T_TRUE(fabs(bus - 3.0) < 1e-12);
+  expect_bandwidth(new_factors, sizeof(new_factors) / sizeof(new_factors[0]), new_bw,
+                   sizeof(new_bw) / sizeof(new_bw[0]));
 }
 
 static void new_collectives_expected(void)

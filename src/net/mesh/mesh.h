@@ -31,6 +31,14 @@ ncclResult_t mc_net_mesh_local_host(uint64_t host_hash, const char *name, const 
                                     struct mc_mesh_host *host_out);
 
 /*
+ * One entry per host of hosts[0..n_ranks) (one per rank, as allgathered):
+ * the first rank's description of each host_hash, in rank order, into
+ * uniq_out (room for n_ranks). Returns how many. Pure.
+ */
+int mc_net_mesh_hosts_unique(const struct mc_mesh_host *hosts, int n_ranks,
+                             struct mc_mesh_host *uniq_out);
+
+/*
  * Whether hosts (as allgathered, one entry per host) are cabled as a
  * direct-connect mesh that the Mesh net should carry: at least 3 hosts, no
  * subnet that every host has an address on (that would be a switched

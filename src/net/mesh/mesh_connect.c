@@ -325,6 +325,28 @@ bool mc_net_mesh_direct_up(struct mc_net_mesh_ctx *ctx, const uint8_t *handle)
   return false;
 }
 
+/* The control socket and c->h.n_socks data sockets, none open yet. */
+static ncclResult_t socks_alloc(struct mc_net_mesh_connect *c)
+{
+  c->n = c->h.n_socks + 1;
+  MC_CHECK(mc_calloc(&c->socks, (size_t)c->n));
+  for (int i = 0; i < c->n; i++)
+    mc_sock_init(&c->socks[i].sock);
+  return ncclSuccess;
+}
+
+/* Every socket of c goes from nic (any port; a link-local IPv6 address
+ * scoped to its interface) straight to c->to. */
+static void aim_direct(struct mc_net_mesh_connect *c, const struct mc_net_mesh_nic *nic)
+{
+  c->from = nic->addr;
+  mc_sockaddr_set_port(&c->from, 0);
+  if ((c->from.sa.sa_family == AF_INET6) && IN6_IS_ADDR_LINKLOCAL(&c->from.sin6.sin6_addr))
+    c->from.sin6.sin6_scope_id = (uint32_t)nic->if_index;
+  for (int i = 0; i < c->n; i++)
+    c->socks[i].sock.addr = c->to;
+}
+
 static ncclResult_t connect_new(struct mc_net_mesh_ctx *ctx, const void *handle,
                                 struct mc_net_mesh_connect **c_out)
 {
@@ -348,10 +370,7 @@ static ncclResult_t connect_new(struct mc_net_mesh_ctx *ctx, const void *handle,
     goto err;
   }
   MC_CHECK_GOTO(mc_random_bytes(&c->conn_id, sizeof(c->conn_id)), res, err);
-  c->n = c->h.n_socks + 1;
-  MC_CHECK_GOTO(mc_calloc(&c->socks, (size_t)c->n), res, err);
-  for (int i = 0; i < c->n; i++)
-    mc_sock_init(&c->socks[i].sock);
+  MC_CHECK_GOTO(socks_alloc(c), res, err);
   if (!pick_link(ctx, &c->h, &c->nic, &c->to)) {
     /* No common subnet: relayed, once discovery knows a route. */
     c->is_relayed = true;
@@ -360,12 +379,7 @@ static ncclResult_t connect_new(struct mc_net_mesh_ctx *ctx, const void *handle,
     return ncclSuccess;
   }
   nic = &ctx->nics[c->nic];
-  c->from = nic->addr;
-  mc_sockaddr_set_port(&c->from, 0);
-  if ((c->from.sa.sa_family == AF_INET6) && IN6_IS_ADDR_LINKLOCAL(&c->from.sin6.sin6_addr))
-    c->from.sin6.sin6_scope_id = (uint32_t)nic->if_index;
-  for (int i = 0; i < c->n; i++)
-    c->socks[i].sock.addr = c->to;
+  aim_direct(c, nic);
   mc_net_mesh_host_str(ctx, c->h.host_hash, host, sizeof(host));
   MC_INFO(MC_SUB_NET, "NET/Mesh: connection %016llx to %s via %s %s -> %s (subnet %s, %s lane)",
           (unsigned long long)c->conn_id, host, nic->name,
@@ -447,14 +461,10 @@ static ncclResult_t tcp_progress(struct mc_net_mesh_connect *c, struct csock *s)
     }
   }
   if (s->is_connecting) {
-    struct pollfd p = {.fd = s->sock.fd, .events = POLLOUT, .revents = 0};
     int err = 0;
-    socklen_t len = sizeof(err);
 
-    if (poll(&p, 1, 0) <= 0)
+    if (!mc_sock_connect_over(s->sock.fd, &err))
       return ncclSuccess;
-    if (getsockopt(s->sock.fd, SOL_SOCKET, SO_ERROR, &err, &len) != 0)
-      err = errno;
     if (err != 0)
       return tcp_retry(c, s, err);
     s->is_connecting = false;
@@ -486,11 +496,44 @@ static ncclResult_t hs_fail(struct mc_net_mesh_ctx *ctx, struct mc_net_mesh_conn
                index, what);
 }
 
+/* Moves the current message of socket i (io): 1 when it is through, 0
+ * while it is not, -1 when the socket failed or closed, *res_out then
+ * hs_fail's (closed: what a close without an errno means). */
+static int hs_io(struct mc_net_mesh_ctx *ctx, struct mc_net_mesh_connect *c, int i, bool is_send,
+                 size_t bytes, const char *closed, ncclResult_t *res_out)
+{
+  int r = io(&c->socks[i], is_send, bytes);
+
+  if (r < 0)
+    *res_out = hs_fail(ctx, c, i, ncclRemoteError, (errno != 0) ? strerror(errno) : closed);
+  return r;
+}
+
+/* The next message of s starts at its first byte. */
+static void hs_next(struct csock *s, enum cs_state next)
+{
+  s->done = 0;
+  s->state = next;
+}
+
+/* Sends the current message of socket i (hs_io); once it is through, the
+ * next state's starts. */
+static int hs_send(struct mc_net_mesh_ctx *ctx, struct mc_net_mesh_connect *c, int i, size_t bytes,
+                   const char *closed, enum cs_state next, ncclResult_t *res_out)
+{
+  int r = hs_io(ctx, c, i, true, bytes, closed, res_out);
+
+  if (r > 0)
+    hs_next(&c->socks[i], next);
+  return r;
+}
+
 /* The connector's half of the handshake on socket i. */
 static ncclResult_t sock_progress(struct mc_net_mesh_ctx *ctx, struct mc_net_mesh_connect *c, int i)
 {
   struct csock *s = &c->socks[i];
   uint8_t mac[MC_SHA256_BYTES];
+  ncclResult_t res = ncclSuccess;
   char why[256];
   int r;
 
@@ -508,10 +551,10 @@ static ncclResult_t sock_progress(struct mc_net_mesh_ctx *ctx, struct mc_net_mes
                  (int)mc_param_int(MC_P_MESH_LINK_TIMEOUT_MS));
   }
   if (s->state == CS_RELAY_CHALLENGE) {
-    r = io(s, false, MC_NET_MESH_CHALLENGE_BYTES);
+    r = hs_io(ctx, c, i, false, MC_NET_MESH_CHALLENGE_BYTES,
+              "the relay closed before its challenge", &res);
     if (r < 0)
-      return hs_fail(ctx, c, i, ncclRemoteError,
-                     (errno != 0) ? strerror(errno) : "the relay closed before its challenge");
+      return res;
     if (r > 0) {
       struct mc_net_mesh_relay_req req;
 
@@ -522,24 +565,18 @@ static ncclResult_t sock_progress(struct mc_net_mesh_ctx *ctx, struct mc_net_mes
       req.origin_host = ctx->host_hash;
       memcpy(req.handle, c->handle_bytes, MC_NET_HANDLE_BYTES);
       mc_net_mesh_relay_req_encode(&req, ctx->disc_key, s->nonce_a, s->buf);
-      s->done = 0;
-      s->state = CS_RELAY_REQ;
+      hs_next(s, CS_RELAY_REQ);
     }
   }
   if (s->state == CS_RELAY_REQ) {
-    r = io(s, true, MC_NET_MESH_RELAY_REQ_BYTES);
-    if (r < 0)
-      return hs_fail(ctx, c, i, ncclRemoteError, (errno != 0) ? strerror(errno) : "relay closed");
-    if (r > 0) {
-      s->done = 0;
-      s->state = CS_CHALLENGE;
-    }
+    if (hs_send(ctx, c, i, MC_NET_MESH_RELAY_REQ_BYTES, "relay closed", CS_CHALLENGE, &res) < 0)
+      return res;
   }
   if (s->state == CS_CHALLENGE) {
-    r = io(s, false, MC_NET_MESH_CHALLENGE_BYTES);
+    r = hs_io(ctx, c, i, false, MC_NET_MESH_CHALLENGE_BYTES, "closed before sending its challenge",
+              &res);
     if (r < 0)
-      return hs_fail(ctx, c, i, ncclRemoteError,
-                     (errno != 0) ? strerror(errno) : "closed before sending its challenge");
+      return res;
     if (r > 0) {
       int reason;
       uint64_t relay_host;
@@ -571,27 +608,21 @@ static ncclResult_t sock_progress(struct mc_net_mesh_ctx *ctx, struct mc_net_mes
       MC_CHECK(mc_random_bytes(s->resp.nonce_c, sizeof(s->resp.nonce_c)));
       mc_net_auth_mac(&mc_net_mesh_auth, ctx->key, 'C', s->nonce_a, &s->resp, s->resp.mac);
       mc_net_auth_response_encode(&mc_net_mesh_auth, &s->resp, s->buf);
-      s->done = 0;
-      s->state = CS_RESPONSE;
+      hs_next(s, CS_RESPONSE);
     }
   }
   if (s->state == CS_RESPONSE) {
-    r = io(s, true, MC_NET_MESH_RESPONSE_BYTES);
-    if (r < 0)
-      return hs_fail(ctx, c, i, ncclRemoteError, (errno != 0) ? strerror(errno) : "closed");
-    if (r > 0) {
-      s->done = 0;
-      s->state = CS_CONFIRM;
-    }
+    if (hs_send(ctx, c, i, MC_NET_MESH_RESPONSE_BYTES, "closed", CS_CONFIRM, &res) < 0)
+      return res;
   }
   if (s->state == CS_CONFIRM) {
-    r = io(s, false, MC_NET_MESH_CONFIRM_BYTES);
+    r = hs_io(ctx, c, i, false, MC_NET_MESH_CONFIRM_BYTES,
+              "the listener closed the connection instead of confirming: "
+              "it refused our MAC (ranks with different secrets or "
+              "communicators?) or its listen comm is closed",
+              &res);
     if (r < 0)
-      return hs_fail(ctx, c, i, ncclRemoteError,
-                     (errno != 0) ? strerror(errno)
-                                  : "the listener closed the connection instead of confirming: "
-                                    "it refused our MAC (ranks with different secrets or "
-                                    "communicators?) or its listen comm is closed");
+      return res;
     if (r > 0) {
       if (!mc_net_auth_confirm_decode(&mc_net_mesh_auth, s->buf, mac))
         return hs_fail(ctx, c, i, ncclRemoteError, "bad confirmation (wrong magic)");
@@ -715,10 +746,7 @@ ncclResult_t mc_net_mesh_resume_start(struct mc_net_mesh_ctx *ctx, const uint8_t
   c->index_flags =
       MC_NET_MESH_RESUME_FLAG | ((attempt & MC_NET_MESH_ATTEMPT_MASK) << MC_NET_MESH_ATTEMPT_SHIFT);
   c->route_deadline_ns = deadline_ns;
-  c->n = c->h.n_socks + 1;
-  MC_CHECK_GOTO(mc_calloc(&c->socks, (size_t)c->n), res, err);
-  for (int i = 0; i < c->n; i++)
-    mc_sock_init(&c->socks[i].sock);
+  MC_CHECK_GOTO(socks_alloc(c), res, err);
   /* The current view decides: a link still up to the listener's host is
    * used directly, else the shortest route around the broken one. */
   v = mc_net_mesh_view_get(ctx);
@@ -734,12 +762,7 @@ ncclResult_t mc_net_mesh_resume_start(struct mc_net_mesh_ctx *ctx, const uint8_t
   if ((hops <= 1) && pick_link(ctx, &c->h, &c->nic, &c->to)) {
     struct mc_net_mesh_nic *nic = &ctx->nics[c->nic];
 
-    c->from = nic->addr;
-    mc_sockaddr_set_port(&c->from, 0);
-    if ((c->from.sa.sa_family == AF_INET6) && IN6_IS_ADDR_LINKLOCAL(&c->from.sin6.sin6_addr))
-      c->from.sin6.sin6_scope_id = (uint32_t)nic->if_index;
-    for (int i = 0; i < c->n; i++)
-      c->socks[i].sock.addr = c->to;
+    aim_direct(c, nic);
     snprintf(c->link, sizeof(c->link), "%s %s -> %s (subnet %s)", nic->name,
              mc_sockaddr_str(&nic->addr, a, sizeof(a)), mc_sockaddr_str(&c->to, b, sizeof(b)),
              mc_net_mesh_subnet_str(&nic->addr, nic->prefix_len, s, sizeof(s)));

@@ -555,36 +555,38 @@ static void self_record(struct mc_net_mesh_ctx *ctx, struct mc_net_mesh_rec *r)
   }
 }
 
+/* The discovery socket of family on port, opened where a NIC has an
+ * address of that family (else *fd_out stays -1). */
+static ncclResult_t open_family(const struct mc_net_mesh_ctx *ctx, int family, int port,
+                                int *fd_out)
+{
+  bool is_used = false;
+  char err[160];
+
+  for (int i = 0; i < ctx->n_nics; i++)
+    is_used |= (ctx->nics[i].addr.sa.sa_family == family);
+  if (!is_used)
+    return ncclSuccess;
+  *fd_out = open_sock(family, port, err, sizeof(err));
+  if (*fd_out < 0)
+    return MC_FAIL(ncclSystemError,
+                   "NET/Mesh: discovery: cannot open the %s UDP socket (%s); is "
+                   "MESHCCL_MESH_PORT=%d taken by another program?",
+                   (family == AF_INET) ? "IPv4" : "IPv6", err, port);
+  return ncclSuccess;
+}
+
 ncclResult_t mc_net_mesh_disc_open(struct mc_net_mesh_ctx *ctx)
 {
   struct mc_net_mesh_disc *d = NULL;
   struct mc_net_mesh_view *v = NULL;
-  bool has4 = false;
-  bool has6 = false;
-  char err[160];
   ncclResult_t res;
 
   MC_CHECK(mc_calloc(&d, 1));
   d->fd4 = d->fd6 = -1;
   d->port = (int)mc_param_int(MC_P_MESH_PORT);
-  for (int i = 0; i < ctx->n_nics; i++) {
-    has4 |= (ctx->nics[i].addr.sa.sa_family == AF_INET);
-    has6 |= (ctx->nics[i].addr.sa.sa_family == AF_INET6);
-  }
-  if (has4 && ((d->fd4 = open_sock(AF_INET, d->port, err, sizeof(err))) < 0)) {
-    res = MC_FAIL(ncclSystemError,
-                  "NET/Mesh: discovery: cannot open the IPv4 UDP socket (%s); is "
-                  "MESHCCL_MESH_PORT=%d taken by another program?",
-                  err, d->port);
-    goto fail;
-  }
-  if (has6 && ((d->fd6 = open_sock(AF_INET6, d->port, err, sizeof(err))) < 0)) {
-    res = MC_FAIL(ncclSystemError,
-                  "NET/Mesh: discovery: cannot open the IPv6 UDP socket (%s); is "
-                  "MESHCCL_MESH_PORT=%d taken by another program?",
-                  err, d->port);
-    goto fail;
-  }
+  MC_CHECK_GOTO(open_family(ctx, AF_INET, d->port, &d->fd4), res, fail);
+  MC_CHECK_GOTO(open_family(ctx, AF_INET6, d->port, &d->fd6), res, fail);
   self_record(ctx, &d->table.e[0].rec);
   d->table.e[0].heard_ns = mc_time_ns();
   d->table.n = 1;
@@ -736,6 +738,17 @@ static void recv_one(struct mc_net_mesh_ctx *ctx, int fd, uint64_t now, bool *ag
   }
 }
 
+/* Fills cm with one control message (level, type, bytes of data); returns
+ * the control length it takes. */
+static size_t put_cmsg(struct cmsghdr *cm, int level, int type, const void *data, size_t bytes)
+{
+  cm->cmsg_level = level;
+  cm->cmsg_type = type;
+  cm->cmsg_len = CMSG_LEN(bytes);
+  memcpy(CMSG_DATA(cm), data, bytes);
+  return CMSG_SPACE(bytes);
+}
+
 static void send_on(struct mc_net_mesh_ctx *ctx, int nic, const uint8_t *buf, size_t bytes)
 {
   struct mc_net_mesh_disc *d = ctx->disc;
@@ -767,11 +780,7 @@ static void send_on(struct mc_net_mesh_ctx *ctx, int nic, const uint8_t *buf, si
     memset(&pi, 0, sizeof(pi));
     pi.ipi_ifindex = n->if_index;
     pi.ipi_spec_dst = n->addr.sin.sin_addr;
-    cm->cmsg_level = IPPROTO_IP;
-    cm->cmsg_type = IP_PKTINFO;
-    cm->cmsg_len = CMSG_LEN(sizeof(pi));
-    memcpy(CMSG_DATA(cm), &pi, sizeof(pi));
-    mh.msg_controllen = CMSG_SPACE(sizeof(pi));
+    mh.msg_controllen = put_cmsg(cm, IPPROTO_IP, IP_PKTINFO, &pi, sizeof(pi));
   } else {
     struct in6_pktinfo pi;
 
@@ -782,11 +791,7 @@ static void send_on(struct mc_net_mesh_ctx *ctx, int nic, const uint8_t *buf, si
     memset(&pi, 0, sizeof(pi));
     pi.ipi6_ifindex = (unsigned)n->if_index;
     pi.ipi6_addr = n->addr.sin6.sin6_addr;
-    cm->cmsg_level = IPPROTO_IPV6;
-    cm->cmsg_type = IPV6_PKTINFO;
-    cm->cmsg_len = CMSG_LEN(sizeof(pi));
-    memcpy(CMSG_DATA(cm), &pi, sizeof(pi));
-    mh.msg_controllen = CMSG_SPACE(sizeof(pi));
+    mh.msg_controllen = put_cmsg(cm, IPPROTO_IPV6, IPV6_PKTINFO, &pi, sizeof(pi));
   }
   mc_sockaddr_set_port(&to, d->port);
   mh.msg_namelen = mc_sockaddr_len(&to);

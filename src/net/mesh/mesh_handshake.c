@@ -89,8 +89,6 @@ struct mc_net_mesh_hs_thread {
 void mc_net_mesh_sock_opts(int fd)
 {
   int one = 1;
-  int64_t sndbuf = mc_param_int(MC_P_SOCKET_SNDBUF);
-  int64_t rcvbuf = mc_param_int(MC_P_SOCKET_RCVBUF);
   int timeout_ms = (int)mc_param_int(MC_P_MESH_LINK_TIMEOUT_MS);
   /* Idle sockets (a receiver waiting, a relay between messages) probe the
    * peer after a third of the timeout, every third: at most the timeout
@@ -104,14 +102,7 @@ void mc_net_mesh_sock_opts(int fd)
   (void)setsockopt(fd, IPPROTO_TCP, TCP_KEEPINTVL, &idle_s, sizeof(idle_s));
   (void)setsockopt(fd, IPPROTO_TCP, TCP_KEEPCNT, &cnt, sizeof(cnt));
   (void)setsockopt(fd, IPPROTO_TCP, TCP_USER_TIMEOUT, &timeout_ms, sizeof(timeout_ms));
-  if (sndbuf > 0) {
-    int v = (int)sndbuf;
-    (void)setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &v, sizeof(v));
-  }
-  if (rcvbuf > 0) {
-    int v = (int)rcvbuf;
-    (void)setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &v, sizeof(v));
-  }
+  mc_sock_set_buf_sizes(fd);
 }
 
 void mc_net_mesh_group_free(struct mc_net_mesh_group *g)
@@ -547,17 +538,14 @@ static bool relay_progress(struct mc_net_mesh_ctx *ctx, struct hs_pending *p)
   if (p->state == HS_ONWARD_CHALLENGE) {
     uint8_t nonce[MC_NET_MESH_NONCE_BYTES];
     struct mc_net_mesh_relay_req next = p->req;
-    ssize_t n = recv(p->fd2, p->in2 + p->in2_got, sizeof(p->in2) - p->in2_got, MSG_DONTWAIT);
+    int r = mc_net_auth_io(p->fd2, false, p->in2, sizeof(p->in2), &p->in2_got);
 
-    if ((n < 0) && ((errno == EAGAIN) || (errno == EWOULDBLOCK) || (errno == EINTR)))
+    if (r == 0)
       return true;
-    if (n <= 0) {
+    if (r < 0) {
       relay_refuse(ctx, p, MC_NET_MESH_REFUSE_ONWARD);
       return false;
     }
-    p->in2_got += (size_t)n;
-    if (p->in2_got < sizeof(p->in2))
-      return true;
     if (!mc_net_auth_challenge_decode(&mc_net_mesh_auth, p->in2, nonce)) {
       relay_refuse(ctx, p, MC_NET_MESH_REFUSE_ONWARD);
       return false;
@@ -568,18 +556,14 @@ static bool relay_progress(struct mc_net_mesh_ctx *ctx, struct hs_pending *p)
     p->state = HS_ONWARD_REQ;
   }
   if (p->state == HS_ONWARD_REQ) {
-    ssize_t n = send(p->fd2, p->out2 + p->out2_done, sizeof(p->out2) - p->out2_done,
-                     MSG_DONTWAIT | MSG_NOSIGNAL);
+    int r = mc_net_auth_io(p->fd2, true, p->out2, sizeof(p->out2), &p->out2_done);
 
-    if ((n < 0) && ((errno == EAGAIN) || (errno == EWOULDBLOCK) || (errno == EINTR)))
+    if (r == 0)
       return true;
-    if (n <= 0) {
+    if (r < 0) {
       relay_refuse(ctx, p, MC_NET_MESH_REFUSE_ONWARD);
       return false;
     }
-    p->out2_done += (size_t)n;
-    if (p->out2_done < sizeof(p->out2))
-      return true;
     relay_hand_over(ctx, p);
     return false;
   }
@@ -596,16 +580,15 @@ static bool progress(struct mc_net_mesh_ctx *ctx, struct hs_pending *p)
     ssize_t n;
 
     if (p->out_done < p->out_bytes) {
-      n = send(p->fd, p->out + p->out_done, p->out_bytes - p->out_done,
-               MSG_DONTWAIT | MSG_NOSIGNAL);
-      if (n > 0) {
-        p->out_done += (size_t)n;
-        continue;
-      }
-      if ((n < 0) && ((errno == EAGAIN) || (errno == EWOULDBLOCK) || (errno == EINTR)))
+      int r = mc_net_auth_io(p->fd, true, p->out, p->out_bytes, &p->out_done);
+
+      if (r == 0)
         return true;
-      refuse(ctx, p, REFUSE_PROTOCOL, (n < 0) ? strerror(errno) : "closed");
-      return false;
+      if (r < 0) {
+        refuse(ctx, p, REFUSE_PROTOCOL, (errno != 0) ? strerror(errno) : "closed");
+        return false;
+      }
+      continue;
     }
     if (p->state == HS_CHALLENGE) {
       p->state = HS_RESPONSE;

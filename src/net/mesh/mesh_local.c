@@ -66,6 +66,22 @@ static bool has_subnet(const struct mc_mesh_host *h, const struct mc_mesh_addr *
   return false;
 }
 
+int mc_net_mesh_hosts_unique(const struct mc_mesh_host *hosts, int n_ranks,
+                             struct mc_mesh_host *uniq_out)
+{
+  int n_uniq = 0;
+
+  for (int r = 0; r < n_ranks; r++) {
+    int u = 0;
+
+    while ((u < n_uniq) && (uniq_out[u].host_hash != hosts[r].host_hash))
+      u++;
+    if (u == n_uniq)
+      uniq_out[n_uniq++] = hosts[r];
+  }
+  return n_uniq;
+}
+
 bool mc_net_mesh_is_direct(const struct mc_mesh_host *hosts, int n_hosts, char *why_out,
                            size_t why_bytes)
 {

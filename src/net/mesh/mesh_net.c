@@ -45,12 +45,9 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-#define AUTO_NTHREADS 0 /* the socket net's automatic values (net_socket.c) */
-#define AUTO_NSOCKS   1
-#define MAX_COMMS     65536
-#define MAX_RETRY_MS  1000
-#define LINGER_MS     10000 /* finalize waits this long at most for relayed pipes */
-#define DISC_LABEL    "meshccl mesh discovery"
+#define MAX_RETRY_MS 1000
+#define LINGER_MS    10000 /* finalize waits this long at most for relayed pipes */
+#define DISC_LABEL   "meshccl mesh discovery"
 
 _Static_assert(MC_NET_MESH_HDR_BYTES + MC_NET_MESH_ADDR_BYTES == MC_NET_HANDLE_BYTES,
                "the mesh handle is exactly NCCL's 128 bytes");
@@ -62,45 +59,23 @@ static bool is_aborted(const struct mc_net_mesh_ctx *ctx)
 
 /* ---------- init, devices ---------- */
 
-static void resolve_threads(struct mc_net_mesh_ctx *ctx)
-{
-  int nt = (int)mc_param_int(MC_P_SOCKET_NTHREADS);
-  int ns = (int)mc_param_int(MC_P_NSOCKS_PERTHREAD);
-
-  if (nt < 0)
-    nt = AUTO_NTHREADS;
-  if (ns < 0)
-    ns = AUTO_NSOCKS;
-  if ((nt > 0) && (nt * ns > MC_NET_SOCK_MAX_SOCKS))
-    ns = MC_NET_SOCK_MAX_SOCKS / nt;
-  if (ns == 0)
-    nt = 0;
-  ctx->n_threads = nt;
-  ctx->n_socks = (nt > 0) ? nt * ns : ns;
-}
-
 /* key = HMAC(secret, "meshccl mesh key" | comm id) (net_auth.h): the
  * communicator's secret, else MESHCCL_SECRET, else none (integrity only). */
 static void derive_key(struct mc_net_mesh_ctx *ctx, const struct mc_net_init_args *args)
 {
-  const char *env = mc_param_str(MC_P_SECRET);
   uint64_t id = (args != NULL) ? args->comm_id : 0;
+  const void *secret;
+  size_t secret_bytes;
 
-  if ((args != NULL) && (args->secret != NULL)) {
-    mc_net_auth_key(&mc_net_mesh_auth, args->secret, MC_NET_SECRET_BYTES, id, ctx->key);
-    mc_hmac_sha256(args->secret, MC_NET_SECRET_BYTES, DISC_LABEL, strlen(DISC_LABEL),
-                   ctx->disc_key);
-    ctx->is_authenticated = true;
-  } else if ((env != NULL) && (env[0] != '\0')) {
-    mc_net_auth_key(&mc_net_mesh_auth, env, strlen(env), id, ctx->key);
-    mc_hmac_sha256(env, strlen(env), DISC_LABEL, strlen(DISC_LABEL), ctx->disc_key);
-    ctx->is_authenticated = true;
+  mc_net_sock_secret(args, &secret, &secret_bytes);
+  mc_net_auth_key(&mc_net_mesh_auth, secret, secret_bytes, id, ctx->key);
+  ctx->is_authenticated = (secret != NULL);
+  if (secret != NULL) {
+    mc_hmac_sha256(secret, secret_bytes, DISC_LABEL, strlen(DISC_LABEL), ctx->disc_key);
   } else {
     /* No secret: discovery and relay requests are checked under a fixed
      * label key, which any meshccl knows (integrity, not authentication). */
-    mc_net_auth_key(&mc_net_mesh_auth, NULL, 0, id, ctx->key);
     mc_hmac_sha256(DISC_LABEL, strlen(DISC_LABEL), DISC_LABEL, strlen(DISC_LABEL), ctx->disc_key);
-    ctx->is_authenticated = false;
     MC_INFO(MC_SUB_INIT | MC_SUB_NET,
             "NET/Mesh: no secret from the communicator and MESHCCL_SECRET unset: connections, "
             "discovery and relay requests are checked for integrity but not authenticated");
@@ -126,7 +101,7 @@ static ncclResult_t mesh_init(const struct mc_net_init_args *args, void **ctx_ou
                                       MC_NET_MESH_MAX_NICS, &ctx->n_nics),
                 res, err);
   derive_key(ctx, args);
-  resolve_threads(ctx);
+  mc_net_sock_threads("NET/Mesh", &ctx->n_threads, &ctx->n_socks);
   ctx->inline_bytes = (uint32_t)mc_param_int(MC_P_SOCKET_INLINE);
   ctx->min_task_bytes = (uint32_t)mc_param_int(MC_P_SOCKET_MIN_TASKSIZE);
   ctx->handshake_ms = (int)mc_param_int(MC_P_MESH_HANDSHAKE_TIMEOUT_MS);
@@ -177,19 +152,11 @@ static ncclResult_t mesh_get_properties(void *vctx, int dev, struct mc_net_props
     if (ctx->nics[i].carries_data && (ctx->nics[i].speed_mbps > speed))
       speed = ctx->nics[i].speed_mbps;
   }
-  memset(props, 0, sizeof(*props));
+  mc_net_sock_props_init(0, props);
   snprintf(props->name, sizeof(props->name), "mesh0");
-  props->pci_path[0] = '\0'; /* the NIC is chosen per connection: no single PCI place */
+  /* pci_path stays "": the NIC is chosen per connection, no single PCI place */
   props->guid = ctx->host_hash;
-  props->ptr_support = MC_NET_PTR_HOST;
   props->speed = speed;
-  props->max_comms = MAX_COMMS;
-  props->max_recvs = 1;
-  props->vprops.n_devs = 1;
-  props->vprops.devs[0] = 0;
-  props->max_p2p_bytes = MC_NET_SOCK_MAX_BYTES;
-  props->rail_id = -1;
-  props->plane_id = -1;
   return ncclSuccess;
 }
 
@@ -198,18 +165,7 @@ static ncclResult_t mesh_reg_mr(void *comm, void *data, size_t size, int type, v
   (void)comm;
   (void)data;
   (void)size;
-  if (type != MC_NET_PTR_HOST)
-    return MC_FAIL(ncclInvalidArgument,
-                   "NET/Mesh: cannot register memory of type %d (host memory only)", type);
-  *mhandle = NULL;
-  return ncclSuccess;
-}
-
-static ncclResult_t mesh_dereg_mr(void *comm, void *mhandle)
-{
-  (void)comm;
-  (void)mhandle;
-  return ncclSuccess;
+  return mc_net_sock_reg_host("NET/Mesh", type, mhandle);
 }
 
 void mc_net_mesh_stats_get(void *vctx, struct mc_net_mesh_stats *stats_out)
@@ -416,7 +372,7 @@ const struct mc_net_ops mc_net_mesh_ops = {
     .connect = mc_net_mesh_connect,
     .accept = mesh_accept,
     .reg_mr = mesh_reg_mr,
-    .dereg_mr = mesh_dereg_mr,
+    .dereg_mr = mc_net_sock_dereg_mr,
     .isend = mc_net_mesh_isend,
     .irecv = mc_net_mesh_irecv,
     .test = mc_net_mesh_test,

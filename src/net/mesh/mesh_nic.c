@@ -305,13 +305,14 @@ static ncclResult_t list_cands(struct mc_net_mesh_nic *cands, int max_cands, int
   return ncclSuccess;
 }
 
-ncclResult_t mc_net_mesh_nics_probe(const char *mgmt_ifname, struct mc_net_mesh_nic *nics,
-                                    int max_nics, int *n_nics_out)
+/* The candidates, the rules from the parameters and the choice; why_out
+ * says why these (mc_net_mesh_nics_select). */
+static ncclResult_t probe(const char *mgmt_ifname, struct mc_net_mesh_nic *nics, int max_nics,
+                          int *n_nics_out, char *why_out, size_t why_bytes)
 {
   struct mc_net_mesh_nic *cands = NULL;
   struct mc_net_mesh_nic_rules rules;
   ncclResult_t res;
-  char why[256];
   char spec[MC_IF_NAME_BYTES + 2];
   int n_cands = 0;
 
@@ -325,39 +326,30 @@ ncclResult_t mc_net_mesh_nics_probe(const char *mgmt_ifname, struct mc_net_mesh_
   }
   rules.lanes = mc_param_str(MC_P_MESH_LANES);
   rules.fast_mbps = (int)mc_param_int(MC_P_MESH_FAST_MBPS);
-  res =
-      mc_net_mesh_nics_select(cands, n_cands, &rules, nics, max_nics, n_nics_out, why, sizeof(why));
+  res = mc_net_mesh_nics_select(cands, n_cands, &rules, nics, max_nics, n_nics_out, why_out,
+                                why_bytes);
 out:
   free(cands);
   return res;
 }
 
+ncclResult_t mc_net_mesh_nics_probe(const char *mgmt_ifname, struct mc_net_mesh_nic *nics,
+                                    int max_nics, int *n_nics_out)
+{
+  char why[256];
+
+  return probe(mgmt_ifname, nics, max_nics, n_nics_out, why, sizeof(why));
+}
+
 ncclResult_t mc_net_mesh_nics_find(const char *mgmt_ifname, struct mc_net_mesh_nic *nics,
                                    int max_nics, int *n_nics_out)
 {
-  struct mc_net_mesh_nic *cands = NULL;
-  struct mc_net_mesh_nic_rules rules;
-  ncclResult_t res;
   char why[256];
   char line[1536];
-  char spec[MC_IF_NAME_BYTES + 2];
   size_t used = 0;
-  int n_cands = 0;
   int n = 0;
 
-  MC_CHECK(mc_calloc(&cands, MAX_CANDS));
-  MC_CHECK_GOTO(list_cands(cands, MAX_CANDS, &n_cands), res, out);
-  rules.mesh_ifname = mc_param_str(MC_P_MESH_IFNAME);
-  rules.mgmt_ifname = mc_param_str(MC_P_SOCKET_IFNAME);
-  if ((rules.mgmt_ifname == NULL) && (mgmt_ifname != NULL) && (mgmt_ifname[0] != '\0')) {
-    snprintf(spec, sizeof(spec), "=%s", mgmt_ifname);
-    rules.mgmt_ifname = spec;
-  }
-  rules.lanes = mc_param_str(MC_P_MESH_LANES);
-  rules.fast_mbps = (int)mc_param_int(MC_P_MESH_FAST_MBPS);
-  MC_CHECK_GOTO(
-      mc_net_mesh_nics_select(cands, n_cands, &rules, nics, max_nics, &n, why, sizeof(why)), res,
-      out);
+  MC_CHECK(probe(mgmt_ifname, nics, max_nics, &n, why, sizeof(why)));
   line[0] = '\0';
   for (int i = 0; i < n; i++) {
     char a[MC_SOCKADDR_STRLEN];
@@ -371,8 +363,5 @@ ncclResult_t mc_net_mesh_nics_find(const char *mgmt_ifname, struct mc_net_mesh_n
   }
   MC_INFO(MC_SUB_INIT | MC_SUB_NET, "NET/Mesh : Using%s (%s)", line, why);
   *n_nics_out = n;
-  res = ncclSuccess;
-out:
-  free(cands);
-  return res;
+  return ncclSuccess;
 }

@@ -110,13 +110,7 @@ ncclResult_t mc_net_mesh_node_orders(const struct mc_net_orders_args *args, int 
   MC_CHECK_GOTO(args->allgather(args->allgather_arg, hosts, sizeof(*hosts)), res, out);
   /* One description per host: its first rank's. */
   MC_CHECK_GOTO(mc_calloc(&uniq, (size_t)args->n_ranks), res, out);
-  for (int r = 0; r < args->n_ranks; r++) {
-    int u = 0;
-    while ((u < n_uniq) && (uniq[u].host_hash != hosts[r].host_hash))
-      u++;
-    if (u == n_uniq)
-      uniq[n_uniq++] = hosts[r];
-  }
+  n_uniq = mc_net_mesh_hosts_unique(hosts, args->n_ranks, uniq);
   if (n_uniq != n_nodes) {
     MC_INFO(MC_SUB_NET | MC_SUB_GRAPH,
             "Mesh: %d hosts describe their NICs but the rings have %d nodes: NCCL's ring order",

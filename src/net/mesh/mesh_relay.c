@@ -582,14 +582,12 @@ static void take_fails(struct mc_mesh_relay *relay)
   }
 }
 
-static void take_incoming(struct mc_mesh_relay *relay)
+/* Moves the queued pipes to the live list; with do_register, a first
+ * progress registers both ends of each. */
+static void adopt_incoming(struct mc_mesh_relay *relay, bool do_register)
 {
-  uint64_t count;
   struct relay_pipe *list;
 
-  while ((read(relay->wake_fd, &count, sizeof(count)) < 0) && (errno == EINTR)) {
-  }
-  take_fails(relay);
   pthread_mutex_lock(&relay->mu);
   list = relay->incoming;
   relay->incoming = NULL;
@@ -599,8 +597,19 @@ static void take_incoming(struct mc_mesh_relay *relay)
 
     list_unlink(&list, p);
     list_push(&relay->pipes, p);
-    pipe_progress(relay, p, -1); /* registers both ends */
+    if (do_register)
+      pipe_progress(relay, p, -1);
   }
+}
+
+static void take_incoming(struct mc_mesh_relay *relay)
+{
+  uint64_t count;
+
+  while ((read(relay->wake_fd, &count, sizeof(count)) < 0) && (errno == EINTR)) {
+  }
+  take_fails(relay);
+  adopt_incoming(relay, true);
 }
 
 static void free_dead(struct mc_mesh_relay *relay)
@@ -616,18 +625,7 @@ static void free_dead(struct mc_mesh_relay *relay)
 /* Closes every pipe, queued ones included (stop or abort). */
 static void close_all(struct mc_mesh_relay *relay)
 {
-  struct relay_pipe *list;
-
-  pthread_mutex_lock(&relay->mu);
-  list = relay->incoming;
-  relay->incoming = NULL;
-  pthread_mutex_unlock(&relay->mu);
-  while (list != NULL) {
-    struct relay_pipe *p = list;
-
-    list_unlink(&list, p);
-    list_push(&relay->pipes, p);
-  }
+  adopt_incoming(relay, false);
   while (relay->pipes != NULL)
     pipe_close(relay, relay->pipes, RELAY_CLOSED);
   free_dead(relay);
