@@ -161,7 +161,8 @@ static ncclResult_t plan(struct mc_coll_batch *b)
       bool own_t = (t->algo->task_progress != NULL);
       bool own_u = (u->algo->task_progress != NULL);
       if (own_t || own_u) {
-        if ((t->algo->conn_group == u->algo->conn_group) && (t->op->comm == u->op->comm)) {
+        if ((mc_coll_conn_group(t->algo) == mc_coll_conn_group(u->algo)) &&
+            (t->op->comm == u->op->comm)) {
           t->after = u;
           break;
         }

@@ -303,14 +303,21 @@ static int ring_channels_for(const struct ncclComm *comm, size_t bytes)
   return mc_coll_channels_for_slots(comm, bytes, per);
 }
 
+static float ring_est_us(const struct mc_op *op, size_t bytes)
+{
+  return mc_coll_model_time(op, MC_TUNE_RING, bytes);
+}
+
 const struct mc_coll_algo_ops mc_coll_ring_ops = {
     .name = "Ring",
     .id = MC_ALGO_RING,
     .supports = ring_supports,
+    .choice = MC_CHOICE_MODEL,
+    .is_default = true,
+    .est_us = ring_est_us,
     .plan = ring_plan,
     .task_prim = ring_task_prim,
     .task_next = ring_task_next,
-    .conn_group = MC_CONN_GROUP_CHANNELS,
     .channels_for = ring_channels_for,
     .local_on_one_rank = true,
 };

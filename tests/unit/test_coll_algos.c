@@ -114,7 +114,6 @@ static void world_make(struct world *w, int n, int n_ch, int rings[][MAX_N], int
     comm->tp.slot_bytes = SLOT_BYTES;
     comm->nodes.n_nodes = 1;
     comm->spin_passes = 2;
-    comm->trees_connected = true;
     comm->algo_env_ready = true;
     for (int k = 0; k < MC_COLL_KINDS; k++) {
       comm->algo_allowed[k] = algos;
@@ -127,8 +126,6 @@ static void world_make(struct world *w, int n, int n_ch, int rings[][MAX_N], int
     comm->channels = calloc((size_t)n_ch, sizeof(*comm->channels));
     comm->p2p_send = calloc((size_t)n, sizeof(*comm->p2p_send));
     comm->p2p_recv = calloc((size_t)n, sizeof(*comm->p2p_recv));
-    comm->os_send = calloc((size_t)n, sizeof(*comm->os_send));
-    comm->os_recv = calloc((size_t)n, sizeof(*comm->os_recv));
     for (int c = 0; c < n_ch; c++) {
       struct mc_channel *ch = &comm->channels[c];
       int pos = 0;
@@ -196,8 +193,8 @@ static void world_free(struct world *w)
     free(comm->p2p_send);
     free(comm->p2p_recv);
     free(comm->p2p_seq);
-    free(comm->os_send);
-    free(comm->os_recv);
+    if (comm->algo_states_free != NULL)
+      comm->algo_states_free(comm, false);
     free(comm->channels);
     free(comm->scratch);
     free(comm->peers);
