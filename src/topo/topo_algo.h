@@ -33,16 +33,18 @@ enum mc_coll_kind {
  * otherwise); number is NCCL's NCCL_ALGO_* where NCCL has it, else
  * meshccl's own after NCCL's (the bit of the NCCL_ALGO masks, the number in
  * logs); table is its struct mc_coll_algo_ops (src/coll, one file each);
- * in_env: NCCL_ALGO may name it (send/recv run outside the choice). Adding
+ * in_env: NCCL_ALGO may name it (send/recv run outside the choice). The
+ * tables' files say what each is (OneShot: meshccl's small single-host
+ * all-reduce; Symmetric: collectives on symmetric windows). Adding
  * an algorithm is its file plus one line here (docs/ARCHITECTURE.md,
  * "Adding an algorithm").
  */
 #define MC_ALGO_LIST(_X)                                                                           \
   _X(TREE, Tree, 0, mc_coll_tree_ops, 1)                                                           \
   _X(RING, Ring, 1, mc_coll_ring_ops, 1)                                                           \
-  _X(ONESHOT, OneShot, 7, mc_coll_oneshot_ops, 1) /* small single-host all-reduce */               \
-  _X(P2P, P2P, 8, mc_coll_p2p_ops, 0)             /* send/recv */                                  \
-  _X(SYMMETRIC, Symmetric, 9, mc_coll_sym_ops, 1) /* all-reduce on symmetric windows */
+  _X(ONESHOT, OneShot, 7, mc_coll_oneshot_ops, 1)                                                  \
+  _X(P2P, P2P, 8, mc_coll_p2p_ops, 0)                                                              \
+  _X(SYMMETRIC, Symmetric, 9, mc_coll_sym_ops, 1)
 
 #define MC_ALGO_ENUM_X(_id, _name, _num, _ops, _env) MC_ALGO_##_id = _num,
 enum mc_coll_algo { MC_ALGO_LIST(MC_ALGO_ENUM_X) };
