@@ -44,7 +44,8 @@ enum mc_coll_kind {
   _X(RING, Ring, 1, mc_coll_ring_ops, 1)                                                           \
   _X(ONESHOT, OneShot, 7, mc_coll_oneshot_ops, 1)                                                  \
   _X(P2P, P2P, 8, mc_coll_p2p_ops, 0)                                                              \
-  _X(SYMMETRIC, Symmetric, 9, mc_coll_sym_ops, 1)
+  _X(SYMMETRIC, Symmetric, 9, mc_coll_sym_ops, 1)                                                  \
+  _X(RECDOUBLE, RecDouble, 10, mc_coll_recdouble_ops, 1)
 
 #define MC_ALGO_ENUM_X(_id, _name, _num, _ops, _env) MC_ALGO_##_id = _num,
 enum mc_coll_algo { MC_ALGO_LIST(MC_ALGO_ENUM_X) };
