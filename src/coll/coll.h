@@ -194,6 +194,9 @@ void mc_coll_plan_init(struct mc_coll_plan *pl);
 void mc_coll_plan_fini(struct mc_coll_plan *pl);
 /* Appends a copy of t. */
 ncclResult_t mc_coll_plan_add(struct mc_coll_plan *pl, const struct mc_task *t);
+/* A task of op run by algo on op's communicator, all of op's elements, the
+ * rest zero (a plan's start). */
+void mc_coll_task_init(struct mc_task *t, struct mc_op *op, const struct mc_coll_algo_ops *algo);
 
 /* How the algorithm choice (coll_algo.c) treats an algorithm. */
 enum mc_coll_choice {
@@ -225,7 +228,7 @@ struct mc_coll_algo_ops {
   /* Optional (MC_CHOICE_MODEL): the model's time for op moving bytes (its
    * whole buffer, x n_ranks for all-gather / reduce-scatter) in µs, from
    * op->comm->tune; -1 when the model has none. Same answer on every rank. */
-  float (*est_us)(const struct mc_op *op, size_t bytes);
+  float (*est_us)(const struct mc_coll_algo_ops *a, const struct mc_op *op, size_t bytes);
   /* Cuts op into tasks appended to pl (connections must exist). */
   ncclResult_t (*plan)(struct mc_op *op, struct mc_coll_plan *pl);
   /* The primitive at the task's current (off, j); false when its loops are over. */
@@ -309,10 +312,11 @@ static inline int mc_coll_algo_n_conns(const struct ncclComm *comm,
 /* Makes every table's state on comm that is not made yet (coll_algo.c). */
 ncclResult_t mc_coll_algo_states_new(struct ncclComm *comm);
 /* The tuning model's function for a collective (enum mc_tune_func), and
- * NCCL's table's time for op moving bytes on its algorithm tune_algo
- * (enum mc_tune_algo): the est_us of the algorithms NCCL's model times. */
+ * the est_us of the algorithms NCCL's own table times (Tree, Ring): that
+ * table's time for op moving bytes, at a's number (NCCL's NCCL_ALGO_*). */
 int mc_coll_tune_func(enum mc_coll_kind kind);
-float mc_coll_model_time(const struct mc_op *op, int tune_algo, size_t bytes);
+float mc_coll_nccl_model_time(const struct mc_coll_algo_ops *a, const struct mc_op *op,
+                              size_t bytes);
 
 /* The executor's view of a connection's health for t (coll_live.c): a
  * failure posted on it, or its peer's process gone (ncclRemoteError); a

@@ -141,9 +141,10 @@ int mc_coll_tune_func(enum mc_coll_kind kind)
   }
 }
 
-float mc_coll_model_time(const struct mc_op *op, int tune_algo, size_t bytes)
+float mc_coll_nccl_model_time(const struct mc_coll_algo_ops *a, const struct mc_op *op,
+                              size_t bytes)
 {
-  return mc_tune_time(&op->comm->tune, mc_coll_tune_func(op->kind), tune_algo, MC_TUNE_SIMPLE,
+  return mc_tune_time(&op->comm->tune, mc_coll_tune_func(op->kind), (int)a->id, MC_TUNE_SIMPLE,
                       bytes);
 }
 
@@ -179,7 +180,7 @@ static const struct mc_coll_algo_ops *model_fastest(const struct mc_op *op, uint
     float t;
     if ((a->choice != MC_CHOICE_MODEL) || (a->est_us == NULL) || !allowed_for(a, allowed, op))
       continue;
-    t = a->est_us(op, bytes);
+    t = a->est_us(a, op, bytes);
     if ((t >= 0) && ((*time_out < 0) || (t < *time_out))) {
       *time_out = t;
       best = a;
@@ -243,7 +244,7 @@ ncclResult_t mc_coll_algo_choose(struct mc_op *op)
   }
   op->algo = algo;
   /* Algorithms outside the model (one-shot) are estimated as the default. */
-  op->est_us = (time >= 0) ? time : (dflt->est_us != NULL) ? dflt->est_us(op, bytes) : 0.0f;
+  op->est_us = (time >= 0) ? time : (dflt->est_us != NULL) ? dflt->est_us(dflt, op, bytes) : 0.0f;
   if (op->est_us < 0)
     op->est_us = 0.0f;
   op->n_channels = (algo->channels_for != NULL) ? algo->channels_for(comm, bytes) : 0;

@@ -510,11 +510,7 @@ ncclResult_t mc_coll_batch_probe(struct mc_coll_batch *b, struct ncclComm **fail
       first = first && (pl.tasks[k].op->comm != comm);
     if (!first)
       continue;
-    memset(&t, 0, sizeof(t));
-    t.op = op;
-    t.algo = &probe_ops;
-    t.n_ranks = comm->n_ranks;
-    t.rank = comm->rank;
+    mc_coll_task_init(&t, op, &probe_ops);
     t.send[0] = &comm->channels[0].send;
     t.recv[0] = &comm->channels[0].recv;
     t.n_send = 1;

@@ -73,6 +73,16 @@ void mc_coll_plan_fini(struct mc_coll_plan *pl)
   pl->cap = MC_PLAN_STACK_TASKS;
 }
 
+void mc_coll_task_init(struct mc_task *t, struct mc_op *op, const struct mc_coll_algo_ops *algo)
+{
+  memset(t, 0, sizeof(*t));
+  t->op = op;
+  t->algo = algo;
+  t->n_ranks = op->comm->n_ranks;
+  t->rank = op->comm->rank;
+  t->len = op->count;
+}
+
 ncclResult_t mc_coll_plan_add(struct mc_coll_plan *pl, const struct mc_task *t)
 {
   if (pl->n_tasks == pl->cap) {

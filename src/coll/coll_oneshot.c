@@ -265,12 +265,7 @@ static ncclResult_t oneshot_plan(struct mc_op *op, struct mc_coll_plan *pl)
   struct ncclComm *comm = op->comm;
   struct mc_task t;
 
-  memset(&t, 0, sizeof(t));
-  t.op = op;
-  t.algo = &mc_coll_oneshot_ops;
-  t.n_ranks = comm->n_ranks;
-  t.rank = comm->rank;
-  t.len = op->count;
+  mc_coll_task_init(&t, op, &mc_coll_oneshot_ops);
   t.bounce = comm->scratch + (size_t)comm->n_channels * comm->tp.slot_bytes;
   return mc_coll_plan_add(pl, &t);
 }

@@ -22,12 +22,7 @@ static ncclResult_t p2p_plan(struct mc_op *op, struct mc_coll_plan *pl)
   struct ncclComm *comm = op->comm;
   struct mc_task t;
 
-  memset(&t, 0, sizeof(t));
-  t.op = op;
-  t.algo = &mc_coll_p2p_ops;
-  t.n_ranks = comm->n_ranks;
-  t.rank = comm->rank;
-  t.len = op->count;
+  mc_coll_task_init(&t, op, &mc_coll_p2p_ops);
   t.chunk = mc_coll_chunk_elems(comm, op->esize);
   t.n_steps = 1;
   if (op->kind == MC_COLL_SEND) {

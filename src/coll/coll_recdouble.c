@@ -185,13 +185,14 @@ static bool rd_supports(const struct mc_op *op)
 
 /* The model's time: log2(p) steps (+2 for the pairing) each moving the
  * whole buffer one hop, after a collective call's base cost. */
-static float rd_est_us(const struct mc_op *op, size_t bytes)
+static float rd_est_us(const struct mc_coll_algo_ops *a, const struct mc_op *op, size_t bytes)
 {
   const struct mc_tune *t = &op->comm->tune;
   int n = op->comm->n_ranks;
   int p = 1;
   int steps = 0;
 
+  (void)a;
   if ((t->pair_bw <= 0) || (n < 2))
     return -1.0f;
   while (2 * p <= n) {
@@ -209,12 +210,7 @@ static ncclResult_t rd_plan(struct mc_op *op, struct mc_coll_plan *pl)
   struct ncclComm *comm = op->comm;
   struct mc_task t;
 
-  memset(&t, 0, sizeof(t));
-  t.op = op;
-  t.algo = &mc_coll_recdouble_ops;
-  t.n_ranks = comm->n_ranks;
-  t.rank = comm->rank;
-  t.len = op->count;
+  mc_coll_task_init(&t, op, &mc_coll_recdouble_ops);
   t.chunk = mc_coll_chunk_elems(comm, op->esize);
   t.n_steps = rd_state(comm)->n_stages;
   return mc_coll_plan_add(pl, &t);

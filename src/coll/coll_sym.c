@@ -380,12 +380,7 @@ static ncclResult_t sym_plan(struct mc_op *op, struct mc_coll_plan *pl)
   struct mc_task t;
 
   MC_CHECK(mc_mem_peers_op(comm)); /* allocates the cache: progress cannot fail on it */
-  memset(&t, 0, sizeof(t));
-  t.op = op;
-  t.algo = &mc_coll_sym_ops;
-  t.n_ranks = comm->n_ranks;
-  t.rank = comm->rank;
-  t.len = op->count;
+  mc_coll_task_init(&t, op, &mc_coll_sym_ops);
   return mc_coll_plan_add(pl, &t);
 }
 

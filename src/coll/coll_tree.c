@@ -71,11 +71,7 @@ static ncclResult_t tree_plan(struct mc_op *op, struct mc_coll_plan *pl)
     size_t base = (size_t)c * per;
     if (base >= op->count)
       break;
-    memset(&t, 0, sizeof(t));
-    t.op = op;
-    t.algo = &mc_coll_tree_ops;
-    t.n_ranks = comm->n_ranks;
-    t.rank = comm->rank;
+    mc_coll_task_init(&t, op, &mc_coll_tree_ops);
     t.base = base;
     t.len = (op->count - base < per) ? op->count - base : per;
     /* A chunk is a FIFO slot. NCCL 2.30 halves a tree's chunk, down to
@@ -171,17 +167,12 @@ static ncclResult_t tree_first_use(struct mc_op *op, struct mc_conn_req *reqs,
   return ncclSuccess;
 }
 
-static float tree_est_us(const struct mc_op *op, size_t bytes)
-{
-  return mc_coll_model_time(op, MC_TUNE_TREE, bytes);
-}
-
 const struct mc_coll_algo_ops mc_coll_tree_ops = {
     .name = "Tree",
     .id = MC_ALGO_TREE,
     .supports = tree_supports,
     .choice = MC_CHOICE_MODEL,
-    .est_us = tree_est_us,
+    .est_us = mc_coll_nccl_model_time,
     .plan = tree_plan,
     .task_prim = tree_task_prim,
     .task_next = tree_task_next,
