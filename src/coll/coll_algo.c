@@ -81,7 +81,7 @@ ncclResult_t mc_coll_algo_states_new(struct ncclComm *comm)
  * stage, or nothing when the communicator has none (unit tests). */
 static void tune_ready(struct ncclComm *comm)
 {
-  const struct mc_topo_channels *g = &comm->graph;
+  const struct mc_topo_channels *g = &comm->topo.graph;
   struct mc_tune_consts consts;
   struct mc_tune_in in;
   int ppn = 0;
@@ -107,7 +107,7 @@ static void tune_ready(struct ncclComm *comm)
                            .ring_bw_inter = g->ring.bw_inter,
                            .tree_bw_intra = g->tree.bw_intra,
                            .tree_bw_inter = g->tree.bw_inter,
-                           .latency_inter = comm->ring_graph.latency_inter,
+                           .latency_inter = comm->topo.ring_graph.latency_inter,
                            .ring_same_channels = g->ring.same_channels};
   mc_tune_consts_default(&consts);
   mc_tune_model(&in, &consts, &comm->tune);
@@ -154,7 +154,7 @@ float mc_coll_nccl_model_time(const struct mc_coll_algo_ops *a, const struct mc_
  * how much). */
 int mc_coll_channels_for_slots(const struct ncclComm *comm, size_t bytes, size_t per)
 {
-  int nc = comm->n_channels;
+  int nc = comm->data.n_channels;
 
   if (per == 0)
     per = 1;

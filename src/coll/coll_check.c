@@ -191,11 +191,11 @@ static void notices_flush(struct ncclComm *comm, struct mc_conn **net, int n_net
   struct mc_deadline dl = mc_deadline_in_ms(NOTICE_FLUSH_MS);
   bool left = true;
 
-  while (left && !mc_deadline_passed(dl) && !__atomic_load_n(&comm->abort_flag, __ATOMIC_ACQUIRE)) {
+  while (left && !mc_deadline_passed(dl) && !__atomic_load_n(&comm->life.abort_flag, __ATOMIC_ACQUIRE)) {
     left = false;
     for (int i = 0; i < n_net; i++)
       left = left || ((mc_conn_error(net[i]) == 0) && !mc_conn_send_drained(net[i]));
-    if (left && !mc_proxy_help(comm->tp.proxy))
+    if (left && !mc_proxy_help(comm->data.tp.proxy))
       sched_yield();
   }
 }
@@ -208,13 +208,13 @@ void mc_coll_notices_send(const struct mc_coll_plan *pl, struct ncclComm *comm,
   /* The NET connections whose notice is waited for: at most every send
    * connection (without memory, none is: the notices may then be lost). */
   int n_own = mc_coll_comm_conns(comm);
-  int cap = comm->n_channels * (2 + MC_TREE_MAX_ARITY) + n_own + 1;
+  int cap = comm->data.n_channels * (2 + MC_TREE_MAX_ARITY) + n_own + 1;
   struct mc_conn **net = calloc((size_t)cap, sizeof(*net));
   int n_net = 0;
   struct mc_conn *sends[2 + MC_TREE_MAX_ARITY];
 
-  for (int c = 0; (comm->channels != NULL) && (c < comm->n_channels); c++) {
-    struct mc_channel *ch = &comm->channels[c];
+  for (int c = 0; (comm->data.channels != NULL) && (c < comm->data.n_channels); c++) {
+    struct mc_channel *ch = &comm->data.channels[c];
     sends[0] = &ch->send;
     sends[1] = &ch->tree_send_up;
     for (int i = 0; i < MC_TREE_MAX_ARITY; i++)
@@ -327,8 +327,8 @@ int mc_coll_stray_check(struct mc_coll_batch *b, const struct mc_coll_plan *pl, 
     struct ncclComm *comm = b->ops[i].comm;
     if (!mc_coll_batch_comm_first(b, i) || (comm->n_ranks < 2))
       continue;
-    for (int c = 0; (comm->channels != NULL) && (c < comm->n_channels); c++) {
-      struct mc_channel *ch = &comm->channels[c];
+    for (int c = 0; (comm->data.channels != NULL) && (c < comm->data.n_channels); c++) {
+      struct mc_channel *ch = &comm->data.channels[c];
       if (stray_conn(b, pl, comm, &ch->recv, net_too, res, op_out) ||
           stray_conn(b, pl, comm, &ch->tree_recv_up, net_too, res, op_out))
         return 1;
@@ -511,8 +511,8 @@ ncclResult_t mc_coll_batch_probe(struct mc_coll_batch *b, struct ncclComm **fail
     if (!first)
       continue;
     mc_coll_task_init(&t, op, &probe_ops);
-    t.send[0] = &comm->channels[0].send;
-    t.recv[0] = &comm->channels[0].recv;
+    t.send[0] = &comm->data.channels[0].send;
+    t.recv[0] = &comm->data.channels[0].recv;
     t.n_send = 1;
     t.n_recv = 1;
     t.n_steps = comm->n_ranks - 1;

@@ -82,7 +82,7 @@ ncclResult_t mc_coll_runtime_connect(struct mc_coll_batch *b, struct ncclComm **
     struct mc_tp_set *set = &sets[n_sets];
     if (!mc_coll_batch_comm_first(b, i))
       continue;
-    *set = (struct mc_tp_set){.tc = &comm->tp, .reqs = &reqs[n_reqs], .n = 0};
+    *set = (struct mc_tp_set){.tc = &comm->data.tp, .reqs = &reqs[n_reqs], .n = 0};
     for (int k = i; k < b->n_ops; k++) {
       struct mc_op *op = &b->ops[k];
       const struct mc_coll_algo_ops *a = op->algo;

@@ -102,7 +102,7 @@ ncclResult_t mc_coll_plan_add(struct mc_coll_plan *pl, const struct mc_task *t)
 
 size_t mc_coll_chunk_elems(const struct ncclComm *comm, size_t esize)
 {
-  size_t c = comm->tp.slot_bytes / esize;
+  size_t c = comm->data.tp.slot_bytes / esize;
   return (c == 0) ? 1 : c;
 }
 
@@ -201,14 +201,14 @@ void mc_coll_batch_proxies(struct mc_coll_batch *b, int delta)
 {
   for (int i = 0; i < b->n_ops; i++)
     if (mc_coll_batch_comm_first(b, i))
-      mc_proxy_activity(b->ops[i].comm->tp.proxy, delta);
+      mc_proxy_activity(b->ops[i].comm->data.tp.proxy, delta);
 }
 
 static bool proxies_help(struct mc_coll_batch *b)
 {
   bool moved = false;
   for (int i = 0; i < b->n_ops; i++)
-    moved |= mc_proxy_help(b->ops[i].comm->tp.proxy);
+    moved |= mc_proxy_help(b->ops[i].comm->data.tp.proxy);
   return moved;
 }
 
@@ -238,7 +238,7 @@ ncclResult_t mc_coll_tasks_run(struct mc_coll_batch *b, struct mc_coll_plan *pl,
                                struct ncclComm **failed)
 {
   unsigned idle = 0;
-  unsigned spin = (unsigned)b->ops[0].comm->spin_passes;
+  unsigned spin = (unsigned)b->ops[0].comm->data.spin_passes;
 
   bool net = false;
 
@@ -325,7 +325,7 @@ static void batch_fail(struct mc_coll_batch *b, ncclResult_t res, const struct n
   /* An aborted communicator (ncclCommAbort; not a revoke, which also sets
    * the abort flag) fails the batch's others too: their tasks (with its
    * ranks, in one process) may have moved some steps already. */
-  if ((failed != NULL) && __atomic_load_n(&failed->is_aborted, __ATOMIC_ACQUIRE))
+  if ((failed != NULL) && __atomic_load_n(&failed->life.is_aborted, __ATOMIC_ACQUIRE))
     failed = NULL;
 
   mc_error_last_copy(why, sizeof(why));

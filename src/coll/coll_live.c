@@ -107,7 +107,7 @@ static ncclResult_t task_aborted(const struct mc_task *t)
 {
   struct ncclComm *comm = t->op->comm;
 
-  if (__atomic_load_n(&comm->abort_flag, __ATOMIC_ACQUIRE))
+  if (__atomic_load_n(&comm->life.abort_flag, __ATOMIC_ACQUIRE))
     return MC_FAIL(ncclInvalidUsage, "%s: communicator %p was aborted", mc_coll_name(t->op->kind),
                    (void *)comm);
   return ncclSuccess;
@@ -130,7 +130,7 @@ static ncclResult_t task_health(const struct mc_task *t)
 
 int mc_coll_comm_channel_conns(const struct ncclComm *comm)
 {
-  return (comm->channels != NULL) ? comm->n_channels * CONNS_PER_CHANNEL : 0;
+  return (comm->data.channels != NULL) ? comm->data.n_channels * CONNS_PER_CHANNEL : 0;
 }
 
 /* The channels' connections, then each table's own (its n_conns, in
@@ -150,7 +150,7 @@ struct mc_conn *mc_coll_comm_conn(struct ncclComm *comm, int i)
   struct mc_conn *c = NULL;
 
   if (i < n_ch) {
-    struct mc_channel *ch = &comm->channels[i / CONNS_PER_CHANNEL];
+    struct mc_channel *ch = &comm->data.channels[i / CONNS_PER_CHANNEL];
     int j = i % CONNS_PER_CHANNEL;
     struct mc_conn *fixed[4] = {&ch->send, &ch->recv, &ch->tree_send_up, &ch->tree_recv_up};
     if (j < 4)
@@ -171,7 +171,7 @@ struct mc_conn *mc_coll_comm_conn(struct ncclComm *comm, int i)
 
 static void poison_conn(struct ncclComm *comm, struct mc_conn *c)
 {
-  if ((c != NULL) && __atomic_load_n(&comm->is_aborted, __ATOMIC_ACQUIRE))
+  if ((c != NULL) && __atomic_load_n(&comm->life.is_aborted, __ATOMIC_ACQUIRE))
     mc_conn_post_abort(c, comm->rank);
   if ((c != NULL) && (mc_conn_error(c) == 0))
     mc_conn_set_error(c, ncclRemoteError);
@@ -189,7 +189,7 @@ void mc_coll_comm_fail(struct ncclComm *comm, ncclResult_t res)
   for (int i = 0; i < mc_coll_comm_conns(comm); i++)
     poison_conn(comm, mc_coll_comm_conn(comm, i));
   mc_comm_free_connections(comm);
-  __atomic_store_n(&comm->async_result, (int)res, __ATOMIC_RELEASE);
+  __atomic_store_n(&comm->life.async_result, (int)res, __ATOMIC_RELEASE);
 }
 
 /* A proxy thread of the batch blocked inside one plugin call for
@@ -204,7 +204,7 @@ ncclResult_t mc_coll_proxies_wedged(struct mc_coll_batch *b, uint64_t limit_ns,
   for (int i = 0; i < b->n_ops; i++) {
     struct ncclComm *comm = b->ops[i].comm;
     if (!mc_coll_batch_comm_first(b, i) ||
-        !mc_proxy_wedged_check(comm->tp.proxy, now, limit_ns, text, sizeof(text)))
+        !mc_proxy_wedged_check(comm->data.tp.proxy, now, limit_ns, text, sizeof(text)))
       continue;
     *failed = comm;
     return MC_FAIL(ncclRemoteError, "%s", text);

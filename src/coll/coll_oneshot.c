@@ -212,7 +212,7 @@ static bool oneshot_supports(const struct mc_op *op)
 
   return (op->kind == MC_COLL_ALLREDUCE) && (comm->nodes.n_nodes == 1) && (comm->n_ranks > 1) &&
          (bytes <= limit) &&
-         ((size_t)comm->n_ranks * ((bytes + 63) & ~(size_t)63) <= comm->tp.slot_bytes);
+         ((size_t)comm->n_ranks * ((bytes + 63) & ~(size_t)63) <= comm->data.tp.slot_bytes);
 }
 
 size_t mc_coll_oneshot_slot_bytes(void)
@@ -266,7 +266,7 @@ static ncclResult_t oneshot_plan(struct mc_op *op, struct mc_coll_plan *pl)
   struct mc_task t;
 
   mc_coll_task_init(&t, op, &mc_coll_oneshot_ops);
-  t.bounce = comm->scratch + (size_t)comm->n_channels * comm->tp.slot_bytes;
+  t.bounce = comm->data.scratch + (size_t)comm->data.n_channels * comm->data.tp.slot_bytes;
   return mc_coll_plan_add(pl, &t);
 }
 

@@ -32,7 +32,7 @@ static ncclResult_t p2p_plan(struct mc_op *op, struct mc_coll_plan *pl)
     t.recv[0] = comm->p2p_recv[op->peer];
     t.n_recv = 1;
   }
-  t.bounce = comm->scratch + (size_t)comm->n_channels * comm->tp.slot_bytes;
+  t.bounce = comm->data.scratch + (size_t)comm->data.n_channels * comm->data.tp.slot_bytes;
   return mc_coll_plan_add(pl, &t);
 }
 

@@ -174,7 +174,7 @@ static ncclResult_t rd_first_use(struct mc_op *op, struct mc_conn_req *reqs,
   }
   *n_out = n;
   if ((reqs != NULL) && (n > 0) && (st->bounce == NULL))
-    MC_CHECK(mc_calloc(&st->bounce, comm->tp.slot_bytes));
+    MC_CHECK(mc_calloc(&st->bounce, comm->data.tp.slot_bytes));
   return ncclSuccess;
 }
 

@@ -259,12 +259,12 @@ static ncclResult_t ring_plan(struct mc_op *op, struct mc_coll_plan *pl)
 {
   struct ncclComm *comm = op->comm;
   int n = comm->n_ranks;
-  int n_ch = ((op->n_channels > 0) && (op->n_channels < comm->n_channels)) ? op->n_channels
-                                                                           : comm->n_channels;
+  int n_ch = ((op->n_channels > 0) && (op->n_channels < comm->data.n_channels)) ? op->n_channels
+                                                                           : comm->data.n_channels;
   size_t per = divup(op->count, (size_t)n_ch);
 
   for (int c = 0; c < n_ch; c++) {
-    struct mc_channel *ch = &comm->channels[c];
+    struct mc_channel *ch = &comm->data.channels[c];
     struct mc_task t;
     size_t base = (size_t)c * per;
     if (base >= op->count)
@@ -277,7 +277,7 @@ static ncclResult_t ring_plan(struct mc_op *op, struct mc_coll_plan *pl)
     t.recv[0] = &ch->recv;
     t.n_send = 1;
     t.n_recv = 1;
-    t.bounce = comm->scratch + (size_t)c * comm->tp.slot_bytes;
+    t.bounce = comm->data.scratch + (size_t)c * comm->data.tp.slot_bytes;
     t.ring = ch->ring;
     t.ring_ix = (n - ring_find(ch->ring, n, 0)) % n;
     t.role = (n - ring_find(ch->ring, n, op->root)) % n; /* chains: hops from the root */
@@ -292,7 +292,7 @@ static ncclResult_t ring_plan(struct mc_op *op, struct mc_coll_plan *pl)
  * docs/ARCHITECTURE.md, Choosing the algorithm). */
 static int ring_channels_for(const struct ncclComm *comm, size_t bytes)
 {
-  size_t per = comm->tp.slot_bytes;
+  size_t per = comm->data.tp.slot_bytes;
 
   if ((comm->nodes.n_nodes > 1) && (per > 1))
     per /= 2;

@@ -38,10 +38,10 @@ static bool tree_supports(const struct mc_op *op)
 {
   const struct ncclComm *comm = op->comm;
 
-  if ((op->kind != MC_COLL_ALLREDUCE) || (comm->n_ranks < 2) || (comm->channels == NULL))
+  if ((op->kind != MC_COLL_ALLREDUCE) || (comm->n_ranks < 2) || (comm->data.channels == NULL))
     return false;
-  for (int c = 0; c < comm->n_channels; c++)
-    if (!channel_has_tree(&comm->channels[c]))
+  for (int c = 0; c < comm->data.n_channels; c++)
+    if (!channel_has_tree(&comm->data.channels[c]))
       return false;
   return true;
 }
@@ -61,12 +61,12 @@ static void add_children(struct mc_task *t, struct mc_channel *ch, bool recv, bo
 static ncclResult_t tree_plan(struct mc_op *op, struct mc_coll_plan *pl)
 {
   struct ncclComm *comm = op->comm;
-  int n_ch = ((op->n_channels > 0) && (op->n_channels < comm->n_channels)) ? op->n_channels
-                                                                           : comm->n_channels;
+  int n_ch = ((op->n_channels > 0) && (op->n_channels < comm->data.n_channels)) ? op->n_channels
+                                                                           : comm->data.n_channels;
   size_t per = (op->count + (size_t)n_ch - 1) / (size_t)n_ch;
 
   for (int c = 0; c < n_ch; c++) {
-    struct mc_channel *ch = &comm->channels[c];
+    struct mc_channel *ch = &comm->data.channels[c];
     struct mc_task t;
     size_t base = (size_t)c * per;
     if (base >= op->count)
@@ -82,7 +82,7 @@ static ncclResult_t tree_plan(struct mc_op *op, struct mc_coll_plan *pl)
      * 1.04-2x slower (bench/algo_pair.c), so meshccl keeps whole slots. */
     t.chunk = mc_coll_chunk_elems(comm, op->esize);
     t.n_steps = 1;
-    t.bounce = comm->scratch + (size_t)c * comm->tp.slot_bytes;
+    t.bounce = comm->data.scratch + (size_t)c * comm->data.tp.slot_bytes;
     if (ch->tree_up < 0) {
       t.role = MC_TREE_ROLE_ROOT;
       add_children(&t, ch, true, true);
@@ -136,9 +136,9 @@ static void tree_task_next(struct mc_task *t)
 
 static int tree_channels_for(const struct ncclComm *comm, size_t bytes)
 {
-  int nc = mc_coll_channels_for_slots(comm, bytes, comm->tp.slot_bytes);
+  int nc = mc_coll_channels_for_slots(comm, bytes, comm->data.tp.slot_bytes);
 
-  if ((bytes >= TREE_BOTH_BYTES) && (nc % 2 != 0) && (nc < comm->n_channels))
+  if ((bytes >= TREE_BOTH_BYTES) && (nc % 2 != 0) && (nc < comm->data.n_channels))
     nc++;
   return nc;
 }
@@ -148,7 +148,7 @@ static int tree_channels_for(const struct ncclComm *comm, size_t bytes)
  * none (channel 0's tree links this rank to a parent or a child). */
 static bool trees_connected(const struct ncclComm *comm)
 {
-  const struct mc_channel *ch = &comm->channels[0];
+  const struct mc_channel *ch = &comm->data.channels[0];
 
   if (ch->tree_up >= 0)
     return ch->tree_send_up.ctrl != NULL;

@@ -268,7 +268,7 @@ ncclResult_t mc_comm_usable(const struct ncclComm *comm, const char *call);
 struct mc_topo_system;
 
 /* Stage "net" (init_net.c): the net secret, the net (mc_net_select) and its
- * per-communicator context (NCCL's ncclNetInit). Sets comm->net, net_ctx. */
+ * per-communicator context (NCCL's ncclNetInit). Sets comm->net.ops, net_ctx. */
 ncclResult_t mc_comm_stage_net(struct ncclComm *comm);
 /* The secret the nets authenticate the communicator's connections with
  * (MC_NET_SECRET_BYTES): derived from the unique id, its bootstrap secret
@@ -313,16 +313,16 @@ ncclResult_t mc_comm_bcast_tree(struct ncclComm *comm, const int *ranks, int n, 
                                 void *data, size_t bytes, int tag);
 
 /* Stage "topo" (init_topo.c): NCCL_TOPO_FILE or detection (NICs: the
- * devices of comm->net), intra-host
+ * devices of comm->net.ops), intra-host
  * allgather and fusion of the XML, system, paths, trim; logs the transport
  * each local peer would use. Sets comm->topo. */
 ncclResult_t mc_comm_stage_topo(struct ncclComm *comm);
 /* Closes the memfd of the shared paths, if this rank made one (idempotent). */
 void mc_comm_paths_close(struct ncclComm *comm);
 
-/* Stage "graphs" (init_graphs.c): ring and tree search on comm->topo,
+/* Stage "graphs" (init_graphs.c): ring and tree search on comm->topo.system,
  * NCCL_GRAPH_DUMP_FILE, Preset, the gather of every rank's Preset output,
- * Postset. Sets comm->ring_graph, tree_graph, graph. */
+ * Postset. Sets comm->topo.ring_graph, tree_graph, graph. */
 ncclResult_t mc_comm_stage_graphs(struct ncclComm *comm);
 
 /* Rings that follow the cables (init_net.c): for a communicator whose net
@@ -335,7 +335,7 @@ ncclResult_t mc_comm_net_node_orders(struct ncclComm *comm, const struct mc_topo
                                      int *n_orders_out, int **orders_out);
 
 /* Stage "connect" (init_connect.c): transports for every peer, the ring
- * channels and their connections. Sets comm->tp, channels. */
+ * channels and their connections. Sets comm->data.tp, channels. */
 ncclResult_t mc_comm_stage_connect(struct ncclComm *comm);
 /* Connection indices (conn_index of struct mc_conn_req): which of a pair's
  * connections on a channel a request is. */
@@ -362,7 +362,7 @@ ncclResult_t mc_comm_alloc(int n_ranks, const ncclUniqueId *id, int rank, int de
                            const ncclConfig_t *config, enum mc_comm_init_kind kind,
                            struct ncclComm **comm_out);
 
-/* Runs the whole init of comm on the calling thread; sets comm->async_result. */
+/* Runs the whole init of comm on the calling thread; sets comm->life.async_result. */
 ncclResult_t mc_comm_init_run(struct ncclComm *comm);
 
 /* Reads NCCL_ALGO and NCCL_PROTO into comm's masks once (init does, as NCCL

@@ -41,12 +41,12 @@ static size_t fifo_bytes(const struct ncclComm *comm)
 
 static ncclResult_t tp_init(struct ncclComm *comm)
 {
-  struct mc_tp_comm *tc = &comm->tp;
+  struct mc_tp_comm *tc = &comm->data.tp;
 
-  MC_CHECK(mc_calloc(&comm->tp_peers, (size_t)comm->n_ranks));
+  MC_CHECK(mc_calloc(&comm->data.tp_peers, (size_t)comm->n_ranks));
   for (int r = 0; r < comm->n_ranks; r++) {
     const struct mc_peer_info *p = &comm->peers[r];
-    comm->tp_peers[r] =
+    comm->data.tp_peers[r] =
         (struct mc_tp_peer){.pid = p->pid,
                             .host_hash = p->host_hash,
                             .pid_hash = p->pid_hash,
@@ -55,21 +55,21 @@ static ncclResult_t tp_init(struct ncclComm *comm)
                             .same_pidns = mc_peer_same_pidns(&comm->peers[comm->rank], p)};
   }
   memset(tc, 0, sizeof(*tc));
-  tc->boot = comm->boot;
+  tc->boot = comm->bootstrap.boot;
   tc->rank = comm->rank;
   tc->n_ranks = comm->n_ranks;
-  tc->peers = comm->tp_peers;
-  tc->topo = comm->topo;
+  tc->peers = comm->data.tp_peers;
+  tc->topo = comm->topo.system;
   tc->comm_hash = comm->comm_hash;
-  tc->abort_flag = &comm->abort_flag;
+  tc->abort_flag = &comm->life.abort_flag;
   tc->slot_bytes = fifo_bytes(comm) / MC_STEPS;
   tc->slot_bytes &= ~(size_t)63;
   /* The net and context of stage "net": the topology's NET devices are its own. */
-  tc->net = comm->net;
-  tc->net_ctx = comm->net_ctx;
+  tc->net = comm->net.ops;
+  tc->net_ctx = comm->net.ctx;
   /* Now with the virtual devices the topology stage fused, if any. */
-  MC_CHECK(comm->net->devices(comm->net_ctx, &tc->net_ndev));
-  tc->net_secret = comm->net_secret;
+  MC_CHECK(comm->net.ops->devices(comm->net.ctx, &tc->net_ndev));
+  tc->net_secret = comm->net.secret;
   MC_CHECK(mc_calloc(&comm->p2p_send, (size_t)comm->n_ranks));
   MC_CHECK(mc_calloc(&comm->p2p_recv, (size_t)comm->n_ranks));
   return ncclSuccess;
@@ -101,8 +101,8 @@ int mc_comm_tree_conn_reqs(struct ncclComm *comm, struct mc_conn_req *reqs)
 {
   int n = 0;
 
-  for (int c = 0; c < comm->n_channels; c++) {
-    struct mc_channel *ch = &comm->channels[c];
+  for (int c = 0; c < comm->data.n_channels; c++) {
+    struct mc_channel *ch = &comm->data.channels[c];
     for (int i = -1; i < MC_TREE_MAX_ARITY; i++) {
       int peer = (i < 0) ? ch->tree_up : ch->tree_down[i];
       struct mc_conn *sc = (i < 0) ? &ch->tree_send_up : &ch->tree_send_down[i];
@@ -112,7 +112,7 @@ int mc_comm_tree_conn_reqs(struct ncclComm *comm, struct mc_conn_req *reqs)
       if (reqs != NULL) {
         int dev = -1;
         /* Between nodes, the NIC the tree search chose for this channel. */
-        mc_topo_graph_net_dev(comm->topo, &comm->tree_graph, comm->rank, c, &dev);
+        mc_topo_graph_net_dev(comm->topo.system, &comm->topo.tree_graph, comm->rank, c, &dev);
         reqs[n] = (struct mc_conn_req){.peer = peer,
                                        .is_send = true,
                                        .channel = c,
@@ -147,37 +147,37 @@ ncclResult_t mc_comm_stage_connect(struct ncclComm *comm)
    * that the creator is gone. */
   if ((comm->nodes.local_rank == 0) && comm->local_one_pidns)
     mc_tp_collect_orphans();
-  comm->spin_passes = spin_passes(comm);
+  comm->data.spin_passes = spin_passes(comm);
   /* The channels of stage_graphs: ring orders and NCCL's double binary tree. */
-  comm->n_channels = comm->graph.n_channels;
-  if ((comm->n_channels < 1) || (comm->n_channels > MC_MAX_CHANNELS) || (comm->graph.n_ranks != n))
+  comm->data.n_channels = comm->topo.graph.n_channels;
+  if ((comm->data.n_channels < 1) || (comm->data.n_channels > MC_MAX_CHANNELS) || (comm->topo.graph.n_ranks != n))
     return MC_FAIL(ncclInternalError, "connect: %d channels over %d ranks from the graph stage",
-                   comm->n_channels, comm->graph.n_ranks);
-  MC_CHECK(mc_calloc(&comm->channels, (size_t)comm->n_channels));
-  for (int c = 0; c < comm->n_channels; c++) {
-    struct mc_channel *ch = &comm->channels[c];
-    const struct mc_topo_channel *g = &comm->graph.channels[c];
+                   comm->data.n_channels, comm->topo.graph.n_ranks);
+  MC_CHECK(mc_calloc(&comm->data.channels, (size_t)comm->data.n_channels));
+  for (int c = 0; c < comm->data.n_channels; c++) {
+    struct mc_channel *ch = &comm->data.channels[c];
+    const struct mc_topo_channel *g = &comm->topo.graph.channels[c];
     ch->id = c;
     ch->prev = g->ring_prev;
     ch->next = g->ring_next;
     MC_CHECK(mc_calloc(&ch->ring, (size_t)n));
-    memcpy(ch->ring, comm->graph.rings + (size_t)c * (size_t)n, (size_t)n * sizeof(int));
+    memcpy(ch->ring, comm->topo.graph.rings + (size_t)c * (size_t)n, (size_t)n * sizeof(int));
     ch->tree_up = g->tree_up;
     for (int i = 0; i < MC_TREE_MAX_ARITY; i++)
       ch->tree_down[i] = g->tree_down[i];
   }
-  comm->scratch = aligned_alloc(4096, (size_t)(comm->n_channels + 1) * comm->tp.slot_bytes);
-  if (comm->scratch == NULL)
+  comm->data.scratch = aligned_alloc(4096, (size_t)(comm->data.n_channels + 1) * comm->data.tp.slot_bytes);
+  if (comm->data.scratch == NULL)
     return MC_FAIL(ncclSystemError, "connect: allocating %zu bytes of scratch",
-                   (size_t)(comm->n_channels + 1) * comm->tp.slot_bytes);
+                   (size_t)(comm->data.n_channels + 1) * comm->data.tp.slot_bytes);
   if (n == 1)
     return ncclSuccess;
-  MC_CHECK(mc_calloc(&reqs, (size_t)comm->n_channels * 2));
-  for (int c = 0; c < comm->n_channels; c++) {
-    struct mc_channel *ch = &comm->channels[c];
+  MC_CHECK(mc_calloc(&reqs, (size_t)comm->data.n_channels * 2));
+  for (int c = 0; c < comm->data.n_channels; c++) {
+    struct mc_channel *ch = &comm->data.channels[c];
     int dev = -1;
     /* Between nodes, the NIC the ring search chose for this channel. */
-    mc_topo_graph_net_dev(comm->topo, &comm->ring_graph, comm->rank, c, &dev);
+    mc_topo_graph_net_dev(comm->topo.system, &comm->topo.ring_graph, comm->rank, c, &dev);
     reqs[n_reqs++] = (struct mc_conn_req){.peer = ch->next,
                                           .is_send = true,
                                           .channel = c,
@@ -195,12 +195,12 @@ ncclResult_t mc_comm_stage_connect(struct ncclComm *comm)
   }
   /* Init's connections are bounded by the init deadline (MESHCCL_INIT_TIMEOUT
    * from the start of init), not by a fresh timeout of their own. */
-  comm->tp.setup_dl.span_ms = mc_param_int(MC_P_INIT_TIMEOUT) * 1000;
-  comm->tp.setup_dl.at_ns =
-      (uint64_t)(comm->t_start * 1e9) + (uint64_t)comm->tp.setup_dl.span_ms * 1000000ull;
-  comm->tp.has_setup_dl = true;
-  res = mc_transport_connect(&comm->tp, reqs, n_reqs);
-  comm->tp.has_setup_dl = false; /* later connections: the bootstrap's operation timeout */
+  comm->data.tp.setup_dl.span_ms = mc_param_int(MC_P_INIT_TIMEOUT) * 1000;
+  comm->data.tp.setup_dl.at_ns =
+      (uint64_t)(comm->t_start * 1e9) + (uint64_t)comm->data.tp.setup_dl.span_ms * 1000000ull;
+  comm->data.tp.has_setup_dl = true;
+  res = mc_transport_connect(&comm->data.tp, reqs, n_reqs);
+  comm->data.tp.has_setup_dl = false; /* later connections: the bootstrap's operation timeout */
   free(reqs);
   if (res == ncclSuccess)
     MC_INFO(MC_SUB_INIT, "Connected all rings, use ring PXN 0 GDR 0");
@@ -211,8 +211,8 @@ ncclResult_t mc_comm_stage_connect(struct ncclComm *comm)
  * control words (P2P, SHM) before it closes them. */
 static void post_aborts(struct ncclComm *comm)
 {
-  for (int c = 0; (comm->channels != NULL) && (c < comm->n_channels); c++) {
-    struct mc_channel *ch = &comm->channels[c];
+  for (int c = 0; (comm->data.channels != NULL) && (c < comm->data.n_channels); c++) {
+    struct mc_channel *ch = &comm->data.channels[c];
     mc_conn_post_abort(&ch->send, comm->rank);
     mc_conn_post_abort(&ch->recv, comm->rank);
     mc_conn_post_abort(&ch->tree_send_up, comm->rank);
@@ -232,26 +232,26 @@ static void post_aborts(struct ncclComm *comm)
 
 void mc_comm_free_connections(struct ncclComm *comm)
 {
-  bool aborted = __atomic_load_n(&comm->is_aborted, __ATOMIC_ACQUIRE);
+  bool aborted = __atomic_load_n(&comm->life.is_aborted, __ATOMIC_ACQUIRE);
 
   if (aborted)
     post_aborts(comm);
   if (comm->algo_states_free != NULL)
     comm->algo_states_free(comm, aborted);
-  mc_tp_proxy_stop(&comm->tp);
-  for (int c = 0; (comm->channels != NULL) && (c < comm->n_channels); c++) {
-    mc_conn_free(&comm->channels[c].send);
-    mc_conn_free(&comm->channels[c].recv);
-    mc_conn_free(&comm->channels[c].tree_send_up);
-    mc_conn_free(&comm->channels[c].tree_recv_up);
+  mc_tp_proxy_stop(&comm->data.tp);
+  for (int c = 0; (comm->data.channels != NULL) && (c < comm->data.n_channels); c++) {
+    mc_conn_free(&comm->data.channels[c].send);
+    mc_conn_free(&comm->data.channels[c].recv);
+    mc_conn_free(&comm->data.channels[c].tree_send_up);
+    mc_conn_free(&comm->data.channels[c].tree_recv_up);
     for (int i = 0; i < MC_TREE_MAX_ARITY; i++) {
-      mc_conn_free(&comm->channels[c].tree_send_down[i]);
-      mc_conn_free(&comm->channels[c].tree_recv_down[i]);
+      mc_conn_free(&comm->data.channels[c].tree_send_down[i]);
+      mc_conn_free(&comm->data.channels[c].tree_recv_down[i]);
     }
-    free(comm->channels[c].ring);
+    free(comm->data.channels[c].ring);
   }
-  free(comm->channels);
-  comm->channels = NULL;
+  free(comm->data.channels);
+  comm->data.channels = NULL;
   for (int r = 0; r < comm->n_ranks; r++) {
     if (comm->p2p_send != NULL) {
       mc_conn_free(comm->p2p_send[r]);
@@ -265,9 +265,9 @@ void mc_comm_free_connections(struct ncclComm *comm)
   free(comm->p2p_send);
   free(comm->p2p_recv);
   comm->p2p_send = comm->p2p_recv = NULL;
-  mc_tp_comm_free(&comm->tp);
-  free(comm->tp_peers);
-  comm->tp_peers = NULL;
-  free(comm->scratch);
-  comm->scratch = NULL;
+  mc_tp_comm_free(&comm->data.tp);
+  free(comm->data.tp_peers);
+  comm->data.tp_peers = NULL;
+  free(comm->data.scratch);
+  comm->data.scratch = NULL;
 }

@@ -110,10 +110,10 @@ static void world_make(struct world *w, int n, int n_ch, int rings[][MAX_N], int
     MC_T_TRUE(comm != NULL);
     comm->rank = r;
     comm->n_ranks = n;
-    comm->n_channels = n_ch;
-    comm->tp.slot_bytes = SLOT_BYTES;
+    comm->data.n_channels = n_ch;
+    comm->data.tp.slot_bytes = SLOT_BYTES;
     comm->nodes.n_nodes = 1;
-    comm->spin_passes = 2;
+    comm->data.spin_passes = 2;
     comm->algo_env_ready = true;
     for (int k = 0; k < MC_COLL_KINDS; k++) {
       comm->algo_allowed[k] = algos;
@@ -122,12 +122,12 @@ static void world_make(struct world *w, int n, int n_ch, int rings[][MAX_N], int
     comm->peers = calloc((size_t)n, sizeof(*comm->peers));
     for (int p = 0; p < n; p++)
       comm->peers[p].pid = getpid();
-    comm->scratch = aligned_alloc(64, (size_t)(n_ch + 1) * SLOT_BYTES);
-    comm->channels = calloc((size_t)n_ch, sizeof(*comm->channels));
+    comm->data.scratch = aligned_alloc(64, (size_t)(n_ch + 1) * SLOT_BYTES);
+    comm->data.channels = calloc((size_t)n_ch, sizeof(*comm->data.channels));
     comm->p2p_send = calloc((size_t)n, sizeof(*comm->p2p_send));
     comm->p2p_recv = calloc((size_t)n, sizeof(*comm->p2p_recv));
     for (int c = 0; c < n_ch; c++) {
-      struct mc_channel *ch = &comm->channels[c];
+      struct mc_channel *ch = &comm->data.channels[c];
       int pos = 0;
       int t0[3];
       int t1[3];
@@ -157,11 +157,11 @@ static void world_make(struct world *w, int n, int n_ch, int rings[][MAX_N], int
   for (int r = 0; r < n; r++) {
     struct ncclComm *comm = w->comms[r];
     for (int c = 0; (c < n_ch) && (n > 1); c++) {
-      struct mc_channel *ch = &comm->channels[c];
-      struct mc_channel *nx = &w->comms[ch->next]->channels[c];
+      struct mc_channel *ch = &comm->data.channels[c];
+      struct mc_channel *nx = &w->comms[ch->next]->data.channels[c];
       link_conns(w, &ch->send, r, &nx->recv, ch->next, c, ptrs);
       if (ch->tree_up >= 0) {
-        struct mc_channel *up = &w->comms[ch->tree_up]->channels[c];
+        struct mc_channel *up = &w->comms[ch->tree_up]->data.channels[c];
         int i = child_index(up, r);
         MC_T_TRUE(i >= 0);
         if (i < 0)
@@ -185,7 +185,7 @@ static void world_free(struct world *w)
   for (int r = 0; r < w->n; r++) {
     struct ncclComm *comm = w->comms[r];
     for (int c = 0; c < w->n_ch; c++)
-      free(comm->channels[c].ring);
+      free(comm->data.channels[c].ring);
     for (int p = 0; p < w->n; p++) {
       free(comm->p2p_send[p]);
       free(comm->p2p_recv[p]);
@@ -195,8 +195,8 @@ static void world_free(struct world *w)
     free(comm->p2p_seq);
     if (comm->algo_states_free != NULL)
       comm->algo_states_free(comm, false);
-    free(comm->channels);
-    free(comm->scratch);
+    free(comm->data.channels);
+    free(comm->data.scratch);
     free(comm->peers);
     free(comm);
   }
