@@ -27,7 +27,9 @@
  * NCCL_COMM_ID); rank 0 prints one line per size:
  *   size ring_us tree_us tree/ring model-choice rounds ratio_lo ratio_hi
  * Not a test: timings belong here.
- * Usage: algo_pair [min-bytes] [max-bytes] [min-rounds] [max-rounds]
+ * Usage: algo_pair [min-bytes] [max-bytes] [min-rounds] [max-rounds] [other]
+ * other: the algorithm timed against Ring, an NCCL_ALGO name (default Tree;
+ * e.g. RecDouble); the "tree" columns are its.
  */
 #include "coll/coll.h"
 #include "init/comm.h"
@@ -155,13 +157,16 @@ static const char *model_choice(ncclComm_t comm, uint32_t all, size_t count)
   return op.algo->name;
 }
 
+/* The algorithm timed against Ring (argument 5): Tree unless named. */
+static uint32_t g_other = 1u << MC_ALGO_TREE;
+
 /* One round: k calls on each algorithm, which goes first alternating with
  * the round's number, so neither always follows the other. */
 static ncclResult_t one_round(ncclComm_t comm, int r, float *buf, size_t count, int k,
                               double *ring_us, double *tree_us)
 {
   uint32_t ring = 1u << MC_ALGO_RING;
-  uint32_t tree = 1u << MC_ALGO_TREE;
+  uint32_t tree = g_other;
   uint32_t first = (r % 2) ? tree : ring;
   uint32_t second = (r % 2) ? ring : tree;
   double a;
@@ -212,12 +217,17 @@ int main(int argc, char **argv)
   int n_ranks = 0;
   int rc = 1;
 
+  struct mc_algo_env env;
+
   if ((min_bytes < 4) || (max_bytes < min_bytes) || (min_rounds < 1) || (max_rounds < min_rounds) ||
-      (max_rounds > 1000)) {
+      (max_rounds > 1000) ||
+      ((argc > 5) && (mc_algo_env_parse(argv[5], NULL, &env) != ncclSuccess))) {
     fprintf(stderr, "usage: algo_pair [min-bytes >= 4] [max-bytes] [min-rounds >= 1] "
-                    "[max-rounds, min-rounds to 1000]\n");
+                    "[max-rounds, min-rounds to 1000] [other algorithm, an NCCL_ALGO name]\n");
     return 2;
   }
+  if (argc > 5)
+    g_other = env.allowed[MC_COLL_ALLREDUCE];
   if (meshcclCommInitFromEnv(&comm, NULL) != ncclSuccess) {
     fprintf(stderr, "algo_pair: meshcclCommInitFromEnv failed\n");
     return 1;
@@ -239,11 +249,11 @@ int main(int argc, char **argv)
     goto out;
   all = comm->algo_allowed[MC_COLL_ALLREDUCE];
   if (rank == 0) {
-    printf("# algo_pair: all_reduce float sum, %d ranks, Ring and Tree interleaved in one "
+    printf("# algo_pair: all_reduce float sum, %d ranks, Ring and %s interleaved in one "
            "communicator, %d-%d rounds until the median ratio's 95%% interval is within "
            "+-%.0f%% (us per call: medians over the rounds; tree/ring: median of the rounds' "
            "ratios, and its interval)\n",
-           n_ranks, min_rounds, max_rounds, CI_TARGET * 100);
+           n_ranks, (argc > 5) ? argv[5] : "Tree", min_rounds, max_rounds, CI_TARGET * 100);
     printf("# %10s %10s %10s %9s %6s %6s %9s %9s\n", "size", "ring", "tree", "tree/ring", "model",
            "rounds", "ratio_lo", "ratio_hi");
   }

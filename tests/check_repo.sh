@@ -12,7 +12,10 @@
 #     properties their tables declare;
 #  6. docs/ARCHITECTURE.md's Layout section lists every source file (.c, .h,
 #     .inc) under src/, tools/ and nccl_plugin/ exactly once, and every file it
-#     names exists.
+#     names exists;
+#  7. no algorithm table (mc_coll_*_ops) is named in src/ outside the files
+#     that define an algorithm table and the table list (MC_ALGO_LIST in
+#     src/topo/topo_algo.h): the executor asks the tables, never names one.
 set -u
 src=${1:?source dir}
 build=${2:?build dir}
@@ -97,6 +100,24 @@ for kind in $ops_kinds; do
   done < <(grep -rnE "[=!]= *&mc_${kind}_[a-z0-9_]+_ops\b" "$src/src" --include='*.c' --include='*.h' --include='*.inc')
 done
 [ $bad = 0 ] && echo "ok - no pointer comparison with an ops table outside its file ($ops_kinds)"
+fail=$((fail | bad))
+
+# 7. The executor names no algorithm: a file of src/ that names an algorithm
+# table (mc_coll_<name>_ops) defines one itself (an algorithm, which may name
+# the one whose connections it shares) or is the table list.
+bad=0
+while IFS= read -r f; do
+  rel=${f#"$src"/}
+  [ "$rel" = src/topo/topo_algo.h ] && continue
+  grep -qE "^(static )?const struct mc_coll_algo_ops mc_coll_[a-z0-9_]+_ops *=" "$f" && continue
+  while IFS= read -r hit; do
+    for name in $(grep -oE "\bmc_coll_[a-z0-9_]+_ops\b" <<< "${hit#*:}" | grep -vx mc_coll_algo_ops); do
+      echo "not ok - $rel:${hit%%:*} names an algorithm table ($name): ask the tables (mc_coll_algos, their slots) instead"
+      bad=1
+    done
+  done < <(grep -nE "\bmc_coll_[a-z0-9_]+_ops\b" "$f")
+done < <(grep -rlE "\bmc_coll_[a-z0-9_]+_ops\b" "$src/src" --include='*.c' --include='*.h' --include='*.inc' | sort)
+[ $bad = 0 ] && echo "ok - no algorithm table named outside the algorithms' files and the table list"
 fail=$((fail | bad))
 
 # 6. The Layout section and the tree. A file is listed by a line of the

@@ -10,10 +10,9 @@
  * per channel, or per direction of a tree channel) and generates each task's
  * primitives; the executor (coll_exec.c) drives every task of every
  * operation of the batch concurrently, each primitive when its connections
- * are ready, so that grouped operations never deadlock. The algorithms:
- * coll_ring.c (NCCL's rings and chains), coll_tree.c (NCCL's double binary
- * tree all-reduce), coll_oneshot.c (small single-host all-reduce),
- * coll_p2p.c (send/recv); coll_algo.c chooses one per operation. Every
+ * are ready, so that grouped operations never deadlock. The algorithms
+ * are the tables of MC_ALGO_LIST (topo/topo_algo.h), one file each;
+ * coll_algo.c chooses one per operation by asking them. Every
  * operation carries a signature (coll_sig.c) in the first step of each
  * connection it uses; the receiver checks it against its own call.
  */
@@ -198,26 +197,41 @@ void mc_coll_plan_init(struct mc_coll_plan *pl);
 void mc_coll_plan_fini(struct mc_coll_plan *pl);
 /* Appends a copy of t. */
 ncclResult_t mc_coll_plan_add(struct mc_coll_plan *pl, const struct mc_task *t);
+/* A task of op run by algo on op's communicator, all of op's elements, the
+ * rest zero (a plan's start). */
+void mc_coll_task_init(struct mc_task *t, struct mc_op *op, const struct mc_coll_algo_ops *algo);
 
-/* The connections an algorithm runs on; algorithms may share a group (the
- * symmetric all-reduce drives the one-shot's). */
-enum mc_coll_conn_group {
-  MC_CONN_GROUP_CHANNELS = 0, /* the channels init connected (rings) */
-  MC_CONN_GROUP_ONESHOT,      /* a send and a receive connection with every peer */
-  MC_CONN_GROUP_TREES,        /* the channels' tree connections */
-  MC_CONN_GROUP_P2P           /* one connection per peer and direction */
+/* How the algorithm choice (coll_algo.c) treats an algorithm. */
+enum mc_coll_choice {
+  MC_CHOICE_MODEL = 0, /* competes in the tuning model (est_us): the fastest allowed one runs */
+  MC_CHOICE_FIRST,     /* runs whenever NCCL_ALGO allows it and it supports the operation */
+  MC_CHOICE_ONLY       /* the only one for what it supports, whatever NCCL_ALGO says */
 };
 
 /*
  * An algorithm (libfabric's provider shape): the whole contract between it
  * and the executor, which names no algorithm. plan and task_prim/task_next
  * are mandatory unless task_progress is set; optional slots are NULL.
+ * Adding one: a file with its table and one line in MC_ALGO_LIST
+ * (topo/topo_algo.h); docs/ARCHITECTURE.md, "Adding an algorithm".
  */
 struct mc_coll_algo_ops {
   const char *name; /* NCCL's name ("Ring", "Tree"); NCCL_ALGO matches it */
   enum mc_coll_algo id;
   /* Can it run op (its kind, its communicator's channels)? Same answer on every rank. */
   bool (*supports)(const struct mc_op *op);
+  /* How the choice treats it; is_default: the one taken without a model
+   * and when no algorithm NCCL_ALGO allows supports the collective (Ring). */
+  enum mc_coll_choice choice;
+  const char *choice_why; /* MC_CHOICE_FIRST: the reason the log gives */
+  /* Optional: why one rank may run it where another runs something else
+   * (the mismatch's message; without it: the settings that differ). */
+  const char *mismatch_why;
+  bool is_default;
+  /* Optional (MC_CHOICE_MODEL): the model's time for op moving bytes (its
+   * whole buffer, x n_ranks for all-gather / reduce-scatter) in µs, from
+   * op->comm->tune; -1 when the model has none. Same answer on every rank. */
+  float (*est_us)(const struct mc_coll_algo_ops *a, const struct mc_op *op, size_t bytes);
   /* Cuts op into tasks appended to pl (connections must exist). */
   ncclResult_t (*plan)(struct mc_op *op, struct mc_coll_plan *pl);
   /* The primitive at the task's current (off, j); false when its loops are over. */
@@ -226,23 +240,38 @@ struct mc_coll_algo_ops {
   void (*task_next)(struct mc_task *t);
   /* Optional: runs the task itself instead of the executor's primitive
    * loop (1 moved, 0 waiting, -1 failed with *res). Such a task owns
-   * connections outside send[]/recv[]: tasks of the same algorithm and
-   * communicator run one after another. */
+   * connections outside send[]/recv[]: tasks of the same connection group
+   * (conns_of) and communicator run one after another. */
   int (*task_progress)(struct mc_task *t, ncclResult_t *res);
   /* Optional with task_progress: announces receives (NET), checks connections. */
   void (*task_start)(struct mc_task *t);
   ncclResult_t (*task_health)(const struct mc_task *t);
   /* Optional with task_progress: whether t receives from c outside recv[]. */
   bool (*task_receives_from)(const struct mc_task *t, const struct mc_conn *c);
-  /* Its connections. Tasks that drive their own (task_progress) run one
-   * after another per group and communicator. */
-  enum mc_coll_conn_group conn_group;
+  /* Optional: the algorithm whose connections (and state) it runs on; NULL:
+   * its own (the symmetric all-reduce drives the one-shot's). */
+  const struct mc_coll_algo_ops *conns_of;
+  /* Optional: its state on a communicator (comm->algo_state[id]), made at
+   * the communicator's first collective and freed with its connections
+   * (destroy, abort, a failed collective). state_free gets what state_new
+   * made (aborted: tell the peers through the connections first). */
+  ncclResult_t (*state_new)(struct ncclComm *comm, void **state_out);
+  void (*state_free)(struct ncclComm *comm, void *state, bool aborted);
+  /* Optional: the connections its state holds, numbered 0 .. n_conns - 1
+   * (conn: NULL where that one is not made), which the executor watches,
+   * poisons on failure and sends notices on. conns_stray_checked: a first
+   * step on one of its receive connections that no task of the batch takes
+   * is a peer's other call (collectives numbered per communicator). */
+  int (*n_conns)(const struct ncclComm *comm);
+  struct mc_conn *(*conn)(struct ncclComm *comm, int i);
+  bool conns_stray_checked;
   /* Optional: the connections op still needs, made at first use for the
    * whole batch (NCCL's runtime connect). reqs NULL: *n_out = at most how
    * many; else writes them, each with the heap connection to forget should
    * the batch's connect fail (holders[i], NULL for none), *n_out = how many.
-   * first_use_all_peers: they are with every peer, asked once per group and
-   * communicator (and the communicator is probed first, coll_check.c). */
+   * first_use_all_peers: every rank makes them at once, asked once per
+   * connection group and communicator (and the communicator is probed
+   * first, coll_check.c). */
   ncclResult_t (*first_use)(struct mc_op *op, struct mc_conn_req *reqs, struct mc_conn ***holders,
                             int *n_out);
   bool first_use_all_peers;
@@ -255,11 +284,42 @@ struct mc_coll_algo_ops {
   bool local_on_one_rank;
 };
 
-extern const struct mc_coll_algo_ops mc_coll_ring_ops;
-extern const struct mc_coll_algo_ops mc_coll_tree_ops;
-extern const struct mc_coll_algo_ops mc_coll_oneshot_ops;
-extern const struct mc_coll_algo_ops mc_coll_p2p_ops;
-extern const struct mc_coll_algo_ops mc_coll_sym_ops;
+/* Every table (MC_ALGO_LIST order), declared here for their own files. */
+#define MC_COLL_ALGO_EXTERN_X(_id, _name, _num, _ops, _env)                                        \
+  extern const struct mc_coll_algo_ops _ops;
+MC_ALGO_LIST(MC_COLL_ALGO_EXTERN_X)
+#undef MC_COLL_ALGO_EXTERN_X
+extern const struct mc_coll_algo_ops *const mc_coll_algos[];
+extern const int mc_coll_n_algos;
+
+/* The table whose connections and state a runs on (a->conns_of, else a). */
+static inline const struct mc_coll_algo_ops *mc_coll_conn_group(const struct mc_coll_algo_ops *a)
+{
+  return (a->conns_of != NULL) ? a->conns_of : a;
+}
+/* a's state on comm (of its connection group): NULL before the
+ * communicator's first collective or when the table has none. */
+static inline void *mc_coll_algo_state(const struct ncclComm *comm,
+                                       const struct mc_coll_algo_ops *a)
+{
+  return comm->algo_state[mc_coll_conn_group(a)->id];
+}
+/* How many connections a's state on comm holds (its n_conns; 0 before its state is made). */
+static inline int mc_coll_algo_n_conns(const struct ncclComm *comm,
+                                       const struct mc_coll_algo_ops *a)
+{
+  if ((a->n_conns == NULL) || ((a->state_new != NULL) && (comm->algo_state[a->id] == NULL)))
+    return 0;
+  return a->n_conns(comm);
+}
+/* Makes every table's state on comm that is not made yet (coll_algo.c). */
+ncclResult_t mc_coll_algo_states_new(struct ncclComm *comm);
+/* The tuning model's function for a collective (enum mc_tune_func), and
+ * the est_us of the algorithms NCCL's own table times (Tree, Ring): that
+ * table's time for op moving bytes, at a's number (NCCL's NCCL_ALGO_*). */
+int mc_coll_tune_func(enum mc_coll_kind kind);
+float mc_coll_nccl_model_time(const struct mc_coll_algo_ops *a, const struct mc_op *op,
+                              size_t bytes);
 
 /* The executor's view of a connection's health for t (coll_live.c): a
  * failure posted on it, or its peer's process gone (ncclRemoteError); a
@@ -277,23 +337,24 @@ int mc_coll_recv_check(struct mc_task *t, struct mc_conn *c, size_t *sent_bytes_
  * Logs the choice at INFO TUNING. */
 ncclResult_t mc_coll_algo_choose(struct mc_op *op);
 
-/* One-shot all-reduce (coll_oneshot.c): would op use it, are its
- * connections made, what slot size do they take. */
+/* One-shot all-reduce (coll_oneshot.c): its slot size, and its
+ * connections (a send and a receive one with every peer, NULL before the
+ * first one-shot collective), which the symmetric all-reduce shares: the
+ * inputs of one reduction ([n_ranks]), its table's first_use and
+ * task_receives_from, its announcements of receive steps from every peer
+ * (NET connections) and its health check. */
 size_t mc_coll_oneshot_slot_bytes(void);
-bool mc_coll_oneshot_connected(const struct ncclComm *comm);
-/* The one-shot connections, shared by the symmetric all-reduce (its table's
- * first_use, task_receives_from). */
+struct mc_conn *mc_coll_os_send(const struct ncclComm *comm, int peer);
+struct mc_conn *mc_coll_os_recv(const struct ncclComm *comm, int peer);
+const void **mc_coll_os_srcs(const struct ncclComm *comm);
 ncclResult_t mc_coll_oneshot_first_use(struct mc_op *op, struct mc_conn_req *reqs,
                                        struct mc_conn ***holders, int *n_out);
 bool mc_coll_oneshot_receives_from(const struct mc_task *t, const struct mc_conn *c);
+void mc_coll_os_expect(struct mc_task *t, uint64_t steps);
+ncclResult_t mc_coll_os_health(const struct mc_task *t);
 /* The channels an operation of bytes runs on when a channel earns its place
  * with per bytes (coll_algo.c; the algorithms' channels_for). */
 int mc_coll_channels_for_slots(const struct ncclComm *comm, size_t bytes, size_t per);
-/* For the algorithms on the one-shot connections (one-shot, symmetric):
- * announces steps receive steps from every peer (NET connections), and the
- * executor's health check of those connections. */
-void mc_coll_os_expect(struct mc_task *t, uint64_t steps);
-ncclResult_t mc_coll_os_health(const struct mc_task *t);
 
 /* Elements per step on comm's ring connections. */
 size_t mc_coll_chunk_elems(const struct ncclComm *comm, size_t esize);

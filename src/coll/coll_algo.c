@@ -1,15 +1,19 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
  * The algorithm of each operation (NCCL's ncclGetAlgoInfo / topoGetAlgoInfo,
- * src/enqueue.cc, with the model of src/topo/topo_tuning.c): among the
- * algorithms NCCL_ALGO allows for the collective and that support the
- * operation, meshccl's one-shot for small single-host all-reduces, else the
- * fastest of Tree and Ring in the model (NCCL's scan order, strict <); a
- * collective no allowed algorithm supports (NCCL_ALGO=Tree for a broadcast)
- * falls back to Ring, as NCCL 2.30 runs broadcast and reduce on rings only.
- * The channel count is chosen with the algorithm. Every choice is logged at
- * INFO TUNING in NCCL's words ("AllReduce: 1048576 Bytes -> Algo 1 proto 2
- * time ...").
+ * src/enqueue.cc, with the model of src/topo/topo_tuning.c), asked of the
+ * tables of MC_ALGO_LIST: among those NCCL_ALGO allows for the collective and
+ * that support the operation, the first that runs whenever it may
+ * (MC_CHOICE_FIRST: meshccl's one-shot for small single-host all-reduces,
+ * the symmetric one), else the fastest in the model (MC_CHOICE_MODEL, list
+ * order, strict <: NCCL's scan, Tree before Ring); without a model the
+ * default table (Ring), else the first allowed; a collective no allowed
+ * algorithm supports (NCCL_ALGO=Tree for a broadcast) falls back to the
+ * default, as NCCL 2.30 runs broadcast and reduce on rings only. Send and
+ * receive take the table that is the only one for them. The channel count
+ * is chosen with the algorithm. Every choice is logged at INFO TUNING in
+ * NCCL's words ("AllReduce: 1048576 Bytes -> Algo 1 proto 2 time ...").
+ * Also here: the tables' states on a communicator.
  */
 #include "coll/coll.h"
 
@@ -21,19 +25,56 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* Without a model (no graph stage): the one-shot for small single-host
- * all-reduces, then Ring, then Tree. */
-static const struct mc_coll_algo_ops *const preference[] = {
-    &mc_coll_oneshot_ops,
-    &mc_coll_ring_ops,
-    &mc_coll_tree_ops,
-};
+/* The table list (topo/topo_algo.h), in its order. */
+#define TABLE_X(_id, _name, _num, _ops, _env) &_ops,
+const struct mc_coll_algo_ops *const mc_coll_algos[] = {MC_ALGO_LIST(TABLE_X)};
+#undef TABLE_X
+const int mc_coll_n_algos = (int)(sizeof(mc_coll_algos) / sizeof(mc_coll_algos[0]));
 
-/* The algorithms the model times, in NCCL's order (NCCL_ALGO_TREE 0, RING 1). */
-static const struct mc_coll_algo_ops *const modelled[] = {
-    &mc_coll_tree_ops,
-    &mc_coll_ring_ops,
-};
+/* Numbers fit the per-algorithm arrays, and no two tables share one (a
+ * duplicate case label does not compile). */
+#define NUM_X(_id, _name, _num, _ops, _env)                                                        \
+  _Static_assert((_num) >= 0 && (_num) < MC_ALGO_IDS, #_name ": number out of range");
+MC_ALGO_LIST(NUM_X)
+#undef NUM_X
+#define CASE_X(_id, _name, _num, _ops, _env)                                                       \
+  case _num:                                                                                       \
+    return true;
+static bool algo_known(int num)
+{
+  switch (num) {
+    MC_ALGO_LIST(CASE_X)
+  default:
+    return false;
+  }
+}
+#undef CASE_X
+
+/* ---------------------------------------------------------------- states */
+
+static void states_free(struct ncclComm *comm, bool aborted)
+{
+  for (int i = 0; i < mc_coll_n_algos; i++) {
+    const struct mc_coll_algo_ops *a = mc_coll_algos[i];
+    void *st = comm->algo_state[a->id];
+    if ((st == NULL) || (a->state_free == NULL))
+      continue;
+    comm->algo_state[a->id] = NULL;
+    a->state_free(comm, st, aborted);
+  }
+}
+
+ncclResult_t mc_coll_algo_states_new(struct ncclComm *comm)
+{
+  for (int i = 0; i < mc_coll_n_algos; i++) {
+    const struct mc_coll_algo_ops *a = mc_coll_algos[i];
+    if ((a->state_new == NULL) || (comm->algo_state[a->id] != NULL) || !algo_known((int)a->id))
+      continue;
+    comm->algo_states_free = states_free;
+    MC_CHECK(a->state_new(comm, &comm->algo_state[a->id]));
+  }
+  return ncclSuccess;
+}
 
 /* The tuning model of this communicator (NCCL's ncclTopoTuneModel at the end
  * of init; here at the first collective): from the channels of the graph
@@ -84,7 +125,7 @@ static void tune_ready(struct ncclComm *comm)
   }
 }
 
-static int tune_func(enum mc_coll_kind kind)
+int mc_coll_tune_func(enum mc_coll_kind kind)
 {
   switch (kind) {
   case MC_COLL_BROADCAST:
@@ -98,6 +139,13 @@ static int tune_func(enum mc_coll_kind kind)
   default:
     return MC_TUNE_ALLREDUCE;
   }
+}
+
+float mc_coll_nccl_model_time(const struct mc_coll_algo_ops *a, const struct mc_op *op,
+                              size_t bytes)
+{
+  return mc_tune_time(&op->comm->tune, mc_coll_tune_func(op->kind), (int)a->id, MC_TUNE_SIMPLE,
+                      bytes);
 }
 
 /* NCCL reduces the channels of small operations (enqueue.cc: fewer channels
@@ -115,61 +163,88 @@ int mc_coll_channels_for_slots(const struct ncclComm *comm, size_t bytes, size_t
   return (nc > 0) ? nc : 1;
 }
 
+static bool allowed_for(const struct mc_coll_algo_ops *a, uint32_t allowed, const struct mc_op *op)
+{
+  return (((allowed >> a->id) & 1u) != 0) && a->supports(op);
+}
+
+/* The fastest in the model of the tables allowed (*time_out: its time; -1 none). */
+static const struct mc_coll_algo_ops *model_fastest(const struct mc_op *op, uint32_t allowed,
+                                                    size_t bytes, float *time_out)
+{
+  const struct mc_coll_algo_ops *best = NULL;
+
+  *time_out = -1.0f;
+  for (int i = 0; i < mc_coll_n_algos; i++) {
+    const struct mc_coll_algo_ops *a = mc_coll_algos[i];
+    float t;
+    if ((a->choice != MC_CHOICE_MODEL) || (a->est_us == NULL) || !allowed_for(a, allowed, op))
+      continue;
+    t = a->est_us(a, op, bytes);
+    if ((t >= 0) && ((*time_out < 0) || (t < *time_out))) {
+      *time_out = t;
+      best = a;
+    }
+  }
+  return best;
+}
+
+static const struct mc_coll_algo_ops *default_table(void)
+{
+  for (int i = 0; i < mc_coll_n_algos; i++)
+    if (mc_coll_algos[i]->is_default)
+      return mc_coll_algos[i];
+  return mc_coll_algos[0];
+}
+
 ncclResult_t mc_coll_algo_choose(struct mc_op *op)
 {
   struct ncclComm *comm = op->comm;
   const struct mc_coll_algo_ops *algo = NULL;
+  const struct mc_coll_algo_ops *dflt = default_table();
   const char *why = "default choice";
   uint32_t allowed;
   size_t bytes = op->count * op->esize;
   float time = -1.0f;
 
-  if ((op->kind == MC_COLL_SEND) || (op->kind == MC_COLL_RECV)) {
-    op->algo = &mc_coll_p2p_ops;
-    op->est_us = 0.0f; /* NCCL's model has no point-to-point entry either */
-    return ncclSuccess;
+  MC_CHECK(mc_coll_algo_states_new(comm));
+  for (int i = 0; i < mc_coll_n_algos; i++) {
+    const struct mc_coll_algo_ops *a = mc_coll_algos[i];
+    if ((a->choice == MC_CHOICE_ONLY) && a->supports(op)) {
+      op->algo = a;
+      op->est_us = 0.0f; /* NCCL's model has no point-to-point entry either */
+      return ncclSuccess;
+    }
   }
   MC_CHECK(mc_comm_algo_env_load(comm));
   tune_ready(comm);
   if ((op->kind == MC_COLL_ALLGATHER) || (op->kind == MC_COLL_REDUCESCATTER))
     bytes *= (size_t)comm->n_ranks;
   allowed = comm->algo_allowed[op->kind];
-  if (((allowed >> MC_ALGO_ONESHOT) & 1u) && mc_coll_oneshot_ops.supports(op)) {
-    algo = &mc_coll_oneshot_ops;
-    why = "small all-reduce on one host";
-  } else if (((allowed >> MC_ALGO_SYMMETRIC) & 1u) && mc_coll_sym_ops.supports(op)) {
-    algo = &mc_coll_sym_ops;
-    why = "both buffers in symmetric windows, one host";
+  for (int i = 0; (i < mc_coll_n_algos) && (algo == NULL); i++)
+    if ((mc_coll_algos[i]->choice == MC_CHOICE_FIRST) && allowed_for(mc_coll_algos[i], allowed, op))
+      algo = mc_coll_algos[i];
+  if (algo != NULL) {
+    why = (algo->choice_why != NULL) ? algo->choice_why : "runs first where it applies";
+  } else if ((algo = model_fastest(op, allowed, bytes, &time)) != NULL) {
+    why = (allowed != MC_ALGO_MASK_ALL) ? "NCCL_ALGO and the model" : "fastest in the model";
+  } else if (allowed_for(dflt, allowed, op)) {
+    algo = dflt;
+  } else {
+    for (int i = 0; (i < mc_coll_n_algos) && (algo == NULL); i++)
+      if ((mc_coll_algos[i]->choice == MC_CHOICE_MODEL) &&
+          allowed_for(mc_coll_algos[i], allowed, op))
+        algo = mc_coll_algos[i];
   }
-  /* The model's fastest of the algorithms allowed (NCCL's scan: Tree, then Ring, strict <). */
-  for (size_t i = 0; (algo == NULL) && (i < sizeof(modelled) / sizeof(modelled[0])); i++) {
-    const struct mc_coll_algo_ops *a = modelled[i];
-    float t;
-    if ((((allowed >> a->id) & 1u) == 0) || !a->supports(op))
-      continue;
-    t = mc_tune_time(&comm->tune, tune_func(op->kind), (int)a->id, MC_TUNE_SIMPLE, bytes);
-    if ((t >= 0) && ((time < 0) || (t < time))) {
-      time = t;
-      op->algo = a;
-      why = (allowed != MC_ALGO_MASK_ALL) ? "NCCL_ALGO and the model" : "fastest in the model";
-    }
-  }
-  if ((algo == NULL) && (time >= 0))
-    algo = op->algo;
-  for (size_t i = 0; (i < sizeof(preference) / sizeof(preference[0])) && (algo == NULL); i++)
-    if (((allowed >> preference[i]->id) & 1u) && preference[i]->supports(op))
-      algo = preference[i];
   if (algo == NULL) {
-    algo = &mc_coll_ring_ops;
+    algo = dflt;
     why = "fallback: no algorithm NCCL_ALGO allows supports this collective";
-  } else if ((time < 0) && (allowed != MC_ALGO_MASK_ALL)) {
+  } else if ((time < 0) && (allowed != MC_ALGO_MASK_ALL) && (algo->choice != MC_CHOICE_FIRST)) {
     why = "NCCL_ALGO";
   }
   op->algo = algo;
-  /* Algorithms outside the model (one-shot) are estimated as the ring. */
-  op->est_us = (time >= 0) ? time
-                           : mc_tune_time(&comm->tune, tune_func(op->kind), (int)MC_ALGO_RING,
-                                          MC_TUNE_SIMPLE, bytes);
+  /* Algorithms outside the model (one-shot) are estimated as the default. */
+  op->est_us = (time >= 0) ? time : (dflt->est_us != NULL) ? dflt->est_us(dflt, op, bytes) : 0.0f;
   if (op->est_us < 0)
     op->est_us = 0.0f;
   op->n_channels = (algo->channels_for != NULL) ? algo->channels_for(comm, bytes) : 0;

@@ -208,7 +208,8 @@ void mc_coll_notices_send(const struct mc_coll_plan *pl, struct ncclComm *comm,
 {
   /* The NET connections whose notice is waited for: at most every send
    * connection (without memory, none is: the notices may then be lost). */
-  int cap = comm->data.n_channels * (2 + MC_TREE_MAX_ARITY) + 2 * comm->n_ranks;
+  int n_own = mc_coll_comm_conns(comm);
+  int cap = comm->data.n_channels * (2 + MC_TREE_MAX_ARITY) + n_own + 1;
   struct mc_conn **net = calloc((size_t)cap, sizeof(*net));
   int n_net = 0;
   struct mc_conn *sends[2 + MC_TREE_MAX_ARITY];
@@ -222,26 +223,15 @@ void mc_coll_notices_send(const struct mc_coll_plan *pl, struct ncclComm *comm,
     for (int i = 0; i < 2 + MC_TREE_MAX_ARITY; i++)
       if (notice_send(pl, sends[i], n) && (net != NULL))
         net[n_net++] = sends[i];
-    notice_post(&ch->send, n);
-    notice_post(&ch->recv, n);
-    notice_post(&ch->tree_send_up, n);
-    notice_post(&ch->tree_recv_up, n);
-    for (int i = 0; i < MC_TREE_MAX_ARITY; i++) {
-      notice_post(&ch->tree_send_down[i], n);
-      notice_post(&ch->tree_recv_down[i], n);
-    }
   }
-  for (int r = 0; (comm->p2p_send != NULL) && (r < comm->n_ranks); r++) {
-    struct mc_conn *s[2] = {comm->p2p_send[r], (comm->os_send != NULL) ? comm->os_send[r] : NULL};
-    for (int i = 0; i < 2; i++)
-      if (notice_send(pl, s[i], n) && (net != NULL))
-        net[n_net++] = s[i];
-    notice_post(comm->p2p_send[r], n);
-    notice_post(comm->p2p_recv[r], n);
-    if (comm->os_send != NULL) {
-      notice_post(comm->os_send[r], n);
-      notice_post(comm->os_recv[r], n);
-    }
+  /* Every connection, the algorithms' own included: the notice beside the
+   * error code; their send connections: the notice as a step. */
+  for (int i = 0; i < n_own; i++) {
+    struct mc_conn *c = mc_coll_comm_conn(comm, i);
+    if ((i >= mc_coll_comm_channel_conns(comm)) && (c != NULL) && c->is_send &&
+        notice_send(pl, c, n) && (net != NULL) && (n_net < cap))
+      net[n_net++] = c;
+    notice_post(c, n);
   }
   notices_flush(comm, net, n_net);
   free(net);
@@ -347,9 +337,15 @@ int mc_coll_stray_check(struct mc_coll_batch *b, const struct mc_coll_plan *pl, 
         if (stray_conn(b, pl, comm, &ch->tree_recv_down[k], net_too, res, op_out))
           return 1;
     }
-    for (int p = 0; (comm->os_recv != NULL) && (p < comm->n_ranks); p++)
-      if (stray_conn(b, pl, comm, comm->os_recv[p], net_too, res, op_out))
-        return 1;
+    for (int a = 0; a < mc_coll_n_algos; a++) {
+      const struct mc_coll_algo_ops *t = mc_coll_algos[a];
+      int n = t->conns_stray_checked ? mc_coll_algo_n_conns(comm, t) : 0;
+      for (int k = 0; k < n; k++) {
+        struct mc_conn *c = t->conn(comm, k);
+        if ((c != NULL) && !c->is_send && stray_conn(b, pl, comm, c, net_too, res, op_out))
+          return 1;
+      }
+    }
   }
   return 0;
 }
@@ -458,8 +454,7 @@ static void probe_start(struct mc_task *t)
 }
 
 static const struct mc_coll_algo_ops probe_ops = {
-    .name = "Probe",
-    .id = MC_ALGO_RING,
+    .name = "Probe", /* no number: never chosen, never in a signature */
     .supports = NULL,
     .plan = NULL,
     .task_progress = probe_progress,
@@ -516,11 +511,7 @@ ncclResult_t mc_coll_batch_probe(struct mc_coll_batch *b, struct ncclComm **fail
       first = first && (pl.tasks[k].op->comm != comm);
     if (!first)
       continue;
-    memset(&t, 0, sizeof(t));
-    t.op = op;
-    t.algo = &probe_ops;
-    t.n_ranks = comm->n_ranks;
-    t.rank = comm->rank;
+    mc_coll_task_init(&t, op, &probe_ops);
     t.send[0] = &comm->data.channels[0].send;
     t.recv[0] = &comm->data.channels[0].recv;
     t.n_send = 1;

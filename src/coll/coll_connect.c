@@ -40,7 +40,8 @@ static bool first_of_group(const struct mc_coll_batch *b, int k)
   const struct mc_op *op = &b->ops[k];
 
   for (int j = 0; j < k; j++)
-    if ((b->ops[j].comm == op->comm) && (b->ops[j].algo->conn_group == op->algo->conn_group) &&
+    if ((b->ops[j].comm == op->comm) &&
+        (mc_coll_conn_group(b->ops[j].algo) == mc_coll_conn_group(op->algo)) &&
         mc_coll_op_runs(&b->ops[j]))
       return false;
   return true;

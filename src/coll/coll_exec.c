@@ -79,6 +79,16 @@ void mc_coll_plan_fini(struct mc_coll_plan *pl)
   pl->cap = MC_PLAN_STACK_TASKS;
 }
 
+void mc_coll_task_init(struct mc_task *t, struct mc_op *op, const struct mc_coll_algo_ops *algo)
+{
+  memset(t, 0, sizeof(*t));
+  t->op = op;
+  t->algo = algo;
+  t->n_ranks = op->comm->n_ranks;
+  t->rank = op->comm->rank;
+  t->len = op->count;
+}
+
 ncclResult_t mc_coll_plan_add(struct mc_coll_plan *pl, const struct mc_task *t)
 {
   if (pl->n_tasks == pl->cap) {
@@ -167,7 +177,8 @@ static ncclResult_t plan(struct mc_coll_batch *b)
       bool own_t = (t->algo->task_progress != NULL);
       bool own_u = (u->algo->task_progress != NULL);
       if (own_t || own_u) {
-        if ((t->algo->conn_group == u->algo->conn_group) && (t->op->comm == u->op->comm)) {
+        if ((mc_coll_conn_group(t->algo) == mc_coll_conn_group(u->algo)) &&
+            (t->op->comm == u->op->comm)) {
           t->after = u;
           break;
         }
@@ -207,6 +218,28 @@ static bool proxies_help(struct mc_coll_batch *b)
   return moved;
 }
 
+/* Does t use a NET connection: in send[]/recv[], or, driving its own, one
+ * its table's state holds? */
+static bool task_net(const struct mc_task *t)
+{
+  const struct mc_coll_algo_ops *g = mc_coll_conn_group(t->algo);
+  struct ncclComm *comm = t->op->comm;
+  int n = (t->algo->task_progress != NULL) ? mc_coll_algo_n_conns(comm, g) : 0;
+
+  for (int k = 0; k < t->n_send; k++)
+    if (t->send[k]->kind == MC_TOPO_TRANSPORT_NET)
+      return true;
+  for (int k = 0; k < t->n_recv; k++)
+    if (t->recv[k]->kind == MC_TOPO_TRANSPORT_NET)
+      return true;
+  for (int i = 0; i < n; i++) {
+    const struct mc_conn *c = g->conn(comm, i);
+    if ((c != NULL) && (c->ctrl != NULL) && (c->kind == MC_TOPO_TRANSPORT_NET))
+      return true;
+  }
+  return false;
+}
+
 ncclResult_t mc_coll_tasks_run(struct mc_coll_batch *b, struct mc_coll_plan *pl,
                                struct ncclComm **failed)
 {
@@ -218,13 +251,8 @@ ncclResult_t mc_coll_tasks_run(struct mc_coll_batch *b, struct mc_coll_plan *pl,
   /* Over the network the proxy thread does the work: the rank yields the
    * CPU to it, or does that work itself while it waits (mc_proxy_help: no
    * thread hand-off per step; 5-10% more bandwidth over a veth). */
-  for (int i = 0; i < pl->n_tasks; i++) {
-    const struct mc_task *t = &pl->tasks[i];
-    for (int k = 0; k < t->n_send; k++)
-      net = net || (t->send[k]->kind == MC_TOPO_TRANSPORT_NET);
-    for (int k = 0; k < t->n_recv; k++)
-      net = net || (t->recv[k]->kind == MC_TOPO_TRANSPORT_NET);
-  }
+  for (int i = 0; i < pl->n_tasks; i++)
+    net = net || task_net(&pl->tasks[i]);
   if (net)
     spin = 8;
   int left = pl->n_tasks;

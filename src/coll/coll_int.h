@@ -86,11 +86,13 @@ ncclResult_t mc_coll_proxies_wedged(struct mc_coll_batch *b, uint64_t limit_ns,
  * network connections closed, further operations refused. */
 void mc_coll_comm_fail(struct ncclComm *comm, ncclResult_t res);
 /* The connections of comm, numbered 0 .. mc_coll_comm_conns(comm) - 1: each
- * channel's (ring, tree up, tree down; send before receive), then per peer
- * point-to-point and one-shot ones. mc_coll_comm_conn: NULL where that one
+ * channel's (ring, tree up, tree down; send before receive), then each
+ * algorithm table's own (its n_conns / conn). mc_coll_comm_conn: NULL where that one
  * is not connected. */
 int mc_coll_comm_conns(const struct ncclComm *comm);
 struct mc_conn *mc_coll_comm_conn(struct ncclComm *comm, int i);
+/* How many of those are the channels' (the algorithms' own follow). */
+int mc_coll_comm_channel_conns(const struct ncclComm *comm);
 
 /* ------------------------------------------------------ coll_check.c */
 

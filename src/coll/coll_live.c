@@ -127,17 +127,26 @@ static ncclResult_t task_health(const struct mc_task *t)
 }
 
 #define CONNS_PER_CHANNEL (4 + 2 * MC_TREE_MAX_ARITY)
-#define CONNS_PER_PEER    4
 
+int mc_coll_comm_channel_conns(const struct ncclComm *comm)
+{
+  return (comm->data.channels != NULL) ? comm->data.n_channels * CONNS_PER_CHANNEL : 0;
+}
+
+/* The channels' connections, then each table's own (its n_conns, in
+ * MC_ALGO_LIST order). */
 int mc_coll_comm_conns(const struct ncclComm *comm)
 {
-  return ((comm->data.channels != NULL) ? comm->data.n_channels * CONNS_PER_CHANNEL : 0) +
-         comm->n_ranks * CONNS_PER_PEER;
+  int n = mc_coll_comm_channel_conns(comm);
+
+  for (int a = 0; a < mc_coll_n_algos; a++)
+    n += mc_coll_algo_n_conns(comm, mc_coll_algos[a]);
+  return n;
 }
 
 struct mc_conn *mc_coll_comm_conn(struct ncclComm *comm, int i)
 {
-  int n_ch = (comm->data.channels != NULL) ? comm->data.n_channels * CONNS_PER_CHANNEL : 0;
+  int n_ch = mc_coll_comm_channel_conns(comm);
   struct mc_conn *c = NULL;
 
   if (i < n_ch) {
@@ -149,11 +158,13 @@ struct mc_conn *mc_coll_comm_conn(struct ncclComm *comm, int i)
     else
       c = ((j - 4) % 2 == 0) ? &ch->tree_send_down[(j - 4) / 2] : &ch->tree_recv_down[(j - 4) / 2];
   } else {
-    int r = (i - n_ch) / CONNS_PER_PEER;
-    struct mc_conn **per_peer[CONNS_PER_PEER] = {comm->p2p_send, comm->p2p_recv, comm->os_send,
-                                                 comm->os_recv};
-    struct mc_conn **arr = per_peer[(i - n_ch) % CONNS_PER_PEER];
-    c = (arr != NULL) ? arr[r] : NULL;
+    i -= n_ch;
+    for (int a = 0; (a < mc_coll_n_algos) && (i >= 0); a++) {
+      int n = mc_coll_algo_n_conns(comm, mc_coll_algos[a]);
+      if (i < n)
+        c = mc_coll_algos[a]->conn(comm, i);
+      i -= n;
+    }
   }
   return ((c != NULL) && (c->ctrl != NULL)) ? c : NULL;
 }

@@ -14,11 +14,92 @@
  */
 #include "coll/coll.h"
 
+#include <stdlib.h>
 #include <string.h>
 
 #include "check.h"
 #include "log.h"
 #include "params.h"
+
+/* Its state on a communicator: a send and a receive connection with every
+ * peer ([n_ranks], made at the first one-shot or symmetric collective), and
+ * the inputs of one reduction (tasks of one communicator run one at a time). */
+struct os_state {
+  int n_ranks;
+  struct mc_conn **send;
+  struct mc_conn **recv;
+  const void **srcs;
+};
+
+static struct os_state *os_state(const struct ncclComm *comm)
+{
+  return mc_coll_algo_state(comm, &mc_coll_oneshot_ops);
+}
+
+struct mc_conn *mc_coll_os_send(const struct ncclComm *comm, int peer)
+{
+  return os_state(comm)->send[peer];
+}
+
+struct mc_conn *mc_coll_os_recv(const struct ncclComm *comm, int peer)
+{
+  return os_state(comm)->recv[peer];
+}
+
+const void **mc_coll_os_srcs(const struct ncclComm *comm)
+{
+  return os_state(comm)->srcs;
+}
+
+static void os_state_free(struct ncclComm *comm, void *state, bool aborted)
+{
+  struct os_state *st = state;
+
+  for (int r = 0; r < st->n_ranks; r++) {
+    if (aborted) {
+      mc_conn_post_abort(st->send[r], comm->rank);
+      mc_conn_post_abort(st->recv[r], comm->rank);
+    }
+    mc_conn_free(st->send[r]);
+    free(st->send[r]);
+    mc_conn_free(st->recv[r]);
+    free(st->recv[r]);
+  }
+  free(st->send);
+  free(st->recv);
+  free(st->srcs);
+  free(st);
+}
+
+static ncclResult_t os_state_new(struct ncclComm *comm, void **state_out)
+{
+  struct os_state *st = NULL;
+  ncclResult_t res = ncclSuccess;
+
+  MC_CHECK(mc_calloc(&st, 1));
+  st->n_ranks = comm->n_ranks;
+  MC_CHECK_GOTO(mc_calloc(&st->send, (size_t)comm->n_ranks), res, fail);
+  MC_CHECK_GOTO(mc_calloc(&st->recv, (size_t)comm->n_ranks), res, fail);
+  MC_CHECK_GOTO(mc_calloc(&st->srcs, (size_t)comm->n_ranks), res, fail);
+  *state_out = st;
+  return ncclSuccess;
+fail:
+  os_state_free(comm, st, false);
+  return res;
+}
+
+/* Connections 2p and 2p + 1: the send to and the receive from rank p. */
+static int os_n_conns(const struct ncclComm *comm)
+{
+  return 2 * comm->n_ranks;
+}
+
+static struct mc_conn *os_conn(struct ncclComm *comm, int i)
+{
+  struct os_state *st = os_state(comm);
+
+  return (i % 2 == 0) ? st->send[i / 2] : st->recv[i / 2];
+}
 
 /*
  * One-shot all-reduce (small sizes, one host): every rank copies its input
@@ -31,7 +112,8 @@ static int oneshot_task_progress(struct mc_task *t, ncclResult_t *res)
   struct ncclComm *comm = op->comm;
   int n = t->n_ranks;
   size_t bytes = op->count * op->esize;
-  const void **srcs = comm->os_srcs; /* [n_ranks]: one-shot tasks of a comm run one at a time */
+  struct os_state *st = os_state(comm);
+  const void **srcs = st->srcs; /* [n_ranks]: one-shot tasks of a comm run one at a time */
   size_t bounce_off = 0;
   int moved = 0;
   bool all = true;
@@ -41,7 +123,7 @@ static int oneshot_task_progress(struct mc_task *t, ncclResult_t *res)
     /* Peers in the order rank+1, rank+2, ...: os_sent counts those posted. */
     while (t->os_sent < n - 1) {
       int p = (t->rank + 1 + t->os_sent) % n;
-      struct mc_conn *sc = comm->os_send[p];
+      struct mc_conn *sc = st->send[p];
       if (!mc_conn_send_ready(sc))
         break;
       /* A copy, never a pointer: in place, the output overwrites the input.
@@ -60,7 +142,7 @@ static int oneshot_task_progress(struct mc_task *t, ncclResult_t *res)
     /* Each arrived copy's signature at once (a peer's notice must not wait
      * for a peer that will never send). */
     for (int p = 0; p < n; p++) {
-      struct mc_conn *rc = comm->os_recv[p];
+      struct mc_conn *rc = st->recv[p];
       const void *hdr;
       size_t sent = 0;
       if (p == t->rank)
@@ -77,7 +159,7 @@ static int oneshot_task_progress(struct mc_task *t, ncclResult_t *res)
     if (!all)
       return moved;
     for (int p = 0; p < n; p++) {
-      struct mc_conn *rc = comm->os_recv[p];
+      struct mc_conn *rc = st->recv[p];
       size_t got = 0;
       const char *data;
       if (p == t->rank) {
@@ -111,12 +193,12 @@ static int oneshot_task_progress(struct mc_task *t, ncclResult_t *res)
     mc_reduce_multi(&op->redop, op->out, srcs, n, op->count, flags);
     for (int p = 0; p < n; p++)
       if (p != t->rank)
-        mc_conn_recv_release(comm->os_recv[p]);
+        mc_conn_recv_release(st->recv[p]);
     t->j = 1;
     moved = 1;
   }
   for (int p = 0; p < n; p++)
-    if ((p != t->rank) && !mc_conn_send_drained(comm->os_send[p]))
+    if ((p != t->rank) && !mc_conn_send_drained(st->send[p]))
       return moved;
   t->done = true;
   return 1;
@@ -133,26 +215,22 @@ static bool oneshot_supports(const struct mc_op *op)
          ((size_t)comm->n_ranks * ((bytes + 63) & ~(size_t)63) <= comm->data.tp.slot_bytes);
 }
 
-bool mc_coll_oneshot_connected(const struct ncclComm *comm)
-{
-  return comm->os_send[(comm->rank + 1) % comm->n_ranks] != NULL;
-}
-
 size_t mc_coll_oneshot_slot_bytes(void)
 {
   size_t b = (size_t)mc_param_int(MC_P_ONESHOT_BYTES);
   return (b < 4096) ? 4096 : (b + 63) & ~(size_t)63;
 }
 
-/* A send and a receive connection with every peer, in comm->os_send/os_recv. */
+/* A send and a receive connection with every peer (the state's). */
 ncclResult_t mc_coll_oneshot_first_use(struct mc_op *op, struct mc_conn_req *reqs,
                                        struct mc_conn ***holders, int *n_out)
 {
   struct ncclComm *comm = op->comm;
+  struct os_state *st = os_state(comm);
   int n = 0;
 
   *n_out = 0;
-  if (mc_coll_oneshot_connected(comm))
+  if (st->send[(comm->rank + 1) % comm->n_ranks] != NULL)
     return ncclSuccess;
   if (reqs == NULL) {
     *n_out = 2 * (comm->n_ranks - 1);
@@ -160,7 +238,7 @@ ncclResult_t mc_coll_oneshot_first_use(struct mc_op *op, struct mc_conn_req *req
   }
   for (int p = 0; p < comm->n_ranks; p++) {
     for (int dir = 0; (dir < 2) && (p != comm->rank); dir++) {
-      struct mc_conn **os = dir ? &comm->os_send[p] : &comm->os_recv[p];
+      struct mc_conn **os = dir ? &st->send[p] : &st->recv[p];
       MC_CHECK(mc_calloc(os, 1));
       holders[n] = os;
       reqs[n++] = (struct mc_conn_req){.peer = p,
@@ -177,9 +255,9 @@ ncclResult_t mc_coll_oneshot_first_use(struct mc_op *op, struct mc_conn_req *req
 
 bool mc_coll_oneshot_receives_from(const struct mc_task *t, const struct mc_conn *c)
 {
-  const struct ncclComm *comm = t->op->comm;
+  const struct os_state *st = os_state(t->op->comm);
 
-  return (comm->os_recv != NULL) && (comm->os_recv[c->peer] == c);
+  return (st != NULL) && (st->recv[c->peer] == c);
 }
 
 static ncclResult_t oneshot_plan(struct mc_op *op, struct mc_coll_plan *pl)
@@ -187,23 +265,18 @@ static ncclResult_t oneshot_plan(struct mc_op *op, struct mc_coll_plan *pl)
   struct ncclComm *comm = op->comm;
   struct mc_task t;
 
-  memset(&t, 0, sizeof(t));
-  t.op = op;
-  t.algo = &mc_coll_oneshot_ops;
-  t.n_ranks = comm->n_ranks;
-  t.rank = comm->rank;
-  t.len = op->count;
+  mc_coll_task_init(&t, op, &mc_coll_oneshot_ops);
   t.bounce = comm->data.scratch + (size_t)comm->data.n_channels * comm->data.tp.slot_bytes;
   return mc_coll_plan_add(pl, &t);
 }
 
 void mc_coll_os_expect(struct mc_task *t, uint64_t steps)
 {
-  struct ncclComm *comm = t->op->comm;
+  struct os_state *st = os_state(t->op->comm);
 
-  for (int p = 0; p < comm->n_ranks; p++)
-    if ((p != t->rank) && (comm->os_recv[p]->kind == MC_TOPO_TRANSPORT_NET))
-      mc_conn_recv_expect(comm->os_recv[p], steps);
+  for (int p = 0; p < st->n_ranks; p++)
+    if ((p != t->rank) && (st->recv[p]->kind == MC_TOPO_TRANSPORT_NET))
+      mc_conn_recv_expect(st->recv[p], steps);
 }
 
 /* Announces one receive step per peer (NET connections). */
@@ -214,11 +287,11 @@ static void oneshot_task_start(struct mc_task *t)
 
 ncclResult_t mc_coll_os_health(const struct mc_task *t)
 {
-  struct ncclComm *comm = t->op->comm;
+  struct os_state *st = os_state(t->op->comm);
 
-  for (int r = 0; r < comm->n_ranks; r++) {
-    MC_CHECK(mc_coll_conn_health(t, comm->os_send[r]));
-    MC_CHECK(mc_coll_conn_health(t, comm->os_recv[r]));
+  for (int r = 0; r < st->n_ranks; r++) {
+    MC_CHECK(mc_coll_conn_health(t, st->send[r]));
+    MC_CHECK(mc_coll_conn_health(t, st->recv[r]));
   }
   return ncclSuccess;
 }
@@ -227,12 +300,18 @@ const struct mc_coll_algo_ops mc_coll_oneshot_ops = {
     .name = "OneShot",
     .id = MC_ALGO_ONESHOT,
     .supports = oneshot_supports,
+    .choice = MC_CHOICE_FIRST,
+    .choice_why = "small all-reduce on one host",
     .plan = oneshot_plan,
     .task_progress = oneshot_task_progress,
     .task_start = oneshot_task_start,
     .task_health = mc_coll_os_health,
     .task_receives_from = mc_coll_oneshot_receives_from,
-    .conn_group = MC_CONN_GROUP_ONESHOT,
+    .state_new = os_state_new,
+    .state_free = os_state_free,
+    .n_conns = os_n_conns,
+    .conn = os_conn,
+    .conns_stray_checked = true,
     .first_use = mc_coll_oneshot_first_use,
     .first_use_all_peers = true,
     .local_on_one_rank = true,

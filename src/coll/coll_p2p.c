@@ -22,12 +22,7 @@ static ncclResult_t p2p_plan(struct mc_op *op, struct mc_coll_plan *pl)
   struct ncclComm *comm = op->comm;
   struct mc_task t;
 
-  memset(&t, 0, sizeof(t));
-  t.op = op;
-  t.algo = &mc_coll_p2p_ops;
-  t.n_ranks = comm->n_ranks;
-  t.rank = comm->rank;
-  t.len = op->count;
+  mc_coll_task_init(&t, op, &mc_coll_p2p_ops);
   t.chunk = mc_coll_chunk_elems(comm, op->esize);
   t.n_steps = 1;
   if (op->kind == MC_COLL_SEND) {
@@ -81,14 +76,28 @@ static ncclResult_t p2p_first_use(struct mc_op *op, struct mc_conn_req *reqs,
   return ncclSuccess;
 }
 
+/* Connections 2p and 2p + 1: the send to and the receive from rank p
+ * (the communicator's point-to-point ones). */
+static int p2p_n_conns(const struct ncclComm *comm)
+{
+  return (comm->p2p_send != NULL) ? 2 * comm->n_ranks : 0;
+}
+
+static struct mc_conn *p2p_conn(struct ncclComm *comm, int i)
+{
+  return (i % 2 == 0) ? comm->p2p_send[i / 2] : comm->p2p_recv[i / 2];
+}
+
 const struct mc_coll_algo_ops mc_coll_p2p_ops = {
     .name = "P2P",
     .id = MC_ALGO_P2P,
     .supports = p2p_supports,
+    .choice = MC_CHOICE_ONLY,
     .plan = p2p_plan,
     .task_prim = p2p_task_prim,
     .task_next = p2p_task_next,
-    .conn_group = MC_CONN_GROUP_P2P,
+    .n_conns = p2p_n_conns,
+    .conn = p2p_conn,
     .first_use = p2p_first_use,
     .local_on_one_rank = false, /* send/recv to self: matched before planning */
 };

@@ -270,11 +270,7 @@ static ncclResult_t ring_plan(struct mc_op *op, struct mc_coll_plan *pl)
     size_t base = (size_t)c * per;
     if (base >= op->count)
       break;
-    memset(&t, 0, sizeof(t));
-    t.op = op;
-    t.algo = &mc_coll_ring_ops;
-    t.n_ranks = n;
-    t.rank = comm->rank;
+    mc_coll_task_init(&t, op, &mc_coll_ring_ops);
     t.base = base;
     t.len = min_sz(op->count - base, per);
     t.chunk = mc_coll_chunk_elems(comm, op->esize);
@@ -308,10 +304,12 @@ const struct mc_coll_algo_ops mc_coll_ring_ops = {
     .name = "Ring",
     .id = MC_ALGO_RING,
     .supports = ring_supports,
+    .choice = MC_CHOICE_MODEL,
+    .is_default = true,
+    .est_us = mc_coll_nccl_model_time,
     .plan = ring_plan,
     .task_prim = ring_task_prim,
     .task_next = ring_task_next,
-    .conn_group = MC_CONN_GROUP_CHANNELS,
     .channels_for = ring_channels_for,
     .local_on_one_rank = true,
 };

@@ -137,22 +137,28 @@ static ncclResult_t fail_calls(const struct mc_coll_sig *mine, const struct mc_c
                  what, mine->rank, a, theirs->rank, b, why);
 }
 
+/* The table of number id (a peer's signature says it), or NULL. */
+static const struct mc_coll_algo_ops *algo_table(uint8_t id)
+{
+  for (int i = 0; i < mc_coll_n_algos; i++)
+    if (mc_coll_algos[i]->id == (enum mc_coll_algo)id)
+      return mc_coll_algos[i];
+  return NULL;
+}
+
 static const char *algo_name(uint8_t id)
 {
-  switch (id) {
-  case MC_ALGO_TREE:
-    return "Tree";
-  case MC_ALGO_RING:
-    return "Ring";
-  case MC_ALGO_ONESHOT:
-    return "OneShot";
-  case MC_ALGO_P2P:
-    return "P2P";
-  case MC_ALGO_SYMMETRIC:
-    return "Symmetric";
-  default:
-    return "?";
-  }
+  const struct mc_coll_algo_ops *a = algo_table(id);
+
+  return (a != NULL) ? a->name : "?";
+}
+
+/* What the table of id says about a rank running it where another does not. */
+static const char *algo_mismatch_why(uint8_t id)
+{
+  const struct mc_coll_algo_ops *a = algo_table(id);
+
+  return (a != NULL) ? a->mismatch_why : NULL;
 }
 
 /* A receive checks the sender's send. */
@@ -177,13 +183,17 @@ static ncclResult_t fail_runs(const struct mc_coll_sig *mine, const struct mc_co
 {
   char call[160];
 
+  const char *why = algo_mismatch_why(mine->algo);
+
   mc_coll_sig_str(mine, call, sizeof(call));
-  if ((mine->algo == MC_ALGO_SYMMETRIC) || (theirs->algo == MC_ALGO_SYMMETRIC))
+  if (why == NULL)
+    why = algo_mismatch_why(theirs->algo);
+  if (why != NULL)
     return MC_FAIL(ncclInvalidUsage,
                    "Mismatched collectives: rank %d runs %s with %s where rank %d runs it with "
-                   "%s: both buffers must be in NCCL_WIN_COLL_SYMMETRIC windows on every rank "
-                   "or on none (or MESHCCL_SYMMETRIC, NCCL_ALGO differ between the ranks)",
-                   mine->rank, call, algo_name(mine->algo), theirs->rank, algo_name(theirs->algo));
+                   "%s: %s",
+                   mine->rank, call, algo_name(mine->algo), theirs->rank, algo_name(theirs->algo),
+                   why);
   return MC_FAIL(ncclInvalidUsage,
                  "Mismatched collectives: rank %d runs %s with %s on %d channels where rank %d "
                  "runs it with %s on %d channels: NCCL_ALGO, NCCL_PROTO, NCCL_MIN_NCHANNELS, "

@@ -149,7 +149,7 @@ static int post_round(struct mc_task *t, const struct sym_desc *d, int *moved)
 
   while (t->os_sent < n - 1) {
     int p = (t->rank + 1 + t->os_sent) % n;
-    struct mc_conn *sc = comm->os_send[p];
+    struct mc_conn *sc = mc_coll_os_send(comm, p);
     if (!mc_conn_send_ready(sc))
       return 0;
     if (d != NULL) {
@@ -170,7 +170,7 @@ static bool all_arrived(const struct mc_task *t)
   struct ncclComm *comm = t->op->comm;
 
   for (int p = 0; p < t->n_ranks; p++)
-    if ((p != t->rank) && !mc_conn_recv_ready(comm->os_recv[p]))
+    if ((p != t->rank) && !mc_conn_recv_ready(mc_coll_os_recv(comm, p)))
       return false;
   return true;
 }
@@ -181,7 +181,7 @@ static void release_all(struct mc_task *t)
 
   for (int p = 0; p < t->n_ranks; p++)
     if (p != t->rank)
-      mc_conn_recv_release(comm->os_recv[p]);
+      mc_conn_recv_release(mc_coll_os_recv(comm, p));
 }
 
 /* Round 1 arrived from every peer: checks each signature, maps each
@@ -198,7 +198,7 @@ static int take_descs(struct mc_task *t, ncclResult_t *res)
 
   op_bytes(op, &in_bytes, &out_bytes);
   for (int p = 0; p < t->n_ranks; p++) {
-    struct mc_conn *rc = comm->os_recv[p];
+    struct mc_conn *rc = mc_coll_os_recv(comm, p);
     const void *hdr;
     const char *data;
     struct sym_desc d;
@@ -251,7 +251,7 @@ static int take_descs(struct mc_task *t, ncclResult_t *res)
 static void first_pass(struct mc_task *t, const char **in)
 {
   struct mc_op *op = t->op;
-  const void **srcs = op->comm->os_srcs;
+  const void **srcs = mc_coll_os_srcs(op->comm);
   int n = t->n_ranks;
   size_t es = op->esize;
   size_t lo;
@@ -366,7 +366,7 @@ static int sym_task_progress(struct mc_task *t, ncclResult_t *res)
     default:
       /* NET: the proxy may still be sending this rank's last messages. */
       for (int p = 0; p < n; p++)
-        if ((p != t->rank) && !mc_conn_send_drained(comm->os_send[p]))
+        if ((p != t->rank) && !mc_conn_send_drained(mc_coll_os_send(comm, p)))
           return moved;
       t->done = true;
       return 1;
@@ -380,12 +380,7 @@ static ncclResult_t sym_plan(struct mc_op *op, struct mc_coll_plan *pl)
   struct mc_task t;
 
   MC_CHECK(mc_mem_peers_op(comm)); /* allocates the cache: progress cannot fail on it */
-  memset(&t, 0, sizeof(t));
-  t.op = op;
-  t.algo = &mc_coll_sym_ops;
-  t.n_ranks = comm->n_ranks;
-  t.rank = comm->rank;
-  t.len = op->count;
+  mc_coll_task_init(&t, op, &mc_coll_sym_ops);
   return mc_coll_plan_add(pl, &t);
 }
 
@@ -399,12 +394,16 @@ const struct mc_coll_algo_ops mc_coll_sym_ops = {
     .name = "Symmetric",
     .id = MC_ALGO_SYMMETRIC,
     .supports = sym_supports,
+    .choice = MC_CHOICE_FIRST,
+    .choice_why = "both buffers in symmetric windows, one host",
+    .mismatch_why = "both buffers must be in NCCL_WIN_COLL_SYMMETRIC windows on every rank or on "
+                    "none (or MESHCCL_SYMMETRIC, NCCL_ALGO differ between the ranks)",
     .plan = sym_plan,
     .task_progress = sym_task_progress,
     .task_start = sym_task_start,
     .task_health = mc_coll_os_health,
     .task_receives_from = mc_coll_oneshot_receives_from,
-    .conn_group = MC_CONN_GROUP_ONESHOT, /* the one-shot's connections */
+    .conns_of = &mc_coll_oneshot_ops,
     .first_use = mc_coll_oneshot_first_use,
     .first_use_all_peers = true,
     .local_on_one_rank = true,

@@ -72,11 +72,7 @@ static ncclResult_t tree_plan(struct mc_op *op, struct mc_coll_plan *pl)
     size_t base = (size_t)c * per;
     if (base >= op->count)
       break;
-    memset(&t, 0, sizeof(t));
-    t.op = op;
-    t.algo = &mc_coll_tree_ops;
-    t.n_ranks = comm->n_ranks;
-    t.rank = comm->rank;
+    mc_coll_task_init(&t, op, &mc_coll_tree_ops);
     t.base = base;
     t.len = (op->count - base < per) ? op->count - base : per;
     /* A chunk is a FIFO slot. NCCL 2.30 halves a tree's chunk, down to
@@ -148,32 +144,41 @@ static int tree_channels_for(const struct ncclComm *comm, size_t bytes)
   return nc;
 }
 
-/* The channels' tree connections, made at the first tree collective. */
+/* The channels' tree connections (init's channels', which init frees), made
+ * at the first tree collective: all of them or, after a failed connect,
+ * none (channel 0's tree links this rank to a parent or a child). */
+static bool trees_connected(const struct ncclComm *comm)
+{
+  const struct mc_channel *ch = &comm->data.channels[0];
+
+  if (ch->tree_up >= 0)
+    return ch->tree_send_up.ctrl != NULL;
+  for (int i = 0; i < MC_TREE_MAX_ARITY; i++)
+    if (ch->tree_down[i] >= 0)
+      return ch->tree_send_down[i].ctrl != NULL;
+  return true;
+}
+
 static ncclResult_t tree_first_use(struct mc_op *op, struct mc_conn_req *reqs,
                                    struct mc_conn ***holders, int *n_out)
 {
-  *n_out = op->comm->trees_connected ? 0 : mc_comm_tree_conn_reqs(op->comm, reqs);
+  *n_out = trees_connected(op->comm) ? 0 : mc_comm_tree_conn_reqs(op->comm, reqs);
   for (int i = 0; (reqs != NULL) && (i < *n_out); i++)
     holders[i] = NULL; /* init's channel connections: init frees them */
   return ncclSuccess;
-}
-
-static void tree_first_use_done(struct ncclComm *comm)
-{
-  comm->trees_connected = true;
 }
 
 const struct mc_coll_algo_ops mc_coll_tree_ops = {
     .name = "Tree",
     .id = MC_ALGO_TREE,
     .supports = tree_supports,
+    .choice = MC_CHOICE_MODEL,
+    .est_us = mc_coll_nccl_model_time,
     .plan = tree_plan,
     .task_prim = tree_task_prim,
     .task_next = tree_task_next,
-    .conn_group = MC_CONN_GROUP_TREES,
     .first_use = tree_first_use,
     .first_use_all_peers = true,
-    .first_use_done = tree_first_use_done,
     .channels_for = tree_channels_for,
     .local_on_one_rank = true,
 };

@@ -180,10 +180,14 @@ struct ncclComm {
   /* The collectives' state (src/coll). */
   struct mc_conn **p2p_send; /* [n_ranks], connected at first use */
   struct mc_conn **p2p_recv;
-  struct mc_conn **os_send; /* [n_ranks] one-shot all-reduce, connected at first use */
-  struct mc_conn **os_recv;
-  const void **os_srcs; /* [n_ranks] one-shot: the inputs of one reduction */
-  bool trees_connected; /* every channel's tree connections are made */
+  /* Each algorithm's state on this communicator (its connections made at
+   * first use, ...), indexed by enum mc_coll_algo: src/coll's, opaque here,
+   * made and freed through the algorithm's table; NULL until its first
+   * collective. algo_states_free, set by src/coll with the first state,
+   * frees them all (aborted: the peers are told first); init calls it when
+   * it frees the connections. */
+  void *algo_state[MC_ALGO_IDS];
+  void (*algo_states_free)(struct ncclComm *comm, bool aborted);
   /* NCCL_ALGO / NCCL_PROTO as init read them (mc_comm_algo_env_load). */
   bool algo_env_ready;
   bool tune_ready;

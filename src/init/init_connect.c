@@ -74,9 +74,6 @@ static ncclResult_t tp_init(struct ncclComm *comm)
   tc->net_secret = comm->net.secret;
   MC_CHECK(mc_calloc(&comm->p2p_send, (size_t)comm->n_ranks));
   MC_CHECK(mc_calloc(&comm->p2p_recv, (size_t)comm->n_ranks));
-  MC_CHECK(mc_calloc(&comm->os_send, (size_t)comm->n_ranks));
-  MC_CHECK(mc_calloc(&comm->os_recv, (size_t)comm->n_ranks));
-  MC_CHECK(mc_calloc(&comm->os_srcs, (size_t)comm->n_ranks));
   return ncclSuccess;
 }
 
@@ -234,17 +231,17 @@ static void post_aborts(struct ncclComm *comm)
       mc_conn_post_abort(comm->p2p_send[r], comm->rank);
     if (comm->p2p_recv != NULL)
       mc_conn_post_abort(comm->p2p_recv[r], comm->rank);
-    if (comm->os_send != NULL)
-      mc_conn_post_abort(comm->os_send[r], comm->rank);
-    if (comm->os_recv != NULL)
-      mc_conn_post_abort(comm->os_recv[r], comm->rank);
   }
 }
 
 void mc_comm_free_connections(struct ncclComm *comm)
 {
-  if (__atomic_load_n(&comm->life.is_aborted, __ATOMIC_ACQUIRE))
+  bool aborted = __atomic_load_n(&comm->life.is_aborted, __ATOMIC_ACQUIRE);
+
+  if (aborted)
     post_aborts(comm);
+  if (comm->algo_states_free != NULL)
+    comm->algo_states_free(comm, aborted);
   mc_tp_proxy_stop(&comm->data.tp);
   for (int c = 0; (comm->data.channels != NULL) && (c < comm->data.n_channels); c++) {
     mc_conn_free(&comm->data.channels[c].send);
@@ -259,7 +256,6 @@ void mc_comm_free_connections(struct ncclComm *comm)
   }
   free(comm->data.channels);
   comm->data.channels = NULL;
-  comm->trees_connected = false;
   for (int r = 0; r < comm->n_ranks; r++) {
     if (comm->p2p_send != NULL) {
       mc_conn_free(comm->p2p_send[r]);
@@ -273,17 +269,6 @@ void mc_comm_free_connections(struct ncclComm *comm)
   free(comm->p2p_send);
   free(comm->p2p_recv);
   comm->p2p_send = comm->p2p_recv = NULL;
-  for (int r = 0; (comm->os_send != NULL) && (r < comm->n_ranks); r++) {
-    mc_conn_free(comm->os_send[r]);
-    free(comm->os_send[r]);
-    mc_conn_free(comm->os_recv[r]);
-    free(comm->os_recv[r]);
-  }
-  free(comm->os_send);
-  free(comm->os_recv);
-  comm->os_send = comm->os_recv = NULL;
-  free(comm->os_srcs);
-  comm->os_srcs = NULL;
   mc_tp_comm_free(&comm->data.tp);
   free(comm->data.tp_peers);
   comm->data.tp_peers = NULL;

@@ -20,7 +20,8 @@ enum mc_conn_index {
   MC_CONN_RING = 0,
   MC_CONN_P2P = 1,
   MC_CONN_ONESHOT = 2,
-  MC_CONN_TREE = 3 /* every tree connection: a pair is parent and child once per channel */
+  MC_CONN_TREE = 3, /* every tree connection: a pair is parent and child once per channel */
+  MC_CONN_ALGO = 16 /* + an algorithm's number: connections it makes for itself */
 };
 
 /* The requests for every channel's tree connections (send and receive with

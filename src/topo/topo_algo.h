@@ -26,14 +26,33 @@ enum mc_coll_kind {
 };
 #define MC_COLL_KINDS (MC_COLL_RECV + 1)
 
-/* NCCL's algorithm numbers (NCCL_ALGO_*), for logs; meshccl's own after them. */
-enum mc_coll_algo {
-  MC_ALGO_TREE = 0,
-  MC_ALGO_RING = 1,
-  MC_ALGO_ONESHOT = 7,  /* meshccl's small single-host all-reduce */
-  MC_ALGO_P2P = 8,      /* send/recv (NCCL runs them outside the algorithm choice) */
-  MC_ALGO_SYMMETRIC = 9 /* meshccl's all-reduce on symmetric windows (coll_sym.c) */
-};
+/*
+ * The algorithm table list: every algorithm src/coll runs, one line each:
+ * _X(ID, Name, number, table, in_env). ID names its enum value MC_ALGO_ID;
+ * Name is its NCCL_ALGO name (NCCL's for NCCL's algorithms, meshccl's own
+ * otherwise); number is NCCL's NCCL_ALGO_* where NCCL has it, else
+ * meshccl's own after NCCL's (the bit of the NCCL_ALGO masks, the number in
+ * logs); table is its struct mc_coll_algo_ops (src/coll, one file each);
+ * in_env: NCCL_ALGO may name it (send/recv run outside the choice). The
+ * tables' files say what each is (OneShot: meshccl's small single-host
+ * all-reduce; Symmetric: collectives on symmetric windows). Adding
+ * an algorithm is its file plus one line here (docs/ARCHITECTURE.md,
+ * "Adding an algorithm").
+ */
+#define MC_ALGO_LIST(_X)                                                                           \
+  _X(TREE, Tree, 0, mc_coll_tree_ops, 1)                                                           \
+  _X(RING, Ring, 1, mc_coll_ring_ops, 1)                                                           \
+  _X(ONESHOT, OneShot, 7, mc_coll_oneshot_ops, 1)                                                  \
+  _X(P2P, P2P, 8, mc_coll_p2p_ops, 0)                                                              \
+  _X(SYMMETRIC, Symmetric, 9, mc_coll_sym_ops, 1)                                                  \
+  _X(RECDOUBLE, RecDouble, 10, mc_coll_recdouble_ops, 1)
+
+#define MC_ALGO_ENUM_X(_id, _name, _num, _ops, _env) MC_ALGO_##_id = _num,
+enum mc_coll_algo { MC_ALGO_LIST(MC_ALGO_ENUM_X) };
+#undef MC_ALGO_ENUM_X
+/* Algorithm numbers are below this (the size of per-algorithm arrays; the
+ * NCCL_ALGO masks have 32 bits). */
+#define MC_ALGO_IDS     16
 #define MC_PROTO_SIMPLE 2 /* NCCL_PROTO_SIMPLE: the only protocol here */
 
 /* Which algorithms each collective may use (topo_algo_env.c), NCCL's syntax:

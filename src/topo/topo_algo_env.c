@@ -27,18 +27,16 @@ struct name_bit {
   int bit;
 };
 
-/* NCCL's algorithm names and numbers (NCCL_ALGO_*), and meshccl's one-shot. */
-static const struct name_bit algo_names[] = {
-    {"Tree", MC_ALGO_TREE},
-    {"Ring", MC_ALGO_RING},
-    {"CollnetDirect", 2},
-    {"CollnetChain", 3},
-    {"NVLS", 4},
-    {"NVLSTree", 5},
-    {"PAT", 6},
-    {"OneShot", MC_ALGO_ONESHOT},
-    {"Symmetric", MC_ALGO_SYMMETRIC},
-};
+/* Every algorithm of the table list that NCCL_ALGO may name (topo_algo.h),
+ * then NCCL's algorithm names and numbers (NCCL_ALGO_*) without a host
+ * implementation. */
+#define ALGO_NAME_X(_id, _name, _num, _ops, _env) {(_env) ? #_name : NULL, _num},
+static const struct name_bit algo_names[] = {MC_ALGO_LIST(ALGO_NAME_X){"CollnetDirect", 2},
+                                             {"CollnetChain", 3},
+                                             {"NVLS", 4},
+                                             {"NVLSTree", 5},
+                                             {"PAT", 6}};
+#undef ALGO_NAME_X
 
 static const struct name_bit proto_names[] = {{"LL", 0}, {"LL128", 1}, {"Simple", 2}};
 
@@ -66,7 +64,7 @@ static char *trim(char *s)
 static int find(const struct name_bit *tab, size_t n, const char *name)
 {
   for (size_t i = 0; i < n; i++)
-    if (strcasecmp(tab[i].name, name) == 0)
+    if ((tab[i].name != NULL) && (strcasecmp(tab[i].name, name) == 0))
       return tab[i].bit;
   return -1;
 }
@@ -93,8 +91,9 @@ static ncclResult_t parse_list(const char *var, char *list, const struct name_bi
     if (bit < 0) {
       char known[LIST_BYTES] = "";
       for (size_t i = 0; i < n; i++)
-        snprintf(known + strlen(known), sizeof(known) - strlen(known), "%s%s", (i > 0) ? ", " : "",
-                 tab[i].name);
+        if (tab[i].name != NULL)
+          snprintf(known + strlen(known), sizeof(known) - strlen(known), "%s%s",
+                   (known[0] != '\0') ? ", " : "", tab[i].name);
       return MC_FAIL(ncclInvalidUsage, "%s: unknown name '%s' (known: %s)", var, name, known);
     }
     mask |= 1u << bit;

@@ -161,6 +161,16 @@ void mc_tune_model(const struct mc_tune_in *in, const struct mc_tune_consts *c, 
   if ((in->n_ranks <= 1) || (in->n_channels <= 0) || (in->n_nodes <= 0)) {
     return;
   }
+  {
+    int hw = (in->n_nodes == 1) ? MC_TUNE_HW_HOST : MC_TUNE_HW_NET;
+    float graph_bw = (in->n_nodes <= 2) ? in->ring_bw_intra : in->ring_bw_inter;
+
+    out->call_lat = c->base_lat[MC_TUNE_RING];
+    out->pair_lat = (hw == MC_TUNE_HW_HOST)
+                        ? c->hw_lat[MC_TUNE_HW_HOST][MC_TUNE_RING]
+                        : c->hw_lat[MC_TUNE_HW_NET][MC_TUNE_RING] + 2.0f * in->latency_inter;
+    out->pair_bw = minf(graph_bw, c->per_ch_bw[hw][MC_TUNE_RING]);
+  }
   for (int f = 0; f < MC_TUNE_NFUNCS; f++) {
     model_one(in, c, f, MC_TUNE_RING, out);
     if (f == MC_TUNE_ALLREDUCE) {

@@ -66,6 +66,15 @@ struct mc_tune {
   float tree_corr[MC_TUNE_TREE_CORR_SIZES];                   /* from the constants */
   float lat[MC_TUNE_NFUNCS][MC_TUNE_NALGOS][MC_TUNE_NPROTOS]; /* µs */
   int n_ranks;
+  /* For algorithms outside NCCL's table that estimate themselves from the
+   * same constants (an algorithm table's est_us, src/coll): a collective
+   * call's base cost and one step in which every rank sends to and receives
+   * from one peer at once, as a ring step does (µs: a host FIFO hop, or a
+   * NET hop with the NET's latency twice), and the bandwidth one connection
+   * moves (GB/s). 0 without a model. */
+  float call_lat;
+  float pair_lat;
+  float pair_bw;
 };
 
 /* meshccl's measured host constants. */

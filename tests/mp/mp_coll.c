@@ -24,6 +24,8 @@
  * a NCCL_WIN_COLL_SYMMETRIC window of the rank's communicator for its case
  * (nccl-tests -R 2): the all-reduces take the symmetric algorithm. --symmetric
  * 2: rank 0 only (a misuse the others must report).
+ * --same-bits 1: every all-reduce's result must also be the same bits on
+ * every rank (an all-reduce of its hash, max of h and of ~h, says so).
  * Prints "ok <n> checks" on success; exits 1 with the first mismatch.
  */
 #include <math.h>
@@ -82,6 +84,7 @@ struct cfg {
   int scalable;
   int grow;
   int symmetric; /* buffers from ncclMemAlloc in NCCL_WIN_COLL_SYMMETRIC windows */
+  int same_bits; /* all-reduce results: the same bits on every rank */
 };
 
 static struct cfg g_cfg;
@@ -360,6 +363,8 @@ struct rank_state {
   ncclWindow_t win_in, win_out; /* --symmetric 1 */
   size_t in_elems, out_elems;
   ncclRedOp_t red;
+  uint64_t hash[2]; /* --same-bits: the result's hash and its complement */
+  uint64_t most[2]; /* their maximum over the ranks */
 };
 
 #define CHECK_NCCL(_c, _call)                                                                      \
@@ -596,6 +601,13 @@ static int verify(struct rank_state *s, const struct tcase *k0)
                   k->inplace ? "in-place" : "out-of-place", k->root, i, got, want);
     c->checks++;
   }
+  if (g_cfg.same_bits && (k->coll == C_AR)) {
+    uint64_t h = 1469598103934665603ull; /* FNV-1a */
+    for (size_t i = 0; i < cnt * es; i++)
+      h = (h ^ (uint8_t)res[i]) * 1099511628211ull;
+    s->hash[0] = h;
+    s->hash[1] = ~h;
+  }
   if (k->op == OP_PREMUL)
     CHECK_NCCL(c, ncclRedOpDestroy(s->red, c->comm));
   if ((buf_free(s, &s->in, &s->win_in) != 0) || (buf_free(s, &s->out, &s->win_out) != 0))
@@ -606,6 +618,29 @@ static int verify(struct rank_state *s, const struct tcase *k0)
 static bool reduces(int coll)
 {
   return (coll == C_AR) || (coll == C_RED) || (coll == C_RS);
+}
+
+/* --same-bits: the all-reduce's result hashes alike on every rank (the
+ * maximum of h and of ~h over the ranks are this rank's). */
+static int same_bits(struct rank_state *st, int nr, const struct tcase *k)
+{
+  if (nr > 1)
+    CHECK_NCCL(st[0].c, ncclGroupStart());
+  for (int i = 0; i < nr; i++)
+    CHECK_NCCL(st[i].c,
+               ncclAllReduce(st[i].hash, st[i].most, 2, ncclUint64, ncclMax, st[i].c->comm, NULL));
+  if (nr > 1)
+    CHECK_NCCL(st[0].c, ncclGroupEnd());
+  for (int i = 0; i < nr; i++) {
+    if ((st[i].most[0] != st[i].hash[0]) || (st[i].most[1] != st[i].hash[1]))
+      return fail(st[i].c,
+                  "rank %d: allreduce %s %s count %zu %s: the result's bits differ "
+                  "between the ranks",
+                  st[i].c->rank, type_names[k->type], op_names[k->op], k->count,
+                  k->inplace ? "in-place" : "out-of-place");
+    st[i].c->checks++;
+  }
+  return 0;
 }
 
 /* Runs every case on the ranks ctx[0..nr-1] this thread drives (nr > 1: in one group). */
@@ -635,6 +670,7 @@ static int run_cases(struct rank_ctx *ctx, int nr)
                          (k.coll == C_GATHER) || (k.coll == C_SCATTER) || (k.coll == C_API_A2A)))
                 continue;
               for (int i = 0; i < nr; i++) {
+                memset(&st[i], 0, sizeof(st[i]));
                 st[i].c = &ctx[i];
                 if (prepare(&st[i], &k))
                   return 1;
@@ -649,6 +685,8 @@ static int run_cases(struct rank_ctx *ctx, int nr)
               for (int i = 0; i < nr; i++)
                 if (verify(&st[i], &k))
                   return 1;
+              if (g->same_bits && (k.coll == C_AR) && same_bits(st, nr, &k))
+                return 1;
             }
   return 0;
 }
@@ -824,6 +862,8 @@ int main(int argc, char **argv)
       g->grow = atoi(argv[i + 1]);
     } else if (strcmp(argv[i], "--symmetric") == 0) {
       g->symmetric = atoi(argv[i + 1]);
+    } else if (strcmp(argv[i], "--same-bits") == 0) {
+      g->same_bits = atoi(argv[i + 1]);
     } else {
       fprintf(stderr, "mp_coll: unknown option %s\n", argv[i]);
       return 2;

@@ -114,7 +114,6 @@ static void world_make(struct world *w, int n, int n_ch, int rings[][MAX_N], int
     comm->data.tp.slot_bytes = SLOT_BYTES;
     comm->nodes.n_nodes = 1;
     comm->data.spin_passes = 2;
-    comm->trees_connected = true;
     comm->algo_env_ready = true;
     for (int k = 0; k < MC_COLL_KINDS; k++) {
       comm->algo_allowed[k] = algos;
@@ -127,8 +126,6 @@ static void world_make(struct world *w, int n, int n_ch, int rings[][MAX_N], int
     comm->data.channels = calloc((size_t)n_ch, sizeof(*comm->data.channels));
     comm->p2p_send = calloc((size_t)n, sizeof(*comm->p2p_send));
     comm->p2p_recv = calloc((size_t)n, sizeof(*comm->p2p_recv));
-    comm->os_send = calloc((size_t)n, sizeof(*comm->os_send));
-    comm->os_recv = calloc((size_t)n, sizeof(*comm->os_recv));
     for (int c = 0; c < n_ch; c++) {
       struct mc_channel *ch = &comm->data.channels[c];
       int pos = 0;
@@ -196,8 +193,8 @@ static void world_free(struct world *w)
     free(comm->p2p_send);
     free(comm->p2p_recv);
     free(comm->p2p_seq);
-    free(comm->os_send);
-    free(comm->os_recv);
+    if (comm->algo_states_free != NULL)
+      comm->algo_states_free(comm, false);
     free(comm->data.channels);
     free(comm->data.scratch);
     free(comm->peers);
@@ -615,19 +612,127 @@ static void choice_follows_nccl_algo(void)
   world_free(&w);
 }
 
-/* Every table has its mandatory slots: a name, supports, plan, and either a
- * primitive stream or its own progress (with start and health). */
+/* The time the model gives the recursive-doubling all-reduce, from the
+ * constants (topo_tuning.c) as its table says: a call's base cost, then
+ * log2(p) steps (+2 for the pairing when n is no power of two), each a ring
+ * hop's latency (the NET's twice on top between hosts) and the whole buffer
+ * at one connection's bandwidth. */
+static float recdouble_time(const struct mc_tune_consts *c, const struct mc_tune_in *in,
+                            size_t bytes)
+{
+  int hw = (in->n_nodes == 1) ? MC_TUNE_HW_HOST : MC_TUNE_HW_NET;
+  float lat = c->hw_lat[hw][MC_TUNE_RING] + ((hw == MC_TUNE_HW_NET) ? 2.0f * in->latency_inter : 0);
+  float graph = (in->n_nodes <= 2) ? in->ring_bw_intra : in->ring_bw_inter;
+  float bw = (graph < c->per_ch_bw[hw][MC_TUNE_RING]) ? graph : c->per_ch_bw[hw][MC_TUNE_RING];
+  int p = 1;
+  int steps = 0;
+
+  while (2 * p <= in->n_ranks) {
+    p *= 2;
+    steps++;
+  }
+  steps += (p < in->n_ranks) ? 2 : 0;
+  return c->base_lat[MC_TUNE_RING] +
+         (float)steps * (lat + (float)((double)bytes / (1000.0 * (double)bw)));
+}
+
+/* The choice is the model's, exactly: n ranks on n hosts, every size from 8
+ * bytes to 16 MiB, the fastest of Tree, Ring and RecDouble (that order on a
+ * tie); RecDouble wins the smallest on 2 and 4 hosts and loses the largest. NCCL_ALGO=RecDouble
+ * forces it for all-reduces only; NCCL_ALGO=Ring,Tree keeps it out. */
+static void choice_follows_the_model(void)
+{
+  static const int ranks[] = {2, 3, 4};
+  int rings[MAX_CH][MAX_N];
+  int relabel[MAX_CH][MAX_N];
+  struct mc_tune_consts consts;
+  struct world w;
+
+  mc_tune_consts_default(&consts);
+  for (size_t ni = 0; ni < sizeof(ranks) / sizeof(ranks[0]); ni++) {
+    int n = ranks[ni];
+    struct mc_tune_in in = {.n_ranks = n,
+                            .n_nodes = n,
+                            .ppn = 1,
+                            .n_channels = 2,
+                            .max_tree_pattern = 3,
+                            .ring_bw_intra = 10.0f,
+                            .ring_bw_inter = 10.0f,
+                            .tree_bw_intra = 10.0f,
+                            .tree_bw_inter = 10.0f,
+                            .latency_inter = 2.0f,
+                            .ring_same_channels = 1};
+    const char *first = NULL;
+    const char *last = NULL;
+    size_t rd_upto = 0;
+
+    make_orders(n, 2, rings, relabel, 0);
+    world_make(&w, n, 2, rings, relabel, true, MC_ALGO_MASK_ALL);
+    for (int r = 0; r < n; r++) {
+      w.comms[r]->nodes.n_nodes = n;
+      w.comms[r]->tune_ready = true;
+      mc_tune_model(&in, &consts, &w.comms[r]->tune);
+    }
+    for (size_t bytes = 8; bytes <= (16u << 20); bytes *= 2) {
+      struct mc_tune *t = &w.comms[0]->tune;
+      const char *names[] = {"Tree", "Ring", "RecDouble"};
+      float times[3] = {mc_tune_time(t, MC_TUNE_ALLREDUCE, MC_TUNE_TREE, MC_TUNE_SIMPLE, bytes),
+                        mc_tune_time(t, MC_TUNE_ALLREDUCE, MC_TUNE_RING, MC_TUNE_SIMPLE, bytes),
+                        recdouble_time(&consts, &in, bytes)};
+      int best = 0;
+      struct mc_op op = {.kind = MC_COLL_ALLREDUCE, .comm = w.comms[0], .count = bytes, .esize = 1};
+      for (int a = 1; a < 3; a++)
+        best = (times[a] < times[best]) ? a : best;
+      MC_T_OK(mc_coll_algo_choose(&op));
+      MC_T_EQ_STR(op.algo->name, names[best]);
+      MC_T_TRUE((op.est_us - times[best] <= 1e-4f * times[best]) &&
+                (times[best] - op.est_us <= 1e-4f * times[best]));
+      first = (first == NULL) ? op.algo->name : first;
+      last = op.algo->name;
+      rd_upto = (strcmp(last, "RecDouble") == 0) ? bytes : rd_upto;
+      for (int r = 0; r < n; r++)
+        w.comms[r]->algo_allowed[MC_COLL_ALLREDUCE] = 1u << MC_ALGO_RECDOUBLE;
+      MC_T_OK(mc_coll_algo_choose(&op));
+      MC_T_EQ_STR(op.algo->name, "RecDouble");
+      op.kind = MC_COLL_BROADCAST;
+      for (int r = 0; r < n; r++)
+        w.comms[r]->algo_allowed[MC_COLL_BROADCAST] = 1u << MC_ALGO_RECDOUBLE;
+      MC_T_OK(mc_coll_algo_choose(&op));
+      MC_T_EQ_STR(op.algo->name, "Ring");
+      op.kind = MC_COLL_ALLREDUCE;
+      for (int r = 0; r < n; r++)
+        w.comms[r]->algo_allowed[MC_COLL_ALLREDUCE] = (1u << MC_ALGO_RING) | (1u << MC_ALGO_TREE);
+      MC_T_OK(mc_coll_algo_choose(&op));
+      MC_T_EQ_STR(op.algo->name, names[(times[0] < times[1]) ? 0 : 1]);
+      for (int r = 0; r < n; r++)
+        for (int k = 0; k < MC_COLL_KINDS; k++)
+          w.comms[r]->algo_allowed[k] = MC_ALGO_MASK_ALL;
+    }
+    /* Powers of two: log2(n) hops to the tree's 2 log2(n); 3 ranks pay the
+     * pairing's two more and the tree stays ahead. */
+    MC_T_EQ_STR(first, ((n & (n - 1)) == 0) ? "RecDouble" : "Tree");
+    MC_T_TRUE(strcmp(last, "RecDouble") != 0);
+    printf("# %d ranks on %d hosts: RecDouble chosen up to %zu bytes\n", n, n, rd_upto);
+    world_free(&w);
+  }
+}
+
+/* Every table of the list has its mandatory slots: a name, supports, plan,
+ * and either a primitive stream or its own progress (with start and
+ * health); one in the model has its time; a number fits the masks. */
 static void algo_tables_complete(void)
 {
-  static const struct mc_coll_algo_ops *const tables[] = {&mc_coll_ring_ops, &mc_coll_tree_ops,
-                                                          &mc_coll_oneshot_ops, &mc_coll_p2p_ops};
-  for (size_t i = 0; i < sizeof(tables) / sizeof(tables[0]); i++) {
-    const struct mc_coll_algo_ops *a = tables[i];
+  for (int i = 0; i < mc_coll_n_algos; i++) {
+    const struct mc_coll_algo_ops *a = mc_coll_algos[i];
     MC_T_TRUE((a->name != NULL) && (a->supports != NULL) && (a->plan != NULL));
+    MC_T_TRUE(((int)a->id >= 0) && ((int)a->id < MC_ALGO_IDS));
     if (a->task_progress == NULL)
       MC_T_TRUE((a->task_prim != NULL) && (a->task_next != NULL));
     else
       MC_T_TRUE((a->task_start != NULL) && (a->task_health != NULL));
+    if (a->choice == MC_CHOICE_MODEL)
+      MC_T_TRUE(a->est_us != NULL);
+    MC_T_TRUE((a->n_conns == NULL) == (a->conn == NULL));
   }
 }
 
@@ -656,6 +761,9 @@ static void algo_env_parses_nccl_syntax(void)
   MC_T_OK(mc_algo_env_parse("ring;AllReduce:^ring", NULL, &e));
   MC_T_TRUE(e.allowed[MC_COLL_ALLREDUCE] == (uint32_t)(~ring));
   MC_T_TRUE(e.allowed[MC_COLL_REDUCE] == (uint32_t)(ring));
+  MC_T_OK(mc_algo_env_parse("recdouble", NULL, &e));
+  MC_T_TRUE(e.allowed[MC_COLL_ALLREDUCE] == (uint32_t)(1u << MC_ALGO_RECDOUBLE));
+  MC_T_EQ_INT(mc_algo_env_parse("P2P", NULL, &e), ncclInvalidUsage);
   MC_T_EQ_INT(mc_algo_env_parse("Rung", NULL, &e), ncclInvalidUsage);
   MC_T_CONTAINS(mc_t_last_error(), "NCCL_ALGO: unknown name 'Rung'");
   MC_T_EQ_INT(mc_algo_env_parse("alltoall:ring", NULL, &e), ncclInvalidUsage);
@@ -665,4 +773,4 @@ static void algo_env_parses_nccl_syntax(void)
 
 MC_T_MAIN(algo_tables_complete, btree_matches_nccl, dtrees_are_trees,
           step_streams_match_for_any_order, p2p_streams_match, results_exact_for_any_order,
-          choice_follows_nccl_algo, algo_env_parses_nccl_syntax)
+          choice_follows_nccl_algo, choice_follows_the_model, algo_env_parses_nccl_syntax)
