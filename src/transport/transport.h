@@ -111,12 +111,15 @@ struct mc_conn {
   bool is_send;
   int peer; /* rank at the other end */
   int channel;
-  bool remote_read;  /* receiver: the slots / pointers are in another process */
-  bool ignores_ptr;  /* receiver: the counters are shared with another process
-                      * that publishes no pointers (SHM): one found in the FIFO
-                      * is never followed, the data is the slot's */
-  int peer_pid;      /* for process_vm_readv */
-  bool can_send_ptr; /* sender: may publish pointers to its own memory (P2P) */
+  bool remote_read;     /* receiver: published pointers are in another process
+                         * (P2P/CMA; its slots are in a segment both map) */
+  bool ignores_ptr;     /* receiver: the counters are shared with another process
+                         * that publishes no pointers (SHM): one found in the FIFO
+                         * is never followed, the data is the slot's */
+  int peer_pid;         /* for process_vm_readv */
+  bool can_send_ptr;    /* sender: may publish pointers to its own memory (P2P) */
+  size_t ptr_min_bytes; /* sender: ... for steps of at least this many bytes
+                         * (P2P/CMA: the host's threshold, tp_cma.c) */
   struct mc_conn_ctrl *ctrl;
   char *slots; /* MC_STEPS * slot_bytes (an address in the sender if remote_read) */
   size_t slot_bytes;
@@ -239,6 +242,14 @@ static inline void mc_conn_send_hdr(struct mc_conn *c, const void *hdr)
   c->hdr_next = MC_CONN_HDR_BYTES;
 }
 
+/* Sender: whether a step of bytes of stable data (unchanged until the
+ * operation ends) may be published as a pointer instead of copied into a
+ * slot (P2P between processes: from the host's single-copy threshold). */
+static inline bool mc_conn_send_ptr_ok(const struct mc_conn *c, size_t bytes)
+{
+  return c->can_send_ptr && (bytes >= c->ptr_min_bytes);
+}
+
 /* Sender: publishes the slot (ptr NULL) or a pointer to its own memory that
  * stays unchanged until the receiver released that step. */
 static inline void mc_conn_send_commit(struct mc_conn *c, const void *ptr, size_t bytes)
@@ -332,8 +343,16 @@ static inline void mc_conn_recv_release(struct mc_conn *c)
   __atomic_store_n(&c->ctrl->head, c->step, __ATOMIC_RELEASE);
 }
 
-/* Receiver: copies bytes of the step's data at src (from mc_conn_recv_data)
- * into dst: memcpy, or process_vm_readv from the sending process. */
+/* Receiver: the next step's data lives in the sending process (a pointer
+ * it published over P2P/CMA): mc_conn_read must fetch it. */
+static inline bool mc_conn_recv_remote(const struct mc_conn *c)
+{
+  return c->remote_read && (c->ctrl->fifo[c->step % MC_STEPS].ptr != 0);
+}
+
+/* Receiver: copies bytes of the next step's data at src (from
+ * mc_conn_recv_data) into dst: memcpy, or process_vm_readv from the sending
+ * process when it is remote (mc_conn_recv_remote). */
 ncclResult_t mc_conn_read(const struct mc_conn *c, void *dst, const char *src, size_t bytes);
 
 /* ------------------------------------------------------------------- setup */
