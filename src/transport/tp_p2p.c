@@ -55,10 +55,21 @@ static size_t cma_from_bytes(size_t slot_bytes)
   const char *why = NULL;
   int64_t mode = mc_param_int(MC_P_P2P_CMA);
 
-  if (mode == 1)
-    return 0;
+  int64_t forced = mc_param_int(MC_P_P2P_CMA_BYTES);
+  static int said;
+
   if (mode == 0)
     return MC_CMA_NEVER;
+  if (forced >= 0) {
+    if (__atomic_exchange_n(&said, 1, __ATOMIC_ACQ_REL) == 0)
+      MC_INFO(MC_SUB_TUNING | MC_SUB_P2P,
+              "P2P/CMA: single copy for steps of %lld bytes and more, the FIFO below "
+              "(MESHCCL_P2P_CMA_BYTES; no probe)",
+              (long long)forced);
+    return (size_t)forced;
+  }
+  if (mode == 1)
+    return 0;
   mc_tp_cma_probe(slot_bytes, &f, &why);
   return (why != NULL) ? MC_CMA_NEVER : mc_tp_decide_cma(&f, slot_bytes);
 }

@@ -24,6 +24,8 @@
  * a NCCL_WIN_COLL_SYMMETRIC window of the rank's communicator for its case
  * (nccl-tests -R 2): the all-reduces take the symmetric algorithm. --symmetric
  * 2: rank 0 only (a misuse the others must report).
+ * --offset B: every malloc'd buffer starts B bytes past malloc's pointer
+ * (B odd: no element is aligned; the in-place cases keep their overlap).
  * Prints "ok <n> checks" on success; exits 1 with the first mismatch.
  */
 #include <math.h>
@@ -82,6 +84,7 @@ struct cfg {
   int scalable;
   int grow;
   int symmetric; /* buffers from ncclMemAlloc in NCCL_WIN_COLL_SYMMETRIC windows */
+  int offset;    /* malloc'd buffers start this many bytes in */
 };
 
 static struct cfg g_cfg;
@@ -383,8 +386,11 @@ static int buf_alloc(struct rank_state *s, size_t bytes, char **p, ncclWindow_t 
 {
   *w = NULL;
   if (!sym_rank(s->c)) {
-    *p = malloc(bytes);
-    return (*p == NULL) ? fail(s->c, "out of memory") : 0;
+    *p = malloc(bytes + (size_t)g_cfg.offset);
+    if (*p == NULL)
+      return fail(s->c, "out of memory");
+    *p += g_cfg.offset;
+    return 0;
   }
   CHECK_NCCL(s->c, ncclMemAlloc((void **)p, bytes));
   CHECK_NCCL(s->c, ncclCommWindowRegister(s->c->comm, *p, bytes, w, NCCL_WIN_COLL_SYMMETRIC));
@@ -397,7 +403,7 @@ static int buf_free(struct rank_state *s, char **p, ncclWindow_t *w)
 
   *p = NULL;
   if ((b == NULL) || !sym_rank(s->c)) {
-    free(b);
+    free((b == NULL) ? NULL : b - g_cfg.offset);
     return 0;
   }
   CHECK_NCCL(s->c, ncclCommWindowDeregister(s->c->comm, *w));
@@ -824,6 +830,8 @@ int main(int argc, char **argv)
       g->grow = atoi(argv[i + 1]);
     } else if (strcmp(argv[i], "--symmetric") == 0) {
       g->symmetric = atoi(argv[i + 1]);
+    } else if (strcmp(argv[i], "--offset") == 0) {
+      g->offset = atoi(argv[i + 1]);
     } else {
       fprintf(stderr, "mp_coll: unknown option %s\n", argv[i]);
       return 2;
