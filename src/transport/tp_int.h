@@ -126,12 +126,6 @@ ncclResult_t mc_tp_blob_r1_check(const struct mc_tp_blob_view *v, const struct m
 ncclResult_t mc_tp_blob_r2_check(const struct mc_tp_blob_view *v, uint32_t kind,
                                  const struct mc_blob_r2 *r2);
 
-/* The P2P/CMA probe of this process (tp_cma.c): measured at the first
- * call (a few ms), logged once at NCCL_DEBUG_SUBSYS=TUNING with the
- * decision for slots of slot_bytes; *why_out (may be NULL) says why it
- * could not measure CMA (then no figures), else NULL. Thread-safe. */
-void mc_tp_cma_probe(size_t slot_bytes, struct mc_cma_figures *out, const char **why_out);
-
 /* SHM segments (tp_shm.c). */
 ncclResult_t mc_shm_create(const char *name, size_t bytes, void **map_out);
 ncclResult_t mc_shm_attach(const char *name, size_t bytes, void **map_out);

@@ -456,6 +456,14 @@ bool mc_proxy_wedged(const struct mc_proxy *p);
  * polls its NET connections only while one runs. p may be NULL. */
 void mc_proxy_activity(struct mc_proxy *p, int delta);
 
+/* The P2P/CMA probe of this process (tp_cma.c; figures: tp_decide.h):
+ * measured at the first call (a few ms), logged once at
+ * NCCL_DEBUG_SUBSYS=TUNING with the decision for slots of slot_bytes;
+ * *why_out (may be NULL) says why it could not measure CMA (then no
+ * figures), else NULL. Thread-safe. bench/limit prints it too. */
+struct mc_cma_figures;
+void mc_tp_cma_probe(size_t slot_bytes, struct mc_cma_figures *out, const char **why_out);
+
 /* Removes /dev/shm segments left by processes that were killed between
  * creating a segment and their peer mapping it (once per communicator init). */
 void mc_tp_collect_orphans(void);
