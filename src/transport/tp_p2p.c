@@ -54,9 +54,8 @@ static size_t cma_from_bytes(size_t slot_bytes)
   struct mc_cma_figures f;
   const char *why = NULL;
   int64_t mode = mc_param_int(MC_P_P2P_CMA);
-
   int64_t forced = mc_param_int(MC_P_P2P_CMA_BYTES);
-  static int said;
+  static int said; /* the forced threshold was logged (once per process) */
 
   if (mode == 0)
     return MC_CMA_NEVER;
@@ -90,7 +89,8 @@ static bool p2p_can_connect(struct mc_tp_comm *tc, const struct mc_tp_select *se
     if (!tc->cma_warned) {
       MC_INFO(MC_SUB_INIT | MC_SUB_P2P,
               "P2P: the kernel refuses cross-memory attach to rank %d (pid %d): %s; using SHM "
-              "between processes (check /proc/sys/kernel/yama/ptrace_scope)",
+              "between processes (ranks of other users or groups, or check "
+              "/proc/sys/kernel/yama/ptrace_scope)",
               sel->peer, p->pid, strerror(errno));
       tc->cma_warned = true;
     }

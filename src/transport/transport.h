@@ -12,10 +12,13 @@
  *
  * Three transports fill the FIFO, chosen per pair in NCCL's order
  * (src/transport.cc selectTransport: the first whose canConnect accepts):
- *   P2P  same host, path allowed by ncclTopoCheckP2p: the slots live on the
- *        sender's side; the receiver reads them (and any buffer the sender
- *        publishes) directly in one process, with process_vm_readv across
- *        processes (cross-memory attach: one copy from the sender's buffer).
+ *   P2P  same host, path allowed by ncclTopoCheckP2p: in one process the
+ *        slots live on the sender's side and the receiver reads them (and
+ *        any buffer the sender publishes) directly; across processes the
+ *        slots are in a /dev/shm segment both map, and steps of at least
+ *        the host's single-copy threshold (tp_cma.c) are the sender's own
+ *        buffer, which the receiver reads with process_vm_readv
+ *        (cross-memory attach: one copy where the FIFO makes two).
  *   SHM  same host: counters and slots in a /dev/shm segment created by the
  *        receiver and unlinked as soon as the sender has mapped it.
  *   NET  other hosts: local slots on both sides, moved by the rank's proxy
