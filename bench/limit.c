@@ -43,6 +43,8 @@
 #include <unistd.h>
 
 #include "coll/coll_reduce.h"
+#include "transport/tp_decide.h"
+#include "transport/transport.h"
 #include "limit_model.h"
 #include "pair_probe.h"
 
@@ -405,6 +407,38 @@ static int read_spec(const char *arg, struct mc_lim_figures *f)
   return 0;
 }
 
+/* The library's P2P/CMA probe (src/transport/tp_cma.c) on cpu, and what
+ * P2P between processes decides from it for one host's 128 KiB slots. */
+static void print_cma(int cpu)
+{
+  struct mc_cma_figures f;
+  const char *why = NULL;
+  cpu_set_t one;
+  cpu_set_t old;
+  size_t from;
+
+  CPU_ZERO(&one);
+  CPU_SET(cpu, &one);
+  sched_getaffinity(0, sizeof(old), &old);
+  sched_setaffinity(0, sizeof(one), &one);
+  mc_tp_cma_probe(131072, &f, &why);
+  sched_setaffinity(0, sizeof(old), &old);
+  if (why != NULL) {
+    printf("# P2P/CMA probe: %s\n", why);
+    return;
+  }
+  printf("# P2P/CMA probe, GB/s per step:");
+  for (int i = 0; i < f.n_sizes; i++)
+    printf(" %zuK FIFO hop %.1f CMA %.1f%s", f.bytes[i] >> 10, f.fifo_gbps[i], f.cma_gbps[i],
+           (i + 1 < f.n_sizes) ? "," : "\n");
+  from = mc_tp_decide_cma(&f, 131072);
+  if (from == MC_CMA_NEVER)
+    printf("# P2P/CMA decision (128 KiB slots): the FIFO at every size (SHM between processes)\n");
+  else
+    printf("# P2P/CMA decision (128 KiB slots): single copy for steps of %zu bytes and more\n",
+           from);
+}
+
 int main(int argc, char **argv)
 {
   static struct mc_lim_figures fig; /* large (agg[]): not on the stack */
@@ -568,6 +602,7 @@ int main(int argc, char **argv)
     for (int m = 1; m <= n_cpus && m <= MC_LIM_MAX_AGG; m++)
       printf(" %d: %.1f", m, fig.agg[m]);
     printf("\n");
+    print_cma(cpus[0]);
   }
   {
     char line[4096];

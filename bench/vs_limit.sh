@@ -4,7 +4,9 @@
 # (the model of the best busbw, docs/TOOLS.md "bench/limit"), then for each
 # rank count meshccl-perf and bench/mpi_perf (when built), and prints per size
 # the out-of-place busbw of meshccl and of Open MPI, the model's busbw for the
-# path meshccl takes (the FIFO ring; single copy when MC_FLAGS has -R 2) and
+# path meshccl takes (the FIFO ring; single copy when MC_FLAGS has -R 2, when
+# MESHCCL_P2P_CMA=1, or when it is unset or -1 and bench/limit's run of the
+# library's P2P/CMA probe decided single copy on this host) and
 # for the other, meshccl/model and meshccl/OMPI.
 # Usage: bench/vs_limit.sh [build-dir] [collective] [min-bytes] [max-bytes]
 #   RANKS="2 4" (counts above the affinity mask's CPUs are left out)
@@ -51,6 +53,11 @@ lim_args=(-J -c "$coll" -n "$(echo "$ranks" | tr ' ' ,)" -b "$min" -e "$max" -f 
 # shellcheck disable=SC2086 # LIMIT_FLAGS are meant to split
 "$limit" "${lim_args[@]}" ${LIMIT_FLAGS:-} > "$tmp/limit.txt"
 grep '^# ' "$tmp/limit.txt" | sed -n '/^# all_\|^# reduce_\|^# broadcast/q;p'
+case "${MESHCCL_P2P_CMA:--1}" in
+1) algo=single ;;
+-1) grep -q '^# P2P/CMA decision.*single copy' "$tmp/limit.txt" && algo=single ;;
+esac
+other=$([ "$algo" = fifo ] && echo single || echo fifo)
 # "bytes fifo single" of the model's k = 1 rows for n ranks.
 model() {
   awk -v c="$coll" -v n="$1" -F'[:,]' '/^\{/ {

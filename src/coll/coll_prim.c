@@ -77,7 +77,7 @@ static void send_data(struct mc_conn *sc, const struct mc_redop *op, const char 
     mc_conn_send_commit(sc, NULL, 0);
     return;
   }
-  if (stable && sc->can_send_ptr && (pre == 0)) {
+  if (stable && mc_conn_send_ptr_ok(sc, bytes) && (pre == 0)) {
     mc_conn_send_commit(sc, src, bytes);
     return;
   }
@@ -160,7 +160,7 @@ static int prim_run_one(struct mc_task *t, const struct mc_prim *p, ncclResult_t
   if (mc_prim_sends(p->kind))
     stage_sig(t, &sc, 1);
   /* Data that lives in another process comes over first (one copy). */
-  if ((src != NULL) && rc->remote_read && (bytes > 0)) {
+  if ((src != NULL) && mc_conn_recv_remote(rc) && (bytes > 0)) {
     bool to_out = (p->kind == MC_PRIM_RECV) || (p->kind == MC_PRIM_RECV_COPY_SEND);
     char *dst = to_out ? out : t->bounce;
     if ((*res = mc_conn_read(rc, dst, src, bytes)) != ncclSuccess)
@@ -181,7 +181,7 @@ static int prim_run_one(struct mc_task *t, const struct mc_prim *p, ncclResult_t
       copy_out(out, src, bytes, (op->in != op->out) && (op->count * op->esize >= NT_MIN_OP_BYTES));
     break;
   case MC_PRIM_RECV_COPY_SEND:
-    if (sc->can_send_ptr) {
+    if (mc_conn_send_ptr_ok(sc, bytes)) {
       if (src != out)
         memcpy(out, src, bytes);
       mc_conn_send_commit(sc, out, bytes);
@@ -195,7 +195,7 @@ static int prim_run_one(struct mc_task *t, const struct mc_prim *p, ncclResult_t
     mc_conn_send_commit(sc, NULL, bytes);
     break;
   case MC_PRIM_RECV_REDUCE_COPY_SEND:
-    if (sc->can_send_ptr) {
+    if (mc_conn_send_ptr_ok(sc, bytes)) {
       mc_reduce(&op->redop, out, src, in, p->n, pre | MC_REDUCE_POST);
       mc_conn_send_commit(sc, out, bytes);
     } else {
@@ -219,7 +219,7 @@ static void send_out_all(struct mc_task *t, const char *out, size_t bytes)
 {
   for (int i = 0; i < t->n_send; i++) {
     struct mc_conn *sc = t->send[i];
-    if (sc->can_send_ptr) {
+    if (mc_conn_send_ptr_ok(sc, bytes)) {
       mc_conn_send_commit(sc, out, bytes);
     } else {
       mc_conn_slot_copy(sc, mc_conn_send_slot(sc), out, bytes);
@@ -273,7 +273,7 @@ static int prim_run_multi(struct mc_task *t, const struct mc_prim *p, ncclResult
     break;
   case MC_PRIM_RECV:
   case MC_PRIM_RECV_COPY_SEND:
-    if (t->recv[0]->remote_read && (bytes > 0)) {
+    if (mc_conn_recv_remote(t->recv[0]) && (bytes > 0)) {
       if ((*res = mc_conn_read(t->recv[0], out, srcs[0], bytes)) != ncclSuccess)
         return -1;
     } else if (srcs[0] != out) {
@@ -288,7 +288,7 @@ static int prim_run_multi(struct mc_task *t, const struct mc_prim *p, ncclResult
       const char *src = srcs[i];
       unsigned post =
           ((i == n_recv - 1) && (p->kind != MC_PRIM_RECV_REDUCE_SEND)) ? MC_REDUCE_POST : 0;
-      if (t->recv[i]->remote_read && (bytes > 0)) {
+      if (mc_conn_recv_remote(t->recv[i]) && (bytes > 0)) {
         if ((*res = mc_conn_read(t->recv[i], t->bounce, src, bytes)) != ncclSuccess)
           return -1;
         src = t->bounce;

@@ -2,7 +2,8 @@
 /*
  * Host-measured decisions of the data path (tp_decide.h): spin vs yield
  * from the host's CPUs and the cgroup's quota, plain vs streaming slot
- * writes from the rates a SHM sender achieved with each.
+ * writes from the rates a SHM sender achieved with each, single copy (CMA)
+ * vs the FIFO per step size from what the process measured of both.
  */
 #include "transport/tp_decide.h"
 
@@ -205,4 +206,35 @@ bool mc_tp_decide_stream(const float *plain, int n_plain, const float *stream, i
   if ((n_plain == 0) || (n_stream == 0))
     return is_stream;
   return is_stream ? !(p > s * k) : (s > p * k);
+}
+
+size_t mc_tp_decide_cma(const struct mc_cma_figures *f, size_t max_step)
+{
+  size_t from = MC_CMA_NEVER;
+  int top = -1;
+
+  for (int i = 0; (i < f->n_sizes) && (i < MC_CMA_MAX_SIZES); i++)
+    if (f->bytes[i] <= max_step)
+      top = i;
+  /* From the largest size down: the threshold is the last size of the
+   * unbroken run of CMA wins that ends at the largest. */
+  for (int i = top; i >= 0; i--) {
+    double fifo = f->fifo_gbps[i];
+    double cma = f->cma_gbps[i];
+    bool wins = (fifo > 0) && (cma > 0) && (cma * 100.0 >= fifo * (100.0 + MC_CMA_MARGIN_PCT));
+    if (!wins)
+      break;
+    from = f->bytes[i];
+  }
+  return from;
+}
+
+float mc_tp_cma_rate(size_t bytes, double call_ns, double copy_gbps)
+{
+  double ns;
+
+  if ((bytes == 0) || (copy_gbps <= 0))
+    return 0;
+  ns = call_ns + (double)bytes / copy_gbps; /* GB/s = bytes per ns */
+  return (float)((double)bytes / ns);
 }

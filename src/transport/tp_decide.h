@@ -6,7 +6,11 @@
  *   - how long a waiting rank spins before it yields the CPU, from the CPUs
  *     the host (or the container's cgroup quota) gives its local ranks;
  *   - whether a SHM sender writes its slots with plain or streaming stores,
- *     from the rates it achieved with each (tp_stream.c).
+ *     from the rates it achieved with each (tp_stream.c);
+ *   - from which step size a P2P connection between processes moves a step
+ *     with one cross-memory-attach read of the sender's buffer instead of
+ *     the FIFO's two copies, from what the process measured of both
+ *     (tp_cma.c), or never.
  * docs/ARCHITECTURE.md (Data path) says why.
  */
 #ifndef MC_TP_DECIDE_H
@@ -14,6 +18,7 @@
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 
 #ifdef __cplusplus
 extern "C" {
@@ -60,6 +65,39 @@ void mc_tp_host_figures_read(const char *cg_root, const char *proc_cgroup, int l
 #define MC_STREAM_MARGIN_PCT 10
 bool mc_tp_decide_stream(const float *plain, int n_plain, const float *stream, int n_stream,
                          bool is_stream, float *plain_out, float *stream_out);
+
+/* What a process measured of the two ways a step of a P2P connection
+ * between processes can move (tp_cma.c), per step size (ascending):
+ *   fifo_gbps  a FIFO hop as one rank pays it: the sender's copy of the
+ *              step into a slot and the receiver's copy out of it (both on
+ *              the measuring core; in a ring every rank does both)
+ *   cma_gbps   one process_vm_readv of the step from the sender's buffer
+ *              (system call, page pinning and copy)
+ * Rates in GB/s (1e9 B/s) of step bytes; 0: not measured. */
+#define MC_CMA_MAX_SIZES  8
+#define MC_CMA_MARGIN_PCT 10       /* CMA must beat the FIFO by this much */
+#define MC_CMA_NEVER      SIZE_MAX /* no step size: the FIFO everywhere */
+struct mc_cma_figures {
+  int n_sizes;
+  size_t bytes[MC_CMA_MAX_SIZES];
+  float fifo_gbps[MC_CMA_MAX_SIZES];
+  float cma_gbps[MC_CMA_MAX_SIZES];
+};
+
+/* For a connection whose steps are at most max_step bytes (its slot): the
+ * smallest measured step size from which a single CMA read beats the FIFO
+ * hop by MC_CMA_MARGIN_PCT at that size and at every larger measured size
+ * up to max_step (the sender then publishes its buffer for steps of at
+ * least that many bytes and copies smaller ones into the slots), or
+ * MC_CMA_NEVER when it does not at the largest (a size with a figure
+ * missing counts as a loss for CMA; so does no measured size). */
+size_t mc_tp_decide_cma(const struct mc_cma_figures *f, size_t max_step);
+
+/* The rate of a step of bytes moved by one call of fixed cost call_ns
+ * copying at copy_gbps: bytes / (call_ns + bytes / copy_gbps), GB/s (the
+ * model behind a recorded host's CMA figures when only its copy rate and a
+ * call's cost are known; tests/unit/test_tp_decide.c). */
+float mc_tp_cma_rate(size_t bytes, double call_ns, double copy_gbps);
 
 /* The median of n values (the mean of the middle two when n is even; 0 when n is 0). */
 float mc_tp_median(const float *v, int n);

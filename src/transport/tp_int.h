@@ -6,6 +6,7 @@
 #include "transport/transport.h"
 
 #include "net/net.h"
+#include "transport/tp_decide.h"
 
 #define MC_SHM_NAME_BYTES 64
 

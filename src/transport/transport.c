@@ -48,7 +48,7 @@ _Static_assert(sizeof(struct mc_blob_r1) <= MC_CONN_INFO_BYTES, "connect blob to
 
 ncclResult_t mc_conn_read(const struct mc_conn *c, void *dst, const char *src, size_t bytes)
 {
-  if (!c->remote_read) {
+  if (!mc_conn_recv_remote(c)) {
     memcpy(dst, src, bytes);
     return ncclSuccess;
   }
@@ -301,6 +301,29 @@ static void log_conn(const struct mc_tp_comm *tc, const struct mc_conn_req *q)
  * selectTransport order, topo_transport.c) and, when the transport itself
  * declined what the topology allowed, why.
  */
+static const char *decline_why(struct mc_tp_comm *tc, const struct mc_tp_select *sel,
+                               const struct mc_topo_transport_choice *ch)
+{
+  struct mc_cma_figures f;
+  const char *why = NULL;
+
+  if ((ch->transport != MC_TOPO_TRANSPORT_P2P) || sel->same_process ||
+      !tc->peers[sel->peer].same_pidns)
+    return "the transport declined it";
+  if (mc_param_int(MC_P_P2P_CMA) == 0)
+    return "P2P between processes needs MESHCCL_P2P_CMA=1";
+  if ((mc_param_int(MC_P_P2P_CMA) == 1) || (mc_param_int(MC_P_P2P_CMA_BYTES) >= 0))
+    return "the transport declined it";
+  mc_tp_cma_probe(tc->slot_bytes, &f, &why);
+  if (why != NULL)
+    return "P2P between processes: cross-memory attach could not be measured "
+           "(NCCL_DEBUG_SUBSYS=TUNING says why)";
+  if (mc_tp_decide_cma(&f, tc->slot_bytes) == MC_CMA_NEVER)
+    return "P2P between processes: this host's probe found the FIFO faster than cross-memory "
+           "attach at every step size (NCCL_DEBUG_SUBSYS=TUNING; MESHCCL_P2P_CMA=1 forces it)";
+  return "the transport declined it";
+}
+
 static void log_choice(struct mc_tp_comm *tc, const struct mc_conn_req *q)
 {
   struct mc_tp_select sel;
@@ -319,18 +342,14 @@ static void log_choice(struct mc_tp_comm *tc, const struct mc_conn_req *q)
             tc->rank, (colon != NULL) ? colon + 2 : ch.reason);
     return;
   }
-  MC_INFO(
-      MC_SUB_INIT | MC_SUB_P2P | MC_SUB_SHM | MC_SUB_NET,
-      "Transport: rank %d -> rank %d uses %s (rank %d decides: the topology allows %s, %s; "
-      "%s%s)",
-      q->peer, tc->rank, used, tc->rank, mc_topo_transport_str(ch.transport),
-      (colon != NULL) ? colon + 2 : ch.reason,
-      ((ch.transport == MC_TOPO_TRANSPORT_P2P) && !sel.same_process && !mc_param_int(MC_P_P2P_CMA))
-          ? "P2P between processes needs MESHCCL_P2P_CMA=1"
-          : "the transport declined it",
-      ((q->conn->kind == MC_TOPO_TRANSPORT_NET) && mc_param_int(MC_P_SHM_DISABLE))
-          ? ", and NCCL_SHM_DISABLE=1 rules out SHM"
-          : "");
+  MC_INFO(MC_SUB_INIT | MC_SUB_P2P | MC_SUB_SHM | MC_SUB_NET,
+          "Transport: rank %d -> rank %d uses %s (rank %d decides: the topology allows %s, %s; "
+          "%s%s)",
+          q->peer, tc->rank, used, tc->rank, mc_topo_transport_str(ch.transport),
+          (colon != NULL) ? colon + 2 : ch.reason, decline_why(tc, &sel, &ch),
+          ((q->conn->kind == MC_TOPO_TRANSPORT_NET) && mc_param_int(MC_P_SHM_DISABLE))
+              ? ", and NCCL_SHM_DISABLE=1 rules out SHM"
+              : "");
 }
 
 /*

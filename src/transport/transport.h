@@ -12,10 +12,13 @@
  *
  * Three transports fill the FIFO, chosen per pair in NCCL's order
  * (src/transport.cc selectTransport: the first whose canConnect accepts):
- *   P2P  same host, path allowed by ncclTopoCheckP2p: the slots live on the
- *        sender's side; the receiver reads them (and any buffer the sender
- *        publishes) directly in one process, with process_vm_readv across
- *        processes (cross-memory attach: one copy from the sender's buffer).
+ *   P2P  same host, path allowed by ncclTopoCheckP2p: in one process the
+ *        slots live on the sender's side and the receiver reads them (and
+ *        any buffer the sender publishes) directly; across processes the
+ *        slots are in a /dev/shm segment both map, and steps of at least
+ *        the host's single-copy threshold (tp_cma.c) are the sender's own
+ *        buffer, which the receiver reads with process_vm_readv
+ *        (cross-memory attach: one copy where the FIFO makes two).
  *   SHM  same host: counters and slots in a /dev/shm segment created by the
  *        receiver and unlinked as soon as the sender has mapped it.
  *   NET  other hosts: local slots on both sides, moved by the rank's proxy
@@ -111,12 +114,15 @@ struct mc_conn {
   bool is_send;
   int peer; /* rank at the other end */
   int channel;
-  bool remote_read;  /* receiver: the slots / pointers are in another process */
-  bool ignores_ptr;  /* receiver: the counters are shared with another process
-                      * that publishes no pointers (SHM): one found in the FIFO
-                      * is never followed, the data is the slot's */
-  int peer_pid;      /* for process_vm_readv */
-  bool can_send_ptr; /* sender: may publish pointers to its own memory (P2P) */
+  bool remote_read;     /* receiver: published pointers are in another process
+                         * (P2P/CMA; its slots are in a segment both map) */
+  bool ignores_ptr;     /* receiver: the counters are shared with another process
+                         * that publishes no pointers (SHM): one found in the FIFO
+                         * is never followed, the data is the slot's */
+  int peer_pid;         /* for process_vm_readv */
+  bool can_send_ptr;    /* sender: may publish pointers to its own memory (P2P) */
+  size_t ptr_min_bytes; /* sender: ... for steps of at least this many bytes
+                         * (P2P/CMA: the host's threshold, tp_cma.c) */
   struct mc_conn_ctrl *ctrl;
   char *slots; /* MC_STEPS * slot_bytes (an address in the sender if remote_read) */
   size_t slot_bytes;
@@ -239,6 +245,14 @@ static inline void mc_conn_send_hdr(struct mc_conn *c, const void *hdr)
   c->hdr_next = MC_CONN_HDR_BYTES;
 }
 
+/* Sender: whether a step of bytes of stable data (unchanged until the
+ * operation ends) may be published as a pointer instead of copied into a
+ * slot (P2P between processes: from the host's single-copy threshold). */
+static inline bool mc_conn_send_ptr_ok(const struct mc_conn *c, size_t bytes)
+{
+  return c->can_send_ptr && (bytes >= c->ptr_min_bytes);
+}
+
 /* Sender: publishes the slot (ptr NULL) or a pointer to its own memory that
  * stays unchanged until the receiver released that step. */
 static inline void mc_conn_send_commit(struct mc_conn *c, const void *ptr, size_t bytes)
@@ -332,8 +346,16 @@ static inline void mc_conn_recv_release(struct mc_conn *c)
   __atomic_store_n(&c->ctrl->head, c->step, __ATOMIC_RELEASE);
 }
 
-/* Receiver: copies bytes of the step's data at src (from mc_conn_recv_data)
- * into dst: memcpy, or process_vm_readv from the sending process. */
+/* Receiver: the next step's data lives in the sending process (a pointer
+ * it published over P2P/CMA): mc_conn_read must fetch it. */
+static inline bool mc_conn_recv_remote(const struct mc_conn *c)
+{
+  return c->remote_read && (c->ctrl->fifo[c->step % MC_STEPS].ptr != 0);
+}
+
+/* Receiver: copies bytes of the next step's data at src (from
+ * mc_conn_recv_data) into dst: memcpy, or process_vm_readv from the sending
+ * process when it is remote (mc_conn_recv_remote). */
 ncclResult_t mc_conn_read(const struct mc_conn *c, void *dst, const char *src, size_t bytes);
 
 /* ------------------------------------------------------------------- setup */
@@ -436,6 +458,14 @@ bool mc_proxy_wedged(const struct mc_proxy *p);
 /* A collective starts (+1) or ends (-1) on this rank: the proxy thread
  * polls its NET connections only while one runs. p may be NULL. */
 void mc_proxy_activity(struct mc_proxy *p, int delta);
+
+/* The P2P/CMA probe of this process (tp_cma.c; figures: tp_decide.h):
+ * measured at the first call (a few ms), logged once at
+ * NCCL_DEBUG_SUBSYS=TUNING with the decision for slots of slot_bytes;
+ * *why_out (may be NULL) says why it could not measure CMA (then no
+ * figures), else NULL. Thread-safe. bench/limit prints it too. */
+struct mc_cma_figures;
+void mc_tp_cma_probe(size_t slot_bytes, struct mc_cma_figures *out, const char **why_out);
 
 /* Removes /dev/shm segments left by processes that were killed between
  * creating a segment and their peer mapping it (once per communicator init). */

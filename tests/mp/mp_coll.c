@@ -26,6 +26,8 @@
  * 2: rank 0 only (a misuse the others must report).
  * --same-bits 1: every all-reduce's result must also be the same bits on
  * every rank (an all-reduce of its hash, max of h and of ~h, says so).
+ * --offset B: every malloc'd buffer starts B bytes past malloc's pointer
+ * (B odd: no element is aligned; the in-place cases keep their overlap).
  * Prints "ok <n> checks" on success; exits 1 with the first mismatch.
  */
 #include <math.h>
@@ -85,6 +87,7 @@ struct cfg {
   int grow;
   int symmetric; /* buffers from ncclMemAlloc in NCCL_WIN_COLL_SYMMETRIC windows */
   int same_bits; /* all-reduce results: the same bits on every rank */
+  int offset;    /* malloc'd buffers start this many bytes in */
 };
 
 static struct cfg g_cfg;
@@ -388,8 +391,11 @@ static int buf_alloc(struct rank_state *s, size_t bytes, char **p, ncclWindow_t 
 {
   *w = NULL;
   if (!sym_rank(s->c)) {
-    *p = malloc(bytes);
-    return (*p == NULL) ? fail(s->c, "out of memory") : 0;
+    *p = malloc(bytes + (size_t)g_cfg.offset);
+    if (*p == NULL)
+      return fail(s->c, "out of memory");
+    *p += g_cfg.offset;
+    return 0;
   }
   CHECK_NCCL(s->c, ncclMemAlloc((void **)p, bytes));
   CHECK_NCCL(s->c, ncclCommWindowRegister(s->c->comm, *p, bytes, w, NCCL_WIN_COLL_SYMMETRIC));
@@ -402,7 +408,7 @@ static int buf_free(struct rank_state *s, char **p, ncclWindow_t *w)
 
   *p = NULL;
   if ((b == NULL) || !sym_rank(s->c)) {
-    free(b);
+    free((b == NULL) ? NULL : b - g_cfg.offset);
     return 0;
   }
   CHECK_NCCL(s->c, ncclCommWindowDeregister(s->c->comm, *w));
@@ -864,6 +870,8 @@ int main(int argc, char **argv)
       g->symmetric = atoi(argv[i + 1]);
     } else if (strcmp(argv[i], "--same-bits") == 0) {
       g->same_bits = atoi(argv[i + 1]);
+    } else if (strcmp(argv[i], "--offset") == 0) {
+      g->offset = atoi(argv[i + 1]);
     } else {
       fprintf(stderr, "mp_coll: unknown option %s\n", argv[i]);
       return 2;

@@ -13,6 +13,10 @@
  *     2.6-2.9 with streaming stores (the window rates below spread over those
  *     ranges);
  * and the cgroup quota as recorded trees of /sys/fs/cgroup give it.
+ * The single-copy (P2P/CMA) threshold on the figures the P2P/CMA probe
+ * (tp_cma.c) logged on the VM, and on the Xeon's figures through the model
+ * of its FIFO hop and of a process_vm_readv call (the Xeon's own probe was
+ * not recorded: three cases bracket it).
  */
 #include "transport/tp_decide.h"
 
@@ -202,5 +206,92 @@ static void cgroup_trees(void)
   MC_T_EQ_INT(system(cmd), 0);
 }
 
+/* "P2P/CMA probe" lines the 2-core VM logged (4K, 16K, 64K, 256K steps). */
+static const struct mc_cma_figures vm_probes[] = {
+    /* meshccl-perf all_reduce, 2 ranks, load average 16 (rank 0, rank 1) */
+    {4, {4096, 16384, 65536, 262144}, {15.5f, 41.2f, 47.3f, 46.0f}, {4.0f, 9.1f, 12.7f, 14.3f}},
+    {4, {4096, 16384, 65536, 262144}, {34.1f, 47.1f, 49.3f, 48.0f}, {4.7f, 9.7f, 13.4f, 15.0f}},
+    /* the same loop over a 64 MiB buffer (DRAM), load average 13 */
+    {4,
+     {4096, 16384, 65536, 262144},
+     {6.87f, 10.63f, 17.66f, 15.91f},
+     {2.15f, 3.51f, 3.53f, 4.25f}},
+};
+
+/* The Xeon: a FIFO hop as one rank pays it is its pair's FIFO rate (9.0-10.1
+ * GB/s, writer and reader on two cores) with both copies on one core: 9.5 / 2. */
+static void xeon_figures(double call_ns, double copy_gbps, struct mc_cma_figures *f)
+{
+  static const size_t sizes[] = {4096, 16384, 65536, 131072, 262144};
+
+  memset(f, 0, sizeof(*f));
+  for (int i = 0; i < 5; i++) {
+    f->bytes[i] = sizes[i];
+    f->fifo_gbps[i] = 9.5f / 2;
+    f->cma_gbps[i] = mc_tp_cma_rate(sizes[i], call_ns, copy_gbps);
+  }
+  f->n_sizes = 5;
+}
+
+static void cma_choice_on_recorded_hosts(void)
+{
+  struct mc_cma_figures f;
+
+  /* The VM: the FIFO wins at every size, by 3-8x: never single copy, at
+   * the 128 KiB slots of one host's default FIFO and at 256 KiB. */
+  for (size_t i = 0; i < sizeof(vm_probes) / sizeof(vm_probes[0]); i++) {
+    MC_T_TRUE(mc_tp_decide_cma(&vm_probes[i], 131072) == MC_CMA_NEVER);
+    MC_T_TRUE(mc_tp_decide_cma(&vm_probes[i], 262144) == MC_CMA_NEVER);
+  }
+  /* The VM's call cost, fitted to its first probe (4 KiB 4.0, 256 KiB 14.3
+   * GB/s): about 750 ns and 14.9 GB/s. */
+  MC_T_TRUE(mc_tp_cma_rate(4096, 750, 14.9) > 3.9f);
+  MC_T_TRUE(mc_tp_cma_rate(4096, 750, 14.9) < 4.1f);
+  MC_T_TRUE(mc_tp_cma_rate(262144, 750, 14.9) > 14.2f);
+  MC_T_TRUE(mc_tp_cma_rate(262144, 750, 14.9) < 14.4f);
+  /* Xeon (a): the kernel copies at the core's 16 MiB rate (11.4), a call
+   * costs the VM's 750 ns: 4 KiB 3.7 GB/s loses to the hop's 4.75, 16 KiB
+   * 7.5 wins: single copy from 16 KiB. */
+  xeon_figures(750, 11.4, &f);
+  MC_T_TRUE(mc_tp_decide_cma(&f, 131072) == 16384);
+  MC_T_TRUE(mc_tp_decide_cma(&f, 262144) == 16384);
+  /* (b): the DRAM rate (10.4) and a call four times dearer (3 us): 16 KiB
+   * 3.6 loses, 64 KiB 7.1 wins: from 64 KiB. */
+  xeon_figures(3000, 10.4, &f);
+  MC_T_TRUE(mc_tp_decide_cma(&f, 131072) == 65536);
+  /* (c): the VM's own ratio of CMA to FIFO hop (0.26-0.31 at 64-256 KiB)
+   * on the Xeon's hop: never. */
+  xeon_figures(750, 4.75 * 0.31, &f);
+  MC_T_TRUE(mc_tp_decide_cma(&f, 131072) == MC_CMA_NEVER);
+}
+
+static void cma_choice_rules(void)
+{
+  struct mc_cma_figures f = {
+      4, {4096, 16384, 65536, 262144}, {10, 10, 10, 10}, {5, 11.5f, 10.5f, 12}};
+
+  /* 16 KiB wins by 15%, 64 KiB by 5% only (short of the 10% margin): the
+   * run of wins that ends at the largest size starts at 256 KiB. */
+  MC_T_TRUE(mc_tp_decide_cma(&f, 262144) == 262144);
+  /* steps of at most 64 KiB: the largest that counts loses: never */
+  MC_T_TRUE(mc_tp_decide_cma(&f, 65536) == MC_CMA_NEVER);
+  /* exactly 10% more wins */
+  f.cma_gbps[2] = 11;
+  MC_T_TRUE(mc_tp_decide_cma(&f, 262144) == 16384);
+  /* a size without a figure counts as a loss */
+  f.cma_gbps[1] = 0;
+  MC_T_TRUE(mc_tp_decide_cma(&f, 262144) == 65536);
+  /* wins at small sizes only: never */
+  f = (struct mc_cma_figures){2, {4096, 65536}, {10, 10}, {20, 9}};
+  MC_T_TRUE(mc_tp_decide_cma(&f, 65536) == MC_CMA_NEVER);
+  /* no size at or below the slot, or no figures at all: never */
+  MC_T_TRUE(mc_tp_decide_cma(&f, 2048) == MC_CMA_NEVER);
+  f.n_sizes = 0;
+  MC_T_TRUE(mc_tp_decide_cma(&f, 65536) == MC_CMA_NEVER);
+  MC_T_TRUE(mc_tp_cma_rate(0, 750, 10) == 0);
+  MC_T_TRUE(mc_tp_cma_rate(4096, 750, 0) == 0);
+}
+
 MC_T_MAIN(stream_choice_on_recorded_rates, stream_margin_and_missing_samples,
-          spin_choice_on_recorded_hosts, cgroup_texts, cgroup_trees)
+          spin_choice_on_recorded_hosts, cgroup_texts, cgroup_trees, cma_choice_on_recorded_hosts,
+          cma_choice_rules)
