@@ -6,7 +6,7 @@
  *  - Authentication (boot_proto.c, boot_accept.c): every bootstrap
  *    connection, after NCCL's 12-byte handshake (magic, socket type), proves
  *    in both directions that each side knows the job's secret, by HMAC-SHA256
- *    over a nonce of each side (docs/ARCHITECTURE.md, bootstrap):
+ *    over a nonce of each side (docs/design/bootstrap.md):
  *        client -> server  HELLO    magic, type, version, client nonce  (48 bytes)
  *        server -> client  CHALLENGE version, server nonce              (36 bytes)
  *        client -> server  PROOF    MAC("C", ...)                        (32 bytes)

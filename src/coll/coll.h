@@ -213,7 +213,7 @@ enum mc_coll_choice {
  * and the executor, which names no algorithm. plan and task_prim/task_next
  * are mandatory unless task_progress is set; optional slots are NULL.
  * Adding one: a file with its table and one line in MC_ALGO_LIST
- * (topo/topo_algo.h); docs/ARCHITECTURE.md, "Adding an algorithm".
+ * (topo/topo_algo.h); docs/design/datapath.md, "Adding an algorithm".
  */
 struct mc_coll_algo_ops {
   const char *name; /* NCCL's name ("Ring", "Tree"); NCCL_ALGO matches it */

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
  * Signatures in the executor (meshccl's; coll_sig.c builds and compares
- * them, docs/ARCHITECTURE.md, "Errors", tells the protocol):
+ * them, docs/design/lifecycle.md, "Errors", tells the protocol):
  *   - every operation of a batch gets its number and signature;
  *   - the first step from each connection an operation receives from is
  *     checked against it (mc_coll_recv_check, called by the executor and
@@ -202,7 +202,7 @@ static void notices_flush(struct ncclComm *comm, struct mc_conn **net, int n_net
 }
 
 /* comm stopped on a mismatch (n): every peer learns which, through every
- * connection (docs/ARCHITECTURE.md, "Errors"). */
+ * connection (docs/design/lifecycle.md, "Errors"). */
 void mc_coll_notices_send(const struct mc_coll_plan *pl, struct ncclComm *comm,
                           const struct mc_coll_notice *n)
 {

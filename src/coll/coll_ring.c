@@ -290,7 +290,7 @@ static ncclResult_t ring_plan(struct mc_op *op, struct mc_coll_plan *pl)
 
 /* A ring that crosses hosts earns a channel with half a slot: its channels'
  * sockets carry a step's data side by side (measurements:
- * docs/ARCHITECTURE.md, Choosing the algorithm). */
+ * docs/design/datapath.md, "Algorithms and tuning"). */
 static int ring_channels_for(const struct ncclComm *comm, size_t bytes)
 {
   size_t per = comm->data.tp.slot_bytes;

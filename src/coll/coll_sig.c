@@ -10,7 +10,7 @@
  * P2P and SHM, in front of the data on NET), and the receiver compares it
  * with its own call before it uses the step. This file builds, compares and
  * names signatures, and reads the failure notices a rank that found a
- * mismatch sends on (docs/ARCHITECTURE.md, "Errors").
+ * mismatch sends on (docs/design/lifecycle.md, "Errors").
  */
 #include "coll/coll.h"
 

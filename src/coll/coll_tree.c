@@ -132,7 +132,7 @@ static void tree_task_next(struct mc_task *t)
 /* From this size a tree all-reduce runs on an even number of channels, so on
  * both trees of NCCL's double binary tree: on one tree a link carries data
  * up, then down, one way at a time, where the mirrored tree uses the other
- * way (measurements: docs/ARCHITECTURE.md, Choosing the algorithm). */
+ * way (measurements: docs/design/datapath.md, "Algorithms and tuning"). */
 #define TREE_BOTH_BYTES (512u << 10)
 
 static int tree_channels_for(const struct ncclComm *comm, size_t bytes)

@@ -1058,7 +1058,7 @@ ncclResult_t ncclCommInitRankScalable(ncclComm_t *newcomm, int nranks, int myran
   /* One id is ncclCommInitRankConfig. Several: rank r registers with root
    * mc_boot_root_of_rank(r) (NCCL's mapping) proving that root's secret;
    * ring and peer connections prove the job secret derived from every id
-   * (mc_boot_job_id; docs/ARCHITECTURE.md, bootstrap). */
+   * (mc_boot_job_id; docs/design/bootstrap.md). */
   if (nId == 1)
     return init_rank(newcomm, nranks, &commIds[0], myrank, default_device(), config, MC_INIT_RANK,
                      "ncclCommInitRankScalable");

@@ -20,7 +20,7 @@ static ncclResult_t needs_gpu(const char *call, const char *what)
   mc_api_enter();
   return MC_FAIL(ncclInvalidUsage,
                  "%s : %s needs a GPU; meshccl runs on host memory (see API coverage in "
-                 "docs/ARCHITECTURE.md)",
+                 "docs/design/lifecycle.md)",
                  call, what);
 }
 

@@ -36,7 +36,7 @@ enum mc_coll_kind {
  * in_env: NCCL_ALGO may name it (send/recv run outside the choice). The
  * tables' files say what each is (OneShot: meshccl's small single-host
  * all-reduce; Symmetric: collectives on symmetric windows). Adding
- * an algorithm is its file plus one line here (docs/ARCHITECTURE.md,
+ * an algorithm is its file plus one line here (docs/design/datapath.md,
  * "Adding an algorithm").
  */
 #define MC_ALGO_LIST(_X)                                                                           \

@@ -33,7 +33,7 @@
  *    current PCIe generation and width).
  *  - No GPU/NVML, or a rank whose device the job did not name
  *    (me->is_compute): the rank's compute device is a virtual PCI device, see
- *    add_compute_device() and docs/ARCHITECTURE.md "Devices".
+ *    add_compute_device() and docs/design/lifecycle.md, "Devices".
  *  - No keep="1" attributes: detection adds only what this rank uses, so
  *    there is nothing for ncclTopoTrimXml to remove.
  *

@@ -20,7 +20,7 @@
  * Measured by bench/tree_ring_netns.sh on a quiet 2-core VM (bench/algo_pair.c:
  * Ring and Tree in turns in one communicator, compared by the median of the
  * rounds' ratios, rank r on core r mod 2; the figures are in
- * docs/ARCHITECTURE.md, "Algorithms and tuning"):
+ * docs/design/datapath.md, "Algorithms and tuning"):
  *  - a call costs about 5 us; a hop through a host FIFO about 1 us;
  *  - a NET hop (socket net between network namespaces) costs 15-20 us at 2
  *    hosts, ring step and tree hop alike once a message up to 64 KiB travels

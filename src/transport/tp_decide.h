@@ -11,7 +11,7 @@
  *     with one cross-memory-attach read of the sender's buffer instead of
  *     the FIFO's two copies, from what the process measured of both
  *     (tp_cma.c), or never.
- * docs/ARCHITECTURE.md (Data path) says why.
+ * docs/design/datapath.md ("Data path") says why.
  */
 #ifndef MC_TP_DECIDE_H
 #define MC_TP_DECIDE_H

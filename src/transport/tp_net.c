@@ -16,7 +16,7 @@
  * header off into the control words, its data following it in the slot.
  * A net error marks the connection failed (ctrl->error), which the rank's
  * collective reports; the proxy then leaves that connection alone.
- * The progress watchdog (NCCL has none; docs/ARCHITECTURE.md, "Waits on the
+ * The progress watchdog (NCCL has none; docs/design/datapath.md, "Waits on the
  * wire") fails a connection in the same way when a collective waits on it
  * (a committed step the net has not taken, a posted receive not yet
  * filled) and nothing moved on it for MESHCCL_NET_TIMEOUT: no request

@@ -71,7 +71,7 @@ void mc_conn_stream_init(struct mc_conn *c)
   if (mc_param_source(MC_P_SHM_STREAM_NS) != MC_PARAM_SRC_DEFAULT)
     MC_WARN_ONCE("MESHCCL_SHM_STREAM_NS is deprecated and ignored: with MESHCCL_SHM_STREAM=-1 a "
                  "SHM sender measures the rate of plain and of streaming stores and keeps the "
-                 "faster (docs/ARCHITECTURE.md, Data path)");
+                 "faster (docs/design/datapath.md, Data path)");
 #if defined(__x86_64__)
   c->stream.mode = (int8_t)mc_param_int(MC_P_SHM_STREAM);
   c->stream.on = (c->stream.mode == 1);

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
  * mp_abort_thread: ncclCommAbort on one thread while others use the
- * communicator (docs/ARCHITECTURE.md, "Faults and abort").
+ * communicator (docs/design/lifecycle.md, "Errors").
  *   mp_abort_thread group   50 times: ncclCommInitAll of 2; one thread runs
  *                           grouped all-reduces over both communicators
  *                           (ncclGroupStart; comm0; comm1; ncclGroupEnd) in a

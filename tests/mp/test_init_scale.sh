@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: Apache-2.0
-# Init with many local ranks (the scaling of docs/ARCHITECTURE.md, "Init with
+# Init with many local ranks (the scaling of docs/design/topology.md, "Init with
 # many local ranks"): a 128-rank job on this host completes; the paths and
 # the search made once per host (MESHCCL_PATHS_SHARE=2: from 2 local ranks on,
 # MESHCCL_SEARCH_SHARE=1)

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: Apache-2.0
-# Every wait on the wire is bounded (docs/ARCHITECTURE.md, "Waits on the
+# Every wait on the wire is bounded (docs/design/datapath.md, "Waits on the
 # wire"), between hosts that are network namespaces on a bridge, Socket net:
 #   - a link cut (the switch port of host 2 down) in the middle of
 #     back-to-back all-reduces, 2 hosts x 2 ranks: every rank fails with

@@ -67,7 +67,7 @@ static int find_free_port(int other)
 /*
  * MESHCCL_SECRET, unless the caller set one: 32 random bytes in hex. With
  * NCCL_COMM_ID nothing secret travels between the ranks, so the bootstrap
- * keys its authentication with this (docs/ARCHITECTURE.md, bootstrap);
+ * keys its authentication with this (docs/design/bootstrap.md);
  * without it, any process that knows the port could join the job.
  */
 static int set_secret(void)

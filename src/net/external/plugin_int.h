@@ -149,7 +149,7 @@ void mc_plugin_req_post(struct mc_plugin_req *r, void *preq, bool is_recv, int n
 /* test() for every version (their test has the same signature). Sizes left
  * at the sentinel are reported as posted: the posted size of a send is what
  * was sent; for a receive it is the buffer's size, which may be more than
- * what arrived (documented in docs/ARCHITECTURE.md, net plugins). */
+ * what arrived (documented in docs/design/net.md, "Net plugins"). */
 ncclResult_t mc_plugin_test(struct mc_net_plugin *p, ncclResult_t (*test_fn)(void *, int *, int *),
                             void *request, int *done, size_t *sizes);
 
