@@ -35,9 +35,9 @@ enum mc_boot_secret_source {
 /*
  * The contents of ncclUniqueId (128 bytes): NCCL's ncclBootstrapHandle
  * (magic, address, nRanks) followed by the job's secret and a nonce. Every
- * bootstrap connection proves knowledge of the secret (docs/design/bootstrap.md), so the id must travel only among the job's ranks, except in
- * its published form (MC_BOOT_SECRET_PUBLIC), whose secret is zero and is
- * derived on every rank from MESHCCL_SECRET and the nonce.
+ * bootstrap connection proves knowledge of the secret (docs/design/bootstrap.md), so the id must
+ * travel only among the job's ranks, except in its published form (MC_BOOT_SECRET_PUBLIC), whose
+ * secret is zero and is derived on every rank from MESHCCL_SECRET and the nonce.
  */
 struct mc_boot_handle {
   uint64_t magic;                       /* offset 0 */
