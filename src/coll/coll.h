@@ -200,6 +200,13 @@ ncclResult_t mc_coll_plan_add(struct mc_coll_plan *pl, const struct mc_task *t);
 /* A task of op run by algo on op's communicator, all of op's elements, the
  * rest zero (a plan's start). */
 void mc_coll_task_init(struct mc_task *t, struct mc_op *op, const struct mc_coll_algo_ops *algo);
+/* The channels op runs on: its n_channels when set and below the
+ * communicator's, else all of them. */
+int mc_coll_op_channels(const struct mc_op *op);
+/* Channel c's contiguous part of op's elements when they are cut into
+ * n_ch equal parts (the last shorter): false when it holds none. */
+bool mc_coll_channel_part(const struct mc_op *op, int n_ch, int c, size_t *base_out,
+                          size_t *len_out);
 
 /* How the algorithm choice (coll_algo.c) treats an algorithm. */
 enum mc_coll_choice {

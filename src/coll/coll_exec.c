@@ -89,6 +89,26 @@ void mc_coll_task_init(struct mc_task *t, struct mc_op *op, const struct mc_coll
   t->len = op->count;
 }
 
+int mc_coll_op_channels(const struct mc_op *op)
+{
+  int n = op->comm->data.n_channels;
+
+  return ((op->n_channels > 0) && (op->n_channels < n)) ? op->n_channels : n;
+}
+
+bool mc_coll_channel_part(const struct mc_op *op, int n_ch, int c, size_t *base_out,
+                          size_t *len_out)
+{
+  size_t per = (op->count + (size_t)n_ch - 1) / (size_t)n_ch;
+  size_t base = (size_t)c * per;
+
+  if (base >= op->count)
+    return false;
+  *base_out = base;
+  *len_out = (op->count - base < per) ? op->count - base : per;
+  return true;
+}
+
 ncclResult_t mc_coll_plan_add(struct mc_coll_plan *pl, const struct mc_task *t)
 {
   if (pl->n_tasks == pl->cap) {

@@ -259,20 +259,19 @@ static ncclResult_t ring_plan(struct mc_op *op, struct mc_coll_plan *pl)
 {
   struct ncclComm *comm = op->comm;
   int n = comm->n_ranks;
-  int n_ch = ((op->n_channels > 0) && (op->n_channels < comm->data.n_channels))
-                 ? op->n_channels
-                 : comm->data.n_channels;
-  size_t per = divup(op->count, (size_t)n_ch);
+  int n_ch = mc_coll_op_channels(op);
 
   for (int c = 0; c < n_ch; c++) {
     struct mc_channel *ch = &comm->data.channels[c];
     struct mc_task t;
-    size_t base = (size_t)c * per;
-    if (base >= op->count)
+    size_t base;
+    size_t len;
+
+    if (!mc_coll_channel_part(op, n_ch, c, &base, &len))
       break;
     mc_coll_task_init(&t, op, &mc_coll_ring_ops);
     t.base = base;
-    t.len = min_sz(op->count - base, per);
+    t.len = len;
     t.chunk = mc_coll_chunk_elems(comm, op->esize);
     t.send[0] = &ch->send;
     t.recv[0] = &ch->recv;

@@ -61,20 +61,19 @@ static void add_children(struct mc_task *t, struct mc_channel *ch, bool recv, bo
 static ncclResult_t tree_plan(struct mc_op *op, struct mc_coll_plan *pl)
 {
   struct ncclComm *comm = op->comm;
-  int n_ch = ((op->n_channels > 0) && (op->n_channels < comm->data.n_channels))
-                 ? op->n_channels
-                 : comm->data.n_channels;
-  size_t per = (op->count + (size_t)n_ch - 1) / (size_t)n_ch;
+  int n_ch = mc_coll_op_channels(op);
 
   for (int c = 0; c < n_ch; c++) {
     struct mc_channel *ch = &comm->data.channels[c];
     struct mc_task t;
-    size_t base = (size_t)c * per;
-    if (base >= op->count)
+    size_t base;
+    size_t len;
+
+    if (!mc_coll_channel_part(op, n_ch, c, &base, &len))
       break;
     mc_coll_task_init(&t, op, &mc_coll_tree_ops);
     t.base = base;
-    t.len = (op->count - base < per) ? op->count - base : per;
+    t.len = len;
     /* A chunk is a FIFO slot. NCCL 2.30 halves a tree's chunk, down to
      * 32 KiB, while a channel's share holds few chunks per level of the tree
      * (enqueue.cc, calcCollChunking), to pipeline on GPUs; on hosts every
