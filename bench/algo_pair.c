@@ -130,7 +130,7 @@ static ncclResult_t timed(ncclComm_t comm, uint32_t mask, float *buf, size_t cou
 {
   double t0;
 
-  comm->algo_allowed[MC_COLL_ALLREDUCE] = mask;
+  comm->coll.algo_allowed[MC_COLL_ALLREDUCE] = mask;
   t0 = now_us();
   for (int i = 0; i < k; i++) {
     ncclResult_t res = ncclAllReduce(buf, buf, count, ncclFloat32, ncclSum, comm, NULL);
@@ -151,7 +151,7 @@ static const char *model_choice(ncclComm_t comm, uint32_t all, size_t count)
   op.comm = comm;
   op.count = count;
   op.esize = sizeof(float);
-  comm->algo_allowed[MC_COLL_ALLREDUCE] = all;
+  comm->coll.algo_allowed[MC_COLL_ALLREDUCE] = all;
   if (mc_coll_algo_choose(&op) != ncclSuccess)
     return "?";
   return op.algo->name;
@@ -247,7 +247,7 @@ int main(int argc, char **argv)
   /* The first call reads NCCL_ALGO and builds the model: keep what it allows. */
   if (ncclAllReduce(buf, buf, 1, ncclFloat32, ncclSum, comm, NULL) != ncclSuccess)
     goto out;
-  all = comm->algo_allowed[MC_COLL_ALLREDUCE];
+  all = comm->coll.algo_allowed[MC_COLL_ALLREDUCE];
   if (rank == 0) {
     printf("# algo_pair: all_reduce float sum, %d ranks, Ring and %s interleaved in one "
            "communicator, %d-%d rounds until the median ratio's 95%% interval is within "

@@ -237,7 +237,7 @@ struct mc_coll_algo_ops {
   bool is_default;
   /* Optional (MC_CHOICE_MODEL): the model's time for op moving bytes (its
    * whole buffer, x n_ranks for all-gather / reduce-scatter) in µs, from
-   * op->comm->tune; -1 when the model has none. Same answer on every rank. */
+   * op->comm->coll.tune; -1 when the model has none. Same answer on every rank. */
   float (*est_us)(const struct mc_coll_algo_ops *a, const struct mc_op *op, size_t bytes);
   /* Cuts op into tasks appended to pl (connections must exist). */
   ncclResult_t (*plan)(struct mc_op *op, struct mc_coll_plan *pl);
@@ -258,7 +258,7 @@ struct mc_coll_algo_ops {
   /* Optional: the algorithm whose connections (and state) it runs on; NULL:
    * its own (the symmetric all-reduce drives the one-shot's). */
   const struct mc_coll_algo_ops *conns_of;
-  /* Optional: its state on a communicator (comm->algo_state[id]), made at
+  /* Optional: its state on a communicator (comm->coll.algo_state[id]), made at
    * the communicator's first collective and freed with its connections
    * (destroy, abort, a failed collective). state_free gets what state_new
    * made (aborted: tell the peers through the connections first). */
@@ -309,13 +309,13 @@ static inline const struct mc_coll_algo_ops *mc_coll_conn_group(const struct mc_
 static inline void *mc_coll_algo_state(const struct ncclComm *comm,
                                        const struct mc_coll_algo_ops *a)
 {
-  return comm->algo_state[mc_coll_conn_group(a)->id];
+  return comm->coll.algo_state[mc_coll_conn_group(a)->id];
 }
 /* How many connections a's state on comm holds (its n_conns; 0 before its state is made). */
 static inline int mc_coll_algo_n_conns(const struct ncclComm *comm,
                                        const struct mc_coll_algo_ops *a)
 {
-  if ((a->n_conns == NULL) || ((a->state_new != NULL) && (comm->algo_state[a->id] == NULL)))
+  if ((a->n_conns == NULL) || ((a->state_new != NULL) && (comm->coll.algo_state[a->id] == NULL)))
     return 0;
   return a->n_conns(comm);
 }

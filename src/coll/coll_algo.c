@@ -56,10 +56,10 @@ static void states_free(struct ncclComm *comm, bool aborted)
 {
   for (int i = 0; i < mc_coll_n_algos; i++) {
     const struct mc_coll_algo_ops *a = mc_coll_algos[i];
-    void *st = comm->algo_state[a->id];
+    void *st = comm->coll.algo_state[a->id];
     if ((st == NULL) || (a->state_free == NULL))
       continue;
-    comm->algo_state[a->id] = NULL;
+    comm->coll.algo_state[a->id] = NULL;
     a->state_free(comm, st, aborted);
   }
 }
@@ -68,10 +68,10 @@ ncclResult_t mc_coll_algo_states_new(struct ncclComm *comm)
 {
   for (int i = 0; i < mc_coll_n_algos; i++) {
     const struct mc_coll_algo_ops *a = mc_coll_algos[i];
-    if ((a->state_new == NULL) || (comm->algo_state[a->id] != NULL) || !algo_known((int)a->id))
+    if ((a->state_new == NULL) || (comm->coll.algo_state[a->id] != NULL) || !algo_known((int)a->id))
       continue;
-    comm->algo_states_free = states_free;
-    MC_CHECK(a->state_new(comm, &comm->algo_state[a->id]));
+    comm->coll.algo_states_free = states_free;
+    MC_CHECK(a->state_new(comm, &comm->coll.algo_state[a->id]));
   }
   return ncclSuccess;
 }
@@ -86,10 +86,10 @@ static void tune_ready(struct ncclComm *comm)
   struct mc_tune_in in;
   int ppn = 0;
 
-  if (comm->tune_ready)
+  if (comm->coll.tune_ready)
     return;
-  comm->tune_ready = true;
-  memset(&comm->tune, 0, sizeof(comm->tune));
+  comm->coll.tune_ready = true;
+  memset(&comm->coll.tune, 0, sizeof(comm->coll.tune));
   if ((g->n_ranks != comm->n_ranks) || (g->rank_to_node == NULL))
     return;
   for (int k = 0; k < g->n_nodes; k++) {
@@ -110,13 +110,13 @@ static void tune_ready(struct ncclComm *comm)
                            .latency_inter = comm->topo.ring_graph.latency_inter,
                            .ring_same_channels = g->ring.same_channels};
   mc_tune_consts_default(&consts);
-  mc_tune_model(&in, &consts, &comm->tune);
+  mc_tune_model(&in, &consts, &comm->coll.tune);
   if ((comm->rank == 0) && mc_log_enabled(MC_LOG_INFO, MC_SUB_TUNING)) {
     char *buf = NULL;
     size_t bytes = 0;
     FILE *f = open_memstream(&buf, &bytes);
     if (f != NULL) {
-      mc_tune_print(&comm->tune, f);
+      mc_tune_print(&comm->coll.tune, f);
       fclose(f);
       for (char *line = strtok(buf, "\n"); line != NULL; line = strtok(NULL, "\n"))
         MC_INFO(MC_SUB_TUNING, "%s", line);
@@ -144,7 +144,7 @@ int mc_coll_tune_func(enum mc_coll_kind kind)
 float mc_coll_nccl_model_time(const struct mc_coll_algo_ops *a, const struct mc_op *op,
                               size_t bytes)
 {
-  return mc_tune_time(&op->comm->tune, mc_coll_tune_func(op->kind), (int)a->id, MC_TUNE_SIMPLE,
+  return mc_tune_time(&op->comm->coll.tune, mc_coll_tune_func(op->kind), (int)a->id, MC_TUNE_SIMPLE,
                       bytes);
 }
 
@@ -220,7 +220,7 @@ ncclResult_t mc_coll_algo_choose(struct mc_op *op)
   tune_ready(comm);
   if ((op->kind == MC_COLL_ALLGATHER) || (op->kind == MC_COLL_REDUCESCATTER))
     bytes *= (size_t)comm->n_ranks;
-  allowed = comm->algo_allowed[op->kind];
+  allowed = comm->coll.algo_allowed[op->kind];
   for (int i = 0; (i < mc_coll_n_algos) && (algo == NULL); i++)
     if ((mc_coll_algos[i]->choice == MC_CHOICE_FIRST) && allowed_for(mc_coll_algos[i], allowed, op))
       algo = mc_coll_algos[i];

@@ -42,21 +42,21 @@ static ncclResult_t resolve_op(struct ncclComm *comm, ncclDataType_t type, ncclR
 
   if ((int)op >= 0 && op < ncclNumOps)
     return mc_redop_builtin(type, op, comm->n_ranks, out);
-  pthread_mutex_lock(&comm->redop_lock);
-  if ((idx < 0) || (idx >= comm->n_redops) || !comm->redops[idx].used) {
-    pthread_mutex_unlock(&comm->redop_lock);
+  pthread_mutex_lock(&comm->coll.redop_lock);
+  if ((idx < 0) || (idx >= comm->coll.n_redops) || !comm->coll.redops[idx].used) {
+    pthread_mutex_unlock(&comm->coll.redop_lock);
     return MC_FAIL(ncclInvalidArgument, "%s : invalid reduction operation %d", call, (int)op);
   }
-  if (comm->redops[idx].type != type) {
-    ncclDataType_t t = comm->redops[idx].type;
-    pthread_mutex_unlock(&comm->redop_lock);
+  if (comm->coll.redops[idx].type != type) {
+    ncclDataType_t t = comm->coll.redops[idx].type;
+    pthread_mutex_unlock(&comm->coll.redop_lock);
     return MC_FAIL(ncclInvalidArgument,
                    "%s : reduction operation %d was created for type %s, used with %s", call,
                    (int)op, mc_type_name(t), mc_type_name(type));
   }
-  *out =
-      (struct mc_redop){.type = type, .kind = MC_RED_PREMULSUM, .scalar = comm->redops[idx].scalar};
-  pthread_mutex_unlock(&comm->redop_lock);
+  *out = (struct mc_redop){
+      .type = type, .kind = MC_RED_PREMULSUM, .scalar = comm->coll.redops[idx].scalar};
+  pthread_mutex_unlock(&comm->coll.redop_lock);
   return ncclSuccess;
 }
 
@@ -79,24 +79,25 @@ ncclResult_t ncclRedOpCreatePreMulSum(ncclRedOp_t *op, void *scalar, ncclDataTyp
   if (mc_redop_premulsum(datatype, scalar, &r) != ncclSuccess)
     return MC_FAIL(ncclInvalidArgument, "ncclRedOpCreatePreMulSum : invalid type %d",
                    (int)datatype);
-  pthread_mutex_lock(&comm->redop_lock);
-  for (int i = 0; (i < comm->n_redops) && (idx < 0); i++)
-    if (!comm->redops[i].used)
+  pthread_mutex_lock(&comm->coll.redop_lock);
+  for (int i = 0; (i < comm->coll.n_redops) && (idx < 0); i++)
+    if (!comm->coll.redops[i].used)
       idx = i;
   if (idx < 0) {
     struct mc_user_redop *n =
-        realloc(comm->redops, (size_t)(comm->n_redops + 8) * sizeof(*comm->redops));
+        realloc(comm->coll.redops, (size_t)(comm->coll.n_redops + 8) * sizeof(*comm->coll.redops));
     if (n == NULL) {
-      pthread_mutex_unlock(&comm->redop_lock);
+      pthread_mutex_unlock(&comm->coll.redop_lock);
       return MC_FAIL(ncclSystemError, "ncclRedOpCreatePreMulSum : out of memory");
     }
-    memset(n + comm->n_redops, 0, 8 * sizeof(*n));
-    comm->redops = n;
-    idx = comm->n_redops;
-    comm->n_redops += 8;
+    memset(n + comm->coll.n_redops, 0, 8 * sizeof(*n));
+    comm->coll.redops = n;
+    idx = comm->coll.n_redops;
+    comm->coll.n_redops += 8;
   }
-  comm->redops[idx] = (struct mc_user_redop){.used = true, .type = datatype, .scalar = r.scalar};
-  pthread_mutex_unlock(&comm->redop_lock);
+  comm->coll.redops[idx] =
+      (struct mc_user_redop){.used = true, .type = datatype, .scalar = r.scalar};
+  pthread_mutex_unlock(&comm->coll.redop_lock);
   *op = (ncclRedOp_t)((int)ncclNumOps + idx);
   return ncclSuccess;
 }
@@ -111,14 +112,14 @@ ncclResult_t ncclRedOpDestroy(ncclRedOp_t op, ncclComm_t comm)
   if ((int)op >= 0 && op < ncclNumOps)
     return MC_FAIL(ncclInvalidArgument, "ncclRedOpDestroy : operation %d is a built-in operation",
                    (int)op);
-  pthread_mutex_lock(&comm->redop_lock);
-  if ((idx < 0) || (idx >= comm->n_redops) || !comm->redops[idx].used) {
-    pthread_mutex_unlock(&comm->redop_lock);
+  pthread_mutex_lock(&comm->coll.redop_lock);
+  if ((idx < 0) || (idx >= comm->coll.n_redops) || !comm->coll.redops[idx].used) {
+    pthread_mutex_unlock(&comm->coll.redop_lock);
     return MC_FAIL(ncclInvalidArgument,
                    "ncclRedOpDestroy : operation %d was not created on this communicator", (int)op);
   }
-  comm->redops[idx].used = false;
-  pthread_mutex_unlock(&comm->redop_lock);
+  comm->coll.redops[idx].used = false;
+  pthread_mutex_unlock(&comm->coll.redop_lock);
   return ncclSuccess;
 }
 
@@ -134,7 +135,7 @@ static void log_call_line(const char *name, const void *sendbuff, const void *re
   MC_INFO(MC_SUB_COLL,
           "%s: opCount %lx sendbuff %p recvbuff %p count %zu datatype %d op %d root %d comm %p "
           "[nranks=%d] stream %p",
-          name, (unsigned long)comm->op_count, sendbuff, recvbuff, count, (int)type, op, root,
+          name, (unsigned long)comm->coll.op_count, sendbuff, recvbuff, count, (int)type, op, root,
           (const void *)comm, comm->n_ranks, (void *)stream);
 }
 
@@ -169,7 +170,7 @@ static ncclResult_t coll_leave(struct ncclComm *comm, ncclResult_t res)
 }
 
 /* Runs ops (each held once by this thread, mc_comm_hold) and releases
- * them. colls_running drops last: ncclCommRevoke on another thread waits
+ * them. coll.running drops last: ncclCommRevoke on another thread waits
  * for it (ncclCommAbort waits for the communicator's users, mc_comm_enter). */
 static ncclResult_t run_and_release(struct mc_op *ops, int n)
 {
@@ -177,22 +178,22 @@ static ncclResult_t run_and_release(struct mc_op *ops, int n)
   uint64_t launch;
 
   for (int i = 0; i < n; i++)
-    __atomic_add_fetch(&ops[i].comm->colls_running, 1, __ATOMIC_ACQ_REL);
+    __atomic_add_fetch(&ops[i].comm->coll.running, 1, __ATOMIC_ACQ_REL);
   res = mc_coll_run(ops, n);
   /* One launch per communicator, as ncclProxyStart counts: each communicator
    * of the batch advances once (a process-wide launch number tells the
    * batch's first operation on it from the others). */
   launch = __atomic_add_fetch(&launch_seq, 1, __ATOMIC_RELAXED);
   for (int i = 0; i < n; i++) {
-    if (ops[i].comm->op_count_launch != launch) {
-      ops[i].comm->op_count_launch = launch;
-      ops[i].comm->op_count++;
+    if (ops[i].comm->coll.op_count_launch != launch) {
+      ops[i].comm->coll.op_count_launch = launch;
+      ops[i].comm->coll.op_count++;
     }
   }
   for (int i = 0; i < n; i++)
     mc_comm_release(ops[i].comm);
   for (int i = 0; i < n; i++)
-    __atomic_sub_fetch(&ops[i].comm->colls_running, 1, __ATOMIC_ACQ_REL);
+    __atomic_sub_fetch(&ops[i].comm->coll.running, 1, __ATOMIC_ACQ_REL);
   return res;
 }
 
@@ -265,7 +266,7 @@ static ncclResult_t check(struct mc_op *op, ncclComm_t comm, ncclDataType_t type
 
   MC_CHECK(mc_comm_ready(comm, call));
   MC_CHECK(mc_comm_usable(comm, call));
-  res = (ncclResult_t)__atomic_load_n(&comm->coll_result, __ATOMIC_ACQUIRE);
+  res = (ncclResult_t)__atomic_load_n(&comm->coll.result, __ATOMIC_ACQUIRE);
   if (res != ncclSuccess)
     return MC_FAIL(res, "%s : communicator %p failed earlier: %s", call, (void *)comm,
                    comm->last_error);

@@ -26,10 +26,10 @@ static ncclResult_t p2p_plan(struct mc_op *op, struct mc_coll_plan *pl)
   t.chunk = mc_coll_chunk_elems(comm, op->esize);
   t.n_steps = 1;
   if (op->kind == MC_COLL_SEND) {
-    t.send[0] = comm->p2p_send[op->peer];
+    t.send[0] = comm->coll.p2p_send[op->peer];
     t.n_send = 1;
   } else {
-    t.recv[0] = comm->p2p_recv[op->peer];
+    t.recv[0] = comm->coll.p2p_recv[op->peer];
     t.n_recv = 1;
   }
   t.bounce = comm->data.scratch + (size_t)comm->data.n_channels * comm->data.tp.slot_bytes;
@@ -58,7 +58,7 @@ static ncclResult_t p2p_first_use(struct mc_op *op, struct mc_conn_req *reqs,
 {
   struct ncclComm *comm = op->comm;
   struct mc_conn **slot =
-      (op->kind == MC_COLL_SEND) ? &comm->p2p_send[op->peer] : &comm->p2p_recv[op->peer];
+      (op->kind == MC_COLL_SEND) ? &comm->coll.p2p_send[op->peer] : &comm->coll.p2p_recv[op->peer];
 
   *n_out = 0;
   if (*slot != NULL)
@@ -80,12 +80,12 @@ static ncclResult_t p2p_first_use(struct mc_op *op, struct mc_conn_req *reqs,
  * (the communicator's point-to-point ones). */
 static int p2p_n_conns(const struct ncclComm *comm)
 {
-  return (comm->p2p_send != NULL) ? 2 * comm->n_ranks : 0;
+  return (comm->coll.p2p_send != NULL) ? 2 * comm->n_ranks : 0;
 }
 
 static struct mc_conn *p2p_conn(struct ncclComm *comm, int i)
 {
-  return (i % 2 == 0) ? comm->p2p_send[i / 2] : comm->p2p_recv[i / 2];
+  return (i % 2 == 0) ? comm->coll.p2p_send[i / 2] : comm->coll.p2p_recv[i / 2];
 }
 
 const struct mc_coll_algo_ops mc_coll_p2p_ops = {

@@ -187,7 +187,7 @@ static bool rd_supports(const struct mc_op *op)
  * whole buffer one hop, after a collective call's base cost. */
 static float rd_est_us(const struct mc_coll_algo_ops *a, const struct mc_op *op, size_t bytes)
 {
-  const struct mc_tune *t = &op->comm->tune;
+  const struct mc_tune *t = &op->comm->coll.tune;
   int n = op->comm->n_ranks;
   int p = 1;
   int steps = 0;

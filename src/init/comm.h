@@ -137,6 +137,45 @@ struct mc_comm_life {
   int is_revoked;   /* ncclCommRevoke: collectives fail; atomic */
 };
 
+/* The collectives' part of a communicator (comm->coll): src/coll's state,
+ * declared here because init, below src/coll, allocates and frees the
+ * communicator. Init only reads NCCL_ALGO / NCCL_PROTO into the masks
+ * (mc_comm_algo_env_load), allocates the point-to-point arrays, and calls
+ * algo_states_free when it frees the connections. */
+struct ncclComm;
+struct mc_comm_coll {
+  struct mc_conn **p2p_send; /* [n_ranks], connected at first use */
+  struct mc_conn **p2p_recv;
+  /* Each algorithm's state on this communicator (its connections made at
+   * first use, ...), indexed by enum mc_coll_algo: src/coll's, opaque here,
+   * made and freed through the algorithm's table; NULL until its first
+   * collective. algo_states_free, set by src/coll with the first state,
+   * frees them all (aborted: the peers are told first); init calls it when
+   * it frees the connections. */
+  void *algo_state[MC_ALGO_IDS];
+  void (*algo_states_free)(struct ncclComm *comm, bool aborted);
+  /* NCCL_ALGO / NCCL_PROTO as init read them (mc_comm_algo_env_load). */
+  bool algo_env_ready;
+  bool tune_ready;
+  struct mc_tune tune;                  /* the tuning model, built at the first collective */
+  uint32_t algo_allowed[MC_COLL_KINDS]; /* per enum mc_coll_kind: bit per algorithm */
+  uint32_t algo_protos[MC_COLL_KINDS];
+  struct mc_user_redop *redops;
+  int n_redops;
+  pthread_mutex_t redop_lock;
+  int result; /* ncclResult_t of a failed collective: the comm is then unusable */
+  /* Signatures (src/coll/coll_sig.c): the number of the last collective,
+   * and per peer of the last send to it [2 * peer] and receive from it
+   * [2 * peer + 1] (allocated at the first). */
+  uint64_t seq;
+  uint64_t *p2p_seq;
+  /* NCCL's comm->opCount: operations or groups launched on this communicator
+   * (logged by every call at NCCL_DEBUG_SUBSYS=COLL); the driving thread's. */
+  uint64_t op_count;
+  uint64_t op_count_launch; /* src/coll's number of the batch that last advanced op_count */
+  int running;              /* threads inside a collective on this comm (revoke waits for them) */
+};
+
 /*
  * The communicator (NCCL's struct ncclComm). Its identity comes first; each
  * layer's state is a part embedded by value, declared in that layer's
@@ -148,8 +187,9 @@ struct mc_comm_life {
  *   comm->data       struct mc_comm_data       transport/transport.h  transports, channels
  *   comm->mem        struct mc_comm_mem        init/init_mem.h        registrations, windows
  *   comm->life       struct mc_comm_life       (above)                init thread, uses, states
+ *   comm->coll       struct mc_comm_coll       (above)                src/coll's state
  *
- * followed by the collectives' state (src/coll). Whether a handle is a live
+ * Whether a handle is a live
  * communicator is the registry's to say (core/registry.h: mc_comm_check),
  * never the object's: a destroyed one is freed.
  */
@@ -177,37 +217,7 @@ struct ncclComm {
   struct mc_comm_data data;
   struct mc_comm_mem mem;
   struct mc_comm_life life;
-  /* The collectives' state (src/coll). */
-  struct mc_conn **p2p_send; /* [n_ranks], connected at first use */
-  struct mc_conn **p2p_recv;
-  /* Each algorithm's state on this communicator (its connections made at
-   * first use, ...), indexed by enum mc_coll_algo: src/coll's, opaque here,
-   * made and freed through the algorithm's table; NULL until its first
-   * collective. algo_states_free, set by src/coll with the first state,
-   * frees them all (aborted: the peers are told first); init calls it when
-   * it frees the connections. */
-  void *algo_state[MC_ALGO_IDS];
-  void (*algo_states_free)(struct ncclComm *comm, bool aborted);
-  /* NCCL_ALGO / NCCL_PROTO as init read them (mc_comm_algo_env_load). */
-  bool algo_env_ready;
-  bool tune_ready;
-  struct mc_tune tune;                  /* the tuning model, built at the first collective */
-  uint32_t algo_allowed[MC_COLL_KINDS]; /* per enum mc_coll_kind: bit per algorithm */
-  uint32_t algo_protos[MC_COLL_KINDS];
-  struct mc_user_redop *redops;
-  int n_redops;
-  pthread_mutex_t redop_lock;
-  int coll_result; /* ncclResult_t of a failed collective: the comm is then unusable */
-  /* Signatures (src/coll/coll_sig.c): the number of the last collective,
-   * and per peer of the last send to it [2 * peer] and receive from it
-   * [2 * peer + 1] (allocated at the first). */
-  uint64_t coll_seq;
-  uint64_t *p2p_seq;
-  /* NCCL's comm->opCount: operations or groups launched on this communicator
-   * (logged by every call at NCCL_DEBUG_SUBSYS=COLL); the driving thread's. */
-  uint64_t op_count;
-  uint64_t op_count_launch; /* src/coll's number of the batch that last advanced op_count */
-  int colls_running;        /* threads inside a collective on this comm (revoke waits for them) */
+  struct mc_comm_coll coll;
 };
 
 /* Validates a config and resolves defaults and NCCL_COMM_BLOCKING. */

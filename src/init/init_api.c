@@ -741,10 +741,10 @@ __attribute__((visibility("default"))) void ncclResetDebugInitInternal(void)
 static void comm_revoke(struct ncclComm *comm)
 {
   __atomic_store_n(&comm->life.is_revoked, 1, __ATOMIC_RELEASE);
-  if (__atomic_load_n(&comm->colls_running, __ATOMIC_ACQUIRE) == 0)
+  if (__atomic_load_n(&comm->coll.running, __ATOMIC_ACQUIRE) == 0)
     return;
   __atomic_store_n(&comm->life.abort_flag, 1, __ATOMIC_RELEASE);
-  while (__atomic_load_n(&comm->colls_running, __ATOMIC_ACQUIRE) > 0)
+  while (__atomic_load_n(&comm->coll.running, __ATOMIC_ACQUIRE) > 0)
     usleep(1000);
   __atomic_store_n(&comm->life.abort_flag, 0, __ATOMIC_RELEASE);
 }

@@ -77,7 +77,7 @@ ncclResult_t mc_comm_alloc(int n_ranks, const ncclUniqueId *id, int rank, int de
     free(comm);
     return ncclSystemError;
   }
-  pthread_mutex_init(&comm->redop_lock, NULL);
+  pthread_mutex_init(&comm->coll.redop_lock, NULL);
   pthread_mutex_init(&comm->mem.reg_lock, NULL);
   comm->rank = rank;
   comm->n_ranks = n_ranks;
@@ -116,15 +116,15 @@ ncclResult_t mc_comm_algo_env_load(struct ncclComm *comm)
 {
   struct mc_algo_env env;
 
-  if (comm->algo_env_ready)
+  if (comm->coll.algo_env_ready)
     return ncclSuccess;
   MC_CHECK(mc_algo_env_parse(mc_param_str(MC_P_ALGO), mc_param_str(MC_P_PROTO), &env));
   for (int k = 0; k < MC_COLL_KINDS; k++) {
-    comm->algo_allowed[k] = env.allowed[k];
-    comm->algo_protos[k] = env.protos[k];
+    comm->coll.algo_allowed[k] = env.allowed[k];
+    comm->coll.algo_protos[k] = env.protos[k];
   }
   say_protocols(&env);
-  comm->algo_env_ready = true;
+  comm->coll.algo_env_ready = true;
   return ncclSuccess;
 }
 
@@ -389,10 +389,10 @@ void mc_comm_free(struct ncclComm *comm, int root_wait_ms)
   mc_comm_net_fini(comm);
   /* Reduction ops live as long as the communicator: a failed collective
    * frees the connections, and ncclRedOpDestroy may still come after it. */
-  free(comm->redops);
-  comm->redops = NULL;
-  comm->n_redops = 0;
-  pthread_mutex_destroy(&comm->redop_lock);
+  free(comm->coll.redops);
+  comm->coll.redops = NULL;
+  comm->coll.n_redops = 0;
+  pthread_mutex_destroy(&comm->coll.redop_lock);
   mc_comm_regs_free(comm);
   pthread_mutex_destroy(&comm->mem.reg_lock);
   mc_boot_destroy(comm->bootstrap.boot);
@@ -411,7 +411,7 @@ void mc_comm_free(struct ncclComm *comm, int root_wait_ms)
   mc_topo_graph_fini(&comm->topo.tree_graph);
   mc_topo_channels_fini(&comm->topo.graph);
   free(comm->peers);
-  free(comm->p2p_seq);
+  free(comm->coll.p2p_seq);
   mc_crypto_wipe(comm->net.secret, sizeof(comm->net.secret));
   free(comm);
 }

@@ -26,12 +26,9 @@
 /* NCCL_BUFFSIZE when set; else NCCL's 4 MiB for a communicator that spans
  * hosts, SINGLE_HOST_FIFO_BYTES when every rank is on one host. There the
  * FIFOs are host memory beside the data, every byte crosses them, and
- * smaller ones stay in the caches. On a 2-core VM, meshccl-perf all_reduce
- * with 4 MiB and with 1 MiB FIFOs in turns (median busbw, GB/s): 2 ranks
- * (6 rounds) 4.34 and 6.31 at 4 MiB, 4.40 and 6.08 at 16 MiB, 5.14 and 5.90
- * at 1 MiB, 4.21 and 4.79 at 64 KiB; 4 ranks (8 rounds) 2.18 and 2.80 at
- * 4 MiB, 2.12 and 2.67 at 16 MiB, within 5% from 64 KiB to 1 MiB. The ranks
- * of a communicator agree on it: they see the same hosts. */
+ * smaller ones stay in the caches (the measurement: docs/design/datapath.md,
+ * Data path). The ranks of a communicator agree on it: they see the same
+ * hosts. */
 #define SINGLE_HOST_FIFO_BYTES (1u << 20)
 
 static size_t fifo_bytes(const struct ncclComm *comm)
@@ -72,8 +69,8 @@ static ncclResult_t tp_init(struct ncclComm *comm)
   /* Now with the virtual devices the topology stage fused, if any. */
   MC_CHECK(comm->net.ops->devices(comm->net.ctx, &tc->net_ndev));
   tc->net_secret = comm->net.secret;
-  MC_CHECK(mc_calloc(&comm->p2p_send, (size_t)comm->n_ranks));
-  MC_CHECK(mc_calloc(&comm->p2p_recv, (size_t)comm->n_ranks));
+  MC_CHECK(mc_calloc(&comm->coll.p2p_send, (size_t)comm->n_ranks));
+  MC_CHECK(mc_calloc(&comm->coll.p2p_recv, (size_t)comm->n_ranks));
   return ncclSuccess;
 }
 
@@ -227,10 +224,10 @@ static void post_aborts(struct ncclComm *comm)
     }
   }
   for (int r = 0; r < comm->n_ranks; r++) {
-    if (comm->p2p_send != NULL)
-      mc_conn_post_abort(comm->p2p_send[r], comm->rank);
-    if (comm->p2p_recv != NULL)
-      mc_conn_post_abort(comm->p2p_recv[r], comm->rank);
+    if (comm->coll.p2p_send != NULL)
+      mc_conn_post_abort(comm->coll.p2p_send[r], comm->rank);
+    if (comm->coll.p2p_recv != NULL)
+      mc_conn_post_abort(comm->coll.p2p_recv[r], comm->rank);
   }
 }
 
@@ -240,8 +237,8 @@ void mc_comm_free_connections(struct ncclComm *comm)
 
   if (aborted)
     post_aborts(comm);
-  if (comm->algo_states_free != NULL)
-    comm->algo_states_free(comm, aborted);
+  if (comm->coll.algo_states_free != NULL)
+    comm->coll.algo_states_free(comm, aborted);
   mc_tp_proxy_stop(&comm->data.tp);
   for (int c = 0; (comm->data.channels != NULL) && (c < comm->data.n_channels); c++) {
     mc_conn_free(&comm->data.channels[c].send);
@@ -257,18 +254,18 @@ void mc_comm_free_connections(struct ncclComm *comm)
   free(comm->data.channels);
   comm->data.channels = NULL;
   for (int r = 0; r < comm->n_ranks; r++) {
-    if (comm->p2p_send != NULL) {
-      mc_conn_free(comm->p2p_send[r]);
-      free(comm->p2p_send[r]);
+    if (comm->coll.p2p_send != NULL) {
+      mc_conn_free(comm->coll.p2p_send[r]);
+      free(comm->coll.p2p_send[r]);
     }
-    if (comm->p2p_recv != NULL) {
-      mc_conn_free(comm->p2p_recv[r]);
-      free(comm->p2p_recv[r]);
+    if (comm->coll.p2p_recv != NULL) {
+      mc_conn_free(comm->coll.p2p_recv[r]);
+      free(comm->coll.p2p_recv[r]);
     }
   }
-  free(comm->p2p_send);
-  free(comm->p2p_recv);
-  comm->p2p_send = comm->p2p_recv = NULL;
+  free(comm->coll.p2p_send);
+  free(comm->coll.p2p_recv);
+  comm->coll.p2p_send = comm->coll.p2p_recv = NULL;
   mc_tp_comm_free(&comm->data.tp);
   free(comm->data.tp_peers);
   comm->data.tp_peers = NULL;

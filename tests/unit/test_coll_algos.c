@@ -114,18 +114,18 @@ static void world_make(struct world *w, int n, int n_ch, int rings[][MAX_N], int
     comm->data.tp.slot_bytes = SLOT_BYTES;
     comm->nodes.n_nodes = 1;
     comm->data.spin_passes = 2;
-    comm->algo_env_ready = true;
+    comm->coll.algo_env_ready = true;
     for (int k = 0; k < MC_COLL_KINDS; k++) {
-      comm->algo_allowed[k] = algos;
-      comm->algo_protos[k] = MC_ALGO_MASK_ALL;
+      comm->coll.algo_allowed[k] = algos;
+      comm->coll.algo_protos[k] = MC_ALGO_MASK_ALL;
     }
     comm->peers = calloc((size_t)n, sizeof(*comm->peers));
     for (int p = 0; p < n; p++)
       comm->peers[p].pid = getpid();
     comm->data.scratch = aligned_alloc(64, (size_t)(n_ch + 1) * SLOT_BYTES);
     comm->data.channels = calloc((size_t)n_ch, sizeof(*comm->data.channels));
-    comm->p2p_send = calloc((size_t)n, sizeof(*comm->p2p_send));
-    comm->p2p_recv = calloc((size_t)n, sizeof(*comm->p2p_recv));
+    comm->coll.p2p_send = calloc((size_t)n, sizeof(*comm->coll.p2p_send));
+    comm->coll.p2p_recv = calloc((size_t)n, sizeof(*comm->coll.p2p_recv));
     for (int c = 0; c < n_ch; c++) {
       struct mc_channel *ch = &comm->data.channels[c];
       int pos = 0;
@@ -173,9 +173,9 @@ static void world_make(struct world *w, int n, int n_ch, int rings[][MAX_N], int
     for (int p = 0; p < n; p++) {
       if (p == r)
         continue;
-      comm->p2p_send[p] = calloc(1, sizeof(struct mc_conn));
-      w->comms[p]->p2p_recv[r] = calloc(1, sizeof(struct mc_conn));
-      link_conns(w, comm->p2p_send[p], r, w->comms[p]->p2p_recv[r], p, 0, ptrs);
+      comm->coll.p2p_send[p] = calloc(1, sizeof(struct mc_conn));
+      w->comms[p]->coll.p2p_recv[r] = calloc(1, sizeof(struct mc_conn));
+      link_conns(w, comm->coll.p2p_send[p], r, w->comms[p]->coll.p2p_recv[r], p, 0, ptrs);
     }
   }
 }
@@ -187,14 +187,14 @@ static void world_free(struct world *w)
     for (int c = 0; c < w->n_ch; c++)
       free(comm->data.channels[c].ring);
     for (int p = 0; p < w->n; p++) {
-      free(comm->p2p_send[p]);
-      free(comm->p2p_recv[p]);
+      free(comm->coll.p2p_send[p]);
+      free(comm->coll.p2p_recv[p]);
     }
-    free(comm->p2p_send);
-    free(comm->p2p_recv);
-    free(comm->p2p_seq);
-    if (comm->algo_states_free != NULL)
-      comm->algo_states_free(comm, false);
+    free(comm->coll.p2p_send);
+    free(comm->coll.p2p_recv);
+    free(comm->coll.p2p_seq);
+    if (comm->coll.algo_states_free != NULL)
+      comm->coll.algo_states_free(comm, false);
     free(comm->data.channels);
     free(comm->data.scratch);
     free(comm->peers);
@@ -602,7 +602,7 @@ static void choice_follows_nccl_algo(void)
   MC_T_OK(mc_coll_algo_choose(&op));
   MC_T_EQ_STR(op.algo->name, "Ring");
   for (int k = 0; k < MC_COLL_KINDS; k++)
-    w.comms[1]->algo_allowed[k] = MC_ALGO_MASK_ALL;
+    w.comms[1]->coll.algo_allowed[k] = MC_ALGO_MASK_ALL;
   op.kind = MC_COLL_ALLREDUCE;
   MC_T_OK(mc_coll_algo_choose(&op));
   MC_T_EQ_STR(op.algo->name, "Ring");
@@ -670,11 +670,11 @@ static void choice_follows_the_model(void)
     world_make(&w, n, 2, rings, relabel, true, MC_ALGO_MASK_ALL);
     for (int r = 0; r < n; r++) {
       w.comms[r]->nodes.n_nodes = n;
-      w.comms[r]->tune_ready = true;
-      mc_tune_model(&in, &consts, &w.comms[r]->tune);
+      w.comms[r]->coll.tune_ready = true;
+      mc_tune_model(&in, &consts, &w.comms[r]->coll.tune);
     }
     for (size_t bytes = 8; bytes <= (16u << 20); bytes *= 2) {
-      struct mc_tune *t = &w.comms[0]->tune;
+      struct mc_tune *t = &w.comms[0]->coll.tune;
       const char *names[] = {"Tree", "Ring", "RecDouble"};
       float times[3] = {mc_tune_time(t, MC_TUNE_ALLREDUCE, MC_TUNE_TREE, MC_TUNE_SIMPLE, bytes),
                         mc_tune_time(t, MC_TUNE_ALLREDUCE, MC_TUNE_RING, MC_TUNE_SIMPLE, bytes),
@@ -691,22 +691,23 @@ static void choice_follows_the_model(void)
       last = op.algo->name;
       rd_upto = (strcmp(last, "RecDouble") == 0) ? bytes : rd_upto;
       for (int r = 0; r < n; r++)
-        w.comms[r]->algo_allowed[MC_COLL_ALLREDUCE] = 1u << MC_ALGO_RECDOUBLE;
+        w.comms[r]->coll.algo_allowed[MC_COLL_ALLREDUCE] = 1u << MC_ALGO_RECDOUBLE;
       MC_T_OK(mc_coll_algo_choose(&op));
       MC_T_EQ_STR(op.algo->name, "RecDouble");
       op.kind = MC_COLL_BROADCAST;
       for (int r = 0; r < n; r++)
-        w.comms[r]->algo_allowed[MC_COLL_BROADCAST] = 1u << MC_ALGO_RECDOUBLE;
+        w.comms[r]->coll.algo_allowed[MC_COLL_BROADCAST] = 1u << MC_ALGO_RECDOUBLE;
       MC_T_OK(mc_coll_algo_choose(&op));
       MC_T_EQ_STR(op.algo->name, "Ring");
       op.kind = MC_COLL_ALLREDUCE;
       for (int r = 0; r < n; r++)
-        w.comms[r]->algo_allowed[MC_COLL_ALLREDUCE] = (1u << MC_ALGO_RING) | (1u << MC_ALGO_TREE);
+        w.comms[r]->coll.algo_allowed[MC_COLL_ALLREDUCE] =
+            (1u << MC_ALGO_RING) | (1u << MC_ALGO_TREE);
       MC_T_OK(mc_coll_algo_choose(&op));
       MC_T_EQ_STR(op.algo->name, names[(times[0] < times[1]) ? 0 : 1]);
       for (int r = 0; r < n; r++)
         for (int k = 0; k < MC_COLL_KINDS; k++)
-          w.comms[r]->algo_allowed[k] = MC_ALGO_MASK_ALL;
+          w.comms[r]->coll.algo_allowed[k] = MC_ALGO_MASK_ALL;
     }
     /* Powers of two: log2(n) hops to the tree's 2 log2(n); 3 ranks pay the
      * pairing's two more and the tree stays ahead. */
