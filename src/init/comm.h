@@ -69,32 +69,6 @@ struct mc_comm_nodes {
   int *dev; /* [n_ranks] resolved device index */
 };
 
-#define MC_TREE_MAX_ARITY 3 /* NCCL_MAX_TREE_ARITY */
-
-/* One channel (NCCL's ncclChannel): its ring (the order, this rank's place
- * in it, two connections) and its tree (NCCL's ncclTree: parent and up to
- * three children, -1 = none, and a connection each way with each). The
- * ring and tree orders may differ from channel to channel; the collectives
- * take positions from them, never from rank numbers. Tree connections are
- * made at the first collective that runs on the tree (runtime connect). */
-struct mc_channel {
-  int id;
-  int prev;  /* rank this rank receives from */
-  int next;  /* rank this rank sends to */
-  int *ring; /* [n_ranks] ring order starting at this rank: ring[0] == rank */
-  struct mc_conn send;
-  struct mc_conn recv;
-  int tree_up;                                      /* parent, -1 at the root */
-  int tree_down[MC_TREE_MAX_ARITY];                 /* children, -1 = none */
-  struct mc_conn tree_send_up;                      /* to tree_up */
-  struct mc_conn tree_recv_up;                      /* from tree_up */
-  struct mc_conn tree_send_down[MC_TREE_MAX_ARITY]; /* to tree_down[i] */
-  struct mc_conn tree_recv_down[MC_TREE_MAX_ARITY]; /* from tree_down[i] */
-};
-
-/* Most channels a communicator runs (NCCL's MAXCHANNELS). */
-#define MC_MAX_CHANNELS MC_TOPO_MAX_CHANNELS
-
 /* A reduction created by ncclRedOpCreatePreMulSum (kept opaque here). */
 struct mc_user_redop {
   bool used;
