@@ -187,7 +187,12 @@ expect_rank late 0 0 "^rank 0: ok, 2 all-reduces" "a peer 1.5 s late, MESHCCL_NE
 expect_rank late 1 0 "^rank 1: ok, 2 all-reduces" "a peer 1.5 s late, MESHCCL_NET_TIMEOUT=3: no failure"
 
 # 3. A peer later than the timeout is named by the rank waiting for it.
-start later 2 1 MESHCCL_NET_TIMEOUT=2 -- "$T/mp_net_timeout" 2 1024 1 4000
+# Ring, so that the late rank needs data the failed rank never sends: with
+# RecDouble (the model's choice for 4 KiB between 2 hosts) rank 0 sends its
+# whole input before it waits, and rank 1, arriving late, finds all it needs
+# in its socket and completes that all-reduce exactly (it finds rank 0 gone
+# at its next call).
+start later 2 1 MESHCCL_NET_TIMEOUT=2 NCCL_ALGO=Ring -- "$T/mp_net_timeout" 2 1024 1 4000
 T0_MS=$(now_ms)
 finish_all later 60
 expect_rank later 0 3 "^rank 0: $REMOTE after 1 all-reduces .*: AllReduce: rank 0: the NET connection from rank 1 \([^)]*\) failed: NET/Socket: nothing moved from rank 1 $LINK for [0-9.]+ s while a collective waited on it \(MESHCCL_NET_TIMEOUT=2 s\): the link or the host of rank 1 is down, or rank 1 stopped \(it crashed, hangs, or has not called the collective\)" \
