@@ -148,10 +148,17 @@ def shm_segments():
     return {f for f in os.listdir("/dev/shm") if f.startswith("meshccl-")}
 
 
-def orphans(before):
+def orphans(before, own):
+    """Segments that appeared since `before` whose creator is gone. `own`: the
+    pids of the row's processes (segment names end in the creator's pid), so
+    that another job's on this host (tests run side by side) is not counted;
+    None (ranks in their own PID namespace name themselves by pids of that
+    namespace): every one."""
     out = []
     for f in shm_segments() - before:
         pid = f.rsplit("-", 1)[-1]
+        if own is not None and pid not in own:
+            continue
         if pid.isdigit() and proc_state(int(pid)) in (None, "Z"):
             out.append(f)
     return out
@@ -285,7 +292,7 @@ def run_row(build, hosts, fault, stage, n, transport):
         f.seek(0)
         texts.append(f.read())
         f.close()
-    left = orphans(before)
+    left = orphans(before, None if transport == "containers" else {str(p.pid) for p in procs})
     for seg in left:
         try:
             os.unlink(os.path.join("/dev/shm", seg))
