@@ -17,6 +17,7 @@
 #include "init_connect.h"
 #include "init_group.h"
 
+#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -215,6 +216,20 @@ static void pidns_note(struct ncclComm *comm)
   }
 }
 
+/* What init_connect.c decides the FIFO size and the one-shot threshold from
+ * (struct mc_peer_info): the caches of the CPU this thread runs on, read
+ * under MESHCCL_SYSFS_ROOT as topology detection reads sysfs, and the
+ * process's hand-off figures (measured once per process, at most 2 ms). */
+static void peer_tuning_facts(struct mc_peer_info *me)
+{
+  const char *root = mc_param_str(MC_P_SYSFS_ROOT);
+  int cpu = sched_getcpu();
+
+  mc_tp_cache_read((root != NULL) ? root : "/", (cpu >= 0) ? cpu : 0, &me->cache);
+  if (mc_param_int(MC_P_ONESHOT_BYTES) < 0) /* auto */
+    mc_tp_handoff_probe(&me->handoff, NULL);
+}
+
 /* Stage: allgather of peer infos, checks, nodes and local ranks. */
 static ncclResult_t stage_peers(struct ncclComm *comm)
 {
@@ -238,6 +253,7 @@ static ncclResult_t stage_peers(struct ncclComm *comm)
   me->t_bootstrap = comm->t.bootstrap;
   me->paths_share = (int32_t)mc_param_int(MC_P_PATHS_SHARE);
   me->search_share = (int32_t)mc_param_int(MC_P_SEARCH_SHARE);
+  peer_tuning_facts(me);
   /* NCCL's bootstrapAllGather is the ring (mc_boot_allgather), whose n - 1
    * messages through every rank are most of the stage's time on a host with
    * many more ranks than cores (256 ranks on 2 cores: 65280 messages, about
