@@ -218,16 +218,21 @@ static void pidns_note(struct ncclComm *comm)
 
 /* What init_connect.c decides the FIFO size and the one-shot threshold from
  * (struct mc_peer_info): the caches of the CPU this thread runs on, read
- * under MESHCCL_SYSFS_ROOT as topology detection reads sysfs, and the
- * process's hand-off figures (measured once per process, at most 2 ms). */
+ * under MESHCCL_SYSFS_ROOT as topology detection reads sysfs, the
+ * process's hand-off figures (measured once per process, about 2 ms at
+ * most) and the CPUs the host gives its ranks (online, or the cgroup's
+ * quota when lower). */
 static void peer_tuning_facts(struct mc_peer_info *me)
 {
   const char *root = mc_param_str(MC_P_SYSFS_ROOT);
   int cpu = sched_getcpu();
+  struct mc_host_figures host;
 
   mc_tp_cache_read((root != NULL) ? root : "/", (cpu >= 0) ? cpu : 0, &me->cache);
   if (mc_param_int(MC_P_ONESHOT_BYTES) < 0) /* auto */
     mc_tp_handoff_probe(&me->handoff, NULL);
+  mc_tp_host_figures_read("/sys/fs/cgroup", NULL, 0, &host);
+  mc_tp_decide_spin(&host, &me->handoff.cpus);
 }
 
 /* Stage: allgather of peer infos, checks, nodes and local ranks. */

@@ -84,6 +84,11 @@ static size_t oneshot_bytes(const struct ncclComm *comm, size_t slot_bytes, char
              "2 ranks: the ring's bytes with one hand-off instead of two, up to what its slots "
              "take: %zu (slots of %zu)",
              limit, slot_bytes);
+  else if ((f->cpus > 0) && (comm->n_ranks > f->cpus))
+    snprintf(why, why_bytes,
+             "%d ranks on %d CPUs: every hand-off of the ring waits for the scheduler, the "
+             "one-shot up to what its slots take: %zu (slots of %zu)",
+             comm->n_ranks, f->cpus, limit, slot_bytes);
   else if ((f->handoff_ns <= 0) || (f->copy_gbps <= 0))
     snprintf(why, why_bytes, "local rank 0's hand-off probe gave no figures: the model's floor");
   else

@@ -354,6 +354,8 @@ size_t mc_tp_decide_oneshot(int n_ranks, const struct mc_handoff_figures *f, siz
     return limit;
   if (n_ranks == 2) /* the same bytes both ways: the one-shot's single hand-off wins */
     return limit & ~(size_t)63;
+  if ((f->cpus > 0) && (n_ranks > f->cpus)) /* each hand-off waits for the scheduler */
+    return limit & ~(size_t)63;
   if ((n_ranks < 2) || (f->handoff_ns <= 0) || (f->copy_gbps <= 0))
     return MC_ONESHOT_MIN_BYTES;
   s = (2.0 * n - 3.0) * n * (double)f->handoff_ns * (double)f->copy_gbps /

@@ -137,6 +137,7 @@ size_t mc_tp_decide_fifo(const struct mc_cache_facts *c, int hot_conns);
 struct mc_handoff_figures {
   float handoff_ns;
   float copy_gbps;
+  int cpus; /* CPUs the host gives its ranks (mc_tp_decide_spin's; 0: unknown) */
 };
 
 /* The largest all-reduce (bytes) that goes one-shot on n_ranks ranks of one
@@ -149,7 +150,8 @@ struct mc_handoff_figures {
  *             into a FIFO slot and out of it
  * so the one-shot wins below S* = (2n - 3) n h c / (2 (n-1) (n-2)), and at
  * every size on 2 ranks (the same bytes, one hand-off fewer; no figures
- * needed). S* rounded
+ * needed) and where the ranks outnumber the host's CPUs (f->cpus: a
+ * hand-off then waits for the scheduler to run the peer). S* rounded
  * down to 64 bytes and clamped to [MC_ONESHOT_MIN_BYTES, limit] (limit:
  * the largest the one-shot's slots take); without figures,
  * MC_ONESHOT_MIN_BYTES. */

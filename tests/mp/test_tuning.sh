@@ -10,7 +10,8 @@
 #   on 2 ranks the one-shot goes up to what its slots take (slot / 2);
 # * all-reduces take the one-shot up to that size, another algorithm above;
 # * NCCL_BUFFSIZE and MESHCCL_ALLREDUCE_ONESHOT_BYTES still force theirs;
-# * 3 ranks: the model's threshold, the same on every rank.
+# * 3 ranks: the model's threshold (the one-shot's limit where they outnumber
+#   the CPUs), the same on every rank.
 # shellcheck source=mp_lib.sh
 . "$(dirname "$0")/mp_lib.sh"
 need_progs
@@ -68,6 +69,6 @@ expect_grep "off: MESHCCL_ALLREDUCE_ONESHOT_BYTES=0 disables the one-shot" "$TMP
 oneshot off 4096 no
 
 job model 3 "4K 4K" MESHCCL_SYSFS_ROOT="$DATA/cache-epyc-vm"
-expect_grep "model: 3 ranks take the model's threshold (or its floor without figures)" \
-  "$TMP/model.out" "one-shot all-reduce up to [0-9]+ (B|KiB) \((model for 3 ranks: hand-off [0-9]+ ns|local rank 0's hand-off probe gave no figures)"
+expect_grep "model: 3 ranks take the model's threshold (its floor without figures, the limit on 2 CPUs)" \
+  "$TMP/model.out" "one-shot all-reduce up to [0-9]+ (B|KiB) \((model for 3 ranks: hand-off [0-9]+ ns|local rank 0's hand-off probe gave no figures|3 ranks on 2 CPUs: every hand-off)"
 mp_finish

@@ -352,11 +352,11 @@ static void fifo_choice_on_recorded_hosts(void)
  * FIFOs (128 KiB slots / n). */
 static void oneshot_choice_on_recorded_hosts(void)
 {
-  struct mc_handoff_figures vm_limit = {516, 24.5f};
-  struct mc_handoff_figures vm_probe = {119, 87.1f};
-  struct mc_handoff_figures xeon_lo = {344, 9.0f};
-  struct mc_handoff_figures xeon_hi = {413, 10.1f};
-  struct mc_handoff_figures none = {0, 0};
+  struct mc_handoff_figures vm_limit = {516, 24.5f, 0};
+  struct mc_handoff_figures vm_probe = {119, 87.1f, 0};
+  struct mc_handoff_figures xeon_lo = {344, 9.0f, 0};
+  struct mc_handoff_figures xeon_hi = {413, 10.1f, 0};
+  struct mc_handoff_figures none = {0, 0, 0};
 
   /* 2 ranks: the one-shot up to its slots' limit, with or without figures */
   MC_T_TRUE(mc_tp_decide_oneshot(2, &vm_limit, 65536) == 65536);
@@ -378,6 +378,15 @@ static void oneshot_choice_on_recorded_hosts(void)
   MC_T_TRUE(mc_tp_decide_oneshot(4, &vm_limit, 16384) == 16384);
   MC_T_TRUE(mc_tp_decide_oneshot(4, &none, 32768) == MC_ONESHOT_MIN_BYTES);
   MC_T_TRUE(mc_tp_decide_oneshot(64, &vm_limit, 2048) == 2048);
+  /* ranks that outnumber the CPUs (3 or 4 on the 2-core VM): the limit,
+   * with or without figures; as many ranks as CPUs: the model */
+  vm_limit.cpus = 2;
+  none.cpus = 2;
+  MC_T_TRUE(mc_tp_decide_oneshot(3, &vm_limit, 43648) == 43648);
+  MC_T_TRUE(mc_tp_decide_oneshot(4, &none, 32768) == 32768);
+  xeon_hi.cpus = 16;
+  MC_T_TRUE(mc_tp_decide_oneshot(16, &xeon_hi, 8192) == 4608);
+  MC_T_TRUE(mc_tp_decide_oneshot(17, &xeon_hi, 7680) == 7680);
 }
 
 MC_T_MAIN(stream_choice_on_recorded_rates, stream_margin_and_missing_samples,
