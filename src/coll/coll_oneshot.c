@@ -218,7 +218,10 @@ static bool oneshot_supports(const struct mc_op *op)
 size_t mc_coll_oneshot_slot_bytes(const struct ncclComm *comm)
 {
   size_t b = comm->data.tp.oneshot_bytes;
-  return (b < 4096) ? 4096 : (b + 63) & ~(size_t)63;
+
+  /* whole pages: transports allocate the slots page-aligned (aligned_alloc
+   * wants a multiple of the alignment) and a decided threshold need not be */
+  return (b < 4096) ? 4096 : (b + 4095) & ~(size_t)4095;
 }
 
 /* A send and a receive connection with every peer (the state's). */
