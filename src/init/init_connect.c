@@ -110,6 +110,31 @@ static void size_str(size_t b, char *buf, size_t len)
     snprintf(buf, len, "%zu B", b);
 }
 
+/* The connections' slot size and the one-shot's threshold, said once per
+ * rank at NCCL_DEBUG_SUBSYS=TUNING with what they came from. */
+static void tune(const struct ncclComm *comm, struct mc_tp_comm *tc)
+{
+  char fifo_why[256];
+  char os_why[200];
+  char fifo_s[32];
+  char os_s[32];
+  char probe[200] = "";
+  struct mc_handoff_figures hf;
+  struct mc_handoff_info hi;
+  size_t fifo = fifo_bytes(comm, fifo_why, sizeof(fifo_why));
+
+  tc->slot_bytes = (fifo / MC_STEPS) & ~(size_t)63;
+  tc->oneshot_bytes = oneshot_bytes(comm, tc->slot_bytes, os_why, sizeof(os_why));
+  size_str(fifo, fifo_s, sizeof(fifo_s));
+  size_str(tc->oneshot_bytes, os_s, sizeof(os_s));
+  if (mc_tp_handoff_probe_peek(&hf, &hi))
+    snprintf(probe, sizeof(probe), "; this process's hand-off probe: %.2f ms on CPUs %d and %d%s%s",
+             hi.ms, hi.cpu_a, hi.cpu_b, (hi.why[0] != '\0') ? ", no figures: " : "", hi.why);
+  MC_INFO(MC_SUB_TUNING,
+          "rank %d: FIFO %s per connection (%s); one-shot all-reduce up to %s (%s%s)", comm->rank,
+          fifo_s, fifo_why, os_s, os_why, probe);
+}
+
 static ncclResult_t tp_init(struct ncclComm *comm)
 {
   struct mc_tp_comm *tc = &comm->data.tp;
@@ -133,28 +158,7 @@ static ncclResult_t tp_init(struct ncclComm *comm)
   tc->topo = comm->topo.system;
   tc->comm_hash = comm->comm_hash;
   tc->abort_flag = &comm->life.abort_flag;
-  {
-    char fifo_why[256];
-    char os_why[200];
-    char fifo_s[32];
-    char os_s[32];
-    size_t fifo = fifo_bytes(comm, fifo_why, sizeof(fifo_why));
-    tc->slot_bytes = fifo / MC_STEPS;
-    tc->slot_bytes &= ~(size_t)63;
-    tc->oneshot_bytes = oneshot_bytes(comm, tc->slot_bytes, os_why, sizeof(os_why));
-    size_str(fifo, fifo_s, sizeof(fifo_s));
-    size_str(tc->oneshot_bytes, os_s, sizeof(os_s));
-    struct mc_handoff_figures hf;
-    struct mc_handoff_info hi;
-    char probe[200] = "";
-    if (mc_tp_handoff_probe_peek(&hf, &hi))
-      snprintf(probe, sizeof(probe),
-               "; this process's hand-off probe: %.2f ms on CPUs %d and %d%s%s", hi.ms, hi.cpu_a,
-               hi.cpu_b, (hi.why[0] != '\0') ? ", no figures: " : "", hi.why);
-    MC_INFO(MC_SUB_TUNING,
-            "rank %d: FIFO %s per connection (%s); one-shot all-reduce up to %s (%s%s)", comm->rank,
-            fifo_s, fifo_why, os_s, os_why, probe);
-  }
+  tune(comm, tc);
   /* The net and context of stage "net": the topology's NET devices are its own. */
   tc->net = comm->net.ops;
   tc->net_ctx = comm->net.ctx;
