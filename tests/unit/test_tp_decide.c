@@ -22,6 +22,7 @@
  * threshold from its model on the two machines' hand-off figures.
  */
 #include "transport/tp_decide.h"
+#include "transport/transport.h"
 
 #include "mc_test.h"
 
@@ -389,6 +390,28 @@ static void oneshot_choice_on_recorded_hosts(void)
   MC_T_TRUE(mc_tp_decide_oneshot(17, &xeon_hi, 7680) == 7680);
 }
 
+/* The hand-off probe (tp_handoff.c) on this machine: no timing is checked,
+ * only that it reports figures or says why there are none, names its CPUs
+ * and runs once per process. */
+static void handoff_probe_reports(void)
+{
+  struct mc_handoff_figures f;
+  struct mc_handoff_figures g;
+  struct mc_handoff_info info;
+  struct mc_handoff_info again;
+
+  MC_T_TRUE(!mc_tp_handoff_probe_peek(&f, &info));
+  mc_tp_handoff_probe(&f, &info);
+  MC_T_TRUE(((f.handoff_ns > 0) && (f.copy_gbps > 0) && (info.why[0] == '\0')) ||
+            ((f.handoff_ns == 0) && (f.copy_gbps == 0) && (info.why[0] != '\0')));
+  MC_T_TRUE((info.why[0] != '\0') ||
+            ((info.cpu_a >= 0) && (info.cpu_b >= 0) && (info.cpu_a != info.cpu_b)));
+  MC_T_TRUE(mc_tp_handoff_probe_peek(&g, &again));
+  MC_T_TRUE((g.handoff_ns == f.handoff_ns) && (g.copy_gbps == f.copy_gbps));
+  MC_T_TRUE(again.ms == info.ms);
+}
+
 MC_T_MAIN(stream_choice_on_recorded_rates, stream_margin_and_missing_samples,
           spin_choice_on_recorded_hosts, cgroup_texts, cgroup_trees, cma_choice_on_recorded_hosts,
-          cma_choice_rules, fifo_choice_on_recorded_hosts, oneshot_choice_on_recorded_hosts)
+          cma_choice_rules, fifo_choice_on_recorded_hosts, oneshot_choice_on_recorded_hosts,
+          handoff_probe_reports)
