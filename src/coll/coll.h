@@ -350,7 +350,7 @@ ncclResult_t mc_coll_algo_choose(struct mc_op *op);
  * inputs of one reduction ([n_ranks]), its table's first_use and
  * task_receives_from, its announcements of receive steps from every peer
  * (NET connections) and its health check. */
-size_t mc_coll_oneshot_slot_bytes(void);
+size_t mc_coll_oneshot_slot_bytes(const struct ncclComm *comm);
 struct mc_conn *mc_coll_os_send(const struct ncclComm *comm, int peer);
 struct mc_conn *mc_coll_os_recv(const struct ncclComm *comm, int peer);
 const void **mc_coll_os_srcs(const struct ncclComm *comm);

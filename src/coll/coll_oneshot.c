@@ -207,7 +207,7 @@ static int oneshot_task_progress(struct mc_task *t, ncclResult_t *res)
 static bool oneshot_supports(const struct mc_op *op)
 {
   const struct ncclComm *comm = op->comm;
-  size_t limit = (size_t)mc_param_int(MC_P_ONESHOT_BYTES);
+  size_t limit = comm->data.tp.oneshot_bytes;
   size_t bytes = op->count * op->esize;
 
   return (op->kind == MC_COLL_ALLREDUCE) && (comm->nodes.n_nodes == 1) && (comm->n_ranks > 1) &&
@@ -215,10 +215,13 @@ static bool oneshot_supports(const struct mc_op *op)
          ((size_t)comm->n_ranks * ((bytes + 63) & ~(size_t)63) <= comm->data.tp.slot_bytes);
 }
 
-size_t mc_coll_oneshot_slot_bytes(void)
+size_t mc_coll_oneshot_slot_bytes(const struct ncclComm *comm)
 {
-  size_t b = (size_t)mc_param_int(MC_P_ONESHOT_BYTES);
-  return (b < 4096) ? 4096 : (b + 63) & ~(size_t)63;
+  size_t b = comm->data.tp.oneshot_bytes;
+
+  /* whole pages: transports allocate the slots page-aligned (aligned_alloc
+   * wants a multiple of the alignment) and a decided threshold need not be */
+  return (b < 4096) ? 4096 : (b + 4095) & ~(size_t)4095;
 }
 
 /* A send and a receive connection with every peer (the state's). */
@@ -245,7 +248,7 @@ ncclResult_t mc_coll_oneshot_first_use(struct mc_op *op, struct mc_conn_req *req
                                        .is_send = dir,
                                        .channel = 0,
                                        .conn_index = MC_CONN_ONESHOT,
-                                       .slot_bytes = mc_coll_oneshot_slot_bytes(),
+                                       .slot_bytes = mc_coll_oneshot_slot_bytes(comm),
                                        .conn = *os};
       *n_out = n;
     }

@@ -19,6 +19,7 @@
 #include "topo/topo_algo.h"
 #include "topo/topo_tuning.h"
 #include "transport/transport.h"
+#include "transport/tp_decide.h"
 #include "init/init_mem.h"
 
 #define MC_HOST_BYTES        64
@@ -53,6 +54,12 @@ struct mc_peer_info {
    * host-wide exchanges whatever their own environment says. */
   int32_t paths_share;
   int32_t search_share;
+  /* The caches of the CPU it initialised on and its process's hand-off
+   * figures: every rank of a host decides its connections' FIFO size and
+   * the one-shot all-reduce's threshold from its first local rank's, so
+   * that all cut operations alike (init_connect.c). */
+  struct mc_cache_facts cache;
+  struct mc_handoff_figures handoff;
 };
 
 /* Who is where, derived from the peer infos (mc_comm_nodes_compute). */

@@ -13,6 +13,7 @@
 
 #include "comm.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -24,18 +25,114 @@
 #include "transport/tp_decide.h"
 
 /* NCCL_BUFFSIZE when set; else NCCL's 4 MiB for a communicator that spans
- * hosts, SINGLE_HOST_FIFO_BYTES when every rank is on one host. There the
- * FIFOs are host memory beside the data, every byte crosses them, and
- * smaller ones stay in the caches (the measurement: docs/design/datapath.md,
- * Data path). The ranks of a communicator agree on it: they see the same
- * hosts. */
-#define SINGLE_HOST_FIFO_BYTES (1u << 20)
-
-static size_t fifo_bytes(const struct ncclComm *comm)
+ * hosts and, when every rank is on one host, mc_tp_decide_fifo's size for
+ * the caches of the host's first local rank's CPU (struct mc_peer_info) and
+ * the two connections per channel each rank keeps busy. There the FIFOs are
+ * host memory beside the data, every byte crosses them, and FIFOs that stay
+ * in the caches move more (docs/design/datapath.md, Data path). The ranks of
+ * a communicator agree on it: they see the same hosts and the same first
+ * local rank. */
+static size_t fifo_bytes(const struct ncclComm *comm, char *why, size_t why_bytes)
 {
-  if ((mc_param_source(MC_P_BUFFSIZE) == MC_PARAM_SRC_DEFAULT) && (comm->nodes.n_nodes == 1))
-    return SINGLE_HOST_FIFO_BYTES;
-  return (size_t)mc_param_int(MC_P_BUFFSIZE);
+  const struct mc_cache_facts *c = &comm->peers[comm->nodes.local_rank_to_rank[0]].cache;
+  int hot = 2 * comm->topo.graph.n_channels;
+  size_t bytes;
+
+  if (mc_param_source(MC_P_BUFFSIZE) != MC_PARAM_SRC_DEFAULT) {
+    snprintf(why, why_bytes, "NCCL_BUFFSIZE");
+    return (size_t)mc_param_int(MC_P_BUFFSIZE);
+  }
+  if (comm->nodes.n_nodes > 1) {
+    snprintf(why, why_bytes, "NCCL's, the ranks span %d hosts", comm->nodes.n_nodes);
+    return (size_t)mc_param_int(MC_P_BUFFSIZE);
+  }
+  bytes = mc_tp_decide_fifo(c, hot);
+  if (c->l2_kib <= 0)
+    snprintf(why, why_bytes, "no L2 cache described for CPU %d of local rank 0", c->cpu);
+  else
+    snprintf(why, why_bytes,
+             "L2 %d KiB per core (CPU %d of local rank 0: %d KiB shared by %d; last level L%d "
+             "%d KiB shared by %d), 2 connections per channel x %d channels in %d x L2",
+             c->l2_kib / ((c->l2_sharing > 0) ? c->l2_sharing : 1), c->cpu, c->l2_kib,
+             c->l2_sharing, c->llc_level, c->llc_kib, c->llc_sharing, hot / 2, MC_FIFO_L2_SHARE);
+  return bytes;
+}
+
+/* The largest all-reduce that goes one-shot (coll_oneshot.c): an explicit
+ * MESHCCL_ALLREDUCE_ONESHOT_BYTES, else mc_tp_decide_oneshot's crossover
+ * for the hand-off figures of the host's first local rank's process, up to
+ * what the one-shot's slots take (n inputs in one ring slot). */
+static size_t oneshot_bytes(const struct ncclComm *comm, size_t slot_bytes, char *why,
+                            size_t why_bytes)
+{
+  const struct mc_handoff_figures *f = &comm->peers[comm->nodes.local_rank_to_rank[0]].handoff;
+  int64_t set = mc_param_int(MC_P_ONESHOT_BYTES);
+  size_t limit = (slot_bytes / (size_t)comm->n_ranks) & ~(size_t)63;
+
+  if (set >= 0) {
+    snprintf(why, why_bytes, "MESHCCL_ALLREDUCE_ONESHOT_BYTES");
+    return (size_t)set;
+  }
+  if ((comm->nodes.n_nodes > 1) || (comm->n_ranks < 2)) {
+    snprintf(why, why_bytes, "not one host of several ranks");
+    return 0;
+  }
+  if (limit > MC_ONESHOT_MAX_BYTES)
+    limit = MC_ONESHOT_MAX_BYTES;
+  if (comm->n_ranks == 2)
+    snprintf(why, why_bytes,
+             "2 ranks: the ring's bytes with one hand-off instead of two, up to what its slots "
+             "take: %zu (slots of %zu)",
+             limit, slot_bytes);
+  else if ((f->cpus > 0) && (comm->n_ranks > f->cpus))
+    snprintf(why, why_bytes,
+             "%d ranks on %d CPUs: every hand-off of the ring waits for the scheduler, the "
+             "one-shot up to what its slots take: %zu (slots of %zu)",
+             comm->n_ranks, f->cpus, limit, slot_bytes);
+  else if ((f->handoff_ns <= 0) || (f->copy_gbps <= 0))
+    snprintf(why, why_bytes, "local rank 0's hand-off probe gave no figures: the model's floor");
+  else
+    snprintf(why, why_bytes,
+             "model for %d ranks: hand-off %.0f ns, copy %.1f GB/s (local rank 0's probe), at "
+             "most %zu (slots of %zu)",
+             comm->n_ranks, (double)f->handoff_ns, (double)f->copy_gbps, limit, slot_bytes);
+  return mc_tp_decide_oneshot(comm->n_ranks, f, limit);
+}
+
+/* "1 MiB", "256 KiB", "1000 B" */
+static void size_str(size_t b, char *buf, size_t len)
+{
+  if ((b >= (1u << 20)) && ((b & ((1u << 20) - 1)) == 0))
+    snprintf(buf, len, "%zu MiB", b >> 20);
+  else if ((b >= 1024) && ((b & 1023) == 0))
+    snprintf(buf, len, "%zu KiB", b >> 10);
+  else
+    snprintf(buf, len, "%zu B", b);
+}
+
+/* The connections' slot size and the one-shot's threshold, said once per
+ * rank at NCCL_DEBUG_SUBSYS=TUNING with what they came from. */
+static void tune(const struct ncclComm *comm, struct mc_tp_comm *tc)
+{
+  char fifo_why[256];
+  char os_why[200];
+  char fifo_s[32];
+  char os_s[32];
+  char probe[200] = "";
+  struct mc_handoff_figures hf;
+  struct mc_handoff_info hi;
+  size_t fifo = fifo_bytes(comm, fifo_why, sizeof(fifo_why));
+
+  tc->slot_bytes = (fifo / MC_STEPS) & ~(size_t)63;
+  tc->oneshot_bytes = oneshot_bytes(comm, tc->slot_bytes, os_why, sizeof(os_why));
+  size_str(fifo, fifo_s, sizeof(fifo_s));
+  size_str(tc->oneshot_bytes, os_s, sizeof(os_s));
+  if (mc_tp_handoff_probe_peek(&hf, &hi))
+    snprintf(probe, sizeof(probe), "; this process's hand-off probe: %.2f ms on CPUs %d and %d%s%s",
+             hi.ms, hi.cpu_a, hi.cpu_b, (hi.why[0] != '\0') ? ", no figures: " : "", hi.why);
+  MC_INFO(MC_SUB_TUNING,
+          "rank %d: FIFO %s per connection (%s); one-shot all-reduce up to %s (%s%s)", comm->rank,
+          fifo_s, fifo_why, os_s, os_why, probe);
 }
 
 static ncclResult_t tp_init(struct ncclComm *comm)
@@ -61,8 +158,7 @@ static ncclResult_t tp_init(struct ncclComm *comm)
   tc->topo = comm->topo.system;
   tc->comm_hash = comm->comm_hash;
   tc->abort_flag = &comm->life.abort_flag;
-  tc->slot_bytes = fifo_bytes(comm) / MC_STEPS;
-  tc->slot_bytes &= ~(size_t)63;
+  tune(comm, tc);
   /* The net and context of stage "net": the topology's NET devices are its own. */
   tc->net = comm->net.ops;
   tc->net_ctx = comm->net.ctx;

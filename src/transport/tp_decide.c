@@ -238,3 +238,130 @@ float mc_tp_cma_rate(size_t bytes, double call_ns, double copy_gbps)
   ns = call_ns + (double)bytes / copy_gbps; /* GB/s = bytes per ns */
   return (float)((double)bytes / ns);
 }
+
+/* "1024K" / "32M" / "48K" (sysfs cache size) in KiB; 0 when unreadable. */
+static int cache_kib(const char *text)
+{
+  char *end = NULL;
+  long v = strtol(text, &end, 10);
+
+  if ((end == text) || (v <= 0))
+    return 0;
+  if ((*end == 'M') || (*end == 'm'))
+    v *= 1024;
+  else if ((*end == 'G') || (*end == 'g'))
+    v *= 1024 * 1024;
+  else if ((*end != 'K') && (*end != 'k'))
+    v /= 1024; /* plain bytes */
+  return (v > 0x3fffffff) ? 0x3fffffff : (int)v;
+}
+
+/* CPUs in a cpulist ("0-3,8,10-11"); 1 when it names none. */
+static int cpulist_count(const char *text)
+{
+  int n = 0;
+  const char *p = text;
+
+  while ((*p != '\0') && (*p != '\n')) {
+    char *end = NULL;
+    long a = strtol(p, &end, 10);
+    long b = a;
+    if (end == p)
+      break;
+    if (*end == '-') {
+      p = end + 1;
+      b = strtol(p, &end, 10);
+      if (end == p)
+        break;
+    }
+    if (b >= a)
+      n += (int)(b - a + 1);
+    p = (*end == ',') ? end + 1 : end;
+    if (end == p)
+      break;
+  }
+  return (n > 0) ? n : 1;
+}
+
+bool mc_tp_cache_read(const char *root, int cpu, struct mc_cache_facts *out)
+{
+  char dir[1024];
+  size_t root_len = strlen(root);
+
+  memset(out, 0, sizeof(*out));
+  out->cpu = cpu;
+  while ((root_len > 0) && (root[root_len - 1] == '/'))
+    root_len--;
+  for (int idx = 0; idx < 16; idx++) {
+    char level[32];
+    char type[32];
+    char size[32];
+    char shared[256];
+    int lvl;
+    int kib;
+    int sharing;
+    snprintf(dir, sizeof(dir), "%.*s/sys/devices/system/cpu/cpu%d/cache/index%d", (int)root_len,
+             root, cpu, idx);
+    if (!read_line(dir, "level", level, sizeof(level)) ||
+        !read_line(dir, "type", type, sizeof(type)) || !read_line(dir, "size", size, sizeof(size)))
+      continue;
+    if (strncmp(type, "Instruction", 11) == 0)
+      continue;
+    lvl = atoi(level);
+    kib = cache_kib(size);
+    sharing = read_line(dir, "shared_cpu_list", shared, sizeof(shared)) ? cpulist_count(shared) : 1;
+    if (kib == 0)
+      continue;
+    if (lvl == 2) {
+      out->l2_kib = kib;
+      out->l2_sharing = sharing;
+    }
+    if ((lvl >= 2) && (lvl >= out->llc_level)) {
+      out->llc_level = lvl;
+      out->llc_kib = kib;
+      out->llc_sharing = sharing;
+    }
+  }
+  if (out->l2_kib == 0) {
+    memset(out, 0, sizeof(*out));
+    out->cpu = cpu;
+    return false;
+  }
+  return true;
+}
+
+size_t mc_tp_decide_fifo(const struct mc_cache_facts *c, int hot_conns)
+{
+  uint64_t budget;
+  size_t fifo = MC_FIFO_MAX_BYTES;
+
+  if ((c->l2_kib <= 0) || (hot_conns <= 0))
+    return MC_FIFO_MIN_BYTES;
+  budget = (uint64_t)c->l2_kib * 1024u * MC_FIFO_L2_SHARE /
+           (uint64_t)((c->l2_sharing > 0) ? c->l2_sharing : 1);
+  while ((fifo > MC_FIFO_MIN_BYTES) && ((uint64_t)fifo * (uint64_t)hot_conns > budget))
+    fifo /= 2;
+  return fifo;
+}
+
+size_t mc_tp_decide_oneshot(int n_ranks, const struct mc_handoff_figures *f, size_t limit)
+{
+  double n = n_ranks;
+  double s;
+  size_t bytes;
+
+  if (limit < MC_ONESHOT_MIN_BYTES)
+    return limit;
+  if (n_ranks == 2) /* the same bytes both ways: the one-shot's single hand-off wins */
+    return limit & ~(size_t)63;
+  if ((f->cpus > 0) && (n_ranks > f->cpus)) /* each hand-off waits for the scheduler */
+    return limit & ~(size_t)63;
+  if ((n_ranks < 2) || (f->handoff_ns <= 0) || (f->copy_gbps <= 0))
+    return MC_ONESHOT_MIN_BYTES;
+  s = (2.0 * n - 3.0) * n * (double)f->handoff_ns * (double)f->copy_gbps /
+      (2.0 * (n - 1.0) * (n - 2.0));
+  if (s >= (double)limit)
+    return limit & ~(size_t)63;
+  bytes = (size_t)s & ~(size_t)63;
+  return (bytes < MC_ONESHOT_MIN_BYTES) ? MC_ONESHOT_MIN_BYTES : bytes;
+}

@@ -102,6 +102,63 @@ float mc_tp_cma_rate(size_t bytes, double call_ns, double copy_gbps);
 /* The median of n values (the mean of the middle two when n is even; 0 when n is 0). */
 float mc_tp_median(const float *v, int n);
 
+/* A CPU's caches as sysfs describes them (mc_tp_cache_read): the level-2
+ * cache holding data and the last level, each with the number of CPUs
+ * sharing it (its shared_cpu_list); 0: unknown. */
+struct mc_cache_facts {
+  int cpu;        /* the CPU they were read for (-1: none) */
+  int l2_kib;     /* the L2 data or unified cache, KiB */
+  int l2_sharing; /* CPUs sharing it */
+  int llc_level;  /* the highest level found */
+  int llc_kib;
+  int llc_sharing;
+};
+
+/* Reads /sys/devices/system/cpu/cpuN/cache/index* (level, type, size,
+ * shared_cpu_list) under root ("/" or MESHCCL_SYSFS_ROOT's tree); false,
+ * with *out zeroed but for cpu, when no L2 is described. */
+bool mc_tp_cache_read(const char *root, int cpu, struct mc_cache_facts *out);
+
+/* A single-host connection's FIFO (NCCL_BUFFSIZE unset): the largest power
+ * of two from MC_FIFO_MIN_BYTES to MC_FIFO_MAX_BYTES whose hot_conns FIFOs
+ * (the connections a rank keeps busy: a send and a receive per channel)
+ * fit in MC_FIFO_L2_SHARE times the L2 one core has (l2_kib / l2_sharing);
+ * MC_FIFO_MIN_BYTES without an L2 figure. docs/design/datapath.md says why. */
+#define MC_FIFO_MIN_BYTES (256u << 10)
+#define MC_FIFO_MAX_BYTES (4u << 20)
+#define MC_FIFO_L2_SHARE  4
+size_t mc_tp_decide_fifo(const struct mc_cache_facts *c, int hot_conns);
+
+/* Figures of the one-shot all-reduce's model, measured once per process
+ * (mc_tp_handoff_probe): handoff_ns, what one step between two cores costs
+ * beyond its bytes (a cache-line round trip: the receiver sees the flag,
+ * then fetches the data's lines); copy_gbps, the rate (GB/s) at which a
+ * block written by one core is copied out by another. 0: not measured. */
+struct mc_handoff_figures {
+  float handoff_ns;
+  float copy_gbps;
+  int cpus; /* CPUs the host gives its ranks (mc_tp_decide_spin's; 0: unknown) */
+};
+
+/* The largest all-reduce (bytes) that goes one-shot on n_ranks ranks of one
+ * host, from a model of both algorithms' time on a rank, with h the
+ * hand-off and c the copy rate (bytes per ns):
+ *   one-shot  h + 2 (n-1) S / c: one hand-off; S copied into each of the
+ *             n-1 peers' slots, and n-1 inputs read while reducing
+ *   ring      2 (n-1) h + 4 (n-1) S / (n c): 2(n-1) hand-offs; the chunks
+ *             of S/n of the reduce-scatter and the all-gather each copied
+ *             into a FIFO slot and out of it
+ * so the one-shot wins below S* = (2n - 3) n h c / (2 (n-1) (n-2)), and at
+ * every size on 2 ranks (the same bytes, one hand-off fewer; no figures
+ * needed) and where the ranks outnumber the host's CPUs (f->cpus: a
+ * hand-off then waits for the scheduler to run the peer). S* rounded
+ * down to 64 bytes and clamped to [MC_ONESHOT_MIN_BYTES, limit] (limit:
+ * the largest the one-shot's slots take); without figures,
+ * MC_ONESHOT_MIN_BYTES. */
+#define MC_ONESHOT_MIN_BYTES 4096
+#define MC_ONESHOT_MAX_BYTES (1u << 20) /* MESHCCL_ALLREDUCE_ONESHOT_BYTES's maximum */
+size_t mc_tp_decide_oneshot(int n_ranks, const struct mc_handoff_figures *f, size_t limit);
+
 #ifdef __cplusplus
 }
 #endif

@@ -387,6 +387,9 @@ struct mc_tp_comm {
   uint64_t comm_hash;
   const volatile uint32_t *abort_flag;
   size_t slot_bytes; /* NCCL_BUFFSIZE / MC_STEPS */
+  /* All-reduces of at most this many bytes go one-shot (init_connect.c
+   * decides; the same on every rank of the communicator). */
+  size_t oneshot_bytes;
   const struct mc_net_ops *net;
   const uint8_t *net_secret; /* MC_NET_SECRET_BYTES, or NULL (struct mc_net_init_args) */
   void *net_ctx;             /* net's context, initialised and owned by the caller */
@@ -467,6 +470,23 @@ void mc_proxy_activity(struct mc_proxy *p, int delta);
  * figures), else NULL. Thread-safe. bench/limit prints it too. */
 struct mc_cma_figures;
 void mc_tp_cma_probe(size_t slot_bytes, struct mc_cma_figures *out, const char **why_out);
+
+/* The hand-off probe of this process (tp_handoff.c; figures: tp_decide.h
+ * mc_handoff_figures): measured at the first call (at most 2 ms, two
+ * threads pinned to this thread's CPU and another), no log of its own;
+ * *info_out (may be NULL) says where and how long, and why there are no
+ * figures (why[0] != 0). Thread-safe. */
+struct mc_handoff_figures;
+struct mc_handoff_info {
+  int cpu_a; /* the CPUs of the two threads (-1: none) */
+  int cpu_b;
+  double ms; /* wall time of the probe */
+  char why[96];
+};
+void mc_tp_handoff_probe(struct mc_handoff_figures *out, struct mc_handoff_info *info_out);
+/* What the hand-off probe found, without running it: false (and cpu_a -1)
+ * when it has not run in this process. */
+bool mc_tp_handoff_probe_peek(struct mc_handoff_figures *out, struct mc_handoff_info *info_out);
 
 /* Removes /dev/shm segments left by processes that were killed between
  * creating a segment and their peer mapping it (once per communicator init). */

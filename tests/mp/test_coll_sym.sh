@@ -40,10 +40,12 @@ MESHCCL_P2P_CMA=1 run_case "symmetric, 3 processes, the messages over P2P (CMA) 
   --ops sum,avg --sizes 7,262147
 
 # The choice, logged as NCCL's TUNING lines, and what turns it off.
+# The one-shot, which small single-host all-reduces try first, is held to 16 KiB
+# (on 2 ranks it would otherwise take every size its slots hold).
 tuning() { # OUT [VAR=value ...]: 2 processes, all-reduce, all-gather, reduce-scatter of 4099 int32
   local out=$1
   shift
-  env "$@" NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=TUNING,REG timeout 60 "$RUN" -n 2 "$T/mp_coll" \
+  env MESHCCL_ALLREDUCE_ONESHOT_BYTES=16384 "$@" NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=TUNING,REG timeout 60 "$RUN" -n 2 "$T/mp_coll" \
     --symmetric 1 --colls allreduce,allgather,reducescatter --types int32 --ops sum \
     --sizes 4099 >"$out" 2>&1
 }

@@ -17,8 +17,12 @@
  * (tp_cma.c) logged on the VM, and on the Xeon's figures through the model
  * of its FIFO hop and of a process_vm_readv call (the Xeon's own probe was
  * not recorded: three cases bracket it).
+ * The single-host FIFO size on the two machines' caches as recorded trees of
+ * sysfs (tests/data/sysfs/make-cache.sh), and the one-shot all-reduce's
+ * threshold from its model on the two machines' hand-off figures.
  */
 #include "transport/tp_decide.h"
+#include "transport/transport.h"
 
 #include "mc_test.h"
 
@@ -292,6 +296,122 @@ static void cma_choice_rules(void)
   MC_T_TRUE(mc_tp_cma_rate(4096, 750, 0) == 0);
 }
 
+/* The FIFO of a single-host connection from the caches sysfs describes:
+ * the trees of tests/data/sysfs/make-cache.sh (the VM's as its sysfs reads;
+ * the 16-core Xeon's with a Sapphire Rapids core's 2 MiB of L2), a rank
+ * busy with a send and a receive connection per channel. */
+static void fifo_choice_on_recorded_hosts(void)
+{
+  struct mc_cache_facts vm;
+  struct mc_cache_facts xeon;
+  struct mc_cache_facts c;
+
+  MC_T_TRUE(mc_tp_cache_read(mc_t_data("sysfs/cache-epyc-vm"), 1, &vm));
+  MC_T_EQ_INT(vm.cpu, 1);
+  MC_T_EQ_INT(vm.l2_kib, 1024);
+  MC_T_EQ_INT(vm.l2_sharing, 1);
+  MC_T_EQ_INT(vm.llc_level, 3);
+  MC_T_EQ_INT(vm.llc_kib, 32768);
+  MC_T_EQ_INT(vm.llc_sharing, 2);
+  /* 2 ranks on the VM: 2 channels, 4 busy FIFOs in 4 x 1 MiB: 1 MiB (the
+   * size measured best there, docs/design/datapath.md) */
+  MC_T_TRUE(mc_tp_decide_fifo(&vm, 4) == (1u << 20));
+  MC_T_TRUE(mc_tp_decide_fifo(&vm, 2) == (2u << 20));
+  MC_T_TRUE(mc_tp_decide_fifo(&vm, 8) == (512u << 10));
+  MC_T_TRUE(mc_tp_decide_fifo(&vm, 64) == MC_FIFO_MIN_BYTES);
+  MC_T_TRUE(mc_tp_cache_read(mc_t_data("sysfs/cache-xeon16"), 7, &xeon));
+  MC_T_EQ_INT(xeon.l2_kib, 2048);
+  MC_T_EQ_INT(xeon.llc_kib, 30720);
+  MC_T_EQ_INT(xeon.llc_sharing, 16);
+  /* the Xeon (Sapphire Rapids), 2 channels: 4 FIFOs in 8 MiB: 2 MiB; one
+   * channel: the cap, 4 MiB (NCCL's); with the 1-1.25 MiB of L2 of the
+   * older generations, 1 MiB */
+  MC_T_TRUE(mc_tp_decide_fifo(&xeon, 4) == (2u << 20));
+  MC_T_TRUE(mc_tp_decide_fifo(&xeon, 2) == MC_FIFO_MAX_BYTES);
+  c = xeon;
+  c.l2_kib = 1280;
+  MC_T_TRUE(mc_tp_decide_fifo(&c, 4) == (1u << 20));
+  c.l2_kib = 1024;
+  MC_T_TRUE(mc_tp_decide_fifo(&c, 4) == (1u << 20));
+  /* an L2 shared by two hyperthreads: each has half of it */
+  c = xeon;
+  c.l2_sharing = 2;
+  MC_T_TRUE(mc_tp_decide_fifo(&c, 4) == (1u << 20));
+  /* no such CPU in the tree, no L2: the floor */
+  MC_T_TRUE(!mc_tp_cache_read(mc_t_data("sysfs/cache-epyc-vm"), 5, &c));
+  MC_T_EQ_INT(c.cpu, 5);
+  MC_T_EQ_INT(c.l2_kib, 0);
+  MC_T_TRUE(mc_tp_decide_fifo(&c, 4) == MC_FIFO_MIN_BYTES);
+  MC_T_TRUE(!mc_tp_cache_read("/nonexistent", 0, &c));
+}
+
+/* The one-shot all-reduce's threshold from the model on recorded
+ * hand-off figures: the VM's (bench/limit's cache-line round trip 516 ns
+ * and pair FIFO 24.5 GB/s; and what mc_tp_handoff_probe measured there,
+ * 119 ns and 87.1 GB/s), the Xeon's (round trip 344-413 ns, pair FIFO
+ * 9.0-10.1 GB/s, both ends); limit: the one-shot's slot limit with 1 MiB
+ * FIFOs (128 KiB slots / n). */
+static void oneshot_choice_on_recorded_hosts(void)
+{
+  struct mc_handoff_figures vm_limit = {516, 24.5f, 0};
+  struct mc_handoff_figures vm_probe = {119, 87.1f, 0};
+  struct mc_handoff_figures xeon_lo = {344, 9.0f, 0};
+  struct mc_handoff_figures xeon_hi = {413, 10.1f, 0};
+  struct mc_handoff_figures none = {0, 0, 0};
+
+  /* 2 ranks: the one-shot up to its slots' limit, with or without figures */
+  MC_T_TRUE(mc_tp_decide_oneshot(2, &vm_limit, 65536) == 65536);
+  MC_T_TRUE(mc_tp_decide_oneshot(2, &xeon_lo, 65536) == 65536);
+  MC_T_TRUE(mc_tp_decide_oneshot(2, &none, 65536) == 65536);
+  /* the VM, 3 and 4 ranks: S* = (2n-3) n h c / (2 (n-1) (n-2)) */
+  MC_T_TRUE(mc_tp_decide_oneshot(3, &vm_limit, 43648) == 28416);
+  MC_T_TRUE(mc_tp_decide_oneshot(4, &vm_limit, 32768) == 21056);
+  MC_T_TRUE(mc_tp_decide_oneshot(4, &vm_probe, 32768) == 17216);
+  MC_T_TRUE(mc_tp_decide_oneshot(8, &vm_limit, 16384) == 15616);
+  /* the Xeon: 5-7 KiB at 4 ranks, 4-5 KiB at 8, the floor's region at 16 */
+  MC_T_TRUE(mc_tp_decide_oneshot(4, &xeon_lo, 32768) == 5120);
+  MC_T_TRUE(mc_tp_decide_oneshot(4, &xeon_hi, 32768) == 6912);
+  MC_T_TRUE(mc_tp_decide_oneshot(8, &xeon_lo, 16384) == MC_ONESHOT_MIN_BYTES);
+  MC_T_TRUE(mc_tp_decide_oneshot(8, &xeon_hi, 16384) == 5120);
+  MC_T_TRUE(mc_tp_decide_oneshot(16, &xeon_hi, 8192) == 4608);
+  /* clamps: the slot limit above, the floor without figures, a limit
+   * below the floor wins */
+  MC_T_TRUE(mc_tp_decide_oneshot(4, &vm_limit, 16384) == 16384);
+  MC_T_TRUE(mc_tp_decide_oneshot(4, &none, 32768) == MC_ONESHOT_MIN_BYTES);
+  MC_T_TRUE(mc_tp_decide_oneshot(64, &vm_limit, 2048) == 2048);
+  /* ranks that outnumber the CPUs (3 or 4 on the 2-core VM): the limit,
+   * with or without figures; as many ranks as CPUs: the model */
+  vm_limit.cpus = 2;
+  none.cpus = 2;
+  MC_T_TRUE(mc_tp_decide_oneshot(3, &vm_limit, 43648) == 43648);
+  MC_T_TRUE(mc_tp_decide_oneshot(4, &none, 32768) == 32768);
+  xeon_hi.cpus = 16;
+  MC_T_TRUE(mc_tp_decide_oneshot(16, &xeon_hi, 8192) == 4608);
+  MC_T_TRUE(mc_tp_decide_oneshot(17, &xeon_hi, 7680) == 7680);
+}
+
+/* The hand-off probe (tp_handoff.c) on this machine: no timing is checked,
+ * only that it reports figures or says why there are none, names its CPUs
+ * and runs once per process. */
+static void handoff_probe_reports(void)
+{
+  struct mc_handoff_figures f;
+  struct mc_handoff_figures g;
+  struct mc_handoff_info info;
+  struct mc_handoff_info again;
+
+  MC_T_TRUE(!mc_tp_handoff_probe_peek(&f, &info));
+  mc_tp_handoff_probe(&f, &info);
+  MC_T_TRUE(((f.handoff_ns > 0) && (f.copy_gbps > 0) && (info.why[0] == '\0')) ||
+            ((f.handoff_ns == 0) && (f.copy_gbps == 0) && (info.why[0] != '\0')));
+  MC_T_TRUE((info.why[0] != '\0') ||
+            ((info.cpu_a >= 0) && (info.cpu_b >= 0) && (info.cpu_a != info.cpu_b)));
+  MC_T_TRUE(mc_tp_handoff_probe_peek(&g, &again));
+  MC_T_TRUE((g.handoff_ns == f.handoff_ns) && (g.copy_gbps == f.copy_gbps));
+  MC_T_TRUE(again.ms == info.ms);
+}
+
 MC_T_MAIN(stream_choice_on_recorded_rates, stream_margin_and_missing_samples,
           spin_choice_on_recorded_hosts, cgroup_texts, cgroup_trees, cma_choice_on_recorded_hosts,
-          cma_choice_rules)
+          cma_choice_rules, fifo_choice_on_recorded_hosts, oneshot_choice_on_recorded_hosts,
+          handoff_probe_reports)
