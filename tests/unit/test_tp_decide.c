@@ -292,6 +292,69 @@ static void cma_choice_rules(void)
   MC_T_TRUE(mc_tp_cma_rate(4096, 750, 0) == 0);
 }
 
+/* Threads per rank (MESHCCL_NTHREADS -1): the idle cores shared among the
+ * local ranks, +1 for the rank's own thread, at most the channels. */
+static void threads_choice_on_recorded_hosts(void)
+{
+  static const struct {
+    const char *what;
+    struct mc_host_figures f;
+    int n_channels;
+    int forced;
+    int want;
+    int want_idle;
+  } hosts[] = {
+      /* this 2-core VM: no idle core, 2 or 4 ranks, bound or not, forced or not */
+      {"vm2", {.online_cpus = 2, .affinity_cpus = 2, .local_ranks = 2}, 2, -1, 1, 0},
+      {"vm2 bound", {.online_cpus = 2, .affinity_cpus = 1, .local_ranks = 2}, 4, -1, 1, 0},
+      {"vm2 4 ranks", {.online_cpus = 2, .affinity_cpus = 2, .local_ranks = 4}, 4, -1, 1, 0},
+      {"vm2 forced 3", {.online_cpus = 2, .affinity_cpus = 2, .local_ranks = 2}, 2, 3, 3, 0},
+      /* 16-core Xeon, ranks bound to one core each (meshccl-run, mpirun --bind-to core) */
+      {"xeon16 2 ranks, 2 ch",
+       {.online_cpus = 16, .affinity_cpus = 1, .local_ranks = 2},
+       2,
+       -1,
+       2,
+       14},
+      {"xeon16 2 ranks, 8 ch",
+       {.online_cpus = 16, .affinity_cpus = 1, .local_ranks = 2},
+       8,
+       -1,
+       8,
+       14},
+      {"xeon16 2 ranks, 16 ch",
+       {.online_cpus = 16, .affinity_cpus = 1, .local_ranks = 2},
+       16,
+       -1,
+       8,
+       14},
+      {"xeon16 4 ranks", {.online_cpus = 16, .affinity_cpus = 1, .local_ranks = 4}, 16, -1, 4, 12},
+      {"xeon16 4 ranks, 3 ch",
+       {.online_cpus = 16, .affinity_cpus = 1, .local_ranks = 4},
+       3,
+       -1,
+       3,
+       12},
+      {"xeon16 6 ranks", {.online_cpus = 16, .affinity_cpus = 1, .local_ranks = 6}, 16, -1, 2, 10},
+      {"xeon16 16 ranks", {.online_cpus = 16, .affinity_cpus = 1, .local_ranks = 16}, 16, -1, 1, 0},
+      {"xeon16 forced 1", {.online_cpus = 16, .affinity_cpus = 1, .local_ranks = 2}, 8, 1, 1, 14},
+      /* a container of a 16-core host limited to 4 CPUs (cpu.max 400000 100000) */
+      {"container", {.online_cpus = 16, .quota_cpus = 4, .local_ranks = 2}, 8, -1, 2, 2},
+      /* forced beyond the bound */
+      {"forced 1000", {.online_cpus = 2, .local_ranks = 2}, 2, 1000, MC_THREADS_MAX, 0},
+      /* nothing known: one thread */
+      {"unknown", {.local_ranks = 4}, 8, -1, 1, 0},
+  };
+
+  for (size_t i = 0; i < sizeof(hosts) / sizeof(hosts[0]); i++) {
+    int idle = -1;
+    int k = mc_tp_decide_threads(&hosts[i].f, hosts[i].n_channels, hosts[i].forced, &idle);
+    if ((k != hosts[i].want) || (idle != hosts[i].want_idle))
+      MC_T_FAIL("%s: %d threads (%d idle CPUs), want %d (%d)", hosts[i].what, k, idle,
+                hosts[i].want, hosts[i].want_idle);
+  }
+}
+
 MC_T_MAIN(stream_choice_on_recorded_rates, stream_margin_and_missing_samples,
-          spin_choice_on_recorded_hosts, cgroup_texts, cgroup_trees, cma_choice_on_recorded_hosts,
-          cma_choice_rules)
+          spin_choice_on_recorded_hosts, threads_choice_on_recorded_hosts, cgroup_texts,
+          cgroup_trees, cma_choice_on_recorded_hosts, cma_choice_rules)
