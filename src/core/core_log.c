@@ -368,6 +368,11 @@ void mc_error_clear_thread(void)
   last_error_thread[0] = '\0';
 }
 
+void mc_error_set_thread(const char *text)
+{
+  snprintf(last_error_thread, sizeof(last_error_thread), "%s", text);
+}
+
 void mc_log_version_once(void)
 {
   static int printed;

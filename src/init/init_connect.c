@@ -261,6 +261,8 @@ void mc_comm_free_connections(struct ncclComm *comm)
 
   if (aborted)
     post_aborts(comm);
+  if (comm->coll_workers_free != NULL)
+    comm->coll_workers_free(comm);
   if (comm->algo_states_free != NULL)
     comm->algo_states_free(comm, aborted);
   mc_tp_proxy_stop(&comm->data.tp);

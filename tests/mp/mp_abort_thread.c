@@ -24,6 +24,7 @@
  *                           all-reduce once; rank 1 aborts and sleeps,
  *                           alive; rank 0's next all-reduce fails naming
  *                           rank 1's abort. Prints "rank <r>: ok".
+ * An optional second argument sets the all-reduces' count (4096 floats).
  * group and peer end with as many fds and threads as before the first
  * init; alarm() turns a hang into a failure. Exits 0 when every check held.
  */
@@ -42,8 +43,12 @@
 
 #define ITERS       20
 #define GROUP_ITERS 50 /* the grouped loop's race is narrower: more tries */
-#define COUNT       4096
+#define COUNT       g_count
 #define HANG_LIMIT  60 /* seconds for a whole mode */
+
+/* Elements per all-reduce (argv[2]: large enough for several channels, so
+ * that MESHCCL_NTHREADS > 1 runs them on the communicator's workers). */
+static size_t g_count = 4096;
 
 struct driver {
   ncclComm_t comms[2];
@@ -298,6 +303,8 @@ int main(int argc, char **argv)
 
   if (strcmp(mode, "shm") == 0)
     return mode_shm();
+  if (argc > 2)
+    g_count = strtoull(argv[2], NULL, 0);
   mc_mp_set_name("mp_abort_thread", MC_MP_NO_RANK);
   if ((strcmp(mode, "group") != 0) && (strcmp(mode, "peer") != 0))
     MC_MP_FAIL("usage: mp_abort_thread group|peer|shm");
