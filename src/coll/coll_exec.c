@@ -254,8 +254,37 @@ bool mc_coll_plan_net(const struct mc_coll_plan *pl)
   return false;
 }
 
+/* The liveness checks of mc_coll_tasks_loop (now; waited_s of nothing
+ * moving), one thread of a shared batch at a time, none once it failed. */
+static ncclResult_t loop_health(struct mc_coll_batch *b, struct mc_coll_plan *pl,
+                                const struct mc_coll_plan *all, struct mc_coll_share *sh, bool net,
+                                double now, double waited_s, bool check_stopped,
+                                double *net_down_at, double *down_waited, struct ncclComm **failed)
+{
+  double stalled_s = (double)mc_param_int(MC_P_NET_TIMEOUT);
+  ncclResult_t res = ncclSuccess;
+
+  if (sh != NULL) {
+    pthread_mutex_lock(&sh->lock);
+    if (__atomic_load_n(&sh->stop, __ATOMIC_ACQUIRE)) {
+      pthread_mutex_unlock(&sh->lock);
+      return ncclSuccess;
+    }
+  }
+  if (net)
+    res = mc_coll_proxies_wedged(b, (uint64_t)(stalled_s * 1e9), failed);
+  if (res == ncclSuccess)
+    res =
+        mc_coll_health(b, pl, all, now, waited_s, check_stopped, net_down_at, down_waited, failed);
+  if ((sh != NULL) && (res != ncclSuccess))
+    mc_coll_share_fail(sh, res, *failed);
+  if (sh != NULL)
+    pthread_mutex_unlock(&sh->lock);
+  return res;
+}
+
 ncclResult_t mc_coll_tasks_loop(struct mc_coll_batch *b, struct mc_coll_plan *pl,
-                                const struct mc_coll_plan *all, const int *stop,
+                                const struct mc_coll_plan *all, struct mc_coll_share *sh,
                                 struct ncclComm **failed)
 {
   unsigned idle = 0;
@@ -281,7 +310,7 @@ ncclResult_t mc_coll_tasks_loop(struct mc_coll_batch *b, struct mc_coll_plan *pl
 
   while (left > 0) {
     int moved = 0;
-    if ((stop != NULL) && __atomic_load_n(stop, __ATOMIC_ACQUIRE))
+    if ((sh != NULL) && __atomic_load_n(&sh->stop, __ATOMIC_ACQUIRE))
       return ncclSuccess; /* another thread of the batch failed it */
     for (int i = 0; i < pl->n_tasks; i++) {
       struct mc_task *t = &pl->tasks[i];
@@ -291,6 +320,8 @@ ncclResult_t mc_coll_tasks_loop(struct mc_coll_batch *b, struct mc_coll_plan *pl
       r = mc_coll_task_progress(t, &res);
       if (r < 0) {
         *failed = t->op->comm;
+        if (sh != NULL)
+          mc_coll_share_fail(sh, res, *failed);
         return res;
       }
       moved |= r;
@@ -320,11 +351,9 @@ ncclResult_t mc_coll_tasks_loop(struct mc_coll_batch *b, struct mc_coll_plan *pl
         last_check = now;
         if (check_stopped)
           last_stopped_check = now;
-        if (net &&
-            ((res = mc_coll_proxies_wedged(b, (uint64_t)(stalled_s * 1e9), failed)) != ncclSuccess))
-          return res;
-        if ((res = mc_coll_health(b, pl, all, now, now - wait_start, check_stopped, &net_down_at,
-                                  &down_waited, failed)) != ncclSuccess)
+        res = loop_health(b, pl, all, sh, net, now, now - wait_start, check_stopped, &net_down_at,
+                          &down_waited, failed);
+        if (res != ncclSuccess)
           return res;
       }
     }

@@ -8,6 +8,7 @@
 #ifndef MC_COLL_COLL_INT_H
 #define MC_COLL_COLL_INT_H
 
+#include <pthread.h>
 #include <stdbool.h>
 #include <stddef.h>
 
@@ -48,13 +49,29 @@ void mc_coll_batch_proxies(struct mc_coll_batch *b, int delta);
  * it has several (comm->data.n_threads). */
 ncclResult_t mc_coll_tasks_run(struct mc_coll_batch *b, struct mc_coll_plan *pl,
                                struct ncclComm **failed_out);
+/* What the threads running one batch share (coll_workers.c): the first
+ * failure (stop, atomic, then res, failed and why: written by the thread
+ * that set stop, read once every thread is done), and a lock that makes
+ * their liveness checks take turns, so that a failure they all see (a dead
+ * peer, an abort) is reported by one. */
+struct mc_coll_share {
+  int stop;
+  pthread_mutex_t lock;
+  ncclResult_t res;
+  struct ncclComm *failed;
+  char why[MC_LAST_ERROR_BYTES];
+};
+/* Records res (on failed) as the batch's failure unless one is already:
+ * sets stop, and copies the calling thread's last error. */
+void mc_coll_share_fail(struct mc_coll_share *sh, ncclResult_t res, struct ncclComm *failed);
+
 /* The scheduler loop of one thread over pl's tasks (mc_coll_tasks_run's):
  * all is the batch's whole plan, whose stray steps and notices this thread
- * watches (NULL: another thread does); stop (NULL: none) set by another
- * thread ends the loop at its next pass with ncclSuccess (that thread has
- * the batch's error). */
+ * watches (NULL: another thread does). sh (NULL: the batch runs on this
+ * thread alone): its failure is recorded there, and once another thread
+ * recorded one the loop ends at its next pass with ncclSuccess. */
 ncclResult_t mc_coll_tasks_loop(struct mc_coll_batch *b, struct mc_coll_plan *pl,
-                                const struct mc_coll_plan *all, const int *stop,
+                                const struct mc_coll_plan *all, struct mc_coll_share *sh,
                                 struct ncclComm **failed_out);
 /* Sets every task's after: the last earlier task on any of its connections
  * (or of its connection group, for tasks that drive their own). */

@@ -11,7 +11,9 @@
  * runs the executor's scheduler loop (mc_coll_tasks_loop) over its own
  * tasks; a connection belongs to one channel, so only one thread ever
  * advances it. The call returns when every thread is done; the first error
- * fails the batch and the others stop at their next pass.
+ * fails the batch and the others stop at their next pass; their liveness
+ * checks take turns (struct mc_coll_share), so that a failure all of them
+ * see (a dead peer, an abort) is reported once.
  *
  * The workers (threads 1 .. k-1) are the communicator's: started at its
  * first batch that uses them, parked on a condition variable between
@@ -43,8 +45,7 @@ struct mc_coll_worker {
 };
 
 /* A communicator's workers and the batch they run. Fields below lock are
- * written under it; stop is atomic; res, failed and why are written by the
- * thread that wins stop and read by the caller once every thread is done. */
+ * written under it; sh is the batch's shared failure (coll_int.h). */
 struct mc_coll_pool {
   struct ncclComm *comm;
   int k;                          /* threads including the caller */
@@ -57,35 +58,28 @@ struct mc_coll_pool {
   bool quit;
   int busy; /* workers still on the batch */
   struct mc_coll_batch *b;
-  int stop;
-  ncclResult_t res;
-  struct ncclComm *failed;
-  char why[MC_LAST_ERROR_BYTES];
+  struct mc_coll_share sh;
 };
 
-/* The first error of the batch wins; the other threads see stop. */
-static void job_fail(struct mc_coll_pool *p, ncclResult_t res, struct ncclComm *failed)
+void mc_coll_share_fail(struct mc_coll_share *sh, ncclResult_t res, struct ncclComm *failed)
 {
   int expected = 0;
 
-  if (!__atomic_compare_exchange_n(&p->stop, &expected, 1, false, __ATOMIC_ACQ_REL,
+  if (!__atomic_compare_exchange_n(&sh->stop, &expected, 1, false, __ATOMIC_ACQ_REL,
                                    __ATOMIC_ACQUIRE))
     return;
-  p->res = res;
-  p->failed = failed;
-  mc_error_last_copy(p->why, sizeof(p->why));
+  sh->res = res;
+  sh->failed = failed;
+  mc_error_last_copy(sh->why, sizeof(sh->why));
 }
 
 static void run_view(struct mc_coll_pool *p, int ix, const struct mc_coll_plan *all)
 {
   struct ncclComm *failed = NULL;
-  ncclResult_t res;
 
-  if (p->views[ix].n_tasks == 0)
-    return;
-  res = mc_coll_tasks_loop(p->b, &p->views[ix], all, &p->stop, &failed);
-  if (res != ncclSuccess)
-    job_fail(p, res, failed);
+  /* A failure is recorded in p->sh by the loop. */
+  if (p->views[ix].n_tasks > 0)
+    (void)mc_coll_tasks_loop(p->b, &p->views[ix], all, &p->sh, &failed);
 }
 
 static void *worker_main(void *arg)
@@ -167,6 +161,7 @@ static void pool_free(struct mc_coll_pool *p, int n_started)
     pthread_join(p->workers[i].thread, NULL);
   pthread_cond_destroy(&p->idle);
   pthread_cond_destroy(&p->wake);
+  pthread_mutex_destroy(&p->sh.lock);
   pthread_mutex_destroy(&p->lock);
   free(p->workers);
   free(p->views);
@@ -206,6 +201,7 @@ static struct mc_coll_pool *pool_get(struct ncclComm *comm, int k)
   }
   p->comm = comm;
   pthread_mutex_init(&p->lock, NULL);
+  pthread_mutex_init(&p->sh.lock, NULL);
   pthread_cond_init(&p->wake, NULL);
   pthread_cond_init(&p->idle, NULL);
   pick_cpus(k, comm->nodes.local_rank, comm->nodes.local_ranks, cpus);
@@ -331,10 +327,10 @@ ncclResult_t mc_coll_workers_run(struct mc_coll_batch *b, struct mc_coll_plan *p
     return mc_coll_tasks_loop(b, pl, pl, NULL, failed);
   pthread_mutex_lock(&p->lock);
   p->b = b;
-  p->stop = 0;
-  p->res = ncclSuccess;
-  p->failed = NULL;
-  p->why[0] = '\0';
+  p->sh.stop = 0;
+  p->sh.res = ncclSuccess;
+  p->sh.failed = NULL;
+  p->sh.why[0] = '\0';
   p->busy = p->k - 1;
   p->gen++;
   pthread_cond_broadcast(&p->wake);
@@ -349,9 +345,9 @@ ncclResult_t mc_coll_workers_run(struct mc_coll_batch *b, struct mc_coll_plan *p
     pthread_cond_wait(&p->idle, &p->lock);
   p->b = NULL;
   pthread_mutex_unlock(&p->lock);
-  if (p->res == ncclSuccess)
+  if (p->sh.res == ncclSuccess)
     return ncclSuccess;
-  mc_error_set_thread(p->why);
-  *failed = p->failed;
-  return p->res;
+  mc_error_set_thread(p->sh.why);
+  *failed = p->sh.failed;
+  return p->sh.res;
 }
