@@ -112,43 +112,25 @@ static void *worker_main(void *arg)
 }
 
 /* The CPUs of this rank's workers (cpus[1 .. k-1]; -1: not pinned), near
- * the calling thread's: where its affinity mask holds at least k CPUs but
- * not all the online ones (mpirun --bind-to numa or socket, a cpuset), the
- * k - 1 of the mask nearest to the CPU it runs on; otherwise (unbound, or
- * bound to one core by meshccl-run or mpirun --bind-to core, which put
- * local rank i on the i-th CPU) the host's idle cores: the online CPUs
- * after the first local_ranks, local rank r taking the (k - 1) from
- * local_ranks + r * (k - 1), round robin past the end (more threads than
- * idle cores: MESHCCL_NTHREADS forced them). */
+ * the calling thread's (mc_tp_decide_worker_cpus: its affinity mask's
+ * nearest, or the host's idle cores). */
 static void pick_cpus(int k, int local_rank, int local_ranks, int *cpus)
 {
   cpu_set_t mask;
-  int online[CPU_SETSIZE];
-  int n_online = 0;
-  int n_mask;
-  int cur = sched_getcpu();
+  int mask_cpus[CPU_SETSIZE];
+  int n_mask = 0;
   long n = sysconf(_SC_NPROCESSORS_ONLN);
 
+  cpus[0] = -1;
   for (int i = 1; i < k; i++)
     cpus[i] = -1;
   if ((n <= 0) || (sched_getaffinity(0, sizeof(mask), &mask) != 0))
     return;
-  n_mask = CPU_COUNT(&mask);
-  for (int c = 0; (c < CPU_SETSIZE) && (n_online < n); c++)
-    online[n_online++] = c; /* taken as 0 .. n - 1 (no CPU hot-unplugged) */
-  if ((n_mask >= k) && (n_mask < n_online) && (cur >= 0)) {
-    /* the mask's CPUs by distance from cur: cur-1, cur+1, cur-2, ... */
-    int got = 1;
-    for (int d = 1; (d < CPU_SETSIZE) && (got < k); d++) {
-      int cand[2] = {cur - d, cur + d};
-      for (int j = 0; (j < 2) && (got < k); j++)
-        if ((cand[j] >= 0) && (cand[j] < CPU_SETSIZE) && CPU_ISSET(cand[j], &mask))
-          cpus[got++] = cand[j];
-    }
-    return;
-  }
-  for (int i = 1; i < k; i++)
-    cpus[i] = online[(local_ranks + local_rank * (k - 1) + (i - 1)) % n_online];
+  for (int c = 0; c < CPU_SETSIZE; c++)
+    if (CPU_ISSET(c, &mask))
+      mask_cpus[n_mask++] = c;
+  mc_tp_decide_worker_cpus(mask_cpus, n_mask, (int)n, sched_getcpu(), k, local_rank, local_ranks,
+                           cpus + 1);
 }
 
 static void pool_free(struct mc_coll_pool *p, int n_started)

@@ -47,6 +47,37 @@ int mc_tp_decide_threads(const struct mc_host_figures *f, int n_channels, int fo
   return (k < 1) ? 1 : k;
 }
 
+static bool in_list(const int *v, int n, int x)
+{
+  for (int i = 0; i < n; i++)
+    if (v[i] == x)
+      return true;
+  return false;
+}
+
+void mc_tp_decide_worker_cpus(const int *mask_cpus, int n_mask, int n_online, int cur, int k,
+                              int local_rank, int local_ranks, int *cpus_out)
+{
+  int got = 0;
+
+  for (int i = 0; i < k - 1; i++)
+    cpus_out[i] = -1;
+  if (n_online <= 0)
+    return;
+  if ((n_mask >= k) && (n_mask < n_online) && (cur >= 0)) {
+    int far = (n_mask > 0) ? mask_cpus[n_mask - 1] + cur + 1 : 0;
+    for (int d = 1; (d <= far) && (got < k - 1); d++) {
+      int cand[2] = {cur - d, cur + d};
+      for (int j = 0; (j < 2) && (got < k - 1); j++)
+        if ((cand[j] >= 0) && in_list(mask_cpus, n_mask, cand[j]))
+          cpus_out[got++] = cand[j];
+    }
+    return;
+  }
+  for (int i = 0; i < k - 1; i++)
+    cpus_out[i] = (local_ranks + local_rank * (k - 1) + i) % n_online;
+}
+
 /* quota / period rounded up; 0 when quota < 0 (no limit) or either is bad. */
 static int quota_cpus(long long quota, long long period)
 {

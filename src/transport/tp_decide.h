@@ -6,7 +6,7 @@
  *   - how long a waiting rank spins before it yields the CPU, from the CPUs
  *     the host (or the container's cgroup quota) gives its local ranks;
  *   - how many threads run a rank's channels, from the cores its job
- *     leaves idle;
+ *     leaves idle, and on which CPUs;
  *   - whether a SHM sender writes its slots with plain or streaming stores,
  *     from the rates it achieved with each (tp_stream.c);
  *   - from which step size a P2P connection between processes moves a step
@@ -58,6 +58,19 @@ int mc_tp_decide_spin(const struct mc_host_figures *f, int *cpus_out);
 #define MC_THREADS_MAX 64
 int mc_tp_decide_threads(const struct mc_host_figures *f, int n_channels, int forced,
                          int *idle_out);
+
+/* The CPUs of a rank's k - 1 workers (cpus_out[0 .. k - 2]), near the rank:
+ * where its affinity mask (mask_cpus[0 .. n_mask - 1], ascending) holds at
+ * least k CPUs but fewer than the n_online online ones (mpirun --bind-to
+ * numa or socket, a cpuset), the k - 1 of the mask nearest to cur, the CPU
+ * the rank runs on (cur - 1, cur + 1, cur - 2, ...); otherwise (unbound, or
+ * bound to one core by meshccl-run or mpirun --bind-to core, which put local
+ * rank i on the i-th CPU) the host's idle cores: CPUs local_ranks ..
+ * n_online - 1, local rank r taking k - 1 of them from local_ranks + r (k -
+ * 1), round robin past the end (more threads than idle cores: forced by
+ * MESHCCL_NTHREADS). -1 where nothing is known (n_online 0). */
+void mc_tp_decide_worker_cpus(const int *mask_cpus, int n_mask, int n_online, int cur, int k,
+                              int local_rank, int local_ranks, int *cpus_out);
 
 /* CPUs a cgroup CPU limit allows, rounded up (0: no limit or unreadable):
  * v2's cpu.max text "QUOTA PERIOD" ("max PERIOD": none), v1's

@@ -355,6 +355,50 @@ static void threads_choice_on_recorded_hosts(void)
   }
 }
 
+/* Where a rank's workers run: the host's idle cores for unbound ranks and
+ * ranks bound to one core, the mask's nearest CPUs for a rank bound to a
+ * few (a NUMA node). */
+static void worker_cpus_on_recorded_hosts(void)
+{
+  static const int one0[] = {0};
+  static const int one1[] = {1};
+  static const int one3[] = {3};
+  static const int vm2[] = {0, 1};
+  static const int xeon16[] = {0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15};
+  static const int node0[] = {0, 1, 2, 3, 4, 5, 6, 7};
+  static const struct {
+    const char *what;
+    const int *mask;
+    int n_mask, n_online, cur, k, local_rank, local_ranks;
+    int want[8];
+  } cases[] = {
+      /* the 2-core VM, MESHCCL_NTHREADS=3 forced: no idle core, round robin */
+      {"vm2 rank 0", vm2, 2, 2, 0, 3, 0, 2, {0, 1}},
+      {"vm2 rank 1 bound", one1, 1, 2, 1, 2, 1, 2, {1}},
+      /* 16-core Xeon, 2 ranks bound to cores 0 and 1, 8 threads each: 2-8, 9-15 */
+      {"xeon16 rank 0", one0, 1, 16, 0, 8, 0, 2, {2, 3, 4, 5, 6, 7, 8}},
+      {"xeon16 rank 1", one1, 1, 16, 1, 8, 1, 2, {9, 10, 11, 12, 13, 14, 15}},
+      /* ... 4 ranks, 4 threads each: rank 3 on core 3 takes 13-15 */
+      {"xeon16 4 ranks, rank 3", one3, 1, 16, 3, 4, 3, 4, {13, 14, 15}},
+      /* ... unbound: the same idle cores */
+      {"xeon16 unbound", xeon16, 16, 16, 5, 8, 0, 2, {2, 3, 4, 5, 6, 7, 8}},
+      /* ... bound to NUMA node 0 (CPUs 0-7), running on 3: its nearest */
+      {"xeon16 node 0", node0, 8, 16, 3, 4, 0, 2, {2, 4, 1}},
+      {"xeon16 node 0 at its edge", node0, 8, 16, 7, 4, 1, 2, {6, 5, 4}},
+  };
+
+  for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+    int got[8];
+    mc_tp_decide_worker_cpus(cases[i].mask, cases[i].n_mask, cases[i].n_online, cases[i].cur,
+                             cases[i].k, cases[i].local_rank, cases[i].local_ranks, got);
+    for (int j = 0; j < cases[i].k - 1; j++)
+      if (got[j] != cases[i].want[j])
+        MC_T_FAIL("%s: worker %d on CPU %d, want %d", cases[i].what, j + 1, got[j],
+                  cases[i].want[j]);
+  }
+}
+
 MC_T_MAIN(stream_choice_on_recorded_rates, stream_margin_and_missing_samples,
-          spin_choice_on_recorded_hosts, threads_choice_on_recorded_hosts, cgroup_texts,
-          cgroup_trees, cma_choice_on_recorded_hosts, cma_choice_rules)
+          spin_choice_on_recorded_hosts, threads_choice_on_recorded_hosts,
+          worker_cpus_on_recorded_hosts, cgroup_texts, cgroup_trees, cma_choice_on_recorded_hosts,
+          cma_choice_rules)
