@@ -311,7 +311,7 @@ static int stray_conn(struct mc_coll_batch *b, const struct mc_coll_plan *pl, st
     return 0;
   memcpy(&theirs, hdr, sizeof(theirs));
   if (!mc_coll_sig_valid(&theirs) || (theirs.kind == MC_COLL_SEND) ||
-      (((theirs.flags & MC_SIG_FAILED) == 0) && (theirs.seq > comm->coll_seq)))
+      (((theirs.flags & MC_SIG_FAILED) == 0) && (theirs.seq > comm->coll.seq)))
     return 0; /* an operation this rank has not reached yet */
   op = batch_op_for(b, comm, &theirs);
   if (op == NULL)
@@ -488,12 +488,12 @@ ncclResult_t mc_coll_batch_sign(struct mc_coll_batch *b)
     if (!mc_coll_op_runs(op))
       continue;
     if (!p2p) {
-      mc_coll_sig_make(op, ++comm->coll_seq, &op->sig);
+      mc_coll_sig_make(op, ++comm->coll.seq, &op->sig);
       continue;
     }
-    if (comm->p2p_seq == NULL)
-      MC_CHECK(mc_calloc(&comm->p2p_seq, 2 * (size_t)comm->n_ranks));
-    seq = ++comm->p2p_seq[2 * op->peer + ((op->kind == MC_COLL_RECV) ? 1 : 0)];
+    if (comm->coll.p2p_seq == NULL)
+      MC_CHECK(mc_calloc(&comm->coll.p2p_seq, 2 * (size_t)comm->n_ranks));
+    seq = ++comm->coll.p2p_seq[2 * op->peer + ((op->kind == MC_COLL_RECV) ? 1 : 0)];
     mc_coll_sig_make(op, seq, &op->sig);
     op->count *= op->esize;
     op->esize = 1;

@@ -405,7 +405,7 @@ static void batch_fail(struct mc_coll_batch *b, ncclResult_t res, const struct n
     if ((failed != NULL) && (comm != failed) && (res == ncclInvalidUsage))
       continue; /* a mismatch on one communicator leaves the others alone */
     if ((b->ops[i].notice != NULL) && (res == ncclInvalidUsage) &&
-        (__atomic_load_n(&comm->coll_result, __ATOMIC_ACQUIRE) == ncclSuccess))
+        (__atomic_load_n(&comm->coll.result, __ATOMIC_ACQUIRE) == ncclSuccess))
       mc_coll_notices_send(&b->pl, comm, b->ops[i].notice);
   }
   for (int i = 0; i < b->n_ops; i++) {

@@ -183,7 +183,7 @@ void mc_coll_comm_fail(struct ncclComm *comm, ncclResult_t res)
 {
   int expected = ncclSuccess;
 
-  if (!__atomic_compare_exchange_n(&comm->coll_result, &expected, (int)res, false, __ATOMIC_ACQ_REL,
+  if (!__atomic_compare_exchange_n(&comm->coll.result, &expected, (int)res, false, __ATOMIC_ACQ_REL,
                                    __ATOMIC_ACQUIRE))
     return;
   for (int i = 0; i < mc_coll_comm_conns(comm); i++)

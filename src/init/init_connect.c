@@ -72,8 +72,8 @@ static ncclResult_t tp_init(struct ncclComm *comm)
   /* Now with the virtual devices the topology stage fused, if any. */
   MC_CHECK(comm->net.ops->devices(comm->net.ctx, &tc->net_ndev));
   tc->net_secret = comm->net.secret;
-  MC_CHECK(mc_calloc(&comm->p2p_send, (size_t)comm->n_ranks));
-  MC_CHECK(mc_calloc(&comm->p2p_recv, (size_t)comm->n_ranks));
+  MC_CHECK(mc_calloc(&comm->coll.p2p_send, (size_t)comm->n_ranks));
+  MC_CHECK(mc_calloc(&comm->coll.p2p_recv, (size_t)comm->n_ranks));
   return ncclSuccess;
 }
 
@@ -248,10 +248,10 @@ static void post_aborts(struct ncclComm *comm)
     }
   }
   for (int r = 0; r < comm->n_ranks; r++) {
-    if (comm->p2p_send != NULL)
-      mc_conn_post_abort(comm->p2p_send[r], comm->rank);
-    if (comm->p2p_recv != NULL)
-      mc_conn_post_abort(comm->p2p_recv[r], comm->rank);
+    if (comm->coll.p2p_send != NULL)
+      mc_conn_post_abort(comm->coll.p2p_send[r], comm->rank);
+    if (comm->coll.p2p_recv != NULL)
+      mc_conn_post_abort(comm->coll.p2p_recv[r], comm->rank);
   }
 }
 
@@ -263,8 +263,8 @@ void mc_comm_free_connections(struct ncclComm *comm)
     post_aborts(comm);
   if (comm->coll_workers_free != NULL)
     comm->coll_workers_free(comm);
-  if (comm->algo_states_free != NULL)
-    comm->algo_states_free(comm, aborted);
+  if (comm->coll.algo_states_free != NULL)
+    comm->coll.algo_states_free(comm, aborted);
   mc_tp_proxy_stop(&comm->data.tp);
   for (int c = 0; (comm->data.channels != NULL) && (c < comm->data.n_channels); c++) {
     mc_conn_free(&comm->data.channels[c].send);
@@ -280,18 +280,18 @@ void mc_comm_free_connections(struct ncclComm *comm)
   free(comm->data.channels);
   comm->data.channels = NULL;
   for (int r = 0; r < comm->n_ranks; r++) {
-    if (comm->p2p_send != NULL) {
-      mc_conn_free(comm->p2p_send[r]);
-      free(comm->p2p_send[r]);
+    if (comm->coll.p2p_send != NULL) {
+      mc_conn_free(comm->coll.p2p_send[r]);
+      free(comm->coll.p2p_send[r]);
     }
-    if (comm->p2p_recv != NULL) {
-      mc_conn_free(comm->p2p_recv[r]);
-      free(comm->p2p_recv[r]);
+    if (comm->coll.p2p_recv != NULL) {
+      mc_conn_free(comm->coll.p2p_recv[r]);
+      free(comm->coll.p2p_recv[r]);
     }
   }
-  free(comm->p2p_send);
-  free(comm->p2p_recv);
-  comm->p2p_send = comm->p2p_recv = NULL;
+  free(comm->coll.p2p_send);
+  free(comm->coll.p2p_recv);
+  comm->coll.p2p_send = comm->coll.p2p_recv = NULL;
   mc_tp_comm_free(&comm->data.tp);
   free(comm->data.tp_peers);
   comm->data.tp_peers = NULL;
