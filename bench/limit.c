@@ -21,7 +21,11 @@
  * then prints the model of limit_model.c (formulas in its header comment and
  * in docs/TOOLS.md "bench/limit"): per collective and rank count, the best
  * busbw of a FIFO ring and of single-copy reads, with one thread per rank and
- * with k = cores / n threads per rank.
+ * with k = cores / n threads per rank: what MESHCCL_NTHREADS's default gives
+ * (the idle cores, cores - n, shared among the n ranks, plus the rank's own
+ * thread: (cores - n) / n + 1 = cores / n), when the rank has at least k
+ * channels (the default caps k at the channels; NCCL_MIN_NCHANNELS raises
+ * them).
  *
  *   build/bench/limit [-n 2,4,8,16] [-b 64K] [-e 256M] [-f 4] [-t SEC] [-J]
  *                     [-p A,B] [-c all_reduce,...] [--from-figures SPEC|FILE]
@@ -621,6 +625,8 @@ int main(int argc, char **argv)
   }
   if (n_ns < 16)
     ns[n_ns++] = fig.cores;
+  printf("# k = cores / n threads per rank: meshccl's MESHCCL_NTHREADS default where the rank has "
+         "at least k channels (at most the channels otherwise; NCCL_MIN_NCHANNELS=k)\n");
   printf("\n");
   po.ns = ns;
   po.n_ns = n_ns;

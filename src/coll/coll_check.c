@@ -31,12 +31,21 @@
 /* The operation failed on a mismatch: what this rank tells its peers. */
 void mc_coll_note_mismatch(struct mc_op *op, const struct mc_coll_sig *named)
 {
-  /* Without memory the peers learn of the failure without the pair. */
-  if ((op->notice == NULL) && ((op->notice = malloc(sizeof(*op->notice))) == NULL))
+  struct mc_coll_notice *n;
+  struct mc_coll_notice *none = NULL;
+
+  /* The first note of the operation stands: threads running its channels
+   * (coll_workers.c) may each find the mismatch at once. Without memory the
+   * peers learn of the failure without the pair. */
+  if ((__atomic_load_n(&op->notice, __ATOMIC_ACQUIRE) != NULL) ||
+      ((n = malloc(sizeof(*n))) == NULL))
     return;
-  op->notice->failed = op->sig;
-  op->notice->failed.flags = MC_SIG_FAILED;
-  op->notice->other = *named;
+  n->failed = op->sig;
+  n->failed.flags = MC_SIG_FAILED;
+  n->other = *named;
+  if (!__atomic_compare_exchange_n(&op->notice, &none, n, false, __ATOMIC_ACQ_REL,
+                                   __ATOMIC_ACQUIRE))
+    free(n);
 }
 
 /* A step of got bytes at src from c is a peer's notice: *res names the mismatch. */

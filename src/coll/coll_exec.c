@@ -170,28 +170,15 @@ static bool share_conn(const struct mc_task *t, const struct mc_task *u)
   return false;
 }
 
-static ncclResult_t plan(struct mc_coll_batch *b)
+void mc_coll_plan_link(struct mc_coll_plan *pl)
 {
-  struct mc_coll_plan *pl = &b->pl;
-
-  for (int i = 0; i < b->n_ops; i++) {
-    struct mc_op *op = &b->ops[i];
-    if (op->count == 0)
-      continue;
-    if ((op->comm->n_ranks == 1) && op->algo->local_on_one_rank) {
-      run_local(op);
-      continue;
-    }
-    if (!mc_coll_op_runs(op))
-      continue;
-    MC_CHECK(op->algo->plan(op, pl));
-  }
   /* A task waits for the last earlier task on any of the same connections;
    * tasks that drive their own connections wait for the last earlier one of
    * their connection group on their communicator (one-shot and symmetric
    * share the one-shot connections). */
   for (int i = 0; i < pl->n_tasks; i++) {
     struct mc_task *t = &pl->tasks[i];
+    t->after = NULL;
     for (int k = i - 1; k >= 0; k--) {
       struct mc_task *u = &pl->tasks[k];
       bool own_t = (t->algo->task_progress != NULL);
@@ -210,6 +197,25 @@ static ncclResult_t plan(struct mc_coll_batch *b)
       }
     }
   }
+}
+
+static ncclResult_t plan(struct mc_coll_batch *b)
+{
+  struct mc_coll_plan *pl = &b->pl;
+
+  for (int i = 0; i < b->n_ops; i++) {
+    struct mc_op *op = &b->ops[i];
+    if (op->count == 0)
+      continue;
+    if ((op->comm->n_ranks == 1) && op->algo->local_on_one_rank) {
+      run_local(op);
+      continue;
+    }
+    if (!mc_coll_op_runs(op))
+      continue;
+    MC_CHECK(op->algo->plan(op, pl));
+  }
+  mc_coll_plan_link(pl);
   return ncclSuccess;
 }
 
@@ -260,8 +266,46 @@ static bool task_net(const struct mc_task *t)
   return false;
 }
 
-ncclResult_t mc_coll_tasks_run(struct mc_coll_batch *b, struct mc_coll_plan *pl,
-                               struct ncclComm **failed)
+bool mc_coll_plan_net(const struct mc_coll_plan *pl)
+{
+  for (int i = 0; i < pl->n_tasks; i++)
+    if (task_net(&pl->tasks[i]))
+      return true;
+  return false;
+}
+
+/* The liveness checks of mc_coll_tasks_loop (now; waited_s of nothing
+ * moving), one thread of a shared batch at a time, none once it failed. */
+static ncclResult_t loop_health(struct mc_coll_batch *b, struct mc_coll_plan *pl,
+                                const struct mc_coll_plan *all, struct mc_coll_share *sh, bool net,
+                                double now, double waited_s, bool check_stopped,
+                                double *net_down_at, double *down_waited, struct ncclComm **failed)
+{
+  double stalled_s = (double)mc_param_int(MC_P_NET_TIMEOUT);
+  ncclResult_t res = ncclSuccess;
+
+  if (sh != NULL) {
+    pthread_mutex_lock(&sh->lock);
+    if (__atomic_load_n(&sh->stop, __ATOMIC_ACQUIRE)) {
+      pthread_mutex_unlock(&sh->lock);
+      return ncclSuccess;
+    }
+  }
+  if (net)
+    res = mc_coll_proxies_wedged(b, (uint64_t)(stalled_s * 1e9), failed);
+  if (res == ncclSuccess)
+    res =
+        mc_coll_health(b, pl, all, now, waited_s, check_stopped, net_down_at, down_waited, failed);
+  if ((sh != NULL) && (res != ncclSuccess))
+    mc_coll_share_fail(sh, res, *failed);
+  if (sh != NULL)
+    pthread_mutex_unlock(&sh->lock);
+  return res;
+}
+
+ncclResult_t mc_coll_tasks_loop(struct mc_coll_batch *b, struct mc_coll_plan *pl,
+                                const struct mc_coll_plan *all, struct mc_coll_share *sh,
+                                struct ncclComm **failed)
 {
   unsigned idle = 0;
   unsigned spin = (unsigned)b->ops[0].comm->data.spin_passes;
@@ -286,6 +330,8 @@ ncclResult_t mc_coll_tasks_run(struct mc_coll_batch *b, struct mc_coll_plan *pl,
 
   while (left > 0) {
     int moved = 0;
+    if ((sh != NULL) && __atomic_load_n(&sh->stop, __ATOMIC_ACQUIRE))
+      return ncclSuccess; /* another thread of the batch failed it */
     for (int i = 0; i < pl->n_tasks; i++) {
       struct mc_task *t = &pl->tasks[i];
       int r;
@@ -294,6 +340,8 @@ ncclResult_t mc_coll_tasks_run(struct mc_coll_batch *b, struct mc_coll_plan *pl,
       r = mc_coll_task_progress(t, &res);
       if (r < 0) {
         *failed = t->op->comm;
+        if (sh != NULL)
+          mc_coll_share_fail(sh, res, *failed);
         return res;
       }
       moved |= r;
@@ -323,11 +371,9 @@ ncclResult_t mc_coll_tasks_run(struct mc_coll_batch *b, struct mc_coll_plan *pl,
         last_check = now;
         if (check_stopped)
           last_stopped_check = now;
-        if (net &&
-            ((res = mc_coll_proxies_wedged(b, (uint64_t)(stalled_s * 1e9), failed)) != ncclSuccess))
-          return res;
-        if ((res = mc_coll_health(b, pl, now, now - wait_start, check_stopped, &net_down_at,
-                                  &down_waited, failed)) != ncclSuccess)
+        res = loop_health(b, pl, all, sh, net, now, now - wait_start, check_stopped, &net_down_at,
+                          &down_waited, failed);
+        if (res != ncclSuccess)
           return res;
       }
     }
@@ -339,6 +385,25 @@ ncclResult_t mc_coll_tasks_run(struct mc_coll_batch *b, struct mc_coll_plan *pl,
     }
   }
   return ncclSuccess;
+}
+
+ncclResult_t mc_coll_tasks_run(struct mc_coll_batch *b, struct mc_coll_plan *pl,
+                               struct ncclComm **failed)
+{
+  struct ncclComm *comm = b->ops[0].comm;
+  int k = comm->data.n_threads;
+
+  /* Several threads for one communicator's channels; a batch over several
+   * communicators (a group), or one that uses a NET connection (the proxy
+   * hand-off, the notice scan), stays on the calling thread. */
+  if ((k > 1) && (pl->n_tasks > 1) && (b->n_ops > 0)) {
+    bool one_comm = true;
+    for (int i = 1; i < b->n_ops; i++)
+      one_comm = one_comm && (b->ops[i].comm == comm);
+    if (one_comm && !mc_coll_plan_net(pl))
+      return mc_coll_workers_run(b, pl, k, failed);
+  }
+  return mc_coll_tasks_loop(b, pl, pl, NULL, failed);
 }
 
 /* The batch failed (res; on comm failed when it is known): every

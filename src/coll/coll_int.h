@@ -8,6 +8,7 @@
 #ifndef MC_COLL_COLL_INT_H
 #define MC_COLL_COLL_INT_H
 
+#include <pthread.h>
 #include <stdbool.h>
 #include <stddef.h>
 
@@ -43,9 +44,54 @@ bool mc_coll_batch_comm_first(const struct mc_coll_batch *b, int i);
 void mc_coll_batch_proxies(struct mc_coll_batch *b, int delta);
 /* Runs pl's tasks (of b's operations) to completion: spin, yield, sleep;
  * every few ms the connections' and the peers' health and stray steps.
- * On failure *failed_out is the communicator it happened on. */
+ * On failure *failed_out is the communicator it happened on. On the calling
+ * thread, or shared among the communicator's threads (coll_workers.c) when
+ * it has several (comm->data.n_threads). */
 ncclResult_t mc_coll_tasks_run(struct mc_coll_batch *b, struct mc_coll_plan *pl,
                                struct ncclComm **failed_out);
+/* What the threads running one batch share (coll_workers.c): the first
+ * failure (stop, atomic, then res, failed and why: written by the thread
+ * that set stop, read once every thread is done), and a lock that makes
+ * their liveness checks take turns, so that a failure they all see (a dead
+ * peer, an abort) is reported by one. */
+struct mc_coll_share {
+  int stop;
+  pthread_mutex_t lock;
+  ncclResult_t res;
+  struct ncclComm *failed;
+  char why[MC_LAST_ERROR_BYTES];
+};
+/* Records res (on failed) as the batch's failure unless one is already:
+ * sets stop, and copies the calling thread's last error. */
+void mc_coll_share_fail(struct mc_coll_share *sh, ncclResult_t res, struct ncclComm *failed);
+
+/* The scheduler loop of one thread over pl's tasks (mc_coll_tasks_run's):
+ * all is the batch's whole plan, whose stray steps and notices this thread
+ * watches (NULL: another thread does). sh (NULL: the batch runs on this
+ * thread alone): its failure is recorded there, and once another thread
+ * recorded one the loop ends at its next pass with ncclSuccess. */
+ncclResult_t mc_coll_tasks_loop(struct mc_coll_batch *b, struct mc_coll_plan *pl,
+                                const struct mc_coll_plan *all, struct mc_coll_share *sh,
+                                struct ncclComm **failed_out);
+/* Sets every task's after: the last earlier task on any of its connections
+ * (or of its connection group, for tasks that drive their own). */
+void mc_coll_plan_link(struct mc_coll_plan *pl);
+/* A task of pl uses a NET connection. */
+bool mc_coll_plan_net(const struct mc_coll_plan *pl);
+
+/* ------------------------------------------------------- coll_workers.c */
+
+/* Runs pl's tasks on k threads of b's one communicator: channel c's on
+ * thread c % k (the calling thread is thread 0, with every task of no
+ * channel: point-to-point, one-shot, symmetric), each the scheduler loop
+ * over its own; returns when all are done. The first error fails the batch
+ * (*failed_out, the calling thread's last error); the other threads stop at
+ * their next pass. The workers are the communicator's, started at its
+ * first such batch, parked between batches. */
+ncclResult_t mc_coll_workers_run(struct mc_coll_batch *b, struct mc_coll_plan *pl, int k,
+                                 struct ncclComm **failed_out);
+/* Stops and joins comm's workers (comm->coll.workers_free; none running a batch). */
+void mc_coll_workers_free(struct ncclComm *comm);
 
 /* ------------------------------------------------------- coll_connect.c */
 
@@ -70,14 +116,17 @@ int mc_coll_task_progress(struct mc_task *t, ncclResult_t *res);
 
 /* ----------------------------------------------------------- coll_live.c */
 
-/* Every few ms of a wait (now; waited_s of nothing moving): a failure of the
- * batch's tasks, connections or peers (check_stopped: look at same-host
+/* Every few ms of a wait (now; waited_s of nothing moving): a failure of
+ * pl's tasks, connections or peers (check_stopped: look at same-host
  * peers' processes too), a mismatch notice, a stray step; *net_down_at /
  * *down_waited_s keep when a NET connection's failure was first seen and how
- * long nothing had moved then. *failed: the communicator it concerns. */
-ncclResult_t mc_coll_health(struct mc_coll_batch *b, struct mc_coll_plan *pl, double now,
-                            double waited_s, bool check_stopped, double *net_down_at,
-                            double *down_waited_s, struct ncclComm **failed);
+ * long nothing had moved then. *failed: the communicator it concerns. The
+ * notices and stray steps are looked for only with all (the batch's whole
+ * plan: one thread of a batch run on several does). */
+ncclResult_t mc_coll_health(struct mc_coll_batch *b, struct mc_coll_plan *pl,
+                            const struct mc_coll_plan *all, double now, double waited_s,
+                            bool check_stopped, double *net_down_at, double *down_waited_s,
+                            struct ncclComm **failed);
 /* A proxy thread of the batch has been inside one plugin call for limit_ns:
  * the rank abandons it and fails the collective (tp_net.c). */
 ncclResult_t mc_coll_proxies_wedged(struct mc_coll_batch *b, uint64_t limit_ns,

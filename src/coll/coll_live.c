@@ -330,9 +330,10 @@ static bool batch_net_failed(struct mc_coll_batch *b)
  * (*down_waited_s): notices are looked for from STRAY_NET_MS of waiting on,
  * and the peer's close comes after its notices, so they would be here; that
  * failure is then a net's time bound, which must not be exceeded. */
-ncclResult_t mc_coll_health(struct mc_coll_batch *b, struct mc_coll_plan *pl, double now,
-                            double waited_s, bool check_stopped, double *net_down_at,
-                            double *down_waited_s, struct ncclComm **failed)
+ncclResult_t mc_coll_health(struct mc_coll_batch *b, struct mc_coll_plan *pl,
+                            const struct mc_coll_plan *all, double now, double waited_s,
+                            bool check_stopped, double *net_down_at, double *down_waited_s,
+                            struct ncclComm **failed)
 {
   ncclResult_t res;
   struct mc_op *op = NULL;
@@ -342,7 +343,7 @@ ncclResult_t mc_coll_health(struct mc_coll_batch *b, struct mc_coll_plan *pl, do
     *net_down_at = now;
     *down_waited_s = waited_s;
   }
-  if (((*net_down_at != 0) || (waited_s * 1e3 >= STRAY_NET_MS)) &&
+  if ((all != NULL) && ((*net_down_at != 0) || (waited_s * 1e3 >= STRAY_NET_MS)) &&
       mc_coll_notice_scan(b, &res, &op)) {
     *failed = op->comm;
     return res;
@@ -361,7 +362,7 @@ ncclResult_t mc_coll_health(struct mc_coll_batch *b, struct mc_coll_plan *pl, do
       return res;
     }
   }
-  if (mc_coll_stray_check(b, pl, waited_s * 1e3 >= STRAY_NET_MS, &res, &op)) {
+  if ((all != NULL) && mc_coll_stray_check(b, all, waited_s * 1e3 >= STRAY_NET_MS, &res, &op)) {
     *failed = op->comm;
     return res;
   }

@@ -353,9 +353,16 @@ void mc_log_propagate(ncclResult_t res, const char *file, int line)
 
 const char *mc_error_last(void)
 {
+  /* The process's last error is copied under the lock that its writers
+   * hold: another thread may record one while the caller reads it. */
+  static __thread char global_copy[LAST_ERROR_BYTES];
+
   if (last_error_thread[0] != '\0')
     return last_error_thread;
-  return last_error_global;
+  pthread_mutex_lock(&log_lock);
+  memcpy(global_copy, last_error_global, sizeof(global_copy));
+  pthread_mutex_unlock(&log_lock);
+  return global_copy;
 }
 
 void mc_error_last_copy(char *buf, size_t buf_bytes)
@@ -366,6 +373,11 @@ void mc_error_last_copy(char *buf, size_t buf_bytes)
 void mc_error_clear_thread(void)
 {
   last_error_thread[0] = '\0';
+}
+
+void mc_error_set_thread(const char *text)
+{
+  snprintf(last_error_thread, sizeof(last_error_thread), "%s", text);
 }
 
 void mc_log_version_once(void)

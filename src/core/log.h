@@ -104,6 +104,10 @@ const char *mc_error_last(void);
 void mc_error_last_copy(char *buf, size_t buf_bytes);
 /* Forgets the calling thread's last error (start of an API call). */
 void mc_error_clear_thread(void);
+/* Makes text the calling thread's last error, without logging it: an error
+ * another thread of the same call detected and reported (the collectives'
+ * workers hand theirs to the calling thread). */
+void mc_error_set_thread(const char *text);
 
 /*
  * A sink takes the place of meshccl's own printing: once installed, every

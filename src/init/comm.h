@@ -135,6 +135,12 @@ struct mc_comm_coll {
    * it frees the connections. */
   void *algo_state[MC_ALGO_IDS];
   void (*algo_states_free)(struct ncclComm *comm, bool aborted);
+  /* The threads that run this rank's channels besides the calling one
+   * (src/coll's, opaque here: coll_workers.c), started at the first
+   * collective that uses them; workers_free, set then, stops and joins
+   * them; init calls it when it frees the connections. */
+  void *workers;
+  void (*workers_free)(struct ncclComm *comm);
   /* NCCL_ALGO / NCCL_PROTO as init read them (mc_comm_algo_env_load). */
   bool algo_env_ready;
   bool tune_ready;

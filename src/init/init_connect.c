@@ -229,6 +229,26 @@ int mc_comm_tree_conn_reqs(struct ncclComm *comm, struct mc_conn_req *reqs)
   return n;
 }
 
+/* Threads that run this rank's channels (mc_tp_decide_threads): the host's
+ * idle cores shared among its local ranks, at most the channels, unless
+ * MESHCCL_NTHREADS says. */
+static int n_threads(const struct ncclComm *comm)
+{
+  struct mc_host_figures f;
+  int forced = (int)mc_param_int(MC_P_NTHREADS);
+  int idle = 0;
+  int k;
+
+  mc_tp_host_figures_read("/sys/fs/cgroup", NULL, comm->nodes.local_ranks, &f);
+  k = mc_tp_decide_threads(&f, comm->data.n_channels, forced, &idle);
+  MC_INFO(MC_SUB_TUNING,
+          "rank %d: %d thread(s) run its %d channel(s)%s: %d local ranks, %d idle CPUs (online "
+          "%d, cgroup quota %d, this rank's affinity %d)",
+          comm->rank, k, comm->data.n_channels, (forced >= 1) ? " (MESHCCL_NTHREADS)" : "",
+          f.local_ranks, idle, f.online_cpus, f.quota_cpus, f.affinity_cpus);
+  return k;
+}
+
 ncclResult_t mc_comm_stage_connect(struct ncclComm *comm)
 {
   struct mc_conn_req *reqs = NULL;
@@ -249,6 +269,7 @@ ncclResult_t mc_comm_stage_connect(struct ncclComm *comm)
       (comm->topo.graph.n_ranks != n))
     return MC_FAIL(ncclInternalError, "connect: %d channels over %d ranks from the graph stage",
                    comm->data.n_channels, comm->topo.graph.n_ranks);
+  comm->data.n_threads = n_threads(comm);
   MC_CHECK(mc_calloc(&comm->data.channels, (size_t)comm->data.n_channels));
   for (int c = 0; c < comm->data.n_channels; c++) {
     struct mc_channel *ch = &comm->data.channels[c];
@@ -333,6 +354,8 @@ void mc_comm_free_connections(struct ncclComm *comm)
 
   if (aborted)
     post_aborts(comm);
+  if (comm->coll.workers_free != NULL)
+    comm->coll.workers_free(comm);
   if (comm->coll.algo_states_free != NULL)
     comm->coll.algo_states_free(comm, aborted);
   mc_tp_proxy_stop(&comm->data.tp);

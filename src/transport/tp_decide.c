@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
  * Host-measured decisions of the data path (tp_decide.h): spin vs yield
- * from the host's CPUs and the cgroup's quota, plain vs streaming slot
+ * and threads per rank from the host's CPUs and the cgroup's quota, plain vs streaming slot
  * writes from the rates a SHM sender achieved with each, single copy (CMA)
  * vs the FIFO per step size from what the process measured of both.
  */
@@ -24,6 +24,58 @@ int mc_tp_decide_spin(const struct mc_host_figures *f, int *cpus_out)
   if ((cpus > 0) && (f->local_ranks > cpus))
     return MC_SPIN_PASSES_YIELD;
   return MC_SPIN_PASSES_SPIN;
+}
+
+int mc_tp_decide_threads(const struct mc_host_figures *f, int n_channels, int forced, int *idle_out)
+{
+  int cpus = 0;
+  int idle;
+  int k;
+
+  (void)mc_tp_decide_spin(f, &cpus);
+  idle =
+      ((cpus > 0) && (f->local_ranks > 0) && (cpus > f->local_ranks)) ? cpus - f->local_ranks : 0;
+  if (idle_out != NULL)
+    *idle_out = idle;
+  if (forced >= 1)
+    return (forced > MC_THREADS_MAX) ? MC_THREADS_MAX : forced;
+  k = (idle > 0) ? idle / f->local_ranks + 1 : 1;
+  if ((n_channels >= 1) && (k > n_channels))
+    k = n_channels;
+  if (k > MC_THREADS_MAX)
+    k = MC_THREADS_MAX;
+  return (k < 1) ? 1 : k;
+}
+
+static bool in_list(const int *v, int n, int x)
+{
+  for (int i = 0; i < n; i++)
+    if (v[i] == x)
+      return true;
+  return false;
+}
+
+void mc_tp_decide_worker_cpus(const int *mask_cpus, int n_mask, int n_online, int cur, int k,
+                              int local_rank, int local_ranks, int *cpus_out)
+{
+  int got = 0;
+
+  for (int i = 0; i < k - 1; i++)
+    cpus_out[i] = -1;
+  if (n_online <= 0)
+    return;
+  if ((n_mask >= k) && (n_mask < n_online) && (cur >= 0)) {
+    int far = (n_mask > 0) ? mask_cpus[n_mask - 1] + cur + 1 : 0;
+    for (int d = 1; (d <= far) && (got < k - 1); d++) {
+      int cand[2] = {cur - d, cur + d};
+      for (int j = 0; (j < 2) && (got < k - 1); j++)
+        if ((cand[j] >= 0) && in_list(mask_cpus, n_mask, cand[j]))
+          cpus_out[got++] = cand[j];
+    }
+    return;
+  }
+  for (int i = 0; i < k - 1; i++)
+    cpus_out[i] = (local_ranks + local_rank * (k - 1) + i) % n_online;
 }
 
 /* quota / period rounded up; 0 when quota < 0 (no limit) or either is bad. */

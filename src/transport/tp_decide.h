@@ -5,6 +5,8 @@
  * (tests/unit/test_tp_decide.c):
  *   - how long a waiting rank spins before it yields the CPU, from the CPUs
  *     the host (or the container's cgroup quota) gives its local ranks;
+ *   - how many threads run a rank's channels, from the cores its job
+ *     leaves idle, and on which CPUs;
  *   - whether a SHM sender writes its slots with plain or streaming stores,
  *     from the rates it achieved with each (tp_stream.c);
  *   - from which step size a P2P connection between processes moves a step
@@ -42,6 +44,33 @@ struct mc_host_figures {
  * still has the host's other cores for the other ranks. *cpus_out (may be
  * NULL): the CPU count the decision used (0: unknown, then it spins). */
 int mc_tp_decide_spin(const struct mc_host_figures *f, int *cpus_out);
+
+/* Threads per rank for the collectives' channels (coll_exec.c runs a rank's
+ * channels on that many threads: the calling one and workers). forced >= 1
+ * (MESHCCL_NTHREADS) wins, bounded to MC_THREADS_MAX. Otherwise (forced <= 0)
+ * the host's cores the job leaves idle are shared among its local ranks:
+ * CPUs (online, or the cgroup quota when lower) minus local ranks, divided by
+ * the local ranks, plus the rank's own thread; at most n_channels (a thread
+ * without a channel has nothing to do), at least 1 (also when the CPUs are
+ * unknown). *idle_out (may be NULL): the idle CPUs the rule counted (0 when
+ * none or unknown). The affinity mask does not count, as for spinning: a
+ * rank bound to one core still has the host's idle cores for its workers. */
+#define MC_THREADS_MAX 64
+int mc_tp_decide_threads(const struct mc_host_figures *f, int n_channels, int forced,
+                         int *idle_out);
+
+/* The CPUs of a rank's k - 1 workers (cpus_out[0 .. k - 2]), near the rank:
+ * where its affinity mask (mask_cpus[0 .. n_mask - 1], ascending) holds at
+ * least k CPUs but fewer than the n_online online ones (mpirun --bind-to
+ * numa or socket, a cpuset), the k - 1 of the mask nearest to cur, the CPU
+ * the rank runs on (cur - 1, cur + 1, cur - 2, ...); otherwise (unbound, or
+ * bound to one core by meshccl-run or mpirun --bind-to core, which put local
+ * rank i on the i-th CPU) the host's idle cores: CPUs local_ranks ..
+ * n_online - 1, local rank r taking k - 1 of them from local_ranks + r (k -
+ * 1), round robin past the end (more threads than idle cores: forced by
+ * MESHCCL_NTHREADS). -1 where nothing is known (n_online 0). */
+void mc_tp_decide_worker_cpus(const int *mask_cpus, int n_mask, int n_online, int cur, int k,
+                              int local_rank, int local_ranks, int *cpus_out);
 
 /* CPUs a cgroup CPU limit allows, rounded up (0: no limit or unreadable):
  * v2's cpu.max text "QUOTA PERIOD" ("max PERIOD": none), v1's

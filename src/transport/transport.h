@@ -528,6 +528,7 @@ struct mc_comm_data {
   struct mc_channel *channels; /* [n_channels] */
   char *scratch;               /* n_channels + 1 slot-sized bounce buffers */
   int spin_passes; /* idle polls before yielding: few when the host's ranks outnumber its CPUs */
+  int n_threads;   /* threads that run this rank's channels (mc_tp_decide_threads) */
 };
 
 #endif /* MC_TRANSPORT_H */

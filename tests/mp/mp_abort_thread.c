@@ -24,6 +24,7 @@
  *                           all-reduce once; rank 1 aborts and sleeps,
  *                           alive; rank 0's next all-reduce fails naming
  *                           rank 1's abort. Prints "rank <r>: ok".
+ * An optional second argument sets the all-reduces' count (4096 floats).
  * group and peer end with as many fds and threads as before the first
  * init; alarm() turns a hang into a failure. Exits 0 when every check held.
  */
@@ -42,8 +43,12 @@
 
 #define ITERS       20
 #define GROUP_ITERS 50 /* the grouped loop's race is narrower: more tries */
-#define COUNT       4096
+#define COUNT       g_count
 #define HANG_LIMIT  60 /* seconds for a whole mode */
+
+/* Elements per all-reduce (argv[2]: large enough for several channels, so
+ * that MESHCCL_NTHREADS > 1 runs them on the communicator's workers). */
+static size_t g_count = 4096;
 
 struct driver {
   ncclComm_t comms[2];
@@ -54,6 +59,11 @@ struct driver {
   char err[512];
   int n_done; /* operations that succeeded */
   double t_fail;
+  /* Its buffer, freed by the mode once every driver is joined: a rank of
+   * the same process may still read a buffer its peer published (P2P
+   * reads the sender's user buffer directly) until its own call fails,
+   * after the peer's call returned with the abort's error. */
+  float *buf;
 };
 
 static void *drive(void *arg)
@@ -63,6 +73,7 @@ static void *drive(void *arg)
 
   if (buf == NULL)
     MC_MP_FAIL("out of memory");
+  d->buf = buf;
   while (atomic_load(d->go) == 0)
     ;
   for (;;) {
@@ -88,7 +99,6 @@ static void *drive(void *arg)
     }
     d->n_done++;
   }
-  free(buf);
   return NULL;
 }
 
@@ -203,6 +213,7 @@ static void mode_group(int iter)
   sleep_us((iter * 523) % 10000);
   MC_MP_CHECK(ncclCommAbort(comms[0]));
   pthread_join(t, NULL);
+  free(d.buf);
   if (!is_error_of_abort(d.res))
     MC_MP_FAIL("group %d: the loop ended with %d (%s), want an error of the abort", iter,
                (int)d.res, d.err);
@@ -242,6 +253,8 @@ static void mode_peer(int iter)
   MC_MP_CHECK(ncclCommAbort(comms[0]));
   for (int i = first; i < 2; i++)
     pthread_join(t[i], NULL);
+  for (int i = first; i < 2; i++)
+    free(d[i].buf);
   for (int i = first; i < 2; i++)
     if (!is_error_of_abort(d[i].res))
       MC_MP_FAIL("peer %d: comm%d's loop ended with %d (%s), want an error of the abort", iter, i,
@@ -298,6 +311,8 @@ int main(int argc, char **argv)
 
   if (strcmp(mode, "shm") == 0)
     return mode_shm();
+  if (argc > 2)
+    g_count = strtoull(argv[2], NULL, 0);
   mc_mp_set_name("mp_abort_thread", MC_MP_NO_RANK);
   if ((strcmp(mode, "group") != 0) && (strcmp(mode, "peer") != 0))
     MC_MP_FAIL("usage: mp_abort_thread group|peer|shm");

@@ -4,7 +4,8 @@
 # a grouped all-reduce over both communicators of ncclCommInitAll, and one
 # thread per communicator, each 20 times with the abort of comm0 from another
 # thread: no crash, no hang, errors from the calls, no fd or thread left.
-# Then a rank that aborts and stays alive over SHM: its peer's next
+# Also with each rank's channels on 2 threads (MESHCCL_NTHREADS=2). Then a
+# rank that aborts and stays alive over SHM: its peer's next
 # all-reduce fails naming the abort.
 # shellcheck source=mp_lib.sh
 . "$(dirname "$0")/mp_lib.sh"
@@ -16,6 +17,18 @@ for mode in group peer; do
   rc=$?
   expect_success "abort from another thread, $mode: exit 0 ($(($(now_ms) - t0)) ms)" "$rc" \
     "$TMP/$mode.out"
+done
+
+# The same with each rank's channels on 2 threads (MESHCCL_NTHREADS=2, 4
+# channels, 1 MiB all-reduces): the workers stop with the caller, and are
+# joined by the abort or the destroy.
+for mode in group peer; do
+  t0=$(now_ms)
+  MESHCCL_NTHREADS=2 NCCL_MIN_NCHANNELS=4 timeout 120 "$T/mp_abort_thread" "$mode" 262144 \
+    >"$TMP/$mode.thr.out" 2>&1
+  rc=$?
+  expect_success "abort from another thread, $mode, 2 threads per rank: exit 0 ($(($(now_ms) - t0)) ms)" \
+    "$rc" "$TMP/$mode.thr.out"
 done
 
 # Over SHM (no P2P between the processes): rank 1 aborts, then sleeps alive.

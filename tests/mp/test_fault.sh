@@ -5,7 +5,8 @@
 # code from ncclCommGetAsyncError and from the next call, and
 # ncclRedOpDestroy of an op made before the failure returns (no crash),
 # ncclCommAbort returns at once; over P2P (cross-memory attach), SHM, NET,
-# and across NCCL_HOSTID "hosts". Nothing is left in /dev/shm.
+# and across NCCL_HOSTID "hosts", and with a rank's channels on several
+# threads (MESHCCL_NTHREADS). Nothing is left in /dev/shm.
 # shellcheck source=mp_lib.sh
 . "$(dirname "$0")/mp_lib.sh"
 need_progs mp_fault
@@ -34,6 +35,12 @@ MESHCCL_P2P_CMA=1 fault_case "P2P/CMA, 3 processes, rank 1 killed" 3 1 100000
 fault_case "P2P (shared FIFO), 3 processes, rank 2 killed" 3 2 1000
 NCCL_P2P_DISABLE=1 fault_case "SHM, 4 processes, rank 2 killed" 4 2 100000
 NCCL_P2P_DISABLE=1 NCCL_SHM_DISABLE=1 fault_case "NET, 3 processes, rank 0 killed" 3 0 100000
+# Each rank's channels on 2 and 3 threads (4 channels, 1 MiB all-reduces): a
+# worker or the caller sees the death, the others stop, no hang.
+MESHCCL_NTHREADS=2 NCCL_MIN_NCHANNELS=4 fault_case "2 threads per rank, 3 processes, rank 1 killed" \
+  3 1 262144
+MESHCCL_NTHREADS=3 NCCL_MIN_NCHANNELS=4 NCCL_P2P_DISABLE=1 \
+  fault_case "3 threads per rank, SHM, 4 processes, rank 2 killed" 4 2 262144
 # Hosts: the launcher's ranks 0-1 on h0, 2-3 on h1 (NET between them).
 HOSTS_WRAP=$TMP/hosts.sh
 printf '#!/bin/sh\nNCCL_HOSTID=h$((RANK / 2)) exec "%s" "$@"\n' "$T/mp_fault" >"$HOSTS_WRAP"

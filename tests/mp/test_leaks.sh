@@ -5,7 +5,8 @@
 # every rank of a 4-rank meshccl-run job (one NCCL_COMM_ID reused), over
 # P2P/SHM, SHM only and NET only (proxy thread, sockets), and cycles of
 # ncclCommInitAll(4) driven by one thread in a group + destroy, of
-# ncclCommInitRankScalable over 2 roots, of ncclCommGrow 2 -> 4. After each
+# ncclCommInitRankScalable over 2 roots, of ncclCommGrow 2 -> 4, and with a
+# rank's channels on 2 threads (MESHCCL_NTHREADS=2). After each
 # cycle fds and threads are back to their count before the first init
 # (mp_leaks.c); no job leaves a segment in /dev/shm.
 # shellcheck source=mp_lib.sh
@@ -35,6 +36,10 @@ leak_job "P2P/SHM" abort 20
 NCCL_P2P_DISABLE=1 leak_job "SHM" env 10
 NCCL_P2P_DISABLE=1 NCCL_SHM_DISABLE=1 leak_job "NET (proxy thread, sockets)" env 10
 NCCL_P2P_DISABLE=1 NCCL_SHM_DISABLE=1 leak_job "NET" abort 10
+# A rank's channels on 2 threads (the communicator's worker pool, started at
+# its first collective): joined at destroy and at abort.
+MESHCCL_NTHREADS=2 NCCL_MIN_NCHANNELS=4 leak_job "2 threads per rank" env 10
+MESHCCL_NTHREADS=2 NCCL_MIN_NCHANNELS=4 leak_job "2 threads per rank" abort 10
 leak_job "2 bootstrap roots (ncclCommInitRankScalable)" scalable 10
 leak_job "ncclCommGrow 2 -> 4" grow 10
 

@@ -7,7 +7,7 @@
 # reductions, broadcast roots, over P2P (shared FIFO and cross-memory
 # attach), SHM and NET (NCCL_P2P_DISABLE / NCCL_SHM_DISABLE), 2 and 3 ranks,
 # on fresh communicators and on ones whose one-shot connections exist
-# (--warm). Send/recv: a receive smaller than its send fails naming both; a
+# (--warm), with a rank's channels on 2 threads (MESHCCL_NTHREADS=2). Send/recv: a receive smaller than its send fails naming both; a
 # larger one takes the send.
 # shellcheck source=mp_lib.sh
 . "$(dirname "$0")/mp_lib.sh"
@@ -85,6 +85,13 @@ for what in $ALL; do NCCL_P2P_DISABLE=1 NCCL_SHM_DISABLE=1 mismatch "NET" 3 "$wh
 NCCL_P2P_DISABLE=1 NCCL_SHM_DISABLE=1 mismatch "NET" 3 count --warm
 
 for what in count type; do NCCL_ALGO=Tree mismatch "NCCL_ALGO=Tree" 3 "$what"; done
+# Each rank's channels on 2 threads (MESHCCL_NTHREADS=2, 4 channels): several
+# threads may find the mismatch at once; one pair is told.
+for what in count bigtype kind; do
+  MESHCCL_NTHREADS=2 NCCL_MIN_NCHANNELS=4 mismatch "P2P, 2 threads per rank" 3 "$what"
+done
+MESHCCL_NTHREADS=2 NCCL_MIN_NCHANNELS=4 NCCL_P2P_DISABLE=1 mismatch "SHM, 2 threads per rank" 3 \
+  bigtype
 
 # The same call run with another algorithm (NCCL_ALGO differs on rank 1).
 NCCL_MIN_NCHANNELS=2 NCCL_MAX_NCHANNELS=2 timeout 60 "$RUN" -n 3 bash -c \

@@ -7,7 +7,8 @@
 # one thread driving every rank in groups), P2P across processes (shared FIFO
 # and cross-memory attach), SHM, NET over loopback (the proxy thread, a
 # socket-net helper thread), the symmetric all-reduce's reads of other
-# threads' windows, and ranks on two NCCL_HOSTID "hosts". Every
+# threads' windows, ranks on two NCCL_HOSTID "hosts", and a rank's channels
+# on several threads (MESHCCL_NTHREADS). Every
 # process runs with TSAN_OPTIONS halt_on_error=1 (set by make test): a race
 # fails its case with exit 66 and the report.
 # shellcheck source=../mp/mp_lib.sh
@@ -47,4 +48,14 @@ tsan_case "symmetric all-reduce, one process, 3 threads (each reads the others' 
 tsan_case "4 ranks on 2 NCCL_HOSTID hosts (NET between, P2P inside)" 240 "$RUN" -n 4 \
   bash -c 'NCCL_HOSTID=h$((RANK / 2)) exec "$0" "$@"' "$T/mp_coll" --types float \
   --ops sum --sizes 1,4099,262147
+# A rank's channels on 2 and 3 threads (the communicator's workers: 4
+# channels, so that every thread has some), across processes and with ranks
+# as threads of one process.
+MESHCCL_NTHREADS=2 NCCL_MIN_NCHANNELS=4 tsan_case "2 threads per rank, P2P across 2 processes" \
+  240 "$RUN" -n 2 "$T/mp_coll" --types float,int32 --ops sum,max --sizes 0,1,4099,262147
+MESHCCL_NTHREADS=3 NCCL_MIN_NCHANNELS=4 NCCL_P2P_DISABLE=1 tsan_case \
+  "3 threads per rank, SHM, 3 processes" 240 "$RUN" -n 3 "$T/mp_coll" --types float \
+  --ops sum --sizes 1,262147
+MESHCCL_NTHREADS=2 NCCL_MIN_NCHANNELS=4 tsan_case "2 threads per rank, ranks as 2 threads" 240 \
+  "$T/mp_coll" --threads 2 --types float --ops sum --sizes 1,4099,262147
 mp_finish

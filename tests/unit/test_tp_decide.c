@@ -411,7 +411,114 @@ static void handoff_probe_reports(void)
   MC_T_TRUE(again.ms == info.ms);
 }
 
+/* Threads per rank (MESHCCL_NTHREADS -1): the idle cores shared among the
+ * local ranks, +1 for the rank's own thread, at most the channels. */
+static void threads_choice_on_recorded_hosts(void)
+{
+  static const struct {
+    const char *what;
+    struct mc_host_figures f;
+    int n_channels;
+    int forced;
+    int want;
+    int want_idle;
+  } hosts[] = {
+      /* this 2-core VM: no idle core, 2 or 4 ranks, bound or not, forced or not */
+      {"vm2", {.online_cpus = 2, .affinity_cpus = 2, .local_ranks = 2}, 2, -1, 1, 0},
+      {"vm2 bound", {.online_cpus = 2, .affinity_cpus = 1, .local_ranks = 2}, 4, -1, 1, 0},
+      {"vm2 4 ranks", {.online_cpus = 2, .affinity_cpus = 2, .local_ranks = 4}, 4, -1, 1, 0},
+      {"vm2 forced 3", {.online_cpus = 2, .affinity_cpus = 2, .local_ranks = 2}, 2, 3, 3, 0},
+      /* 16-core Xeon, ranks bound to one core each (meshccl-run, mpirun --bind-to core) */
+      {"xeon16 2 ranks, 2 ch",
+       {.online_cpus = 16, .affinity_cpus = 1, .local_ranks = 2},
+       2,
+       -1,
+       2,
+       14},
+      {"xeon16 2 ranks, 8 ch",
+       {.online_cpus = 16, .affinity_cpus = 1, .local_ranks = 2},
+       8,
+       -1,
+       8,
+       14},
+      {"xeon16 2 ranks, 16 ch",
+       {.online_cpus = 16, .affinity_cpus = 1, .local_ranks = 2},
+       16,
+       -1,
+       8,
+       14},
+      {"xeon16 4 ranks", {.online_cpus = 16, .affinity_cpus = 1, .local_ranks = 4}, 16, -1, 4, 12},
+      {"xeon16 4 ranks, 3 ch",
+       {.online_cpus = 16, .affinity_cpus = 1, .local_ranks = 4},
+       3,
+       -1,
+       3,
+       12},
+      {"xeon16 6 ranks", {.online_cpus = 16, .affinity_cpus = 1, .local_ranks = 6}, 16, -1, 2, 10},
+      {"xeon16 16 ranks", {.online_cpus = 16, .affinity_cpus = 1, .local_ranks = 16}, 16, -1, 1, 0},
+      {"xeon16 forced 1", {.online_cpus = 16, .affinity_cpus = 1, .local_ranks = 2}, 8, 1, 1, 14},
+      /* a container of a 16-core host limited to 4 CPUs (cpu.max 400000 100000) */
+      {"container", {.online_cpus = 16, .quota_cpus = 4, .local_ranks = 2}, 8, -1, 2, 2},
+      /* forced beyond the bound */
+      {"forced 1000", {.online_cpus = 2, .local_ranks = 2}, 2, 1000, MC_THREADS_MAX, 0},
+      /* nothing known: one thread */
+      {"unknown", {.local_ranks = 4}, 8, -1, 1, 0},
+  };
+
+  for (size_t i = 0; i < sizeof(hosts) / sizeof(hosts[0]); i++) {
+    int idle = -1;
+    int k = mc_tp_decide_threads(&hosts[i].f, hosts[i].n_channels, hosts[i].forced, &idle);
+    if ((k != hosts[i].want) || (idle != hosts[i].want_idle))
+      MC_T_FAIL("%s: %d threads (%d idle CPUs), want %d (%d)", hosts[i].what, k, idle,
+                hosts[i].want, hosts[i].want_idle);
+  }
+}
+
+/* Where a rank's workers run: the host's idle cores for unbound ranks and
+ * ranks bound to one core, the mask's nearest CPUs for a rank bound to a
+ * few (a NUMA node). */
+static void worker_cpus_on_recorded_hosts(void)
+{
+  static const int one0[] = {0};
+  static const int one1[] = {1};
+  static const int one3[] = {3};
+  static const int vm2[] = {0, 1};
+  static const int xeon16[] = {0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15};
+  static const int node0[] = {0, 1, 2, 3, 4, 5, 6, 7};
+  static const struct {
+    const char *what;
+    const int *mask;
+    int n_mask, n_online, cur, k, local_rank, local_ranks;
+    int want[8];
+  } cases[] = {
+      /* the 2-core VM, MESHCCL_NTHREADS=3 forced: no idle core, round robin */
+      {"vm2 rank 0", vm2, 2, 2, 0, 3, 0, 2, {0, 1}},
+      {"vm2 rank 1 bound", one1, 1, 2, 1, 2, 1, 2, {1}},
+      /* 16-core Xeon, 2 ranks bound to cores 0 and 1, 8 threads each: 2-8, 9-15 */
+      {"xeon16 rank 0", one0, 1, 16, 0, 8, 0, 2, {2, 3, 4, 5, 6, 7, 8}},
+      {"xeon16 rank 1", one1, 1, 16, 1, 8, 1, 2, {9, 10, 11, 12, 13, 14, 15}},
+      /* ... 4 ranks, 4 threads each: rank 3 on core 3 takes 13-15 */
+      {"xeon16 4 ranks, rank 3", one3, 1, 16, 3, 4, 3, 4, {13, 14, 15}},
+      /* ... unbound: the same idle cores */
+      {"xeon16 unbound", xeon16, 16, 16, 5, 8, 0, 2, {2, 3, 4, 5, 6, 7, 8}},
+      /* ... bound to NUMA node 0 (CPUs 0-7), running on 3: its nearest */
+      {"xeon16 node 0", node0, 8, 16, 3, 4, 0, 2, {2, 4, 1}},
+      {"xeon16 node 0 at its edge", node0, 8, 16, 7, 4, 1, 2, {6, 5, 4}},
+  };
+
+  for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+    int got[8];
+    mc_tp_decide_worker_cpus(cases[i].mask, cases[i].n_mask, cases[i].n_online, cases[i].cur,
+                             cases[i].k, cases[i].local_rank, cases[i].local_ranks, got);
+    for (int j = 0; j < cases[i].k - 1; j++)
+      if (got[j] != cases[i].want[j])
+        MC_T_FAIL("%s: worker %d on CPU %d, want %d", cases[i].what, j + 1, got[j],
+                  cases[i].want[j]);
+  }
+}
+
 MC_T_MAIN(stream_choice_on_recorded_rates, stream_margin_and_missing_samples,
-          spin_choice_on_recorded_hosts, cgroup_texts, cgroup_trees, cma_choice_on_recorded_hosts,
+          spin_choice_on_recorded_hosts, threads_choice_on_recorded_hosts,
+          worker_cpus_on_recorded_hosts, cgroup_texts, cgroup_trees, cma_choice_on_recorded_hosts,
           cma_choice_rules, fifo_choice_on_recorded_hosts, oneshot_choice_on_recorded_hosts,
           handoff_probe_reports)
