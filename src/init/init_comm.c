@@ -233,7 +233,7 @@ static void peer_tuning_facts(const struct ncclComm *comm, struct mc_peer_info *
 
   mc_tp_cache_read((root != NULL) ? root : "/", (cpu >= 0) ? cpu : 0, &me->cache);
   mc_tp_host_figures_read("/sys/fs/cgroup", NULL, 0, &host);
-  mc_tp_decide_spin(&host, &me->handoff.cpus);
+  me->handoff.cpus = mc_tp_host_cpus(&host);
   if ((mc_param_int(MC_P_ONESHOT_BYTES) < 0) && (comm->n_ranks > 2) &&
       ((me->handoff.cpus == 0) || (comm->n_ranks <= me->handoff.cpus))) {
     int cpus = me->handoff.cpus;

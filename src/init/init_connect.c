@@ -176,19 +176,16 @@ static ncclResult_t tp_init(struct ncclComm *comm)
  * (mc_tp_decide_spin): not this rank's affinity mask, which holds one CPU
  * for a rank pinned by mpirun --bind-to core or taskset while the host's
  * other cores run the other ranks. */
-static int spin_passes(const struct ncclComm *comm)
+static int spin_passes(const struct ncclComm *comm, const struct mc_host_figures *f)
 {
-  struct mc_host_figures f;
   int cpus = 0;
-  int passes;
+  int passes = mc_tp_decide_spin(f, &cpus);
 
-  mc_tp_host_figures_read("/sys/fs/cgroup", NULL, comm->nodes.local_ranks, &f);
-  passes = mc_tp_decide_spin(&f, &cpus);
   MC_INFO(MC_SUB_TUNING,
           "rank %d: waiting ranks %s (%d idle passes before yielding): %d local ranks on %d "
           "CPUs (online %d, cgroup quota %d, this rank's affinity %d)",
-          comm->rank, (passes == MC_SPIN_PASSES_SPIN) ? "spin" : "yield", passes, f.local_ranks,
-          cpus, f.online_cpus, f.quota_cpus, f.affinity_cpus);
+          comm->rank, (passes == MC_SPIN_PASSES_SPIN) ? "spin" : "yield", passes, f->local_ranks,
+          cpus, f->online_cpus, f->quota_cpus, f->affinity_cpus);
   return passes;
 }
 
@@ -232,25 +229,23 @@ int mc_comm_tree_conn_reqs(struct ncclComm *comm, struct mc_conn_req *reqs)
 /* Threads that run this rank's channels (mc_tp_decide_threads): the host's
  * idle cores shared among its local ranks, at most the channels, unless
  * MESHCCL_NTHREADS says. */
-static int n_threads(const struct ncclComm *comm)
+static int n_threads(const struct ncclComm *comm, const struct mc_host_figures *f)
 {
-  struct mc_host_figures f;
   int forced = (int)mc_param_int(MC_P_NTHREADS);
   int idle = 0;
-  int k;
+  int k = mc_tp_decide_threads(f, comm->data.n_channels, forced, &idle);
 
-  mc_tp_host_figures_read("/sys/fs/cgroup", NULL, comm->nodes.local_ranks, &f);
-  k = mc_tp_decide_threads(&f, comm->data.n_channels, forced, &idle);
   MC_INFO(MC_SUB_TUNING,
           "rank %d: %d thread(s) run its %d channel(s)%s: %d local ranks, %d idle CPUs (online "
           "%d, cgroup quota %d, this rank's affinity %d)",
           comm->rank, k, comm->data.n_channels, (forced >= 1) ? " (MESHCCL_NTHREADS)" : "",
-          f.local_ranks, idle, f.online_cpus, f.quota_cpus, f.affinity_cpus);
+          f->local_ranks, idle, f->online_cpus, f->quota_cpus, f->affinity_cpus);
   return k;
 }
 
 ncclResult_t mc_comm_stage_connect(struct ncclComm *comm)
 {
+  struct mc_host_figures host;
   struct mc_conn_req *reqs = NULL;
   int n = comm->n_ranks;
   int n_reqs = 0;
@@ -262,14 +257,16 @@ ncclResult_t mc_comm_stage_connect(struct ncclComm *comm)
    * that the creator is gone. */
   if ((comm->nodes.local_rank == 0) && comm->local_one_pidns)
     mc_tp_collect_orphans();
-  comm->data.spin_passes = spin_passes(comm);
+  /* The host's CPUs as spinning and threads per rank count them, read once. */
+  mc_tp_host_figures_read("/sys/fs/cgroup", NULL, comm->nodes.local_ranks, &host);
+  comm->data.spin_passes = spin_passes(comm, &host);
   /* The channels of stage_graphs: ring orders and NCCL's double binary tree. */
   comm->data.n_channels = comm->topo.graph.n_channels;
   if ((comm->data.n_channels < 1) || (comm->data.n_channels > MC_MAX_CHANNELS) ||
       (comm->topo.graph.n_ranks != n))
     return MC_FAIL(ncclInternalError, "connect: %d channels over %d ranks from the graph stage",
                    comm->data.n_channels, comm->topo.graph.n_ranks);
-  comm->data.n_threads = n_threads(comm);
+  comm->data.n_threads = n_threads(comm, &host);
   MC_CHECK(mc_calloc(&comm->data.channels, (size_t)comm->data.n_channels));
   for (int c = 0; c < comm->data.n_channels; c++) {
     struct mc_channel *ch = &comm->data.channels[c];

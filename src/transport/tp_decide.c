@@ -13,14 +13,21 @@
 #include <string.h>
 #include <unistd.h>
 
-int mc_tp_decide_spin(const struct mc_host_figures *f, int *cpus_out)
+int mc_tp_host_cpus(const struct mc_host_figures *f)
 {
   int cpus = f->online_cpus;
 
   if ((f->quota_cpus > 0) && ((cpus <= 0) || (f->quota_cpus < cpus)))
     cpus = f->quota_cpus;
+  return (cpus > 0) ? cpus : 0;
+}
+
+int mc_tp_decide_spin(const struct mc_host_figures *f, int *cpus_out)
+{
+  int cpus = mc_tp_host_cpus(f);
+
   if (cpus_out != NULL)
-    *cpus_out = (cpus > 0) ? cpus : 0;
+    *cpus_out = cpus;
   if ((cpus > 0) && (f->local_ranks > cpus))
     return MC_SPIN_PASSES_YIELD;
   return MC_SPIN_PASSES_SPIN;
@@ -28,11 +35,10 @@ int mc_tp_decide_spin(const struct mc_host_figures *f, int *cpus_out)
 
 int mc_tp_decide_threads(const struct mc_host_figures *f, int n_channels, int forced, int *idle_out)
 {
-  int cpus = 0;
+  int cpus = mc_tp_host_cpus(f);
   int idle;
   int k;
 
-  (void)mc_tp_decide_spin(f, &cpus);
   idle =
       ((cpus > 0) && (f->local_ranks > 0) && (cpus > f->local_ranks)) ? cpus - f->local_ranks : 0;
   if (idle_out != NULL)

@@ -37,6 +37,10 @@ struct mc_host_figures {
   int local_ranks;   /* ranks of the communicator on this host */
 };
 
+/* The CPUs a host gives its ranks: its online ones, or the cgroup's quota
+ * when that is lower; 0 when neither is known. */
+int mc_tp_host_cpus(const struct mc_host_figures *f);
+
 /* Idle passes before a waiting rank yields: MC_SPIN_PASSES_SPIN while the
  * host's CPUs (the quota's when it is lower) are at least its local ranks,
  * MC_SPIN_PASSES_YIELD when the ranks outnumber them. The affinity mask does

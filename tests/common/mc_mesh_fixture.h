@@ -51,6 +51,19 @@ static inline void mt_letter(struct mc_mesh_host *h, int i)
   mt_host(h, 0xa0 + 0x11 * (uint64_t)i, name);
 }
 
+/* Two hosts with two parallel cables: A-B over 10.0.1.0/24 (eth1, A .1,
+ * B .2) and 10.0.2.0/24 (eth2, A .1, B .2). */
+static inline int mt_pair2(struct mc_mesh_host *h)
+{
+  mt_letter(&h[0], 0);
+  mt_letter(&h[1], 1);
+  mt_addr(&h[0], "eth1", "10.0.1.1", 24, MT_FAST);
+  mt_addr(&h[0], "eth2", "10.0.2.1", 24, MT_FAST);
+  mt_addr(&h[1], "eth1", "10.0.1.2", 24, MT_FAST);
+  mt_addr(&h[1], "eth2", "10.0.2.2", 24, MT_FAST);
+  return 2;
+}
+
 /* Triangle: A-B 192.168.101.0/24 (A .2, B .3), A-C 192.168.100.0/24 (A .2,
  * C .3), B-C 192.168.102.0/24 (B .2, C .3). */
 static inline int mt_triangle(struct mc_mesh_host *h)

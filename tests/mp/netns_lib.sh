@@ -276,3 +276,15 @@ ns_check_links() {
 ns_addr_ere() {
   if [ "$NS_FAMILY" = 6 ]; then echo "fd00:$X:"; else echo "10\\.$X\\."; fi
 }
+
+# ns_expect_no_loss LABEL FILE: no Mesh connection in FILE (the ranks' logs)
+# was lost and nothing WARNed, but the once-per-process WARN of NCCL_COMM_ID
+# without MESHCCL_SECRET; names the first offending lines otherwise.
+ns_expect_no_loss() {
+  if grep -E "lost: the link|WARN" "$2" | grep -qv "MESHCCL_SECRET is unset"; then
+    not_ok "$1"
+    grep -E "lost: the link|WARN" "$2" | grep -v "MESHCCL_SECRET is unset" | head -5 | sed 's/^/#   | /'
+  else
+    ok "$1"
+  fi
+}

@@ -126,12 +126,7 @@ static void direct_connection_names_its_own_cable(void)
 
   MC_T_OK(mc_calloc(&ctx, 1));
   MC_T_OK(mc_calloc(&d, 1));
-  mt_letter(&h[0], 0);
-  mt_letter(&h[1], 1);
-  mt_addr(&h[0], "eth1", "10.0.1.1", 24, MT_FAST);
-  mt_addr(&h[0], "eth2", "10.0.2.1", 24, MT_FAST);
-  mt_addr(&h[1], "eth1", "10.0.1.2", 24, MT_FAST);
-  mt_addr(&h[1], "eth2", "10.0.2.2", 24, MT_FAST);
+  mt_pair2(h);
   MC_T_OK(mc_calloc(&v, 1));
   v->graph = mt_graph(h, 2);
   MC_T_OK(mc_mesh_route_table_create(v->graph, &v->routes));

@@ -388,12 +388,7 @@ static void small_communicators(void)
   MC_T_EQ_INT(rings.rings[0].relay_edges, 4);
   mc_mesh_graph_destroy(g);
 
-  mt_letter(&h[0], 0);
-  mt_letter(&h[1], 1);
-  mt_addr(&h[0], "eth1", "10.0.1.1", 24, MT_FAST);
-  mt_addr(&h[0], "eth2", "10.0.2.1", 24, MT_FAST);
-  mt_addr(&h[1], "eth1", "10.0.1.2", 24, MT_FAST);
-  mt_addr(&h[1], "eth2", "10.0.2.2", 24, MT_FAST);
+  mt_pair2(h);
   g = mt_graph(h, 2);
   rings = rings_of(g, identity, 2, MC_MESH_MAX_RINGS);
   MC_T_EQ_INT(rings.n_rings, 2);

@@ -316,12 +316,7 @@ static void parallel_cables_share_connections(void)
   struct mc_mesh_path p;
   int seen[4] = {0};
 
-  mt_letter(&h[0], 0);
-  mt_letter(&h[1], 1);
-  mt_addr(&h[0], "eth1", "10.0.1.1", 24, MT_FAST);
-  mt_addr(&h[0], "eth2", "10.0.2.1", 24, MT_FAST);
-  mt_addr(&h[1], "eth1", "10.0.1.2", 24, MT_FAST);
-  mt_addr(&h[1], "eth2", "10.0.2.2", 24, MT_FAST);
+  mt_pair2(h);
   g = mt_graph(h, 2);
   t = table_of(g);
   for (uint64_t conn = 0; conn < 4; conn++) {
