@@ -19,6 +19,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 #include "bootstrap_int.h"
@@ -28,6 +29,10 @@
 #include "utils.h"
 
 #define WAIT_TICK_MAX_MS 80 /* mc_boot_p2p_wait's tick after quiet ticks (10, 20, 40, 80) */
+/* A rank's goodbye fails a wait for its message this long after it came:
+ * a message it sent before, on a connection it closed to make room, may
+ * still be on its way on that other connection. */
+#define BYE_GRACE_MS 100
 
 /* A new authenticated connection to peer's p2p listener. */
 static ncclResult_t p2p_dial(struct mc_boot *b, int peer, struct mc_sock *s)
@@ -269,6 +274,37 @@ static bool in_header_check(const struct mc_boot_in_conn *c, const struct mc_boo
   return true;
 }
 
+/* Rank's goodbye came on incoming connection i: the connection ends, and
+ * waits for that rank's messages fail (mc_boot_p2p_wait). 0, or -1 with *res
+ * when out of memory. */
+static int bye_take(struct mc_boot *b, int i, int rank, ncclResult_t *res)
+{
+  in_conn_remove(b, i, true);
+  if ((b->bye_ns == NULL) && (mc_calloc(&b->bye_ns, (size_t)b->n_ranks) != ncclSuccess)) {
+    *res = MC_FAIL(ncclSystemError, "Bootstrap: rank %d: out of memory", b->rank);
+    return -1;
+  }
+  if (b->bye_ns[rank] == 0)
+    b->bye_ns[rank] = mc_time_ns();
+  MC_INFO(MC_SUB_BOOTSTRAP, "Bootstrap: rank %d: rank %d closed its bootstrap", b->rank, rank);
+  return 0;
+}
+
+/* The wait for peer's message fails: peer said goodbye BYE_GRACE_MS ago. */
+static bool bye_ends_wait(const struct mc_boot *b, const struct mc_boot_p2p_want *wt,
+                          ncclResult_t *res)
+{
+  if ((wt->peer < 0) || (b->bye_ns == NULL) || (b->bye_ns[wt->peer] == 0) ||
+      (mc_time_ns() - b->bye_ns[wt->peer] < BYE_GRACE_MS * 1000000ull))
+    return false;
+  *res = MC_FAIL(ncclRemoteError,
+                 "Bootstrap: rank %d: rank %d (host %s pid %d) closed its bootstrap (its "
+                 "communicator was destroyed or aborted) while this rank waited for its message "
+                 "(tag %d)",
+                 b->rank, wt->peer, b->peers[wt->peer].host, b->peers[wt->peer].pid, wt->tag);
+  return true;
+}
+
 /*
  * Reads the next message off incoming connection i (it is readable): 1 when
  * it was the expected one (delivered, or *res says how it did not fit), 0
@@ -314,6 +350,8 @@ int mc_boot_p2p_in_read(struct mc_boot *b, int i, const struct mc_boot_p2p_want 
     return 0;
   }
   c->rank = hdr.rank;
+  if (hdr.bytes == MC_BOOT_BYE_BYTES)
+    return bye_take(b, i, hdr.rank, res);
   is_mine = ((wt->peer < 0) || (hdr.rank == wt->peer)) && (hdr.tag == wt->tag);
   if (hdr.bytes == MC_BOOT_STREAM_BYTES) { /* a dedicated connection: it leaves the list */
     struct mc_sock stream = c->s;
@@ -400,6 +438,8 @@ ncclResult_t mc_boot_p2p_wait(struct mc_boot *b, const struct mc_boot_p2p_want *
     res = mc_sock_wait_check(&waiter, &w, "waiting for a connection on");
     if (res != ncclSuccess)
       return mc_boot_rank_fail(b, res, &waiter, wt->peer, "waiting for a bootstrap message");
+    if (bye_ends_wait(b, wt, &res))
+      return res;
   }
 }
 
@@ -420,8 +460,14 @@ void mc_boot_p2p_close(struct mc_boot *b)
     free(u->data);
     free(u);
   }
-  while (b->n_out > 0)
-    out_conn_drop(b, &b->out[b->n_out - 1]);
+  while (b->n_out > 0) {
+    struct mc_boot_out_conn *oc = &b->out[b->n_out - 1];
+    struct mc_boot_p2p_header bye = {.rank = b->rank, .tag = 0, .bytes = MC_BOOT_BYE_BYTES};
+    /* Best effort, never blocking: a peer that misses it waits as before. */
+    if (oc->s.fd >= 0)
+      (void)send(oc->s.fd, &bye, sizeof(bye), MSG_DONTWAIT | MSG_NOSIGNAL);
+    out_conn_drop(b, oc);
+  }
   while (b->n_in > 0)
     in_conn_remove(b, b->n_in - 1, true);
   free(b->in);

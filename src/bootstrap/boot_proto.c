@@ -363,7 +363,8 @@ bool mc_boot_p2p_header_check(const struct mc_boot_p2p_header *h, int n_ranks, c
 {
   if ((h->rank < 0) || (h->rank >= n_ranks))
     return fail_why(why, why_bytes, "message header from rank %d of %d", h->rank, n_ranks);
-  if ((h->bytes > MC_BOOT_MAX_MSG_BYTES) && (h->bytes != MC_BOOT_STREAM_BYTES))
+  if ((h->bytes > MC_BOOT_MAX_MSG_BYTES) && (h->bytes != MC_BOOT_STREAM_BYTES) &&
+      (h->bytes != MC_BOOT_BYE_BYTES))
     return fail_why(why, why_bytes, "message header announcing %u bytes (at most %u)", h->bytes,
                     MC_BOOT_MAX_MSG_BYTES);
   return true;

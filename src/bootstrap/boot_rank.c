@@ -925,5 +925,6 @@ void mc_boot_destroy(struct mc_boot *b)
   pthread_mutex_destroy(&b->svc_lock);
   mc_crypto_wipe(b->key, sizeof(b->key));
   free(b->peers);
+  free(b->bye_ns);
   free(b);
 }

@@ -94,6 +94,9 @@ struct mc_boot {
   struct mc_boot_out_conn out[MC_BOOT_OUT_CONNS_MAX];
   int n_out;
   uint64_t use_seq;
+  /* When each rank's goodbye (MC_BOOT_BYE_BYTES) arrived, 0 before; [n_ranks],
+   * allocated with the first. */
+  uint64_t *bye_ns;
   struct mc_boot_in_conn *in;
   int n_in;
   int cap_in;

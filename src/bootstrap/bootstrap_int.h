@@ -179,12 +179,18 @@ bool mc_boot_ctl_check_from_root(struct mc_boot_ctl *m, int rank, int n_ranks, b
 struct mc_boot_p2p_header {
   int32_t rank;
   int32_t tag;
-  uint32_t bytes; /* MC_BOOT_STREAM_BYTES: a dedicated connection (allgather_sub) */
+  uint32_t bytes; /* MC_BOOT_STREAM_BYTES: a dedicated connection (allgather_sub);
+                   * MC_BOOT_BYE_BYTES: the sender closed its bootstrap */
 };
 
 #define MC_BOOT_STREAM_BYTES UINT32_MAX
+/* The last header on a message connection whose sender's bootstrap closed
+ * (its communicator destroyed or aborted): no payload, no message follows.
+ * A connection closed to make room (MC_BOOT_OUT_CONNS_MAX) ends without it. */
+#define MC_BOOT_BYE_BYTES (UINT32_MAX - 1)
 
-/* rank < n_ranks, bytes <= MC_BOOT_MAX_MSG_BYTES or MC_BOOT_STREAM_BYTES. */
+/* rank < n_ranks, bytes <= MC_BOOT_MAX_MSG_BYTES, MC_BOOT_STREAM_BYTES or
+ * MC_BOOT_BYE_BYTES. */
 bool mc_boot_p2p_header_check(const struct mc_boot_p2p_header *h, int n_ranks, char *why,
                               size_t why_bytes);
 /* The int32 rank a ring connection starts with must be prev. */

@@ -437,6 +437,22 @@ static void batch_fail(struct mc_coll_batch *b, ncclResult_t res, const struct n
   }
 }
 
+/* A wait that an abort of one of the batch's communicators ended (a socket's
+ * or a net's: ncclInternalError, as in NCCL) fails the call as the abort,
+ * like the executor's own check (ncclInvalidUsage naming the communicator). */
+static ncclResult_t abort_result(const struct mc_coll_batch *b, ncclResult_t res)
+{
+  if (res != ncclInternalError)
+    return res;
+  for (int i = 0; i < b->n_ops; i++) {
+    const struct mc_op *op = &b->ops[i];
+    if (__atomic_load_n(&op->comm->life.is_aborted, __ATOMIC_ACQUIRE))
+      return MC_FAIL(ncclInvalidUsage, "%s: communicator %p was aborted (ncclCommAbort)",
+                     mc_coll_name(op->kind), (void *)op->comm);
+  }
+  return res;
+}
+
 ncclResult_t mc_coll_run(struct mc_op *ops, int n)
 {
   struct mc_coll_batch b;
@@ -462,8 +478,10 @@ ncclResult_t mc_coll_run(struct mc_op *ops, int n)
     res = mc_coll_tasks_run(&b, &b.pl, &failed);
     mc_coll_batch_proxies(&b, -1);
   }
-  if (res != ncclSuccess)
+  if (res != ncclSuccess) {
+    res = abort_result(&b, res);
     batch_fail(&b, res, failed);
+  }
   for (int i = 0; i < n; i++) {
     free(ops[i].notice);
     ops[i].notice = NULL;

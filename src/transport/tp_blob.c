@@ -75,6 +75,8 @@ void mc_tp_blob_view_make(const struct mc_tp_comm *tc, const struct mc_conn_req 
   v_out->peer_pid = p->pid;
   v_out->same_host = (p->host_hash == me->host_hash);
   v_out->same_process = mc_tp_peer_is_this_process(tc, q->peer);
+  v_out->peer_freed = !v_out->same_process && v_out->same_host && (p->pid == (int)getpid()) &&
+                      (p->pid_hash == mc_pid_hash() + tc->comm_hash);
   v_out->slot_bytes = (q->slot_bytes != 0) ? q->slot_bytes : tc->slot_bytes;
 }
 
@@ -139,6 +141,10 @@ ncclResult_t mc_tp_blob_r1_check(const struct mc_tp_blob_view *v, const struct m
                (unsigned long long)r1->bytes, v->slot_bytes);
       return bad_r1(v, "P2P", why);
     }
+    if ((r1->same_process != 0) && !v->same_process && v->peer_freed)
+      return bad_r1(v, "P2P",
+                    "its communicator in this process was destroyed or aborted (ncclCommAbort) "
+                    "since it sent it");
     if ((r1->same_process != 0) != v->same_process) {
       snprintf(why, sizeof(why),
                "it %s this process (pid %d), but the bootstrap says it is pid %d %s this host",

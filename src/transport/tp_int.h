@@ -105,6 +105,7 @@ struct mc_tp_blob_view {
   int peer_pid;
   bool same_host;    /* host hashes equal */
   bool same_process; /* same host, and the peer's pid is this process's */
+  bool peer_freed;   /* the peer was of this process, its communicator is freed */
   size_t slot_bytes; /* what this rank's collectives put in one slot */
 };
 

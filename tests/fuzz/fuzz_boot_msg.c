@@ -205,7 +205,8 @@ static void fuzz_headers(const uint8_t *p, size_t n)
   memcpy(&slice, p + 12 + sizeof(h) + sizeof(ag), 4);
   if (mc_boot_p2p_header_check(&h, n_ranks, why, sizeof(why)))
     check((h.rank >= 0) && (h.rank < n_ranks) &&
-              ((h.bytes <= MC_BOOT_MAX_MSG_BYTES) || (h.bytes == MC_BOOT_STREAM_BYTES)),
+              ((h.bytes <= MC_BOOT_MAX_MSG_BYTES) || (h.bytes == MC_BOOT_STREAM_BYTES) ||
+               (h.bytes == MC_BOOT_BYE_BYTES)),
           "p2p header: rank and size bounded");
   if (mc_boot_ring_hello_check(from, prev, n_ranks, why, sizeof(why)))
     check((from == prev) && (from >= 0) && (from < n_ranks), "ring hello: the previous rank");

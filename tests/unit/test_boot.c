@@ -369,6 +369,78 @@ static void aborted_rank_named_to_others(void)
   MC_T_CONTAINS(ranks[2].err, "Bootstrap: rank 2: rank 1 (host ");
 }
 
+/* A rank that closes its bootstrap (its communicator destroyed or aborted)
+ * says goodbye on its message connections: what it sent before still
+ * arrives, in any order asked, and a wait for a message it never sent fails
+ * at once naming it, instead of waiting out the bootstrap timeout. */
+struct bye_rank {
+  struct mc_boot_config cfg;
+  pthread_t th;
+  ncclResult_t res; /* rank 0: the wait for tag 3 */
+  int got[2];       /* rank 0: tags 2 and 1 */
+  double wait_s;    /* rank 0: how long the wait for tag 3 took */
+  char err[1024];
+};
+
+static void *bye_main(void *arg)
+{
+  struct bye_rank *r = arg;
+  struct mc_boot *b = NULL;
+  int x;
+
+  mc_error_clear_thread();
+  r->res = mc_boot_init(&r->cfg, &b);
+  if (r->res != ncclSuccess) {
+    snprintf(r->err, sizeof(r->err), "init: %s", mc_error_last());
+    return NULL;
+  }
+  mc_boot_init_done(b);
+  if (r->cfg.rank == 1) {
+    for (x = 1; (x <= 2) && (r->res == ncclSuccess); x++)
+      r->res = mc_boot_send(b, 0, x, &x, sizeof(x));
+  } else {
+    uint64_t t0;
+    mc_sleep_ms_abortable(300, NULL); /* rank 1's goodbye is there first */
+    for (int k = 0; (k < 2) && (r->res == ncclSuccess); k++)
+      r->res = mc_boot_recv(b, 1, 2 - k, &r->got[k], sizeof(int));
+    if (r->res == ncclSuccess) {
+      t0 = mc_time_ns();
+      r->res = mc_boot_recv(b, 1, 3, &x, sizeof(x));
+      r->wait_s = (double)(mc_time_ns() - t0) * 1e-9;
+    }
+    snprintf(r->err, sizeof(r->err), "%s", mc_error_last());
+  }
+  mc_boot_destroy(b);
+  return NULL;
+}
+
+static void goodbye_ends_waits_for_that_rank(void)
+{
+  struct bye_rank r[2];
+  ncclUniqueId id;
+  struct mc_boot_root *root;
+
+  bt_setup();
+  root = bt_job_new(&id);
+  memset(r, 0, sizeof(r));
+  for (int i = 0; i < 2; i++)
+    bt_config(&r[i].cfg, i, 2, &id, NULL, 60000);
+  for (int i = 0; i < 2; i++)
+    MC_T_EQ_INT(pthread_create(&r[i].th, NULL, bye_main, &r[i]), 0);
+  for (int i = 0; i < 2; i++)
+    MC_T_EQ_INT(pthread_join(r[i].th, NULL), 0);
+  mc_boot_root_release(root, 2000);
+  MC_T_EQ_INT(r[1].res, ncclSuccess);
+  MC_T_EQ_INT(r[0].got[0], 2);
+  MC_T_EQ_INT(r[0].got[1], 1);
+  MC_T_EQ_INT(r[0].res, ncclRemoteError);
+  MC_T_CONTAINS(r[0].err, "Bootstrap: rank 0: rank 1 (host ");
+  MC_T_CONTAINS(r[0].err, "closed its bootstrap (its communicator was destroyed or aborted) while "
+                          "this rank waited for its message (tag 3)");
+  /* the goodbye, not the 60 s bootstrap timeout */
+  MC_T_TRUE(r[0].wait_s < 30.0);
+}
+
 /* Other communicators' roots are created (and finished roots reaped) while
  * one is released: the release must keep its root alive until it joins it. */
 struct churn {
@@ -513,4 +585,4 @@ static void messages_to_many_peers(void)
 
 MC_T_MAIN(one_rank, two_ranks, five_ranks, five_ranks_over_the_ring, rank_never_joins,
           duplicate_rank, mismatched_nranks, aborted_rank_named_to_others,
-          release_while_roots_come_and_go, messages_to_many_peers)
+          goodbye_ends_waits_for_that_rank, release_while_roots_come_and_go, messages_to_many_peers)
