@@ -99,12 +99,19 @@ int mc_coll_recv_check(struct mc_task *t, struct mc_conn *c, size_t *sent_bytes_
   const char *src;
   struct mc_coll_notice n;
   struct mc_coll_sig named;
+  bool held = c->pinned;
 
   if ((hdr != NULL) && (mine->kind != MC_COLL_RECV) && mc_coll_sig_same(mine, hdr)) {
     *sent_bytes_out = t->op->count * t->op->esize;
     return 1;
   }
+  /* The data is read only on the failures below (a notice), pinned until
+   * the batch fails (mc_coll_run unpins); withdrawn, there is none. */
   src = mc_conn_recv_data(c, &got);
+  if (!mc_conn_recv_pin(c)) {
+    src = NULL;
+    got = 0;
+  }
   if (hdr == NULL) {
     if (!mc_coll_notice_recv(t, c, src, got, res))
       *res = mc_coll_sig_missing(mine, c->peer);
@@ -127,6 +134,8 @@ int mc_coll_recv_check(struct mc_task *t, struct mc_conn *c, size_t *sent_bytes_
     mc_coll_note_mismatch(t->op, &n.failed);
     return -1;
   }
+  if (!held)
+    mc_conn_recv_unpin(c);
   return 1;
 }
 

@@ -420,6 +420,18 @@ static void batch_fail(struct mc_coll_batch *b, ncclResult_t res, const struct n
     failed = NULL;
 
   mc_error_last_copy(why, sizeof(why));
+  /* No task of the batch reads a step any more: a sender of this process
+   * failing below waits for no reader of this batch (mc_conn_send_withdraw). */
+  for (int i = 0; i < b->n_ops; i++) {
+    struct ncclComm *comm = b->ops[i].comm;
+    if (!mc_coll_batch_comm_first(b, i))
+      continue;
+    for (int j = 0; j < mc_coll_comm_conns(comm); j++) {
+      struct mc_conn *c = mc_coll_comm_conn(comm, j);
+      if ((c != NULL) && !c->is_send)
+        mc_conn_recv_unpin(c);
+    }
+  }
   for (int i = 0; i < b->n_ops; i++) {
     struct ncclComm *comm = b->ops[i].comm;
     if ((failed != NULL) && (comm != failed) && (res == ncclInvalidUsage))

@@ -175,6 +175,8 @@ static void poison_conn(struct ncclComm *comm, struct mc_conn *c)
     mc_conn_post_abort(c, comm->rank);
   if ((c != NULL) && (mc_conn_error(c) == 0))
     mc_conn_set_error(c, ncclRemoteError);
+  /* The failed call returns next, and the user may free its buffers. */
+  mc_conn_send_withdraw(c);
 }
 
 /* The communicator failed: tell every peer through every connection, close

@@ -146,7 +146,7 @@ static int prim_run_one(struct mc_task *t, const struct mc_prim *p, ncclResult_t
   unsigned pre = (op->redop.kind == MC_RED_PREMULSUM) ? MC_REDUCE_PRE_B : 0;
 
   if (mc_prim_recvs(p->kind)) {
-    if (!mc_conn_recv_ready(rc))
+    if (!mc_conn_recv_ready(rc) || !mc_conn_recv_pin(rc))
       return 0;
     src = mc_conn_recv_data(rc, &got);
     /* (size_t)-1: the net cannot tell sizes (a plugin): go by ours. */
@@ -155,8 +155,12 @@ static int prim_run_one(struct mc_task *t, const struct mc_prim *p, ncclResult_t
       return -1;
     }
   }
-  if (mc_prim_sends(p->kind) && !mc_conn_send_ready_sampled(sc))
+  /* A step read in place is pinned only while this call uses it. */
+  if (mc_prim_sends(p->kind) && !mc_conn_send_ready_sampled(sc)) {
+    if (src != NULL)
+      mc_conn_recv_unpin(rc);
     return 0;
+  }
   if (mc_prim_sends(p->kind))
     stage_sig(t, &sc, 1);
   /* Data that lives in another process comes over first (one copy). */
@@ -249,6 +253,13 @@ static int prim_run_multi(struct mc_task *t, const struct mc_prim *p, ncclResult
   for (int i = 0; i < n_send; i++)
     if (!mc_conn_send_ready_sampled(t->send[i]))
       return 0;
+  for (int i = 0; i < n_recv; i++) {
+    if (!mc_conn_recv_pin(t->recv[i])) {
+      while (i-- > 0)
+        mc_conn_recv_unpin(t->recv[i]);
+      return 0;
+    }
+  }
   for (int i = 0; i < n_recv; i++) {
     size_t got = 0;
     srcs[i] = mc_conn_recv_data(t->recv[i], &got);

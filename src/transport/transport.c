@@ -25,6 +25,7 @@
 #include "transport/tp_int.h"
 
 #include <errno.h>
+#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -133,6 +134,26 @@ static void shared_put(struct mc_conn *c)
 }
 
 /* An abort notice in a connection's error detail. */
+void mc_conn_send_withdraw(struct mc_conn *c)
+{
+  struct mc_deadline dl;
+
+  if ((c == NULL) || (c->ctrl == NULL) || !c->is_send || (c->kind != MC_TOPO_TRANSPORT_P2P) ||
+      !c->can_send_ptr || (c->peer_pid != 0) || mc_conn_send_drained(c))
+    return;
+  __atomic_store_n(&c->ctrl->withdrawn, 1, __ATOMIC_SEQ_CST);
+  dl = mc_deadline_in_ms(MC_WITHDRAW_WAIT_MS);
+  while (__atomic_load_n(&c->ctrl->reader, __ATOMIC_SEQ_CST) != 0) {
+    if (mc_deadline_passed(dl)) {
+      MC_WARN("P2P: rank %d of this process still reads a buffer of this rank (channel %d) %d ms "
+              "after this rank's collective failed: freeing that buffer now may crash it",
+              c->peer, c->channel, MC_WITHDRAW_WAIT_MS);
+      return;
+    }
+    sched_yield();
+  }
+}
+
 #define ABORT_MAGIC "meshccl abort"
 struct abort_notice {
   char magic[16];

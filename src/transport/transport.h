@@ -64,6 +64,12 @@ struct mc_conn_ctrl {
   uint32_t info_claim;                         /* the first to post detail sets it (atomic) */
   uint32_t info_bytes;                         /* detail of that failure (0: none; atomic) */
   uint8_t info[MC_CONN_ERR_INFO_BYTES];
+  /* P2P between ranks of one process, whose receiver reads the sender's
+   * buffers in place: reader, the receiver is inside such a read
+   * (mc_conn_recv_pin); withdrawn, the sender's operation failed and its
+   * unread pointers are gone (mc_conn_send_withdraw). */
+  uint32_t reader __attribute__((aligned(64)));
+  uint32_t withdrawn;
   uint64_t want __attribute__((aligned(64))); /* receiver: steps its operations will take (NET) */
   uint64_t hdr_step;                          /* receiver: the announced step with a header (NET) */
   struct {
@@ -130,6 +136,7 @@ struct mc_conn {
   uint64_t step;                /* this side's next step */
   uint64_t ptr_step;            /* sender: 1 + last step that published a pointer */
   uint32_t hdr_next;            /* sender: a header is staged for the next commit (its bytes) */
+  bool pinned;                  /* receiver: holds ctrl->reader (mc_conn_recv_pin) */
   struct mc_conn_stream stream; /* sender over SHM (mode 0 elsewhere) */
   /* owned resources */
   void *map; /* shm mapping */
@@ -194,6 +201,15 @@ static inline size_t mc_conn_error_info(const struct mc_conn *c, void *out)
   memcpy(out, c->ctrl->info, bytes);
   return bytes;
 }
+
+/* Sender whose operation failed: a receiver of this process may still
+ * read pointers it published (the user's buffers, which the user may free
+ * once the call returns). Withdraws them, so that no receiver starts such a
+ * read, and waits (at most MC_WITHDRAW_WAIT_MS; a read in progress takes
+ * one step's copy) for one in progress to end (mc_conn_recv_pin). Nothing
+ * for other connections. */
+#define MC_WITHDRAW_WAIT_MS 1000
+void mc_conn_send_withdraw(struct mc_conn *c);
 
 /* The end at rank `rank` was aborted (ncclCommAbort): posted on its P2P and
  * SHM connections, whose control words the peer shares, so that the peer
@@ -287,10 +303,48 @@ static inline uint64_t mc_conn_recv_arrived(const struct mc_conn *c)
   return __atomic_load_n(&c->ctrl->tail, __ATOMIC_ACQUIRE);
 }
 
-/* Receiver: the next step has arrived. */
+/* Receiver: the next step's data is a pointer into a sender of this
+ * process (P2P between ranks of one process), read in place. */
+static inline bool mc_conn_recv_direct(const struct mc_conn *c)
+{
+  return !c->remote_read && !c->ignores_ptr && (c->ctrl->fifo[c->step % MC_STEPS].ptr != 0);
+}
+
+/* Receiver: the next step has arrived (and, read in place, its sender has
+ * not withdrawn it: then the step never comes, and the sender's posted
+ * failure says why). */
 static inline bool mc_conn_recv_ready(const struct mc_conn *c)
 {
-  return mc_conn_recv_arrived(c) > c->step;
+  return (mc_conn_recv_arrived(c) > c->step) &&
+         !(mc_conn_recv_direct(c) && (__atomic_load_n(&c->ctrl->withdrawn, __ATOMIC_ACQUIRE) != 0));
+}
+
+/* Receiver (after mc_conn_recv_ready), before it touches the next step's
+ * data: a step read in place stays valid until mc_conn_recv_release or
+ * mc_conn_recv_unpin, even if its sender fails meanwhile (the sender waits
+ * for the reader, mc_conn_send_withdraw: the user may free the buffer as
+ * soon as the failed call returns). False: the sender withdrew it first;
+ * the step is not ready after all. Nothing to do for other steps. */
+static inline bool mc_conn_recv_pin(struct mc_conn *c)
+{
+  if (c->pinned || !mc_conn_recv_direct(c))
+    return true;
+  __atomic_store_n(&c->ctrl->reader, 1, __ATOMIC_SEQ_CST);
+  if (__atomic_load_n(&c->ctrl->withdrawn, __ATOMIC_SEQ_CST) != 0) {
+    __atomic_store_n(&c->ctrl->reader, 0, __ATOMIC_RELEASE);
+    return false;
+  }
+  c->pinned = true;
+  return true;
+}
+
+/* Receiver: done with the next step's data without taking the step. */
+static inline void mc_conn_recv_unpin(struct mc_conn *c)
+{
+  if (!c->pinned)
+    return;
+  c->pinned = false;
+  __atomic_store_n(&c->ctrl->reader, 0, __ATOMIC_RELEASE);
 }
 
 /* Receiver: where the data of step k (arrived, not released) is (in the
@@ -345,6 +399,7 @@ static inline void mc_conn_recv_release(struct mc_conn *c)
 {
   c->step++;
   __atomic_store_n(&c->ctrl->head, c->step, __ATOMIC_RELEASE);
+  mc_conn_recv_unpin(c);
 }
 
 /* Receiver: the next step's data lives in the sending process (a pointer
