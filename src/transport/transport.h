@@ -307,7 +307,8 @@ static inline uint64_t mc_conn_recv_arrived(const struct mc_conn *c)
  * process (P2P between ranks of one process), read in place. */
 static inline bool mc_conn_recv_direct(const struct mc_conn *c)
 {
-  return !c->remote_read && !c->ignores_ptr && (c->ctrl->fifo[c->step % MC_STEPS].ptr != 0);
+  return (c->kind == MC_TOPO_TRANSPORT_P2P) && !c->remote_read &&
+         (c->ctrl->fifo[c->step % MC_STEPS].ptr != 0);
 }
 
 /* Receiver: the next step has arrived (and, read in place, its sender has
