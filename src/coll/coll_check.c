@@ -90,6 +90,16 @@ static struct mc_coll_sig notice_other(const struct mc_conn *c, const char *src,
   return mc_coll_sig_valid(&other) ? other : *failed;
 }
 
+/* The next step of c, about to be read as a notice on a failure: pinned
+ * until the batch fails (mc_coll_run unpins); withdrawn, there is none. */
+static void notice_pin(struct mc_conn *c, const char **src, size_t *got)
+{
+  if (!mc_conn_recv_pin(c)) {
+    *src = NULL;
+    *got = 0;
+  }
+}
+
 int mc_coll_recv_check(struct mc_task *t, struct mc_conn *c, size_t *sent_bytes_out,
                        ncclResult_t *res)
 {
@@ -99,20 +109,14 @@ int mc_coll_recv_check(struct mc_task *t, struct mc_conn *c, size_t *sent_bytes_
   const char *src;
   struct mc_coll_notice n;
   struct mc_coll_sig named;
-  bool held = c->pinned;
 
   if ((hdr != NULL) && (mine->kind != MC_COLL_RECV) && mc_coll_sig_same(mine, hdr)) {
     *sent_bytes_out = t->op->count * t->op->esize;
     return 1;
   }
-  /* The data is read only on the failures below (a notice), pinned until
-   * the batch fails (mc_coll_run unpins); withdrawn, there is none. */
   src = mc_conn_recv_data(c, &got);
-  if (!mc_conn_recv_pin(c)) {
-    src = NULL;
-    got = 0;
-  }
   if (hdr == NULL) {
+    notice_pin(c, &src, &got);
     if (!mc_coll_notice_recv(t, c, src, got, res))
       *res = mc_coll_sig_missing(mine, c->peer);
     return -1;
@@ -123,6 +127,7 @@ int mc_coll_recv_check(struct mc_task *t, struct mc_conn *c, size_t *sent_bytes_
     return -1;
   }
   if ((n.failed.flags & MC_SIG_FAILED) != 0) {
+    notice_pin(c, &src, &got);
     n.other = notice_other(c, src, got, &n.failed);
     *res = mc_coll_notice_fail(mine, &n, &named);
     mc_coll_note_mismatch(t->op, &named);
@@ -134,8 +139,6 @@ int mc_coll_recv_check(struct mc_task *t, struct mc_conn *c, size_t *sent_bytes_
     mc_coll_note_mismatch(t->op, &n.failed);
     return -1;
   }
-  if (!held)
-    mc_conn_recv_unpin(c);
   return 1;
 }
 

@@ -146,21 +146,22 @@ static int prim_run_one(struct mc_task *t, const struct mc_prim *p, ncclResult_t
   unsigned pre = (op->redop.kind == MC_RED_PREMULSUM) ? MC_REDUCE_PRE_B : 0;
 
   if (mc_prim_recvs(p->kind)) {
-    if (!mc_conn_recv_ready(rc) || !mc_conn_recv_pin(rc))
+    if (!mc_conn_recv_ready(rc))
       return 0;
     src = mc_conn_recv_data(rc, &got);
     /* (size_t)-1: the net cannot tell sizes (a plugin): go by ours. */
     if ((got != bytes) && (got != (size_t)-1)) {
+      if (!mc_conn_recv_pin(rc)) /* the notice it may be is read in place */
+        return 0;
       *res = size_mismatch(t, rc, src, got, bytes);
       return -1;
     }
   }
-  /* A step read in place is pinned only while this call uses it. */
-  if (mc_prim_sends(p->kind) && !mc_conn_send_ready_sampled(sc)) {
-    if (src != NULL)
-      mc_conn_recv_unpin(rc);
+  if (mc_prim_sends(p->kind) && !mc_conn_send_ready_sampled(sc))
     return 0;
-  }
+  /* A step read in place is pinned while this call uses it (until its release). */
+  if ((src != NULL) && !mc_conn_recv_pin(rc))
+    return 0;
   if (mc_prim_sends(p->kind))
     stage_sig(t, &sc, 1);
   /* Data that lives in another process comes over first (one copy). */

@@ -47,17 +47,27 @@ void mc_shm_name(char *out, uint64_t comm_hash, const char *what, int recv_rank,
            (unsigned long long)comm_hash, send_rank, recv_rank, channel, conn_index, creator_pid);
 }
 
-bool mc_tp_peer_is_this_process(const struct mc_tp_comm *tc, int peer)
+/* Whether peer's process is this one: this process's own pid and pid
+ * namespace, not what the allgather says of this rank (equal pids in two
+ * pid namespaces, containers, or on two hosts given one NCCL_HOSTID, are
+ * different processes). */
+static bool peer_pid_is_mine(const struct mc_tp_comm *tc, int peer)
 {
   const struct mc_tp_peer *p = &tc->peers[peer];
 
-  /* This process's own pid and pid namespace, not what the allgather says of
-   * this rank: equal pids in two pid namespaces (containers), or on two
-   * hosts given one NCCL_HOSTID, are different processes. The peer's
-   * communicator must then be one this process created and has not freed. */
   return (p->host_hash == tc->peers[tc->rank].host_hash) && (p->pid == (int)getpid()) &&
-         (p->pid_hash == mc_pid_hash() + tc->comm_hash) &&
-         (mc_registry_state((const void *)(uintptr_t)p->canary) == MC_HANDLE_LIVE);
+         (p->pid_hash == mc_pid_hash() + tc->comm_hash);
+}
+
+/* peer's communicator, in this process, is one it created and has not freed. */
+static bool peer_comm_live(const struct mc_tp_comm *tc, int peer)
+{
+  return mc_registry_state((const void *)(uintptr_t)tc->peers[peer].canary) == MC_HANDLE_LIVE;
+}
+
+bool mc_tp_peer_is_this_process(const struct mc_tp_comm *tc, int peer)
+{
+  return peer_pid_is_mine(tc, peer) && peer_comm_live(tc, peer);
 }
 
 void mc_tp_blob_view_make(const struct mc_tp_comm *tc, const struct mc_conn_req *q,
@@ -74,9 +84,8 @@ void mc_tp_blob_view_make(const struct mc_tp_comm *tc, const struct mc_conn_req 
   v_out->comm_hash = tc->comm_hash;
   v_out->peer_pid = p->pid;
   v_out->same_host = (p->host_hash == me->host_hash);
-  v_out->same_process = mc_tp_peer_is_this_process(tc, q->peer);
-  v_out->peer_freed = !v_out->same_process && v_out->same_host && (p->pid == (int)getpid()) &&
-                      (p->pid_hash == mc_pid_hash() + tc->comm_hash);
+  v_out->same_process = peer_pid_is_mine(tc, q->peer) && peer_comm_live(tc, q->peer);
+  v_out->peer_freed = peer_pid_is_mine(tc, q->peer) && !v_out->same_process;
   v_out->slot_bytes = (q->slot_bytes != 0) ? q->slot_bytes : tc->slot_bytes;
 }
 

@@ -40,21 +40,52 @@ static void view_free(struct mc_net_mesh_view *v)
   free(v);
 }
 
+/* Line A-B-C-D with every cable up (before) and with hosts down_a-down_b's
+ * cable down (after), a context and a route description to fill. */
+struct line4_case {
+  struct mc_mesh_host h[4];
+  struct mc_net_mesh_ctx *ctx;
+  struct mc_net_mesh_view *before;
+  struct mc_net_mesh_view *after;
+  struct mc_net_mesh_route_desc *d;
+};
+
+static void line4_case_make(struct line4_case *c, int down_a, int down_b)
+{
+  int n = mt_line4(c->h);
+
+  c->ctx = NULL;
+  c->d = NULL;
+  MC_T_OK(mc_calloc(&c->ctx, 1));
+  MC_T_OK(mc_calloc(&c->d, 1));
+  c->before = view_of(c->h, n, -1, -1);
+  c->after = view_of(c->h, n, down_a, down_b);
+}
+
+static void line4_case_free(struct line4_case *c)
+{
+  view_free(c->before);
+  view_free(c->after);
+  free(c->d);
+  free(c->ctx);
+}
+
 /* Line A-B-C-D, a connection from A to D: relayed over three cables. The
  * B-C cable goes down: that one is blamed, not A's own cable to B. */
 static void relayed_route_blames_the_cable_that_failed(void)
 {
-  struct mc_mesh_host h[4];
-  int n = mt_line4(h);
-  struct mc_net_mesh_ctx *ctx = NULL;
+  struct line4_case c;
+  struct mc_mesh_host *h = c.h;
+  struct mc_net_mesh_ctx *ctx;
   struct mc_net_mesh_view *before;
   struct mc_net_mesh_view *after;
-  struct mc_net_mesh_route_desc *d = NULL;
+  struct mc_net_mesh_route_desc *d;
 
-  MC_T_OK(mc_calloc(&ctx, 1));
-  MC_T_OK(mc_calloc(&d, 1));
-  before = view_of(h, n, -1, -1);
-  after = view_of(h, n, 1, 2);
+  line4_case_make(&c, 1, 2);
+  ctx = c.ctx;
+  before = c.before;
+  after = c.after;
+  d = c.d;
   MC_T_TRUE(mc_net_mesh_route_describe(ctx, before, h[0].host_hash, h[3].host_hash, 7, NULL, d));
   MC_T_EQ_INT(d->n_hops, 3);
   MC_T_EQ_STR(d->cables[0], "host 00000000000000a0 eth1 192.168.100.1 - host 00000000000000b1 "
@@ -70,10 +101,7 @@ static void relayed_route_blames_the_cable_that_failed(void)
   /* No route on a view that no longer joins them. */
   MC_T_TRUE(!mc_net_mesh_route_describe(ctx, after, h[0].host_hash, h[3].host_hash, 7, NULL, d));
   MC_T_TRUE(!mc_net_mesh_route_describe(ctx, NULL, h[0].host_hash, h[3].host_hash, 7, NULL, d));
-  view_free(before);
-  view_free(after);
-  free(d);
-  free(ctx);
+  line4_case_free(&c);
 }
 
 /* With the communicator's hosts, a host is "host K (name, ranks R)"; a host
@@ -226,26 +254,16 @@ static void direct_cable_from_the_connection_ends(void)
  * judged the peer's stays the peer's when the view changes afterwards. */
 static void relayed_route_blames_no_cable_that_is_up(void)
 {
-  struct mc_mesh_host h[4];
-  int n = mt_line4(h);
-  struct mc_net_mesh_ctx *ctx = NULL;
-  struct mc_net_mesh_view *before;
-  struct mc_net_mesh_view *after;
-  struct mc_net_mesh_route_desc *d = NULL;
+  struct line4_case c;
 
-  MC_T_OK(mc_calloc(&ctx, 1));
-  MC_T_OK(mc_calloc(&d, 1));
-  before = view_of(h, n, -1, -1);
-  after = view_of(h, n, 2, 3);
-  MC_T_TRUE(mc_net_mesh_route_describe(ctx, before, h[0].host_hash, h[3].host_hash, 7, NULL, d));
-  MC_T_EQ_INT(mc_net_mesh_route_blame(before, d, false), -1);
-  MC_T_EQ_INT(mc_net_mesh_route_blame(before, d, true), -1);
-  MC_T_EQ_INT(mc_net_mesh_route_blame(after, d, false), 2);
-  MC_T_EQ_INT(mc_net_mesh_route_blame(after, d, true), -1);
-  view_free(before);
-  view_free(after);
-  free(d);
-  free(ctx);
+  line4_case_make(&c, 2, 3);
+  MC_T_TRUE(mc_net_mesh_route_describe(c.ctx, c.before, c.h[0].host_hash, c.h[3].host_hash, 7, NULL,
+                                       c.d));
+  MC_T_EQ_INT(mc_net_mesh_route_blame(c.before, c.d, false), -1);
+  MC_T_EQ_INT(mc_net_mesh_route_blame(c.before, c.d, true), -1);
+  MC_T_EQ_INT(mc_net_mesh_route_blame(c.after, c.d, false), 2);
+  MC_T_EQ_INT(mc_net_mesh_route_blame(c.after, c.d, true), -1);
+  line4_case_free(&c);
 }
 
 MC_T_MAIN(relayed_route_blames_the_cable_that_failed, hosts_named_as_the_communicator_numbers_them,
