@@ -11,6 +11,9 @@
  *           of 128 KiB; the writer copies a private 16 MiB buffer into the
  *           slots, the reader copies them out into its own): the fastest
  *           16 MiB pass of three runs
+ *   duplex  two such FIFOs run both ways at once, each core filling one and
+ *           emptying the other step by step (what every rank of a ring
+ *           does): the fastest pass's rate each way
  *   rtt     the round trip of one cache line between the pair (the fastest
  *           of 21 batches of 5000)
  * Best figures, not medians: the model is a bound, and on a host shared with
@@ -217,6 +220,8 @@ static double agg_rate(const int *cpus, int m)
 /* The two-core probe's shared state (pair_probe.h) and where its sides run. */
 struct pair_shared {
   struct mc_pair p;
+  struct mc_pair q; /* the way back, for the two ways at once */
+  double duplex;    /* their rate each way, side 1's view */
   int cpu[2];
   int pin_err[2];
 };
@@ -226,76 +231,117 @@ struct pair_arg {
   int who;
 };
 
-/* Side 0 pings and fills the FIFO, side 1 answers and empties it. */
+/* Three runs of whole 16 MiB buffers, each at least min_run_s, through the
+ * FIFO one way (side 0 fills p from src, side 1 empties it into dst) or both
+ * ways at once (each side fills its FIFO from src and empties the other's
+ * into dst; p side 0 to 1, q back). *kp and *kq count the steps of p and q,
+ * *n the control messages on p's ping/pong; the writer (side 0) decides how many
+ * passes a run takes. The fastest pass in GB/s (each way), 0 on failure. */
+static double fifo_runs(struct pair_shared *ps, int who, int both_ways, char *src, char *dst,
+                        uint64_t *kp, uint64_t *kq, uint64_t *n, double t_end)
+{
+  struct mc_pair *sh = &ps->p;
+  uint64_t per_buf = FIFO_BUF / PAIR_SLOT_BYTES;
+  double best = 0;
+
+  for (int run = 0; run < 3; run++) {
+    uint64_t passes = 0;
+    double t0 = pair_now_sec();
+    for (;;) {
+      double tp = pair_now_sec();
+      double gbps;
+      for (uint64_t s = 0; s < per_buf; s++) {
+        char *from = src + s * PAIR_SLOT_BYTES;
+        char *to = dst + s * PAIR_SLOT_BYTES;
+        int ok;
+        if (!both_ways)
+          ok = pair_fifo_step(sh, who, *kp, (who == 0) ? from : to, t_end);
+        else if (who == 0)
+          ok = pair_duplex_step(&ps->p, *kp, &ps->q, *kq, from, to, t_end);
+        else
+          ok = pair_duplex_step(&ps->q, *kq, &ps->p, *kp, from, to, t_end);
+        if (!ok)
+          return 0;
+        ++*kp;
+        *kq += (uint64_t)both_ways;
+      }
+      passes++;
+      /* The fastest pass: what the pair does while both sides run (under
+       * load, whole runs measure the scheduler). */
+      gbps = (double)FIFO_BUF / (pair_now_sec() - tp) / 1e9;
+      best = (gbps > best) ? gbps : best;
+      /* Both sides run the same number of passes: 4 per run, and more while
+       * the run is shorter than min_run_s (side 0 decides, through ping). */
+      if (who == 0) {
+        int more = (passes < 4) || (pair_now_sec() - t0 < min_run_s);
+        atomic_store_explicit(&sh->ping, ++*n * 2 + (uint64_t)more, memory_order_release);
+        if (!pair_wait(sh, &sh->pong, *n, t_end))
+          return 0;
+        if (!more)
+          break;
+      } else {
+        uint64_t v;
+        ++*n;
+        while ((v = atomic_load_explicit(&sh->ping, memory_order_acquire)) < *n * 2) {
+          if (atomic_load(&sh->failed) != 0 || pair_now_sec() > t_end)
+            return 0;
+        }
+        atomic_store_explicit(&sh->pong, *n, memory_order_release);
+        if ((v & 1) == 0)
+          break;
+      }
+    }
+  }
+  return best;
+}
+
+/* Side 0 pings and fills the FIFO, side 1 answers and empties it; then both
+ * fill one FIFO and empty the other at once. */
 static void *pair_side(void *p)
 {
   struct pair_arg *a = p;
   struct pair_shared *ps = a->sh;
   struct mc_pair *sh = &ps->p;
   int who = a->who;
-  double t_end = pair_now_sec() + SPIN_LIMIT_S + 4 * min_run_s;
+  double t_end = pair_now_sec() + SPIN_LIMIT_S + 8 * min_run_s;
   double batch_ns[RTT_BATCHES];
-  char *buf;
+  char *src;
+  char *dst;
   uint64_t n = 0;
   uint64_t k = 0;
-  double best = 0;
+  uint64_t kq = 0;
+  double one_way;
+  double both_ways;
 
   ps->pin_err[who] = pin_self(ps->cpu[who]);
-  buf = xalloc(FIFO_BUF, who + 1);
+  src = xalloc(FIFO_BUF, who + 1);
+  dst = xalloc(FIFO_BUF, who + 3);
   if (!pair_rtt(sh, who, RTT_BATCHES, RTT_TRIPS, t_end, &n, batch_ns))
     goto fail;
   if (who == 0)
     sh->rtt_ns = batch_ns[0]; /* the fastest batch, for the same reason */
-  /* Three runs of whole buffers, each at least min_run_s; the writer decides
-   * how many passes a run takes and announces it in the slot count. */
-  for (int run = 0; run < 3; run++) {
-    uint64_t per_buf = FIFO_BUF / PAIR_SLOT_BYTES;
-    uint64_t passes = 0;
-    double t0 = pair_now_sec();
-    for (;;) {
-      double tp = pair_now_sec();
-      for (uint64_t s = 0; s < per_buf; s++, k++) {
-        if (!pair_fifo_step(sh, who, k, buf + s * PAIR_SLOT_BYTES, t_end))
-          goto fail;
-      }
-      passes++;
-      /* The fastest pass: what the pair does while both sides run (under
-       * load, whole runs measure the scheduler). */
-      if ((double)FIFO_BUF / (pair_now_sec() - tp) / 1e9 > best)
-        best = (double)FIFO_BUF / (pair_now_sec() - tp) / 1e9;
-      /* Both sides run the same number of passes: 4 per run, and more while
-       * the run is shorter than min_run_s (side 0 decides, through ping). */
-      if (who == 0) {
-        int more = (passes < 4) || (pair_now_sec() - t0 < min_run_s);
-        atomic_store_explicit(&sh->ping, ++n * 2 + (uint64_t)more, memory_order_release);
-        if (!pair_wait(sh, &sh->pong, n, t_end))
-          goto fail;
-        if (!more)
-          break;
-      } else {
-        uint64_t v;
-        n++;
-        while ((v = atomic_load_explicit(&sh->ping, memory_order_acquire)) < n * 2) {
-          if (atomic_load(&sh->failed) != 0 || pair_now_sec() > t_end)
-            goto fail;
-        }
-        atomic_store_explicit(&sh->pong, n, memory_order_release);
-        if ((v & 1) == 0)
-          break;
-      }
-    }
+  one_way = fifo_runs(ps, who, 0, src, dst, &k, &kq, &n, t_end);
+  if (one_way <= 0)
+    goto fail;
+  both_ways = fifo_runs(ps, who, 1, src, dst, &k, &kq, &n, t_end);
+  if (both_ways <= 0)
+    goto fail;
+  if (who == 1) {
+    sh->gbps = one_way; /* the reader's view: bytes out of the FIFO per second */
+    ps->duplex = both_ways;
   }
-  if (who == 1)
-    sh->gbps = best; /* the reader's view: bytes out of the FIFO per second */
-  free(buf);
+  free(src);
+  free(dst);
   return NULL;
 fail:
   atomic_store(&sh->failed, 1);
-  free(buf);
+  atomic_store(&ps->q.failed, 1);
+  free(src);
+  free(dst);
   return NULL;
 }
 
-static int pair_measure(int cpu_a, int cpu_b, double *rtt_ns, double *gbps)
+static int pair_measure(int cpu_a, int cpu_b, double *rtt_ns, double *gbps, double *duplex)
 {
   struct pair_shared *sh = aligned_alloc(4096, sizeof(*sh));
   struct pair_arg args[2];
@@ -329,6 +375,7 @@ static int pair_measure(int cpu_a, int cpu_b, double *rtt_ns, double *gbps)
             cpu_b, SPIN_LIMIT_S);
   *rtt_ns = sh->p.rtt_ns;
   *gbps = sh->p.gbps;
+  *duplex = sh->duplex;
   free(sh);
   return ok ? 0 : -1;
 }
@@ -594,14 +641,16 @@ int main(int argc, char **argv)
       }
       sched_setaffinity(0, sizeof(set), &set);
     }
-    if (pair_measure(pair_cpu[0], pair_cpu[1], &fig.rtt_ns, &fig.pair) != 0)
+    if (pair_measure(pair_cpu[0], pair_cpu[1], &fig.rtt_ns, &fig.pair, &fig.duplex) != 0)
       return 1;
     for (int m = 1; m <= n_cpus && m <= MC_LIM_MAX_AGG; m++)
       fig.agg[m] = agg_rate(cpus, m);
     printf("# %-10s %10s %10s %10s\n", "GB/s", "1 MiB", "16 MiB", "256 MiB");
     printf("# %-10s %10.2f %10.2f %10.2f\n", "copy", fig.copy[0], fig.copy[1], fig.copy[2]);
     printf("# %-10s %10.2f %10.2f %10.2f\n", "reduce", fig.red[0], fig.red[1], fig.red[2]);
-    printf("# pair FIFO %.2f GB/s, cache-line round trip %.0f ns\n", fig.pair, fig.rtt_ns);
+    printf("# pair FIFO %.2f GB/s one way, %.2f GB/s each way both ways at once; cache-line round "
+           "trip %.0f ns\n",
+           fig.pair, fig.duplex, fig.rtt_ns);
     printf("# aggregate copy (threads: GB/s):");
     for (int m = 1; m <= n_cpus && m <= MC_LIM_MAX_AGG; m++)
       printf(" %d: %.1f", m, fig.agg[m]);

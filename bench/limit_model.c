@@ -8,16 +8,17 @@
  * broadcast, the whole output of all-gather, the whole input of reduce-scatter)
  * let c = S / n. A rank's work is counted in four kinds:
  *
- *   pass   bytes of passes that read what another core wrote (a FIFO slot, a
- *          peer's buffer); a pass that also writes a slot or an output, or
- *          reads a local operand beside, costs the same (the remote read is
- *          the slow part; the model is a best case)
+ *   pass   FIFO: bytes of hops, a step copied into the rank's slot and one
+ *          copied out of its peer's, while the peer does the same (a ring's
+ *          every rank sends and receives at once); single copy: bytes read
+ *          from a peer's buffer. A pass that also writes an output or reads
+ *          a local operand beside costs the same (the model is a best case)
  *   local  bytes of copies within the rank's own memory
  *   red    bytes of binary-reduction output (float sum c = a + b)
  *   steps  hand-offs on the critical path (a slot published, a round of
  *          small messages)
  *
- *   time = pass / F + local / C + red * max(0, 1/R - 1/C) + steps * rtt
+ *   time = pass / P + local / C + red * max(0, 1/R - 1/C) + steps * rtt
  *   busbw = S / time * B(n)      B: 2(n-1)/n all-reduce, (n-1)/n all-gather and
  *                                reduce-scatter, 1 broadcast (nccl-tests)
  *
@@ -34,30 +35,45 @@
  *   R = reduce rate: likewise from red1M/16M/256M (2/3 of copy where unknown:
  *       c = a + b moves 3 bytes per output byte where a copy moves 2), the
  *       256 MiB point scaled down as the copy's is
- *   F = min(k * pair, C): a core pair's FIFO rate (one writer copying into
- *       slots, one reader copying out), one FIFO per thread
+ *   P = FIFO: min(k * duplex, C), the rate each way of a pair's two FIFOs run
+ *       both ways at once (pair / 2 where not measured); single copy:
+ *       min(k * pair, C), one way's rate (a bound: both ranks read at once)
  *
- * What each rank does (exact bytes: mc_lim_rank_bytes()):
- *
- *   FIFO (ring through SHM slots, NCCL's SIMPLE primitives; two copies per
- *   hop, the receiver's copy-out fused with its copy into the next slot):
- *     all-reduce      pass (2n-1)c  red (n-1)c  steps 2n-1   (send; n-2
- *                     recvReduceSend; recvReduceCopySend; n-2 recvCopySend; recv)
+ * What each rank does (exact bytes: mc_lim_rank_bytes()) is below.
+ */
+/* clang-format off */
+/*
+ *   FIFO (ring through SHM slots, NCCL's SIMPLE primitives; the receiver's
+ *   copy out of a slot fused with its copy into the next):
+ *     all-reduce      pass (2n-2)c  red (n-1)c  steps 2n-1
+ *                     (send; n-2 recvReduceSend; recvReduceCopySend;
+ *                     n-2 recvCopySend; recv: 2n-2 chunks into its slots,
+ *                     2n-2 out of its peer's)
  *                     reads (2n-2)c slots + n c input, writes (2n-2)c slots + n c output
- *     all-gather      pass n c      red 0       steps n      (copySend; n-2 recvCopySend; recv)
+ *     all-gather      pass (n-1)c   red 0       steps n
+ *                     (copySend; n-2 recvCopySend; recv)
  *                     reads (n-1)c + c, writes (n-1)c + n c
- *     reduce-scatter  pass n c      red (n-1)c  steps n      (send; n-2 recvReduceSend;
- * recvReduceCopy) reads (n-1)c + n c, writes (n-1)c + c broadcast       pass S        red 0 steps n
- * (chain: recvCopySend; the closing empty step) reads S, writes 2S (a middle rank) Single copy
- * (CMA, or symmetric windows -R 2: read peers' buffers directly): all-reduce      pass 2(n-1)c  red
- * (n-1)c  steps 3      (reduce slice r of n inputs, copy n-1 slices of peers' outputs; 3 rounds)
- * reads (2n-1)c, writes n c all-gather      pass (n-1)c   local c     steps 2      reads n c,
- * writes n c reduce-scatter  pass (n-1)c   red (n-1)c  steps 2      reads n c, writes c broadcast
- * pass S                    steps 2      reads S, writes S
- *
- * So with F the limit, a FIFO all-reduce reaches busbw F * 2(n-1)/(2n-1)
- * (2/3 F at 2 ranks, F as n grows) and a single-copy one F (less the
- * reductions' share); all-gather F (n-1)/n against F; broadcast F.
+ *     reduce-scatter  pass (n-1)c   red (n-1)c  steps n
+ *                     (send; n-2 recvReduceSend; recvReduceCopy)
+ *                     reads (n-1)c + n c, writes (n-1)c + c
+ *     broadcast       pass S        red 0       steps n
+ *                     (chain: recvCopySend; the closing empty step)
+ *                     reads S, writes 2S (a middle rank)
+ *   Single copy (CMA, or symmetric windows -R 2: read peers' buffers directly):
+ *     all-reduce      pass 2(n-1)c  red (n-1)c  steps 3
+ *                     (reduce slice r of n inputs, copy n-1 slices of peers'
+ *                     outputs; 3 rounds)  reads (2n-1)c, writes n c
+ *     all-gather      pass (n-1)c   local c     steps 2   reads n c, writes n c
+ *     reduce-scatter  pass (n-1)c   red (n-1)c  steps 2   reads n c, writes c
+ *     broadcast       pass S                    steps 2   reads S, writes S
+ */
+/* clang-format on */
+/*
+ * So the FIFO ring reaches busbw `duplex` for every collective at every n,
+ * less the reductions' share, and single copy `pair`: a bound, since there
+ * too both ranks of a pair read at once. On the 2-core development VM the
+ * pair's two ways at once run at 13-16 GB/s each way where one way runs at
+ * 17-38, and meshccl's 2-rank FIFO all-reduce reaches 10-14 GB/s busbw.
  */
 #include "limit_model.h"
 
@@ -85,14 +101,15 @@ void mc_lim_rank_bytes(enum mc_lim_coll coll, enum mc_lim_algo algo, int n, doub
     switch (coll) {
     case MC_LIM_ALL_REDUCE:
       b = (struct mc_lim_bytes){
-          (2 * n - 1) * c,        0, (n - 1) * c, 2 * n - 1, (2 * n - 2) * c + n * c,
+          (2 * n - 2) * c,        0, (n - 1) * c, 2 * n - 1, (2 * n - 2) * c + n * c,
           (2 * n - 2) * c + n * c};
       break;
     case MC_LIM_ALL_GATHER:
-      b = (struct mc_lim_bytes){n * c, 0, 0, n, (n - 1) * c + c, (n - 1) * c + n * c};
+      b = (struct mc_lim_bytes){(n - 1) * c, 0, 0, n, (n - 1) * c + c, (n - 1) * c + n * c};
       break;
     case MC_LIM_REDUCE_SCATTER:
-      b = (struct mc_lim_bytes){n * c, 0, (n - 1) * c, n, (n - 1) * c + n * c, (n - 1) * c + c};
+      b = (struct mc_lim_bytes){(n - 1) * c,    0, (n - 1) * c, n, (n - 1) * c + n * c,
+                                (n - 1) * c + c};
       break;
     default:
       b = (struct mc_lim_bytes){bytes, 0, 0, n, bytes, 2 * bytes};
@@ -197,6 +214,7 @@ void mc_lim_rates(const struct mc_lim_figures *f, int n, int k, double ws, struc
   out->copy = interp(copy, ws);
   out->red = interp(red, ws);
   out->fetch = fmin(k * f->pair, out->copy);
+  out->hop = fmin(k * ((f->duplex > 0) ? f->duplex : f->pair / 2), out->copy);
 }
 
 double mc_lim_time(const struct mc_lim_figures *f, enum mc_lim_coll coll, enum mc_lim_algo algo,
@@ -211,7 +229,9 @@ double mc_lim_time(const struct mc_lim_figures *f, enum mc_lim_coll coll, enum m
   mc_lim_rank_bytes(coll, algo, n, bytes, &b);
   mc_lim_rates(f, n, k, mc_lim_working_set(coll, n, bytes), &r);
   extra = fmax(0.0, 1.0 / r.red - 1.0 / r.copy);
-  return (b.pass / r.fetch + b.local / r.copy + b.red * extra) / 1e9 + b.steps * f->rtt_ns * 1e-9;
+  return (b.pass / ((algo == MC_LIM_FIFO) ? r.hop : r.fetch) + b.local / r.copy + b.red * extra) /
+             1e9 +
+         b.steps * f->rtt_ns * 1e-9;
 }
 
 double mc_lim_busbw(const struct mc_lim_figures *f, enum mc_lim_coll coll, enum mc_lim_algo algo,
@@ -246,6 +266,8 @@ static int set_key(struct mc_lim_figures *f, const char *key, size_t key_len, do
   }
   if (strcmp(k, "pair") == 0) {
     f->pair = v;
+  } else if (strcmp(k, "duplex") == 0) {
+    f->duplex = v;
   } else if (strcmp(k, "rtt") == 0) {
     f->rtt_ns = v;
   } else if (strcmp(k, "cores") == 0 && v >= 1 && v <= MC_LIM_MAX_AGG && v == floor(v)) {
@@ -300,7 +322,7 @@ int mc_lim_parse_figures(const char *text, struct mc_lim_figures *f, char *err, 
     if (set_key(f, key, (size_t)(eq - key), v) != 0) {
       snprintf(err, err_len,
                "limit: unknown figure '%.*s' (keys: copy1M copy16M copy256M red1M red16M red256M "
-               "pair rtt "
+               "pair duplex rtt "
                "cores aggN)",
                (int)(eq - key), key);
       return -1;
@@ -328,7 +350,10 @@ void mc_lim_format_figures(const struct mc_lim_figures *f, char *buf, size_t len
     if (f->red[i] > 0)
       APPEND(",red%s=%.2f", anchor_names[i], f->red[i]);
   }
-  APPEND(",pair=%.2f,rtt=%.0f,cores=%d", f->pair, f->rtt_ns, f->cores);
+  APPEND(",pair=%.2f", f->pair);
+  if (f->duplex > 0)
+    APPEND(",duplex=%.2f", f->duplex);
+  APPEND(",rtt=%.0f,cores=%d", f->rtt_ns, f->cores);
   for (int m = 1; m <= MC_LIM_MAX_AGG; m++) {
     if (f->agg[m] > 0)
       APPEND(",agg%d=%.2f", m, f->agg[m]);
@@ -364,7 +389,7 @@ static int print_n(FILE *out, const struct mc_lim_figures *f, const struct mc_li
   mc_lim_rank_bytes(coll, MC_LIM_SINGLE, n, n, &sb);
   fprintf(out, "# %s, %d ranks, %d cores: model busbw (GB/s); per rank, c = size/%d:\n",
           mc_lim_coll_name(coll), n, f->cores, n);
-  fprintf(out, "#   fifo:  passes %gc, reductions %gc, %g hand-offs; reads %gc, writes %gc\n",
+  fprintf(out, "#   fifo:  hops %gc, reductions %gc, %g hand-offs; reads %gc, writes %gc\n",
           fb.pass, fb.red, fb.steps, fb.read, fb.write);
   fprintf(
       out,

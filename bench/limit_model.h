@@ -2,7 +2,8 @@
 /*
  * The host-memory bandwidth model of bench/limit (bench/limit.c, docs/TOOLS.md
  * "bench/limit"): from a host's measured figures (one core's copy and reduce
- * rates, a core pair's FIFO rate and cache-line round trip, the aggregate copy
+ * rates, a core pair's FIFO rates one way and both ways at once, its cache-line
+ * round trip, the aggregate copy
  * rate of m threads), the best busbw (nccl-tests' definition, docs/TOOLS.md)
  * that an all-reduce, all-gather, reduce-scatter or broadcast of n ranks can
  * reach, per algorithm (FIFO ring through SHM slots, single copy from peers'
@@ -37,8 +38,11 @@ struct mc_lim_figures {
   double red[MC_LIM_N_ANCHORS];  /* one core's float sum c = a + b: bytes of c per second (0: 2/3 of
                                     copy) */
   double pair;                   /* FIFO between two cores: bytes through per second */
-  double rtt_ns;                 /* cache-line round trip between two cores (0: no latency term) */
-  int cores;                     /* cores the job may use */
+  double duplex; /* two FIFOs between them, both ways at once (each core fills one and empties
+                    the other, as every rank of a ring does): bytes per second each way (0: pair
+                    / 2, each core then doing two copies per step where one way does one) */
+  double rtt_ns; /* cache-line round trip between two cores (0: no latency term) */
+  int cores;     /* cores the job may use */
   double agg[MC_LIM_MAX_AGG +
              1]; /* agg[m]: m threads' summed copy rate at the DRAM size (0: unknown) */
 };
@@ -47,8 +51,9 @@ struct mc_lim_figures {
 extern const double mc_lim_anchor_bytes[MC_LIM_N_ANCHORS];
 
 /* What one rank does for one operation of `bytes` (nccl-tests' size) among n
- * ranks: bytes of passes that read what another core wrote (a FIFO slot or a
- * peer's buffer), bytes of purely local copies, bytes of binary-reduction
+ * ranks: bytes of passes (FIFO: the bytes of its hops, each a step into its
+ * slot and one out of its peer's; single copy: bytes read from peers'
+ * buffers), bytes of purely local copies, bytes of binary-reduction
  * output, hand-offs on the critical path, and the bytes it reads and writes
  * in all (for the tables' headers; the time uses the first four). */
 struct mc_lim_bytes {
@@ -71,7 +76,9 @@ double mc_lim_working_set(enum mc_lim_coll coll, int n, double bytes);
 struct mc_lim_rates {
   double copy;  /* local copy */
   double red;   /* local reduce (output bytes) */
-  double fetch; /* a pass reading what another core wrote: min(k * pair, copy) */
+  double fetch; /* a single-copy pass reading a peer's buffer: min(k * pair, copy) */
+  double hop;   /* a FIFO hop (a step into this rank's slot and one out of its peer's, while
+                   the peer does the same): min(k * duplex, copy) */
 };
 void mc_lim_rates(const struct mc_lim_figures *f, int n, int k, double ws,
                   struct mc_lim_rates *out);

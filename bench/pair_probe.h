@@ -4,7 +4,9 @@
  * (two threads) run: a cache line's round trip between two sides, and a FIFO
  * between them in shared memory shaped like the SHM transport's (PAIR_N_SLOTS
  * slots of PAIR_SLOT_BYTES; side 0 copies its private buffer into the slots,
- * side 1 copies them out). Header-only: core_pair is built alone by `make
+ * side 1 copies them out; or two such FIFOs run both ways at once, each side
+ * filling one and emptying the other, as every rank of a ring does).
+ * Header-only: core_pair is built alone by `make
  * bench-mpi`, without the project's build.
  */
 #ifndef MC_BENCH_PAIR_PROBE_H
@@ -105,6 +107,16 @@ static inline int pair_fifo_step(struct mc_pair *sh, int who, uint64_t k, char *
     atomic_store_explicit(&sh->tail, k + 1, memory_order_release);
   }
   return 1;
+}
+
+/* A step of two FIFOs run both ways at once: this side fills slot k_out of
+ * `out` (as its side 0) from src, then empties slot k_in of `in` (as its
+ * side 1) into dst; the other side does the same with the FIFOs swapped.
+ * 0 on failure. */
+static inline int pair_duplex_step(struct mc_pair *out, uint64_t k_out, struct mc_pair *in,
+                                   uint64_t k_in, char *src, char *dst, double t_end)
+{
+  return pair_fifo_step(out, 0, k_out, src, t_end) && pair_fifo_step(in, 1, k_in, dst, t_end);
 }
 
 #endif /* MC_BENCH_PAIR_PROBE_H */

@@ -35,9 +35,9 @@ static void bytes_per_rank(void)
   struct mc_lim_bytes b;
 
   /* FIFO all-reduce, 4 ranks, c = 1: send, 2 recvReduceSend, recvReduceCopySend, 2 recvCopySend,
-   * recv. */
+   * recv: 6 chunks into its slots and 6 out of its peer's, 6 hops. */
   mc_lim_rank_bytes(MC_LIM_ALL_REDUCE, MC_LIM_FIFO, 4, 4, &b);
-  NEAR(b.pass, 7);
+  NEAR(b.pass, 6);
   NEAR(b.red, 3);
   NEAR(b.steps, 7);
   NEAR(b.read, 10);
@@ -50,7 +50,7 @@ static void bytes_per_rank(void)
   NEAR(b.read, 7);
   NEAR(b.write, 4);
   mc_lim_rank_bytes(MC_LIM_ALL_GATHER, MC_LIM_FIFO, 8, 800, &b);
-  NEAR(b.pass, 800);
+  NEAR(b.pass, 700);
   NEAR(b.red, 0);
   NEAR(b.steps, 8);
   NEAR(b.read, 800);
@@ -60,7 +60,7 @@ static void bytes_per_rank(void)
   NEAR(b.local, 100);
   NEAR(b.steps, 2);
   mc_lim_rank_bytes(MC_LIM_REDUCE_SCATTER, MC_LIM_FIFO, 2, 64, &b);
-  NEAR(b.pass, 64);
+  NEAR(b.pass, 32);
   NEAR(b.red, 32);
   NEAR(b.read, 96);
   NEAR(b.write, 64);
@@ -88,11 +88,17 @@ static void rates(void)
   NEAR(r.copy, 10);
   NEAR(r.red, 5);
   NEAR(r.fetch, 8);
+  NEAR(r.hop, 4); /* no duplex figure: half the one-way pair */
+  f->duplex = 6;
+  mc_lim_rates(f, 2, 1, 1e9, &r);
+  NEAR(r.hop, 6);
   /* k threads: k times each rate; no agg figure: the bus grows with them. */
   mc_lim_rates(f, 2, 2, 1e9, &r);
   NEAR(r.copy, 20);
   NEAR(r.red, 10);
   NEAR(r.fetch, 16);
+  NEAR(r.hop, 12);
+  f->duplex = 0;
   /* Between the anchors: linear in log2(ws); 4 MiB is half way from 1 to 16 MiB. */
   f->copy[0] = 20;
   mc_lim_rates(f, 2, 1, 4194304, &r);
@@ -120,24 +126,28 @@ static void busbw_by_hand(void)
 {
   struct mc_lim_figures *f = flat(10, 5, 8, 4);
 
-  /* All-reduce 2 ranks, c = 4e6: FIFO 3c / 8 GB/s + c (1/5 - 1/10) ns = 1.9 ms. */
-  NEAR(mc_lim_time(f, MC_LIM_ALL_REDUCE, MC_LIM_FIFO, 2, 1, 8e6), 1.9e-3);
-  NEAR(mc_lim_busbw(f, MC_LIM_ALL_REDUCE, MC_LIM_FIFO, 2, 1, 8e6), 8e6 / 1.9e-3 / 1e9);
+  /* All-reduce 2 ranks, c = 4e6, no duplex figure (4 GB/s each way, half the pair's 8):
+   * FIFO 2c / 4 GB/s + c (1/5 - 1/10) ns = 2.4 ms; single copy 2c / 8 + the same = 1.4 ms. */
+  NEAR(mc_lim_time(f, MC_LIM_ALL_REDUCE, MC_LIM_FIFO, 2, 1, 8e6), 2.4e-3);
   NEAR(mc_lim_busbw(f, MC_LIM_ALL_REDUCE, MC_LIM_SINGLE, 2, 1, 8e6), 8e6 / 1.4e-3 / 1e9);
-  /* Two threads per rank: F 16, C 20, R 10: 12e6/16e9 + 4e6 * 0.05e-9. */
-  NEAR(mc_lim_time(f, MC_LIM_ALL_REDUCE, MC_LIM_FIFO, 2, 2, 8e6), 9.5e-4);
+  /* Measured both ways at once, 8 GB/s each way: the FIFO's hops as fast as single copy's reads. */
+  f->duplex = 8;
+  NEAR(mc_lim_time(f, MC_LIM_ALL_REDUCE, MC_LIM_FIFO, 2, 1, 8e6), 1.4e-3);
+  NEAR(mc_lim_busbw(f, MC_LIM_ALL_REDUCE, MC_LIM_FIFO, 2, 1, 8e6), 8e6 / 1.4e-3 / 1e9);
+  /* Two threads per rank: hops 16, C 20, R 10: 8e6/16e9 + 4e6 * 0.05e-9. */
+  NEAR(mc_lim_time(f, MC_LIM_ALL_REDUCE, MC_LIM_FIFO, 2, 2, 8e6), 7e-4);
   /* More threads than cores: no figure. */
   NEAR(mc_lim_time(f, MC_LIM_ALL_REDUCE, MC_LIM_FIFO, 2, 3, 8e6), 0);
   NEAR(mc_lim_busbw(f, MC_LIM_ALL_REDUCE, MC_LIM_FIFO, 8, 1, 8e6), 0);
-  /* The latency term: 7 hand-offs of 100 ns on a 4-rank FIFO all-reduce. */
+  /* The latency term: 7 hand-offs of 100 ns on a 4-rank FIFO all-reduce (6 hops of c). */
   f->rtt_ns = 100;
   NEAR(mc_lim_time(f, MC_LIM_ALL_REDUCE, MC_LIM_FIFO, 4, 1, 4e6),
-       7e6 / 8e9 + 3e6 * 0.1e-9 + 700e-9);
-  /* Shared bus: agg2 = 12 gives 6 GB/s a rank at 256 MiB, R 3, F 6: t = c (3/6 + 1/6) ns, busbw 3.
-   */
+       6e6 / 8e9 + 3e6 * 0.1e-9 + 700e-9);
+  /* Shared bus: agg2 = 12 gives 6 GB/s a rank at 256 MiB, R 3, hops 6: t = c (2/6 + 1/6) ns,
+   * busbw 4. */
   f->rtt_ns = 0;
   f->agg[2] = 12;
-  NEAR(mc_lim_busbw(f, MC_LIM_ALL_REDUCE, MC_LIM_FIFO, 2, 1, 268435456.0), 3.0);
+  NEAR(mc_lim_busbw(f, MC_LIM_ALL_REDUCE, MC_LIM_FIFO, 2, 1, 268435456.0), 4.0);
   /* All-gather single copy, 2 ranks: c / F + c / C = c (1/8 + 1/10) ns. */
   f->agg[2] = 0;
   NEAR(mc_lim_time(f, MC_LIM_ALL_GATHER, MC_LIM_SINGLE, 2, 1, 2e6), 1e6 * (1 / 8e9 + 1 / 10e9));
@@ -164,6 +174,10 @@ static void figures_text(void)
   mc_lim_format_figures(&f, line, sizeof(line));
   MC_T_EQ_STR(line,
               "copy1M=22.50,copy16M=11.40,copy256M=10.40,pair=9.50,rtt=380,cores=16,agg4=30.50");
+  MC_T_EQ_INT(mc_lim_parse_figures("duplex=7.25", &f, err, sizeof(err)), 0);
+  mc_lim_format_figures(&f, line, sizeof(line));
+  MC_T_EQ_STR(line, "copy1M=22.50,copy16M=11.40,copy256M=10.40,pair=9.50,duplex=7.25,rtt=380,"
+                    "cores=16,agg4=30.50");
   MC_T_EQ_INT(mc_lim_parse_figures("copy1M", &f, err, sizeof(err)), -1);
   MC_T_EQ_STR(err, "limit: figure 'copy1M' has no '=' (expected key=GB/s, e.g. copy1M=22.5)");
   MC_T_EQ_INT(mc_lim_parse_figures("pair=fast", &f, err, sizeof(err)), -1);
@@ -190,22 +204,23 @@ static void table_text(void)
   FILE *out = open_memstream(&text, &len);
 
   MC_T_TRUE(out != NULL);
+  f->duplex = 5;
   /* 4 ranks > 2 cores: left out. */
   MC_T_EQ_INT(mc_lim_print(out, f, &o), 2);
   fclose(out);
   MC_T_EQ_STR(
       text, "# all_reduce, 2 ranks, 2 cores: model busbw (GB/s); per rank, c = size/2:\n"
-            "#   fifo:  passes 3c, reductions 1c, 3 hand-offs; reads 4c, writes 4c\n"
+            "#   fifo:  hops 2c, reductions 1c, 3 hand-offs; reads 4c, writes 4c\n"
             "#   1copy: passes 2c, local copies 0c, reductions 1c, 3 rounds; reads 3c, writes 2c\n"
             "#       size     fifo k=1    1copy k=1\n"
-            "     1048576         4.21         5.71\n"
-            "     4194304         4.21         5.71\n"
+            "     1048576         4.00         5.71\n"
+            "     4194304         4.00         5.71\n"
             "{\"coll\":\"all_reduce\",\"n\":2,\"k\":1,\"bytes\":1048576,\"size\":\"1M\",\"fifo_"
-            "busbw\":4.211,"
-            "\"single_busbw\":5.714,\"fifo_us\":249.037,\"single_us\":183.501}\n"
+            "busbw\":4.000,"
+            "\"single_busbw\":5.714,\"fifo_us\":262.144,\"single_us\":183.501}\n"
             "{\"coll\":\"all_reduce\",\"n\":2,\"k\":1,\"bytes\":4194304,\"size\":\"4M\",\"fifo_"
-            "busbw\":4.211,"
-            "\"single_busbw\":5.714,\"fifo_us\":996.147,\"single_us\":734.003}\n"
+            "busbw\":4.000,"
+            "\"single_busbw\":5.714,\"fifo_us\":1048.576,\"single_us\":734.003}\n"
             "\n");
   free(text);
 }
