@@ -231,10 +231,9 @@ void mc_tp_host_figures_read(const char *cg_root, const char *proc_cgroup, int l
   out->quota_cpus = cgroup_quota(cg_root, proc_cgroup);
 }
 
-float mc_tp_median(const float *v, int n)
+/* v's first n samples (at most 64), sorted into s; their count. */
+static int sorted_samples(const float *v, int n, float s[64])
 {
-  float s[64];
-
   if (n <= 0)
     return 0;
   if (n > 64)
@@ -247,7 +246,25 @@ float mc_tp_median(const float *v, int n)
       s[j + 1] = s[j];
     s[j + 1] = x;
   }
+  return n;
+}
+
+float mc_tp_median(const float *v, int n)
+{
+  float s[64];
+
+  n = sorted_samples(v, n, s);
+  if (n == 0)
+    return 0;
   return ((n & 1) != 0) ? s[n / 2] : (s[n / 2 - 1] + s[n / 2]) / 2;
+}
+
+float mc_tp_lower_quartile(const float *v, int n)
+{
+  float s[64];
+
+  n = sorted_samples(v, n, s);
+  return (n == 0) ? 0 : s[(n - 1) / 4];
 }
 
 bool mc_tp_decide_stream(const float *plain, int n_plain, const float *stream, int n_stream,
@@ -263,7 +280,20 @@ bool mc_tp_decide_stream(const float *plain, int n_plain, const float *stream, i
     *stream_out = s;
   if ((n_plain == 0) || (n_stream == 0))
     return is_stream;
-  return is_stream ? !(p > s * k) : (s > p * k);
+  if (is_stream)
+    return !((p > s * k) && (mc_tp_lower_quartile(plain, n_plain) > s));
+  return (s > p * k) && (mc_tp_lower_quartile(stream, n_stream) > p);
+}
+
+bool mc_tp_stream_separated(const float *plain, int n_plain, const float *stream, int n_stream)
+{
+  float p = mc_tp_median(plain, n_plain);
+  float s = mc_tp_median(stream, n_stream);
+
+  if ((n_plain == 0) || (n_stream == 0))
+    return false;
+  return (p >= s) ? (mc_tp_lower_quartile(plain, n_plain) >= s)
+                  : (mc_tp_lower_quartile(stream, n_stream) >= p);
 }
 
 size_t mc_tp_decide_cma(const struct mc_cma_figures *f, size_t max_step)

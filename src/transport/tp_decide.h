@@ -90,14 +90,25 @@ void mc_tp_host_figures_read(const char *cg_root, const char *proc_cgroup, int l
                              struct mc_host_figures *out);
 
 /* A SHM sender's choice of stores: each sample is the rate (MB/s) one
- * calibration window achieved with that mode (tp_stream.c). The faster
- * median wins; the mode in use (is_stream) is kept unless the other's
- * median beats it by MC_STREAM_MARGIN_PCT, so that noise does not flip it.
- * With no sample of one of the modes the mode in use is kept. The medians go
- * to *plain_out and *stream_out (may be NULL; 0 without samples). */
+ * calibration window achieved with that mode (tp_stream.c). The mode in use
+ * (is_stream) is kept unless the other's windows are clearly faster: their
+ * median beats the in-use median by MC_STREAM_MARGIN_PCT, and their lower
+ * quartile (the second lowest of 5) beats it too, so that neither noise nor a
+ * calibration run while the ranks still warmed up (every window slow, their
+ * rates scattered 3x) flips it. With no sample of one of the modes the mode
+ * in use is kept. The medians go to *plain_out and *stream_out (may be NULL;
+ * 0 without samples). */
 #define MC_STREAM_MARGIN_PCT 10
 bool mc_tp_decide_stream(const float *plain, int n_plain, const float *stream, int n_stream,
                          bool is_stream, float *plain_out, float *stream_out);
+/* Whether the windows of the two modes separate: the lower quartile of the
+ * mode with the higher median is at least the other's median. When they do
+ * not, the calibration said little and tp_stream.c measures again sooner
+ * (MC_STREAM_RECHECK_UNSURE_BYTES). */
+bool mc_tp_stream_separated(const float *plain, int n_plain, const float *stream, int n_stream);
+/* The lower quartile of n samples (the sample of rank (n - 1) / 4 from the
+ * lowest; 0 for none). */
+float mc_tp_lower_quartile(const float *v, int n);
 
 /* What a process measured of the two ways a step of a P2P connection
  * between processes can move (tp_cma.c), per step size (ascending):

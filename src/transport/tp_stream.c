@@ -24,10 +24,19 @@
  *     caller's): the write, the wait for the receiver to free the slot
  *     (where the receiver's reads show) and whatever else paces the ring;
  *     a window's rate is its timed bytes over their cycles;
- *   - after MC_STREAM_SAMPLES windows of each mode the higher median rate
- *     wins (mc_tp_decide_stream, with a margin for the mode in use), and the
- *     next calibration comes after MC_STREAM_RECHECK_BYTES more large-step
- *     bytes, so that a rank that migrated to other cores adapts.
+ *   - after MC_STREAM_SAMPLES windows of each mode the mode in use (plain
+ *     at first) is kept unless the other's windows are clearly faster
+ *     (mc_tp_decide_stream: its median by a margin, and its lower quartile
+ *     too), and the next calibration comes after MC_STREAM_RECHECK_BYTES more
+ *     large-step bytes, so that a rank that migrated to other cores adapts;
+ *     after MC_STREAM_RECHECK_UNSURE_BYTES when the modes' windows overlapped
+ *     (mc_tp_stream_separated), twice that after a second such calibration
+ *     in a row, and so on up to MC_STREAM_RECHECK_BYTES. A first calibration often runs while both
+ *     ranks still warm up (their buffers' first touch, the peer not yet in
+ *     step): on the 2-core VM every window then read 2-6 GB/s where the
+ *     ranks later moved 14, and a median 30% ahead picked streaming stores,
+ *     which halved the all-reduce's busbw (7.5 against 14-15 GB/s, 1-4 MiB)
+ *     until the next calibration 512 MiB later.
  * Steps outside a calibration take no time stamp.
  */
 #include "transport/transport.h"
@@ -121,7 +130,15 @@ bool mc_conn_stream_step(struct mc_conn_stream *st, size_t slot_bytes, size_t by
   st->n_decide++;
   st->kept = st->on;
   st->calibrating = false;
+  st->unsure =
+      !mc_tp_stream_separated(st->mbps[0], st->n_samples[0], st->mbps[1], st->n_samples[1]);
+  if (!st->unsure || (st->unsure_bytes == 0) || (st->unsure_bytes > MC_STREAM_RECHECK_BYTES))
+    st->unsure_bytes = MC_STREAM_RECHECK_UNSURE_BYTES;
   st->run_bytes = 0;
+  if (st->unsure) { /* measure again sooner, backing off while the windows keep overlapping */
+    st->run_bytes = MC_STREAM_RECHECK_BYTES - st->unsure_bytes;
+    st->unsure_bytes *= 2;
+  }
   return true;
 }
 
@@ -141,6 +158,7 @@ void mc_conn_stream_commit(struct mc_conn *c, size_t bytes, bool is_first)
   uint32_t n_flip = st->n_flip;
   char plain[96];
   char stream[96];
+  char again[80];
 
   if (st->calibrating) {
     uint64_t now = mono_ns();
@@ -155,14 +173,18 @@ void mc_conn_stream_commit(struct mc_conn *c, size_t bytes, bool is_first)
     return;
   if (!MC_INFO_ON(MC_SUB_TUNING))
     return;
+  again[0] = '\0';
+  if (st->unsure)
+    snprintf(again, sizeof(again), "; the windows overlap: measuring again after %u MiB",
+             (unsigned)((MC_STREAM_RECHECK_BYTES - st->run_bytes) >> 20));
   samples_text(plain, sizeof(plain), st->mbps[0], st->n_samples[0]);
   samples_text(stream, sizeof(stream), st->mbps[1], st->n_samples[1]);
   MC_INFO(MC_SUB_TUNING,
           "SHM: send to rank %d channel %d: %s stores %s: median rate plain %.2f GB/s, streaming "
-          "%.2f GB/s (windows of %d steps of %zu bytes, GB/s: plain %s; streaming %s)",
+          "%.2f GB/s (windows of %d steps of %zu bytes, GB/s: plain %s; streaming %s)%s",
           c->peer, c->channel, st->on ? "streaming" : "plain",
           (st->n_decide == 1) ? "decided" : "now (flipped)", st->med[0] / 1000.0,
-          st->med[1] / 1000.0, MC_STEPS, c->slot_bytes, plain, stream);
+          st->med[1] / 1000.0, MC_STEPS, c->slot_bytes, plain, stream, again);
 }
 
 void mc_copy_stream(void *dst, const void *src, size_t bytes)

@@ -94,10 +94,16 @@ struct mc_transport;
  * and of streaming writes, times each step's cycle (from the previous
  * commit to its own, within one operation: the write, the wait for the
  * receiver to free the slot and whatever else paces the pipeline), keeps
- * the mode whose windows achieved the higher median rate
- * (mc_tp_decide_stream) and measures again every MC_STREAM_RECHECK_BYTES. */
+ * the mode whose windows achieved the clearly higher rate
+ * (mc_tp_decide_stream) and measures again every MC_STREAM_RECHECK_BYTES
+ * (from MC_STREAM_RECHECK_UNSURE_BYTES, doubling, while the two modes'
+ * windows overlap). */
 #define MC_STREAM_SAMPLES       5            /* windows per mode in one calibration */
 #define MC_STREAM_RECHECK_BYTES (512u << 20) /* large-step bytes between calibrations */
+/* ... after one whose windows did not separate (mc_tp_stream_separated):
+ * this at first, doubling with each such calibration in a row up to
+ * MC_STREAM_RECHECK_BYTES */
+#define MC_STREAM_RECHECK_UNSURE_BYTES (64u << 20)
 struct mc_conn_stream {
   int8_t mode;          /* MESHCCL_SHM_STREAM: -1 auto, 0 never, 1 always */
   bool on;              /* slot writes stream now */
@@ -113,6 +119,8 @@ struct mc_conn_stream {
   uint32_t n_decide;                /* decisions taken (for the log) */
   uint32_t n_flip;                  /* decisions that changed the mode (for the log) */
   bool kept;                        /* the mode decided last (plain before the first) */
+  bool unsure;                      /* the last calibration's windows did not separate */
+  uint64_t unsure_bytes;            /* large-step bytes to the next calibration if unsure */
 };
 
 struct mc_conn {

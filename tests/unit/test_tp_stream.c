@@ -111,6 +111,58 @@ static void calibration_keeps_the_faster_mode(void)
   MC_T_EQ_INT((int)st.n_flip, 1);
 }
 
+/* A calibration whose windows overlap (both ranks still warming up: every
+ * window slow and scattered) keeps the mode in use even where the other's
+ * median is ahead by more than the margin, and measures again after
+ * MC_STREAM_RECHECK_UNSURE_BYTES instead of MC_STREAM_RECHECK_BYTES, twice
+ * that after a second one in a row; a clear one goes back to the long wait. */
+static void overlapping_windows_measure_again_sooner(void)
+{
+  enum { SLOT = 131072 };
+  /* slot cycles (us) per window: plain 45, 66, 31, 39, 21; streaming 45, 49, 30, 22, 22 */
+  static const uint64_t plain_us[MC_STREAM_SAMPLES] = {45, 66, 31, 39, 21};
+  static const uint64_t stream_us[MC_STREAM_SAMPLES] = {45, 49, 30, 22, 22};
+  struct mc_conn_stream st;
+
+  memset(&st, 0, sizeof(st));
+  st.mode = -1;
+  st.calibrating = true;
+  for (int w = 0; w < 2 * MC_STREAM_SAMPLES; w++) {
+    bool on = (w & 1) != 0;
+    MC_T_EQ_INT(feed(&st, SLOT, SLOT, 0, MC_STEPS), 0);
+    feed(&st, SLOT, SLOT, 1000 * (on ? stream_us[w / 2] : plain_us[w / 2]), MC_STEPS);
+  }
+  MC_T_TRUE(!st.calibrating);
+  MC_T_TRUE(st.med[1] > st.med[0] * 1.1f); /* streaming's median more than 10% ahead */
+  MC_T_TRUE(!st.on);                       /* but its windows are not clearly faster */
+  MC_T_TRUE(st.unsure);
+  MC_T_EQ_INT(feed(&st, SLOT, SLOT, 0, MC_STREAM_RECHECK_UNSURE_BYTES / SLOT - 1), 0);
+  MC_T_TRUE(!st.calibrating);
+  MC_T_EQ_INT(feed(&st, SLOT, SLOT, 0, 1), 0);
+  MC_T_TRUE(st.calibrating);
+  /* still overlapping: twice as long to the next calibration */
+  for (int w = 0; w < 2 * MC_STREAM_SAMPLES; w++) {
+    bool on = (w & 1) != 0;
+    MC_T_EQ_INT(feed(&st, SLOT, SLOT, 0, MC_STEPS), 0);
+    feed(&st, SLOT, SLOT, 1000 * (on ? stream_us[w / 2] : plain_us[w / 2]), MC_STEPS);
+  }
+  MC_T_TRUE(st.unsure);
+  MC_T_EQ_INT(feed(&st, SLOT, SLOT, 0, 2 * (MC_STREAM_RECHECK_UNSURE_BYTES / SLOT) - 1), 0);
+  MC_T_TRUE(!st.calibrating);
+  MC_T_EQ_INT(feed(&st, SLOT, SLOT, 0, 1), 0);
+  MC_T_TRUE(st.calibrating);
+  /* warmed up: steady windows, plain clearly ahead; the next re-check 512 MiB later */
+  for (int w = 0; w < 2 * MC_STREAM_SAMPLES; w++) {
+    bool on = (w & 1) != 0;
+    MC_T_EQ_INT(feed(&st, SLOT, SLOT, 0, MC_STEPS), 0);
+    feed(&st, SLOT, SLOT, on ? 17000 : 9000, MC_STEPS);
+  }
+  MC_T_TRUE(!st.on);
+  MC_T_TRUE(!st.unsure);
+  MC_T_EQ_INT(feed(&st, SLOT, SLOT, 0, MC_STREAM_RECHECK_UNSURE_BYTES / SLOT), 0);
+  MC_T_TRUE(!st.calibrating);
+}
+
 static void settings_from_the_environment(void)
 {
   struct mc_conn c;
@@ -218,5 +270,6 @@ static void sender_calibrates_against_a_receiver(void)
   MC_T_EQ_INT((int)ctrl.head, STEPS);
 }
 
-MC_T_MAIN(stream_copy_is_exact, calibration_keeps_the_faster_mode, settings_from_the_environment,
+MC_T_MAIN(stream_copy_is_exact, calibration_keeps_the_faster_mode,
+          overlapping_windows_measure_again_sooner, settings_from_the_environment,
           sender_calibrates_against_a_receiver)
