@@ -103,8 +103,8 @@ bool mc_tp_decide_stream(const float *plain, int n_plain, const float *stream, i
                          bool is_stream, float *plain_out, float *stream_out);
 /* Whether the windows of the two modes separate: the lower quartile of the
  * mode with the higher median is at least the other's median. When they do
- * not, the calibration said little and tp_stream.c measures again sooner
- * (MC_STREAM_RECHECK_UNSURE_BYTES). */
+ * not, the calibration said little, and tp_stream.c's TUNING line says that
+ * the mode in use stayed. */
 bool mc_tp_stream_separated(const float *plain, int n_plain, const float *stream, int n_stream);
 /* The lower quartile of n samples (the sample of rank (n - 1) / 4 from the
  * lowest; 0 for none). */

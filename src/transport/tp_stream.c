@@ -14,6 +14,13 @@
  * streaming 2.6-2.9 at 2 ranks), so in auto mode the sender measures the
  * rate itself:
  *
+ *   - the first calibration starts after MC_STREAM_WARMUP_STEPS large
+ *     steps with plain stores (a calibration's length): one that starts at
+ *     once times the ranks' warm-up (their buffers' first touch, the peer
+ *     not yet in step). On the 2-core VM such a first calibration read
+ *     every window at 2-6 GB/s where the ranks later moved 14, and a median
+ *     30% ahead picked streaming stores, which halve the 1-4 MiB all-reduce
+ *     there (7.5 against 14-15 GB/s) until the next calibration;
  *   - a calibration alternates windows of 2 * MC_STEPS large steps (at
  *     least half a slot each) between plain and streaming writes; the first
  *     MC_STEPS steps of a window only flush the FIFO of the previous mode's
@@ -28,15 +35,9 @@
  *     at first) is kept unless the other's windows are clearly faster
  *     (mc_tp_decide_stream: its median by a margin, and its lower quartile
  *     too), and the next calibration comes after MC_STREAM_RECHECK_BYTES more
- *     large-step bytes, so that a rank that migrated to other cores adapts;
- *     after MC_STREAM_RECHECK_UNSURE_BYTES when the modes' windows overlapped
- *     (mc_tp_stream_separated), twice that after a second such calibration
- *     in a row, and so on up to MC_STREAM_RECHECK_BYTES. A first calibration often runs while both
- *     ranks still warm up (their buffers' first touch, the peer not yet in
- *     step): on the 2-core VM every window then read 2-6 GB/s where the
- *     ranks later moved 14, and a median 30% ahead picked streaming stores,
- *     which halved the all-reduce's busbw (7.5 against 14-15 GB/s, 1-4 MiB)
- *     until the next calibration 512 MiB later.
+ *     large-step bytes, so that a rank that migrated to other cores adapts.
+ *     When the two modes' windows overlap (mc_tp_stream_separated) the
+ *     TUNING line says that the mode in use stayed.
  * Steps outside a calibration take no time stamp.
  */
 #include "transport/transport.h"
@@ -84,8 +85,6 @@ void mc_conn_stream_init(struct mc_conn *c)
 #if defined(__x86_64__)
   c->stream.mode = (int8_t)mc_param_int(MC_P_SHM_STREAM);
   c->stream.on = (c->stream.mode == 1);
-  if (c->stream.mode < 0)
-    calibration_start(&c->stream);
 #else
   c->stream.mode = 0; /* no streaming stores to use */
 #endif
@@ -99,6 +98,11 @@ bool mc_conn_stream_step(struct mc_conn_stream *st, size_t slot_bytes, size_t by
 
   if (bytes < large)
     return false;
+  if ((st->n_decide == 0) && !st->calibrating) { /* warming up */
+    if (++st->warm_steps >= MC_STREAM_WARMUP_STEPS)
+      calibration_start(st);
+    return false;
+  }
   if (!st->calibrating) {
     st->run_bytes += bytes;
     if (st->run_bytes >= MC_STREAM_RECHECK_BYTES)
@@ -132,13 +136,7 @@ bool mc_conn_stream_step(struct mc_conn_stream *st, size_t slot_bytes, size_t by
   st->calibrating = false;
   st->unsure =
       !mc_tp_stream_separated(st->mbps[0], st->n_samples[0], st->mbps[1], st->n_samples[1]);
-  if (!st->unsure || (st->unsure_bytes == 0) || (st->unsure_bytes > MC_STREAM_RECHECK_BYTES))
-    st->unsure_bytes = MC_STREAM_RECHECK_UNSURE_BYTES;
   st->run_bytes = 0;
-  if (st->unsure) { /* measure again sooner, backing off while the windows keep overlapping */
-    st->run_bytes = MC_STREAM_RECHECK_BYTES - st->unsure_bytes;
-    st->unsure_bytes *= 2;
-  }
   return true;
 }
 
@@ -175,8 +173,7 @@ void mc_conn_stream_commit(struct mc_conn *c, size_t bytes, bool is_first)
     return;
   again[0] = '\0';
   if (st->unsure)
-    snprintf(again, sizeof(again), "; the windows overlap: measuring again after %u MiB",
-             (unsigned)((MC_STREAM_RECHECK_BYTES - st->run_bytes) >> 20));
+    snprintf(again, sizeof(again), "; the windows overlap: the mode in use stays");
   samples_text(plain, sizeof(plain), st->mbps[0], st->n_samples[0]);
   samples_text(stream, sizeof(stream), st->mbps[1], st->n_samples[1]);
   MC_INFO(MC_SUB_TUNING,

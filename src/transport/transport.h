@@ -90,20 +90,18 @@ struct mc_transport;
  * sender's cache crosses between the cores; a streamed line comes from
  * memory. Which is faster depends on the cores, the caches and memory of
  * the host, which a VM's placement may change, so in "auto" the sender
- * measures it: over its first large steps it alternates windows of plain
- * and of streaming writes, times each step's cycle (from the previous
+ * measures it: after MC_STREAM_WARMUP_STEPS large steps with plain stores it
+ * alternates windows of plain and of streaming writes, times each step's cycle (from the previous
  * commit to its own, within one operation: the write, the wait for the
  * receiver to free the slot and whatever else paces the pipeline), keeps
  * the mode whose windows achieved the clearly higher rate
- * (mc_tp_decide_stream) and measures again every MC_STREAM_RECHECK_BYTES
- * (from MC_STREAM_RECHECK_UNSURE_BYTES, doubling, while the two modes'
- * windows overlap). */
+ * (mc_tp_decide_stream) and measures again every MC_STREAM_RECHECK_BYTES. */
 #define MC_STREAM_SAMPLES       5            /* windows per mode in one calibration */
 #define MC_STREAM_RECHECK_BYTES (512u << 20) /* large-step bytes between calibrations */
-/* ... after one whose windows did not separate (mc_tp_stream_separated):
- * this at first, doubling with each such calibration in a row up to
- * MC_STREAM_RECHECK_BYTES */
-#define MC_STREAM_RECHECK_UNSURE_BYTES (64u << 20)
+/* Large steps before the first calibration: as many as a calibration
+ * takes (2 modes x MC_STREAM_SAMPLES windows of 2 * MC_STEPS steps), so that
+ * it does not time the ranks' warm-up */
+#define MC_STREAM_WARMUP_STEPS (2u * MC_STREAM_SAMPLES * 2u * MC_STEPS)
 struct mc_conn_stream {
   int8_t mode;          /* MESHCCL_SHM_STREAM: -1 auto, 0 never, 1 always */
   bool on;              /* slot writes stream now */
@@ -120,7 +118,7 @@ struct mc_conn_stream {
   uint32_t n_flip;                  /* decisions that changed the mode (for the log) */
   bool kept;                        /* the mode decided last (plain before the first) */
   bool unsure;                      /* the last calibration's windows did not separate */
-  uint64_t unsure_bytes;            /* large-step bytes to the next calibration if unsure */
+  uint32_t warm_steps;              /* large steps before the first calibration so far */
 };
 
 struct mc_conn {
