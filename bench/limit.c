@@ -13,7 +13,11 @@
  *           16 MiB pass of three runs
  *   duplex  two such FIFOs run both ways at once, each core filling one and
  *           emptying the other step by step (what every rank of a ring
- *           does): the fastest pass's rate each way
+ *           does), with buffers of 512 KiB and of 8 MiB a side (working
+ *           sets of 1 and 16 MiB): the fastest pass's rate each way
+ *   duplexred  the same, each core emptying the other's FIFO by reducing
+ *           it with a local operand (float sum, meshccl's kernel: a ring's
+ *           recvReduceSend)
  *   rtt     the round trip of one cache line between the pair (the fastest
  *           of 21 batches of 5000)
  * Best figures, not medians: the model is a bound, and on a host shared with
@@ -221,7 +225,10 @@ static double agg_rate(const int *cpus, int m)
 struct pair_shared {
   struct mc_pair p;
   struct mc_pair q; /* the way back, for the two ways at once */
-  double duplex;    /* their rate each way, side 1's view */
+  /* their rate each way (side 1's view) per working set anchor, and when each side
+   * reduces what it receives with a local operand */
+  double duplex[MC_LIM_DUPLEX_ANCHORS];
+  double duplex_red[MC_LIM_DUPLEX_ANCHORS];
   int cpu[2];
   int pin_err[2];
 };
@@ -231,17 +238,38 @@ struct pair_arg {
   int who;
 };
 
-/* Three runs of whole 16 MiB buffers, each at least min_run_s, through the
- * FIFO one way (side 0 fills p from src, side 1 empties it into dst) or both
- * ways at once (each side fills its FIFO from src and empties the other's
- * into dst; p side 0 to 1, q back). *kp and *kq count the steps of p and q,
+/* How the FIFOs run: one way (side 0 fills p from src, side 1 empties it
+ * into dst), both ways at once (each side fills its FIFO from src and
+ * empties the other's into dst; p side 0 to 1, q back), or both ways with a
+ * reduction (each side empties the other's FIFO by dst = slot + opnd, float
+ * sum: a ring's recvReduceSend). */
+enum fifo_way { ONE_WAY, BOTH_WAYS, BOTH_WAYS_REDUCE };
+
+/* Receives step k of `in`: reduced with opnd into dst. 0 on failure. */
+static int take_reduce(struct mc_pair *in, uint64_t k, char *dst, const char *opnd, double t_end)
+{
+  char *slot = pair_fifo_take(in, k, t_end);
+
+  if (slot == NULL)
+    return 0;
+  reduce_sum((float *)dst, (const float *)slot, (const float *)opnd,
+             PAIR_SLOT_BYTES / sizeof(float));
+  pair_fifo_release(in, k);
+  return 1;
+}
+
+/* Three runs of 16 MiB passes, each run at least min_run_s, through the
+ * FIFO `way`; the steps go through the first `window` bytes of src, dst and
+ * opnd, over and over (the working set). *kp and *kq count the steps of p and q,
  * *n the control messages on p's ping/pong; the writer (side 0) decides how many
  * passes a run takes. The fastest pass in GB/s (each way), 0 on failure. */
-static double fifo_runs(struct pair_shared *ps, int who, int both_ways, char *src, char *dst,
-                        uint64_t *kp, uint64_t *kq, uint64_t *n, double t_end)
+static double fifo_runs(struct pair_shared *ps, int who, enum fifo_way way, size_t window,
+                        char *src, char *dst, const char *opnd, uint64_t *kp, uint64_t *kq,
+                        uint64_t *n, double t_end)
 {
   struct mc_pair *sh = &ps->p;
   uint64_t per_buf = FIFO_BUF / PAIR_SLOT_BYTES;
+  uint64_t per_window = window / PAIR_SLOT_BYTES;
   double best = 0;
 
   for (int run = 0; run < 3; run++) {
@@ -251,19 +279,25 @@ static double fifo_runs(struct pair_shared *ps, int who, int both_ways, char *sr
       double tp = pair_now_sec();
       double gbps;
       for (uint64_t s = 0; s < per_buf; s++) {
-        char *from = src + s * PAIR_SLOT_BYTES;
-        char *to = dst + s * PAIR_SLOT_BYTES;
+        size_t off = (s % per_window) * PAIR_SLOT_BYTES;
+        char *from = src + off;
+        char *to = dst + off;
+        struct mc_pair *out = (who == 0) ? &ps->p : &ps->q;
+        struct mc_pair *in = (who == 0) ? &ps->q : &ps->p;
+        uint64_t k_out = (who == 0) ? *kp : *kq;
+        uint64_t k_in = (who == 0) ? *kq : *kp;
         int ok;
-        if (!both_ways)
+        if (way == ONE_WAY)
           ok = pair_fifo_step(sh, who, *kp, (who == 0) ? from : to, t_end);
-        else if (who == 0)
-          ok = pair_duplex_step(&ps->p, *kp, &ps->q, *kq, from, to, t_end);
+        else if (way == BOTH_WAYS)
+          ok = pair_duplex_step(out, k_out, in, k_in, from, to, t_end);
         else
-          ok = pair_duplex_step(&ps->q, *kq, &ps->p, *kp, from, to, t_end);
+          ok = pair_fifo_step(out, 0, k_out, from, t_end) &&
+               take_reduce(in, k_in, to, opnd + off, t_end);
         if (!ok)
           return 0;
         ++*kp;
-        *kq += (uint64_t)both_ways;
+        *kq += (way != ONE_WAY) ? 1 : 0;
       }
       passes++;
       /* The fastest pass: what the pair does while both sides run (under
@@ -307,41 +341,55 @@ static void *pair_side(void *p)
   double batch_ns[RTT_BATCHES];
   char *src;
   char *dst;
+  char *opnd;
   uint64_t n = 0;
   uint64_t k = 0;
   uint64_t kq = 0;
   double one_way;
-  double both_ways;
+  double both_ways[MC_LIM_DUPLEX_ANCHORS] = {0};
+  double both_red[MC_LIM_DUPLEX_ANCHORS] = {0};
 
   ps->pin_err[who] = pin_self(ps->cpu[who]);
   src = xalloc(FIFO_BUF, who + 1);
   dst = xalloc(FIFO_BUF, who + 3);
+  opnd = xalloc(FIFO_BUF, 0);
   if (!pair_rtt(sh, who, RTT_BATCHES, RTT_TRIPS, t_end, &n, batch_ns))
     goto fail;
   if (who == 0)
     sh->rtt_ns = batch_ns[0]; /* the fastest batch, for the same reason */
-  one_way = fifo_runs(ps, who, 0, src, dst, &k, &kq, &n, t_end);
+  one_way = fifo_runs(ps, who, ONE_WAY, FIFO_BUF, src, dst, opnd, &k, &kq, &n, t_end);
   if (one_way <= 0)
     goto fail;
-  both_ways = fifo_runs(ps, who, 1, src, dst, &k, &kq, &n, t_end);
-  if (both_ways <= 0)
-    goto fail;
+  /* Both ways at the working sets of the model's anchors: src and dst (and
+   * the operand) of half the anchor each. */
+  for (int i = 0; i < MC_LIM_DUPLEX_ANCHORS; i++) {
+    size_t window = (size_t)mc_lim_anchor_bytes[i] / 2;
+    both_ways[i] = fifo_runs(ps, who, BOTH_WAYS, window, src, dst, opnd, &k, &kq, &n, t_end);
+    both_red[i] = fifo_runs(ps, who, BOTH_WAYS_REDUCE, window, src, dst, opnd, &k, &kq, &n, t_end);
+    if ((both_ways[i] <= 0) || (both_red[i] <= 0))
+      goto fail;
+  }
   if (who == 1) {
     sh->gbps = one_way; /* the reader's view: bytes out of the FIFO per second */
-    ps->duplex = both_ways;
+    memcpy(ps->duplex, both_ways, sizeof(both_ways));
+    memcpy(ps->duplex_red, both_red, sizeof(both_red));
   }
   free(src);
   free(dst);
+  free(opnd);
   return NULL;
 fail:
   atomic_store(&sh->failed, 1);
   atomic_store(&ps->q.failed, 1);
   free(src);
   free(dst);
+  free(opnd);
   return NULL;
 }
 
-static int pair_measure(int cpu_a, int cpu_b, double *rtt_ns, double *gbps, double *duplex)
+static int pair_measure(int cpu_a, int cpu_b, double *rtt_ns, double *gbps,
+                        double duplex[MC_LIM_DUPLEX_ANCHORS],
+                        double duplex_red[MC_LIM_DUPLEX_ANCHORS])
 {
   struct pair_shared *sh = aligned_alloc(4096, sizeof(*sh));
   struct pair_arg args[2];
@@ -375,7 +423,8 @@ static int pair_measure(int cpu_a, int cpu_b, double *rtt_ns, double *gbps, doub
             cpu_b, SPIN_LIMIT_S);
   *rtt_ns = sh->p.rtt_ns;
   *gbps = sh->p.gbps;
-  *duplex = sh->duplex;
+  memcpy(duplex, sh->duplex, sizeof(sh->duplex));
+  memcpy(duplex_red, sh->duplex_red, sizeof(sh->duplex_red));
   free(sh);
   return ok ? 0 : -1;
 }
@@ -641,16 +690,18 @@ int main(int argc, char **argv)
       }
       sched_setaffinity(0, sizeof(set), &set);
     }
-    if (pair_measure(pair_cpu[0], pair_cpu[1], &fig.rtt_ns, &fig.pair, &fig.duplex) != 0)
+    if (pair_measure(pair_cpu[0], pair_cpu[1], &fig.rtt_ns, &fig.pair, fig.duplex,
+                     fig.duplex_red) != 0)
       return 1;
     for (int m = 1; m <= n_cpus && m <= MC_LIM_MAX_AGG; m++)
       fig.agg[m] = agg_rate(cpus, m);
     printf("# %-10s %10s %10s %10s\n", "GB/s", "1 MiB", "16 MiB", "256 MiB");
     printf("# %-10s %10.2f %10.2f %10.2f\n", "copy", fig.copy[0], fig.copy[1], fig.copy[2]);
     printf("# %-10s %10.2f %10.2f %10.2f\n", "reduce", fig.red[0], fig.red[1], fig.red[2]);
-    printf("# pair FIFO %.2f GB/s one way, %.2f GB/s each way both ways at once; cache-line round "
-           "trip %.0f ns\n",
-           fig.pair, fig.duplex, fig.rtt_ns);
+    printf("# pair FIFO %.2f GB/s one way; cache-line round trip %.0f ns\n", fig.pair, fig.rtt_ns);
+    printf("# pair both ways at once, GB/s each way (working set 1 MiB / 16 MiB): copying what "
+           "arrives %.2f / %.2f, reducing it %.2f / %.2f\n",
+           fig.duplex[0], fig.duplex[1], fig.duplex_red[0], fig.duplex_red[1]);
     printf("# aggregate copy (threads: GB/s):");
     for (int m = 1; m <= n_cpus && m <= MC_LIM_MAX_AGG; m++)
       printf(" %d: %.1f", m, fig.agg[m]);

@@ -35,9 +35,20 @@
  *   R = reduce rate: likewise from red1M/16M/256M (2/3 of copy where unknown:
  *       c = a + b moves 3 bytes per output byte where a copy moves 2), the
  *       256 MiB point scaled down as the copy's is
- *   P = FIFO: min(k * duplex, C), the rate each way of a pair's two FIFOs run
- *       both ways at once (pair / 2 where not measured); single copy:
- *       min(k * pair, C), one way's rate (a bound: both ranks read at once)
+ *   P = FIFO: min(k * duplex(W), C), the rate each way of a pair's two FIFOs
+ *       run both ways at once, duplex() linear in log2(W) between the figures
+ *       at working sets of 1 and 16 MiB (buffers of 512 KiB and 8 MiB a
+ *       side; pair / 2 where not measured); single copy:
+ *       min(k * max(pair, duplex(W)), C), one way's rate (a bound: both
+ *       ranks read at once), or a FIFO hop's where that is higher (a hop
+ *       also copies in)
+ *
+ * Where duplexred is measured (the two ways at once, each core reducing what
+ * it receives with a local operand, as a ring's recvReduceSend does), the
+ * FIFO's reducing hops (its `red` bytes) cost at min(k * duplexred(W), R)
+ * instead, and the others at P, with no separate reduction term:
+ *
+ *   time = (pass - red) / P + red / Pr + local / C + steps * rtt
  *
  * What each rank does (exact bytes: mc_lim_rank_bytes()) is below.
  */
@@ -70,10 +81,10 @@
 /* clang-format on */
 /*
  * So the FIFO ring reaches busbw `duplex` for every collective at every n,
- * less the reductions' share, and single copy `pair`: a bound, since there
- * too both ranks of a pair read at once. On the 2-core development VM the
- * pair's two ways at once run at 13-16 GB/s each way where one way runs at
- * 17-38, and meshccl's 2-rank FIFO all-reduce reaches 10-14 GB/s busbw.
+ * less the reductions' share, and single copy the higher of `pair` and
+ * `duplex`: a bound, since there too both ranks of a pair read at once. On the 2-core development
+ * VM the pair's two ways at once moved 23-27 GB/s each way on 1 MiB buffers and 14-15 on 16 MiB
+ * ones where one way ran at 13-38 from run to run, and reducing what arrives 21 and 8.5.
  */
 #include "limit_model.h"
 
@@ -196,6 +207,23 @@ static double interp(const double v[MC_LIM_N_ANCHORS], double ws)
   return v[MC_LIM_N_ANCHORS - 1];
 }
 
+/* A both-ways figure at working set ws: linear in log2(ws) between the 1 and
+ * 16 MiB anchors, clamped outside; one anchor alone stands for both; 0 when
+ * neither is known. */
+static double duplex_at(const double v[MC_LIM_DUPLEX_ANCHORS], double ws)
+{
+  double lo = mc_lim_anchor_bytes[0];
+  double hi = mc_lim_anchor_bytes[1];
+
+  if ((v[0] <= 0) || (v[1] <= 0))
+    return (v[0] > 0) ? v[0] : v[1];
+  if (ws <= lo)
+    return v[0];
+  if (ws >= hi)
+    return v[1];
+  return v[0] + (v[1] - v[0]) * (log2(ws) - log2(lo)) / (log2(hi) - log2(lo));
+}
+
 void mc_lim_rates(const struct mc_lim_figures *f, int n, int k, double ws, struct mc_lim_rates *out)
 {
   double copy[MC_LIM_N_ANCHORS];
@@ -213,8 +241,12 @@ void mc_lim_rates(const struct mc_lim_figures *f, int n, int k, double ws, struc
   }
   out->copy = interp(copy, ws);
   out->red = interp(red, ws);
-  out->fetch = fmin(k * f->pair, out->copy);
-  out->hop = fmin(k * ((f->duplex > 0) ? f->duplex : f->pair / 2), out->copy);
+  out->hop = duplex_at(f->duplex, ws);
+  /* a single-copy read of a peer's buffer costs at most a FIFO hop, which also copies in */
+  out->fetch = fmin(k * fmax(f->pair, out->hop), out->copy);
+  out->hop = fmin(k * ((out->hop > 0) ? out->hop : f->pair / 2), out->copy);
+  out->hop_red = duplex_at(f->duplex_red, ws);
+  out->hop_red = (out->hop_red > 0) ? fmin(k * out->hop_red, out->red) : 0;
 }
 
 double mc_lim_time(const struct mc_lim_figures *f, enum mc_lim_coll coll, enum mc_lim_algo algo,
@@ -229,6 +261,9 @@ double mc_lim_time(const struct mc_lim_figures *f, enum mc_lim_coll coll, enum m
   mc_lim_rank_bytes(coll, algo, n, bytes, &b);
   mc_lim_rates(f, n, k, mc_lim_working_set(coll, n, bytes), &r);
   extra = fmax(0.0, 1.0 / r.red - 1.0 / r.copy);
+  if ((algo == MC_LIM_FIFO) && (r.hop_red > 0)) /* its reducing hops as measured */
+    return ((b.pass - b.red) / r.hop + b.red / r.hop_red + b.local / r.copy) / 1e9 +
+           b.steps * f->rtt_ns * 1e-9;
   return (b.pass / ((algo == MC_LIM_FIFO) ? r.hop : r.fetch) + b.local / r.copy + b.red * extra) /
              1e9 +
          b.steps * f->rtt_ns * 1e-9;
@@ -266,8 +301,16 @@ static int set_key(struct mc_lim_figures *f, const char *key, size_t key_len, do
   }
   if (strcmp(k, "pair") == 0) {
     f->pair = v;
-  } else if (strcmp(k, "duplex") == 0) {
-    f->duplex = v;
+  } else if (strcmp(k, "duplex") == 0) { /* both anchors */
+    f->duplex[0] = f->duplex[1] = v;
+  } else if (strcmp(k, "duplex1M") == 0) {
+    f->duplex[0] = v;
+  } else if (strcmp(k, "duplex16M") == 0) {
+    f->duplex[1] = v;
+  } else if (strcmp(k, "duplexred1M") == 0) {
+    f->duplex_red[0] = v;
+  } else if (strcmp(k, "duplexred16M") == 0) {
+    f->duplex_red[1] = v;
   } else if (strcmp(k, "rtt") == 0) {
     f->rtt_ns = v;
   } else if (strcmp(k, "cores") == 0 && v >= 1 && v <= MC_LIM_MAX_AGG && v == floor(v)) {
@@ -322,7 +365,7 @@ int mc_lim_parse_figures(const char *text, struct mc_lim_figures *f, char *err, 
     if (set_key(f, key, (size_t)(eq - key), v) != 0) {
       snprintf(err, err_len,
                "limit: unknown figure '%.*s' (keys: copy1M copy16M copy256M red1M red16M red256M "
-               "pair duplex rtt "
+               "pair duplex duplex1M duplex16M duplexred1M duplexred16M rtt "
                "cores aggN)",
                (int)(eq - key), key);
       return -1;
@@ -351,8 +394,14 @@ void mc_lim_format_figures(const struct mc_lim_figures *f, char *buf, size_t len
       APPEND(",red%s=%.2f", anchor_names[i], f->red[i]);
   }
   APPEND(",pair=%.2f", f->pair);
-  if (f->duplex > 0)
-    APPEND(",duplex=%.2f", f->duplex);
+  for (int i = 0; i < MC_LIM_DUPLEX_ANCHORS; i++) {
+    if (f->duplex[i] > 0)
+      APPEND(",duplex%s=%.2f", anchor_names[i], f->duplex[i]);
+  }
+  for (int i = 0; i < MC_LIM_DUPLEX_ANCHORS; i++) {
+    if (f->duplex_red[i] > 0)
+      APPEND(",duplexred%s=%.2f", anchor_names[i], f->duplex_red[i]);
+  }
   APPEND(",rtt=%.0f,cores=%d", f->rtt_ns, f->cores);
   for (int m = 1; m <= MC_LIM_MAX_AGG; m++) {
     if (f->agg[m] > 0)

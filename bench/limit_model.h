@@ -20,8 +20,9 @@
 extern "C" {
 #endif
 
-#define MC_LIM_N_ANCHORS 3    /* copy/reduce rates at 1, 16 and 256 MiB */
-#define MC_LIM_MAX_AGG   1024 /* aggregate rates known for 1..MC_LIM_MAX_AGG threads */
+#define MC_LIM_N_ANCHORS      3    /* copy/reduce rates at 1, 16 and 256 MiB */
+#define MC_LIM_MAX_AGG        1024 /* aggregate rates known for 1..MC_LIM_MAX_AGG threads */
+#define MC_LIM_DUPLEX_ANCHORS 2    /* the pair both ways at working sets of 1 and 16 MiB */
 
 enum mc_lim_coll {
   MC_LIM_ALL_REDUCE,
@@ -38,9 +39,14 @@ struct mc_lim_figures {
   double red[MC_LIM_N_ANCHORS];  /* one core's float sum c = a + b: bytes of c per second (0: 2/3 of
                                     copy) */
   double pair;                   /* FIFO between two cores: bytes through per second */
-  double duplex; /* two FIFOs between them, both ways at once (each core fills one and empties
-                    the other, as every rank of a ring does): bytes per second each way (0: pair
-                    / 2, each core then doing two copies per step where one way does one) */
+  /* Two FIFOs between them run both ways at once (each core fills one and empties the other,
+   * as every rank of a ring does): bytes per second each way, with buffers of half the anchor's
+   * working set (at MC_LIM_DUPLEX_ANCHORS: 1 and 16 MiB; 0: pair / 2, each core then doing two
+   * copies per step where one way does one). duplex_red: the same, each core reducing what it
+   * receives with a local operand (float sum; 0: not measured, the reductions then cost as in
+   * single copy). */
+  double duplex[MC_LIM_DUPLEX_ANCHORS];
+  double duplex_red[MC_LIM_DUPLEX_ANCHORS];
   double rtt_ns; /* cache-line round trip between two cores (0: no latency term) */
   int cores;     /* cores the job may use */
   double agg[MC_LIM_MAX_AGG +
@@ -74,11 +80,13 @@ double mc_lim_working_set(enum mc_lim_coll coll, int n, double bytes);
 
 /* A rank's rates with k threads among n ranks, at working set ws (GB/s). */
 struct mc_lim_rates {
-  double copy;  /* local copy */
-  double red;   /* local reduce (output bytes) */
-  double fetch; /* a single-copy pass reading a peer's buffer: min(k * pair, copy) */
-  double hop;   /* a FIFO hop (a step into this rank's slot and one out of its peer's, while
-                   the peer does the same): min(k * duplex, copy) */
+  double copy;    /* local copy */
+  double red;     /* local reduce (output bytes) */
+  double fetch;   /* a single-copy pass reading a peer's buffer: min(k * max(pair, duplex(ws)),
+                     copy) */
+  double hop;     /* a FIFO hop (a step into this rank's slot and one out of its peer's, while
+                     the peer does the same): min(k * duplex(ws), copy) */
+  double hop_red; /* a hop whose receive reduces: min(k * duplex_red(ws), red); 0: unknown */
 };
 void mc_lim_rates(const struct mc_lim_figures *f, int n, int k, double ws,
                   struct mc_lim_rates *out);

@@ -89,6 +89,20 @@ static inline int pair_rtt(struct mc_pair *sh, int who, int n_batches, int trips
   return 1;
 }
 
+/* Side 1: waits for slot k of the FIFO to be filled; the slot, or NULL on
+ * failure. pair_fifo_release() frees it once read. */
+static inline char *pair_fifo_take(struct mc_pair *sh, uint64_t k, double t_end)
+{
+  if (!pair_wait(sh, &sh->head, k + 1, t_end))
+    return NULL;
+  return sh->slots[k % PAIR_N_SLOTS];
+}
+
+static inline void pair_fifo_release(struct mc_pair *sh, uint64_t k)
+{
+  atomic_store_explicit(&sh->tail, k + 1, memory_order_release);
+}
+
 /* Slot k of the FIFO: side 0 fills it from mine, side 1 empties it into
  * mine. 0 on failure. */
 static inline int pair_fifo_step(struct mc_pair *sh, int who, uint64_t k, char *mine, double t_end)
@@ -101,10 +115,10 @@ static inline int pair_fifo_step(struct mc_pair *sh, int who, uint64_t k, char *
     memcpy(slot, mine, PAIR_SLOT_BYTES);
     atomic_store_explicit(&sh->head, k + 1, memory_order_release);
   } else {
-    if (!pair_wait(sh, &sh->head, k + 1, t_end))
+    if (pair_fifo_take(sh, k, t_end) == NULL)
       return 0;
     memcpy(mine, slot, PAIR_SLOT_BYTES);
-    atomic_store_explicit(&sh->tail, k + 1, memory_order_release);
+    pair_fifo_release(sh, k);
   }
   return 1;
 }

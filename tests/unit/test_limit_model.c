@@ -89,7 +89,7 @@ static void rates(void)
   NEAR(r.red, 5);
   NEAR(r.fetch, 8);
   NEAR(r.hop, 4); /* no duplex figure: half the one-way pair */
-  f->duplex = 6;
+  f->duplex[0] = f->duplex[1] = 6;
   mc_lim_rates(f, 2, 1, 1e9, &r);
   NEAR(r.hop, 6);
   /* k threads: k times each rate; no agg figure: the bus grows with them. */
@@ -98,7 +98,7 @@ static void rates(void)
   NEAR(r.red, 10);
   NEAR(r.fetch, 16);
   NEAR(r.hop, 12);
-  f->duplex = 0;
+  f->duplex[0] = f->duplex[1] = 0;
   /* Between the anchors: linear in log2(ws); 4 MiB is half way from 1 to 16 MiB. */
   f->copy[0] = 20;
   mc_lim_rates(f, 2, 1, 4194304, &r);
@@ -122,6 +122,38 @@ static void rates(void)
   NEAR(r.red, 6);
 }
 
+/* The both-ways figures: linear in log2 of the working set between the 1 and
+ * 16 MiB anchors, one anchor standing for both; a single-copy read at least
+ * a hop's rate; reducing hops at their own rate. */
+static void both_ways(void)
+{
+  struct mc_lim_figures *f = flat(100, 50, 8, 4);
+  struct mc_lim_rates r;
+
+  f->duplex[0] = 20;
+  f->duplex[1] = 10;
+  mc_lim_rates(f, 2, 1, 4194304, &r); /* half way from 1 to 16 MiB */
+  NEAR(r.hop, 15);
+  NEAR(r.fetch, 15); /* above the one-way pair's 8 */
+  NEAR(r.hop_red, 0);
+  mc_lim_rates(f, 2, 1, 524288, &r);
+  NEAR(r.hop, 20);
+  mc_lim_rates(f, 2, 1, 1e9, &r);
+  NEAR(r.hop, 10);
+  f->duplex[0] = 0;
+  mc_lim_rates(f, 2, 1, 524288, &r);
+  NEAR(r.hop, 10);
+  f->duplex_red[0] = 12;
+  f->duplex_red[1] = 6;
+  mc_lim_rates(f, 2, 2, 4194304, &r);
+  NEAR(r.hop_red, 18);
+  /* All-reduce 2 ranks, 2 MiB (working set 4 MiB), c = 1 MiB: one copying hop at 10, one
+   * reducing hop at 9, no separate reduction term. */
+  f->duplex[0] = f->duplex[1] = 10;
+  NEAR(mc_lim_time(f, MC_LIM_ALL_REDUCE, MC_LIM_FIFO, 2, 1, 2097152.0),
+       1048576.0 / 10e9 + 1048576.0 / 9e9);
+}
+
 static void busbw_by_hand(void)
 {
   struct mc_lim_figures *f = flat(10, 5, 8, 4);
@@ -131,7 +163,7 @@ static void busbw_by_hand(void)
   NEAR(mc_lim_time(f, MC_LIM_ALL_REDUCE, MC_LIM_FIFO, 2, 1, 8e6), 2.4e-3);
   NEAR(mc_lim_busbw(f, MC_LIM_ALL_REDUCE, MC_LIM_SINGLE, 2, 1, 8e6), 8e6 / 1.4e-3 / 1e9);
   /* Measured both ways at once, 8 GB/s each way: the FIFO's hops as fast as single copy's reads. */
-  f->duplex = 8;
+  f->duplex[0] = f->duplex[1] = 8;
   NEAR(mc_lim_time(f, MC_LIM_ALL_REDUCE, MC_LIM_FIFO, 2, 1, 8e6), 1.4e-3);
   NEAR(mc_lim_busbw(f, MC_LIM_ALL_REDUCE, MC_LIM_FIFO, 2, 1, 8e6), 8e6 / 1.4e-3 / 1e9);
   /* Two threads per rank: hops 16, C 20, R 10: 8e6/16e9 + 4e6 * 0.05e-9. */
@@ -176,8 +208,14 @@ static void figures_text(void)
               "copy1M=22.50,copy16M=11.40,copy256M=10.40,pair=9.50,rtt=380,cores=16,agg4=30.50");
   MC_T_EQ_INT(mc_lim_parse_figures("duplex=7.25", &f, err, sizeof(err)), 0);
   mc_lim_format_figures(&f, line, sizeof(line));
-  MC_T_EQ_STR(line, "copy1M=22.50,copy16M=11.40,copy256M=10.40,pair=9.50,duplex=7.25,rtt=380,"
-                    "cores=16,agg4=30.50");
+  MC_T_EQ_STR(line, "copy1M=22.50,copy16M=11.40,copy256M=10.40,pair=9.50,duplex1M=7.25,"
+                    "duplex16M=7.25,rtt=380,cores=16,agg4=30.50");
+  MC_T_EQ_INT(
+      mc_lim_parse_figures("duplex16M=6,duplexred1M=5,duplexred16M=4", &f, err, sizeof(err)), 0);
+  NEAR(f.duplex[0], 7.25);
+  NEAR(f.duplex[1], 6);
+  NEAR(f.duplex_red[0], 5);
+  NEAR(f.duplex_red[1], 4);
   MC_T_EQ_INT(mc_lim_parse_figures("copy1M", &f, err, sizeof(err)), -1);
   MC_T_EQ_STR(err, "limit: figure 'copy1M' has no '=' (expected key=GB/s, e.g. copy1M=22.5)");
   MC_T_EQ_INT(mc_lim_parse_figures("pair=fast", &f, err, sizeof(err)), -1);
@@ -204,7 +242,7 @@ static void table_text(void)
   FILE *out = open_memstream(&text, &len);
 
   MC_T_TRUE(out != NULL);
-  f->duplex = 5;
+  f->duplex[0] = f->duplex[1] = 5;
   /* 4 ranks > 2 cores: left out. */
   MC_T_EQ_INT(mc_lim_print(out, f, &o), 2);
   fclose(out);
@@ -225,4 +263,4 @@ static void table_text(void)
   free(text);
 }
 
-MC_T_MAIN(bytes_per_rank, rates, busbw_by_hand, figures_text, table_text)
+MC_T_MAIN(bytes_per_rank, rates, both_ways, busbw_by_hand, figures_text, table_text)
