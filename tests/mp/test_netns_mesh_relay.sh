@@ -68,8 +68,9 @@ check_logs() {
   read -r -a ranks <<<"$4"
   for ((i = 1; i <= NS_N_HOSTS; i++)); do
     local f="$TMP/$name.${ranks[$((i - 1))]}.out"
-    line=$(grep -E 'NET/Mesh: mesh stable:' "$f" | tail -1)
-    if ! [[ "$line" =~ mesh\ stable:\ $NS_N_HOSTS\ hosts\ .*\),\ $n_links\ links,\ shape\ $shape ]]; then
+    # "mesh stable:", or "mesh at close:" where the job ended within 1.5 s of the last change
+    line=$(grep -E 'NET/Mesh: mesh (stable|at close):' "$f" | tail -1)
+    if ! [[ "$line" =~ mesh\ (stable|at\ close):\ $NS_N_HOSTS\ hosts\ .*\),\ $n_links\ links,\ shape\ $shape ]]; then
       echo "#   host $i: mesh log: ${line:-none} (want $NS_N_HOSTS hosts, $n_links links, $shape)"
       bad=1
     fi

@@ -606,10 +606,18 @@ fail:
   return res;
 }
 
+static void log_mesh(struct mc_net_mesh_ctx *ctx, const struct mc_net_mesh_view *v, bool at_close);
+
 void mc_net_mesh_disc_close(struct mc_net_mesh_ctx *ctx)
 {
   struct mc_net_mesh_disc *d = ctx->disc;
 
+  if ((d != NULL) && (d->logged_serial != d->serial)) {
+    struct mc_net_mesh_view *v = mc_net_mesh_view_get(ctx);
+    if (v != NULL)
+      log_mesh(ctx, v, true);
+    mc_net_mesh_view_put(v);
+  }
   view_set(ctx, NULL);
   if (d == NULL)
     return;
@@ -837,7 +845,10 @@ static void announce(struct mc_net_mesh_ctx *ctx, uint64_t now)
   }
 }
 
-static void log_mesh(struct mc_net_mesh_ctx *ctx, const struct mc_net_mesh_view *v)
+/* Logs the view: "stable" once it has not changed for STABLE_MS, or at
+ * close when it never stayed that long (a short job still says what mesh it
+ * ran on). */
+static void log_mesh(struct mc_net_mesh_ctx *ctx, const struct mc_net_mesh_view *v, bool at_close)
 {
   char *text = NULL;
   size_t text_bytes = 0;
@@ -850,7 +861,13 @@ static void log_mesh(struct mc_net_mesh_ctx *ctx, const struct mc_net_mesh_view 
     return;
   mc_net_mesh_view_str(ctx, v, s, sizeof(s));
   mc_net_mesh_host_label(ctx, v, ctx->host_hash, self, sizeof(self));
-  MC_INFO(MC_SUB_NET, "NET/Mesh: mesh stable: %s (seen from %s)", s, self);
+  if (at_close)
+    MC_INFO(MC_SUB_NET,
+            "NET/Mesh: mesh at close: %s (seen from %s; it changed less than %d ms "
+            "before)",
+            s, self, STABLE_MS);
+  else
+    MC_INFO(MC_SUB_NET, "NET/Mesh: mesh stable: %s (seen from %s)", s, self);
   f = open_memstream(&text, &text_bytes);
   if (f == NULL)
     return;
@@ -913,7 +930,7 @@ void mc_net_mesh_disc_tick(struct mc_net_mesh_ctx *ctx, const struct pollfd *pfd
     d->logged_serial = d->serial;
     v = mc_net_mesh_view_get(ctx);
     if (v != NULL)
-      log_mesh(ctx, v);
+      log_mesh(ctx, v, false);
     mc_net_mesh_view_put(v);
   }
 }
