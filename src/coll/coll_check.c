@@ -397,27 +397,24 @@ static bool step_notice(const struct mc_conn *c, uint64_t k, struct mc_coll_noti
 
 int mc_coll_notice_scan(struct mc_coll_batch *b, ncclResult_t *res, struct mc_op **op_out)
 {
-  for (int i = 0; i < b->n_ops; i++) {
-    struct ncclComm *comm = b->ops[i].comm;
-    if (!mc_coll_batch_comm_first(b, i))
+  struct mc_coll_batch_it it = {0};
+  struct mc_conn *c;
+
+  while ((c = mc_coll_batch_conn_next(b, &it)) != NULL) {
+    uint64_t end;
+    if (c->is_send || (c->kind != MC_TOPO_TRANSPORT_NET))
       continue;
-    for (int j = 0; j < mc_coll_comm_conns(comm); j++) {
-      struct mc_conn *c = mc_coll_comm_conn(comm, j);
-      uint64_t end;
-      if ((c == NULL) || c->is_send || (c->kind != MC_TOPO_TRANSPORT_NET))
+    end = mc_conn_recv_arrived(c);
+    for (uint64_t k = c->step; k < end; k++) {
+      struct mc_coll_notice n;
+      struct mc_coll_sig named;
+      struct mc_op *op;
+      if (!step_notice(c, k, &n) || ((op = batch_op_for(b, it.comm, &n.failed)) == NULL))
         continue;
-      end = mc_conn_recv_arrived(c);
-      for (uint64_t k = c->step; k < end; k++) {
-        struct mc_coll_notice n;
-        struct mc_coll_sig named;
-        struct mc_op *op;
-        if (!step_notice(c, k, &n) || ((op = batch_op_for(b, comm, &n.failed)) == NULL))
-          continue;
-        *res = mc_coll_notice_fail(&op->sig, &n, &named);
-        mc_coll_note_mismatch(op, &named);
-        *op_out = op;
-        return 1;
-      }
+      *res = mc_coll_notice_fail(&op->sig, &n, &named);
+      mc_coll_note_mismatch(op, &named);
+      *op_out = op;
+      return 1;
     }
   }
   return 0;

@@ -229,6 +229,21 @@ bool mc_coll_batch_comm_first(const struct mc_coll_batch *b, int i)
   return true;
 }
 
+struct mc_conn *mc_coll_batch_conn_next(struct mc_coll_batch *b, struct mc_coll_batch_it *it)
+{
+  for (; it->op < b->n_ops; it->op++, it->conn = 0) {
+    it->comm = b->ops[it->op].comm;
+    if (!mc_coll_batch_comm_first(b, it->op))
+      continue;
+    while (it->conn < mc_coll_comm_conns(it->comm)) {
+      struct mc_conn *c = mc_coll_comm_conn(it->comm, it->conn++);
+      if (c != NULL)
+        return c;
+    }
+  }
+  return NULL;
+}
+
 void mc_coll_batch_proxies(struct mc_coll_batch *b, int delta)
 {
   for (int i = 0; i < b->n_ops; i++)
@@ -412,6 +427,8 @@ ncclResult_t mc_coll_tasks_run(struct mc_coll_batch *b, struct mc_coll_plan *pl,
 static void batch_fail(struct mc_coll_batch *b, ncclResult_t res, const struct ncclComm *failed)
 {
   char why[MC_LAST_ERROR_BYTES];
+  struct mc_coll_batch_it it = {0};
+  struct mc_conn *c;
 
   /* An aborted communicator (ncclCommAbort; not a revoke, which also sets
    * the abort flag) fails the batch's others too: their tasks (with its
@@ -422,16 +439,9 @@ static void batch_fail(struct mc_coll_batch *b, ncclResult_t res, const struct n
   mc_error_last_copy(why, sizeof(why));
   /* No task of the batch reads a step any more: a sender of this process
    * failing below waits for no reader of this batch (mc_conn_send_withdraw). */
-  for (int i = 0; i < b->n_ops; i++) {
-    struct ncclComm *comm = b->ops[i].comm;
-    if (!mc_coll_batch_comm_first(b, i))
-      continue;
-    for (int j = 0; j < mc_coll_comm_conns(comm); j++) {
-      struct mc_conn *c = mc_coll_comm_conn(comm, j);
-      if ((c != NULL) && !c->is_send)
-        mc_conn_recv_unpin(c);
-    }
-  }
+  while ((c = mc_coll_batch_conn_next(b, &it)) != NULL)
+    if (!c->is_send)
+      mc_conn_recv_unpin(c);
   for (int i = 0; i < b->n_ops; i++) {
     struct ncclComm *comm = b->ops[i].comm;
     if ((failed != NULL) && (comm != failed) && (res == ncclInvalidUsage))

@@ -40,6 +40,15 @@ bool mc_coll_op_runs(const struct mc_op *op);
 /* Op i of b is the first of the batch on its communicator (per-communicator
  * work is done once). */
 bool mc_coll_batch_comm_first(const struct mc_coll_batch *b, int i);
+/* Walks the connections of the batch's communicators, each communicator
+ * once: start with it = {0}; NULL after the last. it->comm is the
+ * connection's communicator. */
+struct mc_coll_batch_it {
+  int op;
+  int conn;
+  struct ncclComm *comm;
+};
+struct mc_conn *mc_coll_batch_conn_next(struct mc_coll_batch *b, struct mc_coll_batch_it *it);
 /* The NET proxies of the batch's communicators: a collective starts (+1) or ends (-1). */
 void mc_coll_batch_proxies(struct mc_coll_batch *b, int delta);
 /* Runs pl's tasks (of b's operations) to completion: spin, yield, sleep;

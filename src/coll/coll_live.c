@@ -307,16 +307,12 @@ static ncclResult_t task_stopped_peers(const struct mc_task *t, double waited_s)
 /* A NET connection of one of b's communicators failed. */
 static bool batch_net_failed(struct mc_coll_batch *b)
 {
-  for (int i = 0; i < b->n_ops; i++) {
-    struct ncclComm *comm = b->ops[i].comm;
-    if (!mc_coll_batch_comm_first(b, i))
-      continue;
-    for (int j = 0; j < mc_coll_comm_conns(comm); j++) {
-      const struct mc_conn *c = mc_coll_comm_conn(comm, j);
-      if ((c != NULL) && (c->kind == MC_TOPO_TRANSPORT_NET) && (mc_conn_error(c) != 0))
-        return true;
-    }
-  }
+  struct mc_coll_batch_it it = {0};
+  const struct mc_conn *c;
+
+  while ((c = mc_coll_batch_conn_next(b, &it)) != NULL)
+    if ((c->kind == MC_TOPO_TRANSPORT_NET) && (mc_conn_error(c) != 0))
+      return true;
   return false;
 }
 

@@ -84,7 +84,7 @@ void mc_tp_blob_view_make(const struct mc_tp_comm *tc, const struct mc_conn_req 
   v_out->comm_hash = tc->comm_hash;
   v_out->peer_pid = p->pid;
   v_out->same_host = (p->host_hash == me->host_hash);
-  v_out->same_process = peer_pid_is_mine(tc, q->peer) && peer_comm_live(tc, q->peer);
+  v_out->same_process = mc_tp_peer_is_this_process(tc, q->peer);
   v_out->peer_freed = peer_pid_is_mine(tc, q->peer) && !v_out->same_process;
   v_out->slot_bytes = (q->slot_bytes != 0) ? q->slot_bytes : tc->slot_bytes;
 }

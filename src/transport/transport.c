@@ -133,7 +133,6 @@ static void shared_put(struct mc_conn *c)
   }
 }
 
-/* An abort notice in a connection's error detail. */
 void mc_conn_send_withdraw(struct mc_conn *c)
 {
   struct mc_deadline dl;
@@ -154,6 +153,7 @@ void mc_conn_send_withdraw(struct mc_conn *c)
   }
 }
 
+/* An abort notice in a connection's error detail. */
 #define ABORT_MAGIC "meshccl abort"
 struct abort_notice {
   char magic[16];

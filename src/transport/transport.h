@@ -90,12 +90,13 @@ struct mc_transport;
  * sender's cache crosses between the cores; a streamed line comes from
  * memory. Which is faster depends on the cores, the caches and memory of
  * the host, which a VM's placement may change, so in "auto" the sender
- * measures it: after MC_STREAM_WARMUP_STEPS large steps with plain stores it
- * alternates windows of plain and of streaming writes, times each step's cycle (from the previous
- * commit to its own, within one operation: the write, the wait for the
- * receiver to free the slot and whatever else paces the pipeline), keeps
- * the mode whose windows achieved the clearly higher rate
- * (mc_tp_decide_stream) and measures again every MC_STREAM_RECHECK_BYTES. */
+ * measures it: after MC_STREAM_WARMUP_STEPS large steps with plain stores
+ * it alternates windows of plain and of streaming writes, times each step's
+ * cycle (from the previous commit to its own, within one operation: the
+ * write, the wait for the receiver to free the slot and whatever else paces
+ * the pipeline), keeps the mode in use unless the other's windows are
+ * clearly faster (mc_tp_decide_stream) and measures again every
+ * MC_STREAM_RECHECK_BYTES. */
 #define MC_STREAM_SAMPLES       5            /* windows per mode in one calibration */
 #define MC_STREAM_RECHECK_BYTES (512u << 20) /* large-step bytes between calibrations */
 /* Large steps before the first calibration: as many as a calibration
