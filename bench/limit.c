@@ -464,10 +464,12 @@ static void usage(FILE *f)
 {
   fprintf(f,
           "usage: limit [-n 2,4,8,16] [-b 64K] [-e 256M] [-f 4] [-t SEC] [-J] [-p A,B]\n"
-          "             [-c all_reduce,all_gather,reduce_scatter,broadcast] [--from-figures "
-          "SPEC|FILE]\n"
+          "             [-c all_reduce,all_gather,reduce_scatter,broadcast] [--no-rotate]\n"
+          "             [--from-figures SPEC|FILE]\n"
           "  -n LIST   rank counts (the host's core count is added; those above it are left out)\n"
           "  -b/-e/-f  model sizes: from, to, factor (default 64K 256M 4)\n"
+          "  --no-rotate  each size on its own buffers (default: calls move through buffers of\n"
+          "            -e bytes, as meshccl-perf, mpi_perf and nccl-tests time them)\n"
           "  -t SEC    each measurement: best of 3 runs of at least SEC (default 0.1)\n"
           "  -p A,B    the pair's CPUs (default: the first two of the affinity mask)\n"
           "  -J        one JSON line per row after each table\n"
@@ -559,6 +561,9 @@ int main(int argc, char **argv)
       return 0;
     } else if (strcmp(a, "-J") == 0) {
       po.json = 1;
+      continue;
+    } else if (strcmp(a, "--no-rotate") == 0) {
+      po.no_rotate = 1;
       continue;
     }
     if (v == NULL) {

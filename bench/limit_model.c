@@ -24,7 +24,10 @@
  *
  * with the rank's rates at its working set W (the bytes of its input and
  * output buffers: 2S all-reduce and broadcast, S + c all-gather and
- * reduce-scatter):
+ * reduce-scatter; a benchmark whose calls move through buffers of the
+ * sweep's largest size, as meshccl-perf, mpi_perf and nccl-tests do, reads
+ * every call's data from that span: W is then the largest size's,
+ * mc_lim_time_span):
  *
  *   C = copy rate: k * copy(W), copy() interpolated linearly in log2(W)
  *       between the figures at 1, 16 and 256 MiB (clamped outside), where the
@@ -249,8 +252,8 @@ void mc_lim_rates(const struct mc_lim_figures *f, int n, int k, double ws, struc
   out->hop_red = (out->hop_red > 0) ? fmin(k * out->hop_red, out->red) : 0;
 }
 
-double mc_lim_time(const struct mc_lim_figures *f, enum mc_lim_coll coll, enum mc_lim_algo algo,
-                   int n, int k, double bytes)
+double mc_lim_time_span(const struct mc_lim_figures *f, enum mc_lim_coll coll,
+                        enum mc_lim_algo algo, int n, int k, double bytes, double span)
 {
   struct mc_lim_bytes b;
   struct mc_lim_rates r;
@@ -259,7 +262,7 @@ double mc_lim_time(const struct mc_lim_figures *f, enum mc_lim_coll coll, enum m
   if ((n < 2) || (k < 1) || (n * k > f->cores) || (f->pair <= 0) || (f->copy[0] <= 0))
     return 0;
   mc_lim_rank_bytes(coll, algo, n, bytes, &b);
-  mc_lim_rates(f, n, k, mc_lim_working_set(coll, n, bytes), &r);
+  mc_lim_rates(f, n, k, mc_lim_working_set(coll, n, fmax(bytes, span)), &r);
   extra = fmax(0.0, 1.0 / r.red - 1.0 / r.copy);
   if ((algo == MC_LIM_FIFO) && (r.hop_red > 0)) /* its reducing hops as measured */
     return ((b.pass - b.red) / r.hop + b.red / r.hop_red + b.local / r.copy) / 1e9 +
@@ -269,12 +272,24 @@ double mc_lim_time(const struct mc_lim_figures *f, enum mc_lim_coll coll, enum m
          b.steps * f->rtt_ns * 1e-9;
 }
 
+double mc_lim_time(const struct mc_lim_figures *f, enum mc_lim_coll coll, enum mc_lim_algo algo,
+                   int n, int k, double bytes)
+{
+  return mc_lim_time_span(f, coll, algo, n, k, bytes, 0);
+}
+
+double mc_lim_busbw_span(const struct mc_lim_figures *f, enum mc_lim_coll coll,
+                         enum mc_lim_algo algo, int n, int k, double bytes, double span)
+{
+  double t = mc_lim_time_span(f, coll, algo, n, k, bytes, span);
+
+  return (t > 0) ? bytes / t / 1e9 * mc_lim_bus_factor(coll, n) : 0;
+}
+
 double mc_lim_busbw(const struct mc_lim_figures *f, enum mc_lim_coll coll, enum mc_lim_algo algo,
                     int n, int k, double bytes)
 {
-  double t = mc_lim_time(f, coll, algo, n, k, bytes);
-
-  return (t > 0) ? bytes / t / 1e9 * mc_lim_bus_factor(coll, n) : 0;
+  return mc_lim_busbw_span(f, coll, algo, n, k, bytes, 0);
 }
 
 /* --- figures as text ---------------------------------------------------- */
@@ -432,6 +447,7 @@ static int print_n(FILE *out, const struct mc_lim_figures *f, const struct mc_li
   int n_k = (kmax > 1) ? 2 : 1;
   struct mc_lim_bytes fb;
   struct mc_lim_bytes sb;
+  double span = o->no_rotate ? 0 : o->max_bytes;
   int rows = 0;
 
   mc_lim_rank_bytes(coll, MC_LIM_FIFO, n, n, &fb);
@@ -444,6 +460,14 @@ static int print_n(FILE *out, const struct mc_lim_figures *f, const struct mc_li
       out,
       "#   1copy: passes %gc, local copies %gc, reductions %gc, %g rounds; reads %gc, writes %gc\n",
       sb.pass, sb.local, sb.red, sb.steps, sb.read, sb.write);
+  if (o->no_rotate)
+    fprintf(out, "#   each size on buffers of its own size (its working set stays in the caches "
+                 "where it fits)\n");
+  else
+    fprintf(out,
+            "#   calls move through buffers of %.0f bytes as meshccl-perf's and nccl-tests' "
+            "do: every size at that working set (--no-rotate: its own)\n",
+            o->max_bytes);
   fprintf(out, "#%11s", "size");
   for (int i = 0; i < n_k; i++) {
     char h[32];
@@ -456,8 +480,8 @@ static int print_n(FILE *out, const struct mc_lim_figures *f, const struct mc_li
   for (double s = o->min_bytes; s <= o->max_bytes; s *= o->factor) {
     fprintf(out, "%12.0f", s);
     for (int i = 0; i < n_k; i++) {
-      fprintf(out, "  %11.2f", mc_lim_busbw(f, coll, MC_LIM_FIFO, n, ks[i], s));
-      fprintf(out, "  %11.2f", mc_lim_busbw(f, coll, MC_LIM_SINGLE, n, ks[i], s));
+      fprintf(out, "  %11.2f", mc_lim_busbw_span(f, coll, MC_LIM_FIFO, n, ks[i], s, span));
+      fprintf(out, "  %11.2f", mc_lim_busbw_span(f, coll, MC_LIM_SINGLE, n, ks[i], s, span));
     }
     fprintf(out, "\n");
     rows++;
@@ -474,10 +498,10 @@ static int print_n(FILE *out, const struct mc_lim_figures *f, const struct mc_li
             "{\"coll\":\"%s\",\"n\":%d,\"k\":%d,\"bytes\":%.0f,\"size\":\"%s\",\"fifo_busbw\":%.3f,"
             "\"single_busbw\":%.3f,\"fifo_us\":%.3f,\"single_us\":%.3f}\n",
             mc_lim_coll_name(coll), n, ks[i], s, sz,
-            mc_lim_busbw(f, coll, MC_LIM_FIFO, n, ks[i], s),
-            mc_lim_busbw(f, coll, MC_LIM_SINGLE, n, ks[i], s),
-            mc_lim_time(f, coll, MC_LIM_FIFO, n, ks[i], s) * 1e6,
-            mc_lim_time(f, coll, MC_LIM_SINGLE, n, ks[i], s) * 1e6);
+            mc_lim_busbw_span(f, coll, MC_LIM_FIFO, n, ks[i], s, span),
+            mc_lim_busbw_span(f, coll, MC_LIM_SINGLE, n, ks[i], s, span),
+            mc_lim_time_span(f, coll, MC_LIM_FIFO, n, ks[i], s, span) * 1e6,
+            mc_lim_time_span(f, coll, MC_LIM_SINGLE, n, ks[i], s, span) * 1e6);
       }
       if (o->factor < 2)
         break;

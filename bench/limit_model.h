@@ -97,6 +97,16 @@ double mc_lim_time(const struct mc_lim_figures *f, enum mc_lim_coll coll, enum m
 double mc_lim_busbw(const struct mc_lim_figures *f, enum mc_lim_coll coll, enum mc_lim_algo algo,
                     int n, int k, double bytes);
 
+/* The same for a benchmark whose calls move through buffers of span bytes
+ * (meshccl-perf, mpi_perf and nccl-tests: each call at the next offset
+ * within -e's bytes, mc_perf_rotation_shift): the rates are those of the
+ * working set of a call of span bytes, where the data of every call comes
+ * from; span <= bytes: each call's own. */
+double mc_lim_time_span(const struct mc_lim_figures *f, enum mc_lim_coll coll,
+                        enum mc_lim_algo algo, int n, int k, double bytes, double span);
+double mc_lim_busbw_span(const struct mc_lim_figures *f, enum mc_lim_coll coll,
+                         enum mc_lim_algo algo, int n, int k, double bytes, double span);
+
 /* "copy1M=22.5,copy16M=11.4,copy256M=10.4,pair=9.5,rtt=380,cores=16,agg4=30,...", or
  * the same keys one per line in a file (lines starting with '#' skipped):
  * fills the keys named, leaves the others. -1 and a message naming the key on error. */
@@ -117,6 +127,7 @@ struct mc_lim_print_opts {
   int factor;
   int json;
   unsigned colls; /* bit (1 << coll); 0: all */
+  int no_rotate;  /* 0: calls move through buffers of max_bytes (mc_lim_time_span) */
 };
 int mc_lim_print(FILE *out, const struct mc_lim_figures *f, const struct mc_lim_print_opts *o);
 

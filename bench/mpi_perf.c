@@ -12,6 +12,9 @@
  *     -C/--colls all_reduce,all_gather,reduce_scatter,broadcast
  *
  * MPI_Bcast has no out-of-place form: both columns time the same call.
+ * The timed calls move through buffers of -e bytes as meshccl-perf's (and
+ * nccl-tests') do, each call at the next offset (mc_perf_rotation_shift): a
+ * size below the caches is timed on the same memory traffic by both tools.
  * Built by `make bench-mpi` with Debian's Open MPI (mpicc).
  */
 #include "perf.h"
@@ -45,28 +48,30 @@ struct mpi_bench {
   float *expected;
 };
 
+/* One call on the buffers `shift` bytes in (mc_perf_rotation_shift). */
 static void run_once(const struct mpi_bench *b, enum mc_perf_coll coll,
-                     const struct mc_perf_counts *c, bool in_place)
+                     const struct mc_perf_counts *c, bool in_place, size_t shift)
 {
   int n = (int)c->param_count;
+  char *send = b->send + shift;
+  char *recv = b->recv + shift;
 
   switch (coll) {
   case MC_PERF_ALL_REDUCE:
-    MPI_Allreduce(in_place ? MPI_IN_PLACE : b->send, b->recv, n, MPI_FLOAT, MPI_SUM,
-                  MPI_COMM_WORLD);
+    MPI_Allreduce(in_place ? MPI_IN_PLACE : send, recv, n, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
     break;
   case MC_PERF_ALL_GATHER:
     if (in_place)
-      MPI_Allgather(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, b->recv, n, MPI_FLOAT, MPI_COMM_WORLD);
+      MPI_Allgather(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, recv, n, MPI_FLOAT, MPI_COMM_WORLD);
     else
-      MPI_Allgather(b->send, n, MPI_FLOAT, b->recv, n, MPI_FLOAT, MPI_COMM_WORLD);
+      MPI_Allgather(send, n, MPI_FLOAT, recv, n, MPI_FLOAT, MPI_COMM_WORLD);
     break;
   case MC_PERF_REDUCE_SCATTER:
-    MPI_Reduce_scatter_block(in_place ? MPI_IN_PLACE : b->send, b->recv, n, MPI_FLOAT, MPI_SUM,
+    MPI_Reduce_scatter_block(in_place ? MPI_IN_PLACE : send, recv, n, MPI_FLOAT, MPI_SUM,
                              MPI_COMM_WORLD);
     break;
   default:
-    MPI_Bcast(b->recv, n, MPI_FLOAT, 0, MPI_COMM_WORLD);
+    MPI_Bcast(recv, n, MPI_FLOAT, 0, MPI_COMM_WORLD);
     break;
   }
 }
@@ -89,6 +94,7 @@ static void init_data(struct mpi_bench *b, enum mc_perf_coll coll, const struct 
 static double time_loop(struct mpi_bench *b, enum mc_perf_coll coll, const struct mc_perf_counts *c,
                         bool in_place)
 {
+  size_t total = (c->send_count > c->recv_count ? c->send_count : c->recv_count) * 4;
   double t0;
   double sec;
   MPI_Op op = MPI_SUM;
@@ -96,7 +102,7 @@ static double time_loop(struct mpi_bench *b, enum mc_perf_coll coll, const struc
   MPI_Barrier(MPI_COMM_WORLD);
   t0 = MPI_Wtime();
   for (int i = 0; i < b->o.iters; i++)
-    run_once(b, coll, c, in_place);
+    run_once(b, coll, c, in_place, mc_perf_rotation_shift(b->o.max_bytes, total, (size_t)i));
   sec = (MPI_Wtime() - t0) / b->o.iters;
   if (b->o.average == 0)
     MPI_Bcast(&sec, 1, MPI_DOUBLE, 0, MPI_COMM_WORLD);
@@ -122,12 +128,12 @@ static long long bench_half(struct mpi_bench *b, enum mc_perf_coll coll,
   /* Zeros: repeated in-place sums of earlier results would grow without bound. */
   memset(b->recv, 0, (c->send_count > c->recv_count ? c->send_count : c->recv_count) * 4);
   for (int i = 0; i < b->o.warmup_iters; i++)
-    run_once(b, coll, c, in_place);
+    run_once(b, coll, c, in_place, 0);
   sec = time_loop(b, coll, c, in_place);
   mc_perf_bandwidth(coll, c->param_count, 4, b->n_ranks, sec, &algbw, &busbw);
   if (b->o.check > 0) {
     init_data(b, coll, c, in_place, 1);
-    run_once(b, coll, c, in_place);
+    run_once(b, coll, c, in_place, 0);
     wrong = mc_perf_count_wrong(ncclFloat, b->recv, b->expected, c->recv_count);
     MPI_Allreduce(MPI_IN_PLACE, &wrong, 1, MPI_LONG_LONG, MPI_SUM, MPI_COMM_WORLD);
   }

@@ -334,22 +334,18 @@ static ncclResult_t timed_loop(struct bench *b, const struct mc_perf_counts *c, 
 {
   size_t es = mc_perf_type_size(type);
   size_t total = ((c->send_count > c->recv_count) ? c->send_count : c->recv_count) * es;
-  size_t steps = (total > 0) ? b->o.max_bytes / total : 1;
   int n_calls = b->o.iters * b->o.agg_iters;
   double t0;
   double cpu;
   double sec;
 
-  if (steps == 0)
-    steps = 1;
   MC_PERF_TRY(barrier(b));
   t0 = now_sec();
   for (int it = 0; it < b->o.iters; it++) {
     if (b->o.agg_iters > 1)
       PERF_CHECK(b, "ncclGroupStart", ncclGroupStart());
     for (int a = 0; a < b->o.agg_iters; a++) {
-      /* A different offset each iteration, against cache effects (nccl-tests). */
-      size_t shift = total * ((size_t)(it * b->o.agg_iters + a) % steps);
+      size_t shift = mc_perf_rotation_shift(b->o.max_bytes, total, (size_t)it * b->o.agg_iters + a);
       MC_PERF_TRY(run_coll(b, c, type, op, root, in_place, shift));
     }
     if (b->o.agg_iters > 1)

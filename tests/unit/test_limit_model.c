@@ -154,6 +154,29 @@ static void both_ways(void)
        1048576.0 / 10e9 + 1048576.0 / 9e9);
 }
 
+/* A benchmark that moves its calls through buffers of the sweep's largest size: the rates of
+ * that working set for every size (meshccl-perf, mpi_perf and nccl-tests time so). */
+static void rotation(void)
+{
+  struct mc_lim_figures *f = flat(40, 40, 8, 2);
+
+  f->copy[1] = f->red[1] = 20;
+  f->copy[2] = f->red[2] = 10;
+  f->duplex[0] = 20;
+  f->duplex[1] = 10;
+  /* All-reduce 2 ranks, 64 KiB (c = 32 KiB): its own working set of 128 KiB is below 1 MiB,
+   * hops at 20; through buffers of 8 MiB, a working set of 16 MiB: hops at 10 (two hops of c,
+   * no reduction term: copy and reduce alike). */
+  NEAR(mc_lim_time_span(f, MC_LIM_ALL_REDUCE, MC_LIM_FIFO, 2, 1, 65536.0, 0), 2 * 32768.0 / 20e9);
+  NEAR(mc_lim_time_span(f, MC_LIM_ALL_REDUCE, MC_LIM_FIFO, 2, 1, 65536.0, 8388608.0),
+       2 * 32768.0 / 10e9);
+  NEAR(mc_lim_time(f, MC_LIM_ALL_REDUCE, MC_LIM_FIFO, 2, 1, 65536.0),
+       mc_lim_time_span(f, MC_LIM_ALL_REDUCE, MC_LIM_FIFO, 2, 1, 65536.0, 65536.0));
+  /* The largest size itself is unchanged. */
+  NEAR(mc_lim_busbw_span(f, MC_LIM_ALL_REDUCE, MC_LIM_FIFO, 2, 1, 8388608.0, 8388608.0),
+       mc_lim_busbw(f, MC_LIM_ALL_REDUCE, MC_LIM_FIFO, 2, 1, 8388608.0));
+}
+
 static void busbw_by_hand(void)
 {
   struct mc_lim_figures *f = flat(10, 5, 8, 4);
@@ -236,7 +259,8 @@ static void table_text(void)
                                 .max_bytes = 4194304,
                                 .factor = 4,
                                 .json = 1,
-                                .colls = 1u << MC_LIM_ALL_REDUCE};
+                                .colls = 1u << MC_LIM_ALL_REDUCE,
+                                .no_rotate = 1};
   char *text = NULL;
   size_t len = 0;
   FILE *out = open_memstream(&text, &len);
@@ -250,6 +274,8 @@ static void table_text(void)
       text, "# all_reduce, 2 ranks, 2 cores: model busbw (GB/s); per rank, c = size/2:\n"
             "#   fifo:  hops 2c, reductions 1c, 3 hand-offs; reads 4c, writes 4c\n"
             "#   1copy: passes 2c, local copies 0c, reductions 1c, 3 rounds; reads 3c, writes 2c\n"
+            "#   each size on buffers of its own size (its working set stays in the caches where "
+            "it fits)\n"
             "#       size     fifo k=1    1copy k=1\n"
             "     1048576         4.00         5.71\n"
             "     4194304         4.00         5.71\n"
@@ -261,6 +287,19 @@ static void table_text(void)
             "\"single_busbw\":5.714,\"fifo_us\":1048.576,\"single_us\":734.003}\n"
             "\n");
   free(text);
+  /* By default the rows are those of calls moving through buffers of -e's bytes, and say so. */
+  o.no_rotate = 0;
+  o.json = 0;
+  text = NULL;
+  out = open_memstream(&text, &len);
+  MC_T_TRUE(out != NULL);
+  MC_T_EQ_INT(mc_lim_print(out, f, &o), 2);
+  fclose(out);
+  MC_T_TRUE(strstr(text,
+                   "#   calls move through buffers of 4194304 bytes as meshccl-perf's and "
+                   "nccl-tests' do: every size at that working set (--no-rotate: its own)\n") !=
+            NULL);
+  free(text);
 }
 
-MC_T_MAIN(bytes_per_rank, rates, both_ways, busbw_by_hand, figures_text, table_text)
+MC_T_MAIN(bytes_per_rank, rates, both_ways, rotation, busbw_by_hand, figures_text, table_text)

@@ -306,6 +306,16 @@ static void sweep(void)
   MC_T_EQ_INT(mc_perf_next_size(&o, 32 << 20), (32 << 20) + (1 << 20));
   o.step_factor = 2;
   MC_T_EQ_INT(mc_perf_next_size(&o, 8), 16);
+  /* Timed calls move through -e's bytes (nccl-tests' startColl): 64 KiB in 256 KiB takes the
+   * offsets 0, 64K, 128K, 192K, then 0 again; a size that does not divide -e stops short of
+   * its end; the largest size and a zero size stay at 0. */
+  MC_T_EQ_INT(mc_perf_rotation_shift(262144, 65536, 0), 0);
+  MC_T_EQ_INT(mc_perf_rotation_shift(262144, 65536, 3), 196608);
+  MC_T_EQ_INT(mc_perf_rotation_shift(262144, 65536, 4), 0);
+  MC_T_EQ_INT(mc_perf_rotation_shift(262144, 100000, 1), 100000);
+  MC_T_EQ_INT(mc_perf_rotation_shift(262144, 100000, 2), 0);
+  MC_T_EQ_INT(mc_perf_rotation_shift(262144, 262144, 7), 0);
+  MC_T_EQ_INT(mc_perf_rotation_shift(262144, 0, 5), 0);
 }
 
 /* mc_perf_fmt_num: value in width columns, as nccl-tests prints it. */

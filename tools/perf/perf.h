@@ -123,6 +123,14 @@ void mc_perf_usage(FILE *f);
 /* Next size of the sweep (times step_factor when > 1, else plus step_bytes). */
 size_t mc_perf_next_size(const struct mc_perf_opts *opts, size_t bytes);
 
+/*
+ * Where in its buffers the call-th timed call of op_bytes runs: nccl-tests'
+ * startColl moves each call op_bytes further, wrapping within max_bytes, so
+ * that a small size does not find its data in the caches the previous call
+ * left. meshccl-perf and mpi_perf both time so: the two see the same memory.
+ */
+size_t mc_perf_rotation_shift(size_t max_bytes, size_t op_bytes, size_t call);
+
 /* Counts of coll for `bytes` of datatype over n_ranks (sizes rounded down as nccl-tests does). */
 void mc_perf_coll_counts(enum mc_perf_coll coll, size_t bytes, size_t type_size, int n_ranks,
                          struct mc_perf_counts *out);

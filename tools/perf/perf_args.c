@@ -503,6 +503,13 @@ size_t mc_perf_next_size(const struct mc_perf_opts *opts, size_t bytes)
   return (opts->step_factor > 1) ? bytes * opts->step_factor : bytes + opts->step_bytes;
 }
 
+size_t mc_perf_rotation_shift(size_t max_bytes, size_t op_bytes, size_t call)
+{
+  size_t steps = (op_bytes > 0) ? max_bytes / op_bytes : 1;
+
+  return op_bytes * (call % ((steps > 0) ? steps : 1));
+}
+
 void mc_perf_coll_counts(enum mc_perf_coll coll, size_t bytes, size_t type_size, int n_ranks,
                          struct mc_perf_counts *out)
 {
