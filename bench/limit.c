@@ -13,8 +13,9 @@
  *           16 MiB pass of three runs
  *   duplex  two such FIFOs run both ways at once, each core filling one and
  *           emptying the other step by step (what every rank of a ring
- *           does), with buffers of 512 KiB and of 8 MiB a side (working
- *           sets of 1 and 16 MiB): the fastest pass's rate each way
+ *           does), with buffers of 512 KiB, 8 MiB and 128 MiB a side
+ *           (working sets of 1, 16 and 256 MiB): the fastest 16 MiB pass's
+ *           rate each way
  *   duplexred  the same, each core emptying the other's FIFO by reducing
  *           it with a local operand (float sum, meshccl's kernel: a ring's
  *           recvReduceSend)
@@ -59,7 +60,9 @@
 #include "limit_model.h"
 #include "pair_probe.h"
 
-#define FIFO_BUF     (16u << 20)
+#define FIFO_BUF (16u << 20) /* one pass of the pair's FIFO */
+/* Each side's buffers: half the largest both-ways working set (256 MiB). */
+#define PAIR_BUF_MAX ((size_t)mc_lim_anchor_bytes[MC_LIM_DUPLEX_ANCHORS - 1] / 2)
 #define RTT_BATCHES  21
 #define RTT_TRIPS    5000
 #define SPIN_LIMIT_S 20.0
@@ -260,7 +263,8 @@ static int take_reduce(struct mc_pair *in, uint64_t k, char *dst, const char *op
 
 /* Three runs of 16 MiB passes, each run at least min_run_s, through the
  * FIFO `way`; the steps go through the first `window` bytes of src, dst and
- * opnd, over and over (the working set). *kp and *kq count the steps of p and q,
+ * opnd, over and over, a pass going on where the last stopped (the working
+ * set). *kp and *kq count the steps of p and q,
  * *n the control messages on p's ping/pong; the writer (side 0) decides how many
  * passes a run takes. The fastest pass in GB/s (each way), 0 on failure. */
 static double fifo_runs(struct pair_shared *ps, int who, enum fifo_way way, size_t window,
@@ -270,6 +274,7 @@ static double fifo_runs(struct pair_shared *ps, int who, enum fifo_way way, size
   struct mc_pair *sh = &ps->p;
   uint64_t per_buf = FIFO_BUF / PAIR_SLOT_BYTES;
   uint64_t per_window = window / PAIR_SLOT_BYTES;
+  uint64_t at = 0; /* steps so far: where in the window the next one goes */
   double best = 0;
 
   for (int run = 0; run < 3; run++) {
@@ -279,7 +284,7 @@ static double fifo_runs(struct pair_shared *ps, int who, enum fifo_way way, size
       double tp = pair_now_sec();
       double gbps;
       for (uint64_t s = 0; s < per_buf; s++) {
-        size_t off = (s % per_window) * PAIR_SLOT_BYTES;
+        size_t off = (at++ % per_window) * PAIR_SLOT_BYTES;
         char *from = src + off;
         char *to = dst + off;
         struct mc_pair *out = (who == 0) ? &ps->p : &ps->q;
@@ -350,9 +355,9 @@ static void *pair_side(void *p)
   double both_red[MC_LIM_DUPLEX_ANCHORS] = {0};
 
   ps->pin_err[who] = pin_self(ps->cpu[who]);
-  src = xalloc(FIFO_BUF, who + 1);
-  dst = xalloc(FIFO_BUF, who + 3);
-  opnd = xalloc(FIFO_BUF, 0);
+  src = xalloc(PAIR_BUF_MAX, who + 1);
+  dst = xalloc(PAIR_BUF_MAX, who + 3);
+  opnd = xalloc(PAIR_BUF_MAX, 0);
   if (!pair_rtt(sh, who, RTT_BATCHES, RTT_TRIPS, t_end, &n, batch_ns))
     goto fail;
   if (who == 0)
@@ -704,9 +709,10 @@ int main(int argc, char **argv)
     printf("# %-10s %10.2f %10.2f %10.2f\n", "copy", fig.copy[0], fig.copy[1], fig.copy[2]);
     printf("# %-10s %10.2f %10.2f %10.2f\n", "reduce", fig.red[0], fig.red[1], fig.red[2]);
     printf("# pair FIFO %.2f GB/s one way; cache-line round trip %.0f ns\n", fig.pair, fig.rtt_ns);
-    printf("# pair both ways at once, GB/s each way (working set 1 MiB / 16 MiB): copying what "
-           "arrives %.2f / %.2f, reducing it %.2f / %.2f\n",
-           fig.duplex[0], fig.duplex[1], fig.duplex_red[0], fig.duplex_red[1]);
+    printf("# pair both ways at once, GB/s each way (working set 1 MiB / 16 MiB / 256 MiB): "
+           "copying what arrives %.2f / %.2f / %.2f, reducing it %.2f / %.2f / %.2f\n",
+           fig.duplex[0], fig.duplex[1], fig.duplex[2], fig.duplex_red[0], fig.duplex_red[1],
+           fig.duplex_red[2]);
     printf("# aggregate copy (threads: GB/s):");
     for (int m = 1; m <= n_cpus && m <= MC_LIM_MAX_AGG; m++)
       printf(" %d: %.1f", m, fig.agg[m]);

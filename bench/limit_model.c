@@ -210,21 +210,25 @@ static double interp(const double v[MC_LIM_N_ANCHORS], double ws)
   return v[MC_LIM_N_ANCHORS - 1];
 }
 
-/* A both-ways figure at working set ws: linear in log2(ws) between the 1 and
- * 16 MiB anchors, clamped outside; one anchor alone stands for both; 0 when
- * neither is known. */
+/* A both-ways figure at working set ws: linear in log2(ws) between the
+ * known anchors (1, 16, 256 MiB), clamped outside them; one known anchor
+ * stands for all; 0 when none is known. */
 static double duplex_at(const double v[MC_LIM_DUPLEX_ANCHORS], double ws)
 {
-  double lo = mc_lim_anchor_bytes[0];
-  double hi = mc_lim_anchor_bytes[1];
+  int prev = -1;
 
-  if ((v[0] <= 0) || (v[1] <= 0))
-    return (v[0] > 0) ? v[0] : v[1];
-  if (ws <= lo)
-    return v[0];
-  if (ws >= hi)
-    return v[1];
-  return v[0] + (v[1] - v[0]) * (log2(ws) - log2(lo)) / (log2(hi) - log2(lo));
+  for (int i = 0; i < MC_LIM_DUPLEX_ANCHORS; i++) {
+    if (v[i] <= 0)
+      continue;
+    if (ws <= mc_lim_anchor_bytes[i]) {
+      if (prev < 0)
+        return v[i];
+      return v[prev] + (v[i] - v[prev]) * (log2(ws) - log2(mc_lim_anchor_bytes[prev])) /
+                           (log2(mc_lim_anchor_bytes[i]) - log2(mc_lim_anchor_bytes[prev]));
+    }
+    prev = i;
+  }
+  return (prev >= 0) ? v[prev] : 0;
 }
 
 void mc_lim_rates(const struct mc_lim_figures *f, int n, int k, double ws, struct mc_lim_rates *out)
@@ -296,6 +300,19 @@ double mc_lim_busbw(const struct mc_lim_figures *f, enum mc_lim_coll coll, enum 
 
 static const char *const anchor_names[MC_LIM_N_ANCHORS] = {"1M", "16M", "256M"};
 
+_Static_assert(MC_LIM_DUPLEX_ANCHORS == MC_LIM_N_ANCHORS,
+               "both-ways figures at the copy's anchors");
+
+/* The anchor a key's suffix names ("1M", "16M", "256M"), -1 for none. */
+static int anchor_index(const char *suffix)
+{
+  for (int i = 0; i < MC_LIM_N_ANCHORS; i++) {
+    if (strcmp(suffix, anchor_names[i]) == 0)
+      return i;
+  }
+  return -1;
+}
+
 static int set_key(struct mc_lim_figures *f, const char *key, size_t key_len, double v)
 {
   char k[32];
@@ -316,16 +333,13 @@ static int set_key(struct mc_lim_figures *f, const char *key, size_t key_len, do
   }
   if (strcmp(k, "pair") == 0) {
     f->pair = v;
-  } else if (strcmp(k, "duplex") == 0) { /* both anchors */
-    f->duplex[0] = f->duplex[1] = v;
-  } else if (strcmp(k, "duplex1M") == 0) {
-    f->duplex[0] = v;
-  } else if (strcmp(k, "duplex16M") == 0) {
-    f->duplex[1] = v;
-  } else if (strcmp(k, "duplexred1M") == 0) {
-    f->duplex_red[0] = v;
-  } else if (strcmp(k, "duplexred16M") == 0) {
-    f->duplex_red[1] = v;
+  } else if (strcmp(k, "duplex") == 0) { /* every anchor */
+    for (int i = 0; i < MC_LIM_DUPLEX_ANCHORS; i++)
+      f->duplex[i] = v;
+  } else if (strncmp(k, "duplexred", 9) == 0 && anchor_index(k + 9) >= 0) {
+    f->duplex_red[anchor_index(k + 9)] = v;
+  } else if (strncmp(k, "duplex", 6) == 0 && anchor_index(k + 6) >= 0) {
+    f->duplex[anchor_index(k + 6)] = v;
   } else if (strcmp(k, "rtt") == 0) {
     f->rtt_ns = v;
   } else if (strcmp(k, "cores") == 0 && v >= 1 && v <= MC_LIM_MAX_AGG && v == floor(v)) {
@@ -378,11 +392,12 @@ int mc_lim_parse_figures(const char *text, struct mc_lim_figures *f, char *err, 
       return -1;
     }
     if (set_key(f, key, (size_t)(eq - key), v) != 0) {
-      snprintf(err, err_len,
-               "limit: unknown figure '%.*s' (keys: copy1M copy16M copy256M red1M red16M red256M "
-               "pair duplex duplex1M duplex16M duplexred1M duplexred16M rtt "
-               "cores aggN)",
-               (int)(eq - key), key);
+      snprintf(
+          err, err_len,
+          "limit: unknown figure '%.*s' (keys: copy1M copy16M copy256M red1M red16M red256M "
+          "pair duplex duplex1M duplex16M duplex256M duplexred1M duplexred16M duplexred256M rtt "
+          "cores aggN)",
+          (int)(eq - key), key);
       return -1;
     }
     p = end;

@@ -22,7 +22,7 @@ extern "C" {
 
 #define MC_LIM_N_ANCHORS      3    /* copy/reduce rates at 1, 16 and 256 MiB */
 #define MC_LIM_MAX_AGG        1024 /* aggregate rates known for 1..MC_LIM_MAX_AGG threads */
-#define MC_LIM_DUPLEX_ANCHORS 2    /* the pair both ways at working sets of 1 and 16 MiB */
+#define MC_LIM_DUPLEX_ANCHORS 3    /* the pair both ways at working sets of 1, 16 and 256 MiB */
 
 enum mc_lim_coll {
   MC_LIM_ALL_REDUCE,
@@ -41,7 +41,7 @@ struct mc_lim_figures {
   double pair;                   /* FIFO between two cores: bytes through per second */
   /* Two FIFOs between them run both ways at once (each core fills one and empties the other,
    * as every rank of a ring does): bytes per second each way, with buffers of half the anchor's
-   * working set (at MC_LIM_DUPLEX_ANCHORS: 1 and 16 MiB; 0: pair / 2, each core then doing two
+   * working set (at MC_LIM_DUPLEX_ANCHORS: 1, 16 and 256 MiB; 0: pair / 2, each core then doing two
    * copies per step where one way does one). duplex_red: the same, each core reducing what it
    * receives with a local operand (float sum; 0: not measured, the reductions then cost as in
    * single copy). */

@@ -139,7 +139,17 @@ static void both_ways(void)
   mc_lim_rates(f, 2, 1, 524288, &r);
   NEAR(r.hop, 20);
   mc_lim_rates(f, 2, 1, 1e9, &r);
-  NEAR(r.hop, 10);
+  NEAR(r.hop, 10); /* past the last anchor measured: its figure */
+  f->duplex[2] = 6;
+  mc_lim_rates(f, 2, 1, 67108864, &r); /* half way from 16 to 256 MiB */
+  NEAR(r.hop, 8);
+  mc_lim_rates(f, 2, 1, 1e9, &r);
+  NEAR(r.hop, 6);
+  f->duplex[1] = 0; /* 1 and 256 MiB known: 16 MiB is half way (log2) */
+  mc_lim_rates(f, 2, 1, 16777216, &r);
+  NEAR(r.hop, 20 - 14 * 0.5);
+  f->duplex[1] = 10;
+  f->duplex[2] = 0;
   f->duplex[0] = 0;
   mc_lim_rates(f, 2, 1, 524288, &r);
   NEAR(r.hop, 10);
@@ -232,13 +242,19 @@ static void figures_text(void)
   MC_T_EQ_INT(mc_lim_parse_figures("duplex=7.25", &f, err, sizeof(err)), 0);
   mc_lim_format_figures(&f, line, sizeof(line));
   MC_T_EQ_STR(line, "copy1M=22.50,copy16M=11.40,copy256M=10.40,pair=9.50,duplex1M=7.25,"
-                    "duplex16M=7.25,rtt=380,cores=16,agg4=30.50");
-  MC_T_EQ_INT(
-      mc_lim_parse_figures("duplex16M=6,duplexred1M=5,duplexred16M=4", &f, err, sizeof(err)), 0);
+                    "duplex16M=7.25,duplex256M=7.25,rtt=380,cores=16,agg4=30.50");
+  MC_T_EQ_INT(mc_lim_parse_figures("duplex16M=6,duplex256M=3,duplexred1M=5,duplexred16M=4,"
+                                   "duplexred256M=2",
+                                   &f, err, sizeof(err)),
+              0);
   NEAR(f.duplex[0], 7.25);
   NEAR(f.duplex[1], 6);
+  NEAR(f.duplex[2], 3);
   NEAR(f.duplex_red[0], 5);
   NEAR(f.duplex_red[1], 4);
+  NEAR(f.duplex_red[2], 2);
+  MC_T_EQ_INT(mc_lim_parse_figures("duplexred2M=3", &f, err, sizeof(err)), -1);
+  MC_T_CONTAINS(err, "limit: unknown figure 'duplexred2M'");
   MC_T_EQ_INT(mc_lim_parse_figures("copy1M", &f, err, sizeof(err)), -1);
   MC_T_EQ_STR(err, "limit: figure 'copy1M' has no '=' (expected key=GB/s, e.g. copy1M=22.5)");
   MC_T_EQ_INT(mc_lim_parse_figures("pair=fast", &f, err, sizeof(err)), -1);
