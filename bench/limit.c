@@ -36,7 +36,12 @@
  * them).
  *
  *   build/bench/limit [-n 2,4,8,16] [-b 64K] [-e 256M] [-f 4] [-t SEC] [-J]
- *                     [-p A,B] [-c all_reduce,...] [--from-figures SPEC|FILE]
+ *                     [-p A,B] [-c all_reduce,...] [--no-rotate]
+ *                     [--from-figures SPEC|FILE]
+ *
+ * The rows model calls that move through buffers of -e bytes, as
+ * meshccl-perf, mpi_perf and nccl-tests time them (every size at the
+ * largest's working set); --no-rotate models each size on its own buffers.
  *
  * --from-figures takes "copy1M=22.5,copy16M=11.4,copy256M=10.4,pair=9.5,
  * rtt=380,cores=16" (or a file of such keys) and measures nothing: the model
