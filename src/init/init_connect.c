@@ -99,6 +99,25 @@ static size_t oneshot_bytes(const struct ncclComm *comm, size_t slot_bytes, char
   return mc_tp_decide_oneshot(comm->n_ranks, f, limit);
 }
 
+/* The output size from which out-of-place operations write what they receive
+ * with streaming stores: MESHCCL_STREAM_OUT_BYTES, else one core's L2 (the
+ * host's first local rank's CPU, as the FIFO's size). */
+static size_t stream_out_bytes(const struct ncclComm *comm, char *why, size_t why_bytes)
+{
+  const struct mc_cache_facts *c = &comm->peers[comm->nodes.local_rank_to_rank[0]].cache;
+  int64_t set = mc_param_int(MC_P_STREAM_OUT_BYTES);
+
+  if (set >= 0) {
+    snprintf(why, why_bytes, "MESHCCL_STREAM_OUT_BYTES");
+    return (size_t)set;
+  }
+  if (c->l2_kib <= 0)
+    snprintf(why, why_bytes, "no L2 cache described for CPU %d of local rank 0", c->cpu);
+  else
+    snprintf(why, why_bytes, "the L2 of one core");
+  return mc_tp_decide_stream_out(c);
+}
+
 /* "1 MiB", "256 KiB", "1000 B" */
 static void size_str(size_t b, char *buf, size_t len)
 {
@@ -110,14 +129,17 @@ static void size_str(size_t b, char *buf, size_t len)
     snprintf(buf, len, "%zu B", b);
 }
 
-/* The connections' slot size and the one-shot's threshold, said once per
- * rank at NCCL_DEBUG_SUBSYS=TUNING with what they came from. */
+/* The connections' slot size, the one-shot's threshold and the streamed
+ * outputs', said once per rank at NCCL_DEBUG_SUBSYS=TUNING with what they
+ * came from. */
 static void tune(const struct ncclComm *comm, struct mc_tp_comm *tc)
 {
   char fifo_why[256];
   char os_why[200];
+  char so_why[96];
   char fifo_s[32];
   char os_s[32];
+  char so_s[32];
   char probe[200] = "";
   struct mc_handoff_figures hf;
   struct mc_handoff_info hi;
@@ -125,14 +147,19 @@ static void tune(const struct ncclComm *comm, struct mc_tp_comm *tc)
 
   tc->slot_bytes = (fifo / MC_STEPS) & ~(size_t)63;
   tc->oneshot_bytes = oneshot_bytes(comm, tc->slot_bytes, os_why, sizeof(os_why));
+  tc->stream_out_bytes = stream_out_bytes(comm, so_why, sizeof(so_why));
   size_str(fifo, fifo_s, sizeof(fifo_s));
   size_str(tc->oneshot_bytes, os_s, sizeof(os_s));
+  size_str(tc->stream_out_bytes, so_s, sizeof(so_s));
   if (mc_tp_handoff_probe_peek(&hf, &hi))
     snprintf(probe, sizeof(probe), "; this process's hand-off probe: %.2f ms on CPUs %d and %d%s%s",
              hi.ms, hi.cpu_a, hi.cpu_b, (hi.why[0] != '\0') ? ", no figures: " : "", hi.why);
   MC_INFO(MC_SUB_TUNING,
-          "rank %d: FIFO %s per connection (%s); one-shot all-reduce up to %s (%s%s)", comm->rank,
-          fifo_s, fifo_why, os_s, os_why, probe);
+          "rank %d: FIFO %s per connection (%s); one-shot all-reduce up to %s (%s%s); "
+          "out-of-place outputs %s%s written with streaming stores (%s)",
+          comm->rank, fifo_s, fifo_why, os_s, os_why, probe,
+          (tc->stream_out_bytes > 0) ? "from " : "never", (tc->stream_out_bytes > 0) ? so_s : "",
+          so_why);
 }
 
 static ncclResult_t tp_init(struct ncclComm *comm)

@@ -432,6 +432,13 @@ size_t mc_tp_decide_fifo(const struct mc_cache_facts *c, int hot_conns)
   return fifo;
 }
 
+size_t mc_tp_decide_stream_out(const struct mc_cache_facts *c)
+{
+  if (c->l2_kib <= 0)
+    return MC_STREAM_OUT_BYTES;
+  return (size_t)c->l2_kib * 1024u / (size_t)((c->l2_sharing > 0) ? c->l2_sharing : 1);
+}
+
 size_t mc_tp_decide_oneshot(int n_ranks, const struct mc_handoff_figures *f, size_t limit)
 {
   double n = n_ranks;

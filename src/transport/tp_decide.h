@@ -173,6 +173,16 @@ bool mc_tp_cache_read(const char *root, int cpu, struct mc_cache_facts *out);
 #define MC_FIFO_L2_SHARE  4
 size_t mc_tp_decide_fifo(const struct mc_cache_facts *c, int hot_conns);
 
+/* Out-of-place operations whose output is at least this many bytes write
+ * what they receive into it with streaming stores (coll_prim.c, copy_out):
+ * the output no longer fits in the L2 one core has (l2_kib / l2_sharing),
+ * so its lines would not stay there, and streaming skips reading each line
+ * for ownership before it is overwritten; below it the output stays in the
+ * cache for whoever reads it next. MC_STREAM_OUT_BYTES without an L2
+ * figure. */
+#define MC_STREAM_OUT_BYTES (1u << 20)
+size_t mc_tp_decide_stream_out(const struct mc_cache_facts *c);
+
 /* Figures of the one-shot all-reduce's model, measured once per process
  * (mc_tp_handoff_probe): handoff_ns, what one step between two cores costs
  * beyond its bytes (a cache-line round trip: the receiver sees the flag,

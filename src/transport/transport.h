@@ -453,6 +453,10 @@ struct mc_tp_comm {
   /* All-reduces of at most this many bytes go one-shot (init_connect.c
    * decides; the same on every rank of the communicator). */
   size_t oneshot_bytes;
+  /* Out-of-place operations with at least this many bytes of output write
+   * what they receive into it with streaming stores (init_connect.c
+   * decides: mc_tp_decide_stream_out; 0: never). */
+  size_t stream_out_bytes;
   const struct mc_net_ops *net;
   const uint8_t *net_secret; /* MC_NET_SECRET_BYTES, or NULL (struct mc_net_init_args) */
   void *net_ctx;             /* net's context, initialised and owned by the caller */

@@ -49,12 +49,16 @@ expect_grep "vm: FIFO 1 MiB from the VM's 1 MiB L2, one-shot up to 64 KiB" "$TMP
   "rank 0: FIFO 1 MiB per connection \(L2 1024 KiB per core \(CPU [01] of local rank 0: 1024 KiB shared by 1; last level L3 32768 KiB shared by 2\), 2 connections per channel x 2 channels in 4 x L2\); one-shot all-reduce up to 64 KiB \(2 ranks"
 oneshot vm 65536 yes
 oneshot vm 131072 no
+expect_grep "vm: outputs streamed from the VM's 1 MiB L2" "$TMP/vm.out" \
+  "rank 0: FIFO .*; out-of-place outputs from 1 MiB written with streaming stores \(the L2 of one core\)$"
 
 job xeon 2 "64K 256K" MESHCCL_SYSFS_ROOT="$DATA/cache-xeon16"
 expect_grep "xeon: FIFO 2 MiB from a 2 MiB L2, one-shot up to 128 KiB" "$TMP/xeon.out" \
   "rank 1: FIFO 2 MiB per connection \(L2 2048 KiB per core .*; one-shot all-reduce up to 128 KiB \(2 ranks"
 oneshot xeon 131072 yes
 oneshot xeon 262144 no
+expect_grep "xeon: outputs streamed from its 2 MiB L2" "$TMP/xeon.out" \
+  "rank 1: FIFO .*; out-of-place outputs from 2 MiB written with streaming stores \(the L2 of one core\)$"
 
 job forced 2 "4K 8K" MESHCCL_SYSFS_ROOT="$DATA/cache-xeon16" NCCL_BUFFSIZE=524288 \
   MESHCCL_ALLREDUCE_ONESHOT_BYTES=4096
@@ -67,6 +71,10 @@ job off 2 "4K 4K" MESHCCL_ALLREDUCE_ONESHOT_BYTES=0
 expect_grep "off: MESHCCL_ALLREDUCE_ONESHOT_BYTES=0 disables the one-shot" "$TMP/off.out" \
   "one-shot all-reduce up to 0 B \(MESHCCL_ALLREDUCE_ONESHOT_BYTES\)"
 oneshot off 4096 no
+
+job nostream 2 "4K 4K" MESHCCL_STREAM_OUT_BYTES=0
+expect_grep "nostream: MESHCCL_STREAM_OUT_BYTES=0: no output streamed" "$TMP/nostream.out" \
+  "out-of-place outputs never written with streaming stores \(MESHCCL_STREAM_OUT_BYTES\)$"
 
 job model 3 "4K 4K" MESHCCL_SYSFS_ROOT="$DATA/cache-epyc-vm"
 expect_grep "model: 3 ranks take the model's threshold (its floor without figures, the limit on 2 CPUs)" \

@@ -362,6 +362,16 @@ static void fifo_choice_on_recorded_hosts(void)
   MC_T_EQ_INT(c.cpu, 5);
   MC_T_EQ_INT(c.l2_kib, 0);
   MC_T_TRUE(mc_tp_decide_fifo(&c, 4) == MC_FIFO_MIN_BYTES);
+  /* streamed outputs from the L2 of one core: the VM's 1 MiB (where 1-64 MiB gained,
+   * docs/design/datapath.md), Sapphire Rapids' 2 MiB, half of it for two hyperthreads, and
+   * 1 MiB where no L2 is described */
+  MC_T_TRUE(mc_tp_decide_stream_out(&vm) == (1u << 20));
+  MC_T_TRUE(mc_tp_decide_stream_out(&xeon) == (2u << 20));
+  c = xeon;
+  c.l2_sharing = 2;
+  MC_T_TRUE(mc_tp_decide_stream_out(&c) == (1u << 20));
+  c.l2_kib = 0;
+  MC_T_TRUE(mc_tp_decide_stream_out(&c) == MC_STREAM_OUT_BYTES);
   MC_T_TRUE(!mc_tp_cache_read("/nonexistent", 0, &c));
 }
 
