@@ -40,8 +40,8 @@
  *       256 MiB point scaled down as the copy's is
  *   P = FIFO: min(k * duplex(W), C), the rate each way of a pair's two FIFOs
  *       run both ways at once, duplex() linear in log2(W) between the figures
- *       at working sets of 1 and 16 MiB (buffers of 512 KiB and 8 MiB a
- *       side; pair / 2 where not measured); single copy:
+ *       at working sets of 1, 16 and 256 MiB (buffers of half that a side;
+ *       pair / 2 where none is measured); single copy:
  *       min(k * max(pair, duplex(W)), C), one way's rate (a bound: both
  *       ranks read at once), or a FIFO hop's where that is higher (a hop
  *       also copies in)
@@ -193,31 +193,14 @@ static double agg_rate(const struct mc_lim_figures *f, int m)
   return m * f->copy[2];
 }
 
-/* Linear in log2(ws) between the anchors, clamped outside. */
+/* A figure at working set ws from its values at the anchors (1, 16, 256
+ * MiB): linear in log2(ws) between the known ones (> 0), clamped outside
+ * them; one known anchor stands for all; 0 when none is known. */
 static double interp(const double v[MC_LIM_N_ANCHORS], double ws)
-{
-  double x = log2(ws);
-
-  if (ws <= mc_lim_anchor_bytes[0])
-    return v[0];
-  for (int i = 1; i < MC_LIM_N_ANCHORS; i++) {
-    if (ws <= mc_lim_anchor_bytes[i]) {
-      double x0 = log2(mc_lim_anchor_bytes[i - 1]);
-      double x1 = log2(mc_lim_anchor_bytes[i]);
-      return v[i - 1] + (v[i] - v[i - 1]) * (x - x0) / (x1 - x0);
-    }
-  }
-  return v[MC_LIM_N_ANCHORS - 1];
-}
-
-/* A both-ways figure at working set ws: linear in log2(ws) between the
- * known anchors (1, 16, 256 MiB), clamped outside them; one known anchor
- * stands for all; 0 when none is known. */
-static double duplex_at(const double v[MC_LIM_DUPLEX_ANCHORS], double ws)
 {
   int prev = -1;
 
-  for (int i = 0; i < MC_LIM_DUPLEX_ANCHORS; i++) {
+  for (int i = 0; i < MC_LIM_N_ANCHORS; i++) {
     if (v[i] <= 0)
       continue;
     if (ws <= mc_lim_anchor_bytes[i]) {
@@ -248,11 +231,11 @@ void mc_lim_rates(const struct mc_lim_figures *f, int n, int k, double ws, struc
   }
   out->copy = interp(copy, ws);
   out->red = interp(red, ws);
-  out->hop = duplex_at(f->duplex, ws);
+  out->hop = interp(f->duplex, ws);
   /* a single-copy read of a peer's buffer costs at most a FIFO hop, which also copies in */
   out->fetch = fmin(k * fmax(f->pair, out->hop), out->copy);
   out->hop = fmin(k * ((out->hop > 0) ? out->hop : f->pair / 2), out->copy);
-  out->hop_red = duplex_at(f->duplex_red, ws);
+  out->hop_red = interp(f->duplex_red, ws);
   out->hop_red = (out->hop_red > 0) ? fmin(k * out->hop_red, out->red) : 0;
 }
 
@@ -321,17 +304,11 @@ static int set_key(struct mc_lim_figures *f, const char *key, size_t key_len, do
     return -1;
   memcpy(k, key, key_len);
   k[key_len] = '\0';
-  for (int i = 0; i < MC_LIM_N_ANCHORS; i++) {
-    if (strcmp(k + 4, anchor_names[i]) == 0 && strncmp(k, "copy", 4) == 0) {
-      f->copy[i] = v;
-      return 0;
-    }
-    if (strcmp(k + 3, anchor_names[i]) == 0 && strncmp(k, "red", 3) == 0) {
-      f->red[i] = v;
-      return 0;
-    }
-  }
-  if (strcmp(k, "pair") == 0) {
+  if (strncmp(k, "copy", 4) == 0 && anchor_index(k + 4) >= 0) {
+    f->copy[anchor_index(k + 4)] = v;
+  } else if (strncmp(k, "red", 3) == 0 && anchor_index(k + 3) >= 0) {
+    f->red[anchor_index(k + 3)] = v;
+  } else if (strcmp(k, "pair") == 0) {
     f->pair = v;
   } else if (strcmp(k, "duplex") == 0) { /* every anchor */
     for (int i = 0; i < MC_LIM_DUPLEX_ANCHORS; i++)
