@@ -25,13 +25,7 @@
 #include "params.h"
 #include "utils.h"
 
-/* The last copy of received data into an out-of-place output that is not in
- * this core's cache (its operation's output at least the communicator's
- * stream_out_bytes, the L2 of one core: mc_tp_decide_stream_out): streaming
- * stores skip the read-for-ownership of every line (out-of-place all-reduce
- * of 2 ranks, 1-64 MiB: 4.5 -> 5.1 GB/s busbw). In place the lines are
- * cached already, and there it costs: memcpy then. */
-static void copy_out(void *dst, const void *src, size_t bytes, bool stream)
+void mc_coll_copy_out(void *dst, const void *src, size_t bytes, bool stream)
 {
   if (stream && (bytes >= 65536))
     mc_copy_stream(dst, src, bytes);
@@ -39,8 +33,7 @@ static void copy_out(void *dst, const void *src, size_t bytes, bool stream)
     memcpy(dst, src, bytes);
 }
 
-/* Whether op writes what it receives into its output with streaming stores. */
-static bool stream_out(const struct mc_op *op)
+bool mc_coll_stream_out(const struct mc_op *op)
 {
   size_t limit = op->comm->data.tp.stream_out_bytes;
 
@@ -191,7 +184,7 @@ static int prim_run_one(struct mc_task *t, const struct mc_prim *p, ncclResult_t
     break;
   case MC_PRIM_RECV:
     if ((src != out) && (bytes > 0)) /* out may be NULL for an empty step */
-      copy_out(out, src, bytes, stream_out(op));
+      mc_coll_copy_out(out, src, bytes, mc_coll_stream_out(op));
     break;
   case MC_PRIM_RECV_COPY_SEND:
     if (mc_conn_send_ptr_ok(sc, bytes)) {

@@ -12,9 +12,11 @@
  *      one-shot connection to it: the memfd behind the allocation, as
  *      /proc/<pid>/fd/<fd>, and the offsets), and waits for theirs;
  *   2. reduce-scatter: rank r reduces slice r of every rank's input, in rank
- *      order, into slice r of its own output; then tells every peer so;
- *   3. all-gather: once every slice is done, rank r copies slice p of rank
- *      p's output into its own, for every p; then tells every peer so;
+ *      order, into slice r of its own output, in chunks (one core's L2 over
+ *      n + 2: mc_tp_decide_sym_chunk), telling every peer after each;
+ *   3. all-gather, one chunk behind: once rank p said chunk k of slice p is
+ *      done, rank r copies it from p's output into its own, while it is
+ *      still in p's core's cache; after the last, r tells every peer so;
  *   4. once every peer said so, nobody reads r's buffers any more: done.
  *
  * All-gather and reduce-scatter skip 2-3: after 1, rank r copies every
@@ -43,6 +45,7 @@
 #include <string.h>
 
 #include "check.h"
+#include "coll/coll_int.h"
 #include "log.h"
 #include "params.h"
 
@@ -245,61 +248,139 @@ static int take_descs(struct mc_task *t, ncclResult_t *res)
   return 1;
 }
 
-/* The work once every peer's buffers are mapped: all-reduce, its slice of
- * the reduce-scatter (then phases 2-3 copy the others' slices); reduce-scatter,
- * its block of every input; all-gather, every peer's input into its block. */
+/* The all-reduce's pipeline chunk, elements: each rank reduces its slice in
+ * chunks and tells every peer after each, so that a peer copies a chunk
+ * while it is still in the reducing core's cache (below). Every rank of the
+ * host computes the same from the gathered cache facts (sym_chunk_bytes). */
+static size_t chunk_elems(const struct mc_op *op)
+{
+  size_t ce = op->comm->data.tp.sym_chunk_bytes / op->esize;
+
+  return (ce > 0) ? ce : 1;
+}
+
+/* The number of chunks of the largest slice: every rank sends as many
+ * "done" messages, some for empty chunks of a shorter slice. */
+static size_t n_chunks(const struct mc_op *op)
+{
+  size_t n = (size_t)op->comm->n_ranks;
+  size_t largest = (op->count + n - 1) / n;
+  size_t ce = chunk_elems(op);
+  size_t k = (largest + ce - 1) / ce;
+
+  return (k > 0) ? k : 1;
+}
+
+/* Elements [*lo, *hi) of chunk k of rank r's slice (empty past its end). */
+static void chunk_of(const struct mc_op *op, int r, size_t k, size_t *lo, size_t *hi)
+{
+  size_t ce = chunk_elems(op);
+  size_t s_lo;
+  size_t s_hi;
+
+  slice(op->count, op->comm->n_ranks, r, &s_lo, &s_hi);
+  *lo = s_lo + k * ce;
+  if (*lo > s_hi)
+    *lo = s_hi;
+  *hi = (s_hi - *lo > ce) ? *lo + ce : s_hi;
+}
+
+/* All-reduce: chunk k of this rank's slice, reduced from every rank's input
+ * in rank order into its output. */
+static void reduce_chunk(struct mc_task *t, const char **in, size_t k)
+{
+  struct mc_op *op = t->op;
+  const void **srcs = mc_coll_os_srcs(op->comm);
+  size_t es = op->esize;
+  size_t lo;
+  size_t hi;
+
+  chunk_of(op, t->rank, k, &lo, &hi);
+  if (hi == lo)
+    return;
+  for (int p = 0; p < t->n_ranks; p++)
+    srcs[p] = in[p] + lo * es;
+  mc_reduce_multi(&op->redop, op->out + lo * es, srcs, t->n_ranks, hi - lo, MC_REDUCE_POST);
+}
+
+/* All-reduce: chunk k of every peer's slice, from its output into mine. */
+static void copy_chunk(struct mc_task *t, const char **out, size_t k)
+{
+  struct mc_op *op = t->op;
+  size_t es = op->esize;
+  bool stream = mc_coll_stream_out(op);
+  size_t lo;
+  size_t hi;
+
+  for (int p = 0; p < t->n_ranks; p++) {
+    if (p == t->rank)
+      continue;
+    chunk_of(op, p, k, &lo, &hi);
+    if (hi > lo)
+      mc_coll_copy_out(op->out + lo * es, out[p] + lo * es, (hi - lo) * es, stream);
+  }
+}
+
+/* The work once every peer's buffers are mapped (all-gather and
+ * reduce-scatter): reduce-scatter, its block of every input; all-gather,
+ * every peer's input into its block. */
 static void first_pass(struct mc_task *t, const char **in)
 {
   struct mc_op *op = t->op;
   const void **srcs = mc_coll_os_srcs(op->comm);
   int n = t->n_ranks;
   size_t es = op->esize;
-  size_t lo;
-  size_t hi;
 
-  switch (op->kind) {
-  case MC_COLL_ALLREDUCE:
-    slice(op->count, n, t->rank, &lo, &hi);
-    if (hi > lo) {
-      for (int p = 0; p < n; p++)
-        srcs[p] = in[p] + lo * es;
-      mc_reduce_multi(&op->redop, op->out + lo * es, srcs, n, hi - lo, MC_REDUCE_POST);
-    }
-    break;
-  case MC_COLL_REDUCESCATTER:
+  if (op->kind == MC_COLL_REDUCESCATTER) {
     for (int p = 0; p < n; p++)
       srcs[p] = in[p] + (size_t)t->rank * op->count * es;
     mc_reduce_multi(&op->redop, op->out, srcs, n, op->count, MC_REDUCE_POST);
-    break;
-  default: /* all-gather; in place, this rank's block is its input */
-    for (int p = 0; p < n; p++) {
-      char *dst = op->out + (size_t)p * op->count * es;
-      if (in[p] != dst)
-        memcpy(dst, in[p], op->count * es);
-    }
-    break;
+    return;
+  }
+  /* all-gather; in place, this rank's block is its input */
+  for (int p = 0; p < n; p++) {
+    char *dst = op->out + (size_t)p * op->count * es;
+    if (in[p] != dst)
+      mc_coll_copy_out(dst, in[p], op->count * es, mc_coll_stream_out(op));
   }
 }
 
-/* Phases (t->j): 0 post where, 1 the first pass, 2 post done, 3 copy the
- * other slices (all-reduce; the others go from 1 to 4), 4 post read, 5
- * every peer read mine, 6 my messages are out. */
+/* The task's phases (t->j). */
+enum {
+  SYM_WHERE_POST, /* send every peer where my buffers are */
+  SYM_WHERE_WAIT, /* every peer's arrived: map them; all-gather and
+                   * reduce-scatter do their one pass here */
+  SYM_AR_REDUCE,  /* all-reduce: reduce chunk t->off of my slice */
+  SYM_AR_DONE,    /* all-reduce: tell every peer chunk t->off is done */
+  SYM_AR_COPY,    /* all-reduce: copy chunk t->real of every peer's slice */
+  SYM_READ_POST,  /* tell every peer I read all I need of theirs */
+  SYM_READ_WAIT,  /* every peer read mine */
+  SYM_DRAIN,      /* my messages are out */
+};
+
+/* All-reduce on n ranks: rank r reduces slice r of every input into its
+ * output, chunk by chunk (chunk_elems), and says so after each chunk; it
+ * copies chunk k of peer p's slice from p's output once p said chunk k is
+ * done, one chunk behind its own reductions, so that it rarely waits and
+ * reads a chunk that p's core wrote a chunk ago, from that core's cache
+ * rather than from memory. In place this is safe chunk by chunk: p's
+ * "done k" also says that p no longer reads chunk k of slice p of my
+ * input, which the copy overwrites. t->off counts the chunks reduced,
+ * t->real the chunks copied. */
 static int sym_task_progress(struct mc_task *t, ncclResult_t *res)
 {
   struct mc_op *op = t->op;
   struct ncclComm *comm = op->comm;
   const char **in = mc_mem_peers_in(comm);
   const char **out = mc_mem_peers_out(comm);
+  size_t k_all = (op->kind == MC_COLL_ALLREDUCE) ? n_chunks(op) : 0;
   int n = t->n_ranks;
-  size_t es = op->esize;
-  size_t lo;
-  size_t hi;
   int moved = 0;
 
   for (;;) {
     switch (t->j) {
-    case 0: {
-      struct sym_desc d = {.magic = SYM_MAGIC, .bytes = op->count * es};
+    case SYM_WHERE_POST: {
+      struct sym_desc d = {.magic = SYM_MAGIC, .bytes = op->count * op->esize};
       struct mc_mem_ref ref_in;
       struct mc_mem_ref ref_out;
       size_t in_bytes;
@@ -321,46 +402,63 @@ static int sym_task_progress(struct mc_task *t, ncclResult_t *res)
       /* This operation's mappings are kept until the next one starts. */
       if ((*res = mc_mem_peers_op(comm)) != ncclSuccess)
         return -1;
-      t->j = 1;
+      t->j = SYM_WHERE_WAIT;
       t->os_sent = 0;
       break;
     }
-    case 1:
+    case SYM_WHERE_WAIT:
       if (!all_arrived(t))
         return moved;
       if (take_descs(t, res) < 0)
         return -1;
-      first_pass(t, in);
       release_all(t);
-      t->j = (op->kind == MC_COLL_ALLREDUCE) ? 2 : 4;
+      if (op->kind == MC_COLL_ALLREDUCE) {
+        t->off = 0;
+        t->real = 0;
+        t->j = SYM_AR_REDUCE;
+      } else {
+        first_pass(t, in);
+        t->j = SYM_READ_POST;
+      }
       moved = 1;
       break;
-    case 2:
-    case 4:
+    case SYM_AR_REDUCE:
+      reduce_chunk(t, in, t->off);
+      t->os_sent = 0;
+      t->j = SYM_AR_DONE;
+      moved = 1;
+      break;
+    case SYM_AR_DONE:
+      if (!post_round(t, NULL, &moved))
+        return moved;
+      t->off++;
+      t->j = SYM_AR_COPY;
+      break;
+    case SYM_AR_COPY:
+      /* One chunk behind the reductions until they are all done. */
+      if ((t->real + 1 < t->off) || ((t->off == k_all) && (t->real < k_all))) {
+        if (!all_arrived(t))
+          return moved;
+        copy_chunk(t, out, t->real);
+        release_all(t);
+        t->real++;
+        moved = 1;
+        break;
+      }
+      t->os_sent = 0;
+      t->j = (t->off < k_all) ? SYM_AR_REDUCE : SYM_READ_POST;
+      break;
+    case SYM_READ_POST:
       if (!post_round(t, NULL, &moved))
         return moved;
       t->os_sent = 0;
-      t->j++;
+      t->j = SYM_READ_WAIT;
       break;
-    case 3:
-      if (!all_arrived(t))
-        return moved;
-      for (int p = 0; p < n; p++) {
-        if (p == t->rank)
-          continue;
-        slice(op->count, n, p, &lo, &hi);
-        if (hi > lo)
-          memcpy(op->out + lo * es, out[p] + lo * es, (hi - lo) * es);
-      }
-      release_all(t);
-      t->j = 4;
-      moved = 1;
-      break;
-    case 5:
+    case SYM_READ_WAIT:
       if (!all_arrived(t))
         return moved;
       release_all(t);
-      t->j = 6;
+      t->j = SYM_DRAIN;
       moved = 1;
       break;
     default:
@@ -387,7 +485,10 @@ static ncclResult_t sym_plan(struct mc_op *op, struct mc_coll_plan *pl)
 /* Announces the rounds' receive steps per peer (NET connections). */
 static void sym_task_start(struct mc_task *t)
 {
-  mc_coll_os_expect(t, (t->op->kind == MC_COLL_ALLREDUCE) ? 3 : 2);
+  const struct mc_op *op = t->op;
+
+  /* where, a "done" per chunk (all-reduce), read */
+  mc_coll_os_expect(t, (op->kind == MC_COLL_ALLREDUCE) ? n_chunks(op) + 2 : 2);
 }
 
 const struct mc_coll_algo_ops mc_coll_sym_ops = {

@@ -140,6 +140,7 @@ static void tune(const struct ncclComm *comm, struct mc_tp_comm *tc)
   char fifo_s[32];
   char os_s[32];
   char so_s[32];
+  char sc_s[32];
   char probe[200] = "";
   struct mc_handoff_figures hf;
   struct mc_handoff_info hi;
@@ -148,18 +149,22 @@ static void tune(const struct ncclComm *comm, struct mc_tp_comm *tc)
   tc->slot_bytes = (fifo / MC_STEPS) & ~(size_t)63;
   tc->oneshot_bytes = oneshot_bytes(comm, tc->slot_bytes, os_why, sizeof(os_why));
   tc->stream_out_bytes = stream_out_bytes(comm, so_why, sizeof(so_why));
+  tc->sym_chunk_bytes = mc_tp_decide_sym_chunk(
+      &comm->peers[comm->nodes.local_rank_to_rank[0]].cache, comm->nodes.local_ranks);
   size_str(fifo, fifo_s, sizeof(fifo_s));
   size_str(tc->oneshot_bytes, os_s, sizeof(os_s));
   size_str(tc->stream_out_bytes, so_s, sizeof(so_s));
+  size_str(tc->sym_chunk_bytes, sc_s, sizeof(sc_s));
   if (mc_tp_handoff_probe_peek(&hf, &hi))
     snprintf(probe, sizeof(probe), "; this process's hand-off probe: %.2f ms on CPUs %d and %d%s%s",
              hi.ms, hi.cpu_a, hi.cpu_b, (hi.why[0] != '\0') ? ", no figures: " : "", hi.why);
   MC_INFO(MC_SUB_TUNING,
           "rank %d: FIFO %s per connection (%s); one-shot all-reduce up to %s (%s%s); "
-          "out-of-place outputs %s%s written with streaming stores (%s)",
+          "out-of-place outputs %s%s written with streaming stores (%s); symmetric all-reduce "
+          "in chunks of %s (one core's L2 / (%d ranks + 2), at least 32 KiB)",
           comm->rank, fifo_s, fifo_why, os_s, os_why, probe,
           (tc->stream_out_bytes > 0) ? "from " : "never", (tc->stream_out_bytes > 0) ? so_s : "",
-          so_why);
+          so_why, sc_s, comm->nodes.local_ranks);
 }
 
 static ncclResult_t tp_init(struct ncclComm *comm)

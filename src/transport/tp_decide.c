@@ -439,6 +439,14 @@ size_t mc_tp_decide_stream_out(const struct mc_cache_facts *c)
   return (size_t)c->l2_kib * 1024u / (size_t)((c->l2_sharing > 0) ? c->l2_sharing : 1);
 }
 
+size_t mc_tp_decide_sym_chunk(const struct mc_cache_facts *c, int n_ranks)
+{
+  size_t l2 = mc_tp_decide_stream_out(c);
+  size_t chunk = l2 / (size_t)((n_ranks > 0 ? n_ranks : 1) + 2) & ~(size_t)4095;
+
+  return (chunk < MC_SYM_CHUNK_MIN_BYTES) ? MC_SYM_CHUNK_MIN_BYTES : chunk;
+}
+
 size_t mc_tp_decide_oneshot(int n_ranks, const struct mc_handoff_figures *f, size_t limit)
 {
   double n = n_ranks;

@@ -183,6 +183,17 @@ size_t mc_tp_decide_fifo(const struct mc_cache_facts *c, int hot_conns);
 #define MC_STREAM_OUT_BYTES (1u << 20)
 size_t mc_tp_decide_stream_out(const struct mc_cache_facts *c);
 
+/* The chunk in which a symmetric all-reduce of n_ranks ranks (coll_sym.c)
+ * reduces its slice before telling its peers, who then copy that chunk:
+ * while a rank reduces its next chunk (reading n_ranks chunks of input and
+ * writing one) the chunk it just wrote should stay in its core's L2 for the
+ * peers to read, so n_ranks + 2 chunks fit in one core's L2 (l2_kib /
+ * l2_sharing, MC_STREAM_OUT_BYTES without an L2 figure); at least
+ * MC_SYM_CHUNK_MIN_BYTES, so that a chunk's message costs little beside
+ * its copy, and a multiple of 4 KiB. */
+#define MC_SYM_CHUNK_MIN_BYTES (32u << 10)
+size_t mc_tp_decide_sym_chunk(const struct mc_cache_facts *c, int n_ranks);
+
 /* Figures of the one-shot all-reduce's model, measured once per process
  * (mc_tp_handoff_probe): handoff_ns, what one step between two cores costs
  * beyond its bytes (a cache-line round trip: the receiver sees the flag,

@@ -457,6 +457,9 @@ struct mc_tp_comm {
    * what they receive into it with streaming stores (init_connect.c
    * decides: mc_tp_decide_stream_out; 0: never). */
   size_t stream_out_bytes;
+  /* The symmetric all-reduce's pipeline chunk (coll_sym.c; init_connect.c
+   * decides: mc_tp_decide_sym_chunk, the same on every rank of the host). */
+  size_t sym_chunk_bytes;
   const struct mc_net_ops *net;
   const uint8_t *net_secret; /* MC_NET_SECRET_BYTES, or NULL (struct mc_net_init_args) */
   void *net_ctx;             /* net's context, initialised and owned by the caller */

@@ -21,6 +21,11 @@ shm_snapshot
 run_case "symmetric, 2 processes (SHM), every type and op, in and out of place" 120 \
   "$RUN" -n 2 "$T/mp_coll" --symmetric 1 --colls allreduce,allgather,reducescatter \
   --sizes 1,7,4099,16385,262147
+# The all-reduce goes in chunks of the L2 over n + 2 (256 KiB on 2 ranks of a 1 MiB L2): 16 MiB
+# of int32 at 2 ranks is 32 chunks a slice, more than a connection's 8 slots hold unreleased.
+run_case "symmetric, 2 processes (SHM), many chunks a slice, in and out of place" 120 \
+  "$RUN" -n 2 "$T/mp_coll" --symmetric 1 --colls allreduce --types int32,float --ops sum,max \
+  --sizes 4194311
 run_case "symmetric, 3 processes (SHM), every op" 120 "$RUN" -n 3 "$T/mp_coll" --symmetric 1 \
   --colls allreduce,allgather,reducescatter --types int8,uint32,int64,half,float,bfloat16,double \
   --sizes 1,7,4099,262147
@@ -34,7 +39,7 @@ run_case "symmetric, 4 threads of one process, every collective on window buffer
 NCCL_P2P_DISABLE=1 NCCL_SHM_DISABLE=1 run_case \
   "symmetric, 3 processes, the messages over NET connections" 120 "$RUN" -n 3 "$T/mp_coll" \
   --symmetric 1 --colls allreduce,allgather,reducescatter --types int32,float --ops sum,max \
-  --sizes 7,262147
+  --sizes 7,262147,1048583
 MESHCCL_P2P_CMA=1 run_case "symmetric, 3 processes, the messages over P2P (CMA) connections" \
   120 "$RUN" -n 3 "$T/mp_coll" --symmetric 1 --colls allreduce --types int32,half \
   --ops sum,avg --sizes 7,262147

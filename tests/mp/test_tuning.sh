@@ -50,7 +50,9 @@ expect_grep "vm: FIFO 1 MiB from the VM's 1 MiB L2, one-shot up to 64 KiB" "$TMP
 oneshot vm 65536 yes
 oneshot vm 131072 no
 expect_grep "vm: outputs streamed from the VM's 1 MiB L2" "$TMP/vm.out" \
-  "rank 0: FIFO .*; out-of-place outputs from 1 MiB written with streaming stores \(the L2 of one core\)$"
+  "rank 0: FIFO .*; out-of-place outputs from 1 MiB written with streaming stores \(the L2 of one core\);"
+expect_grep "vm: symmetric all-reduce chunks of the 1 MiB L2 over 2 ranks + 2" "$TMP/vm.out" \
+  "rank 0: FIFO .*; symmetric all-reduce in chunks of 256 KiB \(one core's L2 / \(2 ranks \+ 2\), at least 32 KiB\)$"
 
 job xeon 2 "64K 256K" MESHCCL_SYSFS_ROOT="$DATA/cache-xeon16"
 expect_grep "xeon: FIFO 2 MiB from a 2 MiB L2, one-shot up to 128 KiB" "$TMP/xeon.out" \
@@ -58,7 +60,7 @@ expect_grep "xeon: FIFO 2 MiB from a 2 MiB L2, one-shot up to 128 KiB" "$TMP/xeo
 oneshot xeon 131072 yes
 oneshot xeon 262144 no
 expect_grep "xeon: outputs streamed from its 2 MiB L2" "$TMP/xeon.out" \
-  "rank 1: FIFO .*; out-of-place outputs from 2 MiB written with streaming stores \(the L2 of one core\)$"
+  "rank 1: FIFO .*; out-of-place outputs from 2 MiB written with streaming stores \(the L2 of one core\); symmetric all-reduce in chunks of 512 KiB "
 
 job forced 2 "4K 8K" MESHCCL_SYSFS_ROOT="$DATA/cache-xeon16" NCCL_BUFFSIZE=524288 \
   MESHCCL_ALLREDUCE_ONESHOT_BYTES=4096
@@ -74,7 +76,7 @@ oneshot off 4096 no
 
 job nostream 2 "4K 4K" MESHCCL_STREAM_OUT_BYTES=0
 expect_grep "nostream: MESHCCL_STREAM_OUT_BYTES=0: no output streamed" "$TMP/nostream.out" \
-  "out-of-place outputs never written with streaming stores \(MESHCCL_STREAM_OUT_BYTES\)$"
+  "out-of-place outputs never written with streaming stores \(MESHCCL_STREAM_OUT_BYTES\); symmetric all-reduce in chunks of "
 
 job model 3 "4K 4K" MESHCCL_SYSFS_ROOT="$DATA/cache-epyc-vm"
 expect_grep "model: 3 ranks take the model's threshold (its floor without figures, the limit on 2 CPUs)" \

@@ -372,6 +372,14 @@ static void fifo_choice_on_recorded_hosts(void)
   MC_T_TRUE(mc_tp_decide_stream_out(&c) == (1u << 20));
   c.l2_kib = 0;
   MC_T_TRUE(mc_tp_decide_stream_out(&c) == MC_STREAM_OUT_BYTES);
+  /* the symmetric all-reduce's chunk: n + 2 of them in one core's L2, whole 4 KiB pages, at
+   * least 32 KiB: the VM's 1 MiB at 2 ranks 256 KiB, at 3 ranks 204 KiB (204.8 rounded
+   * down); Sapphire Rapids' 2 MiB at 2 ranks 512 KiB; 64 ranks the floor; no L2: 1 MiB's */
+  MC_T_TRUE(mc_tp_decide_sym_chunk(&vm, 2) == (256u << 10));
+  MC_T_TRUE(mc_tp_decide_sym_chunk(&vm, 3) == (204u << 10));
+  MC_T_TRUE(mc_tp_decide_sym_chunk(&xeon, 2) == (512u << 10));
+  MC_T_TRUE(mc_tp_decide_sym_chunk(&xeon, 64) == MC_SYM_CHUNK_MIN_BYTES);
+  MC_T_TRUE(mc_tp_decide_sym_chunk(&c, 2) == (256u << 10));
   MC_T_TRUE(!mc_tp_cache_read("/nonexistent", 0, &c));
 }
 
