@@ -187,7 +187,14 @@ void mc_conn_stream_commit(struct mc_conn *c, size_t bytes, bool is_first)
 void mc_copy_stream(void *dst, const void *src, size_t bytes)
 {
 #if defined(__x86_64__)
-  if (((uintptr_t)dst & 15) == 0) {
+  size_t head = (16 - ((uintptr_t)dst & 15)) & 15;
+
+  if (bytes >= head + 64) {
+    /* The bytes up to dst's first 16-byte boundary with plain stores. */
+    memcpy(dst, src, head);
+    dst = (char *)dst + head;
+    src = (const char *)src + head;
+    bytes -= head;
     __m128i *d = dst;
     const char *s = src;
     size_t n = bytes / 16;

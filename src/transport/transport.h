@@ -250,8 +250,9 @@ bool mc_conn_stream_step(struct mc_conn_stream *st, size_t slot_bytes, size_t by
 void mc_conn_stream_commit(struct mc_conn *c, size_t bytes, bool is_first);
 /* Sender over SHM: its stream settings from MESHCCL_SHM_STREAM. */
 void mc_conn_stream_init(struct mc_conn *c);
-/* dst = src with streaming stores (x86-64, dst 16-byte aligned; else memcpy),
- * fenced: the lines are in memory, not in this core's cache. */
+/* dst = src with streaming stores (x86-64; the bytes before dst's first
+ * 16-byte boundary, and copies under 64 bytes past it, with memcpy; memcpy
+ * elsewhere), fenced: the lines are in memory, not in this core's cache. */
 void mc_copy_stream(void *dst, const void *src, size_t bytes);
 /* Sender: copies bytes into a slot, streamed when the connection says so. */
 void mc_conn_slot_copy(const struct mc_conn *c, void *slot, const void *src, size_t bytes);
