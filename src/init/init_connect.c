@@ -18,6 +18,7 @@
 #include <string.h>
 
 #include "check.h"
+#include "init_gather.h"
 #include "log.h"
 #include "net/net.h"
 #include "params.h"
@@ -275,6 +276,56 @@ static int n_threads(const struct ncclComm *comm, const struct mc_host_figures *
   return k;
 }
 
+#define TAG_HOST_CMA (MC_BOOT_TAG_INTRANODE | 0x120)
+
+/* What a host's first local rank sends the others: its P2P/CMA figures. */
+struct host_cma_msg {
+  int32_t measured; /* 0: not measured there (each rank measures its own when it needs them) */
+  int32_t rank;
+  struct mc_cma_figures f;
+};
+
+/*
+ * The P2P/CMA probe's figures (tp_cma.c) are the host's: its first local rank
+ * measures them, when its settings leave the choice to the probe, and sends
+ * them down the host's tree; the others adopt them instead of measuring
+ * (about 3 ms of CPU each; at 256 ranks on 2 cores, 0.85 s of the init's 3 s
+ * and 0.4 s of its 1.55 s wall). Only where the local ranks are more than one
+ * process: the ranks agree on that from the gathered pids.
+ */
+static ncclResult_t host_cma_share(struct ncclComm *comm)
+{
+  const struct mc_comm_nodes *nd = &comm->nodes;
+  struct host_cma_msg msg;
+  bool processes = false;
+
+  for (int i = 1; i < nd->local_ranks; i++)
+    if (comm->peers[nd->local_rank_to_rank[i]].pid != comm->peers[nd->local_rank_to_rank[0]].pid)
+      processes = true;
+  if (!processes)
+    return ncclSuccess;
+  memset(&msg, 0, sizeof(msg));
+  if ((nd->local_rank == 0) && (mc_param_int(MC_P_P2P_CMA) < 0) &&
+      (mc_param_int(MC_P_P2P_CMA_BYTES) < 0) && (mc_param_int(MC_P_P2P_DISABLE) == 0)) {
+    const char *why;
+    mc_tp_cma_measure(&msg.f, &why);
+    msg.measured = (why == NULL);
+    msg.rank = comm->rank;
+  }
+  MC_CHECK(mc_comm_bcast_tree(comm, nd->local_rank_to_rank, nd->local_ranks, nd->local_rank, &msg,
+                              sizeof(msg), TAG_HOST_CMA));
+  if ((nd->local_rank == 0) || !msg.measured)
+    return ncclSuccess;
+  if ((msg.rank != nd->local_rank_to_rank[0]) || (msg.f.n_sizes < 0) ||
+      (msg.f.n_sizes > MC_CMA_MAX_SIZES))
+    return MC_FAIL(ncclRemoteError,
+                   "connect: rank %d sent P2P/CMA figures of %d step sizes as rank %d (at most "
+                   "%d)",
+                   nd->local_rank_to_rank[0], (int)msg.f.n_sizes, (int)msg.rank, MC_CMA_MAX_SIZES);
+  mc_tp_cma_adopt(&msg.f, msg.rank);
+  return ncclSuccess;
+}
+
 ncclResult_t mc_comm_stage_connect(struct ncclComm *comm)
 {
   struct mc_host_figures host;
@@ -283,6 +334,7 @@ ncclResult_t mc_comm_stage_connect(struct ncclComm *comm)
   int n_reqs = 0;
   ncclResult_t res;
 
+  MC_CHECK(host_cma_share(comm));
   MC_CHECK(tp_init(comm));
   /* The pid in a segment's name is its creator's in its own PID namespace:
    * only where every local rank shares this one does "no such pid" mean

@@ -10,7 +10,11 @@
  * cores both ways pay alike (the FIFO's receiver reads lines its sender
  * wrote; CMA reads the lines the peer's buffer holds). mc_tp_decide_cma
  * turns the figures into the step size from which the P2P sender publishes
- * its buffer (tp_p2p.c), logged at NCCL_DEBUG_SUBSYS=TUNING.
+ * its buffer (tp_p2p.c), logged at NCCL_DEBUG_SUBSYS=TUNING. The figures
+ * are the host's: at init its first local rank measures them and the others
+ * adopt them (init_connect.c), so that one process of the host pays the
+ * probe instead of every rank (at 256 ranks on 2 cores the probes were a
+ * quarter of the init's CPU time), and all decide from the same figures.
  */
 #include "transport/tp_int.h"
 
@@ -29,9 +33,12 @@
 #define PROBE_PASSES    3
 
 static pthread_mutex_t probe_lock = PTHREAD_MUTEX_INITIALIZER;
-static bool probe_done;
+static bool probe_done; /* probe_figs and probe_why hold this process's figures */
+static bool probe_said; /* the TUNING line is out */
 static struct mc_cma_figures probe_figs;
 static char probe_why[160]; /* why CMA was not measured ("": it was) */
+static double probe_ms;     /* what measuring took here */
+static int probe_from = -1; /* adopted: the rank whose process measured them */
 
 static uint64_t pass_fifo(char *dst, const char *src, char *slot, size_t step)
 {
@@ -116,16 +123,53 @@ static void format_rates(char *buf, size_t len, const struct mc_cma_figures *f, 
   }
 }
 
-void mc_tp_cma_probe(size_t slot_bytes, struct mc_cma_figures *out, const char **why_out)
+/* Measures once (probe_lock held). */
+static void probe_once(void)
+{
+  uint64_t t0;
+
+  if (probe_done)
+    return;
+  t0 = mc_time_ns();
+  probe_run();
+  probe_ms = (double)(mc_time_ns() - t0) * 1e-6;
+  probe_done = true;
+}
+
+void mc_tp_cma_measure(struct mc_cma_figures *out, const char **why_out)
+{
+  pthread_mutex_lock(&probe_lock);
+  probe_once();
+  *out = probe_figs;
+  *why_out = (probe_why[0] != '\0') ? probe_why : NULL;
+  pthread_mutex_unlock(&probe_lock);
+}
+
+void mc_tp_cma_adopt(const struct mc_cma_figures *f, int from_rank)
 {
   pthread_mutex_lock(&probe_lock);
   if (!probe_done) {
-    uint64_t t0 = mc_time_ns();
+    probe_figs = *f;
+    probe_why[0] = '\0';
+    probe_from = from_rank;
+    probe_done = true;
+  }
+  pthread_mutex_unlock(&probe_lock);
+}
+
+void mc_tp_cma_probe(size_t slot_bytes, struct mc_cma_figures *out, const char **why_out)
+{
+  pthread_mutex_lock(&probe_lock);
+  probe_once();
+  if (!probe_said) {
     char fifo[160];
     char cma[160];
-    size_t from;
-    probe_run();
-    from = mc_tp_decide_cma(&probe_figs, slot_bytes);
+    char took[96];
+    size_t from = mc_tp_decide_cma(&probe_figs, slot_bytes);
+    if (probe_from >= 0)
+      snprintf(took, sizeof(took), "rank %d's, for this host's ranks", probe_from);
+    else
+      snprintf(took, sizeof(took), "%.1f ms", probe_ms);
     format_rates(fifo, sizeof(fifo), &probe_figs, false);
     format_rates(cma, sizeof(cma), &probe_figs, true);
     if (probe_why[0] != '\0')
@@ -135,18 +179,18 @@ void mc_tp_cma_probe(size_t slot_bytes, struct mc_cma_figures *out, const char *
               probe_why);
     else if (from == MC_CMA_NEVER)
       MC_INFO(MC_SUB_TUNING | MC_SUB_P2P,
-              "P2P/CMA probe (%.1f ms): per step size, GB/s: FIFO hop (copy in, copy out) %s; "
+              "P2P/CMA probe (%s): per step size, GB/s: FIFO hop (copy in, copy out) %s; "
               "process_vm_readv %s: the FIFO is faster at every size (CMA needs %d%% more): P2P "
               "between processes declines, SHM carries it (MESHCCL_P2P_CMA=1 forces CMA)",
-              (double)(mc_time_ns() - t0) * 1e-6, fifo, cma, MC_CMA_MARGIN_PCT);
+              took, fifo, cma, MC_CMA_MARGIN_PCT);
     else
       MC_INFO(MC_SUB_TUNING | MC_SUB_P2P,
-              "P2P/CMA probe (%.1f ms): per step size, GB/s: FIFO hop (copy in, copy out) %s; "
+              "P2P/CMA probe (%s): per step size, GB/s: FIFO hop (copy in, copy out) %s; "
               "process_vm_readv %s: single copy (the receiver reads the sender's buffer) for "
               "steps of %zu bytes and more (slots of %zu), the FIFO below (MESHCCL_P2P_CMA=0 or "
               "1 forces one)",
-              (double)(mc_time_ns() - t0) * 1e-6, fifo, cma, from, slot_bytes);
-    probe_done = true;
+              took, fifo, cma, from, slot_bytes);
+    probe_said = true;
   }
   *out = probe_figs;
   if (why_out != NULL)

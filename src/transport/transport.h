@@ -535,12 +535,19 @@ bool mc_proxy_wedged(const struct mc_proxy *p);
 void mc_proxy_activity(struct mc_proxy *p, int delta);
 
 /* The P2P/CMA probe of this process (tp_cma.c; figures: tp_decide.h):
- * measured at the first call (a few ms), logged once at
+ * measured at the first call (a few ms) unless adopted from the host's first
+ * local rank (mc_tp_cma_adopt), logged once at
  * NCCL_DEBUG_SUBSYS=TUNING with the decision for slots of slot_bytes;
  * *why_out (may be NULL) says why it could not measure CMA (then no
  * figures), else NULL. Thread-safe. bench/limit prints it too. */
 struct mc_cma_figures;
 void mc_tp_cma_probe(size_t slot_bytes, struct mc_cma_figures *out, const char **why_out);
+/* The same figures without the TUNING line: measured here at the first call
+ * of either (a host's first local rank, for the others: init_connect.c). */
+void mc_tp_cma_measure(struct mc_cma_figures *out, const char **why_out);
+/* Takes figures measured by rank from_rank's process on this host as this
+ * process's, unless it has its own already; the TUNING line names that rank. */
+void mc_tp_cma_adopt(const struct mc_cma_figures *f, int from_rank);
 
 /* The hand-off probe of this process (tp_handoff.c; figures: tp_decide.h
  * mc_handoff_figures): measured at the first call (at most 2 ms, two

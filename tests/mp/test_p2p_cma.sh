@@ -1,9 +1,11 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: Apache-2.0
 # P2P between processes of one host (src/transport/tp_p2p.c, tp_cma.c):
-#   1. MESHCCL_P2P_CMA unset (auto): every rank logs its probe at
-#      NCCL_DEBUG_SUBSYS=TUNING (FIFO hop and process_vm_readv rates per step
-#      size, and the decision), and its connections follow the decision: P2P/CMA
+#   1. MESHCCL_P2P_CMA unset (auto): the host's first local rank measures the
+#      probe, the others take its figures (one probe a host), and every rank
+#      logs them at NCCL_DEBUG_SUBSYS=TUNING (FIFO hop and process_vm_readv
+#      rates per step size, and the decision; the same on every rank, naming
+#      the rank that measured them), and its connections follow the decision: P2P/CMA
 #      where single copy wins at some step size, else SHM with the reason on the
 #      Transport line; results checked either way (meshccl-perf -c 1);
 #   2. single copy forced (MESHCCL_P2P_CMA=1) and a threshold inside the
@@ -34,11 +36,15 @@ NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=TUNING,INIT,P2P timeout 120 "$RUN" -n 2 "$PERF
   -b 64K -e 4M -f 4 -w 1 -n 2 -c 1 >"$TMP/auto.out" 2>&1
 expect_success "auto: meshccl-perf all_reduce, 2 processes, exit 0" "$?" "$TMP/auto.out"
 expect_grep "auto: no wrong element" "$TMP/auto.out" '^\[0\] # Out of bounds values : 0 OK'
-for r in 0 1; do
-  expect_eq "auto: rank $r logs its probe once (TUNING)" \
-    "$(grep -c "^\[$r\] .*NCCL INFO P2P/CMA probe (.* ms): per step size, GB/s: FIFO hop" \
-      "$TMP/auto.out")" 1
-done
+expect_eq "auto: rank 0 measures the host's probe and logs it once (TUNING)" \
+  "$(grep -c "^\[0\] .*NCCL INFO P2P/CMA probe ([0-9.]* ms): per step size, GB/s: FIFO hop" \
+    "$TMP/auto.out")" 1
+expect_eq "auto: rank 1 takes rank 0's figures and logs them once (TUNING)" \
+  "$(grep -c "^\[1\] .*NCCL INFO P2P/CMA probe (rank 0's, for this host's ranks): per step size, GB/s: FIFO hop" \
+    "$TMP/auto.out")" 1
+expect_eq "auto: both ranks log the same figures and decision" \
+  "$(grep "NCCL INFO P2P/CMA probe" "$TMP/auto.out" | sed -E 's/.*\): per step size/per step size/' |
+    sort -u | wc -l)" 1
 if grep -q 'the FIFO is faster at every size' "$TMP/auto.out"; then
   echo "# this host: the FIFO wins at every step size"
   expect_grep "auto, FIFO faster here: the connections are SHM, and the line says why" \
