@@ -119,17 +119,14 @@ ncclResult_t mc_coll_p2p_self(struct mc_coll_batch *b);
 
 /* ----------------------------------------------------------- coll_prim.c */
 
-/* Whether op writes the data it moves into its output with streaming stores:
- * out of place, and the output at least the communicator's stream_out_bytes
- * (the L2 of one core, mc_tp_decide_stream_out), so not in this core's cache
- * anyway; streaming stores skip the read-for-ownership of every line
- * (out-of-place all-reduce of 2 ranks, 1-64 MiB: 4.5 -> 5.1 GB/s busbw). In
- * place the lines are cached already, and there it costs. */
-bool mc_coll_stream_out(const struct mc_op *op);
-
-/* Copies bytes from src into an operation's output: with streaming stores
- * when stream (mc_coll_stream_out) and the copy is at least 64 KiB. */
-void mc_coll_copy_out(void *dst, const void *src, size_t bytes, bool stream);
+/* Copies bytes from src into dst, in op's output: with streaming stores when
+ * op is out of place, its output is at least the communicator's
+ * stream_out_bytes (the L2 of one core, mc_tp_decide_stream_out), so not in
+ * this core's cache anyway, and the copy is at least 64 KiB; streaming
+ * stores skip the read-for-ownership of every line (out-of-place all-reduce
+ * of 2 ranks, 1-64 MiB: 4.5 -> 5.1 GB/s busbw). In place the lines are
+ * cached already, and there it costs. */
+void mc_coll_copy_out(const struct mc_op *op, void *dst, const void *src, size_t bytes);
 
 /* Runs t's primitives while its connections are ready: 1 when something
  * moved, 0 when it waits, -1 when it failed (*res). */

@@ -25,19 +25,14 @@
 #include "params.h"
 #include "utils.h"
 
-void mc_coll_copy_out(void *dst, const void *src, size_t bytes, bool stream)
-{
-  if (stream && (bytes >= 65536))
-    mc_copy_stream(dst, src, bytes);
-  else
-    memcpy(dst, src, bytes);
-}
-
-bool mc_coll_stream_out(const struct mc_op *op)
+void mc_coll_copy_out(const struct mc_op *op, void *dst, const void *src, size_t bytes)
 {
   size_t limit = op->comm->data.tp.stream_out_bytes;
 
-  return (op->in != op->out) && (limit > 0) && (op->count * op->esize >= limit);
+  if ((op->in != op->out) && (limit > 0) && (op->count * op->esize >= limit) && (bytes >= 65536))
+    mc_copy_stream(dst, src, bytes);
+  else
+    memcpy(dst, src, bytes);
 }
 
 #define FUSE_BLOCK 32768 /* bytes per block of a fused pass (fits in L1) */
@@ -184,7 +179,7 @@ static int prim_run_one(struct mc_task *t, const struct mc_prim *p, ncclResult_t
     break;
   case MC_PRIM_RECV:
     if ((src != out) && (bytes > 0)) /* out may be NULL for an empty step */
-      mc_coll_copy_out(out, src, bytes, mc_coll_stream_out(op));
+      mc_coll_copy_out(op, out, src, bytes);
     break;
   case MC_PRIM_RECV_COPY_SEND:
     if (mc_conn_send_ptr_ok(sc, bytes)) {

@@ -308,7 +308,6 @@ static void copy_chunk(struct mc_task *t, const char **out, size_t k)
 {
   struct mc_op *op = t->op;
   size_t es = op->esize;
-  bool stream = mc_coll_stream_out(op);
   size_t lo;
   size_t hi;
 
@@ -317,7 +316,7 @@ static void copy_chunk(struct mc_task *t, const char **out, size_t k)
       continue;
     chunk_of(op, p, k, &lo, &hi);
     if (hi > lo)
-      mc_coll_copy_out(op->out + lo * es, out[p] + lo * es, (hi - lo) * es, stream);
+      mc_coll_copy_out(op, op->out + lo * es, out[p] + lo * es, (hi - lo) * es);
   }
 }
 
@@ -341,7 +340,7 @@ static void first_pass(struct mc_task *t, const char **in)
   for (int p = 0; p < n; p++) {
     char *dst = op->out + (size_t)p * op->count * es;
     if (in[p] != dst)
-      mc_coll_copy_out(dst, in[p], op->count * es, mc_coll_stream_out(op));
+      mc_coll_copy_out(op, dst, in[p], op->count * es);
   }
 }
 

@@ -25,6 +25,13 @@
 #include "topo/topo_graph.h"
 #include "transport/tp_decide.h"
 
+/* The peer info of the host's first local rank, whose figures every local
+ * rank decides from, so that all of them decide alike. */
+static const struct mc_peer_info *host_first(const struct ncclComm *comm)
+{
+  return &comm->peers[comm->nodes.local_rank_to_rank[0]];
+}
+
 /* NCCL_BUFFSIZE when set; else NCCL's 4 MiB for a communicator that spans
  * hosts and, when every rank is on one host, mc_tp_decide_fifo's size for
  * the caches of the host's first local rank's CPU (struct mc_peer_info) and
@@ -35,7 +42,7 @@
  * local rank. */
 static size_t fifo_bytes(const struct ncclComm *comm, char *why, size_t why_bytes)
 {
-  const struct mc_cache_facts *c = &comm->peers[comm->nodes.local_rank_to_rank[0]].cache;
+  const struct mc_cache_facts *c = &host_first(comm)->cache;
   int hot = 2 * comm->topo.graph.n_channels;
   size_t bytes;
 
@@ -66,7 +73,7 @@ static size_t fifo_bytes(const struct ncclComm *comm, char *why, size_t why_byte
 static size_t oneshot_bytes(const struct ncclComm *comm, size_t slot_bytes, char *why,
                             size_t why_bytes)
 {
-  const struct mc_handoff_figures *f = &comm->peers[comm->nodes.local_rank_to_rank[0]].handoff;
+  const struct mc_handoff_figures *f = &host_first(comm)->handoff;
   int64_t set = mc_param_int(MC_P_ONESHOT_BYTES);
   size_t limit = (slot_bytes / (size_t)comm->n_ranks) & ~(size_t)63;
 
@@ -105,7 +112,7 @@ static size_t oneshot_bytes(const struct ncclComm *comm, size_t slot_bytes, char
  * host's first local rank's CPU, as the FIFO's size). */
 static size_t stream_out_bytes(const struct ncclComm *comm, char *why, size_t why_bytes)
 {
-  const struct mc_cache_facts *c = &comm->peers[comm->nodes.local_rank_to_rank[0]].cache;
+  const struct mc_cache_facts *c = &host_first(comm)->cache;
   int64_t set = mc_param_int(MC_P_STREAM_OUT_BYTES);
 
   if (set >= 0) {
@@ -150,8 +157,7 @@ static void tune(const struct ncclComm *comm, struct mc_tp_comm *tc)
   tc->slot_bytes = (fifo / MC_STEPS) & ~(size_t)63;
   tc->oneshot_bytes = oneshot_bytes(comm, tc->slot_bytes, os_why, sizeof(os_why));
   tc->stream_out_bytes = stream_out_bytes(comm, so_why, sizeof(so_why));
-  tc->sym_chunk_bytes = mc_tp_decide_sym_chunk(
-      &comm->peers[comm->nodes.local_rank_to_rank[0]].cache, comm->nodes.local_ranks);
+  tc->sym_chunk_bytes = mc_tp_decide_sym_chunk(&host_first(comm)->cache, comm->nodes.local_ranks);
   size_str(fifo, fifo_s, sizeof(fifo_s));
   size_str(tc->oneshot_bytes, os_s, sizeof(os_s));
   size_str(tc->stream_out_bytes, so_s, sizeof(so_s));
@@ -300,7 +306,7 @@ static ncclResult_t host_cma_share(struct ncclComm *comm)
   bool processes = false;
 
   for (int i = 1; i < nd->local_ranks; i++)
-    if (comm->peers[nd->local_rank_to_rank[i]].pid != comm->peers[nd->local_rank_to_rank[0]].pid)
+    if (comm->peers[nd->local_rank_to_rank[i]].pid != host_first(comm)->pid)
       processes = true;
   if (!processes)
     return ncclSuccess;

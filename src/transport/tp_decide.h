@@ -174,7 +174,7 @@ bool mc_tp_cache_read(const char *root, int cpu, struct mc_cache_facts *out);
 size_t mc_tp_decide_fifo(const struct mc_cache_facts *c, int hot_conns);
 
 /* Out-of-place operations whose output is at least this many bytes write
- * what they receive into it with streaming stores (coll_prim.c, copy_out):
+ * what they receive into it with streaming stores (coll_prim.c, mc_coll_copy_out):
  * the output no longer fits in the L2 one core has (l2_kib / l2_sharing),
  * so its lines would not stay there, and streaming skips reading each line
  * for ownership before it is overwritten; below it the output stays in the
