@@ -179,6 +179,7 @@ struct mc_task {
   bool started;           /* its receive steps were announced (mc_conn_recv_expect) */
   bool sent_any;          /* a step went out (the first carried the signature) */
   bool checked;           /* the signatures of the first received steps matched */
+  bool recv_done;         /* took every step it receives: its receive peers may go */
   int os_sent;            /* one-shot: peers whose send is posted */
   struct mc_coll_sig fwd; /* probe: the signature to pass on next */
   struct mc_task *after;  /* runs once that task is done (same connections) */
@@ -330,7 +331,9 @@ float mc_coll_nccl_model_time(const struct mc_coll_algo_ops *a, const struct mc_
 
 /* The executor's view of a connection's health for t (coll_live.c): a
  * failure posted on it, or its peer's process gone (ncclRemoteError); a
- * peer that stopped on a mismatch and said so (ncclInvalidUsage naming it). */
+ * peer that stopped on a mismatch and said so (ncclInvalidUsage naming it).
+ * A receive connection of a task that took every step it receives
+ * (t->recv_done) is healthy whatever its peer does: that peer finished. */
 ncclResult_t mc_coll_conn_health(const struct mc_task *t, const struct mc_conn *c);
 /* The first step of t's operation from c has arrived: checks the signature
  * in its header (or the notice it is) against t's operation. 1: it matches

@@ -64,7 +64,7 @@ ncclResult_t mc_coll_conn_health(const struct mc_task *t, const struct mc_conn *
   const struct mc_peer_info *p;
   uint32_t e;
 
-  if (c == NULL)
+  if ((c == NULL) || (!c->is_send && t->recv_done))
     return ncclSuccess;
   p = &comm->peers[c->peer];
   e = mc_conn_error(c);

@@ -195,6 +195,7 @@ static int oneshot_task_progress(struct mc_task *t, ncclResult_t *res)
       if (p != t->rank)
         mc_conn_recv_release(st->recv[p]);
     t->j = 1;
+    t->recv_done = true;
     moved = 1;
   }
   for (int p = 0; p < n; p++)

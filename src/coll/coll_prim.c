@@ -403,6 +403,7 @@ int mc_coll_task_progress(struct mc_task *t, ncclResult_t *res)
     struct mc_prim p;
     int r;
     if (!t->algo->task_prim(t, &p)) {
+      t->recv_done = true;
       /* Pointers published to the peers must have been read before the
        * user's buffers are handed back. */
       if (!task_drained(t))

@@ -229,13 +229,23 @@ static void rd_task_start(struct mc_task *t)
   }
 }
 
+/* Its sends, and the receives of the stages still to come: in the last
+ * chunk a stage already taken needs nothing more of its peer, which may have
+ * finished and gone (4 ranks: rank 0 returns after stage 1 while rank 1,
+ * in its stage 1 with rank 3, no longer needs rank 0). */
 static ncclResult_t rd_task_health(const struct mc_task *t)
 {
   struct rd_state *st = rd_state(t->op->comm);
+  bool last_chunk = (t->len - t->off <= t->chunk);
+  bool needed[RD_MAX_STAGES] = {false};
 
+  for (int s = 0; s < st->n_stages; s++)
+    if ((st->stages[s].take != RD_TAKE_NONE) && (!last_chunk || (s >= t->j)))
+      needed[st->stages[s].ch] = true;
   for (int c = 0; c < RD_MAX_STAGES; c++) {
     MC_CHECK(mc_coll_conn_health(t, st->send[c]));
-    MC_CHECK(mc_coll_conn_health(t, st->recv[c]));
+    if (needed[c])
+      MC_CHECK(mc_coll_conn_health(t, st->recv[c]));
   }
   return ncclSuccess;
 }
@@ -336,6 +346,7 @@ static int rd_task_progress(struct mc_task *t, ncclResult_t *res)
       t->off += n;
     }
   }
+  t->recv_done = true;
   for (int c = 0; c < RD_MAX_STAGES; c++)
     if ((st->send[c] != NULL) && !mc_conn_send_drained(st->send[c]))
       return moved;

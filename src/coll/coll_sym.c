@@ -458,6 +458,7 @@ static int sym_task_progress(struct mc_task *t, ncclResult_t *res)
         return moved;
       release_all(t);
       t->j = SYM_DRAIN;
+      t->recv_done = true;
       moved = 1;
       break;
     default:
