@@ -11,7 +11,7 @@
 . "$(dirname "$0")/mp_lib.sh"
 need_progs mp_coll mp_grow
 
-ls /dev/shm | grep '^meshccl-' | sort >"$TMP/shm.before"
+shm_snapshot
 COLL_ARGS=(--types int8,int32,float,double,bfloat16 --ops sum,max,premulsum --sizes 0,1,7,4099,65539)
 
 for cfg in "4 2" "5 3"; do
@@ -26,11 +26,5 @@ for cfg in "4 2" "5 3"; do
     "$(grep -c '] rank [0-9]*: ok$' "$TMP/out")" "$1"
 done
 
-# New segments whose creator is gone (other tests may hold one for the
-# milliseconds of a connect, their creators alive).
-orphans() {
-  ls /dev/shm | grep '^meshccl-' | sort | comm -13 "$TMP/shm.before" - |
-    while read -r f; do kill -0 "${f##*-}" 2>/dev/null || echo "$f"; done
-}
-expect_eq "nothing left in /dev/shm" "$(orphans | wc -l)" 0
+expect_eq "nothing left in /dev/shm" "$(shm_orphans | wc -l)" 0
 mp_finish

@@ -13,12 +13,16 @@
 . "$(dirname "$0")/mp_lib.sh"
 need_progs mp_leaks
 
-# meshccl segments left behind whose creator is gone (other tests running at
-# the same time may hold one for the milliseconds of a connect).
-ls /dev/shm | grep '^meshccl-' | sort >"$TMP/shm.before"
-orphans() {
-  ls /dev/shm | grep '^meshccl-' | sort | comm -13 "$TMP/shm.before" - |
-    while read -r f; do kill -0 "${f##*-}" 2>/dev/null || echo "$f"; done | wc -l
+# meshccl segments made since here whose creator is gone (mp_lib.sh; other
+# tests running at the same time may hold one for the milliseconds of a
+# connect).
+shm_snapshot
+# no_orphans NAME: the check, naming every segment left behind.
+no_orphans() {
+  shm_orphans >"$TMP/orphans"
+  expect_eq "$1: nothing left in /dev/shm" "$(wc -l <"$TMP/orphans")" 0
+  [ -s "$TMP/orphans" ] && show "$TMP/orphans"
+  return 0
 }
 
 leak_job() { # NAME MODE CYCLES (transport settings from the environment)
@@ -29,7 +33,7 @@ leak_job() { # NAME MODE CYCLES (transport settings from the environment)
   expect_success "$name: 4 ranks x $cycles cycles of init, collectives, $mode: exit 0 ($(($(now_ms) - t0)) ms)" \
     "$rc" "$TMP/out"
   expect_eq "$name: every rank ok" "$(grep -c "] rank [0-3]: $mode x $cycles: ok" "$TMP/out")" 4
-  expect_eq "$name: nothing left in /dev/shm" "$(orphans)" 0
+  no_orphans "$name"
 }
 leak_job "P2P/SHM" env 20
 leak_job "P2P/SHM" abort 20
@@ -48,6 +52,6 @@ timeout 60 "$T/mp_leaks" all 20 >"$TMP/out" 2>&1
 rc=$?
 expect_success "20 cycles of ncclCommInitAll(4) + destroy: exit 0 ($(($(now_ms) - t0)) ms)" \
   "$rc" "$TMP/out"
-expect_eq "ncclCommInitAll cycles: nothing left in /dev/shm" "$(orphans)" 0
+no_orphans "ncclCommInitAll cycles"
 
 mp_finish

@@ -39,7 +39,7 @@ NET_TIMEOUT_S=8
 SLACK_S=5
 
 trap 'ns_cleanup; mp_cleanup' EXIT # ns_cleanup: netns_lib.sh
-ls /dev/shm | grep '^meshccl-' | sort >"$TMP/shm.before"
+shm_snapshot
 
 make_hosts() {
   ip netns add "$SW" || return 1
@@ -138,9 +138,5 @@ expect_eq "nftables dropped packets on the links" "$([ "$dropped" -gt 0 ] && ech
 
 ns_cleanup
 expect_eq "no namespace left" "$(ip netns list | grep -c "^$TAG")" 0
-orphans() {
-  ls /dev/shm | grep '^meshccl-' | sort | comm -13 "$TMP/shm.before" - |
-    while read -r f; do kill -0 "${f##*-}" 2>/dev/null || echo "$f"; done
-}
-expect_eq "nothing left in /dev/shm" "$(orphans | wc -l)" 0
+expect_eq "nothing left in /dev/shm" "$(shm_orphans | wc -l)" 0
 mp_finish
