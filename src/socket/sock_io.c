@@ -309,38 +309,55 @@ static bool retryable_connect_errno(int e)
          (e == EAGAIN) || (e == EINTR) || (e == ECONNRESET) || (e == ECONNABORTED);
 }
 
+bool mc_sock_connect_stale(uint64_t sent_ns)
+{
+  return mc_time_ns() - sent_ns >= (uint64_t)MC_SOCK_CONNECT_ANSWER_MS * 1000000ull;
+}
+
 /* One TCP connect attempt: 0 connected, >0 errno of the failure, -1 when
- * the wait ended (*wait_res says how, s->err why). */
+ * the wait ended (*wait_res says how, s->err why). A connect() unanswered
+ * for MC_SOCK_CONNECT_ANSWER_MS is made again on a fresh socket, within the
+ * same attempt. */
 static int connect_once(struct mc_sock *s, const struct mc_wait *w, ncclResult_t *wait_res)
 {
-  int fd = socket(s->addr.sa.sa_family, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
   int err = 0;
   socklen_t len = sizeof(err);
+  int fd = -1;
 
-  if (fd == -1)
-    return errno;
-  if (connect(fd, &s->addr.sa, mc_sockaddr_len(&s->addr)) == 0) {
-    s->fd = fd;
-    return 0;
-  }
-  if (errno != EINPROGRESS) {
-    err = errno;
-    close(fd);
-    return err;
-  }
-  for (;;) {
-    int n = poll_one(fd, POLLOUT, POLL_TICK_MS, w);
-    if (n > 0)
-      break;
-    if ((n < 0) && (errno != EINTR)) {
+  while (fd < 0) {
+    uint64_t sent_ns = mc_time_ns();
+
+    fd = socket(s->addr.sa.sa_family, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+    if (fd == -1)
+      return errno;
+    if (connect(fd, &s->addr.sa, mc_sockaddr_len(&s->addr)) == 0) {
+      s->fd = fd;
+      return 0;
+    }
+    if (errno != EINPROGRESS) {
       err = errno;
       close(fd);
       return err;
     }
-    *wait_res = wait_check(s, w, "connecting to");
-    if (*wait_res != ncclSuccess) {
-      close(fd);
-      return -1;
+    for (;;) {
+      int n = poll_one(fd, POLLOUT, POLL_TICK_MS, w);
+      if (n > 0)
+        break;
+      if ((n < 0) && (errno != EINTR)) {
+        err = errno;
+        close(fd);
+        return err;
+      }
+      *wait_res = wait_check(s, w, "connecting to");
+      if (*wait_res != ncclSuccess) {
+        close(fd);
+        return -1;
+      }
+      if (mc_sock_connect_stale(sent_ns)) {
+        close(fd);
+        fd = -1;
+        break;
+      }
     }
   }
   if ((getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &len) != 0) || (err != 0)) {
@@ -525,6 +542,7 @@ ncclResult_t mc_sock_connect_poll(struct mc_sock_async *c, bool *done_out)
       return async_fail(c, MC_SOCK_END_ERROR, ncclSystemError, errno);
     c->attempt++;
     c->sock.fd = fd;
+    c->sent_ns = mc_time_ns();
     if (connect(fd, &c->sock.addr.sa, mc_sockaddr_len(&c->sock.addr)) != 0) {
       if (errno != EINPROGRESS)
         return async_retry(c, errno);
@@ -534,8 +552,15 @@ ncclResult_t mc_sock_connect_poll(struct mc_sock_async *c, bool *done_out)
   if (c->is_connecting) {
     int err = 0;
 
-    if (!mc_sock_connect_over(c->sock.fd, &err))
+    if (!mc_sock_connect_over(c->sock.fd, &err)) {
+      if (mc_sock_connect_stale(c->sent_ns)) { /* again at the next poll: the same attempt */
+        close(c->sock.fd);
+        c->sock.fd = -1;
+        c->is_connecting = false;
+        c->attempt--;
+      }
       return ncclSuccess;
+    }
     if (err != 0)
       return async_retry(c, err);
     c->is_connecting = false;

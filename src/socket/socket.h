@@ -232,13 +232,15 @@ ncclResult_t mc_sock_connect(const union mc_sockaddr *to, uint64_t magic, uint32
  * attempts are retried with mc_sock_connect's back-off (the pause is a
  * time stamp, not a sleep), up to NCCL_SOCKET_RETRY_CNT attempts. Failures
  * are described in c->sock.err (nothing is logged); the socket is then
- * closed. On success c->sock is a connected, non-blocking socket that the
+ * closed. An attempt unanswered for MC_SOCK_CONNECT_ANSWER_MS is made again
+ * on a fresh socket. On success c->sock is a connected, non-blocking socket that the
  * caller owns (close it with mc_sock_close).
  */
 struct mc_sock_async {
   struct mc_sock sock;
   int attempt;          /* connect attempts made */
   bool is_connecting;   /* connect() in progress on sock.fd */
+  uint64_t sent_ns;     /* when that connect() was made (mc_time_ns) */
   uint64_t retry_at_ns; /* next attempt not before this (mc_time_ns) */
   uint8_t hs[12];
   size_t hs_sent;
@@ -252,6 +254,22 @@ ncclResult_t mc_sock_connect_poll(struct mc_sock_async *c, bool *done_out);
  * wait): false while it is not; else true and *err_out its outcome, 0 when
  * connected, else the errno it failed with. */
 bool mc_sock_connect_over(int fd, int *err_out);
+
+/*
+ * A connect() still unanswered this long after it was made lost its SYN or
+ * the SYN-ACK: the kernel would send the next SYN only 3 s after the first,
+ * then 7, 15, 31 s (its timer starts at 1 s and doubles), so a few losses in
+ * a row on a lossy link outlast init's timeout. Every connect of this
+ * library (mc_sock_connect, mc_sock_connect_poll, the Mesh net's) then
+ * closes that socket and connects again at once: one fresh SYN sequence a
+ * CONNECT_ANSWER_MS. Not an attempt of NCCL_SOCKET_RETRY_CNT, which counts
+ * refusals and errors; the caller's deadline still bounds the whole.
+ */
+#define MC_SOCK_CONNECT_ANSWER_MS 2000
+
+/* Whether a connect() made at sent_ns (mc_time_ns) and not over yet is to be
+ * made again (MC_SOCK_CONNECT_ANSWER_MS). */
+bool mc_sock_connect_stale(uint64_t sent_ns);
 
 /* Exact-length I/O. A peer close is MC_SOCK_END_CLOSED / ncclRemoteError. */
 ncclResult_t mc_sock_send_all(struct mc_sock *s, const void *buf, size_t bytes,

@@ -525,6 +525,63 @@ static void connect_deadline_and_abort(void)
   MC_T_EQ_INT(c.fd, -1);
 }
 
+/* A listener whose accept queue is full drops SYNs, as a lossy link loses
+ * them: a non-blocking connect left unanswered for MC_SOCK_CONNECT_ANSWER_MS
+ * makes a new connect() within the same attempt (not waiting for the
+ * kernel's SYN retransmissions), and connects once the queue has room. */
+static void connect_unanswered_again(void)
+{
+  union mc_sockaddr a = loopback(0);
+  socklen_t len = sizeof(a);
+  int lfd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  int first = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  struct mc_sock_async c;
+  bool done = false;
+  uint64_t first_sent;
+  uint64_t t0;
+  uint8_t hs[12];
+  uint64_t magic;
+  int afd;
+
+  MC_T_TRUE((lfd >= 0) && (first >= 0));
+  MC_T_TRUE(bind(lfd, &a.sa, sizeof(a.sin)) == 0);
+  MC_T_TRUE(listen(lfd, 0) == 0); /* room for one connection */
+  MC_T_TRUE(getsockname(lfd, &a.sa, &len) == 0);
+  MC_T_TRUE(connect(first, &a.sa, sizeof(a.sin)) == 0); /* ... taken */
+
+  MC_T_OK(mc_sock_connect_start(&a, MAGIC, TYPE, &c));
+  first_sent = c.sent_ns;
+  t0 = mc_time_ns();
+  while (mc_time_ns() - t0 < (uint64_t)(MC_SOCK_CONNECT_ANSWER_MS + 500) * 1000000ull) {
+    MC_T_OK(mc_sock_connect_poll(&c, &done));
+    MC_T_TRUE(!done);
+    mc_sleep_ms_abortable(10, NULL);
+  }
+  MC_T_TRUE(c.sent_ns - first_sent >= (uint64_t)MC_SOCK_CONNECT_ANSWER_MS * 1000000ull);
+  MC_T_EQ_INT(c.attempt, 1);
+
+  /* room again: the next connect() gets in */
+  afd = accept(lfd, NULL, NULL);
+  MC_T_TRUE(afd >= 0);
+  close(afd);
+  close(first);
+  t0 = mc_time_ns();
+  while (!done && (mc_time_ns() - t0 < (uint64_t)LONG_WAIT * 1000000ull)) {
+    MC_T_OK(mc_sock_connect_poll(&c, &done));
+    if (!done)
+      mc_sleep_ms_abortable(10, NULL);
+  }
+  MC_T_TRUE(done);
+  afd = accept(lfd, NULL, NULL);
+  MC_T_TRUE(afd >= 0);
+  MC_T_EQ_INT((int)recv(afd, hs, sizeof(hs), MSG_WAITALL), (int)sizeof(hs));
+  memcpy(&magic, hs, sizeof(magic));
+  MC_T_TRUE(magic == MAGIC);
+  close(afd);
+  mc_sock_close(&c.sock);
+  close(lfd);
+}
+
 #define BIG (8u << 20)
 
 struct xfer {
@@ -595,4 +652,4 @@ static void sendrecv_both_ways(void)
 MC_T_MAIN(accept_after_handshake, listen_errors, msg_round_trip, msg_too_large,
           hostile_clients_dropped, listener_full_of_silent_clients, peer_closed, recv_deadline,
           abort_ends_accept, check_probe_ends_wait, connect_refused, connect_deadline_and_abort,
-          sendrecv_both_ways)
+          connect_unanswered_again, sendrecv_both_ways)

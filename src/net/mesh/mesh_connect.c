@@ -54,7 +54,8 @@ struct csock {
   bool is_connecting;
   int attempt;
   uint64_t retry_at_ns;
-  uint64_t up_ns; /* TCP connected: the handshake window starts */
+  uint64_t sent_ns; /* the connect() in progress was made (MC_SOCK_CONNECT_ANSWER_MS) */
+  uint64_t up_ns;   /* TCP connected: the handshake window starts */
   uint8_t nonce_a[MC_NET_MESH_NONCE_BYTES];
   uint8_t buf[MC_NET_MESH_RELAY_REQ_BYTES];
   size_t done;
@@ -445,6 +446,7 @@ static ncclResult_t tcp_progress(struct mc_net_mesh_connect *c, struct csock *s)
                    mc_sockaddr_str(&c->to, a, sizeof(a)), strerror(errno));
     s->sock.fd = fd;
     s->attempt++;
+    s->sent_ns = mc_time_ns();
     if (bind(fd, &c->from.sa, mc_sockaddr_len(&c->from)) != 0) {
       int e = errno;
       mc_sock_close(&s->sock);
@@ -463,8 +465,14 @@ static ncclResult_t tcp_progress(struct mc_net_mesh_connect *c, struct csock *s)
   if (s->is_connecting) {
     int err = 0;
 
-    if (!mc_sock_connect_over(s->sock.fd, &err))
+    if (!mc_sock_connect_over(s->sock.fd, &err)) {
+      if (mc_sock_connect_stale(s->sent_ns)) { /* again at the next call: the same attempt */
+        mc_sock_close(&s->sock);
+        s->is_connecting = false;
+        s->attempt--;
+      }
       return ncclSuccess;
+    }
     if (err != 0)
       return tcp_retry(c, s, err);
     s->is_connecting = false;
