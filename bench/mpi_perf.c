@@ -94,7 +94,7 @@ static void init_data(struct mpi_bench *b, enum mc_perf_coll coll, const struct 
 static double time_loop(struct mpi_bench *b, enum mc_perf_coll coll, const struct mc_perf_counts *c,
                         bool in_place)
 {
-  size_t total = (c->send_count > c->recv_count ? c->send_count : c->recv_count) * 4;
+  size_t total = mc_perf_counts_bytes(c, 4);
   double t0;
   double sec;
   MPI_Op op = MPI_SUM;
@@ -126,7 +126,7 @@ static long long bench_half(struct mpi_bench *b, enum mc_perf_coll coll,
   char line[128];
 
   /* Zeros: repeated in-place sums of earlier results would grow without bound. */
-  memset(b->recv, 0, (c->send_count > c->recv_count ? c->send_count : c->recv_count) * 4);
+  memset(b->recv, 0, mc_perf_counts_bytes(c, 4));
   for (int i = 0; i < b->o.warmup_iters; i++)
     run_once(b, coll, c, in_place, 0);
   sec = time_loop(b, coll, c, in_place);
@@ -167,8 +167,7 @@ static int run_coll(struct mpi_bench *b, const struct mpi_coll *mc)
 
     mc_perf_coll_counts(mc->coll, size, 4, b->n_ranks, &c);
     mc_perf_fmt_row_start(
-        line, sizeof(line), (c.send_count > c.recv_count ? c.send_count : c.recv_count) * 4,
-        c.param_count, "float",
+        line, sizeof(line), mc_perf_counts_bytes(&c, 4), c.param_count, "float",
         (mc->coll == MC_PERF_ALL_REDUCE) || (mc->coll == MC_PERF_REDUCE_SCATTER) ? "sum" : "none",
         (mc->coll == MC_PERF_BROADCAST) ? 0 : -1);
     if (b->rank == 0)

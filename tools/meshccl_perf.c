@@ -305,7 +305,7 @@ static void init_data(struct bench *b, const struct mc_perf_counts *c, int type,
                       bool in_place, int rep)
 {
   size_t es = mc_perf_type_size(type);
-  size_t extent = ((c->send_count > c->recv_count) ? c->send_count : c->recv_count) * es;
+  size_t extent = mc_perf_counts_bytes(c, es);
   char *sb;
   char *rb;
 
@@ -333,7 +333,7 @@ static ncclResult_t timed_loop(struct bench *b, const struct mc_perf_counts *c, 
                                int root, bool in_place, double *sec_out)
 {
   size_t es = mc_perf_type_size(type);
-  size_t total = ((c->send_count > c->recv_count) ? c->send_count : c->recv_count) * es;
+  size_t total = mc_perf_counts_bytes(c, es);
   int n_calls = b->o.iters * b->o.agg_iters;
   double t0;
   double cpu;
@@ -447,14 +447,12 @@ static ncclResult_t time_test(struct bench *b, int type, int op, int root)
       if (b->o.timeout > 0)
         alarm((unsigned)b->o.timeout);
       mc_perf_coll_counts(b->o.coll, size, es, b->n_ranks, &c);
-      mc_perf_fmt_row_start(line, sizeof(line),
-                            ((c.send_count > c.recv_count) ? c.send_count : c.recv_count) * es,
-                            c.param_count, mc_perf_type_name(type), op_name, print_root);
+      mc_perf_fmt_row_start(line, sizeof(line), mc_perf_counts_bytes(&c, es), c.param_count,
+                            mc_perf_type_name(type), op_name, print_root);
       out(b, "%s", line);
       if (b->json)
-        mc_perf_json_row_start(&b->js,
-                               ((c.send_count > c.recv_count) ? c.send_count : c.recv_count) * es,
-                               c.param_count, mc_perf_type_name(type), op_name, print_root);
+        mc_perf_json_row_start(&b->js, mc_perf_counts_bytes(&c, es), c.param_count,
+                               mc_perf_type_name(type), op_name, print_root);
       MC_PERF_TRY(bench_time(b, &c, type, op, root, false));
       MC_PERF_TRY(bench_time(b, &c, type, op, root, true));
       out(b, "\n");

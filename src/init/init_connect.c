@@ -311,8 +311,7 @@ static ncclResult_t host_cma_share(struct ncclComm *comm)
   if (!processes)
     return ncclSuccess;
   memset(&msg, 0, sizeof(msg));
-  if ((nd->local_rank == 0) && (mc_param_int(MC_P_P2P_CMA) < 0) &&
-      (mc_param_int(MC_P_P2P_CMA_BYTES) < 0) && (mc_param_int(MC_P_P2P_DISABLE) == 0)) {
+  if ((nd->local_rank == 0) && mc_tp_cma_by_probe() && (mc_param_int(MC_P_P2P_DISABLE) == 0)) {
     const char *why;
     mc_tp_cma_measure(&msg.f, &why);
     msg.measured = (why == NULL);

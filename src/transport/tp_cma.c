@@ -27,6 +27,7 @@
 #include <unistd.h>
 
 #include "log.h"
+#include "params.h"
 #include "utils.h"
 
 #define PROBE_BUF_BYTES (1u << 20)
@@ -134,6 +135,11 @@ static void probe_once(void)
   probe_run();
   probe_ms = (double)(mc_time_ns() - t0) * 1e-6;
   probe_done = true;
+}
+
+bool mc_tp_cma_by_probe(void)
+{
+  return (mc_param_int(MC_P_P2P_CMA) < 0) && (mc_param_int(MC_P_P2P_CMA_BYTES) < 0);
 }
 
 void mc_tp_cma_measure(struct mc_cma_figures *out, const char **why_out)

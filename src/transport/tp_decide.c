@@ -432,17 +432,23 @@ size_t mc_tp_decide_fifo(const struct mc_cache_facts *c, int hot_conns)
   return fifo;
 }
 
-size_t mc_tp_decide_stream_out(const struct mc_cache_facts *c)
+/* The L2 one core has (l2_kib / l2_sharing), MC_STREAM_OUT_BYTES without
+ * an L2 figure. */
+static size_t core_l2_bytes(const struct mc_cache_facts *c)
 {
   if (c->l2_kib <= 0)
     return MC_STREAM_OUT_BYTES;
   return (size_t)c->l2_kib * 1024u / (size_t)((c->l2_sharing > 0) ? c->l2_sharing : 1);
 }
 
+size_t mc_tp_decide_stream_out(const struct mc_cache_facts *c)
+{
+  return core_l2_bytes(c);
+}
+
 size_t mc_tp_decide_sym_chunk(const struct mc_cache_facts *c, int n_ranks)
 {
-  size_t l2 = mc_tp_decide_stream_out(c);
-  size_t chunk = l2 / (size_t)((n_ranks > 0 ? n_ranks : 1) + 2) & ~(size_t)4095;
+  size_t chunk = (core_l2_bytes(c) / (size_t)((n_ranks > 0 ? n_ranks : 1) + 2)) & ~(size_t)4095;
 
   return (chunk < MC_SYM_CHUNK_MIN_BYTES) ? MC_SYM_CHUNK_MIN_BYTES : chunk;
 }

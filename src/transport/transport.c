@@ -333,7 +333,7 @@ static const char *decline_why(struct mc_tp_comm *tc, const struct mc_tp_select 
     return "the transport declined it";
   if (mc_param_int(MC_P_P2P_CMA) == 0)
     return "P2P between processes needs MESHCCL_P2P_CMA=1";
-  if ((mc_param_int(MC_P_P2P_CMA) == 1) || (mc_param_int(MC_P_P2P_CMA_BYTES) >= 0))
+  if (!mc_tp_cma_by_probe())
     return "the transport declined it";
   mc_tp_cma_probe(tc->slot_bytes, &f, &why);
   if (why != NULL)

@@ -542,6 +542,9 @@ void mc_proxy_activity(struct mc_proxy *p, int delta);
  * figures), else NULL. Thread-safe. bench/limit prints it too. */
 struct mc_cma_figures;
 void mc_tp_cma_probe(size_t slot_bytes, struct mc_cma_figures *out, const char **why_out);
+/* Whether the settings leave single copy between processes to the probe:
+ * MESHCCL_P2P_CMA auto (-1) and MESHCCL_P2P_CMA_BYTES unset. */
+bool mc_tp_cma_by_probe(void);
 /* The same figures without the TUNING line: measured here at the first call
  * of either (a host's first local rank, for the others: init_connect.c). */
 void mc_tp_cma_measure(struct mc_cma_figures *out, const char **why_out);

@@ -89,6 +89,10 @@ struct mc_perf_counts {
   size_t recv_inplace; /* in-place: receive buffer offset per rank, elements */
 };
 
+/* The bytes of c's larger buffer (send or receive) of type_size elements:
+ * the "size" column, and the extent a call's buffers take. */
+size_t mc_perf_counts_bytes(const struct mc_perf_counts *c, size_t type_size);
+
 /* Name on the command line and in messages: "all_reduce", ... */
 const char *mc_perf_coll_name(enum mc_perf_coll coll);
 /* Whether the collective takes an op / a root (else the table says none / -1). */

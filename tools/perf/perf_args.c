@@ -503,6 +503,11 @@ size_t mc_perf_next_size(const struct mc_perf_opts *opts, size_t bytes)
   return (opts->step_factor > 1) ? bytes * opts->step_factor : bytes + opts->step_bytes;
 }
 
+size_t mc_perf_counts_bytes(const struct mc_perf_counts *c, size_t type_size)
+{
+  return ((c->send_count > c->recv_count) ? c->send_count : c->recv_count) * type_size;
+}
+
 size_t mc_perf_rotation_shift(size_t max_bytes, size_t op_bytes, size_t call)
 {
   size_t steps = (op_bytes > 0) ? max_bytes / op_bytes : 1;
