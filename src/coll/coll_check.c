@@ -217,7 +217,7 @@ static void notices_flush(struct ncclComm *comm, struct mc_conn **net, int n_net
     left = false;
     for (int i = 0; i < n_net; i++)
       left = left || ((mc_conn_error(net[i]) == 0) && !mc_conn_send_drained(net[i]));
-    if (left && !mc_proxy_help(comm->data.tp.proxy))
+    if (left && (mc_proxy_help(comm->data.tp.proxy) == 0))
       sched_yield();
   }
 }

@@ -251,9 +251,9 @@ void mc_coll_batch_proxies(struct mc_coll_batch *b, int delta)
       mc_proxy_activity(b->ops[i].comm->data.tp.proxy, delta);
 }
 
-static bool proxies_help(struct mc_coll_batch *b)
+static unsigned proxies_help(struct mc_coll_batch *b)
 {
-  bool moved = false;
+  unsigned moved = 0;
   for (int i = 0; i < b->n_ops; i++)
     moved |= mc_proxy_help(b->ops[i].comm->data.tp.proxy);
   return moved;
@@ -345,6 +345,7 @@ ncclResult_t mc_coll_tasks_loop(struct mc_coll_batch *b, struct mc_coll_plan *pl
 
   while (left > 0) {
     int moved = 0;
+    unsigned helped;
     if ((sh != NULL) && __atomic_load_n(&sh->stop, __ATOMIC_ACQUIRE))
       return ncclSuccess; /* another thread of the batch failed it */
     for (int i = 0; i < pl->n_tasks; i++) {
@@ -368,9 +369,15 @@ ncclResult_t mc_coll_tasks_loop(struct mc_coll_batch *b, struct mc_coll_plan *pl
       wait_start = 0;
       continue;
     }
-    if (net && proxies_help(b)) {
+    helped = net ? proxies_help(b) : 0;
+    if (helped != 0) {
+      /* Only a completed step is a peer moving: a receive posted here (the
+       * stray check's, after STRAY_NET_MS of waiting) restarting the clock
+       * would make a NET failure seen next look recent, and wait
+       * NOTICE_WAIT_MS more for a notice (coll_live.c). */
       idle = 0;
-      wait_start = 0;
+      if ((helped & MC_PROXY_DONE) != 0)
+        wait_start = 0;
       continue;
     }
     idle++;

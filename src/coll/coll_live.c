@@ -33,10 +33,13 @@
  * peer that closes the connection then makes its net report an error. */
 #define STRAY_NET_MS 1000
 /* After a NET connection failed soon after its steps last moved, a rank looks
- * this long for a peer's mismatch notice before it reports the failure
- * (health). A failure seen after waiting longer than this (a net's own time
- * bound: MESHCCL_NET_TIMEOUT, MESHCCL_MESH_ROUTE_TIMEOUT_MS) is reported at
- * once, so that those bounds hold as documented. */
+ * for a peer's mismatch notice until nothing has moved for this long (and at
+ * most this long after the failure) before it reports the failure (health).
+ * A failure seen after waiting longer than this (a net's own time bound:
+ * MESHCCL_NET_TIMEOUT, MESHCCL_MESH_ROUTE_TIMEOUT_MS, the Mesh net's 1 s
+ * judgement of a relayed close) is reported at once, so that those bounds
+ * hold as documented: counted from the failure, a net's bound just under
+ * this would have doubled. */
 #define NOTICE_WAIT_MS 1000
 
 static bool pid_gone(int pid)
@@ -321,13 +324,15 @@ static bool batch_net_failed(struct mc_coll_batch *b)
  * stopped on a mismatch closes its NET connections once its notices left:
  * this rank may see the close before the notice, which can also come
  * through another peer (one that heard of the mismatch first). So from the
- * first NET failure (*net_down_at) the rank keeps running for NOTICE_WAIT_MS,
- * looking for a notice among the steps that arrived (its tasks may be
- * blocked on a send), before it reports the failure; unless nothing had
- * moved for NOTICE_WAIT_MS already when that failure was seen
- * (*down_waited_s): notices are looked for from STRAY_NET_MS of waiting on,
- * and the peer's close comes after its notices, so they would be here; that
- * failure is then a net's time bound, which must not be exceeded. */
+ * first NET failure (*net_down_at) the rank keeps running, looking for a
+ * notice among the steps that arrived (its tasks may be blocked on a send),
+ * until nothing has moved for NOTICE_WAIT_MS (waited_s) or NOTICE_WAIT_MS
+ * after the failure, whichever comes first, before it reports the failure;
+ * at once when nothing had moved for NOTICE_WAIT_MS already when that
+ * failure was seen (*down_waited_s): notices are looked for from
+ * STRAY_NET_MS of waiting on, and the peer's close comes after its notices,
+ * so they would be here; that failure is then a net's time bound, which
+ * must not be exceeded. */
 ncclResult_t mc_coll_health(struct mc_coll_batch *b, struct mc_coll_plan *pl,
                             const struct mc_coll_plan *all, double now, double waited_s,
                             bool check_stopped, double *net_down_at, double *down_waited_s,
@@ -347,7 +352,7 @@ ncclResult_t mc_coll_health(struct mc_coll_batch *b, struct mc_coll_plan *pl,
     return res;
   }
   grace = (*net_down_at != 0) && (now - *net_down_at < NOTICE_WAIT_MS * 1e-3) &&
-          (*down_waited_s < NOTICE_WAIT_MS * 1e-3);
+          (*down_waited_s < NOTICE_WAIT_MS * 1e-3) && (waited_s < NOTICE_WAIT_MS * 1e-3);
   for (int i = 0; i < pl->n_tasks; i++) {
     struct mc_task *t = &pl->tasks[i];
     if (!t->done && ((res = grace ? task_aborted(t) : task_health(t)) != ncclSuccess)) {

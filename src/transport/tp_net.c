@@ -349,7 +349,8 @@ static void conn_fail(struct mc_conn *c, ncclResult_t res, const char *what)
   mc_conn_set_error(c, res);
 }
 
-/* The watchdog's check after a pass over c that moved (moved) or not, with
+/* The watchdog's check after a pass over c that completed a step (moved:
+ * a request posted is no sign of the peer) or not, with
  * the collective waiting on c (waiting). The clock is read only on passes
  * that moved nothing. Returns true when it failed the connection. */
 static bool watchdog(struct mc_conn *c, bool moved, bool waiting)
@@ -514,12 +515,12 @@ static int test_step(struct mc_proxy *p, struct mc_conn *c, unsigned s, size_t *
   return 1;
 }
 
-/* One pass over a connection; returns whether anything moved. */
-static bool progress_send(struct mc_proxy *p, struct mc_conn *c)
+/* One pass over a connection; returns MC_PROXY_* flags. */
+static unsigned progress_send(struct mc_proxy *p, struct mc_conn *c)
 {
   struct mc_net_conn *nc = c->net;
   uint64_t tail = __atomic_load_n(&c->ctrl->tail, __ATOMIC_ACQUIRE);
-  bool moved = false;
+  unsigned moved = 0;
   ncclResult_t res;
 
   while ((nc->posted < tail) && (nc->posted < nc->done + MC_STEPS)) {
@@ -542,34 +543,35 @@ static bool progress_send(struct mc_proxy *p, struct mc_conn *c)
     call_enter(p, c, "isend");
     res = nc->net->isend(nc->comm, data, bytes, 0, nc->mhandle, &req);
     if (!call_ok(p, c, res, "send"))
-      return false; /* a failure is no progress: the rank's wait goes on (coll_exec.c) */
+      return 0; /* a failure is no progress: the rank's wait goes on (coll_exec.c) */
     if (req == NULL)
       break;
     nc->reqs[s] = req;
     nc->posted++;
-    moved = true;
+    moved |= MC_PROXY_POSTED;
   }
   while (nc->done < nc->posted) {
     int r = test_step(p, c, (unsigned)(nc->done % MC_STEPS), NULL, "send");
 
     if (r < 0)
-      return false; /* a failure is no progress: the rank's wait goes on (coll_exec.c) */
+      return 0; /* a failure is no progress: the rank's wait goes on (coll_exec.c) */
     if (r == 0)
       break;
     nc->done++;
     __atomic_store_n(&c->ctrl->head, nc->done, __ATOMIC_RELEASE);
-    moved = true;
+    moved |= MC_PROXY_DONE;
   }
-  (void)watchdog(c, moved, tail > nc->done); /* a failure it finds is no progress */
+  /* A failure the watchdog finds is no progress. */
+  (void)watchdog(c, (moved & MC_PROXY_DONE) != 0, tail > nc->done);
   return moved;
 }
 
-static bool progress_recv(struct mc_proxy *p, struct mc_conn *c)
+static unsigned progress_recv(struct mc_proxy *p, struct mc_conn *c)
 {
   struct mc_net_conn *nc = c->net;
   uint64_t head = __atomic_load_n(&c->ctrl->head, __ATOMIC_ACQUIRE);
   uint64_t want = __atomic_load_n(&c->ctrl->want, __ATOMIC_ACQUIRE);
-  bool moved = false;
+  unsigned moved = 0;
   ncclResult_t res;
 
   while ((nc->posted < head + MC_STEPS) && (nc->posted < want)) {
@@ -581,13 +583,13 @@ static bool progress_recv(struct mc_proxy *p, struct mc_conn *c)
     call_enter(p, c, "irecv");
     res = nc->net->irecv(nc->comm, 1, &data, &size, &tag, &nc->mhandle, &req);
     if (!call_ok(p, c, res, "receive"))
-      return false; /* a failure is no progress: the rank's wait goes on (coll_exec.c) */
+      return 0; /* a failure is no progress: the rank's wait goes on (coll_exec.c) */
     if (req == NULL)
       break;
     nc->hdr[s] = (nc->posted == __atomic_load_n(&c->ctrl->hdr_step, __ATOMIC_RELAXED));
     nc->reqs[s] = req;
     nc->posted++;
-    moved = true;
+    moved |= MC_PROXY_POSTED;
   }
   while (nc->done < nc->posted) {
     unsigned s = (unsigned)(nc->done % MC_STEPS);
@@ -595,22 +597,22 @@ static bool progress_recv(struct mc_proxy *p, struct mc_conn *c)
     int r = test_step(p, c, s, &size, "receive");
 
     if (r < 0)
-      return false; /* a failure is no progress: the rank's wait goes on (coll_exec.c) */
+      return 0; /* a failure is no progress: the rank's wait goes on (coll_exec.c) */
     if (r == 0)
       break;
     recv_done(c, s, size);
     nc->done++;
     __atomic_store_n(&c->ctrl->tail, nc->done, __ATOMIC_RELEASE);
-    moved = true;
+    moved |= MC_PROXY_DONE;
   }
-  (void)watchdog(c, moved, nc->posted > nc->done);
+  (void)watchdog(c, (moved & MC_PROXY_DONE) != 0, nc->posted > nc->done);
   return moved;
 }
 
 /* One pass over every connection; the caller holds the lock. */
-static bool progress_all(struct mc_proxy *p)
+static unsigned progress_all(struct mc_proxy *p)
 {
-  bool moved = false;
+  unsigned moved = 0;
 
   for (int i = 0; i < p->n_conns; i++) {
     struct mc_conn *c = p->conns[i];
@@ -621,15 +623,15 @@ static bool progress_all(struct mc_proxy *p)
   return moved;
 }
 
-bool mc_proxy_help(struct mc_proxy *p)
+unsigned mc_proxy_help(struct mc_proxy *p)
 {
-  bool moved;
+  unsigned moved;
 
   /* A plugin's call may block (module comment): only the proxy thread,
    * which the rank can abandon, makes them. */
   if ((p == NULL) || __atomic_load_n(&p->guarded, __ATOMIC_RELAXED) ||
       (pthread_mutex_trylock(&p->lock) != 0))
-    return false;
+    return 0;
   moved = progress_all(p);
   pthread_mutex_unlock(&p->lock);
   return moved;
@@ -643,7 +645,7 @@ static void *proxy_main(void *arg)
   mc_thread_set_name("meshccl-proxy");
   pthread_mutex_lock(&p->lock);
   while (!p->stop) {
-    bool moved = false;
+    unsigned moved = 0;
     if ((p->active == 0) || (p->n_conns == 0)) {
       idle = 0;
       pthread_cond_wait(&p->cond, &p->lock);

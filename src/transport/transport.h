@@ -511,10 +511,17 @@ ncclResult_t mc_transport_connect_sets(struct mc_tp_set *sets, int n_sets);
 /* Releases a connection's resources (stops its use by the proxy first). */
 void mc_conn_free(struct mc_conn *c);
 
+/* What a pass of the proxy over its connections did (flags): posted a
+ * request to the net (the rank's own work: a step it wrote, a receive it
+ * wants), or completed a step (a peer took or gave data: the only sign of a
+ * live peer, which the rank's and the watchdog's clocks of waiting count). */
+#define MC_PROXY_POSTED 1u
+#define MC_PROXY_DONE   2u
+
 /* The rank, while it waits on the network, advances the proxy's connections
  * itself when the proxy thread is not at it (no hand-off between threads);
- * true when something moved. p may be NULL. */
-bool mc_proxy_help(struct mc_proxy *p);
+ * returns MC_PROXY_* flags, 0 when nothing moved. p may be NULL. */
+unsigned mc_proxy_help(struct mc_proxy *p);
 
 /* Stops the rank's proxy thread (before its connections are freed). */
 void mc_tp_proxy_stop(struct mc_tp_comm *tc);
