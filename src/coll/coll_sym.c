@@ -398,9 +398,8 @@ static int sym_task_progress(struct mc_task *t, ncclResult_t *res)
       mc_mem_frees(&d.free_gen, d.freed);
       if (!post_round(t, &d, &moved))
         return moved;
-      /* This operation's mappings are kept until the next one starts. */
-      if ((*res = mc_mem_peers_op(comm)) != ncclSuccess)
-        return -1;
+      /* From here the mappings this operation uses stay. */
+      mc_mem_peers_op(comm);
       t->j = SYM_WHERE_WAIT;
       t->os_sent = 0;
       break;
@@ -477,7 +476,7 @@ static ncclResult_t sym_plan(struct mc_op *op, struct mc_coll_plan *pl)
   struct ncclComm *comm = op->comm;
   struct mc_task t;
 
-  MC_CHECK(mc_mem_peers_op(comm)); /* allocates the cache: progress cannot fail on it */
+  MC_CHECK(mc_mem_peers_ready(comm)); /* progress cannot fail on it */
   mc_coll_task_init(&t, op, &mc_coll_sym_ops);
   return mc_coll_plan_add(pl, &t);
 }

@@ -119,13 +119,23 @@ ncclResult_t ncclMemAlloc(void **ptr, size_t size)
     return MC_FAIL(ncclSystemError, "ncclMemAlloc : %zu bytes of shared memory: %s", rounded,
                    strerror(e));
   }
+  /* The memory exists from here on, as cuMemCreate's does: a shortage is
+   * this call's error, not a SIGBUS at the first touch, and a peer that
+   * maps it (mc_mem_peer_map) finds every page there. */
+  if (fallocate(fd, 0, 0, (off_t)rounded) != 0) {
+    int e = errno;
+    close(fd);
+    free(a);
+    return MC_FAIL(ncclSystemError, "ncclMemAlloc : cannot commit %zu bytes of shared memory: %s",
+                   rounded, strerror(e));
+  }
   if (fstat(fd, &st) != 0) {
     int e = errno;
     close(fd);
     free(a);
     return MC_FAIL(ncclSystemError, "ncclMemAlloc : fstat of its memfd failed: %s", strerror(e));
   }
-  p = mmap(NULL, rounded, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  p = mmap(NULL, rounded, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_POPULATE, fd, 0);
   if (p == MAP_FAILED) {
     int e = errno;
     close(fd);
@@ -382,13 +392,21 @@ ncclResult_t ncclWinGetUserPtr(ncclComm_t comm, ncclWindow_t win, void **outUser
 /* Peers' ncclMemAlloc allocations this communicator mapped (read-only),
  * keyed by (pid, allocation id), so that an operation on the same windows
  * maps nothing. A mapping keeps its memory alive after the owner frees it,
- * so what is held is bounded: at most MAPS_MAX mappings and
- * MESHCCL_SYM_MAP_BYTES bytes (past either, the least recently used
- * mappings the current operation does not use are dropped; one operation's
- * own always stay mapped); a mapping of an allocation its owner freed is
+ * so what is held is bounded: at most maps_max() mappings and
+ * MESHCCL_SYM_MAP_BYTES bytes (a new mapping makes room past either by
+ * dropping the least recently used mappings the current operation does not
+ * use; one operation's own always stay mapped, past the bound until a later
+ * operation needs the room); a mapping of an allocation its owner freed is
  * dropped at the next symmetric operation with that owner (its message says
  * what it freed, mc_mem_peer_frees); all of them with the communicator. */
-#define MAPS_MAX 64
+#define MAPS_SPARE 64
+
+/* Mappings a communicator of n_ranks keeps at most: two operations' buffers
+ * (an input and an output of every peer each), and MAPS_SPARE more. */
+static int maps_max(int n_ranks)
+{
+  return MAPS_SPARE + 4 * n_ranks;
+}
 
 struct peer_map {
   int peer;
@@ -402,7 +420,8 @@ struct peer_map {
 };
 
 struct mc_mem_peers {
-  struct peer_map maps[MAPS_MAX];
+  struct peer_map *maps; /* [cap] */
+  int cap;               /* maps_max(n_ranks) */
   int n;
   size_t held_bytes;  /* sum of maps[].bytes */
   uint64_t tick;      /* operations so far */
@@ -445,37 +464,48 @@ static int map_lru(const struct mc_mem_peers *c)
 }
 
 /* Drops unused mappings until bytes more fit in the bound (and a slot is
- * free); false when the operation's own mappings leave no slot. */
+ * free); false when the operation's own mappings leave no slot. Only a new
+ * mapping makes room: an operation that maps nothing drops nothing, so
+ * operations that alternate between buffers (out of place on two windows,
+ * in place on one of them) whose buffers together hold more than the bound
+ * map nothing again (unmapping and mapping again 256 MiB windows of 3 peers
+ * cost each operation milliseconds). */
 static bool map_make_room(struct ncclComm *comm, size_t bytes)
 {
   struct mc_mem_peers *c = comm->mem.peers;
   int i;
 
-  while ((c->n == MAPS_MAX) || (c->held_bytes + bytes > map_bound())) {
+  while ((c->n == c->cap) || (c->held_bytes + bytes > map_bound())) {
     if ((i = map_lru(c)) < 0)
-      return c->n < MAPS_MAX; /* over the byte bound only by this operation's own */
+      return c->n < c->cap; /* over the byte bound only by this operation's own */
     map_drop(comm, i, "least recently used");
   }
   return true;
 }
 
-ncclResult_t mc_mem_peers_op(struct ncclComm *comm)
+ncclResult_t mc_mem_peers_ready(struct ncclComm *comm)
 {
   struct mc_mem_peers *c = comm->mem.peers;
 
   if (c == NULL) {
     MC_CHECK(mc_calloc(&c, 1));
+    c->cap = maps_max(comm->n_ranks);
     if ((mc_calloc(&c->ptr, 2 * (size_t)comm->n_ranks) != ncclSuccess) ||
-        (mc_calloc(&c->seen_gen, (size_t)comm->n_ranks) != ncclSuccess)) {
+        (mc_calloc(&c->seen_gen, (size_t)comm->n_ranks) != ncclSuccess) ||
+        (mc_calloc(&c->maps, (size_t)c->cap) != ncclSuccess)) {
+      free(c->seen_gen);
       free(c->ptr);
       free(c);
       return ncclSystemError;
     }
     comm->mem.peers = c;
   }
-  c->tick++;
-  (void)map_make_room(comm, 0); /* nothing is in use yet: back within the bound */
   return ncclSuccess;
+}
+
+void mc_mem_peers_op(struct ncclComm *comm)
+{
+  comm->mem.peers->tick++;
 }
 
 const char **mc_mem_peers_in(struct ncclComm *comm)
@@ -583,9 +613,14 @@ ncclResult_t mc_mem_peer_map(struct ncclComm *comm, int peer, const struct mc_me
   if (!map_make_room(comm, ref->alloc_bytes)) {
     close(fd);
     return MC_FAIL(ncclInternalError, "rank %d: one operation maps more than %d allocations",
-                   comm->rank, MAPS_MAX);
+                   comm->rank, c->cap);
   }
-  p = mmap(NULL, ref->alloc_bytes, PROT_READ, MAP_SHARED, fd, 0);
+  /* Populated: a collective reads the owner's buffers at any offset (a
+   * benchmark rotates them, as nccl-tests does), and a page first touched
+   * in the middle of an operation costs it a fault; here every page table
+   * entry is made once, while mapping (the owner committed the memory at
+   * ncclMemAlloc, so nothing is allocated here). */
+  p = mmap(NULL, ref->alloc_bytes, PROT_READ, MAP_SHARED | MAP_POPULATE, fd, 0);
   if (p == MAP_FAILED) {
     int e = errno;
     close(fd);
@@ -619,6 +654,7 @@ static void mem_peers_free(struct ncclComm *comm)
     return;
   for (int i = 0; i < c->n; i++)
     (void)munmap((void *)(uintptr_t)c->maps[i].base, c->maps[i].bytes);
+  free(c->maps);
   free(c->seen_gen);
   free(c->ptr);
   free(c);

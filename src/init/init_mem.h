@@ -48,9 +48,12 @@ bool mc_mem_lookup(const void *p, size_t bytes, struct mc_mem_ref *out);
  * the last MC_MEM_FREED_IDS freed, the latest first (0 past gen). */
 #define MC_MEM_FREED_IDS 8
 void mc_mem_frees(uint64_t *gen_out, uint64_t freed_out[MC_MEM_FREED_IDS]);
+/* The communicator's cache of peers' mappings exists (made at the first
+ * symmetric operation's plan, so that its progress cannot fail on it). */
+ncclResult_t mc_mem_peers_ready(struct ncclComm *comm);
 /* A new operation maps peers' memory (mc_mem_peer_map): the mappings it
- * uses stay until it ends. Drops the others past MESHCCL_SYM_MAP_BYTES. */
-ncclResult_t mc_mem_peers_op(struct ncclComm *comm);
+ * uses stay while it runs. After mc_mem_peers_ready. */
+void mc_mem_peers_op(struct ncclComm *comm);
 /* Rank peer said (mc_mem_frees of its process) that it freed gen
  * allocations so far, the last of them freed: drops this communicator's
  * mappings of those (of all of peer's not used by this operation when more

@@ -4,7 +4,7 @@
 # reduce-scatter): buffers from ncclMemAlloc registered as
 # NCCL_WIN_COLL_SYMMETRIC windows (mp_coll --symmetric 1, as nccl-tests -R 2).
 # Every type and op in place and out of place at 2, 3 and 5 processes and 4
-# threads, integers exact; the other collectives on window buffers; the
+# threads, integers exact; 34 processes (more peers' allocations than 64); the other collectives on window buffers; the
 # messages over SHM, NET and CMA connections; the choice in the
 # TUNING log and what turns it off; a rank whose buffers are not in windows
 # (the others are) is a clear mismatch on every rank, not a hang; meshccl-perf
@@ -34,6 +34,11 @@ run_case "symmetric, 3 processes (SHM), every op" 120 "$RUN" -n 3 "$T/mp_coll" -
 run_case "symmetric, 5 processes (SHM): slices of unequal lengths" 120 "$RUN" -n 5 \
   "$T/mp_coll" --symmetric 1 --colls allreduce,allgather,reducescatter \
   --types int32,uint8,float,double --ops sum,prod,max,min,avg --sizes 1,4,7,4099,262147
+# 34 processes: an out-of-place operation maps an input and an output of each
+# of 33 peers, 66 allocations (the cache once held 64 in all and failed it).
+run_case "symmetric, 34 processes: 66 peers' allocations in one operation" 120 "$RUN" -n 34 \
+  "$T/mp_coll" --symmetric 1 --colls allreduce,allgather,reducescatter --types int32 --ops sum \
+  --sizes 4099
 run_case "symmetric, 4 threads of one process, every collective on window buffers" 120 \
   "$T/mp_coll" --threads 4 --symmetric 1 --types int32,float --sizes 1,7,4099,262147
 NCCL_P2P_DISABLE=1 NCCL_SHM_DISABLE=1 run_case \

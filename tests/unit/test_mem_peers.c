@@ -32,7 +32,8 @@ static struct ncclComm *fake_comm(void)
   MC_T_TRUE(comm != NULL);
   comm->rank = 0;
   comm->n_ranks = 2;
-  MC_T_OK(mc_mem_peers_op(comm));
+  MC_T_OK(mc_mem_peers_ready(comm));
+  mc_mem_peers_op(comm);
   return comm;
 }
 
@@ -144,7 +145,7 @@ static void owner_frees(void)
   MC_T_OK(mc_mem_peer_map(comm, 1, &rb, &p));
   MC_T_EQ_INT(mc_mem_peers_held(comm, &n), 3 * PAGE);
   MC_T_OK(ncclMemFree(a));
-  MC_T_OK(mc_mem_peers_op(comm)); /* the next operation */
+  mc_mem_peers_op(comm); /* the next operation */
   mc_mem_frees(&gen, freed);
   MC_T_EQ_INT(freed[0], ra.id);
   mc_mem_peer_frees(comm, 1, gen, freed);
@@ -156,7 +157,7 @@ static void owner_frees(void)
     MC_T_OK(ncclMemAlloc((void **)&x, PAGE));
     MC_T_OK(ncclMemFree(x));
   }
-  MC_T_OK(mc_mem_peers_op(comm));
+  mc_mem_peers_op(comm);
   mc_mem_frees(&gen, freed);
   mc_mem_peer_frees(comm, 1, gen, freed);
   MC_T_EQ_INT(mc_mem_peers_held(comm, &n), 0);
@@ -164,13 +165,26 @@ static void owner_frees(void)
   MC_T_OK(ncclMemFree(b));
 }
 
-/* MESHCCL_SYM_MAP_BYTES: what the current operation does not use goes first. */
+/* One operation (mc_mem_peers_op) mapping bufs[first..last] as rank 1's. */
+static void map_op(struct ncclComm *comm, char **bufs, int first, int last)
+{
+  struct mc_mem_ref ref;
+  const char *p;
+
+  mc_mem_peers_op(comm);
+  for (int i = first; i <= last; i++) {
+    MC_T_TRUE(mc_mem_lookup(bufs[i], 2 * PAGE, &ref));
+    MC_T_OK(mc_mem_peer_map(comm, 1, &ref, &p));
+  }
+}
+
+/* MESHCCL_SYM_MAP_BYTES: a new mapping makes room by dropping what the
+ * current operation does not use, least recently used first; an
+ * operation's own stay past the bound until another needs the room. */
 static void byte_bound(void)
 {
   struct ncclComm *comm;
   char *bufs[4] = {NULL, NULL, NULL, NULL};
-  struct mc_mem_ref ref;
-  const char *p;
   int n;
 
   mc_param_set_for_tests(MC_P_SYM_MAP_BYTES, "16384"); /* 4 pages */
@@ -178,23 +192,40 @@ static void byte_bound(void)
   for (int i = 0; i < 4; i++)
     MC_T_OK(ncclMemAlloc((void **)&bufs[i], 2 * PAGE));
   for (int i = 0; i < 4; i++) {
-    MC_T_OK(mc_mem_peers_op(comm)); /* one operation per buffer */
-    MC_T_TRUE(mc_mem_lookup(bufs[i], 2 * PAGE, &ref));
-    MC_T_OK(mc_mem_peer_map(comm, 1, &ref, &p));
+    map_op(comm, bufs, i, i); /* one operation per buffer */
     MC_T_TRUE(mc_mem_peers_held(comm, &n) <= 4 * PAGE);
   }
   MC_T_EQ_INT(n, 2);
   /* One operation's own buffers stay mapped, past the bound if need be. */
-  MC_T_OK(mc_mem_peers_op(comm));
-  for (int i = 0; i < 4; i++) {
-    MC_T_TRUE(mc_mem_lookup(bufs[i], 2 * PAGE, &ref));
-    MC_T_OK(mc_mem_peer_map(comm, 1, &ref, &p));
-  }
+  map_op(comm, bufs, 0, 3);
   MC_T_EQ_INT(mc_mem_peers_held(comm, &n), 8 * PAGE);
-  /* and the next operation is back within it */
-  MC_T_OK(mc_mem_peers_op(comm));
-  MC_T_TRUE(mc_mem_peers_held(comm, &n) <= 4 * PAGE);
-  fake_comm_free(comm);
+  /* Operations that map nothing new drop nothing: the same buffers again,
+   * or half of them (in place on one of two windows), then all again. */
+  map_op(comm, bufs, 0, 3);
+  MC_T_EQ_INT(mc_mem_peers_held(comm, &n), 8 * PAGE);
+  map_op(comm, bufs, 2, 3);
+  map_op(comm, bufs, 2, 3);
+  MC_T_EQ_INT(mc_mem_peers_held(comm, &n), 8 * PAGE);
+  map_op(comm, bufs, 0, 3);
+  MC_T_EQ_INT(mc_mem_peers_held(comm, &n), 8 * PAGE);
+  MC_T_EQ_INT(n, 4);
+  /* A new mapping brings it back within the bound: the least recently used
+   * go (bufs[0] and [1], last used before [2] and [3]). */
+  map_op(comm, bufs, 2, 3);
+  {
+    char *other = NULL;
+    struct mc_mem_ref ref;
+    const char *p;
+    MC_T_OK(ncclMemAlloc((void **)&other, PAGE));
+    mc_mem_peers_op(comm);
+    MC_T_TRUE(mc_mem_lookup(other, PAGE, &ref));
+    MC_T_OK(mc_mem_peer_map(comm, 1, &ref, &p));
+    /* 1 page + what fits of [2], [3] (2 pages each, used before this one) */
+    MC_T_EQ_INT(mc_mem_peers_held(comm, &n), 3 * PAGE);
+    MC_T_EQ_INT(n, 2);
+    fake_comm_free(comm);
+    MC_T_OK(ncclMemFree(other));
+  }
   for (int i = 0; i < 4; i++)
     MC_T_OK(ncclMemFree(bufs[i]));
   mc_param_reset_for_tests();
