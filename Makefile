@@ -131,6 +131,7 @@ bench: build python
 	RANKS="2 4" PERF_FLAGS="-w 5 -n 20" ./bench/allreduce_compare.sh $(BUILD) all_reduce 256M
 	RUNS=20 RANKS="2 4" ./bench/bw_distribution.sh $(BUILD) all_reduce 64K 128M
 	RUNS=20 RANKS="2 4" MC_FLAGS="-R 2" ./bench/bw_distribution.sh $(BUILD) all_reduce 64K 128M
+	RUNS=8 RANKS="2 4" ./bench/sym_compare.sh $(BUILD) all_reduce 64K 256M
 	./bench/netns_compare.sh $(BUILD) 256M || [ $$? = 77 ]
 	./bench/tree_ring_netns.sh $(BUILD) 2 4 8 || [ $$? = 77 ]
 	./bench/mesh_netns.sh $(BUILD) || [ $$? = 77 ]

@@ -9,8 +9,10 @@
 #   3. all_reduce 64 KiB - 256 MiB, out-of-place busbw, for 2, 4, 8, 16 ranks
 #      (never more than the mask's CPUs; the CPU count added when below 16):
 #      meshccl, Open MPI (mpirun, when installed) and the model
-#      (bench/vs_limit.sh), then torch.distributed meshccl against gloo
-#      (bench/torch_allreduce.sh, when torch imports)
+#      (bench/vs_limit.sh), then symmetric windows (-R 2) against the
+#      default path at 2 and 4 ranks (bench/sym_compare.sh), then
+#      torch.distributed meshccl against gloo (bench/torch_allreduce.sh,
+#      when torch imports)
 #   4. communicator init at 64, 128, 256, 512 ranks (meshccl-run -n N
 #      meshccl-hello; may oversubscribe): wall and CPU (user + system) time
 # Every phase runs under `timeout`, within a total budget (TOTAL seconds,
@@ -19,7 +21,7 @@
 # PIN=1 puts rank i of every tool on the i-th CPU of the mask (bench/pin_rank.sh).
 # Usage: bench/server_check.sh [build-dir]     (default build-server)
 #   RANKS="2 4 8 16" INIT_RANKS="64 128 256 512" PERF_FLAGS="-w 3 -n 10"
-#   TOTAL=420 TORCH=auto|0 PIN=0|1 JOBS=<nproc>; the output also goes to <build-dir>/server_check.md
+#   TOTAL=420 TORCH=auto|0 PIN=0|1 SYM_RUNS=2 JOBS=<nproc>; the output also goes to <build-dir>/server_check.md
 set -uo pipefail
 src=$(cd "$(dirname "$0")/.." && pwd)
 build=${1:-build-server}
@@ -131,6 +133,18 @@ if [ -n "$perf_ranks" ] && [ -n "$figures" ]; then
     phase tables "$tables" 0 "$src/bench/vs_limit.sh" "$build" all_reduce 64K 256M
 else
   echo "no table: ${perf_ranks:+no figures from bench/limit}${perf_ranks:-fewer than 2 CPUs}"
+fi
+echo '```'
+echo
+
+echo "## Symmetric windows (-R 2) against the default path (GB/s, medians)"
+echo '```'
+sym_ranks=$(for n in 2 4; do [ "$n" -le "$cpus" ] && echo "$n"; done | tr '\n' ' ')
+if [ -n "$sym_ranks" ]; then
+  RUNS=${SYM_RUNS:-2} RANKS="$sym_ranks" PERF_FLAGS="$flags" \
+    phase symmetric 90 60 "$src/bench/sym_compare.sh" "$build" all_reduce 64K 256M
+else
+  echo "no table: fewer than 2 CPUs"
 fi
 echo '```'
 echo
