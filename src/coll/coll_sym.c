@@ -33,7 +33,7 @@
  * FIFO path (each rank's scalar stays with it).
  *
  * Peers' allocations stay mapped (read-only) in the communicator's cache
- * (mc_mem_peer_map, init_mem.c), within MESHCCL_SYM_MAP_BYTES; each
+ * (mc_mem_peer_map, init_mem.c), bounded by MESHCCL_SYM_MAP_BYTES; each
  * descriptor also says what its process freed, and the peer drops those.
  * A peer checks that the memfd it opened is the one described (inode,
  * device, size) before it maps it. Ranks of a host in several PID

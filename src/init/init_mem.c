@@ -121,7 +121,8 @@ ncclResult_t ncclMemAlloc(void **ptr, size_t size)
   }
   /* The memory exists from here on, as cuMemCreate's does: a shortage is
    * this call's error, not a SIGBUS at the first touch, and a peer that
-   * maps it (mc_mem_peer_map) finds every page there. */
+   * maps it (mc_mem_peer_map) finds every page there. The mapping below is
+   * populated for the same reason: no fault in a collective's first pass. */
   if (fallocate(fd, 0, 0, (off_t)rounded) != 0) {
     int e = errno;
     close(fd);

@@ -52,7 +52,8 @@ void mc_mem_frees(uint64_t *gen_out, uint64_t freed_out[MC_MEM_FREED_IDS]);
  * symmetric operation's plan, so that its progress cannot fail on it). */
 ncclResult_t mc_mem_peers_ready(struct ncclComm *comm);
 /* A new operation maps peers' memory (mc_mem_peer_map): the mappings it
- * uses stay while it runs. After mc_mem_peers_ready. */
+ * uses stay while it runs, and after it until a new mapping needs their
+ * room. After mc_mem_peers_ready. */
 void mc_mem_peers_op(struct ncclComm *comm);
 /* Rank peer said (mc_mem_frees of its process) that it freed gen
  * allocations so far, the last of them freed: drops this communicator's
