@@ -112,14 +112,8 @@ ncclResult_t ncclMemAlloc(void **ptr, size_t size)
     return MC_FAIL(ncclSystemError, "ncclMemAlloc : memfd_create failed: %s%s", strerror(e),
                    mc_fd_limit_hint(e, hint, sizeof(hint)));
   }
-  if (ftruncate(fd, (off_t)rounded) != 0) {
-    int e = errno;
-    close(fd);
-    free(a);
-    return MC_FAIL(ncclSystemError, "ncclMemAlloc : %zu bytes of shared memory: %s", rounded,
-                   strerror(e));
-  }
-  /* The memory exists from here on, as cuMemCreate's does: a shortage is
+  /* fallocate sizes the memfd and allocates its pages: the memory exists
+   * from here on, as cuMemCreate's does: a shortage is
    * this call's error, not a SIGBUS at the first touch, and a peer that
    * maps it (mc_mem_peer_map) finds every page there. The mapping below is
    * populated for the same reason: no fault in a collective's first pass. */
