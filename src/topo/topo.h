@@ -188,6 +188,14 @@ struct mc_topo_system {
   float max_bw;   /* set by mc_topo_search_init */
   float total_bw; /* set by mc_topo_search_init */
   bool inter;     /* set by mc_topo_trim_system: GPUs of other nodes exist */
+  /* What the paths say about the whole system, made with them (computed or
+   * imported; gone with them): the two reads of every path between GPUs
+   * that each rank makes after the paths (ncclTopoTrimSystem's domains,
+   * ncclTopoSearchInit's largest path bandwidth), once per system so that a
+   * rank that maps another's paths does not read them all. */
+  bool summary;
+  int32_t *gpu_domain;  /* [GPU count]: the lowest GPU index joined below PATH_NET */
+  float path_max_bw[2]; /* largest bandwidth of a path from a DEV to a DEV [0], a NET [1] */
   /* rank -> GPU index: rank_gpu[rank - rank_lo] (-1: none) for n_rank_slots
    * ranks; NULL when the ranks are too sparse for a table (then a scan). */
   int rank_lo;

@@ -166,6 +166,11 @@ void mc_topo_free_paths(struct mc_topo_system *sys)
   } else {
     free(sys->hops);
   }
+  if (sys->paths_map == NULL) {
+    free(sys->gpu_domain);
+  }
+  sys->gpu_domain = NULL;
+  sys->summary = false;
   sys->paths_map = NULL;
   sys->paths_map_bytes = 0;
   sys->hops = NULL;
@@ -896,6 +901,50 @@ static ncclResult_t nets_local_gpu(struct mc_topo_system *sys)
   return ncclSuccess;
 }
 
+/* ncclTopoTrimSystem's domains: GPU g joins the lowest domain of a GPU
+ * before it that it reaches below PATH_NET. */
+static void gpu_domains(const struct mc_topo_system *sys, int32_t *domains)
+{
+  for (int g = 0; g < sys->nodes[MC_TOPO_GPU].count; g++) {
+    const struct mc_topo_path *paths = sys->nodes[MC_TOPO_GPU].nodes[g]->paths[MC_TOPO_GPU];
+    domains[g] = g;
+    for (int p = 0; (paths != NULL) && (p < g); p++) {
+      if ((paths[p].type < MC_PATH_NET) && (domains[p] < domains[g])) {
+        domains[g] = domains[p];
+      }
+    }
+  }
+}
+
+/* ncclTopoSearchInit's getMaxBw over every DEV, towards target. */
+static float path_max_bw(const struct mc_topo_system *sys, int target)
+{
+  float max_bw = 0;
+
+  for (int d = 0; d < sys->nodes[MC_TOPO_DEV].count; d++) {
+    const struct mc_topo_path *paths = sys->nodes[MC_TOPO_DEV].nodes[d]->paths[target];
+    for (int i = 0; (paths != NULL) && (i < sys->nodes[target].count); i++) {
+      if ((paths[i].count != 0) && (paths[i].bw > max_bw)) {
+        max_bw = paths[i].bw;
+      }
+    }
+  }
+  return max_bw;
+}
+
+/* The summary of freshly computed paths (mc_topo_system's summary). */
+static ncclResult_t paths_summarize(struct mc_topo_system *sys)
+{
+  int n_gpus = sys->nodes[MC_TOPO_GPU].count;
+
+  MC_CHECK(mc_calloc(&sys->gpu_domain, (size_t)(n_gpus > 0 ? n_gpus : 1)));
+  gpu_domains(sys, sys->gpu_domain);
+  sys->path_max_bw[0] = path_max_bw(sys, MC_TOPO_DEV);
+  sys->path_max_bw[1] = path_max_bw(sys, MC_TOPO_NET);
+  sys->summary = true;
+  return ncclSuccess;
+}
+
 ncclResult_t mc_topo_compute_paths(struct mc_topo_system *sys,
                                    const struct mc_topo_paths_opts *opts)
 {
@@ -933,7 +982,8 @@ out:
     MC_CHECK(p2c_step(sys));
     MC_CHECK(net_step(sys, opts));
   }
-  return nets_local_gpu(sys);
+  MC_CHECK(nets_local_gpu(sys));
+  return paths_summarize(sys);
 }
 
 /* ---------------------------------------------------------------- sharing */
@@ -942,7 +992,8 @@ out:
 #define PATHS_ALIGN 64
 
 /* The bytes of mc_topo_paths_export: this head, the directory of the path
- * arrays, the arrays, the hops (each part PATHS_ALIGN-aligned). */
+ * arrays, the arrays, the hops, the GPUs' domains (each part
+ * PATHS_ALIGN-aligned). */
 struct paths_head {
   uint32_t magic;
   uint32_t n_arrays;
@@ -950,6 +1001,9 @@ struct paths_head {
   uint32_t n_links;
   uint64_t bytes;
   uint64_t hops_off;
+  uint64_t domains_off;
+  uint32_t n_gpus;
+  float path_max_bw[2];
 };
 
 /* One path array: from node (type, index) to every node of type base. */
@@ -1000,12 +1054,19 @@ static uint32_t paths_arrays(const struct mc_topo_system *sys, size_t *array_byt
   return n;
 }
 
+/* Where the domains start after the hops that start at hops_off. */
+static size_t domains_off(size_t hops_off, uint32_t n_hops)
+{
+  return paths_align(hops_off + (size_t)n_hops * sizeof(struct mc_topo_hop));
+}
+
 size_t mc_topo_paths_export_bytes(const struct mc_topo_system *sys)
 {
   size_t arrays = 0;
   uint32_t n = paths_arrays(sys, &arrays);
 
-  return arrays_off(n) + arrays + (size_t)sys->n_hops * sizeof(struct mc_topo_hop);
+  return domains_off(arrays_off(n) + arrays, sys->n_hops) +
+         (size_t)sys->nodes[MC_TOPO_GPU].count * sizeof(int32_t);
 }
 
 ncclResult_t mc_topo_paths_export(const struct mc_topo_system *sys, void *buf, size_t bytes)
@@ -1023,9 +1084,12 @@ ncclResult_t mc_topo_paths_export(const struct mc_topo_system *sys, void *buf, s
 
   head.n_arrays = paths_arrays(sys, &arrays);
   off = arrays_off(head.n_arrays);
-  need = off + arrays + (size_t)sys->n_hops * sizeof(struct mc_topo_hop);
+  need = mc_topo_paths_export_bytes(sys);
   if (bytes != need) {
     return MC_FAIL(ncclInternalError, "Topo: paths export into %zu bytes, %zu needed", bytes, need);
+  }
+  if (!sys->summary) {
+    return MC_FAIL(ncclInternalError, "Topo: paths export without the paths' summary");
   }
   dir = (struct paths_dir *)(base + PATHS_DIR_OFF);
   for (int t = 0; t < MC_TOPO_NODE_TYPES; t++) {
@@ -1047,6 +1111,11 @@ ncclResult_t mc_topo_paths_export(const struct mc_topo_system *sys, void *buf, s
   if (sys->n_hops > 0) {
     memcpy(base + off, sys->hops, (size_t)sys->n_hops * sizeof(struct mc_topo_hop));
   }
+  head.domains_off = domains_off(off, sys->n_hops);
+  head.n_gpus = (uint32_t)sys->nodes[MC_TOPO_GPU].count;
+  memcpy(base + head.domains_off, sys->gpu_domain, (size_t)head.n_gpus * sizeof(int32_t));
+  head.path_max_bw[0] = sys->path_max_bw[0];
+  head.path_max_bw[1] = sys->path_max_bw[1];
   memcpy(base, &head, sizeof(head));
   return ncclSuccess;
 }
@@ -1061,6 +1130,8 @@ static ncclResult_t import_fail(struct mc_topo_system *sys, const char *why)
   sys->hops = NULL;
   sys->n_hops = 0;
   sys->cap_hops = 0;
+  sys->gpu_domain = NULL;
+  sys->summary = false;
   return MC_FAIL(ncclInternalError, "Topo: shared paths do not fit this system: %s", why);
 }
 
@@ -1081,8 +1152,13 @@ ncclResult_t mc_topo_paths_import(struct mc_topo_system *sys, void *map, size_t 
   dir_end = arrays_off(head.n_arrays);
   if ((head.magic != PATHS_MAGIC) || (head.bytes != bytes) || (dir_end > bytes) ||
       (head.hops_off < dir_end) || (head.hops_off > bytes) ||
-      ((bytes - head.hops_off) / sizeof(struct mc_topo_hop) < head.n_hops)) {
+      ((bytes - head.hops_off) / sizeof(struct mc_topo_hop) < head.n_hops) ||
+      (head.domains_off != domains_off(head.hops_off, head.n_hops)) || (head.domains_off > bytes) ||
+      ((bytes - head.domains_off) / sizeof(int32_t) < head.n_gpus)) {
     return import_fail(sys, "bad head");
+  }
+  if (head.n_gpus != (uint32_t)sys->nodes[MC_TOPO_GPU].count) {
+    return import_fail(sys, "another GPU count");
   }
   MC_CHECK(links_number(sys));
   if (head.n_links != (uint32_t)sys->n_link_table) {
@@ -1103,6 +1179,15 @@ ncclResult_t mc_topo_paths_import(struct mc_topo_system *sys, void *map, size_t 
     }
     node->paths[e->base] = (struct mc_topo_path *)(base + e->off);
   }
+  sys->gpu_domain = (int32_t *)(base + head.domains_off);
+  for (uint32_t g = 0; g < head.n_gpus; g++) {
+    if ((sys->gpu_domain[g] < 0) || ((uint32_t)sys->gpu_domain[g] > g)) {
+      return import_fail(sys, "a GPU's domain out of range");
+    }
+  }
+  sys->path_max_bw[0] = head.path_max_bw[0];
+  sys->path_max_bw[1] = head.path_max_bw[1];
+  sys->summary = true;
   sys->hops = (struct mc_topo_hop *)(base + head.hops_off);
   sys->n_hops = head.n_hops;
   sys->cap_hops = head.n_hops;
@@ -1115,41 +1200,32 @@ ncclResult_t mc_topo_trim_system(struct mc_topo_system *sys, int my_rank, int n_
                                  bool *removed_out)
 {
   int n_gpus = sys->nodes[MC_TOPO_GPU].count;
-  int *domains = NULL;
   int64_t *ids = NULL;
   int my_domain = 0;
   int n_removed = 0;
   ncclResult_t res = ncclSuccess;
 
-  MC_CHECK(mc_calloc(&domains, (size_t)(n_gpus + 1)));
-  MC_CHECK_GOTO(mc_calloc(&ids, (size_t)(n_gpus + 1)), res, out);
+  if (!sys->summary) {
+    return MC_FAIL(ncclInternalError, "Topo: trim before the paths");
+  }
+  MC_CHECK(mc_calloc(&ids, (size_t)(n_gpus + 1)));
   for (int g = 0; g < n_gpus; g++) {
-    struct mc_topo_node *gpu = sys->nodes[MC_TOPO_GPU].nodes[g];
-    domains[g] = g;
-    ids[g] = gpu->id;
-    for (int p = 0; p < g; p++) {
-      if ((gpu->paths[MC_TOPO_GPU] != NULL) && (gpu->paths[MC_TOPO_GPU][p].type < MC_PATH_NET) &&
-          (domains[p] < domains[g])) {
-        domains[g] = domains[p];
-      }
-    }
-    if (gpu->gpu.rank == my_rank) {
-      my_domain = domains[g];
+    if (sys->nodes[MC_TOPO_GPU].nodes[g]->gpu.rank == my_rank) {
+      my_domain = sys->gpu_domain[g];
     }
   }
-  for (int i = 0; i < n_gpus; i++) {
-    n_removed += (domains[i] != my_domain) ? 1 : 0;
+  /* The GPUs to remove, by id: indices move as GPUs go. */
+  for (int g = 0; g < n_gpus; g++) {
+    if (sys->gpu_domain[g] != my_domain) {
+      ids[n_removed++] = sys->nodes[MC_TOPO_GPU].nodes[g]->id;
+    }
   }
   /* Nothing to remove: the paths stay (computing them again gives the same). */
   if (n_removed > 0) {
     mc_topo_free_paths(sys);
   }
-  for (int i = 0; i < n_gpus; i++) {
-    int g;
-    if (domains[i] == my_domain) {
-      continue;
-    }
-    g = mc_topo_id_to_index(sys, MC_TOPO_GPU, ids[i]);
+  for (int i = 0; i < n_removed; i++) {
+    int g = mc_topo_id_to_index(sys, MC_TOPO_GPU, ids[i]);
     if (g < 0) {
       res = MC_FAIL(ncclInternalError, "Topo: trim lost GPU %lx", (unsigned long)ids[i]);
       goto out;
@@ -1161,15 +1237,12 @@ ncclResult_t mc_topo_trim_system(struct mc_topo_system *sys, int my_rank, int n_
     *removed_out = (n_removed > 0);
   }
 out:
-  free(domains);
   free(ids);
   return res;
 }
 
 void mc_topo_search_init(struct mc_topo_system *sys)
 {
-  int target = sys->inter ? MC_TOPO_NET : MC_TOPO_DEV;
-
   sys->max_bw = 0;
   sys->total_bw = 0;
   if (!sys->inter && (sys->nodes[MC_TOPO_GPU].count == 1)) {
@@ -1177,16 +1250,12 @@ void mc_topo_search_init(struct mc_topo_system *sys)
     sys->total_bw = (float)MC_TOPO_LOC_BW;
     return;
   }
+  /* The paths' part is in their summary (without paths, none: 0). */
+  sys->max_bw = sys->summary ? sys->path_max_bw[sys->inter ? 1 : 0] : 0;
   for (int d = 0; d < sys->nodes[MC_TOPO_DEV].count; d++) {
     const struct mc_topo_node *dev = sys->nodes[MC_TOPO_DEV].nodes[d];
     float nvl = 0;
     float pci = 0;
-    for (int i = 0; (dev->paths[target] != NULL) && (i < sys->nodes[target].count); i++) {
-      const struct mc_topo_path *p = &dev->paths[target][i];
-      if ((p->count != 0) && (p->bw > sys->max_bw)) {
-        sys->max_bw = p->bw;
-      }
-    }
     for (int l = 0; l < dev->n_links; l++) {
       if (dev->links[l].type == MC_TOPO_LINK_NVL) {
         nvl += dev->links[l].bw;

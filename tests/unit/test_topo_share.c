@@ -336,6 +336,10 @@ static void imported_paths_are_computed_ones(void)
       MC_T_EQ_INT(b->nodes[MC_TOPO_NET].nodes[i]->net.local_gpu,
                   a->nodes[MC_TOPO_NET].nodes[i]->net.local_gpu);
     }
+    /* The summary comes with them: the domains and the largest bandwidths. */
+    MC_T_TRUE(a->summary && b->summary);
+    MC_T_TRUE(memcmp(a->gpu_domain, b->gpu_domain, sizeof(int32_t) * (size_t)n) == 0);
+    MC_T_TRUE(memcmp(a->path_max_bw, b->path_max_bw, sizeof(a->path_max_bw)) == 0);
     MC_T_OK(mc_topo_trim_system(a, goldens[g].rank, n, &removed_a));
     MC_T_OK(mc_topo_trim_system(b, goldens[g].rank, n, &removed_b));
     MC_T_EQ_INT(removed_a, removed_b);
@@ -345,6 +349,8 @@ static void imported_paths_are_computed_ones(void)
     }
     mc_topo_search_init(a);
     mc_topo_search_init(b);
+    MC_T_TRUE(a->max_bw == b->max_bw);
+    MC_T_TRUE(a->total_bw == b->total_bw);
     mc_topo_search_opts_init(&sopts);
     search(a, &sopts, &ring_a, &tree_a);
     search(b, &sopts, &ring_b, &tree_b);
@@ -361,6 +367,37 @@ static void imported_paths_are_computed_ones(void)
     mc_topo_system_destroy(b);
     mc_topo_system_destroy(other);
   }
+}
+
+/* The GPUs' domains in another's bytes are checked before a trim reads
+ * them: one out of its range (a GPU joins only a lower one) refuses the
+ * paths, and the system is left without them. */
+static void imported_domains_checked(void)
+{
+  struct mc_topo_paths_opts opts;
+  struct mc_topo_system *a = bare_system(&goldens[0]);
+  struct mc_topo_system *b = bare_system(&goldens[0]);
+  int n = a->nodes[MC_TOPO_GPU].count;
+  size_t bytes = 0;
+  char *map;
+  int32_t bad = 2;
+
+  MC_T_TRUE(n >= 2);
+  mc_topo_paths_opts_init(&opts);
+  MC_T_OK(mc_topo_compute_paths(a, &opts));
+  map = export_mapped(a, &bytes);
+  MC_T_EQ_INT(mprotect(map, bytes, PROT_READ | PROT_WRITE), 0);
+  /* The domains end the bytes: GPU 1's may be 0 or 1, not 2. */
+  memcpy(map + bytes - sizeof(int32_t) * (size_t)(n - 1), &bad, sizeof(bad));
+  MC_T_EQ_INT(mc_topo_paths_import(b, map, bytes, 0), ncclInternalError);
+  MC_T_CONTAINS(mc_t_last_error(), "a GPU's domain out of range");
+  MC_T_TRUE(!b->summary && (b->gpu_domain == NULL));
+  MC_T_TRUE(b->nodes[MC_TOPO_GPU].nodes[0]->paths[MC_TOPO_GPU] == NULL);
+  MC_T_EQ_INT(mc_topo_trim_system(b, goldens[0].rank, n, NULL), ncclInternalError);
+  MC_T_CONTAINS(mc_t_last_error(), "trim before the paths");
+  MC_T_EQ_INT(munmap(map, bytes), 0);
+  mc_topo_system_destroy(a);
+  mc_topo_system_destroy(b);
 }
 
 /* mc_topo_print's text of sys (caller frees). */
@@ -580,5 +617,5 @@ static void xml_pack_round_trip(void)
 }
 
 MC_T_MAIN(paths_match_list_storage, trim_keeps_equal_paths, imported_paths_are_computed_ones,
-          imported_system_is_built_one, shared_search_is_own_search, digest_tells_systems_apart,
-          xml_pack_round_trip)
+          imported_domains_checked, imported_system_is_built_one, shared_search_is_own_search,
+          digest_tells_systems_apart, xml_pack_round_trip)
