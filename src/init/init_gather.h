@@ -19,6 +19,18 @@ struct ncclComm;
  * through each. Uses tags tag and tag + 1. Blocks; errors as mc_boot_send/recv. */
 ncclResult_t mc_comm_allgather_tree(struct ncclComm *comm, const int *ranks, int n, int my_index,
                                     void *data, size_t slice_bytes, int tag);
+/* mc_comm_allgather_tree over all ranks whose broadcast carries the array as
+ * pack makes it (rank 0 packs, every other rank unpacks into data): for
+ * fixed-size slices that a packed form holds in fewer bytes. pack(data, n,
+ * NULL) gives the packed bytes; unpack fails on bytes that do not fit.
+ * Beyond the gather's rank count it is the ring allgather of the slices.
+ * Uses tags tag .. tag + 2. */
+struct mc_comm_packing {
+  size_t (*pack)(const void *all, int n, void *buf);
+  ncclResult_t (*unpack)(const void *buf, size_t bytes, int n, void *all);
+};
+ncclResult_t mc_comm_allgather_packed(struct ncclComm *comm, void *data, size_t slice_bytes,
+                                      const struct mc_comm_packing *packing, int tag);
 /* Broadcast of bytes of data from index 0 of ranks[0..n) (NULL: all ranks)
  * down a binomial tree: each rank receives once and forwards to at most
  * log2(n) ranks. Blocks; errors as mc_boot_send/recv. */

@@ -31,7 +31,7 @@
 
 #define TAG_SHARE_HEAD (MC_BOOT_TAG_INTRANODE | 0x111)
 #define TAG_SHARE_DATA (MC_BOOT_TAG_INTRANODE | 0x112)
-#define TAG_ALLGATHER3 (MC_BOOT_TAG_INTRANODE | 0x113) /* and 0x114 */
+#define TAG_ALLGATHER3 (MC_BOOT_TAG_INTRANODE | 0x113) /* to 0x115 */
 
 /* Logs each line of a memory stream's text at INFO. */
 static void log_lines(unsigned sub, const char *text)
@@ -234,6 +234,18 @@ static void log_channels(struct ncclComm *comm, const char *tree_log)
           ch->coll_channels, 0, ch->nvls_channels, ch->n_channels, 1);
 }
 
+static size_t ranks_pack(const void *all, int n, void *buf)
+{
+  return mc_topo_ranks_pack(all, n, buf);
+}
+
+static ncclResult_t ranks_unpack(const void *buf, size_t bytes, int n, void *all)
+{
+  return mc_topo_ranks_unpack(buf, bytes, n, all);
+}
+
+static const struct mc_comm_packing ranks_packing = {ranks_pack, ranks_unpack};
+
 ncclResult_t mc_comm_stage_graphs(struct ncclComm *comm)
 {
   struct mc_topo_ranks *all = NULL;
@@ -255,9 +267,9 @@ ncclResult_t mc_comm_stage_graphs(struct ncclComm *comm)
                                &comm->topo.tree_graph, cc_min, &all[comm->rank], preset),
                 res, out);
   mc_comm_steps_mark(&steps, "preset");
-  /* AllGather3: every rank's place in its node's rings and trees. */
-  MC_CHECK_GOTO(mc_comm_allgather_tree(comm, NULL, comm->n_ranks, comm->rank, all, sizeof(*all),
-                                       TAG_ALLGATHER3),
+  /* AllGather3: every rank's place in its node's rings and trees, sent down
+   * with only each rank's channels (the records hold the most Preset makes). */
+  MC_CHECK_GOTO(mc_comm_allgather_packed(comm, all, sizeof(*all), &ranks_packing, TAG_ALLGATHER3),
                 res, out);
   mc_comm_steps_mark(&steps, "allgather");
   mc_topo_connect_opts_from_params(&copts);

@@ -107,7 +107,7 @@ ncclResult_t mc_topo_preset(const struct mc_topo_system *sys, int rank,
   int child0 = (tree->pattern == MC_TOPO_PATTERN_TREE) ? 0 : 1;
   int child1 = (tree->pattern == MC_TOPO_PATTERN_SPLIT_TREE) ? 1 : 0;
 
-  if ((n <= 0) || (2 * n > MC_TOPO_MAX_CHANNELS) || (ring->n_gpus != local) ||
+  if ((n <= 0) || (n > MC_TOPO_RANKS_CHANNELS) || (ring->n_gpus != local) ||
       (tree->n_gpus != local) || ((local == 1) && (child0 != 0))) {
     return MC_FAIL(ncclInternalError, "Topo preset: %d ring / %d tree channels over %d GPUs",
                    ring->n_channels, tree->n_channels, local);
@@ -148,6 +148,86 @@ ncclResult_t mc_topo_preset(const struct mc_topo_system *sys, int rank,
   }
   /* Channels [n, 2n) will carry the second tree of the double binary tree. */
   memcpy(&channels_out[n], &channels_out[0], (size_t)n * sizeof(channels_out[0]));
+  return ncclSuccess;
+}
+
+/* ---------------------------------------------------------- AllGather3 */
+
+/* A record's Preset channels, as pack and unpack count them. */
+static int record_channels(const struct mc_topo_ranks *x)
+{
+  int n = (x->ring.n_channels < x->tree.n_channels) ? x->ring.n_channels : x->tree.n_channels;
+
+  return (n < 0) ? 0 : (n > MC_TOPO_RANKS_CHANNELS) ? MC_TOPO_RANKS_CHANNELS : n;
+}
+
+/* The record's fixed part, then its channels' seven arrays, each of
+ * record_channels() values, in this order. */
+#define RECORD_HEAD_BYTES (2 * sizeof(struct mc_topo_graph_info) + 2 * sizeof(int32_t))
+#define RECORD_ARRAYS     7
+
+static int32_t *record_array(struct mc_topo_ranks *x, int i)
+{
+  int32_t *arrays[RECORD_ARRAYS] = {x->ring_recv,     x->ring_send,      x->ring_prev,
+                                    x->ring_next,     x->tree_to_parent, x->tree_to_child0,
+                                    x->tree_to_child1};
+  return arrays[i];
+}
+
+size_t mc_topo_ranks_pack(const struct mc_topo_ranks *all, int n_ranks, void *buf)
+{
+  char *p = buf;
+  size_t off = 0;
+
+  for (int r = 0; r < n_ranks; r++) {
+    struct mc_topo_ranks x = all[r];
+    size_t arr = (size_t)record_channels(&x) * sizeof(int32_t);
+    if (p != NULL) {
+      memcpy(p + off, &x.ring, sizeof(x.ring));
+      memcpy(p + off + sizeof(x.ring), &x.tree, sizeof(x.tree));
+      memcpy(p + off + 2 * sizeof(x.ring), &x.cross_nic_ring, sizeof(int32_t));
+      memcpy(p + off + 2 * sizeof(x.ring) + sizeof(int32_t), &x.min_comp_cap, sizeof(int32_t));
+      for (int i = 0; i < RECORD_ARRAYS; i++) {
+        memcpy(p + off + RECORD_HEAD_BYTES + (size_t)i * arr, record_array(&x, i), arr);
+      }
+    }
+    off += RECORD_HEAD_BYTES + RECORD_ARRAYS * arr;
+  }
+  return off;
+}
+
+ncclResult_t mc_topo_ranks_unpack(const void *buf, size_t bytes, int n_ranks,
+                                  struct mc_topo_ranks *all)
+{
+  const char *p = buf;
+  size_t off = 0;
+
+  for (int r = 0; r < n_ranks; r++) {
+    struct mc_topo_ranks *x = &all[r];
+    size_t arr;
+    memset(x, 0, sizeof(*x));
+    if (bytes - off < RECORD_HEAD_BYTES) {
+      return MC_FAIL(ncclRemoteError, "AllGather3: %zu bytes end before rank %d's record", bytes,
+                     r);
+    }
+    memcpy(&x->ring, p + off, sizeof(x->ring));
+    memcpy(&x->tree, p + off + sizeof(x->ring), sizeof(x->tree));
+    memcpy(&x->cross_nic_ring, p + off + 2 * sizeof(x->ring), sizeof(int32_t));
+    memcpy(&x->min_comp_cap, p + off + 2 * sizeof(x->ring) + sizeof(int32_t), sizeof(int32_t));
+    arr = (size_t)record_channels(x) * sizeof(int32_t);
+    if ((bytes - off - RECORD_HEAD_BYTES) / RECORD_ARRAYS < arr) {
+      return MC_FAIL(ncclRemoteError, "AllGather3: %zu bytes end within rank %d's %d channels",
+                     bytes, r, record_channels(x));
+    }
+    for (int i = 0; i < RECORD_ARRAYS; i++) {
+      memcpy(record_array(x, i), p + off + RECORD_HEAD_BYTES + (size_t)i * arr, arr);
+    }
+    off += RECORD_HEAD_BYTES + RECORD_ARRAYS * arr;
+  }
+  if (off != bytes) {
+    return MC_FAIL(ncclRemoteError, "AllGather3: %zu bytes hold %d ranks' records in %zu", bytes,
+                   n_ranks, off);
+  }
   return ncclSuccess;
 }
 
@@ -207,13 +287,6 @@ static void align(struct mc_topo_graph_info *a, const struct mc_topo_graph_info 
   a->type_intra = (b->type_intra > a->type_intra) ? b->type_intra : a->type_intra;
   a->type_inter = (b->type_inter > a->type_inter) ? b->type_inter : a->type_inter;
   a->cross_nic = (b->cross_nic > a->cross_nic) ? b->cross_nic : a->cross_nic;
-}
-
-static void swap_int(int32_t *a, int32_t *b)
-{
-  int32_t t = *a;
-  *a = *b;
-  *b = t;
 }
 
 /* copyChannels: channels [start, end) repeat channels [0, end - start). */
@@ -351,7 +424,7 @@ static ncclResult_t check_ranks(const struct mc_topo_ranks *all, int n_ranks)
   for (int r = 0; r < n_ranks; r++) {
     const struct mc_topo_ranks *x = &all[r];
     int n = (x->ring.n_channels < x->tree.n_channels) ? x->ring.n_channels : x->tree.n_channels;
-    if ((n < 1) || (2 * n > MC_TOPO_MAX_CHANNELS)) {
+    if ((n < 1) || (n > MC_TOPO_RANKS_CHANNELS)) {
       return MC_FAIL(ncclRemoteError, "rank %d: %d ring / %d tree channels", r, x->ring.n_channels,
                      x->tree.n_channels);
     }
@@ -442,12 +515,19 @@ static ncclResult_t check_node_orders(const struct mc_topo_connect_opts *opts, i
   return ncclSuccess;
 }
 
-ncclResult_t mc_topo_postset(int rank, int n_ranks, const struct mc_topo_ranks *all_in,
+/* Rail alternation (init.cc): the odd nodes of a crossNic 2 ring swap their
+ * ring channels in pairs; rank r's ring channel c is its record's
+ * rail_channel(all[r], its node, n, c). */
+static int rail_channel(const struct mc_topo_ranks *x, int node, int n, int c)
+{
+  return ((x->cross_nic_ring == 2) && ((n % 2) == 0) && ((node % 2) == 1)) ? (c ^ 1) : c;
+}
+
+ncclResult_t mc_topo_postset(int rank, int n_ranks, const struct mc_topo_ranks *all,
                              const struct mc_topo_channel preset[MC_TOPO_MAX_CHANNELS],
                              const struct mc_topo_connect_opts *opts, FILE *log,
                              struct mc_topo_channels *out)
 {
-  struct mc_topo_ranks *all = NULL;
   int *ring_prev = NULL;
   int *ring_next = NULL;
   int *ring_recv = NULL;
@@ -468,13 +548,10 @@ ncclResult_t mc_topo_postset(int rank, int n_ranks, const struct mc_topo_ranks *
   if ((rank < 0) || (rank >= n_ranks)) {
     return MC_FAIL(ncclInternalError, "Topo postset: rank %d of %d", rank, n_ranks);
   }
-  MC_CHECK(check_ranks(all_in, n_ranks));
-  MC_CHECK_GOTO(find_nodes(out, all_in), res, fail);
+  MC_CHECK(check_ranks(all, n_ranks));
+  MC_CHECK_GOTO(find_nodes(out, all), res, fail);
   nn = out->n_nodes;
 
-  /* Each rank works on its own copy (rail alternation swaps channels). */
-  MC_CHECK_GOTO(mc_calloc(&all, (size_t)n_ranks), res, fail);
-  memcpy(all, all_in, (size_t)n_ranks * sizeof(*all));
   min_cc = all[0].min_comp_cap;
   for (int r = 1; r < n_ranks; r++) {
     min_cc = (all[r].min_comp_cap < min_cc) ? all[r].min_comp_cap : min_cc;
@@ -493,18 +570,6 @@ ncclResult_t mc_topo_postset(int rank, int n_ranks, const struct mc_topo_ranks *
     }
   }
 
-  /* Rail alternation: odd nodes of a crossNic 2 ring swap channel pairs. */
-  for (int r = 0; r < n_ranks; r++) {
-    if ((all[r].cross_nic_ring == 2) && ((n % 2) == 0) && ((out->rank_to_node[r] % 2) == 1)) {
-      for (int c = 0; c < n; c += 2) {
-        swap_int(&all[r].ring_recv[c], &all[r].ring_recv[c ^ 1]);
-        swap_int(&all[r].ring_send[c], &all[r].ring_send[c ^ 1]);
-        swap_int(&all[r].ring_prev[c], &all[r].ring_prev[c ^ 1]);
-        swap_int(&all[r].ring_next[c], &all[r].ring_next[c ^ 1]);
-      }
-    }
-  }
-
   MC_CHECK_GOTO(mc_calloc(&ring_prev, (size_t)MC_TOPO_MAX_CHANNELS * (size_t)n_ranks), res, fail);
   MC_CHECK_GOTO(mc_calloc(&ring_next, (size_t)MC_TOPO_MAX_CHANNELS * (size_t)n_ranks), res, fail);
   MC_CHECK_GOTO(mc_calloc(&ring_recv, (size_t)MC_TOPO_MAX_CHANNELS * (size_t)nn), res, fail);
@@ -515,15 +580,17 @@ ncclResult_t mc_topo_postset(int rank, int n_ranks, const struct mc_topo_ranks *
   for (int c = 0; c < n; c++) {
     for (int k = 0; k < nn; k++) {
       const struct mc_topo_ranks *f = &all[out->node_first_rank[k]];
-      ring_recv[c * nn + k] = f->ring_recv[c];
-      ring_send[c * nn + k] = f->ring_send[c];
+      int rc = rail_channel(f, k, n, c);
+      ring_recv[c * nn + k] = f->ring_recv[rc];
+      ring_send[c * nn + k] = f->ring_send[rc];
       ttp[c * nn + k] = f->tree_to_parent[c];
       ttc0[c * nn + k] = f->tree_to_child0[c];
       ttc1[c * nn + k] = f->tree_to_child1[c];
     }
     for (int r = 0; r < n_ranks; r++) {
-      ring_prev[c * n_ranks + r] = all[r].ring_prev[c];
-      ring_next[c * n_ranks + r] = all[r].ring_next[c];
+      int rc = rail_channel(&all[r], out->rank_to_node[r], n, c);
+      ring_prev[c * n_ranks + r] = all[r].ring_prev[rc];
+      ring_next[c * n_ranks + r] = all[r].ring_next[rc];
     }
   }
 
@@ -592,7 +659,6 @@ ncclResult_t mc_topo_postset(int rank, int n_ranks, const struct mc_topo_ranks *
 fail:
   mc_topo_channels_fini(out);
 done:
-  free(all);
   free(ring_prev);
   free(ring_next);
   free(ring_recv);

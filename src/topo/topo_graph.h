@@ -212,19 +212,34 @@ struct mc_topo_graph_info {
   int32_t cross_nic;
 };
 
+/* Preset's channels: the searched ones, at most half of the channels (the
+ * other half carries the double binary tree's second tree). */
+#define MC_TOPO_RANKS_CHANNELS (MC_TOPO_MAX_CHANNELS / 2)
+
 struct mc_topo_ranks {
   struct mc_topo_graph_info ring;
   struct mc_topo_graph_info tree;
-  int32_t ring_recv[MC_TOPO_MAX_CHANNELS];
-  int32_t ring_send[MC_TOPO_MAX_CHANNELS];
-  int32_t ring_prev[MC_TOPO_MAX_CHANNELS];
-  int32_t ring_next[MC_TOPO_MAX_CHANNELS];
-  int32_t tree_to_parent[MC_TOPO_MAX_CHANNELS];
-  int32_t tree_to_child0[MC_TOPO_MAX_CHANNELS];
-  int32_t tree_to_child1[MC_TOPO_MAX_CHANNELS];
+  int32_t ring_recv[MC_TOPO_RANKS_CHANNELS];
+  int32_t ring_send[MC_TOPO_RANKS_CHANNELS];
+  int32_t ring_prev[MC_TOPO_RANKS_CHANNELS];
+  int32_t ring_next[MC_TOPO_RANKS_CHANNELS];
+  int32_t tree_to_parent[MC_TOPO_RANKS_CHANNELS];
+  int32_t tree_to_child0[MC_TOPO_RANKS_CHANNELS];
+  int32_t tree_to_child1[MC_TOPO_RANKS_CHANNELS];
   int32_t cross_nic_ring;
   int32_t min_comp_cap;
 };
+
+/* AllGather3's array on the wire: each rank's record with only its Preset
+ * channels (the smaller of its ring's and tree's channel counts): about 130
+ * bytes a rank with 2 channels where the record takes 968. pack writes the
+ * n_ranks records into buf (NULL: nothing) and returns the bytes they take;
+ * unpack fills all[0..n_ranks) from exactly that many bytes, and fails
+ * (ncclRemoteError, naming the rank) on bytes that do not hold n_ranks
+ * records. The values are checked by mc_topo_postset. */
+size_t mc_topo_ranks_pack(const struct mc_topo_ranks *all, int n_ranks, void *buf);
+ncclResult_t mc_topo_ranks_unpack(const void *buf, size_t bytes, int n_ranks,
+                                  struct mc_topo_ranks *all);
 
 /* One channel as connect.cc leaves it (NCCL's ncclChannel ring/tree parts). */
 struct mc_topo_channel {

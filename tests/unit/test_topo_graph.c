@@ -308,6 +308,92 @@ static void postset_two_nodes(void)
   mc_topo_channels_fini(&ch);
 }
 
+/* Rail alternation: with a crossNic 2 ring, the odd nodes take their ring
+ * channels in swapped pairs. Two nodes of two ranks, channel 0 in rank order
+ * on each node and channel 1 reversed: node 1 runs channel 0 as 3 2. */
+static void postset_rail_alternation(void)
+{
+  struct mc_topo_ranks all[4];
+  struct mc_topo_channel preset[4][64];
+  struct mc_topo_connect_opts opts = {
+      .min_channels = 0, .max_channels = 64, .min_ctas = 1, .max_ctas = 64};
+  struct mc_topo_channels ch;
+  char line[128];
+
+  for (int cross = 0; cross <= 2; cross += 2) {
+    two_by_two(all, preset);
+    for (int r = 0; r < 4; r++) {
+      int first = (r / 2) * 2;
+      all[r].ring.n_channels = all[r].tree.n_channels = 2;
+      all[r].cross_nic_ring = cross;
+      all[r].ring_recv[1] = first + 1;
+      all[r].ring_send[1] = first;
+      all[r].ring_prev[1] = (r == first) ? first + 1 : -1;
+      all[r].ring_next[1] = (r == first) ? -1 : first;
+      all[r].tree_to_parent[1] = first;
+      all[r].tree_to_child0[1] = first + 1;
+      all[r].tree_to_child1[1] = first;
+    }
+    MC_T_OK(mc_topo_postset(0, 4, all, preset[0], &opts, NULL, &ch));
+    MC_T_EQ_INT(ch.n_channels, 4);
+    mc_topo_ring_line(&ch, 0, line, sizeof(line));
+    MC_T_EQ_STR(line, (cross == 2) ? "Channel 00/04 : 0 1 3 2" : "Channel 00/04 : 0 1 2 3");
+    mc_topo_ring_line(&ch, 1, line, sizeof(line));
+    MC_T_EQ_STR(line, (cross == 2) ? "Channel 01/04 : 0 2 3 1" : "Channel 01/04 : 0 3 2 1");
+    mc_topo_channels_fini(&ch);
+  }
+}
+
+/* AllGather3's packed records: each rank's channels only (the smaller of its
+ * ring's and tree's counts), every value back as it was; bytes that end
+ * early or run over are refused naming the rank. */
+static void ranks_pack_round_trip(void)
+{
+  struct mc_topo_ranks all[3];
+  struct mc_topo_ranks back[3];
+  const int rings[3] = {1, 3, MC_TOPO_RANKS_CHANNELS};
+  const int trees[3] = {1, 2, MC_TOPO_RANKS_CHANNELS};
+  size_t bytes;
+  size_t want = 0;
+  char *buf;
+
+  memset(all, 0, sizeof(all));
+  for (int r = 0; r < 3; r++) {
+    all[r].ring.n_channels = rings[r];
+    all[r].tree.n_channels = trees[r];
+    all[r].ring.bw_intra = 20.5f + (float)r;
+    all[r].tree.pattern = MC_TOPO_PATTERN_BALANCED_TREE;
+    all[r].cross_nic_ring = r;
+    all[r].min_comp_cap = 80 + r;
+    for (int c = 0; c < trees[r]; c++) {
+      all[r].ring_recv[c] = 100 * r + c;
+      all[r].ring_send[c] = 100 * r + c + 1;
+      all[r].ring_prev[c] = -1;
+      all[r].ring_next[c] = 100 * r + c + 3;
+      all[r].tree_to_parent[c] = 100 * r + c + 4;
+      all[r].tree_to_child0[c] = 100 * r + c + 5;
+      all[r].tree_to_child1[c] = 100 * r + c + 6;
+    }
+    want += 2 * sizeof(struct mc_topo_graph_info) + 8 + 7 * 4 * (size_t)trees[r];
+  }
+  bytes = mc_topo_ranks_pack(all, 3, NULL);
+  MC_T_EQ_INT((long)bytes, (long)want);
+  buf = malloc(bytes + 1);
+  MC_T_TRUE(buf != NULL);
+  MC_T_EQ_INT((long)mc_topo_ranks_pack(all, 3, buf), (long)bytes);
+  memset(back, 0xff, sizeof(back));
+  MC_T_OK(mc_topo_ranks_unpack(buf, bytes, 3, back));
+  MC_T_EQ_INT(memcmp(all, back, sizeof(all)), 0);
+  MC_T_EQ_INT(mc_topo_ranks_unpack(buf, bytes - 1, 3, back), ncclRemoteError);
+  MC_T_CONTAINS(mc_t_last_error(), "within rank 2's 32 channels");
+  MC_T_EQ_INT(mc_topo_ranks_unpack(buf, 10, 3, back), ncclRemoteError);
+  MC_T_CONTAINS(mc_t_last_error(), "10 bytes end before rank 0's record");
+  buf[bytes] = 0;
+  MC_T_EQ_INT(mc_topo_ranks_unpack(buf, bytes + 1, 3, back), ncclRemoteError);
+  MC_T_CONTAINS(mc_t_last_error(), "hold 3 ranks' records in");
+  free(buf);
+}
+
 /* Four nodes of two ranks; node orders make the rings cross nodes in the
  * cables' order (0 2 1 3 and its reverse) instead of the node index order,
  * channel c taking order c % 2, for the doubled channels too. */
@@ -438,4 +524,5 @@ static void ring_line_truncated(void)
 }
 
 MC_T_MAIN(dtree_as_nccl, p4d_two_nodes, graph_file_round_trip, postset_two_nodes,
-          postset_node_orders, postset_rejects_bad_ranks, ring_line_truncated)
+          postset_rail_alternation, ranks_pack_round_trip, postset_node_orders,
+          postset_rejects_bad_ranks, ring_line_truncated)

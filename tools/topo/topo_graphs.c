@@ -42,7 +42,7 @@ static int shift(int r, int by)
 static void shift_ranks(const struct mc_topo_ranks *src, int by, struct mc_topo_ranks *dst)
 {
   *dst = *src;
-  for (int c = 0; c < MC_TOPO_MAX_CHANNELS; c++) {
+  for (int c = 0; c < MC_TOPO_RANKS_CHANNELS; c++) {
     dst->ring_recv[c] = shift(src->ring_recv[c], by);
     dst->ring_send[c] = shift(src->ring_send[c], by);
     dst->ring_prev[c] = shift(src->ring_prev[c], by);
