@@ -34,6 +34,8 @@
 
 /* The allgather of peer infos (and TAG_PEERS + 1). */
 #define TAG_PEERS (MC_BOOT_TAG_INTRANODE | 0x100)
+/* Init's last barrier among the host's ranks (and TAG_HOST_BARRIER + 1). */
+#define TAG_HOST_BARRIER (MC_BOOT_TAG_INTRANODE | 0x118)
 
 ncclResult_t mc_comm_config_resolve(const ncclConfig_t *user, ncclConfig_t *resolved_out)
 {
@@ -332,8 +334,8 @@ static ncclResult_t init_stages(struct ncclComm *comm)
   t0 = mc_time_sec();
   MC_CHECK(mc_comm_stage_connect(comm));
   comm->t.connections = mc_time_sec() - t0;
-  MC_CHECK(mc_boot_barrier(comm->bootstrap.boot, nd->local_rank_to_rank, nd->local_ranks,
-                           nd->local_rank, nd->local_rank_to_rank[0]));
+  MC_CHECK(mc_comm_barrier_tree(comm, nd->local_rank_to_rank, nd->local_ranks, nd->local_rank,
+                                TAG_HOST_BARRIER));
   mc_comm_paths_close(comm); /* every local rank mapped the shared paths by now */
   comm->t.total = mc_time_sec() - comm->t_start;
   sum = comm->t.kernels + comm->t.alloc + comm->t.bootstrap + comm->t.allgathers + comm->t.topo +

@@ -90,6 +90,24 @@ ncclResult_t mc_comm_allgather_packed(struct ncclComm *comm, void *data, size_t 
   return res;
 }
 
+ncclResult_t mc_comm_barrier_tree(struct ncclComm *comm, const int *ranks, int n, int my_index,
+                                  int tag)
+{
+  uint8_t token = 0;
+
+  if (n == 1)
+    return ncclSuccess;
+  if (n > GATHER_MAX_RANKS)
+    return mc_boot_barrier(comm->bootstrap.boot, ranks, n, my_index, tag);
+  if (my_index != 0) {
+    MC_CHECK(mc_boot_send(comm->bootstrap.boot, rank_of(ranks, 0), tag, &token, sizeof(token)));
+  } else {
+    for (int i = 1; i < n; i++)
+      MC_CHECK(mc_boot_recv(comm->bootstrap.boot, rank_of(ranks, i), tag, &token, sizeof(token)));
+  }
+  return mc_comm_bcast_tree(comm, ranks, n, my_index, &token, sizeof(token), tag + 1);
+}
+
 ncclResult_t mc_comm_allgather_tree(struct ncclComm *comm, const int *ranks, int n, int my_index,
                                     void *data, size_t slice_bytes, int tag)
 {

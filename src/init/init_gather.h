@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * Gathers and broadcasts among some ranks of a communicator over its
- * bootstrap (init_gather.c): a gather up and a binomial tree down.
+ * Gathers, broadcasts and a barrier among some ranks of a communicator over
+ * its bootstrap (init_gather.c): a gather up and a binomial tree down.
  */
 #ifndef MC_INIT_GATHER_H
 #define MC_INIT_GATHER_H
@@ -31,6 +31,14 @@ struct mc_comm_packing {
 };
 ncclResult_t mc_comm_allgather_packed(struct ncclComm *comm, void *data, size_t slice_bytes,
                                       const struct mc_comm_packing *packing, int tag);
+/* Barrier among ranks[0..n) (NULL: all ranks) over the same connections as
+ * the gathers and broadcasts above: a message up to index 0, then released
+ * down its binomial tree (one message up and one down per rank where the
+ * bootstrap's dissemination barrier makes log2(n) connections and passes
+ * log2(n) messages each way). Beyond the gather's rank count it is the
+ * bootstrap's barrier. Uses tags tag and tag + 1. */
+ncclResult_t mc_comm_barrier_tree(struct ncclComm *comm, const int *ranks, int n, int my_index,
+                                  int tag);
 /* Broadcast of bytes of data from index 0 of ranks[0..n) (NULL: all ranks)
  * down a binomial tree: each rank receives once and forwards to at most
  * log2(n) ranks. Blocks; errors as mc_boot_send/recv. */
