@@ -444,9 +444,11 @@ static ncclResult_t shared_map(const struct paths_msg *msg, char **map_out)
 }
 
 /* The system this rank would build from the fused tree, from local rank 0's
- * bytes in map: refused (ncclInternalError) unless its digest is rank 0's. */
+ * bytes in map: refused (ncclInternalError) unless its digest, with this
+ * rank's path options or alone, is rank 0's. */
 static ncclResult_t system_take(const struct paths_msg *msg, const char *map,
-                                struct mc_topo_system **sys_out)
+                                const struct mc_topo_paths_opts *opts,
+                                struct mc_topo_system **sys_out, bool *same_paths_out)
 {
   uint8_t got[MC_TOPO_SEARCH_DIGEST_BYTES];
   struct mc_topo_system *sys = NULL;
@@ -454,10 +456,16 @@ static ncclResult_t system_take(const struct paths_msg *msg, const char *map,
   if (msg->sys_bytes == 0)
     return MC_FAIL(ncclInternalError, "no system in the shared memory");
   MC_CHECK(mc_topo_system_import(map + msg->sys_off, (size_t)msg->sys_bytes, &sys));
-  mc_topo_system_digest(sys, got);
-  if (memcmp(got, msg->sys_digest, sizeof(got)) != 0) {
-    mc_topo_system_destroy(sys);
-    return MC_FAIL(ncclInternalError, "the shared system's digest is not rank 0's");
+  /* The digest of the system and the path options covers the system: only
+   * when it differs is the system's own asked. */
+  mc_topo_paths_digest(sys, opts, got);
+  *same_paths_out = (memcmp(got, msg->digest, sizeof(got)) == 0);
+  if (!*same_paths_out) {
+    mc_topo_system_digest(sys, got);
+    if (memcmp(got, msg->sys_digest, sizeof(got)) != 0) {
+      mc_topo_system_destroy(sys);
+      return MC_FAIL(ncclInternalError, "the shared system's digest is not rank 0's");
+    }
   }
   *sys_out = sys;
   return ncclSuccess;
@@ -526,10 +534,11 @@ static ncclResult_t host_topo_take(struct ncclComm *comm, struct mc_xml *fused,
   uint8_t mine[MC_TOPO_SEARCH_DIGEST_BYTES];
   struct mc_topo_system *sys = NULL;
   char *map = NULL;
+  bool same_paths = false;
   ncclResult_t res;
 
   if ((msg->bytes > 0) && (shared_map(msg, &map) == ncclSuccess) &&
-      (system_take(msg, map, &sys) == ncclSuccess)) {
+      (system_take(msg, map, opts, &sys, &same_paths) == ncclSuccess)) {
     MC_INFO(MC_SUB_GRAPH, "Topo: rank %d takes the system of rank %d (%llu bytes)", comm->rank,
             nd->local_rank_to_rank[0], (unsigned long long)msg->sys_bytes);
   } else {
@@ -539,9 +548,10 @@ static ncclResult_t host_topo_take(struct ncclComm *comm, struct mc_xml *fused,
       mc_error_clear_thread();
     }
     MC_CHECK_GOTO(system_build(comm, fused, packed, &sys), res, fail);
+    mc_topo_paths_digest(sys, opts, mine);
+    same_paths = (map != NULL) && (memcmp(msg->digest, mine, sizeof(mine)) == 0);
   }
-  mc_topo_paths_digest(sys, opts, mine);
-  if ((map != NULL) && (memcmp(msg->digest, mine, sizeof(mine)) == 0)) {
+  if (same_paths) {
     if (mc_topo_paths_import(sys, map, (size_t)msg->bytes, (size_t)msg->paths_off) == ncclSuccess) {
       MC_INFO(MC_SUB_GRAPH, "Topo: rank %d maps the paths of rank %d (same system, %llu bytes)",
               comm->rank, nd->local_rank_to_rank[0], (unsigned long long)msg->bytes);
