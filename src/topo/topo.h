@@ -192,8 +192,7 @@ struct mc_topo_system {
    * imported; gone with them): the two reads of every path between GPUs
    * that each rank makes after the paths (ncclTopoTrimSystem's domains,
    * ncclTopoSearchInit's largest path bandwidth), once per system so that a
-   * rank that maps another's paths does not read them all. */
-  bool summary;
+   * rank that maps another's paths does not read them all. NULL: no paths. */
   int32_t *gpu_domain;  /* [GPU count]: the lowest GPU index joined below PATH_NET */
   float path_max_bw[2]; /* largest bandwidth of a path from a DEV to a DEV [0], a NET [1] */
   /* rank -> GPU index: rank_gpu[rank - rank_lo] (-1: none) for n_rank_slots

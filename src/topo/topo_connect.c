@@ -20,6 +20,7 @@
 #include "core/params.h"
 #include "core/utils.h"
 
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -161,18 +162,16 @@ static int record_channels(const struct mc_topo_ranks *x)
   return (n < 0) ? 0 : (n > MC_TOPO_RANKS_CHANNELS) ? MC_TOPO_RANKS_CHANNELS : n;
 }
 
-/* The record's fixed part, then its channels' seven arrays, each of
- * record_channels() values, in this order. */
-#define RECORD_HEAD_BYTES (2 * sizeof(struct mc_topo_graph_info) + 2 * sizeof(int32_t))
-#define RECORD_ARRAYS     7
+/* A packed record: the fields before the channel arrays as they are, then
+ * each array with record_channels() values, in this order. */
+#define RECORD_HEAD_BYTES offsetof(struct mc_topo_ranks, ring_recv)
 
-static int32_t *record_array(struct mc_topo_ranks *x, int i)
-{
-  int32_t *arrays[RECORD_ARRAYS] = {x->ring_recv,     x->ring_send,      x->ring_prev,
-                                    x->ring_next,     x->tree_to_parent, x->tree_to_child0,
-                                    x->tree_to_child1};
-  return arrays[i];
-}
+static const size_t record_arrays[] = {
+    offsetof(struct mc_topo_ranks, ring_recv),      offsetof(struct mc_topo_ranks, ring_send),
+    offsetof(struct mc_topo_ranks, ring_prev),      offsetof(struct mc_topo_ranks, ring_next),
+    offsetof(struct mc_topo_ranks, tree_to_parent), offsetof(struct mc_topo_ranks, tree_to_child0),
+    offsetof(struct mc_topo_ranks, tree_to_child1)};
+#define RECORD_ARRAYS (sizeof(record_arrays) / sizeof(record_arrays[0]))
 
 size_t mc_topo_ranks_pack(const struct mc_topo_ranks *all, int n_ranks, void *buf)
 {
@@ -180,15 +179,12 @@ size_t mc_topo_ranks_pack(const struct mc_topo_ranks *all, int n_ranks, void *bu
   size_t off = 0;
 
   for (int r = 0; r < n_ranks; r++) {
-    struct mc_topo_ranks x = all[r];
-    size_t arr = (size_t)record_channels(&x) * sizeof(int32_t);
+    const char *x = (const char *)&all[r];
+    size_t arr = (size_t)record_channels(&all[r]) * sizeof(int32_t);
     if (p != NULL) {
-      memcpy(p + off, &x.ring, sizeof(x.ring));
-      memcpy(p + off + sizeof(x.ring), &x.tree, sizeof(x.tree));
-      memcpy(p + off + 2 * sizeof(x.ring), &x.cross_nic_ring, sizeof(int32_t));
-      memcpy(p + off + 2 * sizeof(x.ring) + sizeof(int32_t), &x.min_comp_cap, sizeof(int32_t));
-      for (int i = 0; i < RECORD_ARRAYS; i++) {
-        memcpy(p + off + RECORD_HEAD_BYTES + (size_t)i * arr, record_array(&x, i), arr);
+      memcpy(p + off, x, RECORD_HEAD_BYTES);
+      for (size_t i = 0; i < RECORD_ARRAYS; i++) {
+        memcpy(p + off + RECORD_HEAD_BYTES + i * arr, x + record_arrays[i], arr);
       }
     }
     off += RECORD_HEAD_BYTES + RECORD_ARRAYS * arr;
@@ -203,24 +199,21 @@ ncclResult_t mc_topo_ranks_unpack(const void *buf, size_t bytes, int n_ranks,
   size_t off = 0;
 
   for (int r = 0; r < n_ranks; r++) {
-    struct mc_topo_ranks *x = &all[r];
+    char *x = (char *)&all[r];
     size_t arr;
-    memset(x, 0, sizeof(*x));
+    memset(x, 0, sizeof(all[r]));
     if (bytes - off < RECORD_HEAD_BYTES) {
       return MC_FAIL(ncclRemoteError, "AllGather3: %zu bytes end before rank %d's record", bytes,
                      r);
     }
-    memcpy(&x->ring, p + off, sizeof(x->ring));
-    memcpy(&x->tree, p + off + sizeof(x->ring), sizeof(x->tree));
-    memcpy(&x->cross_nic_ring, p + off + 2 * sizeof(x->ring), sizeof(int32_t));
-    memcpy(&x->min_comp_cap, p + off + 2 * sizeof(x->ring) + sizeof(int32_t), sizeof(int32_t));
-    arr = (size_t)record_channels(x) * sizeof(int32_t);
+    memcpy(x, p + off, RECORD_HEAD_BYTES);
+    arr = (size_t)record_channels(&all[r]) * sizeof(int32_t);
     if ((bytes - off - RECORD_HEAD_BYTES) / RECORD_ARRAYS < arr) {
       return MC_FAIL(ncclRemoteError, "AllGather3: %zu bytes end within rank %d's %d channels",
-                     bytes, r, record_channels(x));
+                     bytes, r, record_channels(&all[r]));
     }
-    for (int i = 0; i < RECORD_ARRAYS; i++) {
-      memcpy(record_array(x, i), p + off + RECORD_HEAD_BYTES + (size_t)i * arr, arr);
+    for (size_t i = 0; i < RECORD_ARRAYS; i++) {
+      memcpy(x + record_arrays[i], p + off + RECORD_HEAD_BYTES + i * arr, arr);
     }
     off += RECORD_HEAD_BYTES + RECORD_ARRAYS * arr;
   }

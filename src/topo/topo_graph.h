@@ -219,6 +219,9 @@ struct mc_topo_graph_info {
 struct mc_topo_ranks {
   struct mc_topo_graph_info ring;
   struct mc_topo_graph_info tree;
+  int32_t cross_nic_ring;
+  int32_t min_comp_cap;
+  /* Per Preset channel (the packed form holds only these up to its count). */
   int32_t ring_recv[MC_TOPO_RANKS_CHANNELS];
   int32_t ring_send[MC_TOPO_RANKS_CHANNELS];
   int32_t ring_prev[MC_TOPO_RANKS_CHANNELS];
@@ -226,12 +229,10 @@ struct mc_topo_ranks {
   int32_t tree_to_parent[MC_TOPO_RANKS_CHANNELS];
   int32_t tree_to_child0[MC_TOPO_RANKS_CHANNELS];
   int32_t tree_to_child1[MC_TOPO_RANKS_CHANNELS];
-  int32_t cross_nic_ring;
-  int32_t min_comp_cap;
 };
 
 /* AllGather3's array on the wire: each rank's record with only its Preset
- * channels (the smaller of its ring's and tree's channel counts): about 130
+ * channels (the smaller of its ring's and tree's channel counts): 128
  * bytes a rank with 2 channels where the record takes 968. pack writes the
  * n_ranks records into buf (NULL: nothing) and returns the bytes they take;
  * unpack fills all[0..n_ranks) from exactly that many bytes, and fails

@@ -170,7 +170,6 @@ void mc_topo_free_paths(struct mc_topo_system *sys)
     free(sys->gpu_domain);
   }
   sys->gpu_domain = NULL;
-  sys->summary = false;
   sys->paths_map = NULL;
   sys->paths_map_bytes = 0;
   sys->hops = NULL;
@@ -941,7 +940,6 @@ static ncclResult_t paths_summarize(struct mc_topo_system *sys)
   gpu_domains(sys, sys->gpu_domain);
   sys->path_max_bw[0] = path_max_bw(sys, MC_TOPO_DEV);
   sys->path_max_bw[1] = path_max_bw(sys, MC_TOPO_NET);
-  sys->summary = true;
   return ncclSuccess;
 }
 
@@ -1088,7 +1086,7 @@ ncclResult_t mc_topo_paths_export(const struct mc_topo_system *sys, void *buf, s
   if (bytes != need) {
     return MC_FAIL(ncclInternalError, "Topo: paths export into %zu bytes, %zu needed", bytes, need);
   }
-  if (!sys->summary) {
+  if (sys->gpu_domain == NULL) {
     return MC_FAIL(ncclInternalError, "Topo: paths export without the paths' summary");
   }
   dir = (struct paths_dir *)(base + PATHS_DIR_OFF);
@@ -1131,7 +1129,6 @@ static ncclResult_t import_fail(struct mc_topo_system *sys, const char *why)
   sys->n_hops = 0;
   sys->cap_hops = 0;
   sys->gpu_domain = NULL;
-  sys->summary = false;
   return MC_FAIL(ncclInternalError, "Topo: shared paths do not fit this system: %s", why);
 }
 
@@ -1187,7 +1184,6 @@ ncclResult_t mc_topo_paths_import(struct mc_topo_system *sys, void *map, size_t 
   }
   sys->path_max_bw[0] = head.path_max_bw[0];
   sys->path_max_bw[1] = head.path_max_bw[1];
-  sys->summary = true;
   sys->hops = (struct mc_topo_hop *)(base + head.hops_off);
   sys->n_hops = head.n_hops;
   sys->cap_hops = head.n_hops;
@@ -1205,7 +1201,7 @@ ncclResult_t mc_topo_trim_system(struct mc_topo_system *sys, int my_rank, int n_
   int n_removed = 0;
   ncclResult_t res = ncclSuccess;
 
-  if (!sys->summary) {
+  if (sys->gpu_domain == NULL) {
     return MC_FAIL(ncclInternalError, "Topo: trim before the paths");
   }
   MC_CHECK(mc_calloc(&ids, (size_t)(n_gpus + 1)));
@@ -1251,7 +1247,7 @@ void mc_topo_search_init(struct mc_topo_system *sys)
     return;
   }
   /* The paths' part is in their summary (without paths, none: 0). */
-  sys->max_bw = sys->summary ? sys->path_max_bw[sys->inter ? 1 : 0] : 0;
+  sys->max_bw = (sys->gpu_domain != NULL) ? sys->path_max_bw[sys->inter ? 1 : 0] : 0;
   for (int d = 0; d < sys->nodes[MC_TOPO_DEV].count; d++) {
     const struct mc_topo_node *dev = sys->nodes[MC_TOPO_DEV].nodes[d];
     float nvl = 0;

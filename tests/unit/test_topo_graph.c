@@ -265,12 +265,15 @@ static void two_by_two(struct mc_topo_ranks all[4], struct mc_topo_channel prese
   }
 }
 
+/* No channel bounds (NCCL's defaults). */
+static const struct mc_topo_connect_opts unbounded = {
+    .min_channels = 0, .max_channels = 64, .min_ctas = 1, .max_ctas = 64};
+
 static void postset_two_nodes(void)
 {
   struct mc_topo_ranks all[4];
   struct mc_topo_channel preset[4][64];
-  struct mc_topo_connect_opts opts = {
-      .min_channels = 0, .max_channels = 64, .min_ctas = 1, .max_ctas = 64};
+  struct mc_topo_connect_opts opts = unbounded;
   struct mc_topo_channels ch;
   char line[128];
 
@@ -315,8 +318,6 @@ static void postset_rail_alternation(void)
 {
   struct mc_topo_ranks all[4];
   struct mc_topo_channel preset[4][64];
-  struct mc_topo_connect_opts opts = {
-      .min_channels = 0, .max_channels = 64, .min_ctas = 1, .max_ctas = 64};
   struct mc_topo_channels ch;
   char line[128];
 
@@ -334,7 +335,7 @@ static void postset_rail_alternation(void)
       all[r].tree_to_child0[1] = first + 1;
       all[r].tree_to_child1[1] = first;
     }
-    MC_T_OK(mc_topo_postset(0, 4, all, preset[0], &opts, NULL, &ch));
+    MC_T_OK(mc_topo_postset(0, 4, all, preset[0], &unbounded, NULL, &ch));
     MC_T_EQ_INT(ch.n_channels, 4);
     mc_topo_ring_line(&ch, 0, line, sizeof(line));
     MC_T_EQ_STR(line, (cross == 2) ? "Channel 00/04 : 0 1 3 2" : "Channel 00/04 : 0 1 2 3");
@@ -489,17 +490,15 @@ static void postset_rejects_bad_ranks(void)
 {
   struct mc_topo_ranks all[4];
   struct mc_topo_channel preset[4][64];
-  struct mc_topo_connect_opts opts = {
-      .min_channels = 0, .max_channels = 64, .min_ctas = 1, .max_ctas = 64};
   struct mc_topo_channels ch;
 
   two_by_two(all, preset);
   all[3].ring_next[0] = 7;
-  MC_T_EQ_INT(mc_topo_postset(0, 4, all, preset[0], &opts, NULL, &ch), ncclRemoteError);
+  MC_T_EQ_INT(mc_topo_postset(0, 4, all, preset[0], &unbounded, NULL, &ch), ncclRemoteError);
   MC_T_TRUE(strstr(mc_t_last_error(), "rank 3") != NULL);
   two_by_two(all, preset);
   all[2].ring.n_channels = 0;
-  MC_T_EQ_INT(mc_topo_postset(0, 4, all, preset[0], &opts, NULL, &ch), ncclRemoteError);
+  MC_T_EQ_INT(mc_topo_postset(0, 4, all, preset[0], &unbounded, NULL, &ch), ncclRemoteError);
   MC_T_TRUE(strstr(mc_t_last_error(), "rank 2") != NULL);
 }
 
