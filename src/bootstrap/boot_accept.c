@@ -29,7 +29,6 @@
 #include "params.h"
 #include "utils.h"
 
-#define ACCEPT_TICK_MS     10
 #define AUTH_WINDOW_MS     5000 /* a connection must authenticate within this */
 #define ACCEPT_BATCH       64   /* connections taken from the backlog per progress call */
 #define LIMIT_PAUSE_MS     100  /* no accept() for this long after EMFILE/ENFILE/ENOBUFS */
@@ -454,7 +453,7 @@ bool mc_boot_acceptor_take(struct mc_boot_acceptor *a, struct mc_sock *conn_out)
 ncclResult_t mc_boot_acceptor_accept(struct mc_boot_acceptor *a, const struct mc_wait *w,
                                      struct mc_sock *conn_out)
 {
-  for (;;) {
+  for (int tick = MC_WAIT_TICK_MS;;) {
     ncclResult_t res;
     int n;
 
@@ -464,7 +463,7 @@ ncclResult_t mc_boot_acceptor_accept(struct mc_boot_acceptor *a, const struct mc
     if (res != ncclSuccess)
       return res;
     n = mc_boot_acceptor_pollfds(a, a->pfd);
-    (void)poll(a->pfd, (nfds_t)n, mc_deadline_left_ms(w->dl, ACCEPT_TICK_MS));
+    tick = mc_wait_tick_next(tick, poll(a->pfd, (nfds_t)n, mc_deadline_left_ms(w->dl, tick)) != 0);
     mc_boot_acceptor_progress(a, a->pfd, n);
   }
 }
@@ -635,7 +634,7 @@ static void dial_wait(const struct dial *d, const struct mc_wait *w)
   struct pollfd p = {
       .fd = d->c.sock.fd, .events = (d->state == DIAL_TCP) ? POLLOUT : POLLIN, .revents = 0};
 
-  (void)poll(&p, 1, mc_deadline_left_ms(w->dl, ACCEPT_TICK_MS));
+  (void)poll(&p, 1, mc_deadline_left_ms(w->dl, MC_WAIT_TICK_MS));
 }
 
 ncclResult_t mc_boot_auth_connect(const union mc_sockaddr *to, uint64_t magic, uint32_t type,

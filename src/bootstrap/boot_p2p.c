@@ -28,7 +28,6 @@
 #include "log.h"
 #include "utils.h"
 
-#define WAIT_TICK_MAX_MS 80 /* mc_boot_p2p_wait's tick after quiet ticks (10, 20, 40, 80) */
 /* A rank's goodbye fails a wait for its message this long after it came:
  * a message it sent before, on a connection it closed to make room, may
  * still be on its way on that other connection. */
@@ -408,7 +407,7 @@ ncclResult_t mc_boot_p2p_wait(struct mc_boot *b, const struct mc_boot_p2p_want *
   w = mc_boot_rank_wait(b);
   mc_sock_init(&waiter);
   waiter.addr = b->p2p_listen.listener.sock.addr;
-  for (int tick = MC_BOOT_ACCEPT_TICK_MS;;) {
+  for (int tick = MC_WAIT_TICK_MS;;) {
     int n;
 
     MC_CHECK(mc_boot_p2p_in_take(b));
@@ -422,8 +421,7 @@ ncclResult_t mc_boot_p2p_wait(struct mc_boot *b, const struct mc_boot_p2p_want *
     }
     n = poll(b->in_pfd, (nfds_t)b->n_in + 1, mc_deadline_left_ms(w.dl, tick));
     /* A quiet wait looks less often (the abort flag, the root's link). */
-    tick = (n != 0) ? MC_BOOT_ACCEPT_TICK_MS
-                    : ((2 * tick > WAIT_TICK_MAX_MS) ? WAIT_TICK_MAX_MS : 2 * tick);
+    tick = mc_wait_tick_next(tick, n != 0);
     /* Highest first: a removal moves the last connection into the hole. */
     for (int i = b->n_in - 1; (n > 0) && (i >= 0); i--) {
       int st;

@@ -194,10 +194,11 @@ static ncclResult_t boot_accept(struct mc_boot *b, struct mc_boot_acceptor *acc,
 {
   mc_sock_init(waiter);
   waiter->addr = acc->listener.sock.addr;
-  for (;;) {
+  for (int tick = MC_WAIT_TICK_MS;;) {
     struct timespec until;
     bool got;
     ncclResult_t res;
+    int woke = 1;
 
     pthread_mutex_lock(&b->svc_lock);
     got = mc_boot_acceptor_take(acc, conn_out);
@@ -208,15 +209,14 @@ static ncclResult_t boot_accept(struct mc_boot *b, struct mc_boot_acceptor *acc,
     if (res != ncclSuccess)
       return res;
     clock_gettime(CLOCK_MONOTONIC, &until);
-    until.tv_nsec += MC_BOOT_ACCEPT_TICK_MS * 1000000L;
-    if (until.tv_nsec >= 1000000000L) {
-      until.tv_sec++;
-      until.tv_nsec -= 1000000000L;
-    }
+    until.tv_nsec += (long)mc_deadline_left_ms(w->dl, tick) * 1000000L;
+    until.tv_sec += until.tv_nsec / 1000000000L;
+    until.tv_nsec %= 1000000000L;
     pthread_mutex_lock(&b->svc_lock);
     if (!mc_boot_acceptor_has_ready(acc))
-      (void)pthread_cond_timedwait(&b->svc_cond, &b->svc_lock, &until);
+      woke = (pthread_cond_timedwait(&b->svc_cond, &b->svc_lock, &until) == 0);
     pthread_mutex_unlock(&b->svc_lock);
+    tick = mc_wait_tick_next(tick, woke);
   }
 }
 

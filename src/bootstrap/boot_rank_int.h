@@ -25,7 +25,6 @@
   1000 /* after a peer error, how long to wait for the root's reason */
 #define MC_BOOT_MAX_UNEXPECTED 4096
 #define MC_BOOT_OUT_CONNS_MAX  64 /* message connections a rank keeps open to its peers */
-#define MC_BOOT_ACCEPT_TICK_MS 10
 
 /* A message that arrived before this rank asked for it: its payload, or for
  * a stream (allgather_sub) its dedicated connection. */

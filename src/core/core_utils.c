@@ -73,6 +73,13 @@ struct mc_deadline mc_deadline_min(struct mc_deadline a, struct mc_deadline b)
   return (a.at_ns <= b.at_ns) ? a : b;
 }
 
+int mc_wait_tick_next(int tick, bool progressed)
+{
+  if (progressed || (tick < MC_WAIT_TICK_MS))
+    return MC_WAIT_TICK_MS;
+  return (tick > MC_WAIT_TICK_MAX_MS / 2) ? MC_WAIT_TICK_MAX_MS : 2 * tick;
+}
+
 void mc_sleep_ms_abortable(int ms, const volatile uint32_t *abort_flag)
 {
   struct mc_deadline dl = mc_deadline_in_ms(ms);

@@ -30,6 +30,15 @@ int mc_deadline_left_ms(struct mc_deadline dl, int cap_ms);
 /* The earlier of two deadlines. */
 struct mc_deadline mc_deadline_min(struct mc_deadline a, struct mc_deadline b);
 
+/* A wait polls in ticks to see its abort flag, deadline and check. The tick
+ * after progress is MC_WAIT_TICK_MS; each quiet tick doubles it up to
+ * MC_WAIT_TICK_MAX_MS, so that a long wait (a rank waiting for hundreds of
+ * others to join) wakes a dozen times a second instead of a hundred. */
+#define MC_WAIT_TICK_MS     10
+#define MC_WAIT_TICK_MAX_MS 80
+/* The next tick after one of tick ms in which something happened (progressed) or not. */
+int mc_wait_tick_next(int tick, bool progressed);
+
 /* Sleeps ms milliseconds or until *abort_flag becomes non-zero. */
 void mc_sleep_ms_abortable(int ms, const volatile uint32_t *abort_flag);
 

@@ -26,7 +26,6 @@
 #include "log.h"
 #include "params.h"
 
-#define POLL_TICK_MS    10
 #define HANDSHAKE_BYTES 12
 /* A connection that has not sent its handshake is dropped after this, or
  * sooner when MC_SOCK_MAX_PENDING newer ones arrive (the oldest is evicted).
@@ -250,7 +249,7 @@ ncclResult_t mc_sock_accept(struct mc_listener *l, const struct mc_wait *w,
 {
   struct pollfd pfd[MC_SOCK_MAX_PENDING + 1];
 
-  for (;;) {
+  for (int tick = MC_WAIT_TICK_MS;;) {
     ncclResult_t res;
     uint64_t now = mc_time_ns();
     bool evicted;
@@ -298,8 +297,8 @@ ncclResult_t mc_sock_accept(struct mc_listener *l, const struct mc_wait *w,
       pfd[i + 1].fd = l->pending[i].fd;
       pfd[i + 1].events = POLLIN;
     }
-    n = poll(pfd, (nfds_t)l->n_pending + 1, mc_deadline_left_ms(w->dl, POLL_TICK_MS));
-    (void)n;
+    n = poll(pfd, (nfds_t)l->n_pending + 1, mc_deadline_left_ms(w->dl, tick));
+    tick = mc_wait_tick_next(tick, n != 0);
   }
 }
 
@@ -340,7 +339,7 @@ static int connect_once(struct mc_sock *s, const struct mc_wait *w, ncclResult_t
       return err;
     }
     for (;;) {
-      int n = poll_one(fd, POLLOUT, POLL_TICK_MS, w);
+      int n = poll_one(fd, POLLOUT, MC_WAIT_TICK_MS, w);
       if (n > 0)
         break;
       if ((n < 0) && (errno != EINTR)) {
@@ -624,7 +623,7 @@ ncclResult_t mc_sock_io_multi(struct mc_sock_op *ops, int n_ops, const struct mc
 
   if (n_ops > MC_SOCK_MAX_OPS)
     return ncclInternalError;
-  for (;;) {
+  for (int tick = MC_WAIT_TICK_MS;;) {
     int np = 0;
     int moved = 0;
     struct mc_sock_op *waiting = NULL;
@@ -659,7 +658,7 @@ ncclResult_t mc_sock_io_multi(struct mc_sock_op *ops, int n_ops, const struct mc
       waiting->failed = true;
       return res;
     }
-    (void)poll(p, (nfds_t)np, mc_deadline_left_ms(w->dl, POLL_TICK_MS));
+    tick = mc_wait_tick_next(tick, poll(p, (nfds_t)np, mc_deadline_left_ms(w->dl, tick)) != 0);
   }
 }
 

@@ -148,8 +148,9 @@ enum mc_sock_type {
 struct mc_wait {
   struct mc_deadline dl;
   const volatile uint32_t *abort_flag; /* may be NULL */
-  /* Optional fail-fast probe, called between polls (about every 10 ms); a
-   * failure result ends the wait with that result. */
+  /* Optional fail-fast probe, called between polls (every tick: 10 ms,
+   * growing to 80 ms while nothing happens, mc_wait_tick_next); a failure
+   * result ends the wait with that result. */
   ncclResult_t (*check)(void *arg);
   void *check_arg;
 };

@@ -474,6 +474,22 @@ static void check_probe_ends_wait(void)
   mc_listener_close(&l);
 }
 
+/* A quiet wait's tick doubles up to its cap; anything happening brings it back. */
+static void wait_ticks_back_off(void)
+{
+  const int quiet[] = {20, 40, 80, 80};
+  int tick = MC_WAIT_TICK_MS;
+
+  for (size_t i = 0; i < sizeof(quiet) / sizeof(quiet[0]); i++) {
+    tick = mc_wait_tick_next(tick, false);
+    MC_T_EQ_INT(tick, quiet[i]);
+  }
+  MC_T_EQ_INT(mc_wait_tick_next(tick, true), MC_WAIT_TICK_MS);
+  MC_T_EQ_INT(mc_wait_tick_next(0, false), MC_WAIT_TICK_MS);
+  MC_T_EQ_INT(mc_wait_tick_next(70, false), MC_WAIT_TICK_MAX_MS);
+  MC_T_EQ_INT(MC_WAIT_TICK_MAX_MS, 80);
+}
+
 static void connect_refused(void)
 {
   union mc_sockaddr to = loopback(closed_port());
@@ -652,4 +668,4 @@ static void sendrecv_both_ways(void)
 MC_T_MAIN(accept_after_handshake, listen_errors, msg_round_trip, msg_too_large,
           hostile_clients_dropped, listener_full_of_silent_clients, peer_closed, recv_deadline,
           abort_ends_accept, check_probe_ends_wait, connect_refused, connect_deadline_and_abort,
-          connect_unanswered_again, sendrecv_both_ways)
+          connect_unanswered_again, sendrecv_both_ways, wait_ticks_back_off)
