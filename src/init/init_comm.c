@@ -460,33 +460,53 @@ void mc_comm_nodes_free(struct mc_comm_nodes *nd)
 }
 
 /* Devices: explicit ones stay; automatic ones take the smallest index not
- * explicitly used on their node, in local-rank order. */
+ * explicitly used on their node, in local-rank order. Linear in the ranks:
+ * a node of k ranks hands out indices below k only (its j-th automatic rank
+ * gets the j-th index no explicit one holds), so k flags tell which are free. */
 static ncclResult_t resolve_devices(const struct mc_peer_info *peers, int n_ranks,
                                     struct mc_comm_nodes *nd)
 {
+  int *order = NULL; /* ranks by node, each node's in rank order */
+  int *start = NULL; /* [n_nodes + 1]: where each node's ranks begin in order */
+  bool *used = NULL; /* [n_ranks]: explicit indices of the node being resolved */
+  ncclResult_t res = ncclSuccess;
+
+  MC_CHECK_GOTO(mc_calloc(&order, (size_t)n_ranks), res, out);
+  MC_CHECK_GOTO(mc_calloc(&start, (size_t)nd->n_nodes + 1), res, out);
+  MC_CHECK_GOTO(mc_calloc(&used, (size_t)n_ranks), res, out);
+  for (int node = 0; node < nd->n_nodes; node++)
+    start[node + 1] = start[node] + nd->node_n_ranks[node];
+  for (int r = 0; r < n_ranks; r++)
+    order[start[nd->rank_to_node[r]] + nd->rank_to_local_rank[r]] = r;
   for (int node = 0; node < nd->n_nodes; node++) {
+    const int *ranks = order + start[node];
+    int k = nd->node_n_ranks[node];
     int next_free = 0;
-    for (int r = 0; r < n_ranks; r++) {
-      bool taken = true;
-      if (nd->rank_to_node[r] != node)
-        continue;
+
+    for (int i = 0; i < k; i++) {
+      if ((peers[ranks[i]].dev >= 0) && (peers[ranks[i]].dev < k))
+        used[peers[ranks[i]].dev] = true;
+    }
+    for (int i = 0; i < k; i++) {
+      int r = ranks[i];
       if (peers[r].dev >= 0) {
         nd->dev[r] = peers[r].dev;
         continue;
       }
-      while (taken) {
-        taken = false;
-        for (int q = 0; q < n_ranks; q++) {
-          if ((nd->rank_to_node[q] == node) && (peers[q].dev == next_free))
-            taken = true;
-        }
-        if (taken)
-          next_free++;
-      }
+      while (used[next_free])
+        next_free++;
       nd->dev[r] = next_free++;
     }
+    for (int i = 0; i < k; i++) {
+      if ((peers[ranks[i]].dev >= 0) && (peers[ranks[i]].dev < k))
+        used[peers[ranks[i]].dev] = false;
+    }
   }
-  return ncclSuccess;
+out:
+  free(order);
+  free(start);
+  free(used);
+  return res;
 }
 
 ncclResult_t mc_comm_nodes_compute(const struct mc_peer_info *peers, int n_ranks, int my_rank,
@@ -535,6 +555,59 @@ fail:
   return res;
 }
 
+struct host_dev {
+  uint64_t host_hash;
+  int dev;
+  int rank;
+};
+
+static int host_dev_cmp(const void *a, const void *b)
+{
+  const struct host_dev *x = a;
+  const struct host_dev *y = b;
+
+  if (x->host_hash != y->host_hash)
+    return (x->host_hash < y->host_hash) ? -1 : 1;
+  if (x->dev != y->dev)
+    return (x->dev < y->dev) ? -1 : 1;
+  return (x->rank > y->rank) - (x->rank < y->rank);
+}
+
+/* No two ranks of a host on one device. Sorted by host, device and rank, the
+ * ranks that share a device are neighbours; the pair reported is the one a
+ * scan of every pair in rank order finds first: the lowest rank that shares,
+ * with the next rank on its device. */
+static ncclResult_t check_devices_unique(const struct mc_peer_info *peers, const int *devs,
+                                         int n_ranks)
+{
+  struct host_dev *hd = NULL;
+  int r = -1;
+  int q = -1;
+
+  MC_CHECK(mc_calloc(&hd, (size_t)n_ranks));
+  for (int i = 0; i < n_ranks; i++)
+    hd[i] = (struct host_dev){.host_hash = peers[i].host_hash, .dev = devs[i], .rank = i};
+  qsort(hd, (size_t)n_ranks, sizeof(*hd), host_dev_cmp);
+  for (int i = 1; i < n_ranks; i++) {
+    bool first_of_run = (i == 1) || (hd[i - 2].host_hash != hd[i - 1].host_hash) ||
+                        (hd[i - 2].dev != hd[i - 1].dev);
+    if (first_of_run && (hd[i].host_hash == hd[i - 1].host_hash) && (hd[i].dev == hd[i - 1].dev) &&
+        ((r < 0) || (hd[i - 1].rank < r))) {
+      r = hd[i - 1].rank;
+      q = hd[i].rank;
+    }
+  }
+  free(hd);
+  if (r < 0)
+    return ncclSuccess;
+  return MC_FAIL(ncclInvalidUsage,
+                 "Multiple ranks are using the same device: rank %d "
+                 "(pid %d) and rank %d (pid %d) on host %s both use device %d. Give each "
+                 "rank its own device (ncclCommInitAll devlist, meshcclSetDevice, "
+                 "MESHCCL_DEVICE) or set NCCL_MULTI_RANK_GPU_ENABLE=1",
+                 r, peers[r].pid, q, peers[q].pid, peers[r].host, devs[r]);
+}
+
 ncclResult_t mc_comm_peers_check(const struct mc_peer_info *peers, const int *devs, int n_ranks,
                                  bool allow_shared_dev)
 {
@@ -547,16 +620,5 @@ ncclResult_t mc_comm_peers_check(const struct mc_peer_info *peers, const int *de
   }
   if (allow_shared_dev)
     return ncclSuccess;
-  for (int r = 0; r < n_ranks; r++) {
-    for (int q = r + 1; q < n_ranks; q++) {
-      if ((peers[q].host_hash == peers[r].host_hash) && (devs[q] == devs[r]))
-        return MC_FAIL(ncclInvalidUsage,
-                       "Multiple ranks are using the same device: rank %d "
-                       "(pid %d) and rank %d (pid %d) on host %s both use device %d. Give each "
-                       "rank its own device (ncclCommInitAll devlist, meshcclSetDevice, "
-                       "MESHCCL_DEVICE) or set NCCL_MULTI_RANK_GPU_ENABLE=1",
-                       r, peers[r].pid, q, peers[q].pid, peers[r].host, devs[r]);
-    }
-  }
-  return ncclSuccess;
+  return check_devices_unique(peers, devs, n_ranks);
 }

@@ -7,7 +7,7 @@
 
 #include "mc_test.h"
 
-#define MAX_PEERS 16
+#define MAX_PEERS 64
 
 static struct mc_peer_info peers[MAX_PEERS];
 
@@ -168,4 +168,96 @@ static void check_shared_device(void)
   MC_T_OK(mc_comm_peers_check(peers, devs, 4, true));
 }
 
-MC_T_MAIN(one_host, three_hosts, explicit_devices, single_rank, check_versions, check_shared_device)
+/* The rules as first written, one pair of ranks at a time (O(ranks^2)):
+ * the references the linear versions are held to. */
+static int ref_dev(int n, int r, const int *node_of)
+{
+  int next_free = 0;
+
+  if (peers[r].dev >= 0)
+    return peers[r].dev;
+  for (int p = 0; p <= r; p++) {
+    bool taken = true;
+    if ((node_of[p] != node_of[r]) || (peers[p].dev >= 0))
+      continue;
+    while (taken) {
+      taken = false;
+      for (int q = 0; q < n; q++)
+        taken = taken || ((node_of[q] == node_of[r]) && (peers[q].dev == next_free));
+      next_free += taken ? 1 : 0;
+    }
+    if (p == r)
+      return next_free;
+    next_free++;
+  }
+  return -1;
+}
+
+static bool ref_shared_pair(int n, const int *devs, int *r_out, int *q_out)
+{
+  for (int r = 0; r < n; r++) {
+    for (int q = r + 1; q < n; q++) {
+      if ((peers[q].host_hash == peers[r].host_hash) && (devs[q] == devs[r])) {
+        *r_out = r;
+        *q_out = q;
+        return true;
+      }
+    }
+  }
+  return false;
+}
+
+/* Random hosts and devices (a fixed seed): the devices every rank resolves
+ * and the shared device reported are the pairwise rules' answers. */
+static void matches_pairwise_rules(void)
+{
+  unsigned int seed = 12345;
+
+  for (int round = 0; round < 300; round++) {
+    int n = 1 + (int)(rand_r(&seed) % MAX_PEERS);
+    int n_hosts = 1 + (int)(rand_r(&seed) % 4);
+    int explicit_pct = (int)(rand_r(&seed) % 60);
+    char hosts[MAX_PEERS + 1] = {0};
+    int devs[MAX_PEERS];
+    int node_of[MAX_PEERS];
+    struct mc_comm_nodes nd;
+    int r = -1;
+    int q = -1;
+    char want[160];
+
+    for (int i = 0; i < n; i++) {
+      hosts[i] = (char)('A' + rand_r(&seed) % (unsigned int)n_hosts);
+      devs[i] =
+          ((int)(rand_r(&seed) % 100) < explicit_pct) ? (int)(rand_r(&seed) % (unsigned int)n) : -1;
+    }
+    make_peers(n, hosts, devs);
+    MC_T_OK(mc_comm_nodes_compute(peers, n, 0, &nd));
+    for (int i = 0; i < n; i++)
+      node_of[i] = nd.rank_to_node[i];
+    for (int i = 0; i < n; i++) {
+      if (nd.dev[i] != ref_dev(n, i, node_of))
+        MC_T_FAIL("round %d: rank %d of %d resolves device %d, the pairwise rule %d", round, i, n,
+                  nd.dev[i], ref_dev(n, i, node_of));
+    }
+    /* shared devices: the resolved ones, and ones made to collide */
+    for (int pass = 0; pass < 2; pass++) {
+      int d[MAX_PEERS];
+      for (int i = 0; i < n; i++)
+        d[i] = (pass == 0) ? nd.dev[i] : (int)(rand_r(&seed) % (unsigned int)(n + 1));
+      if (!ref_shared_pair(n, d, &r, &q)) {
+        MC_T_OK(mc_comm_peers_check(peers, d, n, false));
+        continue;
+      }
+      MC_T_EQ_INT(mc_comm_peers_check(peers, d, n, false), ncclInvalidUsage);
+      snprintf(want, sizeof(want),
+               "rank %d (pid %d) and rank %d (pid %d) on host host%c both use "
+               "device %d",
+               r, 1000 + r, q, 1000 + q, hosts[r], d[r]);
+      MC_T_CONTAINS(mc_t_last_error(), want);
+    }
+    mc_comm_nodes_free(&nd);
+  }
+}
+
+MC_T_MAIN(one_host, three_hosts, explicit_devices, single_rank, check_versions, check_shared_device,
+          matches_pairwise_rules)
