@@ -497,10 +497,7 @@ static ncclResult_t resolve_devices(const struct mc_peer_info *peers, int n_rank
         next_free++;
       nd->dev[r] = next_free++;
     }
-    for (int i = 0; i < k; i++) {
-      if ((peers[ranks[i]].dev >= 0) && (peers[ranks[i]].dev < k))
-        used[peers[ranks[i]].dev] = false;
-    }
+    memset(used, 0, (size_t)k * sizeof(*used));
   }
 out:
   free(order);
@@ -574,9 +571,10 @@ static int host_dev_cmp(const void *a, const void *b)
 }
 
 /* No two ranks of a host on one device. Sorted by host, device and rank, the
- * ranks that share a device are neighbours; the pair reported is the one a
- * scan of every pair in rank order finds first: the lowest rank that shares,
- * with the next rank on its device. */
+ * ranks that share a device are neighbours, the lowest first; the pair
+ * reported is the one a scan of every pair in rank order finds first: the
+ * lowest rank that shares, with the next rank on its device (a later pair of
+ * the same device starts at a higher rank, so it never replaces it). */
 static ncclResult_t check_devices_unique(const struct mc_peer_info *peers, const int *devs,
                                          int n_ranks)
 {
@@ -589,9 +587,7 @@ static ncclResult_t check_devices_unique(const struct mc_peer_info *peers, const
     hd[i] = (struct host_dev){.host_hash = peers[i].host_hash, .dev = devs[i], .rank = i};
   qsort(hd, (size_t)n_ranks, sizeof(*hd), host_dev_cmp);
   for (int i = 1; i < n_ranks; i++) {
-    bool first_of_run = (i == 1) || (hd[i - 2].host_hash != hd[i - 1].host_hash) ||
-                        (hd[i - 2].dev != hd[i - 1].dev);
-    if (first_of_run && (hd[i].host_hash == hd[i - 1].host_hash) && (hd[i].dev == hd[i - 1].dev) &&
+    if ((hd[i].host_hash == hd[i - 1].host_hash) && (hd[i].dev == hd[i - 1].dev) &&
         ((r < 0) || (hd[i - 1].rank < r))) {
       r = hd[i - 1].rank;
       q = hd[i].rank;
